@@ -1,0 +1,180 @@
+/*
+ * config.c - flags as users know them, and their CORAINE_<NAME> environment
+ * twins. One table describes every flag: its name, what it sets, its default
+ * and its help line; defaults, then the environment, then argv are applied
+ * in that order, so a flag on the command line wins.
+ */
+#include "core.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+cr_config_t cr_config;
+
+typedef enum { F_BOOL, F_INT, F_SIZE, F_STR, F_LEVEL } ftype_t;
+
+typedef struct flag {
+    const char  *name;       /* without dashes; "fg" takes one dash too */
+    ftype_t      type;
+    void        *dst;
+    const char  *def;
+    const char  *choices;    /* "a|b|c" or NULL */
+    const char  *help;
+} flag_t;
+
+static flag_t flags[] = {
+    {"fg", F_BOOL, &cr_config.foreground, "false", NULL, "run in the foreground (logs to stderr)"},
+    {"port", F_INT, &cr_config.port, "1026", NULL, "TCP port to listen on"},
+    {"bind", F_STR, &cr_config.bind_address, "0.0.0.0", NULL, "address to listen on"},
+    {"database", F_STR, &cr_config.database, "corDB", "corDB|mongoc", "entity store"},
+    {"dbDir", F_STR, &cr_config.db_dir, "", NULL, "corDB on disk in this directory (empty: in RAM)"},
+    {"dbSync", F_STR, &cr_config.db_sync, "interval", "always|interval|none", "corDB on disk: when the log is fsynced"},
+    {"dbLockPrefer", F_STR, &cr_config.db_lock_prefer, "reads", "reads|writes", "corDB store lock: who goes first when both wait"},
+    {"connectionPoolSize", F_INT, &cr_config.connection_pool_size, "0", NULL, "HTTP worker threads (0: one per core)"},
+    {"maxConnections", F_INT, &cr_config.max_connections, "4096", NULL, "concurrent client connections"},
+    {"requestTimeout", F_INT, &cr_config.request_timeout, "30", NULL, "seconds an idle connection is kept"},
+    {"maxBodySize", F_SIZE, &cr_config.max_body_size, "1048576", NULL, "largest request body in bytes (413 beyond)"},
+    {"maxJsonDepth", F_INT, &cr_config.max_json_depth, "64", NULL, "deepest JSON nesting accepted"},
+    {"maxAttributes", F_INT, &cr_config.max_attributes, "1000", NULL, "attributes per entity"},
+    {"maxLimit", F_INT, &cr_config.max_limit, "1000", NULL, "largest page size (limit) of a query"},
+    {"defaultLimit", F_INT, &cr_config.default_limit, "20", NULL, "page size when a query gives no limit"},
+    {"contextTimeout", F_INT, &cr_config.context_timeout_ms, "5000", NULL, "ms to download a remote @context"},
+    {"contextRetries", F_INT, &cr_config.context_retries, "2", NULL, "retries of a failed @context download"},
+    {"history", F_STR, &cr_config.history, "none", "none|corDB|timescale", "where attribute history is kept"},
+    {"logFile", F_STR, &cr_config.log_file, "", NULL, "log to this file instead of stderr"},
+    {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
+};
+
+static bool in_choices(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *c = choices; c && *c;) {
+        const char *e = strchr(c, '|');
+        size_t      l = e ? (size_t)(e - c) : strlen(c);
+        if (l == n && strncmp(c, v, n) == 0) return true;
+        c = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+static bool set_flag(flag_t *f, const char *v, const char *origin)
+{
+    char *end;
+    if (f->choices && !in_choices(f->choices, v)) {
+        fprintf(stderr, "coraine: %s: --%s must be one of %s, not '%s'\n", origin, f->name, f->choices, v);
+        return false;
+    }
+    switch (f->type) {
+    case F_BOOL:
+        if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes")) *(bool *)f->dst = true;
+        else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no")) *(bool *)f->dst = false;
+        else { fprintf(stderr, "coraine: %s: --%s takes true|false, not '%s'\n", origin, f->name, v); return false; }
+        return true;
+    case F_INT: {
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || *end || end == v || n < 0 || n > 1000000000) {
+            fprintf(stderr, "coraine: %s: --%s takes a non-negative integer, not '%s'\n", origin, f->name, v);
+            return false;
+        }
+        *(int *)f->dst = (int)n;
+        return true;
+    }
+    case F_SIZE: {
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (*end == 'k' || *end == 'K') { n <<= 10; end++; }
+        else if (*end == 'm' || *end == 'M') { n <<= 20; end++; }
+        if (errno || *end || end == v || v[0] == '-') {
+            fprintf(stderr, "coraine: %s: --%s takes a size in bytes (k/M suffix allowed), not '%s'\n", origin, f->name, v);
+            return false;
+        }
+        *(size_t *)f->dst = (size_t)n;
+        return true;
+    }
+    case F_STR:
+        *(const char **)f->dst = v;
+        return true;
+    case F_LEVEL:
+        *(int *)f->dst = !strcmp(v, "error") ? LOG_ERROR : !strcmp(v, "warn") ? LOG_WARN
+                       : !strcmp(v, "info") ? LOG_INFO : LOG_DEBUG;
+        return true;
+    }
+    return false;
+}
+
+void cr_config_usage(FILE *out)
+{
+    fprintf(out, "usage: coraine [flags]\n\nEvery flag can also be set as CORAINE_<NAME> in the environment "
+                 "(e.g. CORAINE_PORT=1026, CORAINE_DBLOCKPREFER=writes); the command line wins.\n\n");
+    for (size_t i = 0; i < CR_ARRAY_LEN(flags); i++) {
+        flag_t *f = &flags[i];
+        char    left[64];
+        snprintf(left, sizeof left, "%s%s %s", f->type == F_BOOL ? "-" : "--", f->name,
+                 f->type == F_BOOL ? "" : f->choices ? f->choices : "<value>");
+        fprintf(out, "  %-34s %s (default %s)\n", left, f->help, *f->def ? f->def : "none");
+    }
+    fprintf(out, "  %-34s %s\n  %-34s %s\n", "--help", "this text", "--version", "version and build");
+}
+
+static flag_t *find_flag(const char *name)
+{
+    for (size_t i = 0; i < CR_ARRAY_LEN(flags); i++)
+        if (!strcasecmp(flags[i].name, name)) return &flags[i];
+    return NULL;
+}
+
+bool cr_config_load(int argc, char **argv)
+{
+    memset(&cr_config, 0, sizeof cr_config);
+    for (size_t i = 0; i < CR_ARRAY_LEN(flags); i++)
+        if (!set_flag(&flags[i], flags[i].def, "default")) return false;
+
+    for (size_t i = 0; i < CR_ARRAY_LEN(flags); i++) {
+        char env[64] = "CORAINE_";
+        size_t k = strlen(env);
+        for (const char *c = flags[i].name; *c && k < sizeof env - 1; c++) env[k++] = (char)toupper((unsigned char)*c);
+        env[k] = '\0';
+        const char *v = getenv(env);
+        if (v && !set_flag(&flags[i], v, env)) return false;
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "-u")) {
+            cr_config_usage(stdout);
+            exit(0);
+        }
+        if (a[0] != '-') { fprintf(stderr, "coraine: unexpected argument '%s' (try --help)\n", a); return false; }
+        const char *name = a[1] == '-' ? a + 2 : a + 1;
+        const char *eq = strchr(name, '=');
+        char        nbuf[64];
+        size_t      nl = eq ? (size_t)(eq - name) : strlen(name);
+        if (nl >= sizeof nbuf) nl = sizeof nbuf - 1;
+        memcpy(nbuf, name, nl);
+        nbuf[nl] = '\0';
+        flag_t *f = find_flag(nbuf);
+        if (!f) { fprintf(stderr, "coraine: unknown flag '%s' (try --help)\n", a); return false; }
+        const char *v;
+        if (eq) v = eq + 1;
+        else if (f->type == F_BOOL) v = "true";
+        else if (i + 1 < argc) v = argv[++i];
+        else { fprintf(stderr, "coraine: flag '%s' needs a value\n", a); return false; }
+        if (!set_flag(f, v, "command line")) return false;
+    }
+    if (cr_config.db_dir && !*cr_config.db_dir) cr_config.db_dir = NULL;
+    if (cr_config.log_file && !*cr_config.log_file) cr_config.log_file = NULL;
+    if (cr_config.connection_pool_size == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cr_config.connection_pool_size = n > 0 ? (int)n : 2;
+    }
+    if (cr_config.port < 1 || cr_config.port > 65535) {
+        fprintf(stderr, "coraine: --port must be 1..65535\n");
+        return false;
+    }
+    if (cr_config.default_limit > cr_config.max_limit) cr_config.default_limit = cr_config.max_limit;
+    return true;
+}

@@ -1,0 +1,174 @@
+/*
+ * core.h - the small things every module stands on: arenas, string buffers,
+ * interned names, hashing, time, logging, problems (errors) and the
+ * configuration read from flags.
+ *
+ * Ownership rules (DESIGN.md):
+ *  - everything a request allocates comes from its arena_t and is freed in
+ *    one arena_free()/arena_reset();
+ *  - interned names live for the whole process: two interned strings are
+ *    equal iff their pointers are equal;
+ *  - the store owns its memory with plain malloc, never an arena.
+ */
+#ifndef CORAINE_CORE_H
+#define CORAINE_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CR_UNUSED(x) ((void)(x))
+#define CR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define CR_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CR_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ------------------------------------------------------------------ arena */
+
+typedef struct arena arena_t;
+
+arena_t *arena_new(size_t first_block);          /* NULL on OOM */
+void     arena_free(arena_t *a);                 /* frees everything */
+void     arena_reset(arena_t *a);                /* keeps the first block */
+void    *arena_alloc(arena_t *a, size_t n);      /* 16-aligned; aborts on OOM */
+void    *arena_calloc(arena_t *a, size_t n);     /* zeroed */
+char    *arena_strndup(arena_t *a, const char *s, size_t n); /* NUL-terminated */
+char    *arena_strdup(arena_t *a, const char *s);
+char    *arena_printf(arena_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+size_t   arena_used(const arena_t *a);           /* bytes handed out */
+/* Runs fn(ptr) when the arena is freed or reset (e.g. pcre2_code_free). */
+void     arena_on_free(arena_t *a, void (*fn)(void *), void *ptr);
+
+/* -------------------------------------------------------- string buffer */
+
+/* A growable byte buffer whose memory comes from an arena (or from malloc
+ * when a == NULL; then sb_release() frees it). Always NUL-terminated. */
+typedef struct sbuf {
+    char    *p;
+    size_t   len;
+    size_t   cap;
+    arena_t *a;
+} sbuf_t;
+
+void sb_init(sbuf_t *sb, arena_t *a, size_t cap);
+void sb_release(sbuf_t *sb);                     /* only for a == NULL */
+void sb_add(sbuf_t *sb, const char *s, size_t n);
+void sb_adds(sbuf_t *sb, const char *s);
+void sb_addc(sbuf_t *sb, char c);
+void sb_printf(sbuf_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_addi(sbuf_t *sb, int64_t v);             /* decimal integer, fast */
+static inline void sb_clear(sbuf_t *sb) { sb->len = 0; if (sb->p) sb->p[0] = '\0'; }
+
+/* --------------------------------------------------------------- hashing */
+
+uint64_t cr_hash(const void *data, size_t len);  /* 64-bit, good spread */
+static inline uint64_t cr_hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+    return x;
+}
+
+/* ------------------------------------------------------------- interning */
+
+/* Process-wide, thread-safe. Returned strings are NUL-terminated and never
+ * freed; equal contents give the same pointer. */
+const char *intern(const char *s, size_t len);
+const char *intern_cstr(const char *s);
+/* The interned pointer for s, or NULL when s was never interned (no insert). */
+const char *intern_find(const char *s, size_t len);
+size_t      intern_count(void);
+
+/* ------------------------------------------------------------------ time */
+
+int64_t cr_now_ms(void);                         /* wall clock, ms since epoch */
+int64_t cr_mono_ns(void);                        /* monotonic */
+/* ISO 8601 DateTime as NGSI-LD uses it (4.6.3): YYYY-MM-DDThh:mm:ss[.fff][Z|±hh:mm].
+ * Returns false when s is not one. */
+bool    cr_parse_datetime(const char *s, int64_t *ms);
+bool    cr_parse_date(const char *s, int64_t *ms);   /* YYYY-MM-DD */
+bool    cr_parse_time(const char *s, int64_t *ms);   /* hh:mm:ss[.fff][Z] -> ms since midnight */
+/* Writes "YYYY-MM-DDThh:mm:ss.mmmZ" (24 chars + NUL); returns the length. */
+int     cr_format_datetime(int64_t ms, char out[32]);
+
+/* --------------------------------------------------------------- logging */
+
+enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+extern int cr_log_level;
+void cr_log_open(const char *file, int level);   /* file NULL = stderr */
+void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define LOG_E(...) cr_log(LOG_ERROR, __VA_ARGS__)
+#define LOG_W(...) do { if (cr_log_level >= LOG_WARN) cr_log(LOG_WARN, __VA_ARGS__); } while (0)
+#define LOG_I(...) do { if (cr_log_level >= LOG_INFO) cr_log(LOG_INFO, __VA_ARGS__); } while (0)
+#define LOG_D(...) do { if (cr_log_level >= LOG_DEBUG) cr_log(LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* -------------------------------------------------------------- problems */
+
+/* The error types of clause 6.3.2. */
+typedef enum {
+    PB_NONE = 0,
+    PB_BAD_REQUEST_DATA,        /* 400 */
+    PB_INVALID_REQUEST,         /* 400 */
+    PB_ALREADY_EXISTS,          /* 409 */
+    PB_RESOURCE_NOT_FOUND,      /* 404 */
+    PB_NONEXISTENT_TENANT,      /* 404 */
+    PB_OPERATION_NOT_SUPPORTED, /* 422 */
+    PB_TOO_COMPLEX_QUERY,       /* 403 */
+    PB_TOO_MANY_RESULTS,        /* 403 */
+    PB_LD_CONTEXT_NOT_AVAILABLE,/* 503 */
+    PB_NO_MULTI_TENANT_SUPPORT, /* 501 */
+    PB_INTERNAL_ERROR,          /* 500 */
+    PB_HTTP,                    /* a bare HTTP status (405, 406, 411, 413, 415) */
+    PB__COUNT
+} problem_kind_t;
+
+/* A problem as modules report it; http/ renders it as ProblemDetails.
+ * detail is always NUL-terminated. */
+typedef struct problem {
+    problem_kind_t kind;
+    int            status;      /* only for PB_HTTP, else derived from kind */
+    char           detail[512];
+} problem_t;
+
+/* Sets p (when not NULL) and returns false, so that callers can write
+ * `return problem_set(p, PB_BAD_REQUEST_DATA, "...", ...);` */
+bool        problem_set(problem_t *p, problem_kind_t kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int         problem_status(const problem_t *p);
+const char *problem_type_uri(problem_kind_t kind);  /* https://uri.etsi.org/ngsi-ld/errors/... */
+const char *problem_title(problem_kind_t kind);
+
+/* --------------------------------------------------------- configuration */
+
+typedef struct cr_config {
+    bool        foreground;          /* -fg */
+    int         port;                /* --port (1026) */
+    const char *database;            /* --database corDB|mongoc */
+    const char *db_dir;              /* --dbDir (NULL: RAM) */
+    const char *db_sync;             /* --dbSync always|interval|none */
+    const char *db_lock_prefer;      /* --dbLockPrefer reads|writes */
+    int         connection_pool_size;/* --connectionPoolSize (cores) */
+    int         max_connections;     /* --maxConnections */
+    int         request_timeout;     /* --requestTimeout seconds */
+    size_t      max_body_size;       /* --maxBodySize bytes */
+    int         max_json_depth;      /* --maxJsonDepth */
+    int         max_attributes;      /* --maxAttributes per entity */
+    int         max_limit;           /* --maxLimit: largest page size */
+    int         default_limit;       /* limit when none is given (20) */
+    int         context_timeout_ms;  /* --contextTimeout for remote @context downloads */
+    int         context_retries;     /* --contextRetries */
+    const char *history;             /* --history none|corDB|timescale */
+    const char *log_file;            /* --logFile */
+    int         log_level;           /* --logLevel error|warn|info|debug */
+    const char *bind_address;        /* --bind (127.0.0.1 / 0.0.0.0) */
+} cr_config_t;
+
+extern cr_config_t cr_config;
+/* Fills cr_config from defaults, then CORAINE_<NAME> environment variables,
+ * then argv. Prints usage and returns false on a bad flag. */
+bool cr_config_load(int argc, char **argv);
+void cr_config_usage(FILE *out);
+
+#endif

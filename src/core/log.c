@@ -1,0 +1,47 @@
+/*
+ * log.c - one line per event on stderr (or --logFile), with time and level.
+ * The level check happens in the LOG_* macros, so a disabled level costs a
+ * comparison; nothing is logged on the hot path at the default level.
+ */
+#include "core.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int          cr_log_level = LOG_INFO;
+static FILE *log_out;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+
+void cr_log_open(const char *file, int level)
+{
+    cr_log_level = level;
+    if (file && *file) {
+        FILE *f = fopen(file, "a");
+        if (f) { setvbuf(f, NULL, _IOLBF, 0); log_out = f; return; }
+        fprintf(stderr, "coraine: cannot open log file %s, logging to stderr\n", file);
+    }
+    log_out = NULL;
+}
+
+void cr_log(int level, const char *fmt, ...)
+{
+    char    line[2048];
+    char    ts[32];
+    va_list ap;
+    if (level > cr_log_level) return;
+    cr_format_datetime(cr_now_ms(), ts);
+    int n = snprintf(line, sizeof line, "%s %-5s ", ts, level_names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof line - 2) len = sizeof line - 2;
+    for (size_t i = (size_t)n; i < len; i++) if (line[i] == '\n') line[i] = ' ';
+    line[len++] = '\n';
+    pthread_mutex_lock(&log_lock);
+    fwrite(line, 1, len, log_out ? log_out : stderr);
+    pthread_mutex_unlock(&log_lock);
+}

@@ -1,0 +1,123 @@
+/*
+ * json.h - our JSON parser and renderer, built on the request arena.
+ *
+ * The parser works in situ: it decodes strings inside the buffer it is
+ * given (a decoded string is never longer than its escaped form) and
+ * NUL-terminates them there, so a string node points into the request body
+ * and nothing is copied. Nodes come from the arena. Limits (depth, size) are
+ * explicit and UTF-8 is validated; any violation is an error with a message
+ * that says where.
+ *
+ * Trees are singly linked: a container's `child` is its first child, each
+ * child's `next` the following one. Building long arrays: keep your own
+ * tail and use json_push(); rendering large output: use the writer (jw_*),
+ * which streams into an sbuf_t without building a tree.
+ */
+#ifndef CORAINE_JSON_H
+#define CORAINE_JSON_H
+
+#include "../core/core.h"
+
+typedef enum {
+    JSON_NULL = 0,
+    JSON_FALSE,
+    JSON_TRUE,
+    JSON_NUMBER,
+    JSON_STRING,
+    JSON_ARRAY,
+    JSON_OBJECT
+} json_type_t;
+
+typedef struct json json_t;
+struct json {
+    uint8_t     type;       /* json_type_t */
+    uint8_t     is_int;     /* JSON_NUMBER: 1 when `i` holds it (an integer literal
+                               that fits int64), 0 when `num` does */
+    uint16_t    _reserved;
+    uint32_t    len;        /* STRING: bytes (excluding NUL); ARRAY/OBJECT: children */
+    const char *key;        /* member name inside an object (NUL-terminated), else NULL */
+    union {
+        double      num;
+        int64_t     i;
+        const char *str;    /* NUL-terminated, may contain no NUL (rejected: \u0000) */
+        json_t     *child;  /* first child of an array/object */
+    };
+    json_t     *next;
+};
+
+typedef struct json_limits {
+    uint32_t max_depth;     /* nesting of arrays/objects; 0 = 64 */
+    size_t   max_size;      /* bytes of input; 0 = no limit */
+} json_limits_t;
+
+/* Parses buf[0..len) in situ (buf is modified; it needs len+1 bytes so that a
+ * NUL can be written at buf[len]). Returns the root, or NULL with a message
+ * in err ("at offset 17: expected ':'"). Trailing non-space is an error. */
+json_t *json_parse(arena_t *a, char *buf, size_t len, const json_limits_t *lim,
+                   char *err, size_t errlen);
+/* Same, on a copy of s made in the arena (s is left as it is). */
+json_t *json_parse_copy(arena_t *a, const char *s, size_t len, const json_limits_t *lim,
+                        char *err, size_t errlen);
+
+/* true when s[0..len) is well-formed UTF-8 (no overlongs, no surrogates). */
+bool json_utf8_valid(const char *s, size_t len);
+
+/* ---- reading */
+json_t *json_get(const json_t *obj, const char *key);   /* NULL if absent / not an object */
+double  json_number(const json_t *n);                   /* a NUMBER as double */
+static inline bool json_is_string(const json_t *n) { return n && n->type == JSON_STRING; }
+static inline bool json_is_object(const json_t *n) { return n && n->type == JSON_OBJECT; }
+static inline bool json_is_array(const json_t *n) { return n && n->type == JSON_ARRAY; }
+static inline bool json_is_number(const json_t *n) { return n && n->type == JSON_NUMBER; }
+static inline bool json_is_bool(const json_t *n) { return n && (n->type == JSON_TRUE || n->type == JSON_FALSE); }
+#define json_foreach(c, parent) for (json_t *c = (parent)->child; c; c = c->next)
+/* Deep equality (object members compared regardless of order). */
+bool json_equal(const json_t *a, const json_t *b);
+
+/* ---- building (nodes and strings from the arena) */
+json_t *json_new(arena_t *a, json_type_t t);
+json_t *json_new_string(arena_t *a, const char *s);           /* no copy: s must outlive the tree */
+json_t *json_new_stringn(arena_t *a, const char *s, size_t n);/* copies */
+json_t *json_new_number(arena_t *a, double v);
+json_t *json_new_int(arena_t *a, int64_t v);
+json_t *json_new_bool(arena_t *a, bool v);
+/* Appends child at the end (O(children)); sets child->key = key (not copied). */
+void    json_add(json_t *container, const char *key, json_t *child);
+/* O(1) append when the caller keeps the tail (*tail NULL for an empty container). */
+void    json_push(json_t *container, json_t **tail, const char *key, json_t *child);
+/* Removes the member named key; returns it or NULL. */
+json_t *json_remove(json_t *obj, const char *key);
+/* Deep copy into arena a (strings copied too). */
+json_t *json_clone(arena_t *a, const json_t *n);
+
+/* ---- rendering */
+/* Appends the compact JSON text of n to sb. */
+void json_render(sbuf_t *sb, const json_t *n);
+/* Appends a JSON string literal (with quotes, escaped) of s[0..len). */
+void json_render_string(sbuf_t *sb, const char *s, size_t len);
+/* Appends a number: integers exactly, others in the shortest form that reads back equal. */
+void json_render_number(sbuf_t *sb, double v);
+
+/* Streaming writer: commas and nesting are handled for the caller. */
+typedef struct json_writer {
+    sbuf_t  *sb;
+    uint32_t depth;
+    uint8_t  need_comma[128];   /* per depth */
+} json_writer_t;
+
+void jw_init(json_writer_t *w, sbuf_t *sb);
+void jw_object_begin(json_writer_t *w);
+void jw_object_end(json_writer_t *w);
+void jw_array_begin(json_writer_t *w);
+void jw_array_end(json_writer_t *w);
+void jw_key(json_writer_t *w, const char *key);          /* next value is this member's */
+void jw_string(json_writer_t *w, const char *s);
+void jw_stringn(json_writer_t *w, const char *s, size_t n);
+void jw_number(json_writer_t *w, double v);
+void jw_int(json_writer_t *w, int64_t v);
+void jw_bool(json_writer_t *w, bool v);
+void jw_null(json_writer_t *w);
+void jw_value(json_writer_t *w, const json_t *n);        /* a whole tree */
+void jw_raw(json_writer_t *w, const char *s, size_t n);  /* pre-rendered JSON */
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * ld.h - JSON-LD @context for NGSI-LD (clauses 4.4, 6.3.5, 5.5.7).
+ *
+ * A context is an immutable table built once and shared: term -> expanded IRI
+ * and IRI -> term, both hash lookups on interned strings, never a scan. The core
+ * context (v1.8, built into the binary) is implicitly the last entry of every
+ * context array, so its terms cannot be overridden; unknown terms expand with
+ * the core @vocab (https://uri.etsi.org/ngsi-ld/default-context/).
+ *
+ * User contexts come from a Link header (a URL) or from an inline @context
+ * (a URL string, an object, or an array of both). Remote contexts are fetched
+ * with libcurl (timeout and retries from cr_config), downloaded once even when
+ * many requests ask at the same time, and cached by URL. Built contexts are
+ * cached too (by URL, or by the text of an inline context), so a request that
+ * repeats a context costs one hash lookup. Contexts are never freed while the
+ * process runs (the cache is bounded; see ld.c).
+ *
+ * All functions are thread-safe.
+ */
+#ifndef CORAINE_LD_H
+#define CORAINE_LD_H
+
+#include "../core/core.h"
+#include "../json/json.h"
+
+#define LD_CORE_CONTEXT_URL "https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld"
+#define LD_DEFAULT_VOCAB    "https://uri.etsi.org/ngsi-ld/default-context/"
+#define LD_NGSI_LD_PREFIX   "https://uri.etsi.org/ngsi-ld/"
+
+typedef struct ld_context ld_context_t;
+
+/* Loads the built-in core context; call once at start (main). false on failure. */
+bool ld_init(void);
+void ld_shutdown(void);
+
+const ld_context_t *ld_core(void);
+
+/* The context named by a Link header value, e.g.
+ *   <http://x/ctx.jsonld>; rel="http://www.w3.org/ns/json-ld#context"; type="application/ld+json"
+ * A Link whose rel is not the JSON-LD context one is BadRequestData. A URL that
+ * cannot be fetched or is not a valid context: LdContextNotAvailable (503). */
+const ld_context_t *ld_from_link(const char *link_header, problem_t *p);
+
+/* The context of an inline "@context" value (string URL, object, or array).
+ * Invalid content: BadRequestData; unreachable URL: LdContextNotAvailable. */
+const ld_context_t *ld_from_json(const json_t *context_value, problem_t *p);
+
+/* Expands a term to its IRI (interned). Already absolute IRIs (containing ':'
+ * with a scheme, or a compact IRI with a known prefix) come back expanded;
+ * "id"/"@id" and "type"/"@type" map to "@id"/"@type"; an unknown term gets
+ * the default @vocab. Never NULL for a non-empty term. */
+const char *ld_expand(const ld_context_t *c, const char *term);
+const char *ld_expandn(const ld_context_t *c, const char *term, size_t len);
+
+/* Compacts an IRI to the shortest term of c that maps to it (a user term
+ * wins over the @vocab form), or returns iri itself when none does. The result
+ * is interned. */
+const char *ld_compact(const ld_context_t *c, const char *iri);
+
+/* When the term's definition says "@type": "@vocab" (e.g. a VocabProperty
+ * value) or "@id"; NULL otherwise. */
+const char *ld_term_type(const ld_context_t *c, const char *expanded_iri);
+
+/* How the context should be referred to in a response:
+ *  - ld_context_link: the URL for a Link header (the user's URL when the context
+ *    came from one URL, the core URL for the core, else a URL served by this
+ *    broker under /ngsi-ld/v1/jsonldContexts/{id});
+ *  - ld_context_value: the @context member value for an ld+json body (the user's
+ *    original value as JSON text, or the core URL). */
+const char *ld_context_link(const ld_context_t *c);
+const char *ld_context_value_json(const ld_context_t *c);
+
+/* Cached contexts for GET /jsonldContexts (6.30-6.32 use this later). */
+typedef void (*ld_visit_fn)(void *ud, const char *id, const char *url, const char *kind,
+                            int64_t created_ms, const char *json_text);
+void ld_cache_foreach(ld_visit_fn fn, void *ud);
+/* The JSON text of a context served by us (id from ld_context_link); NULL if unknown. */
+const char *ld_served_context(const char *id);
+
+/* Statistics for /statistics. */
+typedef struct ld_stats {
+    uint64_t downloads, download_failures, cache_hits, cached;
+} ld_stats_t;
+void ld_get_stats(ld_stats_t *s);
+
+#endif

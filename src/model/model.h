@@ -1,0 +1,239 @@
+/*
+ * model.h - the NGSI-LD information model as coraine holds it (clause 5.2),
+ * and everything that reads it: validation of incoming entities, the
+ * operations that change an entity (merge, append, update, replace, delete
+ * attribute), rendering in every format, and the query languages (q of 4.9,
+ * geo of 4.10, type selection of 4.17, scopeQ of 4.19) evaluated on it.
+ *
+ * One representation serves two lifetimes:
+ *  - a draft: built from a request body in the request arena (entity_parse),
+ *    its strings and values pointing into the parsed body;
+ *  - a frozen entity: entity_freeze() lays the whole entity out in ONE malloc'd
+ *    block (names stay interned, values typed, nothing to parse again), with a
+ *    reference count. Frozen entities are immutable: a write builds a new one
+ *    and the store swaps the pointer, so a reader that holds a reference can
+ *    render after the store lock is released, and a Change is just (before,
+ *    after).
+ *
+ * All names (entity types, attribute names) are expanded IRIs, interned:
+ * compare them by pointer.
+ */
+#ifndef CORAINE_MODEL_H
+#define CORAINE_MODEL_H
+
+#include "../core/core.h"
+#include "../json/json.h"
+#include "../ld/ld.h"
+
+#define CR_NO_TIME INT64_MIN
+
+/* Interned IRIs of the core members, set by model_init(). */
+typedef struct model_names {
+    const char *property, *relationship, *geoproperty, *languageproperty,
+               *vocabproperty, *listproperty, *listrelationship, *jsonproperty;
+    const char *has_value, *has_object, *has_language_map, *has_vocab, *has_value_list,
+               *has_object_list, *json;
+    const char *observed_at, *unit_code, *dataset_id, *created_at, *modified_at,
+               *location, *observation_space, *operation_space, *scope, *object_type;
+} model_names_t;
+extern model_names_t MN;
+void model_init(void);               /* after ld_init() */
+
+/* ------------------------------------------------------------- entities */
+
+typedef enum {
+    ATTR_PROPERTY = 1,
+    ATTR_RELATIONSHIP,
+    ATTR_GEOPROPERTY,
+    ATTR_LANGUAGEPROPERTY,
+    ATTR_VOCABPROPERTY,
+    ATTR_LISTPROPERTY,
+    ATTR_LISTRELATIONSHIP,
+    ATTR_JSONPROPERTY
+} attr_kind_t;
+
+const char *attr_kind_name(attr_kind_t k);   /* "Property", "Relationship", ... */
+
+typedef struct cr_attr cr_attr_t;
+struct cr_attr {
+    const char *name;         /* expanded IRI, interned */
+    const char *dataset_id;   /* NULL: the default instance */
+    /* The attribute's value, by kind: Property/GeoProperty: value;
+     * Relationship: object (string, or array of strings); LanguageProperty:
+     * languageMap (object); VocabProperty: vocab (string or array, EXPANDED);
+     * ListProperty: valueList (array); ListRelationship: objectList (array);
+     * JsonProperty: json (any JSON, kept verbatim). */
+    json_t     *value;
+    const char *unit_code;    /* NULL when absent */
+    const char *object_type;  /* Relationship objectType, expanded; NULL when absent */
+    int64_t     observed_at;  /* CR_NO_TIME when absent */
+    int64_t     created_at;   /* system attributes, ms since epoch */
+    int64_t     modified_at;
+    cr_attr_t  *sub;          /* sub-attributes (n_sub, in the order given) */
+    uint16_t    n_sub;
+    uint8_t     kind;         /* attr_kind_t */
+    uint8_t     is_null;      /* draft only: the NGSI-LD Null ("urn:ngsi-ld:null"): delete on merge */
+};
+
+typedef struct cr_entity {
+    int32_t      refs;        /* frozen only (atomic); drafts: 0 */
+    uint32_t     bytes;       /* frozen only: size of the block */
+    const char  *id;
+    const char **types;       /* expanded IRIs, interned (n_types >= 1) */
+    cr_attr_t   *attrs;       /* several entries may share a name (datasetIds) */
+    json_t      *scope;       /* NULL, or a string / array of strings */
+    int64_t      created_at;
+    int64_t      modified_at;
+    uint16_t     n_types;
+    uint16_t     n_attrs;
+} cr_entity_t;
+
+/* Parse flags */
+enum {
+    EP_CREATE   = 1 << 0,  /* id and type required (create, replace, batch create/upsert) */
+    EP_FRAGMENT = 1 << 1,  /* attributes only; "id"/"type" may appear and must match (PATCH/PUT attrs) */
+    EP_MERGE    = 1 << 2,  /* NGSI-LD Null allowed (merge-patch semantics, 5.6.17) */
+    EP_PARTIAL  = 1 << 3,  /* attribute members may be partial: no type needed (5.6.4) */
+};
+
+/* Validates a request body (a JSON object, already known to carry no
+ * mismatched @context) and builds a draft entity in arena a. Names are
+ * expanded with ctx. `now` stamps createdAt/modifiedAt. Every violation of
+ * 4.6 / 5.2 gives BadRequestData with a detail naming the member. The
+ * "@context" member, if present, is ignored here (the API checks it). */
+cr_entity_t *entity_parse(arena_t *a, const json_t *body, const ld_context_t *ctx,
+                          unsigned flags, int64_t now, problem_t *p);
+/* One attribute value (normalized or concise form) for attribute `name`
+ * (expanded): used by PATCH/PUT /attrs/{attrId}. */
+bool attr_parse(arena_t *a, const char *name, const json_t *v, const ld_context_t *ctx,
+                unsigned flags, int64_t now, cr_attr_t *out, problem_t *p);
+
+/* Entity ids and names (4.6.2; ids are URIs). */
+bool model_valid_uri(const char *s);
+bool model_valid_name(const char *s);      /* type / attribute name, before expansion */
+
+/* Frozen entities */
+cr_entity_t *entity_freeze(const cr_entity_t *draft);     /* one block, refs = 1 */
+void         entity_ref(cr_entity_t *e);
+void         entity_unref(cr_entity_t *e);                /* frees at 0 */
+bool         entity_has_type(const cr_entity_t *e, const char *type);  /* interned */
+/* The first attribute named `name` (interned) with datasetId ds (NULL = default); or NULL. */
+const cr_attr_t *entity_attr(const cr_entity_t *e, const char *name, const char *dataset_id);
+/* Any instance of `name`. */
+const cr_attr_t *entity_attr_any(const cr_entity_t *e, const char *name);
+
+/* ----------------------------------------------------------- operations */
+
+typedef enum {
+    OP_REPLACE_ENTITY = 1, /* PUT /entities/{id} (5.6.18): all attributes replaced, createdAt kept */
+    OP_MERGE_ENTITY,       /* PATCH /entities/{id} (5.6.17), batch merge, upsert?options=update */
+    OP_APPEND_ATTRS,       /* POST /entities/{id}/attrs (5.6.3); args.no_overwrite */
+    OP_UPDATE_ATTRS,       /* PATCH /entities/{id}/attrs (5.6.2): existing only, others notUpdated */
+    OP_PARTIAL_ATTR,       /* PATCH /entities/{id}/attrs/{attrId} (5.6.4) */
+    OP_REPLACE_ATTR,       /* PUT /entities/{id}/attrs/{attrId} (5.6.19) */
+    OP_DELETE_ATTR         /* DELETE /entities/{id}/attrs/{attrId} (5.6.5); args.dataset_id, args.delete_all */
+} entity_op_t;
+
+typedef struct op_args {
+    bool        no_overwrite;   /* OP_APPEND_ATTRS, batch update */
+    bool        delete_all;     /* OP_DELETE_ATTR */
+    const char *attr_name;      /* OP_PARTIAL_ATTR, OP_REPLACE_ATTR, OP_DELETE_ATTR (expanded) */
+    const char *dataset_id;     /* OP_DELETE_ATTR, OP_PARTIAL_ATTR */
+} op_args_t;
+
+/* Per-attribute outcome, for 207 responses (UpdateResult, 5.2.18). */
+typedef struct attr_outcome {
+    const char *name;           /* expanded */
+    bool        updated;
+    const char *reason;         /* when !updated */
+} attr_outcome_t;
+
+typedef struct op_result {
+    attr_outcome_t *items;      /* in the arena */
+    size_t          n, cap;
+    size_t          n_updated, n_not_updated;
+} op_result_t;
+
+/* Applies op to `old` (frozen) with `patch` (a draft) and returns the new
+ * draft (in a; it may point into old and patch: freeze it before releasing
+ * them), or NULL with p set (e.g. ResourceNotFound for an attribute that is
+ * not there). `res` (may be NULL) gets per-attribute outcomes. When nothing
+ * changed (all notUpdated) the result is still returned; res tells. */
+cr_entity_t *entity_apply(arena_t *a, const cr_entity_t *old, const cr_entity_t *patch,
+                          entity_op_t op, const op_args_t *args, int64_t now,
+                          op_result_t *res, problem_t *p);
+
+/* ------------------------------------------------------------ rendering */
+
+typedef enum { FMT_NORMALIZED = 0, FMT_CONCISE, FMT_KEYVALUES } fmt_t;
+
+typedef struct render_opts {
+    const ld_context_t *ctx;     /* names are compacted with it */
+    fmt_t        format;
+    bool         sys_attrs;      /* createdAt / modifiedAt */
+    /* Projection (4.21 pick/omit, attrs). Names expanded; "@id"/"@type" stand
+     * for id/type in pick/omit. NULL/0 = no projection. */
+    const char **pick;  size_t n_pick;
+    const char **omit;  size_t n_omit;
+    const char  *lang;           /* 4.15 language filter, NULL = none */
+    const char  *context_json;   /* when set, an "@context" member with this JSON text is added (ld+json) */
+    const char  *geoproperty;    /* GeoJSON output: the geometry attribute (expanded), NULL = location */
+} render_opts_t;
+
+void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);
+/* GeoJSON Feature (4.5.16 / 4.5.17 for keyValues). */
+void entity_render_geojson(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);
+/* One attribute (as in the entity rendering, without its name). */
+void attr_render(json_writer_t *w, const cr_attr_t *a, const render_opts_t *o);
+
+/* ---------------------------------------------------------------- queries */
+
+typedef struct q_expr   q_expr_t;    /* q (4.9) */
+typedef struct typesel  typesel_t;   /* type selection (4.17) */
+typedef struct scopeq   scopeq_t;    /* scopeQ (4.19) */
+typedef struct geoq     geoq_t;      /* geo-query (4.10) */
+
+q_expr_t  *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
+bool       q_match(const q_expr_t *q, const cr_entity_t *e);
+
+typedef struct geoq_params {
+    const char *georel;        /* "near;maxDistance==2000", "within", ... */
+    const char *geometry;      /* "Point", "Polygon", ... */
+    const char *coordinates;   /* JSON text of the coordinates */
+    const char *geoproperty;   /* attribute name (compact), NULL = location */
+} geoq_params_t;
+geoq_t    *geoq_parse(arena_t *a, const geoq_params_t *gp, const ld_context_t *ctx, problem_t *p);
+/* Same from an already parsed geometry (batch query body, subscriptions). */
+geoq_t    *geoq_from_json(arena_t *a, const char *georel, const json_t *geometry_type,
+                          const json_t *coordinates, const char *geoproperty,
+                          const ld_context_t *ctx, problem_t *p);
+bool       geoq_match(const geoq_t *g, const cr_entity_t *e);
+/* A valid GeoJSON geometry (RFC 7946 as 4.7 restricts it)? */
+bool       geo_validate(const json_t *geometry, problem_t *p);
+
+typesel_t *typesel_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
+bool       typesel_match(const typesel_t *t, const cr_entity_t *e);
+/* When the selection is a plain disjunction of types (a,b|c with no ';'),
+ * their expanded names (so the store can walk its type index); else 0. */
+size_t     typesel_types(const typesel_t *t, const char *const **types);
+
+scopeq_t  *scopeq_parse(arena_t *a, const char *text, problem_t *p);
+bool       scopeq_match(const scopeq_t *s, const cr_entity_t *e);
+
+/* Everything that selects entities (GET /entities, POST entityOperations/query,
+ * DELETE /entities, and later subscriptions). All members optional. */
+typedef struct entity_filter {
+    const char **ids;  size_t n_ids;      /* exact ids */
+    void        *id_pattern;              /* pcre2_code*, compiled once per request */
+    typesel_t   *types;
+    q_expr_t    *q;
+    geoq_t      *geo;
+    scopeq_t    *scope;
+    const char **attrs; size_t n_attrs;   /* entity must have at least one of them (expanded) */
+} entity_filter_t;
+
+/* Compiles an idPattern (PCRE2) in the arena's lifetime (freed with it). */
+void *filter_compile_pattern(arena_t *a, const char *pattern, problem_t *p);
+bool  filter_match(const entity_filter_t *f, const cr_entity_t *e);
+
+#endif
