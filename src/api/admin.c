@@ -1,0 +1,108 @@
+/*
+ * admin.c - the broker about itself: GET /version (what was built, how),
+ * GET /statistics (request, store and @context counters), and the @context
+ * documents this broker serves for inline contexts (GET
+ * /ngsi-ld/v1/jsonldContexts/{id}, the target of the Link headers it sends).
+ */
+#include "api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CR_GIT_COMMIT
+#define CR_GIT_COMMIT "unknown"
+#endif
+#ifndef CR_CFLAGS
+#define CR_CFLAGS ""
+#endif
+#define CORAINE_VERSION "0.1.0"
+
+static const char *allocator_in_use(void)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "jemalloc")) return "jemalloc";
+    if (pre && strstr(pre, "tcmalloc")) return "tcmalloc";
+    return "glibc";
+}
+
+void api_version(request_t *r)
+{
+    json_writer_t w;
+    jw_init(&w, &r->out);
+    jw_object_begin(&w);
+    jw_key(&w, "name"); jw_string(&w, "coraine");
+    jw_key(&w, "version"); jw_string(&w, CORAINE_VERSION);
+    jw_key(&w, "gitCommit"); jw_string(&w, CR_GIT_COMMIT);
+    jw_key(&w, "compiler"); jw_string(&w, "gcc " __VERSION__);
+    jw_key(&w, "cflags"); jw_string(&w, CR_CFLAGS);
+#ifdef CR_PGO
+    jw_key(&w, "pgo"); jw_bool(&w, true);
+#else
+    jw_key(&w, "pgo"); jw_bool(&w, false);
+#endif
+    jw_key(&w, "allocator"); jw_string(&w, allocator_in_use());
+    jw_key(&w, "ngsildVersion"); jw_string(&w, "1.9.1");
+    jw_key(&w, "coreContext"); jw_string(&w, LD_CORE_CONTEXT_URL);
+    jw_key(&w, "database"); jw_string(&w, cr_config.database);
+    jw_object_end(&w);
+    reply_body(r, 200, "application/json");
+}
+
+void api_statistics(request_t *r)
+{
+    http_stats_t  hs;
+    store_stats_t ss;
+    ld_stats_t    ls;
+    json_writer_t w;
+    static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"};
+
+    http_get_stats(&hs);
+    store_get_stats(api_store, &ss);
+    ld_get_stats(&ls);
+    jw_init(&w, &r->out);
+    jw_object_begin(&w);
+    jw_key(&w, "requests"); jw_int(&w, (int64_t)hs.requests);
+    jw_key(&w, "requestsByMethod");
+    jw_object_begin(&w);
+    for (int i = 0; i < 7; i++) { jw_key(&w, methods[i]); jw_int(&w, (int64_t)hs.by_method[i]); }
+    jw_object_end(&w);
+    jw_key(&w, "responsesByClass");
+    jw_object_begin(&w);
+    for (int i = 1; i <= 5; i++) {
+        char k[4] = {(char)('0' + i), 'x', 'x', 0};
+        jw_key(&w, k);
+        jw_int(&w, (int64_t)hs.by_class[i]);
+    }
+    jw_object_end(&w);
+    jw_key(&w, "connectionsOpen"); jw_int(&w, (int64_t)hs.connections_open);
+    jw_key(&w, "store");
+    jw_object_begin(&w);
+    jw_key(&w, "entities"); jw_int(&w, (int64_t)ss.entities);
+    jw_key(&w, "tenants"); jw_int(&w, (int64_t)ss.tenants);
+    jw_key(&w, "creates"); jw_int(&w, (int64_t)ss.creates);
+    jw_key(&w, "updates"); jw_int(&w, (int64_t)ss.updates);
+    jw_key(&w, "deletes"); jw_int(&w, (int64_t)ss.deletes);
+    jw_key(&w, "queries"); jw_int(&w, (int64_t)ss.queries);
+    jw_object_end(&w);
+    jw_key(&w, "contexts");
+    jw_object_begin(&w);
+    jw_key(&w, "downloads"); jw_int(&w, (int64_t)ls.downloads);
+    jw_key(&w, "downloadFailures"); jw_int(&w, (int64_t)ls.download_failures);
+    jw_key(&w, "cacheHits"); jw_int(&w, (int64_t)ls.cache_hits);
+    jw_key(&w, "cached"); jw_int(&w, (int64_t)ls.cached);
+    jw_object_end(&w);
+    jw_key(&w, "internedNames"); jw_int(&w, (int64_t)intern_count());
+    jw_object_end(&w);
+    reply_body(r, 200, "application/json");
+}
+
+void api_context_get(request_t *r)
+{
+    const char *text = ld_served_context(r->pathv[0]);
+    if (!text) {
+        reply_error(r, PB_RESOURCE_NOT_FOUND, "no @context with id %s", r->pathv[0]);
+        return;
+    }
+    sb_adds(&r->out, text);
+    reply_body(r, 200, "application/ld+json");
+}

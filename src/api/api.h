@@ -1,0 +1,57 @@
+/*
+ * api.h - the NGSI-LD resources: one file per resource (entities, attrs,
+ * batch, query, types, admin), their route table, and the helpers they share
+ * (api_common.c): @context resolution (6.3.5), body parsing, the options of
+ * rendering (format, options, pick/omit/attrs, lang, Accept) and replies.
+ *
+ * main.c calls api_init() with the store, then hands api_routes() to
+ * http_start(). Nothing outside api/ calls the handlers.
+ */
+#ifndef CORAINE_API_H
+#define CORAINE_API_H
+
+#include "../core/core.h"
+#include "../http/http.h"
+#include "../json/json.h"
+#include "../ld/ld.h"
+#include "../model/model.h"
+#include "../store/store.h"
+
+void                api_init(store_t *store);
+const http_route_t *api_routes(size_t *n);
+
+/* ---- shared by the resource files (not for other modules) */
+extern store_t *api_store;
+
+/* The parsed body: an object (want_array false) or an array (true). */
+json_t *api_body(request_t *r, bool want_array, problem_t *p);
+/* The @context of the request (6.3.5) for a body object (NULL for GET/DELETE
+ * or when the body is an array of entities: then use api_context_of()). */
+const ld_context_t *api_context(request_t *r, const json_t *body, problem_t *p);
+/* For one entity of a batch body (application/ld+json: its own @context). */
+const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t *p);
+
+typedef struct api_view {
+    render_opts_t ro;
+    int           accept;       /* ACC_* chosen for the answer */
+    const char   *ctype;        /* Content-Type of the answer */
+    bool          count;        /* options/count=true */
+} api_view_t;
+
+/* Reads format/options/attrs/pick/omit/lang/geometryProperty into v. */
+bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t *v, problem_t *p);
+/* Adds the Link header (json) for ctx, or sets ro.context_json (ld+json). */
+void api_view_context(request_t *r, const ld_context_t *ctx, api_view_t *v);
+/* Comma-separated list of names -> expanded, interned array. */
+bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, const char ***out, size_t *n,
+                   bool allow_id_type, problem_t *p);
+/* Fails with BadRequestData when a query parameter was never read (6.3.20? unknown parameters). */
+bool api_no_unknown_params(request_t *r, problem_t *p);
+/* options=a,b,c contains word? (also marks "options" used) */
+bool api_option(request_t *r, const char *word);
+/* Checks an entity id from the path (a URI). */
+bool api_check_id(const char *id, problem_t *p);
+/* Renders an UpdateResult (5.2.18) for a 207 answer. */
+void api_render_update_result(request_t *r, const op_result_t *res);
+
+#endif

@@ -1,0 +1,247 @@
+/*
+ * api_common.c - what every NGSI-LD resource handler needs: the request
+ * body parsed under the configured limits, the request's @context resolved
+ * as 6.3.5 says, the rendering options of 6.3.x / 4.21 / 4.15 read from the
+ * query string, and the 207 UpdateResult body.
+ */
+#include "api.h"
+
+#include <string.h>
+
+store_t *api_store;
+
+json_t *api_body(request_t *r, bool want_array, problem_t *p)
+{
+    char          err[160];
+    json_limits_t lim = {.max_depth = (uint32_t)cr_config.max_json_depth, .max_size = cr_config.max_body_size};
+
+    if (r->body_len == 0) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "the request needs a JSON body");
+        return NULL;
+    }
+    json_t *root = json_parse(r->arena, r->body, r->body_len, &lim, err, sizeof err);
+    if (!root) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "invalid JSON: %s", err);
+        return NULL;
+    }
+    if (want_array && root->type != JSON_ARRAY) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "the body must be a JSON array");
+        return NULL;
+    }
+    if (!want_array && root->type != JSON_OBJECT) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static const ld_context_t *context_from_link(request_t *r, problem_t *p)
+{
+    if (!r->link) return ld_core();
+    return ld_from_link(r->link, p);
+}
+
+const ld_context_t *api_context(request_t *r, const json_t *body, problem_t *p)
+{
+    if (!(r->method & (HM_POST | HM_PUT | HM_PATCH)) || !body) return context_from_link(r, p);
+    return api_context_of(r, body, p);
+}
+
+const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t *p)
+{
+    const json_t *ctx = entity && entity->type == JSON_OBJECT ? json_get(entity, "@context") : NULL;
+    if (r->ctype == CT_LDJSON) {
+        if (r->link) {
+            problem_set(p, PB_BAD_REQUEST_DATA,
+                        "Content-Type application/ld+json takes the @context from the body; "
+                        "a JSON-LD Link header is not allowed with it (6.3.5)");
+            return NULL;
+        }
+        if (!ctx) {
+            problem_set(p, PB_BAD_REQUEST_DATA,
+                        "Content-Type application/ld+json needs an @context member in the body (6.3.5)");
+            return NULL;
+        }
+        return ld_from_json(ctx, p);
+    }
+    if (ctx) {
+        problem_set(p, PB_BAD_REQUEST_DATA,
+                    "Content-Type application/json takes the @context from the Link header; "
+                    "an @context member in the body is not allowed with it (6.3.5)");
+        return NULL;
+    }
+    return context_from_link(r, p);
+}
+
+bool api_option(request_t *r, const char *word)
+{
+    const char *o = req_param(r, "options");
+    size_t      n = strlen(word);
+    while (o && *o) {
+        const char *e = strchr(o, ',');
+        size_t      l = e ? (size_t)(e - o) : strlen(o);
+        if (l == n && !memcmp(o, word, n)) return true;
+        o = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+static bool options_valid(request_t *r, problem_t *p)
+{
+    static const char *known[] = {"sysAttrs", "keyValues", "concise", "normalized", "noOverwrite",
+                                  "replace", "update", "count"};
+    const char *o = req_param(r, "options");
+    while (o && *o) {
+        const char *e = strchr(o, ',');
+        size_t      l = e ? (size_t)(e - o) : strlen(o);
+        bool        ok = false;
+        for (size_t i = 0; i < CR_ARRAY_LEN(known) && !ok; i++)
+            ok = strlen(known[i]) == l && !memcmp(known[i], o, l);
+        if (!ok) return problem_set(p, PB_INVALID_REQUEST, "unknown value '%.*s' in options", (int)l, o);
+        o = e ? e + 1 : NULL;
+    }
+    return true;
+}
+
+bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, const char ***out, size_t *n,
+                   bool allow_id_type, problem_t *p)
+{
+    size_t      cap = 1;
+    for (const char *s = text; *s; s++) if (*s == ',') cap++;
+    const char **v = arena_alloc(r->arena, cap * sizeof *v);
+    size_t       k = 0;
+    const char  *s = text;
+    while (*s) {
+        const char *e = strchr(s, ',');
+        size_t      l = e ? (size_t)(e - s) : strlen(s);
+        if (l == 0) return problem_set(p, PB_BAD_REQUEST_DATA, "empty name in list '%s'", text);
+        char *name = arena_strndup(r->arena, s, l);
+        if (allow_id_type && (!strcmp(name, "id") || !strcmp(name, "@id"))) v[k++] = "@id";
+        else if (allow_id_type && (!strcmp(name, "type") || !strcmp(name, "@type"))) v[k++] = "@type";
+        else {
+            if (!model_valid_name(name) && !strchr(name, ':'))
+                return problem_set(p, PB_BAD_REQUEST_DATA, "invalid attribute name '%s'", name);
+            v[k++] = ld_expand(ctx, name);
+        }
+        s = e ? e + 1 : s + l;
+    }
+    if (k == 0) return problem_set(p, PB_BAD_REQUEST_DATA, "empty list of names");
+    *out = v;
+    *n = k;
+    return true;
+}
+
+bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t *v, problem_t *p)
+{
+    memset(v, 0, sizeof *v);
+    v->ro.ctx = ctx;
+    if (!options_valid(r, p)) return false;
+
+    const char *fmt = req_param(r, "format");
+    v->ro.format = FMT_NORMALIZED;
+    if (api_option(r, "keyValues")) v->ro.format = FMT_KEYVALUES;
+    else if (api_option(r, "concise")) v->ro.format = FMT_CONCISE;
+    if (fmt) {
+        if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) v->ro.format = FMT_KEYVALUES;
+        else if (!strcmp(fmt, "concise")) v->ro.format = FMT_CONCISE;
+        else if (!strcmp(fmt, "normalized")) v->ro.format = FMT_NORMALIZED;
+        else return problem_set(p, PB_BAD_REQUEST_DATA, "format must be normalized, concise or keyValues, not '%s'", fmt);
+    }
+    v->ro.sys_attrs = api_option(r, "sysAttrs");
+
+    const char *attrs = req_param(r, "attrs");
+    const char *pick = req_param(r, "pick");
+    const char *omit = req_param(r, "omit");
+    if (pick && omit) return problem_set(p, PB_BAD_REQUEST_DATA, "pick and omit cannot be used together (4.21)");
+    if (attrs && *attrs) {
+        /* attrs keeps id and type: it only selects attributes */
+        const char **names; size_t n;
+        if (!api_name_list(r, ctx, attrs, &names, &n, false, p)) return false;
+        const char **all = arena_alloc(r->arena, (n + 2) * sizeof *all);
+        all[0] = "@id"; all[1] = "@type";
+        memcpy(all + 2, names, n * sizeof *names);
+        v->ro.pick = all;
+        v->ro.n_pick = n + 2;
+    }
+    if (pick) {
+        if (!*pick) return problem_set(p, PB_BAD_REQUEST_DATA, "pick must not be empty");
+        if (!api_name_list(r, ctx, pick, &v->ro.pick, &v->ro.n_pick, true, p)) return false;
+    }
+    if (omit) {
+        if (!*omit) return problem_set(p, PB_BAD_REQUEST_DATA, "omit must not be empty");
+        if (!api_name_list(r, ctx, omit, &v->ro.omit, &v->ro.n_omit, true, p)) return false;
+    }
+    const char *lang = req_param(r, "lang");
+    if (lang) {
+        if (!*lang) return problem_set(p, PB_BAD_REQUEST_DATA, "lang must not be empty");
+        v->ro.lang = lang;
+    }
+    const char *gp = req_param(r, "geometryProperty");
+    if (gp) {
+        if (!model_valid_name(gp)) return problem_set(p, PB_BAD_REQUEST_DATA, "invalid geometryProperty '%s'", gp);
+        v->ro.geoproperty = ld_expand(ctx, gp);
+    }
+
+    int allowed = ACC_JSON | ACC_LDJSON | (geojson_ok ? ACC_GEOJSON : 0);
+    v->accept = req_accept_best(r, allowed);
+    if (!v->accept) v->accept = ACC_JSON;
+    v->ctype = v->accept == ACC_LDJSON ? "application/ld+json"
+             : v->accept == ACC_GEOJSON ? "application/geo+json" : "application/json";
+    return true;
+}
+
+static const char *link_value(request_t *r, const ld_context_t *ctx)
+{
+    return arena_printf(r->arena, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"",
+                        ld_context_link(ctx));
+}
+
+void api_view_context(request_t *r, const ld_context_t *ctx, api_view_t *v)
+{
+    bool body_ctx = v->accept == ACC_LDJSON;
+    if (v->accept == ACC_GEOJSON)
+        body_ctx = !(r->prefer && strstr(r->prefer, "body=json"));
+    if (body_ctx) v->ro.context_json = ld_context_value_json(ctx);
+    else reply_header(r, "Link", link_value(r, ctx));
+}
+
+bool api_no_unknown_params(request_t *r, problem_t *p)
+{
+    const char *u = req_unused_param(r);
+    if (u) return problem_set(p, PB_INVALID_REQUEST, "unknown or unsupported query parameter '%s' for %s %s (6.3.20)",
+                              u, r->method_name, r->path);
+    return true;
+}
+
+bool api_check_id(const char *id, problem_t *p)
+{
+    if (!model_valid_uri(id)) return problem_set(p, PB_BAD_REQUEST_DATA, "'%s' is not a valid entity id (a URI)", id);
+    return true;
+}
+
+void api_render_update_result(request_t *r, const op_result_t *res)
+{
+    json_writer_t w;
+    sb_clear(&r->out);
+    jw_init(&w, &r->out);
+    jw_object_begin(&w);
+    jw_key(&w, "updated");
+    jw_array_begin(&w);
+    for (size_t i = 0; i < res->n; i++)
+        if (res->items[i].updated) jw_string(&w, res->items[i].name);
+    jw_array_end(&w);
+    jw_key(&w, "notUpdated");
+    jw_array_begin(&w);
+    for (size_t i = 0; i < res->n; i++) {
+        if (res->items[i].updated) continue;
+        jw_object_begin(&w);
+        jw_key(&w, "attributeName");
+        jw_string(&w, res->items[i].name);
+        jw_key(&w, "reason");
+        jw_string(&w, res->items[i].reason ? res->items[i].reason : "not updated");
+        jw_object_end(&w);
+    }
+    jw_array_end(&w);
+    jw_object_end(&w);
+    reply_body(r, 207, "application/json");
+}

@@ -1,0 +1,389 @@
+/*
+ * query.c - Query Entities (5.7.2) as GET /entities (6.4.3.2) and as POST
+ * /entityOperations/query (6.23, a Query body of 5.2.23), and Purge Entities
+ * (DELETE /entities, 6.4.3.3 / 5.6.21).
+ *
+ * The query parameters (or the Query body) become one entity_filter_t,
+ * compiled once per request (q, idPattern, geometry, type selection, scope);
+ * the store walks its best index and evaluates the filter; the page is
+ * rendered outside the store lock. Pagination (4.12, 6.3.10): limit/offset
+ * with "next"/"prev" Link headers; count=true adds NGSILD-Results-Count.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One EntitySelector of a Query body that is not a plain type list. */
+typedef struct selector {
+    entity_filter_t f;
+} selector_t;
+
+typedef struct query {
+    entity_filter_t f;          /* the common part: q, geo, scope, attrs */
+    selector_t     *sel;        /* several selectors: OR of them (NULL: in f) */
+    size_t          nsel;
+    size_t          limit, offset;
+    bool            count;
+} query_t;
+
+static bool parse_uint(const char *s, const char *name, size_t *out, problem_t *p)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-' || *s == '+')
+        return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer", name);
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer, not '%s'", name, s);
+    *out = (size_t)v;
+    return true;
+}
+
+static bool set_page(query_t *qy, const char *limit, const char *offset, problem_t *p)
+{
+    qy->limit = (size_t)cr_config.default_limit;
+    qy->offset = 0;
+    if (limit && !parse_uint(limit, "limit", &qy->limit, p)) return false;
+    if (offset && !parse_uint(offset, "offset", &qy->offset, p)) return false;
+    if (qy->limit > (size_t)cr_config.max_limit)
+        return problem_set(p, PB_TOO_MANY_RESULTS, "limit %zu is above the maximum page size %d (--maxLimit)",
+                           qy->limit, cr_config.max_limit);
+    if (qy->limit == 0 && !qy->count)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "limit=0 is only allowed together with count=true (6.3.10)");
+    return true;
+}
+
+static bool id_list(request_t *r, const char *text, entity_filter_t *f, problem_t *p)
+{
+    size_t cap = 1;
+    for (const char *s = text; *s; s++) if (*s == ',') cap++;
+    f->ids = arena_alloc(r->arena, cap * sizeof *f->ids);
+    f->n_ids = 0;
+    for (const char *s = text; *s;) {
+        const char *e = strchr(s, ',');
+        size_t      l = e ? (size_t)(e - s) : strlen(s);
+        char       *id = arena_strndup(r->arena, s, l);
+        if (!model_valid_uri(id)) return problem_set(p, PB_BAD_REQUEST_DATA, "id '%s' is not a URI", id);
+        f->ids[f->n_ids++] = id;
+        s = e ? e + 1 : s + l;
+    }
+    if (!f->n_ids) return problem_set(p, PB_BAD_REQUEST_DATA, "id must list at least one entity id");
+    return true;
+}
+
+/* GET /entities and DELETE /entities parameters -> query. */
+static bool query_from_params(request_t *r, const ld_context_t *ctx, query_t *qy, bool purge, problem_t *p)
+{
+    entity_filter_t *f = &qy->f;
+    const char *type = req_param(r, "type");
+    const char *id = req_param(r, "id");
+    const char *idp = req_param(r, "idPattern");
+    const char *q = req_param(r, "q");
+    const char *scope = req_param(r, "scopeQ");
+    const char *attrs = purge ? NULL : req_param(r, "attrs");
+    const char *local = req_param(r, "local");
+    geoq_params_t gp = {
+        .georel = req_param(r, "georel"),
+        .geometry = req_param(r, "geometry"),
+        .coordinates = req_param(r, "coordinates"),
+        .geoproperty = req_param(r, "geoproperty"),
+    };
+    (void)req_param(r, "csf");   /* no context sources are registered here: nothing to filter */
+
+    if (local && strcmp(local, "true") && strcmp(local, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "local must be true or false");
+    bool is_local = local && !strcmp(local, "true");
+    bool has_geo = gp.georel || gp.geometry || gp.coordinates;
+    if (!purge && !type && !attrs && !q && !has_geo && !is_local)
+        return problem_set(p, PB_BAD_REQUEST_DATA,
+                           "a query needs at least one of type, attrs, q or georel/geometry/coordinates "
+                           "(or local=true) (6.4.3.2)");
+    if (purge && !type && !id && !idp && !q && !has_geo && !scope)
+        return problem_set(p, PB_BAD_REQUEST_DATA,
+                           "purging needs at least one of type, id, idPattern, q, scopeQ or a geo-query (6.4.3.3)");
+
+    if (type && !(f->types = typesel_parse(r->arena, type, ctx, p))) return false;
+    if (id && !id_list(r, id, f, p)) return false;
+    if (idp && !(f->id_pattern = filter_compile_pattern(r->arena, idp, p))) return false;
+    if (q && !(f->q = q_parse(r->arena, q, ctx, p))) return false;
+    if (scope && !(f->scope = scopeq_parse(r->arena, scope, p))) return false;
+    if (has_geo && !(f->geo = geoq_parse(r->arena, &gp, ctx, p))) return false;
+    if (!has_geo && gp.geoproperty)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "geoproperty needs georel, geometry and coordinates");
+    if (attrs && *attrs && !api_name_list(r, ctx, attrs, &f->attrs, &f->n_attrs, false, p)) return false;
+    return true;
+}
+
+/* ------------------------------------------------------------ running */
+
+typedef struct collect {
+    query_t      *qy;
+    arena_t      *a;
+    cr_entity_t **items;
+    size_t        n, cap, skipped, matched;
+} collect_t;
+
+static void collect_one(void *ud, const cr_entity_t *e)
+{
+    collect_t *c = ud;
+    bool       any = false;
+    for (size_t i = 0; i < c->qy->nsel && !any; i++) any = filter_match(&c->qy->sel[i].f, e);
+    if (!any || !filter_match(&c->qy->f, e)) return;
+    c->matched++;
+    if (c->skipped < c->qy->offset) { c->skipped++; return; }
+    if (c->n >= c->qy->limit) return;
+    if (c->n == c->cap) {
+        size_t        ncap = c->cap ? c->cap * 2 : 32;
+        cr_entity_t **ni = arena_alloc(c->a, ncap * sizeof *ni);
+        if (c->n) memcpy(ni, c->items, c->n * sizeof *ni);
+        c->items = ni;
+        c->cap = ncap;
+    }
+    entity_ref((cr_entity_t *)e);
+    c->items[c->n++] = (cr_entity_t *)e;
+}
+
+static bool run_query(request_t *r, query_t *qy, store_page_t *pg, problem_t *p)
+{
+    memset(pg, 0, sizeof *pg);
+    if (!qy->sel)
+        return store_query(api_store, r->tenant, &qy->f, qy->offset, qy->limit, qy->count, r->arena, pg, p);
+    collect_t c = {.qy = qy, .a = r->arena};
+    if (!store_foreach(api_store, r->tenant, NULL, collect_one, &c, p)) return false;
+    pg->items = c.items;
+    pg->n = c.n;
+    pg->count = c.matched;
+    return true;
+}
+
+static void add_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
+{
+    sbuf_t sb;
+    sb_init(&sb, r->arena, 256);
+    sb_addc(&sb, '<');
+    sb_adds(&sb, r->path);
+    sb_addc(&sb, '?');
+    for (int i = 0; i < r->nparams; i++) {
+        if (!strcmp(r->params[i].key, "offset") || !strcmp(r->params[i].key, "limit")) continue;
+        http_url_encode(&sb, r->params[i].key);
+        sb_addc(&sb, '=');
+        http_url_encode(&sb, r->params[i].value);
+        sb_addc(&sb, '&');
+    }
+    sb_printf(&sb, "limit=%zu&offset=%zu>; rel=\"%s\"; type=\"%s\"", limit, offset, rel, ctype);
+    reply_header(r, "Link", sb.p);
+}
+
+static void answer_page(request_t *r, query_t *qy, store_page_t *pg, const ld_context_t *ctx, api_view_t *v)
+{
+    json_writer_t w;
+    api_view_context(r, ctx, v);
+    jw_init(&w, &r->out);
+    if (v->accept == ACC_GEOJSON) {
+        render_opts_t ro = v->ro;
+        ro.context_json = NULL;
+        jw_object_begin(&w);
+        jw_key(&w, "type");
+        jw_string(&w, "FeatureCollection");
+        jw_key(&w, "features");
+        jw_array_begin(&w);
+        for (size_t i = 0; i < pg->n; i++) entity_render_geojson(&w, pg->items[i], &ro);
+        jw_array_end(&w);
+        if (v->ro.context_json) {
+            jw_key(&w, "@context");
+            jw_raw(&w, v->ro.context_json, strlen(v->ro.context_json));
+        }
+        jw_object_end(&w);
+    } else {
+        jw_array_begin(&w);
+        for (size_t i = 0; i < pg->n; i++) entity_render(&w, pg->items[i], &v->ro);
+        jw_array_end(&w);
+    }
+    if (qy->count) {
+        char *n = arena_printf(r->arena, "%zu", pg->count);
+        reply_header(r, "NGSILD-Results-Count", n);
+    }
+    bool more = qy->count ? qy->offset + pg->n < pg->count : (qy->limit && pg->n == qy->limit);
+    if (more) add_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
+    if (qy->offset > 0 && qy->limit)
+        add_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
+    store_page_release(pg);
+    reply_body(r, 200, v->ctype);
+}
+
+void api_entities_query(request_t *r)
+{
+    problem_t    p = {0};
+    query_t      qy = {0};
+    api_view_t   v;
+    store_page_t pg;
+
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
+    if (!api_view(r, ctx, true, &v, &p)) goto fail;
+    const char *count = req_param(r, "count");
+    if (count && strcmp(count, "true") && strcmp(count, "false")) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "count must be true or false");
+        goto fail;
+    }
+    qy.count = (count && !strcmp(count, "true")) || api_option(r, "count");
+    if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
+    if (!set_page(&qy, req_param(r, "limit"), req_param(r, "offset"), &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    if (!run_query(r, &qy, &pg, &p)) goto fail;
+    answer_page(r, &qy, &pg, ctx, &v);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+void api_entities_purge(request_t *r)
+{
+    problem_t p = {0};
+    query_t   qy = {0};
+    size_t    n = 0;
+
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
+    if (!query_from_params(r, ctx, &qy, true, &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    if (!store_purge(api_store, r->tenant, &qy.f, &n, &p)) goto fail;
+    reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+/* ------------------------------------------------------------ POST query */
+
+static bool selector_from_json(request_t *r, const ld_context_t *ctx, const json_t *s, entity_filter_t *f,
+                               problem_t *p)
+{
+    if (!json_is_object(s)) return problem_set(p, PB_BAD_REQUEST_DATA, "each member of entities must be an object");
+    json_foreach(m, s) {
+        if (!strcmp(m->key, "id") || !strcmp(m->key, "@id")) {
+            if (!json_is_string(m) || !model_valid_uri(m->str))
+                return problem_set(p, PB_BAD_REQUEST_DATA, "entities[].id must be a URI");
+            f->ids = arena_alloc(r->arena, sizeof *f->ids);
+            f->ids[0] = m->str;
+            f->n_ids = 1;
+        } else if (!strcmp(m->key, "idPattern")) {
+            if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "entities[].idPattern must be a string");
+            if (!(f->id_pattern = filter_compile_pattern(r->arena, m->str, p))) return false;
+        } else if (!strcmp(m->key, "type") || !strcmp(m->key, "@type")) {
+            if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "entities[].type must be a string");
+            if (!(f->types = typesel_parse(r->arena, m->str, ctx, p))) return false;
+        } else {
+            return problem_set(p, PB_BAD_REQUEST_DATA, "unknown member '%s' in an EntitySelector (5.2.33)", m->key);
+        }
+    }
+    if (!f->types) return problem_set(p, PB_BAD_REQUEST_DATA, "an EntitySelector needs a type (5.2.33)");
+    return true;
+}
+
+static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t *b, query_t *qy,
+                            api_view_t *v, problem_t *p)
+{
+    const json_t *t = json_get(b, "type");
+    if (!t) t = json_get(b, "@type");
+    if (!json_is_string(t) || strcmp(t->str, "Query"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "the body must be a Query: \"type\": \"Query\" (5.2.23)");
+    bool any = false;
+    json_foreach(m, b) {
+        const char *k = m->key;
+        if (!strcmp(k, "type") || !strcmp(k, "@type") || !strcmp(k, "@context")) continue;
+        if (!strcmp(k, "entities")) {
+            if (!json_is_array(m) || m->len == 0)
+                return problem_set(p, PB_BAD_REQUEST_DATA, "entities must be a non-empty array (5.2.23)");
+            qy->sel = arena_calloc(r->arena, m->len * sizeof *qy->sel);
+            qy->nsel = 0;
+            json_foreach(s, m) {
+                if (!selector_from_json(r, ctx, s, &qy->sel[qy->nsel].f, p)) return false;
+                qy->nsel++;
+            }
+            if (qy->nsel == 1) { /* one selector: let the store use its indexes */
+                entity_filter_t *s0 = &qy->sel[0].f;
+                qy->f.ids = s0->ids; qy->f.n_ids = s0->n_ids;
+                qy->f.id_pattern = s0->id_pattern; qy->f.types = s0->types;
+                qy->sel = NULL; qy->nsel = 0;
+            }
+            any = true;
+        } else if (!strcmp(k, "q")) {
+            if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "q must be a string");
+            if (!(qy->f.q = q_parse(r->arena, m->str, ctx, p))) return false;
+            any = true;
+        } else if (!strcmp(k, "scopeQ")) {
+            if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "scopeQ must be a string");
+            if (!(qy->f.scope = scopeq_parse(r->arena, m->str, p))) return false;
+        } else if (!strcmp(k, "geoQ")) {
+            if (!json_is_object(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "geoQ must be an object (5.2.13)");
+            const json_t *rel = json_get(m, "georel"), *geom = json_get(m, "geometry"),
+                         *coords = json_get(m, "coordinates"), *gprop = json_get(m, "geoproperty");
+            if (!json_is_string(rel)) return problem_set(p, PB_BAD_REQUEST_DATA, "geoQ.georel must be a string");
+            if (gprop && !json_is_string(gprop))
+                return problem_set(p, PB_BAD_REQUEST_DATA, "geoQ.geoproperty must be a string");
+            if (!(qy->f.geo = geoq_from_json(r->arena, rel->str, geom, coords, gprop ? gprop->str : NULL, ctx, p)))
+                return false;
+            any = true;
+        } else if (!strcmp(k, "attrs") || !strcmp(k, "pick") || !strcmp(k, "omit")) {
+            if (!json_is_array(m) || m->len == 0)
+                return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-empty array of names", k);
+            const char **names = arena_alloc(r->arena, (m->len + 2) * sizeof *names);
+            size_t       n = 0;
+            bool         is_attrs = !strcmp(k, "attrs");
+            if (is_attrs) { names[n++] = "@id"; names[n++] = "@type"; }
+            json_foreach(a, m) {
+                if (!json_is_string(a) || (!model_valid_name(a->str) && !strchr(a->str, ':')))
+                    return problem_set(p, PB_BAD_REQUEST_DATA, "%s must hold attribute names", k);
+                names[n++] = (!is_attrs && (!strcmp(a->str, "id") || !strcmp(a->str, "@id"))) ? "@id"
+                           : (!is_attrs && (!strcmp(a->str, "type") || !strcmp(a->str, "@type"))) ? "@type"
+                           : ld_expand(ctx, a->str);
+            }
+            if (is_attrs) {
+                qy->f.attrs = names + 2; qy->f.n_attrs = n - 2;
+                if (!v->ro.pick) { v->ro.pick = names; v->ro.n_pick = n; }
+                any = true;
+            } else if (!strcmp(k, "pick")) { v->ro.pick = names; v->ro.n_pick = n; }
+            else { v->ro.omit = names; v->ro.n_omit = n; }
+        } else if (!strcmp(k, "lang")) {
+            if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "lang must be a string");
+            v->ro.lang = m->str;
+        } else if (!strcmp(k, "local")) {
+            if (!json_is_bool(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "local must be a boolean");
+            any = any || m->type == JSON_TRUE;
+        } else if (!strcmp(k, "csf")) {
+            if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "csf must be a string");
+        } else {
+            return problem_set(p, PB_BAD_REQUEST_DATA, "member '%s' of a Query is not supported (5.2.23)", k);
+        }
+    }
+    if (!any)
+        return problem_set(p, PB_BAD_REQUEST_DATA,
+                           "a Query needs at least one of entities, attrs, q or geoQ (or local: true) (5.7.2)");
+    return true;
+}
+
+void api_batch_query(request_t *r)
+{
+    problem_t    p = {0};
+    query_t      qy = {0};
+    api_view_t   v;
+    store_page_t pg;
+
+    json_t *body = api_body(r, false, &p);
+    if (!body) goto fail;
+    const ld_context_t *ctx = api_context(r, body, &p);
+    if (!ctx) goto fail;
+    if (!api_view(r, ctx, true, &v, &p)) goto fail;
+    const char *count = req_param(r, "count");
+    qy.count = (count && !strcmp(count, "true")) || api_option(r, "count");
+    if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
+    if (!set_page(&qy, req_param(r, "limit"), req_param(r, "offset"), &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    if (!run_query(r, &qy, &pg, &p)) goto fail;
+    answer_page(r, &qy, &pg, ctx, &v);
+    return;
+fail:
+    reply_problem(r, &p);
+}

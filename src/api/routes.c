@@ -1,0 +1,65 @@
+/*
+ * routes.c - the route table of the NGSI-LD API (Table 6.2-1, the parts
+ * this broker implements) and of the admin resources.
+ */
+#include "api.h"
+
+void api_entity_create(request_t *r);
+void api_entity_get(request_t *r);
+void api_entity_delete(request_t *r);
+void api_entity_merge(request_t *r);
+void api_entity_replace(request_t *r);
+void api_entities_query(request_t *r);
+void api_entities_purge(request_t *r);
+void api_attrs_append(request_t *r);
+void api_attrs_update(request_t *r);
+void api_attr_patch(request_t *r);
+void api_attr_replace(request_t *r);
+void api_attr_delete(request_t *r);
+void api_batch_create(request_t *r);
+void api_batch_upsert(request_t *r);
+void api_batch_update(request_t *r);
+void api_batch_delete(request_t *r);
+void api_batch_merge(request_t *r);
+void api_batch_query(request_t *r);
+void api_types_list(request_t *r);
+void api_type_get(request_t *r);
+void api_attributes_list(request_t *r);
+void api_attribute_get(request_t *r);
+void api_version(request_t *r);
+void api_statistics(request_t *r);
+void api_context_get(request_t *r);
+
+#define V1 "/ngsi-ld/v1"
+
+static const http_route_t routes[] = {
+    /* pattern                                  GET                  POST               PUT               PATCH             DELETE */
+    {V1 "/entities",                        api_entities_query,  api_entity_create, NULL,             NULL,             api_entities_purge, HR_GEOJSON_OK},
+    {V1 "/entities/{id}",                   api_entity_get,      NULL,              api_entity_replace, api_entity_merge, api_entity_delete, HR_GEOJSON_OK},
+    {V1 "/entities/{id}/attrs",             NULL,                api_attrs_append,  NULL,             api_attrs_update, NULL,             0},
+    {V1 "/entities/{id}/attrs/{attrId}",    NULL,                NULL,              api_attr_replace, api_attr_patch,   api_attr_delete,  0},
+    {V1 "/entityOperations/create",         NULL,                api_batch_create,  NULL,             NULL,             NULL,             0},
+    {V1 "/entityOperations/upsert",         NULL,                api_batch_upsert,  NULL,             NULL,             NULL,             0},
+    {V1 "/entityOperations/update",         NULL,                api_batch_update,  NULL,             NULL,             NULL,             0},
+    {V1 "/entityOperations/delete",         NULL,                api_batch_delete,  NULL,             NULL,             NULL,             0},
+    {V1 "/entityOperations/merge",          NULL,                api_batch_merge,   NULL,             NULL,             NULL,             0},
+    {V1 "/entityOperations/query",          NULL,                api_batch_query,   NULL,             NULL,             NULL,             HR_GEOJSON_OK | HR_QUERY_POST},
+    {V1 "/types",                           api_types_list,      NULL,              NULL,             NULL,             NULL,             0},
+    {V1 "/types/{type}",                    api_type_get,        NULL,              NULL,             NULL,             NULL,             0},
+    {V1 "/attributes",                      api_attributes_list, NULL,              NULL,             NULL,             NULL,             0},
+    {V1 "/attributes/{attrId}",             api_attribute_get,   NULL,              NULL,             NULL,             NULL,             0},
+    {V1 "/jsonldContexts/{id}",             api_context_get,     NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
+    {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
+    {"/statistics",                         api_statistics,      NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
+};
+
+void api_init(store_t *store)
+{
+    api_store = store;
+}
+
+const http_route_t *api_routes(size_t *n)
+{
+    *n = CR_ARRAY_LEN(routes);
+    return routes;
+}

@@ -1,0 +1,146 @@
+/*
+ * http.h - the HTTP face of the broker: libmicrohttpd glue, the router,
+ * requests and replies. http/ knows HTTP (methods, headers, media types,
+ * statuses, ProblemDetails) and nothing of NGSI-LD resources: api/ hands it
+ * a route table.
+ *
+ * A request_t lives with its connection: it and its arena are allocated when
+ * the connection opens and reset after each request, so a keep-alive client
+ * costs no malloc per request. Everything a handler allocates comes from
+ * r->arena and is released in one step when the response has been sent.
+ */
+#ifndef CORAINE_HTTP_H
+#define CORAINE_HTTP_H
+
+#include "../core/core.h"
+
+enum {
+    HM_GET = 1 << 0,
+    HM_POST = 1 << 1,
+    HM_PUT = 1 << 2,
+    HM_PATCH = 1 << 3,
+    HM_DELETE = 1 << 4,
+    HM_HEAD = 1 << 5,
+    HM_OPTIONS = 1 << 6,
+};
+
+/* Content-Type of the request body */
+typedef enum { CT_NONE = 0, CT_JSON, CT_LDJSON, CT_MERGE_PATCH, CT_GEOJSON, CT_OTHER } ctype_t;
+
+/* Acceptable response media types (6.3.4), a bit set from the Accept header */
+enum { ACC_JSON = 1, ACC_LDJSON = 2, ACC_GEOJSON = 4 };
+
+typedef struct http_param {
+    const char *key;     /* decoded */
+    const char *value;   /* decoded ('+' stays '+') */
+} http_param_t;
+
+typedef struct http_header {
+    const char *name;
+    const char *value;
+} http_header_t;
+
+#define HTTP_MAX_PATH_PARAMS 4
+#define HTTP_MAX_PARAMS 32
+#define HTTP_MAX_OUT_HEADERS 12
+
+typedef struct request {
+    arena_t    *arena;
+    int         method;                   /* HM_* */
+    const char *method_name;
+    const char *path;                     /* decoded path, without the query */
+    const char *pathv[HTTP_MAX_PATH_PARAMS]; /* {params} of the route, decoded */
+    int         npath;
+
+    /* request headers */
+    ctype_t     ctype;
+    const char *content_type;             /* raw */
+    const char *accept;                   /* raw, NULL when absent */
+    int         accept_mask;              /* ACC_* the client accepts (no Accept: ACC_JSON|...) */
+    uint16_t    accept_q[3];              /* q*1000 for json, ld+json, geo+json */
+    const char *link;                     /* raw Link header */
+    const char *tenant;                   /* NGSILD-Tenant, NULL when absent */
+    const char *prefer;
+
+    /* query string */
+    http_param_t params[HTTP_MAX_PARAMS];
+    int          nparams;
+    uint32_t     params_used;             /* bit i: params[i] was read by the handler */
+
+    /* body */
+    char       *body;                     /* NUL-terminated, in the arena */
+    size_t      body_len;
+
+    /* response, filled by the handler */
+    int           status;
+    const char   *out_type;               /* Content-Type of the answer, NULL: none */
+    sbuf_t        out;
+    http_header_t out_headers[HTTP_MAX_OUT_HEADERS];
+    int           n_out_headers;
+
+    /* connection-private state (http/ only) */
+    void       *priv;
+} request_t;
+
+typedef void (*http_handler_fn)(request_t *r);
+
+/* A route: path pattern with {param} segments, e.g. "/ngsi-ld/v1/entities/{id}/attrs/{attrId}";
+ * one handler per method (NULL: method not allowed -> 405 with Allow). */
+typedef struct http_route {
+    const char     *pattern;
+    http_handler_fn get, post, put, patch, del;
+    int             flags;                /* HR_* */
+} http_route_t;
+
+enum {
+    HR_NO_BODY_CHECKS = 1,                /* skip 6.3.4 Content-Type/Accept checks (admin) */
+    HR_GEOJSON_OK = 2,                    /* GET may answer application/geo+json (5.7.1, 5.7.2) */
+    HR_QUERY_POST = 4,                    /* POST is a query: Accept is checked as for GET */
+};
+
+typedef struct http_server http_server_t;
+
+/* Starts libmicrohttpd on cr_config.port with the route table (kept, not copied). */
+http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p);
+void           http_stop(http_server_t *s);
+
+/* ---- request helpers */
+/* The value of query parameter `key` (marks it used), NULL when absent. */
+const char *req_param(request_t *r, const char *key);
+/* The first parameter the handler never read, or NULL (6.3.20? unknown parameters). */
+const char *req_unused_param(const request_t *r);
+const char *req_header(request_t *r, const char *name);
+/* The acceptable type (ACC_*) the client prefers among `allowed` (6.3.4:
+ * q weights first, then json, ld+json, geo+json), or 0 when none is acceptable. */
+int         req_accept_best(const request_t *r, int allowed);
+
+/* ---- replies */
+void reply_header(request_t *r, const char *name, const char *value);
+void reply_status(request_t *r, int status);                  /* no body */
+/* A body is in r->out; sets status and Content-Type. */
+void reply_body(request_t *r, int status, const char *content_type);
+/* ProblemDetails (application/json) for p; 411/415 and other PB_HTTP statuses
+ * without a body, 406 with the list of available types. */
+void reply_problem(request_t *r, const problem_t *p);
+/* Shorthand: reply_problem with a fresh problem. */
+void reply_error(request_t *r, problem_kind_t kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+const char *http_reason(int status);
+
+/* ---- statistics (for /statistics) */
+typedef struct http_stats {
+    uint64_t requests;
+    uint64_t by_method[7];     /* GET POST PUT PATCH DELETE HEAD OPTIONS */
+    uint64_t by_class[6];      /* 1xx..5xx in [1..5] */
+    uint64_t connections_open;
+} http_stats_t;
+void http_get_stats(http_stats_t *st);
+
+/* ---- URL helpers */
+/* Decodes %XX in place (no '+' handling); false on a bad escape. */
+bool http_url_decode(char *s);
+/* Appends s percent-encoded for a query value to sb. */
+void http_url_encode(sbuf_t *sb, const char *s);
+
+#endif

@@ -1,0 +1,606 @@
+/*
+ * server.c - libmicrohttpd glue: connections, request state, body upload,
+ * the 6.3.4 preconditions, dispatch through the router, and responses.
+ *
+ * libmicrohttpd runs its own thread pool (--connectionPoolSize threads, each
+ * with epoll). Per connection we keep one conn_t (request_t + arena), made
+ * when the connection opens and freed when it closes; after each request the
+ * arena is reset, so keep-alive traffic allocates nothing but arena bumps.
+ *
+ * The raw URI comes from the URI log callback (before libmicrohttpd decodes
+ * it): we split path and query ourselves so that '+' in a query value stays
+ * a '+' (scopeQ wildcards, time zones) and %2F in an entity id stays inside
+ * its path segment.
+ *
+ * The handler answers on a later call than the first (headers-only) one: a
+ * response queued on the first call makes libmicrohttpd close the connection.
+ */
+#include "http.h"
+#include "router.h"
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+typedef struct conn {
+    arena_t   *arena;
+    request_t  req;
+    const char *raw_uri;
+    bool       started;       /* first call done */
+    bool       too_large;
+    bool       in_use;
+    sbuf_t     body;
+    struct MHD_Connection *mhd;
+} conn_t;
+
+struct http_server {
+    struct MHD_Daemon *d;
+    router_t          *router;
+};
+
+static struct {
+    atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
+} stats;
+
+void http_get_stats(http_stats_t *st)
+{
+    st->requests = atomic_load(&stats.requests);
+    for (int i = 0; i < 7; i++) st->by_method[i] = atomic_load(&stats.by_method[i]);
+    for (int i = 0; i < 6; i++) st->by_class[i] = atomic_load(&stats.by_class[i]);
+    st->connections_open = atomic_load(&stats.open);
+}
+
+/* ------------------------------------------------------------ connection */
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls; (void)c;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_t *cn = calloc(1, sizeof *cn);
+        if (!cn) return;
+        cn->arena = arena_new(16384);
+        if (!cn->arena) { free(cn); return; }
+        *socket_ctx = cn;
+        atomic_fetch_add(&stats.open, 1);
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_t *cn = *socket_ctx;
+        if (cn) {
+            arena_free(cn->arena);
+            free(cn);
+            *socket_ctx = NULL;
+            atomic_fetch_sub(&stats.open, 1);
+        }
+    }
+}
+
+static conn_t *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    conn_t *cn = conn_of(c);
+    if (!cn) return NULL;
+    if (cn->in_use) arena_reset(cn->arena);     /* a request that never completed */
+    memset(&cn->req, 0, sizeof cn->req);
+    cn->in_use = true;
+    cn->started = false;
+    cn->too_large = false;
+    cn->raw_uri = arena_strdup(cn->arena, uri ? uri : "/");
+    return cn;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls; (void)c; (void)toe;
+    conn_t *cn = *req_cls;
+    if (!cn) return;
+    arena_reset(cn->arena);
+    cn->in_use = false;
+    *req_cls = NULL;
+}
+
+/* ------------------------------------------------------------ parsing */
+
+bool http_url_decode(char *s)
+{
+    char *w = s;
+    for (char *p = s; *p; p++) {
+        if (*p == '%') {
+            int hi, lo;
+            char a = p[1], b = a ? p[2] : 0;
+            hi = (a >= '0' && a <= '9') ? a - '0' : (a >= 'a' && a <= 'f') ? a - 'a' + 10 : (a >= 'A' && a <= 'F') ? a - 'A' + 10 : -1;
+            lo = (b >= '0' && b <= '9') ? b - '0' : (b >= 'a' && b <= 'f') ? b - 'a' + 10 : (b >= 'A' && b <= 'F') ? b - 'A' + 10 : -1;
+            if (hi < 0 || lo < 0) return false;
+            *w++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = '\0';
+    return true;
+}
+
+void http_url_encode(sbuf_t *sb, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~' || c == ':' || c == '/') {
+            sb_addc(sb, (char)c);
+        } else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            sb_add(sb, e, 3);
+        }
+    }
+}
+
+/* Splits the query string into params. false: bad escape (400). */
+static bool parse_query(request_t *r, char *q, problem_t *p)
+{
+    while (q && *q) {
+        char *amp = strchr(q, '&');
+        if (amp) *amp = '\0';
+        if (*q) {
+            char *eq = strchr(q, '=');
+            if (eq) *eq = '\0';
+            char *k = q, *v = eq ? eq + 1 : q + strlen(q);
+            if (!http_url_decode(k) || !http_url_decode(v))
+                return problem_set(p, PB_BAD_REQUEST_DATA, "malformed percent-encoding in query parameter '%s'", k);
+            if (r->nparams >= HTTP_MAX_PARAMS)
+                return problem_set(p, PB_BAD_REQUEST_DATA, "too many query parameters (at most %d)", HTTP_MAX_PARAMS);
+            for (int i = 0; i < r->nparams; i++)
+                if (!strcmp(r->params[i].key, k))
+                    return problem_set(p, PB_BAD_REQUEST_DATA, "query parameter '%s' given twice", k);
+            r->params[r->nparams++] = (http_param_t){k, v};
+        }
+        q = amp ? amp + 1 : NULL;
+    }
+    return true;
+}
+
+static ctype_t parse_ctype(const char *ct)
+{
+    if (!ct) return CT_NONE;
+    while (*ct == ' ') ct++;
+    size_t n = strcspn(ct, "; \t");
+    if (n == 16 && !strncasecmp(ct, "application/json", n)) return CT_JSON;
+    if (n == 19 && !strncasecmp(ct, "application/ld+json", n)) return CT_LDJSON;
+    if (n == 28 && !strncasecmp(ct, "application/merge-patch+json", n)) return CT_MERGE_PATCH;
+    if (n == 20 && !strncasecmp(ct, "application/geo+json", n)) return CT_GEOJSON;
+    return CT_OTHER;
+}
+
+/* Accept (RFC 7231 5.3.2): media ranges with optional q; we keep the q of
+ * each type we can produce. */
+static void parse_accept(request_t *r)
+{
+    const char *a = r->accept;
+    if (!a || !*a) {
+        r->accept_mask = ACC_JSON | ACC_LDJSON | ACC_GEOJSON;
+        r->accept_q[0] = r->accept_q[1] = r->accept_q[2] = 1000;
+        return;
+    }
+    int best_specific[3] = {-1, -1, -1};   /* q from an exact match */
+    int best_sub = -1, best_any = -1;      /* application/ * and * / * */
+    while (*a) {
+        while (*a == ' ' || *a == ',') a++;
+        if (!*a) break;
+        const char *end = strchr(a, ',');
+        size_t      len = end ? (size_t)(end - a) : strlen(a);
+        size_t      tl = strcspn(a, ";, \t");
+        if (tl > len) tl = len;
+        int q = 1000;
+        const char *qp = memmem(a, len, ";q=", 3);
+        if (!qp) qp = memmem(a, len, "; q=", 4);
+        if (qp) {
+            qp = strchr(qp, '=') + 1;
+            double d = strtod(qp, NULL);
+            q = d < 0 ? 0 : d > 1 ? 1000 : (int)(d * 1000 + 0.5);
+        }
+        if (tl == 16 && !strncasecmp(a, "application/json", tl)) best_specific[0] = q;
+        else if (tl == 19 && !strncasecmp(a, "application/ld+json", tl)) best_specific[1] = q;
+        else if (tl == 20 && !strncasecmp(a, "application/geo+json", tl)) best_specific[2] = q;
+        else if (tl == 13 && !strncasecmp(a, "application/*", tl)) best_sub = q;
+        else if (tl == 3 && !strncmp(a, "*/*", tl)) best_any = q;
+        a += len;
+    }
+    r->accept_mask = 0;
+    for (int i = 0; i < 3; i++) {
+        int q = best_specific[i] >= 0 ? best_specific[i] : best_sub >= 0 ? best_sub : best_any;
+        /* wildcards do not imply geo+json: a client that wants GeoJSON says so */
+        if (i == 2 && best_specific[2] < 0) q = -1;
+        r->accept_q[i] = q > 0 ? (uint16_t)q : 0;
+        if (q > 0) r->accept_mask |= 1 << i;
+    }
+}
+
+int req_accept_best(const request_t *r, int allowed)
+{
+    int best = 0, bq = 0;
+    for (int i = 0; i < 3; i++) {
+        int t = 1 << i;
+        if (!(allowed & t) || !(r->accept_mask & t)) continue;
+        if (r->accept_q[i] > bq) { bq = r->accept_q[i]; best = t; }
+    }
+    return best;
+}
+
+const char *req_param(request_t *r, const char *key)
+{
+    for (int i = 0; i < r->nparams; i++)
+        if (!strcmp(r->params[i].key, key)) {
+            r->params_used |= 1u << i;
+            return r->params[i].value;
+        }
+    return NULL;
+}
+
+const char *req_unused_param(const request_t *r)
+{
+    for (int i = 0; i < r->nparams; i++)
+        if (!(r->params_used & (1u << i))) return r->params[i].key;
+    return NULL;
+}
+
+const char *req_header(request_t *r, const char *name)
+{
+    conn_t *cn = r->priv;
+    return MHD_lookup_connection_value(cn->mhd, MHD_HEADER_KIND, name);
+}
+
+/* ------------------------------------------------------------ replies */
+
+void reply_header(request_t *r, const char *name, const char *value)
+{
+    if (r->n_out_headers >= HTTP_MAX_OUT_HEADERS) {
+        LOG_W("http: too many response headers, dropping %s", name);
+        return;
+    }
+    r->out_headers[r->n_out_headers++] = (http_header_t){name, value};
+}
+
+void reply_status(request_t *r, int status)
+{
+    r->status = status;
+    r->out_type = NULL;
+    sb_clear(&r->out);
+}
+
+void reply_body(request_t *r, int status, const char *content_type)
+{
+    r->status = status;
+    r->out_type = content_type;
+}
+
+static void json_escape_into(sbuf_t *sb, const char *s)
+{
+    sb_addc(sb, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if (c == '"' || c == '\\') { sb_addc(sb, '\\'); sb_addc(sb, (char)c); }
+        else if (c < 0x20) sb_printf(sb, "\\u%04x", c);
+        else sb_addc(sb, (char)c);
+    }
+    sb_addc(sb, '"');
+}
+
+void reply_problem(request_t *r, const problem_t *p)
+{
+    int status = problem_status(p);
+    r->n_out_headers = 0;
+    if (r->tenant) reply_header(r, "NGSILD-Tenant", r->tenant);
+    sb_clear(&r->out);
+    if (p->kind == PB_HTTP && (status == 411 || status == 415 || status == 413)) {
+        reply_status(r, status);
+        return;
+    }
+    const char *type = p->kind == PB_HTTP ? "about:blank" : problem_type_uri(p->kind);
+    const char *title = p->kind == PB_HTTP ? http_reason(status) : problem_title(p->kind);
+    sb_adds(&r->out, "{\"type\":");
+    json_escape_into(&r->out, type);
+    sb_adds(&r->out, ",\"title\":");
+    json_escape_into(&r->out, title);
+    sb_adds(&r->out, ",\"status\":");
+    sb_addi(&r->out, status);
+    sb_adds(&r->out, ",\"detail\":");
+    json_escape_into(&r->out, p->detail);
+    sb_addc(&r->out, '}');
+    reply_body(r, status, "application/json");
+}
+
+void reply_error(request_t *r, problem_kind_t kind, const char *fmt, ...)
+{
+    problem_t p = {0};
+    va_list   ap;
+    p.kind = kind;
+    va_start(ap, fmt);
+    vsnprintf(p.detail, sizeof p.detail, fmt, ap);
+    va_end(ap);
+    reply_problem(r, &p);
+}
+
+const char *http_reason(int status)
+{
+    const char *s = MHD_get_reason_phrase_for((unsigned)status);
+    return s && *s ? s : "Unknown";
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static int method_bit(const char *m)
+{
+    switch (m[0]) {
+    case 'G': return !strcmp(m, "GET") ? HM_GET : 0;
+    case 'P':
+        if (!strcmp(m, "POST")) return HM_POST;
+        if (!strcmp(m, "PUT")) return HM_PUT;
+        if (!strcmp(m, "PATCH")) return HM_PATCH;
+        return 0;
+    case 'D': return !strcmp(m, "DELETE") ? HM_DELETE : 0;
+    case 'H': return !strcmp(m, "HEAD") ? HM_HEAD : 0;
+    case 'O': return !strcmp(m, "OPTIONS") ? HM_OPTIONS : 0;
+    }
+    return 0;
+}
+
+static int method_index(int bit)
+{
+    return __builtin_ctz((unsigned)bit);
+}
+
+static bool valid_tenant(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > 64) return false;
+    for (const char *p = t; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
+/* Reads the headers and the URI into r; false with p set when the request is
+ * malformed before any handler runs. */
+static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *method, problem_t *p)
+{
+    request_t *r = &cn->req;
+    r->arena = cn->arena;
+    r->priv = cn;
+    cn->mhd = c;
+    r->method_name = method;
+    r->method = method_bit(method);
+    sb_init(&r->out, cn->arena, 1024);
+
+    char *uri = (char *)(cn->raw_uri ? cn->raw_uri : "/");
+    char *q = strchr(uri, '?');
+    if (q) *q++ = '\0';
+    char *hash = q ? strchr(q, '#') : strchr(uri, '#');
+    if (hash) *hash = '\0';
+    r->path = uri;            /* decoded per segment by the router */
+    if (!parse_query(r, q, p)) return false;
+
+    r->content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    r->ctype = parse_ctype(r->content_type);
+    r->accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    parse_accept(r);
+    r->link = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Link");
+    r->prefer = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Prefer");
+    const char *t = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "NGSILD-Tenant");
+    if (t && *t) {
+        if (!valid_tenant(t))
+            return problem_set(p, PB_BAD_REQUEST_DATA,
+                               "invalid NGSILD-Tenant '%.64s': 1 to 64 characters of A-Z a-z 0-9 _ -", t);
+        r->tenant = t;
+    }
+    return true;
+}
+
+/* 6.3.4 preconditions for the matched route. */
+static bool check_preconditions(request_t *r, const http_route_t *rt, struct MHD_Connection *c,
+                                problem_t *p)
+{
+    if (rt->flags & HR_NO_BODY_CHECKS) return true;
+    bool has_body_method = r->method & (HM_POST | HM_PUT | HM_PATCH);
+    if (has_body_method) {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (!cl && !te) {
+            p->kind = PB_HTTP; p->status = 411;
+            snprintf(p->detail, sizeof p->detail, "Content-Length required");
+            return false;
+        }
+        bool ok = r->ctype == CT_JSON || r->ctype == CT_LDJSON ||
+                  (r->method == HM_PATCH && r->ctype == CT_MERGE_PATCH);
+        if (!ok) {
+            p->kind = PB_HTTP; p->status = 415;
+            snprintf(p->detail, sizeof p->detail, "unsupported Content-Type");
+            return false;
+        }
+    }
+    if (r->method == HM_GET || r->method == HM_HEAD || (r->method == HM_POST && (rt->flags & HR_QUERY_POST))) {
+        int allowed = ACC_JSON | ACC_LDJSON | ((rt->flags & HR_GEOJSON_OK) ? ACC_GEOJSON : 0);
+        if (!req_accept_best(r, allowed)) {
+            p->kind = PB_HTTP; p->status = 406;
+            snprintf(p->detail, sizeof p->detail, "none of the media types in Accept can be produced; available: "
+                     "application/json, application/ld+json%s", (rt->flags & HR_GEOJSON_OK) ? ", application/geo+json" : "");
+            return false;
+        }
+    }
+    return true;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
+{
+    struct MHD_Response *resp;
+    if (r->status == 0) r->status = 500;
+    if (r->out_type || r->out.len)
+        resp = MHD_create_response_from_buffer(r->out.len, r->out.p, MHD_RESPMEM_PERSISTENT);
+    else
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    if (r->out_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->out_type);
+    for (int i = 0; i < r->n_out_headers; i++)
+        MHD_add_response_header(resp, r->out_headers[i].name, r->out_headers[i].value);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    int cls = r->status / 100;
+    if (cls >= 1 && cls <= 5) atomic_fetch_add(&stats.by_class[cls], 1);
+    return ret;
+}
+
+static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
+{
+    request_t *r = &cn->req;
+    problem_t  p = {0};
+
+    atomic_fetch_add(&stats.requests, 1);
+    if (r->method) atomic_fetch_add(&stats.by_method[method_index(r->method)], 1);
+    if (r->status) return;   /* an error found while the request came in */
+
+    if (!r->method) {
+        p.kind = PB_HTTP; p.status = 405;
+        snprintf(p.detail, sizeof p.detail, "method %s not supported", r->method_name);
+        reply_problem(r, &p);
+        return;
+    }
+    const http_route_t *rt = NULL;
+    int rc = router_match(srv->router, r, &rt);
+    if (rc == ROUTE_BAD_PATH) {
+        reply_error(r, PB_BAD_REQUEST_DATA, "malformed percent-encoding in the path");
+        return;
+    }
+    if (rc == ROUTE_NOT_FOUND) {
+        reply_error(r, PB_RESOURCE_NOT_FOUND, "no resource at %s", r->path);
+        return;
+    }
+    http_handler_fn h = router_handler(rt, r->method == HM_HEAD ? HM_GET : r->method);
+    if (!h) {
+        char *allow = arena_alloc(r->arena, 64);
+        router_allow(rt, allow, 64);
+        if (r->method == HM_OPTIONS) {
+            reply_status(r, 204);
+            reply_header(r, "Allow", allow);
+            return;
+        }
+        p.kind = PB_HTTP; p.status = 405;
+        snprintf(p.detail, sizeof p.detail, "method %s not allowed on %s; allowed: %s", r->method_name, r->path, allow);
+        reply_problem(r, &p);
+        reply_header(r, "Allow", allow);
+        return;
+    }
+    if (!check_preconditions(r, rt, c, &p)) {
+        reply_problem(r, &p);
+        return;
+    }
+    r->body = cn->body.p ? cn->body.p : (char *)"";
+    r->body_len = cn->body.p ? cn->body.len : 0;
+    h(r);
+    if (r->tenant && r->status < 400) reply_header(r, "NGSILD-Tenant", r->tenant);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size,
+                                  void **req_cls)
+{
+    (void)url; (void)version;
+    http_server_t *srv = cls;
+    conn_t        *cn = *req_cls;
+    if (!cn) return MHD_NO;
+
+    if (!cn->started) {
+        problem_t p = {0};
+        cn->started = true;
+        cn->body.p = NULL;
+        cn->body.len = 0;
+        if (!setup_request(cn, c, method, &p)) {
+            reply_problem(&cn->req, &p);
+            return MHD_YES;
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            unsigned long long n = strtoull(cl, NULL, 10);
+            if (n > cr_config.max_body_size) {
+                cn->too_large = true;
+            } else if (n > 0) {
+                sb_init(&cn->body, cn->arena, (size_t)n + 1);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cn->too_large) {
+            if (!cn->body.p) sb_init(&cn->body, cn->arena, *upload_size + 1);
+            if (cn->body.len + *upload_size > cr_config.max_body_size) cn->too_large = true;
+            else sb_add(&cn->body, upload_data, *upload_size);
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    request_t *r = &cn->req;
+    if (cn->too_large && !r->status) {
+        problem_t p = {.kind = PB_HTTP, .status = 413};
+        snprintf(p.detail, sizeof p.detail, "request body larger than %zu bytes", cr_config.max_body_size);
+        reply_problem(r, &p);
+    }
+    dispatch(srv, cn, c);
+    return send_reply(c, r);
+}
+
+/* ------------------------------------------------------------ start/stop */
+
+http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p)
+{
+    http_server_t *srv = calloc(1, sizeof *srv);
+    if (!srv) { problem_set(p, PB_INTERNAL_ERROR, "out of memory"); return NULL; }
+    srv->router = router_new(routes, n_routes);
+    if (!srv->router) { free(srv); problem_set(p, PB_INTERNAL_ERROR, "bad route table"); return NULL; }
+
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)cr_config.port);
+    if (inet_pton(AF_INET, cr_config.bind_address, &sa.sin_addr) != 1) {
+        router_free(srv->router);
+        free(srv);
+        problem_set(p, PB_INTERNAL_ERROR, "--bind: '%s' is not an IPv4 address", cr_config.bind_address);
+        return NULL;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    srv->d = MHD_start_daemon(flags, (uint16_t)cr_config.port, NULL, NULL, on_request, srv,
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                              MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cr_config.connection_pool_size,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)cr_config.max_connections,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cr_config.request_timeout,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+                              MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+                              MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                              MHD_OPTION_END);
+    if (!srv->d) {
+        router_free(srv->router);
+        free(srv);
+        problem_set(p, PB_INTERNAL_ERROR, "cannot listen on %s:%d (in use?)", cr_config.bind_address, cr_config.port);
+        return NULL;
+    }
+    return srv;
+}
+
+void http_stop(http_server_t *srv)
+{
+    if (!srv) return;
+    MHD_stop_daemon(srv->d);
+    router_free(srv->router);
+    free(srv);
+}

@@ -1,0 +1,98 @@
+/*
+ * main.c - coraine: flags -> configuration, start the parts (contexts,
+ * model, store, HTTP), wait for SIGINT/SIGTERM, stop them in reverse order.
+ */
+#include "api/api.h"
+#include "core/core.h"
+#include "http/http.h"
+#include "ld/ld.h"
+#include "model/model.h"
+#include "store/store.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef CR_GIT_COMMIT
+#define CR_GIT_COMMIT "unknown"
+#endif
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--version")) {
+            printf("coraine %s (%s)\n", "0.1.0", CR_GIT_COMMIT);
+            return 0;
+        }
+    if (!cr_config_load(argc, argv)) return 2;
+    if (!cr_config.foreground) {
+        /* a daemon: detach, and log to --logFile (default /tmp/coraine.log) */
+        if (!cr_config.log_file) cr_config.log_file = "/tmp/coraine.log";
+        if (daemon(1, 0) != 0) {
+            perror("coraine: daemon");
+            return 1;
+        }
+    }
+    cr_log_open(cr_config.log_file, cr_config.log_level);
+
+    if (strcmp(cr_config.history, "none")) {
+        LOG_E("--history %s: attribute history is not part of this build yet; use --history none", cr_config.history);
+        return 2;
+    }
+    if (cr_config.db_dir) {
+        LOG_E("--dbDir: corDB on disk is not part of this build yet; corDB runs in RAM without --dbDir");
+        return 2;
+    }
+
+    if (!ld_init()) {
+        LOG_E("cannot load the core @context");
+        return 1;
+    }
+    char base[64];
+    snprintf(base, sizeof base, "http://localhost:%d", cr_config.port);
+    ld_set_base_url(base);
+    model_init();
+
+    problem_t p = {0};
+    store_t  *store = store_open(&p);
+    if (!store) {
+        LOG_E("cannot open the store: %s", p.detail);
+        return 1;
+    }
+    api_init(store);
+
+    size_t              n;
+    const http_route_t *routes = api_routes(&n);
+    http_server_t      *srv = http_start(routes, n, &p);
+    if (!srv) {
+        LOG_E("%s", p.detail);
+        store_close(store);
+        return 1;
+    }
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    LOG_I("coraine listening on %s:%d (store %s in RAM, %d HTTP threads)", cr_config.bind_address, cr_config.port,
+          cr_config.database, cr_config.connection_pool_size);
+
+    while (!stop_requested) pause();
+
+    LOG_I("stopping");
+    http_stop(srv);
+    store_close(store);
+    ld_shutdown();
+    return 0;
+}
