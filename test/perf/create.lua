@@ -1,0 +1,20 @@
+-- wrk script: POST /entities with a new id per request (Vehicle shape).
+local counter = 0
+local thread_id = 0
+function setup(thread)
+  thread:set("tid", thread_id)
+  thread_id = thread_id + 1
+end
+function init(args)
+  prefix = "urn:ngsi-ld:Vehicle:w" .. tid .. "-" .. math.random(1, 1000000000) .. "-"
+end
+request = function()
+  counter = counter + 1
+  local body = '{"id":"' .. prefix .. counter .. '","type":"Vehicle",' ..
+    '"speed":{"type":"Property","value":' .. (counter % 120) .. ',"observedAt":"2024-01-01T00:00:00Z",' ..
+    '"accuracy":{"type":"Property","value":0.5}},' ..
+    '"location":{"type":"GeoProperty","value":{"type":"Point","coordinates":[-3.7,40.4]}},' ..
+    '"isParked":{"type":"Relationship","object":"urn:ngsi-ld:Parking:1"},' ..
+    '"brand":{"type":"Property","value":"Mercedes"}}'
+  return wrk.format("POST", "/ngsi-ld/v1/entities", {["Content-Type"] = "application/json"}, body)
+end

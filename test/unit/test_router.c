@@ -1,0 +1,89 @@
+/* Unit tests of the router (http/router.c): patterns, parameters,
+ * trailing '/', percent-decoding, unknown paths, Allow lists. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "http/router.h"
+
+static void h_get(request_t *r) { (void)r; }
+static void h_post(request_t *r) { (void)r; }
+static void h_del(request_t *r) { (void)r; }
+
+static const http_route_t routes[] = {
+    {"/ngsi-ld/v1/entities", h_get, h_post, NULL, NULL, h_del, 0},
+    {"/ngsi-ld/v1/entities/{id}", h_get, NULL, NULL, NULL, h_del, 0},
+    {"/ngsi-ld/v1/entities/{id}/attrs/{attrId}", NULL, NULL, NULL, h_post, h_del, 0},
+    {"/version", h_get, NULL, NULL, NULL, NULL, 0},
+};
+
+static int match(router_t *rt, request_t *r, arena_t *a, const char *path, const http_route_t **out)
+{
+    memset(r, 0, sizeof *r);
+    r->arena = a;
+    r->path = arena_strdup(a, path);
+    return router_match(rt, r, out);
+}
+
+static void routing(void **state)
+{
+    (void)state;
+    router_t  *rt = router_new(routes, 4);
+    arena_t   *a = arena_new(0);
+    request_t  r;
+    const http_route_t *m = NULL;
+
+    assert_int_equal(match(rt, &r, a, "/ngsi-ld/v1/entities", &m), ROUTE_OK);
+    assert_ptr_equal(m, &routes[0]);
+    assert_int_equal(match(rt, &r, a, "/ngsi-ld/v1/entities/", &m), ROUTE_OK);
+    assert_ptr_equal(m, &routes[0]);
+    assert_int_equal(match(rt, &r, a, "/ngsi-ld/v1/entities/urn:ngsi-ld:Car:1", &m), ROUTE_OK);
+    assert_ptr_equal(m, &routes[1]);
+    assert_int_equal(r.npath, 1);
+    assert_string_equal(r.pathv[0], "urn:ngsi-ld:Car:1");
+    assert_int_equal(match(rt, &r, a, "/ngsi-ld/v1/entities/urn%3Ax%2Fy/attrs/speed/", &m), ROUTE_OK);
+    assert_ptr_equal(m, &routes[2]);
+    assert_string_equal(r.pathv[0], "urn:x/y");
+    assert_string_equal(r.pathv[1], "speed");
+    assert_int_equal(match(rt, &r, a, "/ngsi-ld/v1/entities/x/attrs", &m), ROUTE_NOT_FOUND);
+    assert_int_equal(match(rt, &r, a, "/ngsi-ld/v1/nothing", &m), ROUTE_NOT_FOUND);
+    assert_int_equal(match(rt, &r, a, "/ngsi-ld/v1//entities", &m), ROUTE_NOT_FOUND);
+    assert_int_equal(match(rt, &r, a, "/ngsi-ld/v1/entities/bad%zz", &m), ROUTE_BAD_PATH);
+    assert_int_equal(match(rt, &r, a, "/version", &m), ROUTE_OK);
+    assert_int_equal(match(rt, &r, a, "", &m), ROUTE_NOT_FOUND);
+
+    char allow[64];
+    router_allow(&routes[0], allow, sizeof allow);
+    assert_string_equal(allow, "GET, POST, DELETE");
+    router_allow(&routes[2], allow, sizeof allow);
+    assert_string_equal(allow, "PATCH, DELETE");
+    assert_null(router_handler(&routes[1], HM_POST));
+    assert_non_null(router_handler(&routes[1], HM_DELETE));
+    arena_free(a);
+    router_free(rt);
+}
+
+static void url_decoding(void **state)
+{
+    (void)state;
+    char s1[] = "a%20b+c%2B";
+    assert_true(http_url_decode(s1));
+    assert_string_equal(s1, "a b+c+");
+    char s2[] = "bad%2";
+    assert_false(http_url_decode(s2));
+    arena_t *a = arena_new(0);
+    sbuf_t   sb;
+    sb_init(&sb, a, 16);
+    http_url_encode(&sb, "urn:x y&z");
+    assert_string_equal(sb.p, "urn:x%20y%26z");
+    arena_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(routing), cmocka_unit_test(url_decoding)};
+    return cmocka_run_group_tests_name("router", tests, NULL, NULL);
+}
