@@ -1,0 +1,563 @@
+/*
+ * render.c - entities and attributes out, in every representation of
+ * clause 4.5: normalized (4.5.2.2, 4.5.3.2, ...), concise (4.5.2.3, 4.5.3.3,
+ * 4.5.18.3, 4.5.20.3, 4.5.21.3, 4.5.22.3, 4.5.24.3), simplified / keyValues
+ * (4.5.4) and GeoJSON (4.5.16, 4.5.17), with the projection of 4.21
+ * (pick / omit), the language filter of 4.15 and the system attributes of
+ * 4.8 (createdAt, modifiedAt with options=sysAttrs).
+ *
+ * Everything streams through the JSON writer: no tree is built, nothing is
+ * allocated. Names are compacted with ld_compact() (a hash lookup, interned
+ * result). The language filter is parsed once per entity into a small array
+ * on the stack.
+ *
+ * Several instances of one attribute (datasetIds, 4.5.5) are rendered as one
+ * member: an array of instances (normalized, concise) or a {"dataset": {...}}
+ * object keyed by datasetId with "@none" for the default (keyValues, 4.5.4).
+ * Grouping the instances scans the attributes before each one: O(n^2)
+ * pointer comparisons, negligible for the tens of attributes entities carry.
+ */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define LANG_MAX_RANGES 16
+
+typedef struct lang_range {
+    const char *tag;
+    size_t      len;
+    double      q;
+} lang_range_t;
+
+typedef struct rctx {
+    const render_opts_t *o;
+    const ld_context_t  *ctx;
+    fmt_t                fmt;
+    bool                 sys;
+    bool                 has_lang;
+    size_t               n_ranges;
+    lang_range_t         ranges[LANG_MAX_RANGES];
+} rctx_t;
+
+/* ------------------------------------------------------------- helpers */
+
+static const char *compact(const rctx_t *r, const char *iri)
+{
+    return iri ? ld_compact(r->ctx, iri) : iri;
+}
+
+static void wr_time(json_writer_t *w, const char *key, int64_t ms)
+{
+    char buf[32];
+    int  n = cr_format_datetime(ms, buf);
+
+    jw_key(w, key);
+    jw_stringn(w, buf, n > 0 ? (size_t)n : 0);
+}
+
+static bool valid_time(int64_t ms)
+{
+    return ms != CR_NO_TIME && ms != 0;
+}
+
+/* "@id" / "@type" / scope / an attribute name in the projection list. */
+static bool in_list(const char **list, size_t n, const char *name, bool by_text)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (list[i] == name)
+            return true;
+        if (by_text && list[i] && strcmp(list[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* 4.21: with pick only the listed members, with omit all but the listed. */
+static bool projected(const render_opts_t *o, const char *name, bool by_text)
+{
+    if (o->n_pick && !in_list(o->pick, o->n_pick, name, by_text))
+        return false;
+    if (o->n_omit && in_list(o->omit, o->n_omit, name, by_text))
+        return false;
+    return true;
+}
+
+/* ------------------------------------------------- 4.15 language filter */
+
+/* "fr-CH,fr;q=0.9,en;q=0.8,*;q=0.5" -> ranges by descending q (stable);
+ * q=0 means "not acceptable" and is dropped. */
+static void lang_parse(rctx_t *r, const char *s)
+{
+    r->n_ranges = 0;
+    r->has_lang = s && *s;
+    if (!r->has_lang)
+        return;
+    while (*s && r->n_ranges < LANG_MAX_RANGES) {
+        const char *tag, *end, *semi;
+        double      q = 1.0;
+
+        while (*s == ' ' || *s == '\t' || *s == ',')
+            s++;
+        if (!*s)
+            break;
+        tag = s;
+        end = strchr(s, ',');
+        if (!end)
+            end = s + strlen(s);
+        semi = memchr(tag, ';', (size_t)(end - tag));
+        const char *tag_end = semi ? semi : end;
+
+        while (tag_end > tag && (tag_end[-1] == ' ' || tag_end[-1] == '\t'))
+            tag_end--;
+        if (semi) {
+            const char *qp = semi + 1;
+
+            while (qp < end && (*qp == ' ' || *qp == '\t'))
+                qp++;
+            if (qp + 2 <= end && (qp[0] == 'q' || qp[0] == 'Q') && qp[1] == '=')
+                q = strtod(qp + 2, NULL);
+        }
+        if (tag_end > tag && q > 0) {
+            lang_range_t lr = { tag, (size_t)(tag_end - tag), q };
+            size_t       i  = r->n_ranges++;
+
+            while (i > 0 && r->ranges[i - 1].q < lr.q) {    /* stable insertion */
+                r->ranges[i] = r->ranges[i - 1];
+                i--;
+            }
+            r->ranges[i] = lr;
+        }
+        s = end;
+    }
+}
+
+/* The best member of a languageMap for the filter: per range, an exact tag,
+ * then a more specific tag (range "fr" serves "fr-CH"), then a less specific
+ * one (range "fr-CH" is served by "fr"); "*" takes any. When nothing fits,
+ * 4.15 says to default to any supported language: "@none" if there, else the
+ * first. NULL only for an empty map. */
+static const json_t *lang_pick(const rctx_t *r, const json_t *map)
+{
+    const json_t *none = NULL;
+
+    if (!json_is_object(map) || !map->child)
+        return NULL;
+    for (size_t i = 0; i < r->n_ranges; i++) {
+        const lang_range_t *lr = &r->ranges[i];
+
+        if (lr->len == 1 && lr->tag[0] == '*')
+            return map->child;
+        json_foreach(m, map)
+            if (strlen(m->key) == lr->len && strncasecmp(m->key, lr->tag, lr->len) == 0)
+                return m;
+        json_foreach(m, map)
+            if (strlen(m->key) > lr->len && m->key[lr->len] == '-' &&
+                strncasecmp(m->key, lr->tag, lr->len) == 0)
+                return m;
+        json_foreach(m, map) {
+            size_t kl = strlen(m->key);
+
+            if (kl < lr->len && lr->tag[kl] == '-' && strncasecmp(m->key, lr->tag, kl) == 0)
+                return m;
+        }
+    }
+    json_foreach(m, map)
+        if (strcmp(m->key, "@none") == 0)
+            none = m;
+    return none ? none : map->child;
+}
+
+/* --------------------------------------------------------- attributes */
+
+static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
+                         size_t n, size_t first);
+
+/* Sub-attributes (and, at the top, attributes) as members, grouped by name. */
+static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
+                           size_t n, bool top)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = attrs[j].name == attrs[i].name;
+        if (seen)
+            continue;
+        if (top && !projected(r->o, attrs[i].name, false))
+            continue;
+        jw_key(w, compact(r, attrs[i].name));
+        render_group(w, r, attrs, n, i);
+    }
+}
+
+static void wr_vocab(json_writer_t *w, const rctx_t *r, const json_t *v)
+{
+    if (json_is_string(v)) {
+        jw_string(w, compact(r, v->str));
+    } else if (json_is_array(v)) {
+        jw_array_begin(w);
+        json_foreach(c, v) {
+            if (json_is_string(c))
+                jw_string(w, compact(r, c->str));
+            else
+                jw_value(w, c);
+        }
+        jw_array_end(w);
+    } else if (v) {
+        jw_value(w, v);
+    } else {
+        jw_null(w);
+    }
+}
+
+/* objectList: {"object": uri} per entry (normalized) or bare URIs. */
+static void wr_object_list(json_writer_t *w, const json_t *v, bool wrapped)
+{
+    if (!json_is_array(v)) {
+        if (v)
+            jw_value(w, v);
+        else
+            jw_null(w);
+        return;
+    }
+    jw_array_begin(w);
+    json_foreach(c, v) {
+        const json_t *uri = c;
+
+        if (json_is_object(c)) {
+            const json_t *obj = json_get(c, "object");
+
+            if (!obj) {             /* not ours to interpret: as stored */
+                jw_value(w, c);
+                continue;
+            }
+            uri = obj;
+        }
+        if (wrapped) {
+            jw_object_begin(w);
+            jw_key(w, "object");
+            jw_value(w, uri);
+            jw_object_end(w);
+        } else {
+            jw_value(w, uri);
+        }
+    }
+    jw_array_end(w);
+}
+
+static void wr_json(json_writer_t *w, const json_t *v)
+{
+    if (v)
+        jw_value(w, v);
+    else
+        jw_null(w);
+}
+
+/* The simplified (keyValues) value of one instance (4.5.4). */
+static void render_simplified(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
+{
+    switch ((attr_kind_t)a->kind) {
+    case ATTR_LANGUAGEPROPERTY:
+        if (r->has_lang) {
+            const json_t *m = lang_pick(r, a->value);
+
+            if (m) {
+                jw_value(w, m);
+                return;
+            }
+        }
+        jw_object_begin(w);
+        jw_key(w, "languageMap");
+        wr_json(w, a->value);
+        jw_object_end(w);
+        return;
+    case ATTR_VOCABPROPERTY:
+        jw_object_begin(w);
+        jw_key(w, "vocab");
+        wr_vocab(w, r, a->value);
+        jw_object_end(w);
+        return;
+    case ATTR_JSONPROPERTY:
+        jw_object_begin(w);
+        jw_key(w, "json");
+        wr_json(w, a->value);
+        jw_object_end(w);
+        return;
+    case ATTR_LISTRELATIONSHIP:
+        wr_object_list(w, a->value, false);
+        return;
+    default:                    /* Property, GeoProperty, Relationship, ListProperty */
+        wr_json(w, a->value);
+        return;
+    }
+}
+
+/* A Property whose concise form may be its bare value (4.5.2.3): nothing
+ * but the value to say, and a value that cannot be mistaken for an
+ * attribute object. */
+static bool concise_bare(const rctx_t *r, const cr_attr_t *a)
+{
+    if (a->n_sub || a->observed_at != CR_NO_TIME || a->unit_code || a->dataset_id ||
+        a->object_type || r->sys)
+        return false;
+    if (a->kind == ATTR_GEOPROPERTY)
+        return true;
+    return a->kind == ATTR_PROPERTY && !json_is_object(a->value);
+}
+
+/* One instance, normalized or concise (the object form unless concise_bare). */
+static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
+{
+    bool          concise = r->fmt == FMT_CONCISE;
+    const json_t *lang    = NULL;
+
+    if (r->fmt == FMT_KEYVALUES) {
+        render_simplified(w, r, a);
+        return;
+    }
+    if (a->kind == ATTR_LANGUAGEPROPERTY && r->has_lang)
+        lang = lang_pick(r, a->value);
+
+    if (concise && !lang && concise_bare(r, a)) {
+        wr_json(w, a->value);
+        return;
+    }
+
+    jw_object_begin(w);
+    if (lang) {
+        /* 4.15 / C.2.2: the LanguageProperty becomes a Property */
+        if (!concise) {
+            jw_key(w, "type");
+            jw_string(w, "Property");
+        }
+        jw_key(w, "value");
+        jw_value(w, lang);
+        jw_key(w, "lang");
+        jw_string(w, lang->key);
+    } else {
+        /* Concise keeps "type" only where the value alone would be read
+         * otherwise: a Property whose object value carries a "type" (it
+         * could pass for a GeoJSON geometry, 4.5.2.3). */
+        if (!concise || (a->kind == ATTR_PROPERTY && json_is_object(a->value) &&
+                         json_get(a->value, "type"))) {
+            jw_key(w, "type");
+            jw_string(w, a->kind ? attr_kind_name((attr_kind_t)a->kind) : "Property");
+        }
+        switch ((attr_kind_t)a->kind) {
+        case ATTR_RELATIONSHIP:
+            jw_key(w, "object");
+            wr_json(w, a->value);
+            break;
+        case ATTR_LANGUAGEPROPERTY:
+            jw_key(w, "languageMap");
+            wr_json(w, a->value);
+            break;
+        case ATTR_VOCABPROPERTY:
+            jw_key(w, "vocab");
+            wr_vocab(w, r, a->value);
+            break;
+        case ATTR_LISTPROPERTY:
+            jw_key(w, "valueList");
+            wr_json(w, a->value);
+            break;
+        case ATTR_LISTRELATIONSHIP:
+            jw_key(w, "objectList");
+            wr_object_list(w, a->value, !concise);
+            break;
+        case ATTR_JSONPROPERTY:
+            jw_key(w, "json");
+            wr_json(w, a->value);
+            break;
+        default:
+            jw_key(w, "value");
+            wr_json(w, a->value);
+            break;
+        }
+    }
+    if (a->object_type) {
+        jw_key(w, "objectType");
+        jw_string(w, compact(r, a->object_type));
+    }
+    if (a->observed_at != CR_NO_TIME)
+        wr_time(w, "observedAt", a->observed_at);
+    if (a->unit_code) {
+        jw_key(w, "unitCode");
+        jw_string(w, a->unit_code);
+    }
+    if (a->dataset_id) {
+        jw_key(w, "datasetId");
+        jw_string(w, a->dataset_id);
+    }
+    if (r->sys) {
+        if (valid_time(a->created_at))
+            wr_time(w, "createdAt", a->created_at);
+        if (valid_time(a->modified_at))
+            wr_time(w, "modifiedAt", a->modified_at);
+    }
+    render_members(w, r, a->sub, a->n_sub, false);
+    jw_object_end(w);
+}
+
+/* attrs[first] and the later instances with the same name. */
+static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
+                         size_t n, size_t first)
+{
+    const char *name  = attrs[first].name;
+    size_t      count = 0;
+
+    for (size_t i = first; i < n; i++)
+        if (attrs[i].name == name)
+            count++;
+    if (count == 1) {
+        render_instance(w, r, &attrs[first]);
+        return;
+    }
+
+    if (r->fmt == FMT_KEYVALUES) {
+        /* 4.5.4: {"dataset": {"@none": v, "<datasetId>": v, ...}} */
+        jw_object_begin(w);
+        jw_key(w, "dataset");
+        jw_object_begin(w);
+        for (size_t i = first; i < n; i++) {
+            if (attrs[i].name != name)
+                continue;
+            jw_key(w, attrs[i].dataset_id ? attrs[i].dataset_id : "@none");
+            render_simplified(w, r, &attrs[i]);
+        }
+        jw_object_end(w);
+        jw_object_end(w);
+        return;
+    }
+    jw_array_begin(w);
+    for (size_t i = first; i < n; i++)
+        if (attrs[i].name == name)
+            render_instance(w, r, &attrs[i]);
+    jw_array_end(w);
+}
+
+/* ------------------------------------------------------------- entity */
+
+static void rctx_init(rctx_t *r, const render_opts_t *o)
+{
+    r->o        = o;
+    r->ctx      = o->ctx ? o->ctx : ld_core();
+    r->fmt      = o->format;
+    r->sys      = o->sys_attrs;
+    lang_parse(r, o->lang);
+}
+
+static void wr_types(json_writer_t *w, const rctx_t *r, const cr_entity_t *e)
+{
+    if (e->n_types == 1) {
+        jw_string(w, compact(r, e->types[0]));
+        return;
+    }
+    jw_array_begin(w);
+    for (size_t i = 0; i < e->n_types; i++)
+        jw_string(w, compact(r, e->types[i]));
+    jw_array_end(w);
+}
+
+/* type, scope, system attributes and attributes: what an entity and a
+ * GeoJSON Feature's "properties" share. */
+static void render_body(json_writer_t *w, const rctx_t *r, const cr_entity_t *e, bool force_type)
+{
+    if (force_type || projected(r->o, "@type", true)) {
+        jw_key(w, "type");
+        wr_types(w, r, e);
+    }
+    if (e->scope && projected(r->o, MN.scope, false)) {
+        jw_key(w, "scope");
+        jw_value(w, e->scope);
+    }
+    if (r->sys) {
+        if (valid_time(e->created_at))
+            wr_time(w, "createdAt", e->created_at);
+        if (valid_time(e->modified_at))
+            wr_time(w, "modifiedAt", e->modified_at);
+    }
+    render_members(w, r, e->attrs, e->n_attrs, true);
+}
+
+static void wr_context(json_writer_t *w, const render_opts_t *o)
+{
+    if (!o->context_json)
+        return;
+    jw_key(w, "@context");
+    jw_raw(w, o->context_json, strlen(o->context_json));
+}
+
+void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    rctx_t r;
+
+    rctx_init(&r, o);
+    jw_object_begin(w);
+    if (projected(o, "@id", true)) {
+        jw_key(w, "id");
+        jw_string(w, e->id);
+    }
+    render_body(w, &r, e, false);
+    wr_context(w, o);
+    jw_object_end(w);
+}
+
+/* 4.5.16.1: the selected GeoProperty's default instance (or the first). */
+static const json_t *feature_geometry(const cr_entity_t *e, const char *name)
+{
+    const cr_attr_t *first = NULL;
+
+    for (size_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *a = &e->attrs[i];
+
+        if (a->name != name)
+            continue;
+        if (!a->dataset_id) {
+            first = a;
+            break;
+        }
+        if (!first)
+            first = a;
+    }
+    if (!first || !json_is_object(first->value) || !json_get(first->value, "type"))
+        return NULL;
+    if (first->kind != ATTR_GEOPROPERTY && first->kind != ATTR_PROPERTY)
+        return NULL;
+    return first->value;
+}
+
+void entity_render_geojson(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    rctx_t        r;
+    const json_t *geo;
+
+    rctx_init(&r, o);
+    geo = feature_geometry(e, o->geoproperty ? o->geoproperty : MN.location);
+
+    jw_object_begin(w);
+    jw_key(w, "id");
+    jw_string(w, e->id);
+    jw_key(w, "type");
+    jw_string(w, "Feature");
+    jw_key(w, "geometry");
+    if (geo)
+        jw_value(w, geo);
+    else
+        jw_null(w);
+    jw_key(w, "properties");
+    jw_object_begin(w);
+    render_body(w, &r, e, true);
+    jw_object_end(w);
+    wr_context(w, o);
+    jw_object_end(w);
+}
+
+void attr_render(json_writer_t *w, const cr_attr_t *a, const render_opts_t *o)
+{
+    rctx_t r;
+
+    rctx_init(&r, o);
+    render_instance(w, &r, a);
+}
