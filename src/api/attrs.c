@@ -25,16 +25,30 @@ static void attrs_write(request_t *r, entity_op_t op)
     if (!api_check_id(id, &p)) goto fail;
     if (op == OP_APPEND_ATTRS) args.no_overwrite = api_option(r, "noOverwrite");
     else (void)req_param(r, "options");
+    const char *type = req_param(r, "type");     /* 6.6.3.1/6.6.3.2: entity type selection */
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
-    cr_entity_t *patch = entity_parse(r->arena, body, ctx, EP_FRAGMENT, cr_now_ms(), &p);
+    unsigned flags = EP_FRAGMENT | (op == OP_UPDATE_ATTRS ? EP_MERGE : 0);
+    cr_entity_t *patch = entity_parse(r->arena, body, ctx, flags, cr_now_ms(), &p);
     if (!patch) goto fail;
     if (patch->n_attrs == 0) {
         problem_set(&p, PB_BAD_REQUEST_DATA, "the body holds no attribute");
         goto fail;
+    }
+    if (type) {
+        typesel_t   *ts = typesel_parse(r->arena, type, ctx, &p);
+        if (!ts) goto fail;
+        cr_entity_t *cur = store_get(api_store, r->tenant, id, &p);
+        if (!cur) goto fail;
+        bool ok = typesel_match(ts, cur);
+        entity_unref(cur);
+        if (!ok) {
+            problem_set(&p, PB_RESOURCE_NOT_FOUND, "entity %s is not of type %s", id, type);
+            goto fail;
+        }
     }
     if (!store_modify(api_store, r->tenant, id, op, patch, &args, &res, r->arena, &p)) goto fail;
     answer(r, &res);

@@ -15,8 +15,8 @@
  * the tens of attributes entities carry; a patch with thousands of attributes
  * against an entity with thousands would want a hash here.
  *
- * Where the clause and the project contract differ it is said so at the spot
- * (OP_UPDATE_ATTRS: existing attributes only, as model.h specifies).
+ * OP_UPDATE_ATTRS follows 5.6.2.4 of V1.9.1: a matching instance is
+ * replaced, a missing one appended, an NGSI-LD Null deletes.
  */
 #include "model.h"
 
@@ -531,12 +531,7 @@ static bool op_entity_level(work_t *w, const cr_entity_t *patch, entity_op_t op,
         }
 
         if (hit < 0) {
-            /* OP_UPDATE_ATTRS: existing attributes only (model.h contract;
-             * note 5.6.2.4 of V1.9.1 would append them). */
-            if (op == OP_UPDATE_ATTRS) {
-                outcome_add(w, pa->name, false, "attribute not present");
-                continue;
-            }
+            /* 5.6.2.4 (V1.9.1): Update Attributes appends a missing attribute too. */
             if (!pa->kind)
                 return problem_set(p, PB_BAD_REQUEST_DATA, "attribute %s has no type", pa->name);
             add_new(w, pa);

@@ -61,7 +61,8 @@ struct cr_attr {
     /* The attribute's value, by kind: Property/GeoProperty: value;
      * Relationship: object (string, or array of strings); LanguageProperty:
      * languageMap (object); VocabProperty: vocab (string or array, EXPANDED);
-     * ListProperty: valueList (array); ListRelationship: objectList (array);
+     * ListProperty: valueList (array); ListRelationship: objectList (array,
+     * always normalized by entity_parse to [{"object": "uri"}, ...]);
      * JsonProperty: json (any JSON, kept verbatim). */
     json_t     *value;
     const char *unit_code;    /* NULL when absent */
@@ -111,6 +112,8 @@ bool attr_parse(arena_t *a, const char *name, const json_t *v, const ld_context_
 /* Entity ids and names (4.6.2; ids are URIs). */
 bool model_valid_uri(const char *s);
 bool model_valid_name(const char *s);      /* type / attribute name, before expansion */
+/* A Scope (4.18): ["/"] level *("/" level), or "urn:ngsi-ld:null". */
+bool model_valid_scope(const char *s);
 
 /* Frozen entities */
 cr_entity_t *entity_freeze(const cr_entity_t *draft);     /* one block, refs = 1 */
@@ -128,7 +131,8 @@ typedef enum {
     OP_REPLACE_ENTITY = 1, /* PUT /entities/{id} (5.6.18): all attributes replaced, createdAt kept */
     OP_MERGE_ENTITY,       /* PATCH /entities/{id} (5.6.17), batch merge, upsert?options=update */
     OP_APPEND_ATTRS,       /* POST /entities/{id}/attrs (5.6.3); args.no_overwrite */
-    OP_UPDATE_ATTRS,       /* PATCH /entities/{id}/attrs (5.6.2): existing only, others notUpdated */
+    OP_UPDATE_ATTRS,       /* PATCH /entities/{id}/attrs (5.6.2.4): replace matching instances, append
+                              missing ones, NGSI-LD Null deletes (absent: notUpdated) */
     OP_PARTIAL_ATTR,       /* PATCH /entities/{id}/attrs/{attrId} (5.6.4) */
     OP_REPLACE_ATTR,       /* PUT /entities/{id}/attrs/{attrId} (5.6.19) */
     OP_DELETE_ATTR         /* DELETE /entities/{id}/attrs/{attrId} (5.6.5); args.dataset_id, args.delete_all */
@@ -207,9 +211,17 @@ geoq_t    *geoq_parse(arena_t *a, const geoq_params_t *gp, const ld_context_t *c
 geoq_t    *geoq_from_json(arena_t *a, const char *georel, const json_t *geometry_type,
                           const json_t *coordinates, const char *geoproperty,
                           const ld_context_t *ctx, problem_t *p);
+/* Thread-safe; the query's GEOS objects are freed with its arena (geo.c). */
 bool       geoq_match(const geoq_t *g, const cr_entity_t *e);
 /* A valid GeoJSON geometry (RFC 7946 as 4.7 restricts it)? */
 bool       geo_validate(const json_t *geometry, problem_t *p);
+/* For geo indexes: the bounding box [min lon, min lat, max lon, max lat] of a
+ * valid geometry (false when it is not one); the expanded, interned name of the
+ * GeoProperty a query tests; the box a matching value must intersect (false
+ * when the query cannot be bounded: disjoint, near;minDistance). */
+bool        geo_bbox(const json_t *geometry, double box[4]);
+const char *geoq_property(const geoq_t *g);
+bool        geoq_bbox(const geoq_t *g, double box[4]);
 
 typesel_t *typesel_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
 bool       typesel_match(const typesel_t *t, const cr_entity_t *e);
@@ -235,5 +247,14 @@ typedef struct entity_filter {
 /* Compiles an idPattern (PCRE2) in the arena's lifetime (freed with it). */
 void *filter_compile_pattern(arena_t *a, const char *pattern, problem_t *p);
 bool  filter_match(const entity_filter_t *f, const cr_entity_t *e);
+
+/* The PCRE2 helpers behind idPattern and q's ~= / !~= (filter.c). A pattern is
+ * compiled (and JIT-compiled) once, lives as long as arena a, and may then be
+ * matched from any number of threads at once. `what` names the pattern in the
+ * BadRequestData detail ("idPattern", "q"). Matching is bounded (match limit):
+ * a pattern that exceeds it counts as not matching. */
+void *filter_regex_compile(arena_t *a, const char *pattern, size_t len, const char *what,
+                           problem_t *p);
+bool  filter_regex_match(const void *code, const char *s, size_t len);
 
 #endif

@@ -347,8 +347,8 @@ static void test_append_no_overwrite(void **state)
     assert_int_equal(ne->modified_at, NOW);
 }
 
-/* 5.6.2 (contract of model.h: existing attributes only) and 5.5.8 example 2:
- * an update replaces the attribute whole. */
+/* 5.6.2.4 (V1.9.1) and 5.5.8 example 2: an update replaces a matching
+ * attribute whole and appends a missing one. */
 static void test_update_attrs(void **state)
 {
     (void)state;
@@ -371,19 +371,19 @@ static void test_update_attrs(void **state)
     assert_int_equal(nt->n_sub, 0);
     assert_int_equal(nt->created_at, T0);
     assert_int_equal(nt->modified_at, NOW);
-    assert_null(find(ne, "pressure", NULL));
-    assert_int_equal(res.n_updated, 1);
-    assert_int_equal(res.n_not_updated, 1);
-    assert_false(res.items[1].updated);
-    assert_string_equal(res.items[1].reason, "attribute not present");
+    assert_non_null(find(ne, "pressure", NULL));        /* appended */
+    assert_int_equal(res.n_updated, 2);
+    assert_int_equal(res.n_not_updated, 0);
 
-    /* nothing updated: entity modifiedAt stays */
+    /* a Null for an attribute that is not there: notUpdated, nothing changes */
     memset(&res, 0, sizeof res);
-    ne = entity_apply(A, old, mk_entity("urn:ngsi-ld:Sensor:1", NULL, p + 1, 1), OP_UPDATE_ATTRS,
+    cr_attr_t gone[1] = { mk_null("pressure") };
+    ne = entity_apply(A, old, mk_entity("urn:ngsi-ld:Sensor:1", NULL, gone, 1), OP_UPDATE_ATTRS,
                       NULL, NOW, &res, &pb);
     assert_non_null(ne);
     assert_int_equal(ne->modified_at, T0);
     assert_int_equal(res.n_not_updated, 1);
+    assert_string_equal(res.items[0].reason, "attribute not present");
 
     /* 5.5.8 example 3: a Null deletes */
     cr_attr_t del[1] = { mk_null("temperature") };
