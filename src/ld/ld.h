@@ -33,7 +33,17 @@ typedef struct ld_context ld_context_t;
 bool ld_init(void);
 void ld_shutdown(void);
 
+/* The core context (built on first use if ld_init was not called yet). */
 const ld_context_t *ld_core(void);
+
+/* The scheme://host:port under which this broker is reachable, e.g.
+ * "http://localhost:1026" (default). Contexts that are not a single URL are
+ * served at <base>/ngsi-ld/v1/jsonldContexts/<id>; call this before serving. */
+void ld_set_base_url(const char *base);
+
+/* Offline: remote @context URLs are never downloaded (they fail with
+ * LdContextNotAvailable); the core URLs keep working. For fuzzing and tests. */
+void ld_set_offline(bool offline);
 
 /* The context named by a Link header value, e.g.
  *   <http://x/ctx.jsonld>; rel="http://www.w3.org/ns/json-ld#context"; type="application/ld+json"

@@ -440,9 +440,19 @@ static bool parse_language_map(pstate_t *ps, const apath_t *pa, const json_t *v,
     return true;
 }
 
+/* A vocab value is a JSON-LD term or IRI (C.2.2 uses "non-commercial"):
+ * non-empty, without spaces, control characters or <>"{}|\^` . */
+static bool vocab_term_ok(const char *s)
+{
+    if (!*s) return false;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        if (*c <= 0x20 || *c == 0x7f || strchr("<>\"{}|\\^`", *c)) return false;
+    return true;
+}
+
 static json_t *vocab_expand(pstate_t *ps, const apath_t *pa, const json_t *s)
 {
-    if (!json_is_string(s) || !model_valid_name(s->str)) {
+    if (!json_is_string(s) || !vocab_term_ok(s->str)) {
         bad(ps, pa, "'vocab' must be a name or a URI, or an array of them");
         return NULL;
     }
