@@ -1,0 +1,308 @@
+"""Attribute operations: 6.6.3.1 append, 6.6.3.2 update, 6.7.3.1 partial
+update, 6.7.3.2 delete, 6.7.3.3 replace (behaviour of 5.6.2-5.6.5, 5.6.19)."""
+
+import time
+
+from ngsi import (DEFAULT_VOCAB, NGSI_NULL, assert_json_equal, assert_no_body, assert_problem,
+                  entity, langprop, media_type, prop, rel, uid)
+
+
+# ---- 6.6.3.1 append ---------------------------------------------------------
+
+def test_6_6_3_1_append_adds_and_overwrites(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1, unitCode="CEL"), b=prop(2)))
+    r = cli.post("/entities/%s/attrs" % eid, {"a": prop(10), "c": rel("urn:ngsi-ld:X:1")})
+    assert r.status_code == 204, r.text
+    assert_no_body(r)
+    assert_json_equal(cli.entity(eid), entity(eid, "T", a=prop(10), b=prop(2), c=rel("urn:ngsi-ld:X:1")))
+
+
+def test_6_6_3_1_append_keeps_created_at(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    c0 = cli.entity(eid, params={"options": "sysAttrs"})["a"]["createdAt"]
+    time.sleep(0.01)
+    assert cli.post("/entities/%s/attrs" % eid, {"a": prop(2)}).status_code == 204
+    a = cli.entity(eid, params={"options": "sysAttrs"})["a"]
+    assert a["createdAt"] == c0
+    assert a["modifiedAt"] > c0
+
+
+def test_6_6_3_1_append_no_overwrite_is_207_with_not_updated(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    r = cli.post("/entities/%s/attrs" % eid, {"a": prop(10), "b": prop(2)}, params={"options": "noOverwrite"})
+    assert r.status_code == 207, r.text
+    assert media_type(r) == "application/json"
+    body = r.json()
+    # 6.3.6: partial-success bodies use Fully Qualified Names only
+    assert body["updated"] == [DEFAULT_VOCAB + "b"]
+    assert len(body["notUpdated"]) == 1
+    nu = body["notUpdated"][0]
+    assert nu["attributeName"] == DEFAULT_VOCAB + "a"
+    assert isinstance(nu["reason"], str) and nu["reason"]
+    assert_json_equal(cli.entity(eid), entity(eid, "T", a=prop(1), b=prop(2)))
+
+
+def test_6_6_3_1_append_no_overwrite_all_new_is_204(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    r = cli.post("/entities/%s/attrs" % eid, {"b": prop(2)}, params={"options": "noOverwrite"})
+    assert r.status_code == 204, r.text
+
+
+def test_5_6_3_append_dataset_instance_beside_default(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    r = cli.post("/entities/%s/attrs" % eid, {"a": prop(2, datasetId="urn:ngsi-ld:ds:1")})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid)["a"], [prop(1), prop(2, datasetId="urn:ngsi-ld:ds:1")], unordered=True)
+
+
+def test_5_6_3_append_adds_types_and_scope(cli):
+    eid = uid()
+    cli.create(entity(eid, "A", scope="/X"))
+    r = cli.post("/entities/%s/attrs" % eid, {"type": "B", "scope": "/Y"}, params={"options": "noOverwrite"})
+    assert r.status_code in (204, 207), r.text
+    e = cli.entity(eid)
+    assert sorted(e["type"]) == ["A", "B"]
+    assert sorted(e["scope"]) == ["/X", "/Y"]
+
+
+def test_6_6_3_1_append_unknown_entity_is_404(cli):
+    cli.ensure_tenant()
+    assert_problem(cli.post("/entities/%s/attrs" % uid(), {"a": prop(1)}), 404, "ResourceNotFound")
+
+
+def test_6_6_3_1_append_invalid_is_400_and_changes_nothing(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    assert_problem(cli.post("/entities/%s/attrs" % eid, {"b": prop(2), "c": {"type": "Relationship"}}),
+                   400, "BadRequestData")
+    assert_json_equal(cli.entity(eid), entity(eid, "T", a=prop(1)))
+
+
+def test_6_6_3_1_append_invalid_entity_id_is_400(cli):
+    cli.ensure_tenant()
+    assert_problem(cli.post("/entities/notauri/attrs", {"a": prop(1)}), 400, "BadRequestData")
+
+
+def test_6_6_3_1_append_with_type_selector(cli):
+    eid = uid()
+    cli.create(entity(eid, "T"))
+    assert_problem(cli.post("/entities/%s/attrs" % eid, {"a": prop(1)}, params={"type": "U"}),
+                   404, "ResourceNotFound")
+    assert cli.post("/entities/%s/attrs" % eid, {"a": prop(1)}, params={"type": "T"}).status_code == 204
+
+
+# ---- 6.6.3.2 update ---------------------------------------------------------
+
+def test_6_6_3_2_update_replaces_whole_attribute(cli):
+    """5.5.8 example 2: the whole attribute is replaced (unitCode goes)."""
+    eid = uid()
+    cli.create(entity(eid, "T", temperature=prop(25, unitCode="CEL", observedAt="2022-03-14T01:59:26.535Z"),
+                      other=prop(1)))
+    r = cli.patch("/entities/%s/attrs" % eid, {"temperature": prop(100, observedAt="2022-03-14T13:00:00.000Z")})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid), entity(eid, "T", temperature=prop(100, observedAt="2022-03-14T13:00:00.000Z"),
+                                              other=prop(1)))
+
+
+def test_5_6_2_update_appends_non_existing(cli):
+    """5.6.2.4 (V1.9.1): an attribute the entity lacks is appended."""
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    r = cli.patch("/entities/%s/attrs" % eid, {"a": prop(2), "b": prop(3)})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid), entity(eid, "T", a=prop(2), b=prop(3)))
+
+
+def test_5_5_8_update_with_null_deletes_attribute(cli):
+    """5.5.8 example 3."""
+    eid = uid()
+    cli.create(entity(eid, "T", temperature=prop(25), other=prop(1)))
+    r = cli.patch("/entities/%s/attrs" % eid, {"temperature": prop(NGSI_NULL)})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid), entity(eid, "T", other=prop(1)))
+
+
+def test_5_6_2_update_dataset_instance(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=[prop(1), prop(2, datasetId="urn:ngsi-ld:ds:1")]))
+    r = cli.patch("/entities/%s/attrs" % eid, {"a": prop(20, datasetId="urn:ngsi-ld:ds:1")})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid)["a"], [prop(1), prop(20, datasetId="urn:ngsi-ld:ds:1")], unordered=True)
+    r = cli.patch("/entities/%s/attrs" % eid, {"a": prop(NGSI_NULL, datasetId="urn:ngsi-ld:ds:1")})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid)["a"], prop(1))
+
+
+def test_6_6_3_2_update_unknown_entity_is_404(cli):
+    cli.ensure_tenant()
+    assert_problem(cli.patch("/entities/%s/attrs" % uid(), {"a": prop(1)}), 404, "ResourceNotFound")
+
+
+def test_6_6_3_2_update_invalid_is_400(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    assert_problem(cli.patch("/entities/%s/attrs" % eid, {"a": {"type": "Property"}}), 400, "BadRequestData")
+    assert_problem(cli.patch("/entities/%s/attrs" % eid, [prop(1)]), 400, "BadRequestData")
+    assert cli.entity(eid)["a"] == prop(1)
+
+
+# ---- 6.7.3.1 partial attribute update -----------------------------------------
+
+def test_6_7_3_1_partial_update_keeps_other_members(cli):
+    """5.5.8 example 1."""
+    eid = uid()
+    cli.create(entity(eid, "T", temperature=prop(25, unitCode="CEL", observedAt="2022-03-14T01:59:26.535Z")))
+    r = cli.patch("/entities/%s/attrs/temperature" % eid,
+                  {"type": "Property", "value": 100, "observedAt": "2022-03-14T13:00:00.000Z"})
+    assert r.status_code == 204, r.text
+    assert_no_body(r)
+    assert_json_equal(cli.entity(eid)["temperature"],
+                      prop(100, unitCode="CEL", observedAt="2022-03-14T13:00:00.000Z"))
+
+
+def test_6_7_3_1_partial_update_concise_value_only(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1, unitCode="CEL", sub=prop("s"))))
+    r = cli.patch("/entities/%s/attrs/a" % eid, {"value": 2})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid)["a"], prop(2, unitCode="CEL", sub=prop("s")))
+
+
+def test_5_6_4_partial_update_deletes_sub_attribute_with_null(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1, sub=prop("s"), keep=prop("k"))))
+    r = cli.patch("/entities/%s/attrs/a" % eid, {"sub": prop(NGSI_NULL)})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid)["a"], prop(1, keep=prop("k")))
+
+
+def test_5_6_4_partial_update_cannot_change_type(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    assert_problem(cli.patch("/entities/%s/attrs/a" % eid, rel("urn:ngsi-ld:X:1")), 400, "BadRequestData")
+    assert cli.entity(eid)["a"] == prop(1)
+
+
+def test_5_6_4_partial_update_of_scope_is_400(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", scope="/A"))
+    assert_problem(cli.patch("/entities/%s/attrs/scope" % eid, {"value": "/B"}), 400, "BadRequestData")
+
+
+def test_6_7_3_1_partial_update_unknown_attr_or_entity_is_404(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    assert_problem(cli.patch("/entities/%s/attrs/zz" % eid, prop(1)), 404, "ResourceNotFound")
+    assert_problem(cli.patch("/entities/%s/attrs/a" % uid(), prop(1)), 404, "ResourceNotFound")
+
+
+def test_5_6_4_partial_update_dataset_instance(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=[prop(1), prop(2, datasetId="urn:ngsi-ld:ds:1")]))
+    r = cli.patch("/entities/%s/attrs/a" % eid, {"value": 22, "datasetId": "urn:ngsi-ld:ds:1"})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid)["a"], [prop(1), prop(22, datasetId="urn:ngsi-ld:ds:1")], unordered=True)
+    # an instance that does not exist -> 404 (5.6.4.4)
+    assert_problem(cli.patch("/entities/%s/attrs/a" % eid, {"value": 1, "datasetId": "urn:ngsi-ld:ds:9"}),
+                   404, "ResourceNotFound")
+
+
+def test_5_6_4_partial_update_language_property(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", name=langprop({"en": "Car"})))
+    r = cli.patch("/entities/%s/attrs/name" % eid, {"languageMap": {"en": "Auto", "de": "Wagen"}})
+    assert r.status_code == 204, r.text
+    assert cli.entity(eid)["name"]["languageMap"] == {"en": "Auto", "de": "Wagen"}
+
+
+# ---- 6.7.3.2 delete attribute ---------------------------------------------------
+
+def test_6_7_3_2_delete_attribute(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1), b=prop(2)))
+    r = cli.delete("/entities/%s/attrs/a" % eid)
+    assert r.status_code == 204
+    assert_no_body(r)
+    assert_json_equal(cli.entity(eid), entity(eid, "T", b=prop(2)))
+    assert_problem(cli.delete("/entities/%s/attrs/a" % eid), 404, "ResourceNotFound")
+
+
+def test_6_7_3_2_delete_attribute_unknown_entity_is_404(cli):
+    cli.ensure_tenant()
+    assert_problem(cli.delete("/entities/%s/attrs/a" % uid()), 404, "ResourceNotFound")
+
+
+def test_6_7_3_2_delete_default_instance_only(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=[prop(1), prop(2, datasetId="urn:ngsi-ld:ds:1")]))
+    assert cli.delete("/entities/%s/attrs/a" % eid).status_code == 204
+    assert_json_equal(cli.entity(eid)["a"], prop(2, datasetId="urn:ngsi-ld:ds:1"))
+
+
+def test_6_7_3_2_delete_by_dataset_id(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=[prop(1), prop(2, datasetId="urn:ngsi-ld:ds:1"),
+                                   prop(3, datasetId="urn:ngsi-ld:ds:2")]))
+    r = cli.delete("/entities/%s/attrs/a" % eid, params={"datasetId": "urn:ngsi-ld:ds:1"})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid)["a"], [prop(1), prop(3, datasetId="urn:ngsi-ld:ds:2")], unordered=True)
+    assert_problem(cli.delete("/entities/%s/attrs/a" % eid, params={"datasetId": "urn:ngsi-ld:ds:1"}),
+                   404, "ResourceNotFound")
+
+
+def test_6_7_3_2_delete_all_instances(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=[prop(1), prop(2, datasetId="urn:ngsi-ld:ds:1")], b=prop(0)))
+    r = cli.delete("/entities/%s/attrs/a" % eid, params={"deleteAll": "true"})
+    assert r.status_code == 204, r.text
+    assert_json_equal(cli.entity(eid), entity(eid, "T", b=prop(0)))
+
+
+def test_5_6_5_delete_scope(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", scope="/A", a=prop(1)))
+    assert cli.delete("/entities/%s/attrs/scope" % eid).status_code == 204
+    assert_json_equal(cli.entity(eid), entity(eid, "T", a=prop(1)))
+
+
+def test_6_7_3_2_delete_invalid_dataset_id_is_400(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    assert_problem(cli.delete("/entities/%s/attrs/a" % eid, params={"datasetId": "not a uri"}),
+                   400, "BadRequestData")
+
+
+# ---- 6.7.3.3 replace attribute ---------------------------------------------------
+
+def test_6_7_3_3_replace_attribute(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1, unitCode="CEL", sub=prop(2)), b=prop(0)))
+    c0 = cli.entity(eid, params={"options": "sysAttrs"})["a"]["createdAt"]
+    r = cli.put("/entities/%s/attrs/a" % eid, prop(5))
+    assert r.status_code == 204, r.text
+    assert_no_body(r)
+    e = cli.entity(eid, params={"options": "sysAttrs"})
+    assert e["a"]["createdAt"] == c0
+    assert_json_equal(cli.entity(eid), entity(eid, "T", a=prop(5), b=prop(0)))
+
+
+def test_6_7_3_3_replace_attribute_may_change_kind(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    assert cli.put("/entities/%s/attrs/a" % eid, rel("urn:ngsi-ld:X:1")).status_code == 204
+    assert cli.entity(eid)["a"] == rel("urn:ngsi-ld:X:1")
+
+
+def test_6_7_3_3_replace_attribute_errors(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1), scope="/A"))
+    assert_problem(cli.put("/entities/%s/attrs/zz" % eid, prop(1)), 404, "ResourceNotFound")
+    assert_problem(cli.put("/entities/%s/attrs/a" % uid(), prop(1)), 404, "ResourceNotFound")
+    assert_problem(cli.put("/entities/%s/attrs/scope" % eid, prop("/B")), 400, "BadRequestData")
+    assert_problem(cli.put("/entities/%s/attrs/a" % eid, {"type": "Property"}), 400, "BadRequestData")
+    assert cli.entity(eid)["a"] == prop(1)
