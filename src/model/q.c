@@ -1,0 +1,1221 @@
+/*
+ * q.c - the NGSI-LD query language (clause 4.9): parser and evaluator.
+ *
+ * q_parse() turns the (already URL-decoded) q text into a tree in the
+ * request arena; q_match() evaluates it on an entity, draft or frozen, from
+ * any number of threads at once (the tree is read-only after parsing).
+ * Everything that can be decided once is decided at parse time, so a match
+ * does no allocation and no parsing beyond reading a DateTime string:
+ *  - attribute names (and sub-attribute names) are expanded with the
+ *    request's @context and interned: attributes are found by pointer;
+ *  - a trailing member (observedAt, createdAt, modifiedAt, unitCode,
+ *    datasetId, objectType) is recognised once and read from the attribute's
+ *    typed fields;
+ *  - literals are typed (number, string, boolean, DateTime, Date, Time) and
+ *    numbers converted; ~= patterns are compiled (PCRE2, filter.c) once.
+ *
+ * Grammar (4.9, AND binds tighter than OR; parentheses nest):
+ *   Query   = Or
+ *   Or      = And *( "|" And )
+ *   And     = Primary *( ";" Primary )
+ *   Primary = "(" Or ")" / Term
+ *   Term    = ["!"] Path                  existence ("!": absence; coraine extension)
+ *           / Path Op Value               Op: == != > >= < <=
+ *           / Path ("~=" / "!~=") RegExp  ("=~" is accepted for "~=")
+ *   Path    = Name *("." Name) ["[" Key *("." Key) "]"]
+ *   Value   = Literal / Literal ".." Literal / Literal 1*("," Literal)
+ * A Literal is a JSON string, a JSON number, true/false, a DateTime, Date
+ * or Time (4.6.3), or a bare word (a URI, or a term such as a vocab value).
+ * Ranges and lists only go with == and !=. A RegExp is a JSON string, or the
+ * raw text up to the first ';' or '|' outside parentheses and brackets.
+ * Blanks around values and separators are ignored.
+ *
+ * Semantics (4.9), for one target value: == is true when the value equals
+ * the literal (any literal of a list; inside a range, both ends included),
+ * or, when the value is an array, when an element does; different types
+ * never compare equal. Numbers compare numerically, strings bytewise (code
+ * point order, RFC 8259 8.3), DateTime/Date/Time literals as times (a
+ * string value is read as one), a quoted literal that reads as a DateTime
+ * also compares as a time against DateTime strings and observedAt & co.
+ * Relationships (object, objectList) only answer == and !=. A
+ * LanguageProperty's target values are its languageMap values ("[en]" picks
+ * one language, "[*]" any); a VocabProperty's values are expanded IRIs, so
+ * a bare literal (gender==Male) also matches through its expansion with the
+ * request's @context. A value {"@type": ..., "@value": v} is compared as v.
+ * Several instances of an attribute (datasetIds) are several targets:
+ * ==, >, ~=, ... hold when they hold for one of them; != holds when the
+ * target exists and == holds for none, !~= when there is a string target
+ * and the pattern matches none.
+ *
+ * Not supported: linked-entity paths "rel{attr}" (they need other entities;
+ * OperationNotSupported), and the expandValues / jsonKeys parameters.
+ * Known limit: names are expanded with ld_expand, which interns them, so
+ * each distinct attribute name ever queried stays in the intern table for
+ * the life of the process (as with names in request bodies); the text limit
+ * (8 KiB) bounds what one query adds.
+ */
+#include "model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define Q_MAX_TEXT   8192    /* bytes of q text */
+#define Q_MAX_DEPTH  32      /* nested parentheses */
+#define Q_MAX_PATH   64      /* names in a path, keys in a trailing path */
+
+typedef enum { QN_TERM = 0, QN_AND, QN_OR } q_node_t;
+
+typedef enum {
+    QOP_EXISTS = 0, QOP_NOT_EXISTS, QOP_EQ, QOP_NE, QOP_GT, QOP_GE, QOP_LT, QOP_LE,
+    QOP_MATCH, QOP_NOT_MATCH
+} q_op_t;
+
+typedef enum { QV_NUM = 0, QV_STR, QV_BOOL, QV_DATETIME, QV_DATE, QV_TIME } q_vkind_t;
+
+typedef enum { QS_SINGLE = 0, QS_LIST, QS_RANGE } q_shape_t;
+
+/* A trailing member of an attribute, read from cr_attr_t's typed fields. */
+typedef enum {
+    QM_SUBATTR = 0, QM_OBSERVED_AT, QM_CREATED_AT, QM_MODIFIED_AT, QM_UNIT_CODE,
+    QM_DATASET_ID, QM_OBJECT_TYPE
+} q_member_t;
+
+typedef struct q_val {
+    uint8_t     kind;        /* q_vkind_t */
+    uint8_t     is_int;      /* QV_NUM: i holds it */
+    uint8_t     has_time;    /* QV_STR that reads as a DateTime: ms holds it */
+    uint8_t     bare;        /* written without quotes */
+    bool        b;           /* QV_BOOL */
+    int64_t     i;
+    double      num;         /* QV_NUM (always set, also for integers) */
+    int64_t     ms;          /* DATETIME: ms since epoch; DATE: its midnight; TIME: ms of day */
+    const char *s;           /* QV_STR: decoded, NUL-terminated */
+    size_t      len;
+    const char *expanded;    /* QV_STR that is a term: its IRI (for VocabProperty), or NULL */
+} q_val_t;
+
+typedef struct q_step {
+    const char *name;        /* expanded, interned */
+    uint8_t     member;      /* q_member_t */
+} q_step_t;
+
+typedef struct q_term {
+    const char  *attr;       /* expanded, interned */
+    q_step_t    *steps;      /* after the first name */
+    const char **keys;       /* the trailing [a.b] path, not expanded */
+    q_val_t     *vals;
+    const void  *re;         /* QOP_MATCH / QOP_NOT_MATCH */
+    uint32_t     n_vals;
+    uint16_t     n_steps;
+    uint16_t     n_keys;
+    uint8_t      op;         /* q_op_t */
+    uint8_t      shape;      /* q_shape_t */
+} q_term_t;
+
+struct q_expr {
+    uint8_t    type;         /* q_node_t */
+    uint32_t   n;            /* QN_AND / QN_OR: children */
+    q_expr_t **kids;
+    q_term_t  *term;         /* QN_TERM */
+};
+
+/* ================================================================ parser */
+
+typedef struct q_parser {
+    arena_t            *a;
+    const char         *s;
+    size_t              pos;
+    size_t              len;
+    const ld_context_t *ctx;
+    problem_t          *p;
+    int                 depth;
+    bool                failed;
+} q_parser_t;
+
+static bool qp_fail_kind(q_parser_t *qp, problem_kind_t kind, size_t at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool qp_fail_kind(q_parser_t *qp, problem_kind_t kind, size_t at, const char *fmt, ...)
+{
+    char    why[256];
+    va_list ap;
+
+    if (qp->failed)          /* keep the first (innermost) reason */
+        return false;
+    qp->failed = true;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    problem_set(qp->p, kind, "q: at offset %zu: %s", at, why);
+    return false;
+}
+
+#define qp_fail(qp, at, ...) qp_fail_kind((qp), PB_BAD_REQUEST_DATA, (at), __VA_ARGS__)
+
+static inline char qp_peek(const q_parser_t *qp)
+{
+    return qp->pos < qp->len ? qp->s[qp->pos] : '\0';
+}
+
+static inline char qp_peek_at(const q_parser_t *qp, size_t k)
+{
+    return qp->pos + k < qp->len ? qp->s[qp->pos + k] : '\0';
+}
+
+static void qp_blank(q_parser_t *qp)
+{
+    while (qp->pos < qp->len && (qp->s[qp->pos] == ' ' || qp->s[qp->pos] == '\t'))
+        qp->pos++;
+}
+
+/* A readable rendering of the byte at pos, for error details. */
+static const char *qp_what(const q_parser_t *qp, char buf[8])
+{
+    unsigned char c = (unsigned char)qp_peek(qp);
+
+    if (qp->pos >= qp->len)
+        return "end of text";
+    if (c < 0x20 || c >= 0x7f)
+        snprintf(buf, 8, "0x%02x", c);
+    else
+        snprintf(buf, 8, "'%c'", c);
+    return buf;
+}
+
+/* AttrName = unicodeLetter *TermChar. Bytes >= 0x80 (UTF-8, validated on
+ * entry) count as letters; '_' is accepted first, ':' and '-' inside (compact
+ * IRIs, names with dashes) as other brokers do. */
+static inline bool q_name_start(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
+}
+
+static inline bool q_name_char(unsigned char c)
+{
+    return q_name_start(c) || (c >= '0' && c <= '9') || c == ':' || c == '-';
+}
+
+static inline bool q_is_delim(char c)
+{
+    return c == ';' || c == '|' || c == ')' || c == '\0';
+}
+
+/* Grows an arena array of pointers (cap doubles). */
+static void *q_grow(arena_t *a, void *old, size_t elem, uint32_t n, uint32_t *cap)
+{
+    uint32_t ncap = *cap ? *cap * 2 : 4;
+    void    *nv = arena_alloc(a, (size_t)ncap * elem);
+
+    if (n)
+        memcpy(nv, old, (size_t)n * elem);
+    *cap = ncap;
+    return nv;
+}
+
+static void q_utf8_put(char *out, size_t *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        out[(*o)++] = (char)cp;
+    } else if (cp < 0x800) {
+        out[(*o)++] = (char)(0xc0 | (cp >> 6));
+        out[(*o)++] = (char)(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        out[(*o)++] = (char)(0xe0 | (cp >> 12));
+        out[(*o)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[(*o)++] = (char)(0x80 | (cp & 0x3f));
+    } else {
+        out[(*o)++] = (char)(0xf0 | (cp >> 18));
+        out[(*o)++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        out[(*o)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[(*o)++] = (char)(0x80 | (cp & 0x3f));
+    }
+}
+
+static bool q_hex4(const char *s, uint32_t *v)
+{
+    uint32_t x = 0;
+
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        x <<= 4;
+        if (c >= '0' && c <= '9')      x |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') x |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') x |= (uint32_t)(c - 'A' + 10);
+        else return false;
+    }
+    *v = x;
+    return true;
+}
+
+/* A JSON string (RFC 8259 7) at pos (on the '"'); decoded into the arena. */
+static bool qp_string(q_parser_t *qp, const char **out, size_t *out_len)
+{
+    size_t start = qp->pos;
+    size_t i = qp->pos + 1;
+    size_t o = 0;
+    char  *buf;
+
+    /* The decoded text is never longer than the escaped one. */
+    buf = arena_alloc(qp->a, qp->len - qp->pos + 1);
+    for (;;) {
+        unsigned char c;
+
+        if (i >= qp->len)
+            return qp_fail(qp, start, "unterminated string");
+        c = (unsigned char)qp->s[i];
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return qp_fail(qp, i, "control character in a string");
+        if (c != '\\') {
+            buf[o++] = (char)c;
+            i++;
+            continue;
+        }
+        if (i + 1 >= qp->len)
+            return qp_fail(qp, start, "unterminated string");
+        c = (unsigned char)qp->s[i + 1];
+        switch (c) {
+        case '"':  buf[o++] = '"';  i += 2; break;
+        case '\\': buf[o++] = '\\'; i += 2; break;
+        case '/':  buf[o++] = '/';  i += 2; break;
+        case 'b':  buf[o++] = '\b'; i += 2; break;
+        case 'f':  buf[o++] = '\f'; i += 2; break;
+        case 'n':  buf[o++] = '\n'; i += 2; break;
+        case 'r':  buf[o++] = '\r'; i += 2; break;
+        case 't':  buf[o++] = '\t'; i += 2; break;
+        case 'u': {
+            uint32_t cp, lo;
+
+            if (i + 6 > qp->len || !q_hex4(qp->s + i + 2, &cp))
+                return qp_fail(qp, i, "bad \\u escape");
+            i += 6;
+            if (cp >= 0xd800 && cp <= 0xdbff) {
+                if (i + 6 > qp->len || qp->s[i] != '\\' || qp->s[i + 1] != 'u' ||
+                    !q_hex4(qp->s + i + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
+                    return qp_fail(qp, i, "unpaired surrogate in \\u escape");
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                i += 6;
+            } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+                return qp_fail(qp, i - 6, "unpaired surrogate in \\u escape");
+            }
+            if (cp == 0)
+                return qp_fail(qp, i - 6, "\\u0000 is not allowed");
+            q_utf8_put(buf, &o, cp);
+            break;
+        }
+        default:
+            return qp_fail(qp, i, "bad escape '\\%c'", c >= 0x20 && c < 0x7f ? c : '?');
+        }
+    }
+    buf[o] = '\0';
+    qp->pos = i + 1;
+    *out = buf;
+    *out_len = o;
+    return true;
+}
+
+/* The whole of s is a JSON number (RFC 8259 6)? *integral: no fraction or exponent. */
+static bool q_json_number(const char *s, size_t n, bool *integral)
+{
+    size_t i = 0;
+
+    *integral = true;
+    if (i < n && s[i] == '-')
+        i++;
+    if (i >= n)
+        return false;
+    if (s[i] == '0') {
+        i++;
+    } else if (s[i] >= '1' && s[i] <= '9') {
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    } else {
+        return false;
+    }
+    if (i < n && s[i] == '.') {
+        *integral = false;
+        i++;
+        if (i >= n || s[i] < '0' || s[i] > '9') return false;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        *integral = false;
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        if (i >= n || s[i] < '0' || s[i] > '9') return false;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    return i == n;
+}
+
+/* A bare literal that looks like a term (a name, no scheme) gets its
+ * expanded IRI, for comparing with VocabProperty values (stored expanded;
+ * 4.9 example 12: gender==Male). Only short bare names are expanded, since
+ * every expansion is interned for good (as attribute names are); a quoted
+ * literal is a string and is compared as written. */
+static const char *q_expand_value(const q_parser_t *qp, const char *s, size_t n)
+{
+    if (n == 0 || n > 128 || !q_name_start((unsigned char)s[0]))
+        return NULL;
+    for (size_t i = 1; i < n; i++)
+        if (!q_name_char((unsigned char)s[i]))
+            return NULL;
+    return ld_expandn(qp->ctx, s, n);
+}
+
+/* One literal at pos. */
+static bool qp_literal(q_parser_t *qp, q_val_t *v)
+{
+    size_t start, n;
+    char  *tok;
+    bool   integral;
+
+    qp_blank(qp);
+    memset(v, 0, sizeof(*v));
+    start = qp->pos;
+
+    if (qp_peek(qp) == '"') {
+        if (!qp_string(qp, &v->s, &v->len))
+            return false;
+        v->kind = QV_STR;
+        v->has_time = cr_parse_datetime(v->s, &v->ms);
+        return true;
+    }
+
+    /* A bare token runs to a separator, a blank, or "..". */
+    while (qp->pos < qp->len) {
+        char c = qp->s[qp->pos];
+        if (c == ';' || c == '|' || c == ')' || c == ',' || c == ' ' || c == '\t' || c == '"')
+            break;
+        if (c == '.' && qp_peek_at(qp, 1) == '.')
+            break;
+        qp->pos++;
+    }
+    n = qp->pos - start;
+    if (n == 0) {
+        char w[8];
+        return qp_fail(qp, start, "expected a value, found %s", qp_what(qp, w));
+    }
+    tok = arena_strndup(qp->a, qp->s + start, n);
+
+    if (strcmp(tok, "true") == 0 || strcmp(tok, "false") == 0) {
+        v->kind = QV_BOOL;
+        v->b = tok[0] == 't';
+        return true;
+    }
+    if (q_json_number(tok, n, &integral)) {
+        v->kind = QV_NUM;
+        errno = 0;
+        v->num = strtod(tok, NULL);
+        if (integral) {
+            long long ll;
+            errno = 0;
+            ll = strtoll(tok, NULL, 10);
+            if (errno == 0) {
+                v->is_int = 1;
+                v->i = ll;
+            }
+        }
+        return true;
+    }
+    if (cr_parse_datetime(tok, &v->ms)) { v->kind = QV_DATETIME; return true; }
+    if (cr_parse_date(tok, &v->ms))     { v->kind = QV_DATE;     return true; }
+    if (cr_parse_time(tok, &v->ms))     { v->kind = QV_TIME;     return true; }
+
+    /* A URI (4.9 CompEqualityValue), or a plain word taken as a string. */
+    v->kind = QV_STR;
+    v->bare = 1;
+    v->s = tok;
+    v->len = n;
+    v->expanded = q_expand_value(qp, tok, n);
+    return true;
+}
+
+static bool q_same_family(const q_val_t *a, const q_val_t *b)
+{
+    return a->kind == b->kind;
+}
+
+static bool qp_values(q_parser_t *qp, q_term_t *t)
+{
+    q_val_t  first;
+    size_t   at = qp->pos;
+    bool     ordering = t->op >= QOP_GT && t->op <= QOP_LE;
+
+    if (!qp_literal(qp, &first))
+        return false;
+    qp_blank(qp);
+
+    if (qp_peek(qp) == '.' && qp_peek_at(qp, 1) == '.') {
+        if (ordering)
+            return qp_fail(qp, qp->pos, "a range (a..b) goes with == or != only");
+        qp->pos += 2;
+        t->vals = arena_alloc(qp->a, 2 * sizeof(q_val_t));
+        t->vals[0] = first;
+        if (!qp_literal(qp, &t->vals[1]))
+            return false;
+        if (first.kind == QV_BOOL || !q_same_family(&t->vals[0], &t->vals[1]))
+            return qp_fail(qp, at, "the ends of a range must be two numbers, strings, "
+                                   "DateTimes, Dates or Times of the same kind");
+        t->n_vals = 2;
+        t->shape = QS_RANGE;
+        return true;
+    }
+
+    if (qp_peek(qp) == ',') {
+        uint32_t cap = 0;
+
+        if (ordering)
+            return qp_fail(qp, qp->pos, "a list of values goes with == or != only");
+        t->vals = q_grow(qp->a, NULL, sizeof(q_val_t), 0, &cap);
+        t->vals[0] = first;
+        t->n_vals = 1;
+        while (qp_peek(qp) == ',') {
+            qp->pos++;
+            if (t->n_vals == cap)
+                t->vals = q_grow(qp->a, t->vals, sizeof(q_val_t), t->n_vals, &cap);
+            if (!qp_literal(qp, &t->vals[t->n_vals]))
+                return false;
+            t->n_vals++;
+            qp_blank(qp);
+        }
+        t->shape = QS_LIST;
+        return true;
+    }
+
+    if (ordering && (first.kind == QV_BOOL || (first.kind == QV_STR && first.bare)))
+        return qp_fail(qp, at, "%s needs a number, a quoted string, a DateTime, a Date or a Time",
+                       t->op == QOP_GT ? ">" : t->op == QOP_GE ? ">=" : t->op == QOP_LT ? "<" : "<=");
+    t->vals = arena_alloc(qp->a, sizeof(q_val_t));
+    t->vals[0] = first;
+    t->n_vals = 1;
+    t->shape = QS_SINGLE;
+    return true;
+}
+
+/* RegExp after ~= / !~=: a JSON string, or raw text up to ';' / '|' / an
+ * unmatched ')' outside parentheses and character classes. */
+static bool qp_regex(q_parser_t *qp, q_term_t *t)
+{
+    const char *pat;
+    size_t      n, start = qp->pos;
+
+    if (qp_peek(qp) == '"') {
+        if (!qp_string(qp, &pat, &n))
+            return false;
+    } else {
+        int  depth = 0;
+        bool in_class = false;
+
+        while (qp->pos < qp->len) {
+            char c = qp->s[qp->pos];
+            if (c == '\\') {
+                qp->pos += qp->pos + 1 < qp->len ? 2 : 1;
+                continue;
+            }
+            if (in_class) {
+                if (c == ']')
+                    in_class = false;
+            } else if (c == '[') {
+                in_class = true;
+            } else if (c == '(') {
+                depth++;
+            } else if (c == ')') {
+                if (depth == 0)
+                    break;
+                depth--;
+            } else if (depth == 0 && (c == ';' || c == '|')) {
+                break;
+            }
+            qp->pos++;
+        }
+        pat = qp->s + start;
+        n = qp->pos - start;
+    }
+    if (n == 0)
+        return qp_fail(qp, start, "empty regular expression");
+
+    t->re = filter_regex_compile(qp->a, pat, n, "q", qp->p);
+    if (!t->re) {
+        qp->failed = true;       /* filter_regex_compile set the problem */
+        return false;
+    }
+    return true;
+}
+
+static const char *q_iri(const char *short_name)
+{
+    /* The core @context maps these terms to ngsi-ld: IRIs, and core terms
+     * cannot be overridden (ld.h): their expansion is fixed. */
+    char buf[96];
+    snprintf(buf, sizeof(buf), LD_NGSI_LD_PREFIX "%s", short_name);
+    return intern_cstr(buf);
+}
+
+static uint8_t q_member_of(const char *iri)
+{
+    static const char *observed, *created, *modified, *unit, *dataset, *otype;
+
+    /* Interned pointers are stable for the process: racing threads store the
+     * same values, so the lazy fill is benign; the relaxed atomics keep it
+     * well defined. */
+    if (!__atomic_load_n(&otype, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&observed, q_iri("observedAt"), __ATOMIC_RELAXED);
+        __atomic_store_n(&created,  q_iri("createdAt"),  __ATOMIC_RELAXED);
+        __atomic_store_n(&modified, q_iri("modifiedAt"), __ATOMIC_RELAXED);
+        __atomic_store_n(&unit,     q_iri("unitCode"),   __ATOMIC_RELAXED);
+        __atomic_store_n(&dataset,  q_iri("datasetId"),  __ATOMIC_RELAXED);
+        __atomic_store_n(&otype,    q_iri("objectType"), __ATOMIC_RELAXED);
+    }
+    if (iri == __atomic_load_n(&observed, __ATOMIC_RELAXED)) return QM_OBSERVED_AT;
+    if (iri == __atomic_load_n(&created,  __ATOMIC_RELAXED)) return QM_CREATED_AT;
+    if (iri == __atomic_load_n(&modified, __ATOMIC_RELAXED)) return QM_MODIFIED_AT;
+    if (iri == __atomic_load_n(&unit,     __ATOMIC_RELAXED)) return QM_UNIT_CODE;
+    if (iri == __atomic_load_n(&dataset,  __ATOMIC_RELAXED)) return QM_DATASET_ID;
+    if (iri == __atomic_load_n(&otype,    __ATOMIC_RELAXED)) return QM_OBJECT_TYPE;
+    return QM_SUBATTR;
+}
+
+/* A name at pos, expanded. */
+static const char *qp_name(q_parser_t *qp)
+{
+    size_t      start = qp->pos;
+    const char *iri;
+    char        w[8];
+
+    if (!q_name_start((unsigned char)qp_peek(qp))) {
+        qp_fail(qp, start, "expected an attribute name, found %s", qp_what(qp, w));
+        return NULL;
+    }
+    while (qp->pos < qp->len && q_name_char((unsigned char)qp->s[qp->pos]))
+        qp->pos++;
+    iri = ld_expandn(qp->ctx, qp->s + start, qp->pos - start);
+    if (!iri)
+        qp_fail(qp, start, "cannot expand attribute name");
+    return iri;
+}
+
+static bool qp_path(q_parser_t *qp, q_term_t *t)
+{
+    q_step_t    steps[Q_MAX_PATH];
+    const char *keys[Q_MAX_PATH];
+    uint16_t    ns = 0, nk = 0;
+    size_t      member_at = 0;
+
+    t->attr = qp_name(qp);
+    if (!t->attr)
+        return false;
+
+    while (qp_peek(qp) == '.') {
+        size_t at = ++qp->pos;
+        if (ns && steps[ns - 1].member != QM_SUBATTR)
+            return qp_fail(qp, member_at, "a member such as observedAt ends an attribute path");
+        if (ns == Q_MAX_PATH)
+            return qp_fail_kind(qp, PB_TOO_COMPLEX_QUERY, at, "attribute path too long");
+        steps[ns].name = qp_name(qp);
+        if (!steps[ns].name)
+            return false;
+        steps[ns].member = q_member_of(steps[ns].name);
+        member_at = at;
+        ns++;
+    }
+
+    if (qp_peek(qp) == '[') {
+        if (ns && steps[ns - 1].member != QM_SUBATTR)
+            return qp_fail(qp, qp->pos, "a member such as observedAt has no compound value");
+        qp->pos++;
+        for (;;) {
+            size_t start = qp->pos;
+            while (qp->pos < qp->len) {
+                unsigned char c = (unsigned char)qp->s[qp->pos];
+                if (c == '.' || c == '[' || c == ']' || c < 0x20)
+                    break;
+                qp->pos++;
+            }
+            if (qp->pos == start) {
+                char w[8];
+                return qp_fail(qp, start, "expected a member name inside [ ], found %s",
+                               qp_what(qp, w));
+            }
+            if (nk == Q_MAX_PATH)
+                return qp_fail_kind(qp, PB_TOO_COMPLEX_QUERY, start, "trailing path too long");
+            keys[nk++] = arena_strndup(qp->a, qp->s + start, qp->pos - start);
+            if (qp_peek(qp) == '.') {
+                qp->pos++;
+                continue;
+            }
+            if (qp_peek(qp) == ']') {
+                qp->pos++;
+                break;
+            }
+            return qp_fail(qp, qp->pos, "expected ']' to close the trailing path");
+        }
+    }
+
+    if (qp_peek(qp) == '{')
+        return qp_fail_kind(qp, PB_OPERATION_NOT_SUPPORTED, qp->pos,
+                            "linked entity queries (AttrName{...}) are not supported");
+
+    if (ns) {
+        t->steps = arena_alloc(qp->a, ns * sizeof(q_step_t));
+        memcpy(t->steps, steps, ns * sizeof(q_step_t));
+        t->n_steps = ns;
+    }
+    if (nk) {
+        t->keys = arena_alloc(qp->a, nk * sizeof(char *));
+        memcpy(t->keys, keys, nk * sizeof(char *));
+        t->n_keys = nk;
+    }
+    return true;
+}
+
+static q_expr_t *qp_term(q_parser_t *qp)
+{
+    q_term_t *t = arena_calloc(qp->a, sizeof(*t));
+    q_expr_t *x;
+    bool      neg = false;
+    size_t    neg_at = qp->pos;
+    char      c0, c1, c2;
+
+    if (qp_peek(qp) == '!') {
+        neg = true;
+        qp->pos++;
+    }
+    if (!qp_path(qp, t))
+        return NULL;
+    qp_blank(qp);
+
+    c0 = qp_peek(qp);
+    c1 = qp_peek_at(qp, 1);
+    c2 = qp_peek_at(qp, 2);
+    if (c0 == '=' && c1 == '=')      { t->op = QOP_EQ;        qp->pos += 2; }
+    else if (c0 == '!' && c1 == '=') { t->op = QOP_NE;        qp->pos += 2; }
+    else if (c0 == '!' && c1 == '~' && c2 == '=') { t->op = QOP_NOT_MATCH; qp->pos += 3; }
+    else if (c0 == '~' && c1 == '=') { t->op = QOP_MATCH;     qp->pos += 2; }
+    else if (c0 == '=' && c1 == '~') { t->op = QOP_MATCH;     qp->pos += 2; }
+    else if (c0 == '>' && c1 == '=') { t->op = QOP_GE;        qp->pos += 2; }
+    else if (c0 == '>')              { t->op = QOP_GT;        qp->pos += 1; }
+    else if (c0 == '<' && c1 == '=') { t->op = QOP_LE;        qp->pos += 2; }
+    else if (c0 == '<')              { t->op = QOP_LT;        qp->pos += 1; }
+    else if (q_is_delim(c0))         { t->op = neg ? QOP_NOT_EXISTS : QOP_EXISTS; }
+    else {
+        char w[8];
+        qp_fail(qp, qp->pos, "expected an operator (== != > >= < <= ~= !~=), ';', '|' or ')', "
+                "found %s", qp_what(qp, w));
+        return NULL;
+    }
+
+    if (neg && t->op != QOP_NOT_EXISTS) {
+        qp_fail(qp, neg_at, "'!' only negates the existence of an attribute (!attr)");
+        return NULL;
+    }
+    if (t->op == QOP_MATCH || t->op == QOP_NOT_MATCH) {
+        if (!qp_regex(qp, t))
+            return NULL;
+    } else if (t->op != QOP_EXISTS && t->op != QOP_NOT_EXISTS) {
+        if (!qp_values(qp, t))
+            return NULL;
+    }
+
+    x = arena_calloc(qp->a, sizeof(*x));
+    x->type = QN_TERM;
+    x->term = t;
+    return x;
+}
+
+static q_expr_t *qp_or(q_parser_t *qp);
+
+static q_expr_t *qp_primary(q_parser_t *qp)
+{
+    q_expr_t *x;
+    size_t    open_at;
+
+    qp_blank(qp);
+    if (qp_peek(qp) != '(')
+        return qp_term(qp);
+
+    open_at = qp->pos;
+    if (++qp->depth > Q_MAX_DEPTH) {
+        qp_fail_kind(qp, PB_TOO_COMPLEX_QUERY, open_at,
+                     "parentheses nested deeper than %d", Q_MAX_DEPTH);
+        return NULL;
+    }
+    qp->pos++;
+    x = qp_or(qp);
+    if (!x)
+        return NULL;
+    qp_blank(qp);
+    if (qp_peek(qp) != ')') {
+        char w[8];
+        qp_fail(qp, qp->pos, "expected ')' to close the '(' at offset %zu, found %s",
+                open_at, qp_what(qp, w));
+        return NULL;
+    }
+    qp->pos++;
+    qp->depth--;
+    return x;
+}
+
+/* One level of the precedence ladder: sub (sep sub)*, flattened. */
+static q_expr_t *qp_chain(q_parser_t *qp, char sep, q_node_t type,
+                          q_expr_t *(*sub)(q_parser_t *))
+{
+    q_expr_t  *first, *x;
+    q_expr_t **kids;
+    uint32_t   n = 0, cap = 0;
+
+    first = sub(qp);
+    if (!first)
+        return NULL;
+    qp_blank(qp);
+    if (qp_peek(qp) != sep)
+        return first;
+
+    kids = q_grow(qp->a, NULL, sizeof(*kids), 0, &cap);
+    kids[n++] = first;
+    while (qp_peek(qp) == sep) {
+        qp->pos++;
+        if (n == cap)
+            kids = q_grow(qp->a, kids, sizeof(*kids), n, &cap);
+        kids[n] = sub(qp);
+        if (!kids[n])
+            return NULL;
+        n++;
+        qp_blank(qp);
+    }
+    x = arena_calloc(qp->a, sizeof(*x));
+    x->type = type;
+    x->n = n;
+    x->kids = kids;
+    return x;
+}
+
+static q_expr_t *qp_and(q_parser_t *qp)
+{
+    return qp_chain(qp, ';', QN_AND, qp_primary);
+}
+
+static q_expr_t *qp_or(q_parser_t *qp)
+{
+    return qp_chain(qp, '|', QN_OR, qp_and);
+}
+
+q_expr_t *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p)
+{
+    q_parser_t qp;
+    q_expr_t  *x;
+    size_t     len;
+
+    if (!text) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "q: missing query");
+        return NULL;
+    }
+    len = strlen(text);
+    if (len > Q_MAX_TEXT) {
+        problem_set(p, PB_TOO_COMPLEX_QUERY, "q: longer than %d bytes", Q_MAX_TEXT);
+        return NULL;
+    }
+    if (!json_utf8_valid(text, len)) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "q: not valid UTF-8");
+        return NULL;
+    }
+
+    memset(&qp, 0, sizeof(qp));
+    qp.a = a;
+    qp.s = text;
+    qp.len = len;
+    qp.ctx = ctx ? ctx : ld_core();
+    qp.p = p;
+
+    qp_blank(&qp);
+    if (qp.pos == qp.len) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "q: empty query");
+        return NULL;
+    }
+    x = qp_or(&qp);
+    if (!x)
+        return NULL;
+    qp_blank(&qp);
+    if (qp.pos != qp.len) {
+        char w[8];
+        qp_fail(&qp, qp.pos, "unexpected %s", qp_what(&qp, w));
+        return NULL;
+    }
+    return x;
+}
+
+/* ============================================================= evaluator */
+
+#define Q_MISMATCH 2     /* q_cmp: the types do not compare */
+
+/* One target value: a JSON value of the attribute, or a time member. */
+typedef struct q_target {
+    const json_t *v;         /* NULL for a time */
+    int64_t       ms;
+    uint8_t       kind;      /* attr_kind_t of the attribute it came from */
+    uint8_t       member;    /* q_member_t: QM_SUBATTR for the attribute's own value */
+} q_target_t;
+
+typedef struct q_acc {
+    const q_term_t *t;
+    bool            exists;   /* a target was found */
+    bool            hit;      /* the positive predicate held for one */
+    bool            str_seen; /* a string was offered to a regex */
+} q_acc_t;
+
+static inline int q_sign64(int64_t a, int64_t b)
+{
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+static inline int q_signd(double a, double b)
+{
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+static int q_cmp_bytes(const char *a, size_t an, const char *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+
+    if (c)
+        return c < 0 ? -1 : 1;
+    return an < bn ? -1 : an > bn ? 1 : 0;
+}
+
+/* A time member (observedAt, ...) against a literal. */
+static int q_cmp_time(int64_t ms, const q_val_t *l)
+{
+    switch (l->kind) {
+    case QV_DATETIME:
+    case QV_DATE:
+        return q_sign64(ms, l->ms);
+    case QV_STR:
+        return l->has_time ? q_sign64(ms, l->ms) : Q_MISMATCH;
+    default:
+        return Q_MISMATCH;
+    }
+}
+
+/* A scalar JSON value against a literal: -1 / 0 / 1, or Q_MISMATCH. */
+static int q_cmp(const json_t *v, const q_val_t *l, uint8_t kind)
+{
+    int64_t ms;
+
+    switch (l->kind) {
+    case QV_NUM:
+        if (v->type != JSON_NUMBER)
+            return Q_MISMATCH;
+        if (v->is_int && l->is_int)
+            return q_sign64(v->i, l->i);
+        return q_signd(v->is_int ? (double)v->i : v->num, l->num);
+
+    case QV_BOOL:
+        if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+            return Q_MISMATCH;
+        return q_sign64(v->type == JSON_TRUE, l->b);
+
+    case QV_STR: {
+        int c;
+        if (v->type != JSON_STRING)
+            return Q_MISMATCH;
+        if (l->has_time && cr_parse_datetime(v->str, &ms))
+            return q_sign64(ms, l->ms);
+        c = q_cmp_bytes(v->str, v->len, l->s, l->len);
+        if (c != 0 && kind == ATTR_VOCABPROPERTY && l->expanded && strcmp(v->str, l->expanded) == 0)
+            return 0;
+        return c;
+    }
+
+    case QV_DATETIME:
+    case QV_DATE:
+        /* A DateTime value against a Date literal compares with its midnight (UTC). */
+        if (v->type != JSON_STRING)
+            return Q_MISMATCH;
+        if (cr_parse_datetime(v->str, &ms) || cr_parse_date(v->str, &ms))
+            return q_sign64(ms, l->ms);
+        return Q_MISMATCH;
+
+    case QV_TIME:
+        if (v->type != JSON_STRING || !cr_parse_time(v->str, &ms))
+            return Q_MISMATCH;
+        return q_sign64(ms, l->ms);
+    }
+    return Q_MISMATCH;
+}
+
+/* A typed value {"@type": "DateTime", "@value": "..."} stands for its @value. */
+static const json_t *q_unwrap(const json_t *v)
+{
+    if (v && v->type == JSON_OBJECT) {
+        const json_t *w = json_get(v, "@value");
+        if (w)
+            return w;
+    }
+    return v;
+}
+
+/* The positive predicate of the term on one scalar: equality (also for
+ * !=), ordering, or the pattern (also for !~=). */
+static bool q_test_scalar(const q_term_t *t, const json_t *v, uint8_t kind, q_acc_t *acc)
+{
+    int c;
+
+    v = q_unwrap(v);
+    if (!v)
+        return false;
+
+    switch (t->op) {
+    case QOP_EQ:
+    case QOP_NE:
+        if (t->shape == QS_RANGE) {
+            int lo = q_cmp(v, &t->vals[0], kind), hi;
+            if (lo == Q_MISMATCH || lo < 0)
+                return false;
+            hi = q_cmp(v, &t->vals[1], kind);
+            return hi != Q_MISMATCH && hi <= 0;
+        }
+        for (uint32_t i = 0; i < t->n_vals; i++)
+            if (q_cmp(v, &t->vals[i], kind) == 0)
+                return true;
+        return false;
+
+    case QOP_GT: c = q_cmp(v, &t->vals[0], kind); return c != Q_MISMATCH && c > 0;
+    case QOP_GE: c = q_cmp(v, &t->vals[0], kind); return c != Q_MISMATCH && c >= 0;
+    case QOP_LT: c = q_cmp(v, &t->vals[0], kind); return c != Q_MISMATCH && c < 0;
+    case QOP_LE: c = q_cmp(v, &t->vals[0], kind); return c != Q_MISMATCH && c <= 0;
+
+    case QOP_MATCH:
+    case QOP_NOT_MATCH:
+        if (v->type != JSON_STRING)
+            return false;
+        acc->str_seen = true;
+        return filter_regex_match(t->re, v->str, v->len);
+    }
+    return false;
+}
+
+static bool q_test(const q_term_t *t, const q_target_t *tg, q_acc_t *acc)
+{
+    bool rel = tg->member == QM_SUBATTR &&
+               (tg->kind == ATTR_RELATIONSHIP || tg->kind == ATTR_LISTRELATIONSHIP);
+
+    /* 4.9: a Relationship with any operator but == and != does not match. */
+    if (rel && t->op != QOP_EQ && t->op != QOP_NE)
+        return false;
+
+    if (!tg->v) {                                   /* a time member */
+        int c = Q_MISMATCH;
+        if (t->op == QOP_MATCH || t->op == QOP_NOT_MATCH)
+            return false;
+        if (t->shape == QS_RANGE) {
+            int lo = q_cmp_time(tg->ms, &t->vals[0]);
+            int hi = q_cmp_time(tg->ms, &t->vals[1]);
+            return lo != Q_MISMATCH && hi != Q_MISMATCH && lo >= 0 && hi <= 0;
+        }
+        if (t->op == QOP_EQ || t->op == QOP_NE) {
+            for (uint32_t i = 0; i < t->n_vals; i++)
+                if (q_cmp_time(tg->ms, &t->vals[i]) == 0)
+                    return true;
+            return false;
+        }
+        c = q_cmp_time(tg->ms, &t->vals[0]);
+        if (c == Q_MISMATCH)
+            return false;
+        switch (t->op) {
+        case QOP_GT: return c > 0;
+        case QOP_GE: return c >= 0;
+        case QOP_LT: return c < 0;
+        case QOP_LE: return c <= 0;
+        default:     return false;
+        }
+    }
+
+    if (tg->v->type == JSON_ARRAY) {
+        /* Any element (4.9: "is included in the target value"). A
+         * ListRelationship's objectList holds {"object": uri} items. */
+        json_foreach(el, tg->v) {
+            const json_t *x = el;
+            if (rel && x->type == JSON_OBJECT) {
+                x = json_get(x, "object");
+                if (!x)
+                    continue;
+            }
+            if (x->type != JSON_ARRAY && q_test_scalar(t, x, tg->kind, acc))
+                return true;
+        }
+        return false;
+    }
+    return q_test_scalar(t, tg->v, tg->kind, acc);
+}
+
+/* Feeds one target to the accumulator; true = the answer is known, stop. */
+static bool q_visit(q_acc_t *acc, const q_target_t *tg)
+{
+    acc->exists = true;
+    switch (acc->t->op) {
+    case QOP_EXISTS:
+    case QOP_NOT_EXISTS:
+        return true;
+    default:
+        if (q_test(acc->t, tg, acc)) {
+            acc->hit = true;
+            return true;
+        }
+        return false;
+    }
+}
+
+/* Into a compound value along the trailing [a.b] path (ECMA member access);
+ * an array on the way is looked into element by element. */
+static bool q_descend(q_acc_t *acc, const json_t *v, uint16_t k, uint8_t kind)
+{
+    const q_term_t *t = acc->t;
+
+    if (k == t->n_keys) {
+        q_target_t tg = { .v = v, .kind = kind, .member = QM_SUBATTR };
+        return q_visit(acc, &tg);
+    }
+    if (v->type == JSON_OBJECT) {
+        const json_t *m = json_get(v, t->keys[k]);
+        return m ? q_descend(acc, m, (uint16_t)(k + 1), kind) : false;
+    }
+    if (v->type == JSON_ARRAY) {
+        json_foreach(el, v)
+            if (el->type == JSON_OBJECT && q_descend(acc, el, k, kind))
+                return true;
+    }
+    return false;
+}
+
+/* The target values of an attribute (the end of the dotted path). */
+static bool q_values(q_acc_t *acc, const cr_attr_t *a)
+{
+    const q_term_t *t = acc->t;
+    const json_t   *v = a->value;
+    q_target_t      tg = { .v = v, .kind = a->kind, .member = QM_SUBATTR };
+    bool            existence = t->op == QOP_EXISTS || t->op == QOP_NOT_EXISTS;
+
+    if (t->n_keys == 0) {
+        if (existence || !v) {
+            /* The attribute is the target element; a value-less attribute
+             * (not built by entity_parse) only answers existence. */
+            acc->exists = true;
+            return existence;
+        }
+        if (a->kind == ATTR_LANGUAGEPROPERTY && v->type == JSON_OBJECT) {
+            /* No language given: every languageMap value is a target. */
+            acc->exists = true;
+            json_foreach(m, v) {
+                tg.v = m;
+                if (q_visit(acc, &tg))
+                    return true;
+            }
+            return false;
+        }
+        return q_visit(acc, &tg);
+    }
+
+    if (!v)
+        return false;
+    if (a->kind != ATTR_LANGUAGEPROPERTY)
+        return q_descend(acc, v, 0, a->kind);
+
+    /* A LanguageProperty: [lang] picks one language, [*] any. */
+    if (t->n_keys != 1 || v->type != JSON_OBJECT)
+        return false;
+    json_foreach(m, v) {
+        if ((t->keys[0][0] == '*' && t->keys[0][1] == '\0') || strcmp(m->key, t->keys[0]) == 0) {
+            tg.v = m;
+            if (q_visit(acc, &tg))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Along the dotted path from attribute a at step i. */
+static bool q_walk(q_acc_t *acc, const cr_attr_t *a, uint16_t i)
+{
+    const q_term_t *t = acc->t;
+    const q_step_t *st;
+    q_target_t      tg = { .kind = a->kind };
+    json_t          str;
+
+    if (i == t->n_steps)
+        return q_values(acc, a);
+
+    st = &t->steps[i];
+    tg.member = st->member;
+    memset(&str, 0, sizeof(str));
+    str.type = JSON_STRING;
+
+    switch (st->member) {
+    case QM_SUBATTR:
+        for (uint16_t k = 0; k < a->n_sub; k++)
+            if (a->sub[k].name == st->name && q_walk(acc, &a->sub[k], (uint16_t)(i + 1)))
+                return true;
+        return false;
+    case QM_OBSERVED_AT:
+        if (a->observed_at == CR_NO_TIME) return false;
+        tg.ms = a->observed_at;
+        return q_visit(acc, &tg);
+    case QM_CREATED_AT:
+        if (a->created_at == CR_NO_TIME) return false;
+        tg.ms = a->created_at;
+        return q_visit(acc, &tg);
+    case QM_MODIFIED_AT:
+        if (a->modified_at == CR_NO_TIME) return false;
+        tg.ms = a->modified_at;
+        return q_visit(acc, &tg);
+    case QM_UNIT_CODE:   str.str = a->unit_code;   break;
+    case QM_DATASET_ID:  str.str = a->dataset_id;  break;
+    case QM_OBJECT_TYPE: str.str = a->object_type; break;
+    }
+    if (!str.str)
+        return false;
+    str.len = (uint32_t)strlen(str.str);
+    tg.v = &str;
+    return q_visit(acc, &tg);
+}
+
+static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
+{
+    q_acc_t acc = { .t = t };
+
+    for (uint16_t i = 0; i < e->n_attrs; i++)
+        if (e->attrs[i].name == t->attr && q_walk(&acc, &e->attrs[i], 0))
+            break;
+
+    switch (t->op) {
+    case QOP_EXISTS:     return acc.exists;
+    case QOP_NOT_EXISTS: return !acc.exists;
+    case QOP_NE:         return acc.exists && !acc.hit;
+    case QOP_NOT_MATCH:  return acc.str_seen && !acc.hit;
+    default:             return acc.hit;
+    }
+}
+
+bool q_match(const q_expr_t *q, const cr_entity_t *e)
+{
+    if (!q)
+        return true;
+    if (!e)
+        return false;
+
+    switch (q->type) {
+    case QN_TERM:
+        return q_term_match(q->term, e);
+    case QN_AND:
+        for (uint32_t i = 0; i < q->n; i++)
+            if (!q_match(q->kids[i], e))
+                return false;
+        return true;
+    case QN_OR:
+        for (uint32_t i = 0; i < q->n; i++)
+            if (q_match(q->kids[i], e))
+                return true;
+        return false;
+    }
+    return false;
+}
