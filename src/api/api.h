@@ -36,6 +36,8 @@ typedef struct api_view {
     int           accept;       /* ACC_* chosen for the answer */
     const char   *ctype;        /* Content-Type of the answer */
     bool          count;        /* options/count=true */
+    const char  **attrs;        /* the attrs parameter, expanded (NULL: none) */
+    size_t        n_attrs;
 } api_view_t;
 
 /* Reads format/options/attrs/pick/omit/lang/geometryProperty into v. */
@@ -47,10 +49,15 @@ bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, cons
                    bool allow_id_type, problem_t *p);
 /* Fails with BadRequestData when a query parameter was never read (6.3.20? unknown parameters). */
 bool api_no_unknown_params(request_t *r, problem_t *p);
+/* Every word of options=... is in the comma-separated `allowed` list, else InvalidRequest. */
+bool api_options_valid(request_t *r, const char *allowed, problem_t *p);
 /* options=a,b,c contains word? (also marks "options" used) */
 bool api_option(request_t *r, const char *word);
 /* Checks an entity id from the path (a URI). */
 bool api_check_id(const char *id, problem_t *p);
+/* ?type= on an operation by id: the entity must match that type selection
+ * (else ResourceNotFound); true when there is no type parameter. */
+bool api_check_type_param(request_t *r, const char *id, problem_t *p);
 /* Renders an UpdateResult (5.2.18) for a 207 answer. */
 void api_render_update_result(request_t *r, const op_result_t *res);
 

@@ -16,12 +16,12 @@ json_t *api_body(request_t *r, bool want_array, problem_t *p)
     json_limits_t lim = {.max_depth = (uint32_t)cr_config.max_json_depth, .max_size = cr_config.max_body_size};
 
     if (r->body_len == 0) {
-        problem_set(p, PB_BAD_REQUEST_DATA, "the request needs a JSON body");
+        problem_set(p, PB_INVALID_REQUEST, "the request needs a JSON body (5.5.4)");
         return NULL;
     }
     json_t *root = json_parse(r->arena, r->body, r->body_len, &lim, err, sizeof err);
     if (!root) {
-        problem_set(p, PB_BAD_REQUEST_DATA, "invalid JSON: %s", err);
+        problem_set(p, PB_INVALID_REQUEST, "the body is not valid JSON (5.5.4): %s", err);
         return NULL;
     }
     if (want_array && root->type != JSON_ARRAY) {
@@ -73,6 +73,25 @@ const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t
     return context_from_link(r, p);
 }
 
+bool api_options_valid(request_t *r, const char *allowed, problem_t *p)
+{
+    const char *o = req_param(r, "options");
+    while (o && *o) {
+        const char *e = strchr(o, ',');
+        size_t      l = e ? (size_t)(e - o) : strlen(o);
+        bool        ok = false;
+        for (const char *a = allowed; *a && !ok;) {
+            const char *ae = strchr(a, ',');
+            size_t      al = ae ? (size_t)(ae - a) : strlen(a);
+            ok = al == l && !memcmp(a, o, l);
+            a = ae ? ae + 1 : a + al;
+        }
+        if (!ok) return problem_set(p, PB_INVALID_REQUEST, "options value '%.*s' is not supported here (6.3.20)", (int)l, o);
+        o = e ? e + 1 : NULL;
+    }
+    return true;
+}
+
 bool api_option(request_t *r, const char *word)
 {
     const char *o = req_param(r, "options");
@@ -86,34 +105,18 @@ bool api_option(request_t *r, const char *word)
     return false;
 }
 
-static bool options_valid(request_t *r, problem_t *p)
-{
-    static const char *known[] = {"sysAttrs", "keyValues", "concise", "normalized", "noOverwrite",
-                                  "replace", "update", "count"};
-    const char *o = req_param(r, "options");
-    while (o && *o) {
-        const char *e = strchr(o, ',');
-        size_t      l = e ? (size_t)(e - o) : strlen(o);
-        bool        ok = false;
-        for (size_t i = 0; i < CR_ARRAY_LEN(known) && !ok; i++)
-            ok = strlen(known[i]) == l && !memcmp(known[i], o, l);
-        if (!ok) return problem_set(p, PB_INVALID_REQUEST, "unknown value '%.*s' in options", (int)l, o);
-        o = e ? e + 1 : NULL;
-    }
-    return true;
-}
-
 bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, const char ***out, size_t *n,
                    bool allow_id_type, problem_t *p)
 {
     size_t      cap = 1;
-    for (const char *s = text; *s; s++) if (*s == ',') cap++;
+    for (const char *s = text; *s; s++) if (*s == ',' || *s == '|') cap++;
     const char **v = arena_alloc(r->arena, cap * sizeof *v);
     size_t       k = 0;
     const char  *s = text;
     while (*s) {
-        const char *e = strchr(s, ',');
-        size_t      l = e ? (size_t)(e - s) : strlen(s);
+        const char *e = s + strcspn(s, ",|");      /* 4.21: ',' and '|' both separate */
+        size_t      l = (size_t)(e - s);
+        if (!*e) e = NULL;
         if (l == 0) return problem_set(p, PB_BAD_REQUEST_DATA, "empty name in list '%s'", text);
         char *name = arena_strndup(r->arena, s, l);
         if (allow_id_type && (!strcmp(name, "id") || !strcmp(name, "@id"))) v[k++] = "@id";
@@ -135,11 +138,11 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
 {
     memset(v, 0, sizeof *v);
     v->ro.ctx = ctx;
-    if (!options_valid(r, p)) return false;
+    if (!api_options_valid(r, "sysAttrs,keyValues,simplified,concise,normalized,count", p)) return false;
 
     const char *fmt = req_param(r, "format");
     v->ro.format = FMT_NORMALIZED;
-    if (api_option(r, "keyValues")) v->ro.format = FMT_KEYVALUES;
+    if (api_option(r, "keyValues") || api_option(r, "simplified")) v->ro.format = FMT_KEYVALUES;
     else if (api_option(r, "concise")) v->ro.format = FMT_CONCISE;
     if (fmt) {
         if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) v->ro.format = FMT_KEYVALUES;
@@ -162,6 +165,8 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
         memcpy(all + 2, names, n * sizeof *names);
         v->ro.pick = all;
         v->ro.n_pick = n + 2;
+        v->attrs = names;
+        v->n_attrs = n;
     }
     if (pick) {
         if (!*pick) return problem_set(p, PB_BAD_REQUEST_DATA, "pick must not be empty");
@@ -185,6 +190,8 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
     int allowed = ACC_JSON | ACC_LDJSON | (geojson_ok ? ACC_GEOJSON : 0);
     v->accept = req_accept_best(r, allowed);
     if (!v->accept) v->accept = ACC_JSON;
+    if (gp && v->accept != ACC_GEOJSON)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "geometryProperty only applies to application/geo+json answers (5.7.1.4)");
     v->ctype = v->accept == ACC_LDJSON ? "application/ld+json"
              : v->accept == ACC_GEOJSON ? "application/geo+json" : "application/json";
     return true;
@@ -216,6 +223,24 @@ bool api_no_unknown_params(request_t *r, problem_t *p)
 bool api_check_id(const char *id, problem_t *p)
 {
     if (!model_valid_uri(id)) return problem_set(p, PB_BAD_REQUEST_DATA, "'%s' is not a valid entity id (a URI)", id);
+    return true;
+}
+
+/* ?type= on an operation by id (Tables 6.5.3.2-1, 6.6.3.x-1): the entity must
+ * be of that type selection, else ResourceNotFound. */
+bool api_check_type_param(request_t *r, const char *id, problem_t *p)
+{
+    const char *type = req_param(r, "type");
+    if (!type) return true;
+    const ld_context_t *ctx = api_context(r, NULL, p);
+    if (!ctx) return false;
+    typesel_t *ts = typesel_parse(r->arena, type, ctx, p);
+    if (!ts) return false;
+    cr_entity_t *e = store_get(api_store, r->tenant, id, p);
+    if (!e) return false;
+    bool ok = typesel_match(ts, e);
+    entity_unref(e);
+    if (!ok) return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity %s is not of type %s", id, type);
     return true;
 }
 

@@ -25,7 +25,7 @@ static void attrs_write(request_t *r, entity_op_t op)
     if (!api_check_id(id, &p)) goto fail;
     if (op == OP_APPEND_ATTRS) args.no_overwrite = api_option(r, "noOverwrite");
     else (void)req_param(r, "options");
-    const char *type = req_param(r, "type");     /* 6.6.3.1/6.6.3.2: entity type selection */
+    if (!api_check_type_param(r, id, &p)) goto fail;   /* 6.6.3.1/6.6.3.2 ?type= */
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
@@ -34,21 +34,9 @@ static void attrs_write(request_t *r, entity_op_t op)
     unsigned flags = EP_FRAGMENT | (op == OP_UPDATE_ATTRS ? EP_MERGE : 0);
     cr_entity_t *patch = entity_parse(r->arena, body, ctx, flags, cr_now_ms(), &p);
     if (!patch) goto fail;
-    if (patch->n_attrs == 0) {
-        problem_set(&p, PB_BAD_REQUEST_DATA, "the body holds no attribute");
+    if (patch->n_attrs == 0 && patch->n_types == 0 && !patch->scope) {   /* 5.6.3.4: types and scope count */
+        problem_set(&p, PB_BAD_REQUEST_DATA, "the body holds no attribute, type or scope");
         goto fail;
-    }
-    if (type) {
-        typesel_t   *ts = typesel_parse(r->arena, type, ctx, &p);
-        if (!ts) goto fail;
-        cr_entity_t *cur = store_get(api_store, r->tenant, id, &p);
-        if (!cur) goto fail;
-        bool ok = typesel_match(ts, cur);
-        entity_unref(cur);
-        if (!ok) {
-            problem_set(&p, PB_RESOURCE_NOT_FOUND, "entity %s is not of type %s", id, type);
-            goto fail;
-        }
     }
     if (!store_modify(api_store, r->tenant, id, op, patch, &args, &res, r->arena, &p)) goto fail;
     answer(r, &res);
@@ -60,6 +48,18 @@ fail:
 void api_attrs_append(request_t *r) { attrs_write(r, OP_APPEND_ATTRS); }
 void api_attrs_update(request_t *r) { attrs_write(r, OP_UPDATE_ATTRS); }
 
+/* id, type and scope are members of the entity, not attributes (5.6.4.4, 5.6.19.4). */
+static bool attr_name_ok(const char *name, problem_t *p)
+{
+    static const char *reserved[] = {"id", "@id", "type", "@type", "scope", "@context", "createdAt", "modifiedAt"};
+    for (size_t i = 0; i < CR_ARRAY_LEN(reserved); i++)
+        if (!strcmp(name, reserved[i]))
+            return problem_set(p, PB_BAD_REQUEST_DATA, "'%s' is not an attribute and cannot be changed here", name);
+    if (!model_valid_name(name) && !strchr(name, ':'))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "invalid attribute name '%s'", name);
+    return true;
+}
+
 /* PATCH and PUT /attrs/{attrId}: the body is one attribute. */
 static void attr_write(request_t *r, entity_op_t op)
 {
@@ -69,10 +69,7 @@ static void attr_write(request_t *r, entity_op_t op)
     const char *name = r->pathv[1];
 
     if (!api_check_id(id, &p)) goto fail;
-    if (!model_valid_name(name) && !strchr(name, ':')) {
-        problem_set(&p, PB_BAD_REQUEST_DATA, "invalid attribute name '%s'", name);
-        goto fail;
-    }
+    if (!attr_name_ok(name, &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = api_body(r, false, &p);
     if (!body) goto fail;

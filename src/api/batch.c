@@ -128,6 +128,8 @@ static void batch_write(request_t *r, bkind_t kind)
     batch_t   b;
     bool      replace = true, no_overwrite = false;
 
+    if (!api_options_valid(r, kind == B_UPSERT ? "replace,update" : kind == B_UPDATE ? "noOverwrite" : "", &p))
+        goto fail;
     if (kind == B_UPSERT) {
         bool upd = api_option(r, "update"), rep = api_option(r, "replace");
         if (upd && rep) {
@@ -147,6 +149,11 @@ static void batch_write(request_t *r, bkind_t kind)
         problem_set(&p, PB_BAD_REQUEST_DATA, "the batch is empty");
         goto fail;
     }
+    json_foreach(e, body)
+        if (e->type == JSON_NULL) {   /* 5.6.7-5.6.10: a null member makes the whole request invalid */
+            problem_set(&p, PB_BAD_REQUEST_DATA, "a member of the batch is null");
+            goto fail;
+        }
     batch_init(&b, r, body->len);
     int64_t now = cr_now_ms();
 
@@ -221,6 +228,11 @@ void api_batch_delete(request_t *r)
         problem_set(&p, PB_BAD_REQUEST_DATA, "the batch is empty");
         goto fail;
     }
+    json_foreach(e, body)
+        if (e->type == JSON_NULL) {
+            problem_set(&p, PB_BAD_REQUEST_DATA, "a member of the batch is null");
+            goto fail;
+        }
     batch_init(&b, r, body->len);
     json_foreach(e, body) {
         problem_t ep = {0};

@@ -62,6 +62,15 @@ void api_entity_get(request_t *r)
             goto fail;
         }
     }
+    if (v.n_attrs) {   /* Table 6.5.3.1-1: none of the attrs present -> 404 */
+        bool any = false;
+        for (size_t i = 0; i < v.n_attrs && !any; i++) any = entity_attr_any(e, v.attrs[i]) != NULL;
+        if (!any) {
+            entity_unref(e);
+            problem_set(&p, PB_RESOURCE_NOT_FOUND, "entity %s has none of the attributes asked for", id);
+            goto fail;
+        }
+    }
     api_view_context(r, ctx, &v);
     json_writer_t w;
     jw_init(&w, &r->out);
@@ -80,6 +89,7 @@ void api_entity_delete(request_t *r)
     const char *id = r->pathv[0];
     if (!api_check_id(id, &p)) goto fail;
     (void)req_param(r, "local");
+    if (!api_check_type_param(r, id, &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
     if (!store_delete(api_store, r->tenant, id, &p)) goto fail;
     reply_status(r, 204);
@@ -110,14 +120,50 @@ static cr_entity_t *entity_fragment(request_t *r, unsigned flags, problem_t *p)
     return e;
 }
 
+/* PATCH /entities/{id} (5.6.17, Table 6.5.3.4-1): format=keyValues gives the
+ * values alone (each attribute keeps its type), lang makes plain strings the
+ * text of that language, observedAt re-stamps the attributes that have one. */
 void api_entity_merge(request_t *r)
 {
-    problem_t p = {0};
+    problem_t   p = {0};
+    op_args_t   args = {0};
+    const char *fmt = req_param(r, "format");
+    const char *lang = req_param(r, "lang");
+    const char *obs = req_param(r, "observedAt");
+    bool        kv = api_option(r, "keyValues") || api_option(r, "simplified");
+
+    if (fmt) {
+        if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) kv = true;
+        else if (strcmp(fmt, "normalized") && strcmp(fmt, "concise")) {
+            problem_set(&p, PB_BAD_REQUEST_DATA, "format must be normalized, concise or keyValues, not '%s'", fmt);
+            goto fail;
+        }
+    }
+    if (obs && !cr_parse_datetime(obs, &args.observed_at)) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "observedAt '%s' is not a DateTime", obs);
+        goto fail;
+    }
+    if (lang && (!*lang || strchr(lang, ',') || strchr(lang, '*'))) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "lang must be one language tag, not '%s'", lang);
+        goto fail;
+    }
+    if (!api_check_type_param(r, r->pathv[0], &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
     cr_entity_t *patch = entity_fragment(r, EP_MERGE, &p);
     if (!patch) goto fail;
-    if (!store_modify(api_store, r->tenant, r->pathv[0], OP_MERGE_ENTITY, patch, &(op_args_t){0}, NULL,
-                      r->arena, &p))
+    for (uint16_t i = 0; i < patch->n_attrs; i++) {
+        cr_attr_t *a = &patch->attrs[i];
+        if (a->is_null) continue;
+        if (lang && a->kind == ATTR_PROPERTY && json_is_string(a->value) && !a->n_sub) {
+            json_t *map = json_new(r->arena, JSON_OBJECT);
+            json_add(map, lang, a->value);
+            a->value = map;
+            a->kind = ATTR_LANGUAGEPROPERTY;
+        } else if (kv) {
+            a->kind = 0;      /* the value alone: the attribute keeps its type */
+        }
+    }
+    if (!store_modify(api_store, r->tenant, r->pathv[0], OP_MERGE_ENTITY, patch, &args, NULL, r->arena, &p))
         goto fail;
     reply_status(r, 204);
     return;
@@ -128,6 +174,7 @@ fail:
 void api_entity_replace(request_t *r)
 {
     problem_t p = {0};
+    if (!api_check_type_param(r, r->pathv[0], &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
     cr_entity_t *patch = entity_fragment(r, 0, &p);
     if (!patch) goto fail;

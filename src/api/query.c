@@ -103,7 +103,7 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, query_t *qy
         return problem_set(p, PB_BAD_REQUEST_DATA,
                            "purging needs at least one of type, id, idPattern, q, scopeQ or a geo-query (6.4.3.3)");
 
-    if (type && !(f->types = typesel_parse(r->arena, type, ctx, p))) return false;
+    if (type && strcmp(type, "*") && !(f->types = typesel_parse(r->arena, type, ctx, p))) return false;
     if (id && !id_list(r, id, f, p)) return false;
     if (idp && !(f->id_pattern = filter_compile_pattern(r->arena, idp, p))) return false;
     if (q && !(f->q = q_parse(r->arena, q, ctx, p))) return false;
@@ -144,16 +144,31 @@ static void collect_one(void *ud, const cr_entity_t *e)
     c->items[c->n++] = (cr_entity_t *)e;
 }
 
-static bool run_query(request_t *r, query_t *qy, store_page_t *pg, problem_t *p)
+/* Runs the query for one page. One entity more than the page is fetched so
+ * that the answer knows whether a next page exists (4.12) without counting;
+ * *more tells, and pg->n is cut back to the page. */
+static bool run_query(request_t *r, query_t *qy, store_page_t *pg, bool *more, problem_t *p)
 {
     memset(pg, 0, sizeof *pg);
-    if (!qy->sel)
-        return store_query(api_store, r->tenant, &qy->f, qy->offset, qy->limit, qy->count, r->arena, pg, p);
-    collect_t c = {.qy = qy, .a = r->arena};
-    if (!store_foreach(api_store, r->tenant, NULL, collect_one, &c, p)) return false;
-    pg->items = c.items;
-    pg->n = c.n;
-    pg->count = c.matched;
+    size_t want = qy->limit ? qy->limit + 1 : 0;
+    if (!qy->sel) {
+        if (!store_query(api_store, r->tenant, &qy->f, qy->offset, want, qy->count, r->arena, pg, p)) return false;
+    } else {
+        size_t    limit = qy->limit;
+        collect_t c = {.qy = qy, .a = r->arena};
+        qy->limit = want;
+        bool ok = store_foreach(api_store, r->tenant, NULL, collect_one, &c, p);
+        qy->limit = limit;
+        if (!ok) return false;
+        pg->items = c.items;
+        pg->n = c.n;
+        pg->count = c.matched;
+    }
+    *more = pg->n > qy->limit;
+    if (*more) {
+        entity_unref(pg->items[pg->n - 1]);
+        pg->n--;
+    }
     return true;
 }
 
@@ -175,7 +190,8 @@ static void add_page_link(request_t *r, const char *rel, size_t offset, size_t l
     reply_header(r, "Link", sb.p);
 }
 
-static void answer_page(request_t *r, query_t *qy, store_page_t *pg, const ld_context_t *ctx, api_view_t *v)
+static void answer_page(request_t *r, query_t *qy, store_page_t *pg, bool more, const ld_context_t *ctx,
+                        api_view_t *v)
 {
     json_writer_t w;
     api_view_context(r, ctx, v);
@@ -204,7 +220,6 @@ static void answer_page(request_t *r, query_t *qy, store_page_t *pg, const ld_co
         char *n = arena_printf(r->arena, "%zu", pg->count);
         reply_header(r, "NGSILD-Results-Count", n);
     }
-    bool more = qy->count ? qy->offset + pg->n < pg->count : (qy->limit && pg->n == qy->limit);
     if (more) add_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
     if (qy->offset > 0 && qy->limit)
         add_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
@@ -231,11 +246,51 @@ void api_entities_query(request_t *r)
     if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
     if (!set_page(&qy, req_param(r, "limit"), req_param(r, "offset"), &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
-    if (!run_query(r, &qy, &pg, &p)) goto fail;
-    answer_page(r, &qy, &pg, ctx, &v);
+    bool more;
+    if (!run_query(r, &qy, &pg, &more, &p)) goto fail;
+    answer_page(r, &qy, &pg, more, ctx, &v);
     return;
 fail:
     reply_problem(r, &p);
+}
+
+static bool in_list(const char *name, const char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) if (v[i] == name) return true;
+    return false;
+}
+
+/* drop / keep (Table 6.4.3.3-1): instead of deleting the matching entities,
+ * delete from each the attributes listed (drop) or all but those (keep). Each
+ * entity changes atomically, as a merge of NGSI-LD Nulls. */
+static bool purge_attributes(request_t *r, query_t *qy, const char **names, size_t n, bool keep, problem_t *p)
+{
+    store_page_t pg;
+    if (!store_query(api_store, r->tenant, &qy->f, 0, SIZE_MAX, false, r->arena, &pg, p)) return false;
+    for (size_t i = 0; i < pg.n; i++) {
+        const cr_entity_t *e = pg.items[i];
+        cr_attr_t         *nulls = arena_calloc(r->arena, (e->n_attrs + 1) * sizeof *nulls);
+        uint16_t           k = 0;
+        for (uint16_t j = 0; j < e->n_attrs; j++) {
+            if (in_list(e->attrs[j].name, names, n) == keep) continue;
+            nulls[k].name = e->attrs[j].name;
+            nulls[k].dataset_id = e->attrs[j].dataset_id;
+            nulls[k].is_null = 1;
+            nulls[k].observed_at = CR_NO_TIME;
+            k++;
+        }
+        if (!k) continue;
+        cr_entity_t patch = {.id = e->id, .attrs = nulls, .n_attrs = k};
+        problem_t   ep = {0};
+        if (!store_modify(api_store, r->tenant, e->id, OP_MERGE_ENTITY, &patch, &(op_args_t){0}, NULL, r->arena, &ep)
+            && ep.kind != PB_RESOURCE_NOT_FOUND) {
+            *p = ep;
+            store_page_release(&pg);
+            return false;
+        }
+    }
+    store_page_release(&pg);
+    return true;
 }
 
 void api_entities_purge(request_t *r)
@@ -247,7 +302,20 @@ void api_entities_purge(request_t *r)
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!query_from_params(r, ctx, &qy, true, &p)) goto fail;
+    const char *drop = req_param(r, "drop"), *keep = req_param(r, "keep");
+    if (drop && keep) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "drop and keep cannot be used together (6.4.3.3)");
+        goto fail;
+    }
     if (!api_no_unknown_params(r, &p)) goto fail;
+    if (drop || keep) {
+        const char **names;
+        size_t       nn;
+        if (!api_name_list(r, ctx, drop ? drop : keep, &names, &nn, false, &p)) goto fail;
+        if (!purge_attributes(r, &qy, names, nn, keep != NULL, &p)) goto fail;
+        reply_status(r, 204);
+        return;
+    }
     if (!store_purge(api_store, r->tenant, &qy.f, &n, &p)) goto fail;
     reply_status(r, 204);
     return;
@@ -381,8 +449,9 @@ void api_batch_query(request_t *r)
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
     if (!set_page(&qy, req_param(r, "limit"), req_param(r, "offset"), &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
-    if (!run_query(r, &qy, &pg, &p)) goto fail;
-    answer_page(r, &qy, &pg, ctx, &v);
+    bool more;
+    if (!run_query(r, &qy, &pg, &more, &p)) goto fail;
+    answer_page(r, &qy, &pg, more, ctx, &v);
     return;
 fail:
     reply_problem(r, &p);

@@ -415,8 +415,7 @@ static bool check_preconditions(request_t *r, const http_route_t *rt, struct MHD
     bool has_body_method = r->method & (HM_POST | HM_PUT | HM_PATCH);
     if (has_body_method) {
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-        if (!cl && !te) {
+        if (!cl) {   /* 6.3.4: a chunked body has no Content-Length either */
             p->kind = PB_HTTP; p->status = 411;
             snprintf(p->detail, sizeof p->detail, "Content-Length required");
             return false;

@@ -532,6 +532,14 @@ static bool op_entity_level(work_t *w, const cr_entity_t *patch, entity_op_t op,
 
         if (hit < 0) {
             /* 5.6.2.4 (V1.9.1): Update Attributes appends a missing attribute too. */
+            if (!pa->kind && op == OP_MERGE_ENTITY) {
+                /* a simplified (keyValues) merge: a new attribute is a Property */
+                cr_attr_t np = *pa;
+                np.kind = ATTR_PROPERTY;
+                add_new(w, &np);
+                outcome_add(w, pa->name, true, NULL);
+                continue;
+            }
             if (!pa->kind)
                 return problem_set(p, PB_BAD_REQUEST_DATA, "attribute %s has no type", pa->name);
             add_new(w, pa);
@@ -549,6 +557,8 @@ static bool op_entity_level(work_t *w, const cr_entity_t *patch, entity_op_t op,
         if (op == OP_MERGE_ENTITY) {
             if (!merge_attr(w->a, &na, &w->attrs[hit], pa, w->now, true, p))
                 return false;
+            if (args && args->observed_at && pa->observed_at == CR_NO_TIME && na.observed_at != CR_NO_TIME)
+                na.observed_at = args->observed_at;
         } else {
             replace_attr(w->a, &na, &w->attrs[hit], pa, w->now);
             if (!na.kind)               /* a simplified value keeps the existing type */

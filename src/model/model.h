@@ -143,6 +143,8 @@ typedef struct op_args {
     bool        delete_all;     /* OP_DELETE_ATTR */
     const char *attr_name;      /* OP_PARTIAL_ATTR, OP_REPLACE_ATTR, OP_DELETE_ATTR (expanded) */
     const char *dataset_id;     /* OP_DELETE_ATTR, OP_PARTIAL_ATTR */
+    int64_t     observed_at;    /* OP_MERGE_ENTITY ?observedAt= (5.6.17.4): the new observedAt of the
+                                   merged attributes that have one; 0 = none */
 } op_args_t;
 
 /* Per-attribute outcome, for 207 responses (UpdateResult, 5.2.18). */
