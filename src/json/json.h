@@ -12,6 +12,22 @@
  * child's `next` the following one. Building long arrays: keep your own
  * tail and use json_push(); rendering large output: use the writer (jw_*),
  * which streams into an sbuf_t without building a tree.
+ *
+ * What the parser accepts is strict RFC 8259: no comments, trailing commas,
+ * leading zeros, NaN/Infinity, byte-order mark, raw control characters in
+ * strings; \u escapes must be scalar values (surrogates only as a pair) and
+ * not \u0000; raw bytes must be well-formed UTF-8 (no overlongs, no
+ * surrogates, nothing above U+10FFFF); a number that overflows a double
+ * (1e400) is an error, one that underflows reads as 0.
+ *
+ * Duplicate member names are KEPT, in document order, and counted in len:
+ * the parser does not judge them, the caller decides (json_get returns the
+ * first one).
+ *
+ * Numbers: an integer literal (no fraction, no exponent) that fits int64 has
+ * is_int = 1 and its value in `i`; anything else (1.0, 1e2, integers beyond
+ * int64, and -0, kept as the double -0.0) has is_int = 0 and `num`. Use
+ * json_number() to read either as a double.
  */
 #ifndef CORAINE_JSON_H
 #define CORAINE_JSON_H
@@ -46,7 +62,8 @@ struct json {
 };
 
 typedef struct json_limits {
-    uint32_t max_depth;     /* nesting of arrays/objects; 0 = 64 */
+    uint32_t max_depth;     /* nesting of arrays/objects; 0 = 64; values above
+                               4096 are clamped (the parser recurses) */
     size_t   max_size;      /* bytes of input; 0 = no limit */
 } json_limits_t;
 
@@ -71,7 +88,9 @@ static inline bool json_is_array(const json_t *n) { return n && n->type == JSON_
 static inline bool json_is_number(const json_t *n) { return n && n->type == JSON_NUMBER; }
 static inline bool json_is_bool(const json_t *n) { return n && (n->type == JSON_TRUE || n->type == JSON_FALSE); }
 #define json_foreach(c, parent) for (json_t *c = (parent)->child; c; c = c->next)
-/* Deep equality (object members compared regardless of order). */
+/* Deep equality (object members compared regardless of order, duplicates as
+ * a multiset; an integer and a double are equal when the double is exactly
+ * that integer). Same-order objects compare in O(n), others in O(n*m). */
 bool json_equal(const json_t *a, const json_t *b);
 
 /* ---- building (nodes and strings from the arena) */
@@ -81,7 +100,8 @@ json_t *json_new_stringn(arena_t *a, const char *s, size_t n);/* copies */
 json_t *json_new_number(arena_t *a, double v);
 json_t *json_new_int(arena_t *a, int64_t v);
 json_t *json_new_bool(arena_t *a, bool v);
-/* Appends child at the end (O(children)); sets child->key = key (not copied). */
+/* Appends child at the end (O(children)); sets child->key = key (not copied;
+ * NULL for array elements, required for object members). */
 void    json_add(json_t *container, const char *key, json_t *child);
 /* O(1) append when the caller keeps the tail (*tail NULL for an empty container). */
 void    json_push(json_t *container, json_t **tail, const char *key, json_t *child);
@@ -91,14 +111,22 @@ json_t *json_remove(json_t *obj, const char *key);
 json_t *json_clone(arena_t *a, const json_t *n);
 
 /* ---- rendering */
-/* Appends the compact JSON text of n to sb. */
+/* Appends the compact JSON text of n to sb (n NULL renders null). Strings
+ * are escaped as json_render_string does; member order is kept. */
 void json_render(sbuf_t *sb, const json_t *n);
-/* Appends a JSON string literal (with quotes, escaped) of s[0..len). */
+/* Appends a JSON string literal (with quotes) of s[0..len): '"', '\\' and
+ * bytes below 0x20 are escaped (\n, \t, ... or \u00XX), everything else,
+ * UTF-8 included, is copied as is (U+2028/2029 are not escaped). */
 void json_render_string(sbuf_t *sb, const char *s, size_t len);
-/* Appends a number: integers exactly, others in the shortest form that reads back equal. */
+/* Appends a number: integral values below 2^53 as plain digits, others in
+ * the first of %.15g, %.16g, %.17g that reads back equal; NaN and the
+ * infinities (which JSON cannot carry) render null. */
 void json_render_number(sbuf_t *sb, double v);
 
-/* Streaming writer: commas and nesting are handled for the caller. */
+/* Streaming writer: commas and nesting are handled for the caller. Inside an
+ * object, call jw_key() before each value. Nesting deeper than 127 levels is
+ * not supported (the comma state of deeper levels is shared: memory-safe but
+ * commas may be wrong). A NULL string renders null. */
 typedef struct json_writer {
     sbuf_t  *sb;
     uint32_t depth;
