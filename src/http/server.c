@@ -581,7 +581,7 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cr_config.connection_pool_size,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)cr_config.max_connections,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cr_config.request_timeout,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                               MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,

@@ -39,8 +39,10 @@ store_t *store_open(problem_t *p);
 void     store_close(store_t *s);
 void     store_add_hook(store_t *s, store_hook_fn fn, void *ud);
 
+/* The default tenant (NULL or "") always exists. */
 bool     store_tenant_exists(store_t *s, const char *tenant);
-/* Tenant names (for /statistics and admin); calls fn for each. */
+/* Tenant names (for /statistics and admin); calls fn for each, the default
+ * tenant first as "". */
 void     store_tenants(store_t *s, void (*fn)(void *ud, const char *tenant), void *ud);
 
 /* ------------------------------------------------------------ entities */
@@ -48,8 +50,8 @@ void     store_tenants(store_t *s, void (*fn)(void *ud, const char *tenant), voi
 /* 5.6.1: AlreadyExists when the id is taken. `draft` is frozen by the store. */
 bool store_create(store_t *s, const char *tenant, const cr_entity_t *draft, problem_t *p);
 
-/* Upsert for batch upsert (6.15): creates, or replaces (replace=true) / merges. 
- * *created tells which happened. */
+/* Upsert for batch upsert (6.15): creates, or replaces (replace=true) / updates the attributes (5.6.2).
+ * *created tells which happened. The draft's id must equal the stored id. */
 bool store_upsert(store_t *s, const char *tenant, const cr_entity_t *draft, bool replace,
                   bool *created, arena_t *scratch, problem_t *p);
 
@@ -59,7 +61,9 @@ cr_entity_t *store_get(store_t *s, const char *tenant, const char *id, problem_t
 /* Applies a model operation (entity_apply) to entity `id` atomically.
  * patch may be NULL for OP_DELETE_ATTR. `scratch` is the caller's arena.
  * ResourceNotFound when the entity (or the attribute for *_ATTR ops) is not
- * there. res gets per-attribute outcomes (207 responses). */
+ * there; NonexistentTenant for a tenant never written. res gets per-attribute
+ * outcomes (207 responses); when res reports every attribute notUpdated, the
+ * entity is left as it is and no Change is emitted. */
 bool store_modify(store_t *s, const char *tenant, const char *id, entity_op_t op,
                   const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
                   arena_t *scratch, problem_t *p);
@@ -75,9 +79,11 @@ typedef struct store_page {
     size_t        count;        /* total matches, when want_count */
 } store_page_t;
 
-/* Entities matching f, in creation order, skipping `offset`, at most
- * `limit` (0 = none: count only). With want_count the scan goes on to count
- * every match; without it, the scan stops when the page is full. */
+/* Entities matching f (NULL = all), in creation order, skipping `offset`, at
+ * most `limit` (0 = none: count only). With want_count the scan goes on to
+ * count every match; without it, the scan stops when the page is full.
+ * Access path: f->ids, else the type index when f->types is a plain list of
+ * types, else every entity; filter_match() decides. */
 bool store_query(store_t *s, const char *tenant, const entity_filter_t *f, size_t offset,
                  size_t limit, bool want_count, arena_t *a, store_page_t *out, problem_t *p);
 void store_page_release(store_page_t *pg);
@@ -88,7 +94,8 @@ void store_page_release(store_page_t *pg);
 bool store_foreach(store_t *s, const char *tenant, const entity_filter_t *f,
                    void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p);
 
-/* Purge (6.4.3.3): deletes every entity matching f; *deleted gets the number. */
+/* Purge (6.4.3.3): deletes every entity matching f (NULL = all); *deleted gets
+ * the number. The hooks get one Change per deleted entity. */
 bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_t *deleted,
                  problem_t *p);
 

@@ -1,0 +1,204 @@
+/*
+ * cordb.h - corDB, the embedded store, as the store layer (store.c) sees it,
+ * plus the data structures its files share. Internal to src/store/: other
+ * modules use store.h only.
+ *
+ * Shape (doc/cordb.md "## corDB" has the costs):
+ *
+ *   cdb_t ── tenant table (rwlock) ── name -> cdb_tenant_t (never freed before close)
+ *   cdb_tenant_t (rwlock, reader or writer preference from --dbLockPrefer)
+ *     slots[]  {cr_entity_t *cur}   creation order; cur NULL = tombstone
+ *     ids      open addressing, 8-byte entries {hash32, slot}; the key is slots[slot].cur->id
+ *     types    interned type -> ascending array of slot numbers (may hold stale entries)
+ *
+ * Entities are frozen (model.h): a write builds a new block and swaps the slot
+ * pointer under the write lock; the old block lives on while readers hold
+ * references. Every mutation returns its change (before/after, each holding one
+ * reference) to store.c, which hands it to the hooks after the lock is gone.
+ *
+ * Index invariants (kept by tenant.c):
+ *  - every live slot is in `ids` under its entity's id, and nothing else is;
+ *  - for every live slot s and every type T of slots[s].cur, s is in types[T];
+ *    an entry may be stale (the entity lost T, or the slot is a tombstone):
+ *    scans re-check with filter_match() and skip tombstones;
+ *  - each type array is strictly ascending (no duplicates);
+ *  - compaction (more than half of the slots dead) renumbers slots and
+ *    rebuilds both indexes, which also drops the stale entries.
+ */
+#ifndef CORAINE_CORDB_H
+#define CORAINE_CORDB_H
+
+#include <pthread.h>
+
+#include "../store.h"
+
+#define CDB_NONE            UINT32_MAX   /* "no slot" */
+#define CDB_COMPACT_MIN     32           /* compaction only above this many slots */
+#define CDB_SCAN_MAX_TYPES  32           /* more types in one query: full scan */
+
+/* ------------------------------------------------------------- id map */
+
+/* Open addressing with linear probing and backward-shift deletion (no
+ * tombstones). An entry stores 32 bits of the key's hash and a value (a
+ * slot number); the key itself is fetched through key_of when the hash
+ * bits match, so the map stores no strings. Load factor <= 0.75. */
+typedef const char *(*cdb_key_fn)(const void *ud, uint32_t v);
+
+typedef struct cdb_idmap_entry {
+    uint32_t h;                 /* hash bits */
+    uint32_t v;                 /* CDB_NONE = empty */
+} cdb_idmap_entry_t;
+
+typedef struct cdb_idmap {
+    cdb_idmap_entry_t *e;
+    uint32_t           cap;     /* power of two, or 0 */
+    uint32_t           n;
+    cdb_key_fn         key_of;
+    const void        *ud;
+} cdb_idmap_t;
+
+uint32_t cdb_hash_key(const char *key, size_t len);
+void     cdb_idmap_init(cdb_idmap_t *m, cdb_key_fn key_of, const void *ud);
+void     cdb_idmap_free(cdb_idmap_t *m);
+/* Makes room for `more` insertions without allocating again; false on OOM. */
+bool     cdb_idmap_reserve(cdb_idmap_t *m, uint32_t more);
+uint32_t cdb_idmap_find(const cdb_idmap_t *m, const char *key, uint32_t h);
+/* Inserts v under hash h; the key must be absent and room reserved. */
+void     cdb_idmap_insert(cdb_idmap_t *m, uint32_t h, uint32_t v);
+/* Removes the entry whose value is v (found under hash h); false if absent. */
+bool     cdb_idmap_remove(cdb_idmap_t *m, uint32_t h, uint32_t v);
+void     cdb_idmap_clear(cdb_idmap_t *m);             /* keeps the capacity */
+size_t   cdb_idmap_bytes(const cdb_idmap_t *m);
+
+/* ---------------------------------------------------------- type index */
+
+typedef struct cdb_tlist {
+    const char *type;           /* interned; NULL = empty bucket */
+    uint32_t   *v;              /* ascending slot numbers */
+    uint32_t    n, cap;
+} cdb_tlist_t;
+
+typedef struct cdb_typeidx {
+    cdb_tlist_t *t;             /* open addressing by pointer */
+    uint32_t     cap;           /* power of two, or 0 */
+    uint32_t     n;             /* types present */
+} cdb_typeidx_t;
+
+void               cdb_typeidx_init(cdb_typeidx_t *ti);
+void               cdb_typeidx_free(cdb_typeidx_t *ti);
+const cdb_tlist_t *cdb_typeidx_get(const cdb_typeidx_t *ti, const char *type);
+/* Room for one more slot in type's list (creates the list); false on OOM. */
+bool               cdb_typeidx_reserve(cdb_typeidx_t *ti, const char *type);
+/* Adds slot to type's list (room reserved), keeping it ascending and free of
+ * duplicates: O(1) when slot is the largest, else a binary search and a move. */
+void               cdb_typeidx_add(cdb_typeidx_t *ti, const char *type, uint32_t slot);
+void               cdb_typeidx_clear(cdb_typeidx_t *ti);  /* empties every list, keeps room */
+void               cdb_typeidx_trim(cdb_typeidx_t *ti);   /* frees the arrays of empty lists */
+size_t             cdb_typeidx_bytes(const cdb_typeidx_t *ti, size_t *entries);
+
+/* -------------------------------------------------------------- tenant */
+
+typedef struct cdb_slot {
+    cr_entity_t *cur;           /* NULL: deleted (tombstone until compaction) */
+} cdb_slot_t;
+
+typedef struct cdb_tenant {
+    pthread_rwlock_t lock;
+    char            *name;      /* "" for the default tenant */
+    cdb_slot_t      *slots;
+    uint32_t         n_slots, cap_slots;
+    uint32_t         n_live;
+    cdb_idmap_t      ids;
+    cdb_typeidx_t    types;
+    uint64_t         compactions;
+} cdb_tenant_t;
+
+cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers);
+void          cdb_tenant_free(cdb_tenant_t *t);            /* unrefs every entity */
+
+/* The following need the tenant lock (read for find, write for the rest). */
+uint32_t cdb_tenant_find(const cdb_tenant_t *t, const char *id);
+/* Room to insert e (slot, id entry, its types); false on OOM. */
+bool     cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e);
+/* Appends e (the tenant takes the caller's reference); room reserved. */
+void     cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e);
+/* Room for the types `e` has that old (NULL: none) has not; false on OOM. */
+bool     cdb_tenant_reserve_types(cdb_tenant_t *t, const cr_entity_t *old, const cr_entity_t *e);
+/* Puts e in slot s (same id as the entity there) and indexes its new types;
+ * returns the old entity with the tenant's reference, for the caller to drop. */
+cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e);
+/* Tombstones slot s; returns its entity with the tenant's reference. Does not
+ * compact (scans may be running over the slot numbers): call
+ * cdb_tenant_maybe_compact() when done. */
+cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s);
+bool         cdb_tenant_maybe_compact(cdb_tenant_t *t);   /* true when it compacted */
+
+/* Candidate walk for a filter: the access path is f->ids (hash lookups), else
+ * the type index when the type selection is a plain list of types, else every
+ * slot. Candidates come in creation order, tombstones skipped; they still have
+ * to pass filter_match(). Holds no lock itself: the caller holds the tenant's. */
+typedef struct cdb_scan {
+    const cdb_tenant_t *t;
+    int                 mode;
+    uint32_t            pos;
+    /* ids */
+    uint32_t           *sv;
+    size_t              n_sv;
+    bool                sv_owned;
+    /* types */
+    const cdb_tlist_t  *lists[CDB_SCAN_MAX_TYPES];
+    uint32_t            at[CDB_SCAN_MAX_TYPES];
+    size_t              n_lists;
+} cdb_scan_t;
+
+/* a: where temporary memory comes from (NULL: malloc, freed by cdb_scan_end). */
+void         cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_filter_t *f,
+                            arena_t *a);
+cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot);
+void         cdb_scan_end(cdb_scan_t *sc);
+
+/* ------------------------------------------------------- the database */
+
+typedef struct cdb cdb_t;
+
+cdb_t *cdb_open(bool prefer_writers, problem_t *p);
+void   cdb_close(cdb_t *db);
+
+bool   cdb_tenant_exists(cdb_t *db, const char *tenant);
+void   cdb_tenants(cdb_t *db, void (*fn)(void *ud, const char *tenant), void *ud);
+
+/* Mutations fill *ch (tenant, before, after: each holding a reference that the
+ * caller drops after the hooks ran) when they succeed. A modify or upsert whose
+ * op_result says every attribute was notUpdated changes nothing: before and
+ * after are both NULL and there is nothing to emit. */
+bool cdb_create(cdb_t *db, const char *tenant, const cr_entity_t *draft, store_change_t *ch,
+                problem_t *p);
+bool cdb_upsert(cdb_t *db, const char *tenant, const cr_entity_t *draft, bool replace,
+                bool *created, arena_t *scratch, store_change_t *ch, problem_t *p);
+cr_entity_t *cdb_get(cdb_t *db, const char *tenant, const char *id, problem_t *p);
+bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
+                const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
+                arena_t *scratch, store_change_t *ch, problem_t *p);
+bool cdb_delete(cdb_t *db, const char *tenant, const char *id, store_change_t *ch,
+                problem_t *p);
+/* Deletes every match; emit(ud, ch) is called for each after the lock is
+ * released, then the change's reference is dropped. */
+bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
+               void (*emit)(void *ud, const store_change_t *ch), void *ud, problem_t *p);
+
+bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t offset,
+               size_t limit, bool want_count, arena_t *a, store_page_t *out, problem_t *p);
+bool cdb_foreach(cdb_t *db, const char *tenant, const entity_filter_t *f,
+                 void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p);
+
+void cdb_stats(cdb_t *db, uint64_t *entities, uint64_t *tenants);
+
+/* The shape of one tenant, for tests and /statistics. false: no such tenant. */
+typedef struct cdb_shape {
+    size_t slots, live, types, type_entries, compactions;
+    size_t index_bytes;         /* slot array + id map + type index */
+    size_t entity_bytes;        /* sum of the frozen blocks */
+} cdb_shape_t;
+bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out);
+
+#endif

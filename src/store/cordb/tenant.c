@@ -1,0 +1,362 @@
+/*
+ * tenant.c - one corDB tenant: the slot array, its two indexes, compaction,
+ * and the candidate walk that queries, foreach and purge share.
+ *
+ * Slots are in creation order and slot numbers are never reused: a deleted
+ * entity leaves a tombstone (cur = NULL) so that the type index, which stores
+ * slot numbers, needs no update on delete. When more than half of the slots
+ * are dead, compaction slides the live ones down (keeping their order) and
+ * rebuilds the id map and the type index from them; that costs O(live) and
+ * happens at most once per `live` deletions, so deletes stay O(1) amortized.
+ *
+ * Nothing here locks: cordb.c holds the tenant lock around every call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cordb.h"
+
+enum { SCAN_ALL = 0, SCAN_IDS, SCAN_TYPES, SCAN_NONE };
+
+static const char *tenant_key_of(const void *ud, uint32_t v)
+{
+    const cdb_tenant_t *t = ud;
+
+    return t->slots[v].cur->id;
+}
+
+cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers)
+{
+    cdb_tenant_t        *t;
+    pthread_rwlockattr_t attr;
+    int                  rc;
+
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->name = strdup(name);
+    if (!t->name) {
+        free(t);
+        return NULL;
+    }
+
+    if (pthread_rwlockattr_init(&attr) != 0)
+        goto fail;
+    if (prefer_writers)
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    rc = pthread_rwlock_init(&t->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (rc != 0)
+        goto fail;
+
+    cdb_idmap_init(&t->ids, tenant_key_of, t);
+    cdb_typeidx_init(&t->types);
+    return t;
+
+fail:
+    free(t->name);
+    free(t);
+    return NULL;
+}
+
+void cdb_tenant_free(cdb_tenant_t *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n_slots; i++)
+        if (t->slots[i].cur)
+            entity_unref(t->slots[i].cur);
+    free(t->slots);
+    cdb_idmap_free(&t->ids);
+    cdb_typeidx_free(&t->types);
+    pthread_rwlock_destroy(&t->lock);
+    free(t->name);
+    free(t);
+}
+
+uint32_t cdb_tenant_find(const cdb_tenant_t *t, const char *id)
+{
+    return cdb_idmap_find(&t->ids, id, cdb_hash_key(id, strlen(id)));
+}
+
+/* -------------------------------------------------------------- writes */
+
+static bool tenant_has_type(const cr_entity_t *e, const char *type)
+{
+    for (uint16_t i = 0; i < e->n_types; i++)
+        if (e->types[i] == type)
+            return true;
+    return false;
+}
+
+bool cdb_tenant_reserve_types(cdb_tenant_t *t, const cr_entity_t *old, const cr_entity_t *e)
+{
+    for (uint16_t i = 0; i < e->n_types; i++) {
+        if (old && tenant_has_type(old, e->types[i]))
+            continue;
+        if (!cdb_typeidx_reserve(&t->types, e->types[i]))
+            return false;
+    }
+    return true;
+}
+
+bool cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e)
+{
+    if (t->n_slots == t->cap_slots) {
+        uint32_t    cap;
+        cdb_slot_t *ns;
+
+        if (t->cap_slots >= CDB_NONE - 1)
+            return false;
+        cap = t->cap_slots < 16 ? 16 : t->cap_slots + t->cap_slots / 2;
+        if (cap >= CDB_NONE || cap < t->cap_slots)
+            cap = CDB_NONE - 1;
+        ns = realloc(t->slots, (size_t)cap * sizeof(*ns));
+        if (!ns)
+            return false;
+        t->slots     = ns;
+        t->cap_slots = cap;
+    }
+    if (!cdb_idmap_reserve(&t->ids, 1))
+        return false;
+    return cdb_tenant_reserve_types(t, NULL, e);
+}
+
+void cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e)
+{
+    uint32_t s = t->n_slots++;
+
+    t->slots[s].cur = e;
+    t->n_live++;
+    cdb_idmap_insert(&t->ids, cdb_hash_key(e->id, strlen(e->id)), s);
+    for (uint16_t i = 0; i < e->n_types; i++)
+        cdb_typeidx_add(&t->types, e->types[i], s);
+}
+
+cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
+{
+    cr_entity_t *old = t->slots[s].cur;
+
+    /* The id map needs nothing: the id is the same, the key is read through
+     * the slot. Types the entity lost stay as stale entries. */
+    t->slots[s].cur = e;
+    for (uint16_t i = 0; i < e->n_types; i++)
+        if (!tenant_has_type(old, e->types[i]))
+            cdb_typeidx_add(&t->types, e->types[i], s);
+    return old;
+}
+
+cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s)
+{
+    cr_entity_t *old = t->slots[s].cur;
+
+    cdb_idmap_remove(&t->ids, cdb_hash_key(old->id, strlen(old->id)), s);
+    t->slots[s].cur = NULL;
+    t->n_live--;
+    return old;
+}
+
+static void tenant_compact(cdb_tenant_t *t)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < t->n_slots; i++)
+        if (t->slots[i].cur)
+            t->slots[n++] = t->slots[i];
+    t->n_slots = n;
+
+    /* Rebuilding needs no memory: the id map holds exactly the live entities
+     * already, and each type list has room for every live entity that has the
+     * type (the invariant of cordb.h), so neither insert can run out. */
+    cdb_idmap_clear(&t->ids);
+    cdb_typeidx_clear(&t->types);
+    for (uint32_t s = 0; s < n; s++) {
+        cr_entity_t *e = t->slots[s].cur;
+
+        cdb_idmap_insert(&t->ids, cdb_hash_key(e->id, strlen(e->id)), s);
+        for (uint16_t i = 0; i < e->n_types; i++)
+            cdb_typeidx_add(&t->types, e->types[i], s);
+    }
+    cdb_typeidx_trim(&t->types);
+
+    if (t->cap_slots > 64 && n < t->cap_slots / 4) {
+        cdb_slot_t *ns = realloc(t->slots, (size_t)n * 2 * sizeof(*ns));
+
+        if (ns) {
+            t->slots     = ns;
+            t->cap_slots = n * 2;
+        }
+    }
+    t->compactions++;
+}
+
+bool cdb_tenant_maybe_compact(cdb_tenant_t *t)
+{
+    uint32_t dead = t->n_slots - t->n_live;
+
+    if (t->n_slots < CDB_COMPACT_MIN || dead * 2 <= t->n_slots)
+        return false;
+    tenant_compact(t);
+    return true;
+}
+
+/* ---------------------------------------------------------------- scans */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static void scan_by_ids(cdb_scan_t *sc, const entity_filter_t *f, arena_t *a)
+{
+    const cdb_tenant_t *t = sc->t;
+    size_t              n = 0;
+
+    if (a) {
+        sc->sv = arena_alloc(a, f->n_ids * sizeof(uint32_t));
+    } else {
+        sc->sv       = malloc(f->n_ids * sizeof(uint32_t));
+        sc->sv_owned = true;
+        if (!sc->sv)        /* no memory: the full scan is slower but right */
+            return;
+    }
+    for (size_t i = 0; i < f->n_ids; i++) {
+        uint32_t s;
+
+        if (!f->ids[i])
+            continue;
+        s = cdb_tenant_find(t, f->ids[i]);
+        if (s != CDB_NONE)
+            sc->sv[n++] = s;
+    }
+    if (n > 1) {
+        size_t k = 1;
+
+        qsort(sc->sv, n, sizeof(uint32_t), cmp_u32);
+        for (size_t i = 1; i < n; i++)
+            if (sc->sv[i] != sc->sv[k - 1])
+                sc->sv[k++] = sc->sv[i];
+        n = k;
+    }
+    sc->n_sv = n;
+    sc->mode = SCAN_IDS;
+}
+
+/* The list for an expanded type name, whether or not the caller interned it. */
+static const cdb_tlist_t *scan_type_list(const cdb_tenant_t *t, const char *type)
+{
+    const cdb_tlist_t *l = cdb_typeidx_get(&t->types, type);
+    const char        *it;
+
+    if (l || !type)
+        return l;
+    it = intern_find(type, strlen(type));
+    return it && it != type ? cdb_typeidx_get(&t->types, it) : NULL;
+}
+
+static void scan_by_types(cdb_scan_t *sc, const char *const *types, size_t n)
+{
+    sc->n_lists = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cdb_tlist_t *l = scan_type_list(sc->t, types[i]);
+        bool               dup = false;
+
+        if (!l || !l->n)
+            continue;
+        for (size_t j = 0; j < sc->n_lists; j++)
+            dup = dup || sc->lists[j] == l;
+        if (dup)
+            continue;
+        sc->at[sc->n_lists]      = 0;
+        sc->lists[sc->n_lists++] = l;
+    }
+    sc->mode = sc->n_lists ? SCAN_TYPES : SCAN_NONE;
+}
+
+void cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_filter_t *f,
+                    arena_t *a)
+{
+    const char *const *types = NULL;
+    size_t             n_types;
+
+    memset(sc, 0, offsetof(cdb_scan_t, lists));
+    sc->t       = t;
+    sc->mode    = SCAN_ALL;
+    sc->n_lists = 0;
+    if (!f)
+        return;
+
+    if (f->ids && f->n_ids) {
+        scan_by_ids(sc, f, a);
+        return;
+    }
+    if (f->types) {
+        n_types = typesel_types(f->types, &types);
+        if (n_types && n_types <= CDB_SCAN_MAX_TYPES)
+            scan_by_types(sc, types, n_types);
+    }
+}
+
+cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot)
+{
+    const cdb_tenant_t *t = sc->t;
+
+    switch (sc->mode) {
+    case SCAN_ALL:
+        while (sc->pos < t->n_slots) {
+            uint32_t s = sc->pos++;
+
+            if (t->slots[s].cur) {
+                if (slot)
+                    *slot = s;
+                return t->slots[s].cur;
+            }
+        }
+        return NULL;
+
+    case SCAN_IDS:
+        while (sc->pos < sc->n_sv) {
+            uint32_t s = sc->sv[sc->pos++];
+
+            if (t->slots[s].cur) {      /* purge may have removed it meanwhile */
+                if (slot)
+                    *slot = s;
+                return t->slots[s].cur;
+            }
+        }
+        return NULL;
+
+    case SCAN_TYPES:
+        for (;;) {
+            uint32_t s = CDB_NONE;
+
+            /* k-way merge: the smallest head, then advance every list at it. */
+            for (size_t i = 0; i < sc->n_lists; i++)
+                if (sc->at[i] < sc->lists[i]->n && sc->lists[i]->v[sc->at[i]] < s)
+                    s = sc->lists[i]->v[sc->at[i]];
+            if (s == CDB_NONE)
+                return NULL;
+            for (size_t i = 0; i < sc->n_lists; i++)
+                if (sc->at[i] < sc->lists[i]->n && sc->lists[i]->v[sc->at[i]] == s)
+                    sc->at[i]++;
+            if (s < t->n_slots && t->slots[s].cur) {
+                if (slot)
+                    *slot = s;
+                return t->slots[s].cur;
+            }
+        }
+
+    default:
+        return NULL;
+    }
+}
+
+void cdb_scan_end(cdb_scan_t *sc)
+{
+    if (sc->sv_owned)
+        free(sc->sv);
+    sc->sv       = NULL;
+    sc->sv_owned = false;
+}
