@@ -13,7 +13,7 @@
  * many requests ask at the same time, and cached by URL. Built contexts are
  * cached too (by URL, or by the text of an inline context), so a request that
  * repeats a context costs one hash lookup. Contexts are never freed while the
- * process runs (the cache is bounded; see ld.c).
+ * process runs (the cache is bounded; see ld_cache.c).
  *
  * All functions are thread-safe.
  */
@@ -31,6 +31,8 @@ typedef struct ld_context ld_context_t;
 
 /* Loads the built-in core context; call once at start (main). false on failure. */
 bool ld_init(void);
+/* Frees every context and cache (at exit, or in tests/fuzzing): pointers
+ * handed out before are invalid afterwards. */
 void ld_shutdown(void);
 
 /* The core context (built on first use if ld_init was not called yet). */
@@ -62,9 +64,10 @@ const ld_context_t *ld_from_json(const json_t *context_value, problem_t *p);
 const char *ld_expand(const ld_context_t *c, const char *term);
 const char *ld_expandn(const ld_context_t *c, const char *term, size_t len);
 
-/* Compacts an IRI to the shortest term of c that maps to it (a user term
- * wins over the @vocab form), or returns iri itself when none does. The result
- * is interned. */
+/* Compacts an IRI to the shortest term of c that maps to it (user terms
+ * first, then core terms), else to the remainder after the active @vocab
+ * (the user's, or the default vocab) when that remainder is not itself a
+ * term, else returns the IRI itself. The result is interned. */
 const char *ld_compact(const ld_context_t *c, const char *iri);
 
 /* When the term's definition says "@type": "@vocab" (e.g. a VocabProperty
@@ -80,14 +83,19 @@ const char *ld_term_type(const ld_context_t *c, const char *expanded_iri);
 const char *ld_context_link(const ld_context_t *c);
 const char *ld_context_value_json(const ld_context_t *c);
 
-/* Cached contexts for GET /jsonldContexts (6.30-6.32 use this later). */
+/* Cached contexts for GET /jsonldContexts (6.30-6.32 use this later): the
+ * core (id "core", kind "Cached"), downloaded documents (kind "Cached", url =
+ * the original URL, json_text = the downloaded text) and contexts served by
+ * us (kind "ImplicitlyCreated"). fn runs under the module's locks: it must
+ * not call ld_ functions; copy what it needs. */
 typedef void (*ld_visit_fn)(void *ud, const char *id, const char *url, const char *kind,
                             int64_t created_ms, const char *json_text);
 void ld_cache_foreach(ld_visit_fn fn, void *ud);
 /* The JSON text of a context served by us (id from ld_context_link); NULL if unknown. */
 const char *ld_served_context(const char *id);
 
-/* Statistics for /statistics. */
+/* Statistics for /statistics: successful and failed downloads, cache hits
+ * (built contexts and remote documents), contexts in the cache. */
 typedef struct ld_stats {
     uint64_t downloads, download_failures, cache_hits, cached;
 } ld_stats_t;

@@ -1,0 +1,454 @@
+/*
+ * ld_cache.c - the public face of src/ld/: the built-in core context, the
+ * cache of built contexts, and how a context is named in responses.
+ *
+ * A context is built once per distinct key - a URL (Link header or a string
+ * @context) or an inline value (object/array, compared structurally: a hash
+ * that ignores member order, then json_equal) - and kept for the life of the
+ * process, so a request that repeats a context costs one read-locked lookup
+ * and no parse. Two threads may build the same new context at once; the
+ * first to insert wins and the other's copy is freed before anyone saw it
+ * (remote documents themselves are downloaded once: ld_fetch.c).
+ *
+ * Contexts that are not a single URL (inline objects, arrays) get an id, the
+ * hash of their JSON text, and are served by the broker under
+ * <base>/ngsi-ld/v1/jsonldContexts/<id> (kind "ImplicitlyCreated").
+ *
+ * Bound: at most LD_MAX_CONTEXTS contexts; past that a new context is
+ * refused with LdContextNotAvailable (contexts are never freed, because
+ * callers keep their pointers, e.g. in subscriptions).
+ */
+#include "ld_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SERVED_PATH "/ngsi-ld/v1/jsonldContexts/"
+
+extern const char cr_core_context_start[], cr_core_context_end[];
+
+static pthread_mutex_t  g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static ld_context_t    *g_core;             /* atomic: published once built */
+static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_INITIALIZER;
+static ld_map_t         g_ctx;              /* key_hash -> context */
+static ld_map_t         g_served;           /* hash(served_id) -> context */
+static const char      *g_base_url;         /* interned, atomic */
+static uint64_t         g_ctx_hits;
+
+/* ------------------------------------------------------------ the core */
+
+static ld_context_t *build_core(void)
+{
+    ld_builder_t b;
+    problem_t p = { 0 };
+    if (!ld_builder_init(&b, NULL))
+        return NULL;
+    size_t n = (size_t)(cr_core_context_end - cr_core_context_start);
+    char err[128];
+    json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = 0 };
+    json_t *doc = json_parse_copy(b.tmp, cr_core_context_start, n, &lim, err, sizeof err);
+    const json_t *ctx = doc ? json_get(doc, "@context") : NULL;
+    if (!json_is_object(ctx)) {
+        LOG_E("ld: the built-in core @context is not valid: %s", doc ? "no @context object" : err);
+        ld_builder_free(&b);
+        return NULL;
+    }
+    if (!ld_builder_add(&b, ctx, &p)) {
+        LOG_E("ld: the built-in core @context is not valid: %s", p.detail);
+        ld_builder_free(&b);
+        return NULL;
+    }
+    ld_context_t *c = ld_builder_freeze(&b, true);
+    ld_builder_free(&b);
+    if (!c)
+        return NULL;
+    if (!c->vocab || strcmp(c->vocab, LD_DEFAULT_VOCAB) != 0)
+        LOG_W("ld: the core @vocab is %s, expected " LD_DEFAULT_VOCAB, c->vocab ? c->vocab : "(none)");
+    c->link = LD_CORE_CONTEXT_URL;
+    c->value_json = "\"" LD_CORE_CONTEXT_URL "\"";
+    c->served_json = arena_strndup(c->arena, cr_core_context_start, n);
+    c->created_ms = cr_now_ms();
+    return c;
+}
+
+const ld_context_t *ld_core(void)
+{
+    ld_context_t *c = __atomic_load_n(&g_core, __ATOMIC_ACQUIRE);
+    if (CR_LIKELY(c != NULL))
+        return c;
+    pthread_mutex_lock(&g_init_lock);
+    c = g_core;
+    if (!c) {
+        ld_fetch_init();
+        c = build_core();
+        if (c) {
+            LOG_D("ld: core @context loaded, %u terms", c->ndefs);
+            __atomic_store_n(&g_core, c, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&g_init_lock);
+    return c;
+}
+
+bool ld_init(void)
+{
+    return ld_core() != NULL;
+}
+
+static void free_ctx(void *val, void *ud)
+{
+    CR_UNUSED(ud);
+    ld_context_free(val);
+}
+
+void ld_shutdown(void)
+{
+    pthread_mutex_lock(&g_init_lock);
+    pthread_rwlock_wrlock(&g_rw);
+    ld_map_each(&g_ctx, free_ctx, NULL);
+    ld_map_free(&g_ctx);
+    ld_map_free(&g_served);
+    pthread_rwlock_unlock(&g_rw);
+    ld_fetch_shutdown();
+    ld_context_free(g_core);
+    __atomic_store_n(&g_core, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_init_lock);
+}
+
+void ld_set_base_url(const char *base)
+{
+    if (!base)
+        return;
+    size_t n = strlen(base);
+    while (n && base[n - 1] == '/')
+        n--;
+    __atomic_store_n(&g_base_url, intern(base, n), __ATOMIC_RELEASE);
+}
+
+static const char *base_url(void)
+{
+    const char *b = __atomic_load_n(&g_base_url, __ATOMIC_ACQUIRE);
+    return b ? b : "http://localhost:1026";
+}
+
+/* ------------------------------------------------------------ cache keys */
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Structural hash consistent with json_equal: member order does not count. */
+static uint64_t tree_hash(const json_t *v)
+{
+    switch (v->type) {
+    case JSON_NULL:  return 0x1001;
+    case JSON_FALSE: return 0x1002;
+    case JSON_TRUE:  return 0x1003;
+    case JSON_NUMBER: {
+        double d = json_number(v);
+        if (d == 0)
+            d = 0;                                  /* -0 == 0 */
+        uint64_t bits;
+        memcpy(&bits, &d, sizeof bits);
+        return mix64(bits ^ 0x1004);
+    }
+    case JSON_STRING:
+        return mix64(cr_hash(v->str, v->len) ^ 0x1005);
+    case JSON_ARRAY: {
+        uint64_t h = 0x1006;
+        json_foreach(c, v)
+            h = mix64(h * 31 + tree_hash(c));
+        return h;
+    }
+    default: {
+        uint64_t sum = 0x1007;
+        json_foreach(c, v) {
+            const char *k = c->key ? c->key : "";
+            sum += mix64(cr_hash(k, strlen(k)) ^ (tree_hash(c) * 3));
+        }
+        return mix64(sum);
+    }
+    }
+}
+
+typedef struct url_key {
+    const char *url;
+    size_t      len;
+} url_key_t;
+
+static bool eq_url(const void *val, const void *key)
+{
+    const ld_context_t *c = val;
+    const url_key_t *k = key;
+    return c->key_url && c->key_url_len == k->len && memcmp(c->key_url, k->url, k->len) == 0;
+}
+
+static bool eq_tree(const void *val, const void *key)
+{
+    const ld_context_t *c = val;
+    return c->key_tree && json_equal(c->key_tree, key);
+}
+
+static bool eq_served(const void *val, const void *key)
+{
+    const ld_context_t *c = val;
+    return strcmp(c->served_id, key) == 0;
+}
+
+static const ld_context_t *cache_find(uint64_t h, ld_map_eq_fn eq, const void *key)
+{
+    pthread_rwlock_rdlock(&g_rw);
+    const ld_context_t *c = ld_map_find(&g_ctx, h, eq, key);
+    pthread_rwlock_unlock(&g_rw);
+    if (c)
+        __atomic_fetch_add(&g_ctx_hits, 1, __ATOMIC_RELAXED);
+    return c;
+}
+
+/* Inserts c (built by this thread) unless an equal context got there first;
+ * returns the context to use. Gives served contexts their id and link. */
+static const ld_context_t *cache_insert(ld_context_t *c, ld_map_eq_fn eq, const void *key, problem_t *p)
+{
+    pthread_rwlock_wrlock(&g_rw);
+    ld_context_t *old = ld_map_find(&g_ctx, c->key_hash, eq, key);
+    if (old) {
+        pthread_rwlock_unlock(&g_rw);
+        ld_context_free(c);
+        return old;
+    }
+    if (g_ctx.count >= LD_MAX_CONTEXTS) {
+        pthread_rwlock_unlock(&g_rw);
+        ld_context_free(c);
+        problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                    "@context: too many distinct @contexts in use (limit %d)", LD_MAX_CONTEXTS);
+        return NULL;
+    }
+    if (c->served_json) {
+        uint64_t h = cr_hash(c->served_json, strlen(c->served_json));
+        char id[17];
+        for (;;) {                                  /* a (most unlikely) id clash: next id */
+            snprintf(id, sizeof id, "%016llx", (unsigned long long)h);
+            if (!ld_map_find(&g_served, cr_hash(id, 16), eq_served, id))
+                break;
+            h++;
+        }
+        c->served_id = arena_strdup(c->arena, id);
+        c->link = arena_printf(c->arena, "%s" SERVED_PATH "%s", base_url(), id);
+    }
+    if (!ld_map_put(&g_ctx, c->key_hash, c) ||
+        (c->served_id && !ld_map_put(&g_served, cr_hash(c->served_id, 16), c))) {
+        /* out of memory: the context works, it is just not cached (nor freed) */
+        LOG_E("ld: out of memory caching a @context");
+    }
+    pthread_rwlock_unlock(&g_rw);
+    return c;
+}
+
+/* ------------------------------------------------------------- building */
+
+static ld_context_t *build(const json_t *value, problem_t *p)
+{
+    const ld_context_t *core = ld_core();
+    if (!core) {
+        problem_set(p, PB_INTERNAL_ERROR, "the core @context is not loaded");
+        return NULL;
+    }
+    ld_builder_t b;
+    if (!ld_builder_init(&b, core)) {
+        problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
+        return NULL;
+    }
+    ld_context_t *c = NULL;
+    if (ld_builder_add(&b, value, p)) {
+        c = ld_builder_freeze(&b, false);
+        if (!c)
+            problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
+    }
+    ld_builder_free(&b);
+    if (c)
+        c->created_ms = cr_now_ms();
+    return c;
+}
+
+static const ld_context_t *context_for_url(const char *url, size_t len, problem_t *p)
+{
+    if (ld_is_core_url(url, len))
+        return ld_core();
+    url_key_t key = { url, len };
+    uint64_t h = cr_hash(url, len);
+    const ld_context_t *hit = cache_find(h, eq_url, &key);
+    if (hit)
+        return hit;
+
+    if (len > LD_MAX_URL_LEN)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "@context URL longer than %d bytes", LD_MAX_URL_LEN),
+               NULL;
+    if (memchr(url, '\0', len))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "@context URL contains a NUL byte"), NULL;
+    char buf[LD_MAX_URL_LEN + 1];
+    memcpy(buf, url, len);
+    buf[len] = '\0';
+    json_t v = { .type = JSON_STRING, .len = (uint32_t)len, .str = buf };
+    ld_context_t *c = build(&v, p);
+    if (!c)
+        return NULL;
+    c->key_hash = h;
+    c->key_url = arena_strndup(c->arena, url, len);
+    c->key_url_len = len;
+    c->link = c->key_url;
+    sbuf_t sb;
+    sb_init(&sb, c->arena, len + 8);
+    json_render_string(&sb, url, len);
+    c->value_json = sb.p;
+    return cache_insert(c, eq_url, &key, p);
+}
+
+/* The one URL that an array names besides core URLs, or NULL. */
+static const json_t *single_url(const json_t *v)
+{
+    const json_t *url = NULL;
+    json_foreach(e, v) {
+        if (e->type == JSON_STRING && ld_is_core_url(e->str, e->len))
+            continue;
+        if (e->type != JSON_STRING || url)
+            return NULL;
+        url = e;
+    }
+    return url;
+}
+
+static bool only_core_urls(const json_t *v)
+{
+    json_foreach(e, v)
+        if (e->type != JSON_STRING || !ld_is_core_url(e->str, e->len))
+            return false;
+    return true;
+}
+
+const ld_context_t *ld_from_json(const json_t *v, problem_t *p)
+{
+    const ld_context_t *core = ld_core();
+    if (!core) {
+        problem_set(p, PB_INTERNAL_ERROR, "the core @context is not loaded");
+        return NULL;
+    }
+    if (!v || v->type == JSON_NULL)
+        return core;
+    if (v->type == JSON_STRING)
+        return context_for_url(v->str, v->len, p);
+    if (v->type != JSON_OBJECT && v->type != JSON_ARRAY) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "@context must be a URL string, an object or an array, not a %s",
+                    v->type == JSON_NUMBER ? "number" : "boolean");
+        return NULL;
+    }
+    if (v->type == JSON_ARRAY && only_core_urls(v))
+        return core;
+
+    uint64_t h = tree_hash(v);
+    const ld_context_t *hit = cache_find(h, eq_tree, v);
+    if (hit)
+        return hit;
+
+    ld_context_t *c = build(v, p);
+    if (!c)
+        return NULL;
+    c->key_hash = h;
+    c->key_tree = json_clone(c->arena, v);
+    sbuf_t sb;
+    sb_init(&sb, c->arena, 256);
+    json_render(&sb, v);
+    c->value_json = sb.p;
+    const json_t *one = v->type == JSON_ARRAY ? single_url(v) : NULL;
+    if (one) {
+        c->link = arena_strndup(c->arena, one->str, one->len);
+    } else {
+        sbuf_t s2;
+        sb_init(&s2, c->arena, sb.len + 16);
+        sb_adds(&s2, "{\"@context\":");
+        sb_add(&s2, sb.p, sb.len);
+        sb_addc(&s2, '}');
+        c->served_json = s2.p;
+    }
+    return cache_insert(c, eq_tree, v, p);
+}
+
+const ld_context_t *ld_from_link(const char *link_header, problem_t *p)
+{
+    const char *url;
+    size_t len;
+    if (!ld_core()) {
+        problem_set(p, PB_INTERNAL_ERROR, "the core @context is not loaded");
+        return NULL;
+    }
+    if (!ld_link_parse(link_header, &url, &len, p))
+        return NULL;
+    return context_for_url(url, len, p);
+}
+
+/* ------------------------------------------------------------ echoing */
+
+const char *ld_context_link(const ld_context_t *c)
+{
+    if (!c)
+        c = ld_core();
+    return c ? c->link : LD_CORE_CONTEXT_URL;
+}
+
+const char *ld_context_value_json(const ld_context_t *c)
+{
+    if (!c)
+        c = ld_core();
+    return c ? c->value_json : "\"" LD_CORE_CONTEXT_URL "\"";
+}
+
+const char *ld_served_context(const char *id)
+{
+    if (!id || strlen(id) != 16)
+        return NULL;
+    pthread_rwlock_rdlock(&g_rw);
+    const ld_context_t *c = ld_map_find(&g_served, cr_hash(id, 16), eq_served, id);
+    pthread_rwlock_unlock(&g_rw);
+    return c ? c->served_json : NULL;
+}
+
+typedef struct visit {
+    ld_visit_fn fn;
+    void       *ud;
+} visit_t;
+
+static void visit_served(void *val, void *ud)
+{
+    const ld_context_t *c = val;
+    const visit_t *v = ud;
+    v->fn(v->ud, c->served_id, c->link, "ImplicitlyCreated", c->created_ms, c->served_json);
+}
+
+void ld_cache_foreach(ld_visit_fn fn, void *ud)
+{
+    const ld_context_t *core = ld_core();
+    if (core)
+        fn(ud, "core", core->link, "Cached", core->created_ms, core->served_json);
+    ld_fetch_foreach(fn, ud);
+    visit_t v = { fn, ud };
+    pthread_rwlock_rdlock(&g_rw);
+    ld_map_each(&g_served, visit_served, &v);
+    pthread_rwlock_unlock(&g_rw);
+}
+
+void ld_get_stats(ld_stats_t *s)
+{
+    s->downloads = __atomic_load_n(&ld_stat_downloads, __ATOMIC_RELAXED);
+    s->download_failures = __atomic_load_n(&ld_stat_download_failures, __ATOMIC_RELAXED);
+    s->cache_hits = __atomic_load_n(&g_ctx_hits, __ATOMIC_RELAXED) +
+                    __atomic_load_n(&ld_stat_cache_hits, __ATOMIC_RELAXED);
+    pthread_rwlock_rdlock(&g_rw);
+    s->cached = g_ctx.count;
+    pthread_rwlock_unlock(&g_rw);
+}

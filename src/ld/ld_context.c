@@ -1,0 +1,695 @@
+/*
+ * ld_context.c - JSON-LD context processing as NGSI-LD needs it, and the
+ * frozen tables that expansion and compaction look up.
+ *
+ * Building (once per distinct context): a builder collects term definitions
+ * from a sequence of contexts - URL strings (fetched, recursively), objects
+ * and arrays - with later definitions overriding earlier ones. Term values
+ * are strings or objects with @id/@reverse/@type; compact IRIs expand with
+ * prefixes defined locally, earlier, or in the core; a relative value is
+ * resolved against @vocab. The core is protected: a user term that names a
+ * core term is ignored, so the core behaves as the last entry of the array.
+ * Scoped contexts, @container and the like are accepted and ignored.
+ *
+ * Lookup (every request): core table, then the user table; both are open
+ * addressing on the string hash, no allocation except interning the result
+ * of an unknown term.
+ */
+#include "ld_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEFINE_DEPTH 64
+
+/* ---------------------------------------------------------------- helpers */
+
+/* intern(a + b) without a heap allocation for ordinary sizes. */
+static const char *intern_concat(const char *a, size_t al, const char *b, size_t bl)
+{
+    char stack[512];
+    size_t n = al + bl;
+    char *buf = n <= sizeof stack ? stack : malloc(n);
+    if (!buf)
+        return NULL;
+    memcpy(buf, a, al);
+    memcpy(buf + al, b, bl);
+    const char *r = intern(buf, n);
+    if (buf != stack)
+        free(buf);
+    return r;
+}
+
+/* RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) */
+static bool is_scheme(const char *s, size_t len)
+{
+    if (!len || !((s[0] | 0x20) >= 'a' && (s[0] | 0x20) <= 'z'))
+        return false;
+    for (size_t i = 1; i < len; i++) {
+        char ch = s[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool ld_is_core_url(const char *url, size_t len)
+{
+    static const char *const versions[] = {
+        "", "-v1.0", "-v1.1", "-v1.2", "-v1.3", "-v1.4", "-v1.5", "-v1.6", "-v1.7", "-v1.8", "-v1.9",
+    };
+    static const char base[] = "://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context";
+    static const char ext[] = ".jsonld";
+    size_t skip;
+    if (len > 5 && strncasecmp(url, "https", 5) == 0)
+        skip = 5;
+    else if (len > 4 && strncasecmp(url, "http", 4) == 0)
+        skip = 4;
+    else
+        return false;
+    url += skip;
+    len -= skip;
+    size_t bl = sizeof base - 1, el = sizeof ext - 1;
+    if (len < bl + el || memcmp(url, base, bl) != 0 || memcmp(url + len - el, ext, el) != 0)
+        return false;
+    const char *v = url + bl;
+    size_t vl = len - bl - el;
+    for (size_t i = 0; i < CR_ARRAY_LEN(versions); i++)
+        if (strlen(versions[i]) == vl && memcmp(versions[i], v, vl) == 0)
+            return true;
+    return false;
+}
+
+bool ld_is_fetchable_url(const char *s, size_t len)
+{
+    size_t skip;
+    if (len > 8 && strncasecmp(s, "https://", 8) == 0)
+        skip = 8;
+    else if (len > 7 && strncasecmp(s, "http://", 7) == 0)
+        skip = 7;
+    else
+        return false;
+    if (len > LD_MAX_URL_LEN || s[skip] == '/' || s[skip] == '?' || s[skip] == '#')
+        return false;                               /* no host */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch <= 0x20 || ch == 0x7f || ch == '<' || ch == '>' || ch == '"' || ch == '\\')
+            return false;
+    }
+    return true;
+}
+
+/* ----------------------------------------------------- frozen-table lookup */
+
+static const ld_def_t *find_term(const ld_context_t *c, const char *t, size_t len, uint64_t h)
+{
+    for (uint32_t i = (uint32_t)h & c->mask;; i = (i + 1) & c->mask) {
+        uint32_t k = c->by_term[i];
+        if (!k)
+            return NULL;
+        const ld_def_t *d = &c->defs[k - 1];
+        if (d->term_hash == h && d->term_len == len && memcmp(d->term, t, len) == 0)
+            return d;
+    }
+}
+
+static const ld_def_t *find_iri(const ld_context_t *c, const char *iri, size_t len, uint64_t h)
+{
+    for (uint32_t i = (uint32_t)h & c->mask;; i = (i + 1) & c->mask) {
+        uint32_t k = c->by_iri[i];
+        if (!k)
+            return NULL;
+        const ld_def_t *d = &c->defs[k - 1];
+        if (d->iri_hash == h && d->iri_len == len && (d->iri == iri || memcmp(d->iri, iri, len) == 0))
+            return d;
+    }
+}
+
+/* A term of c (core first: it is protected), or NULL. */
+static const ld_def_t *lookup_term(const ld_context_t *core, const ld_context_t *c,
+                                   const char *t, size_t len, uint64_t h)
+{
+    const ld_def_t *d = core ? find_term(core, t, len, h) : NULL;
+    if (!d && c && c != core)
+        d = find_term(c, t, len, h);
+    return d;
+}
+
+static const char *vocab_of(const ld_context_t *core, const ld_context_t *c, size_t *len)
+{
+    const ld_context_t *v = c && c->vocab ? c : core;
+    *len = v ? v->vocab_len : 0;
+    return v ? v->vocab : NULL;
+}
+
+const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
+{
+    const ld_context_t *core = ld_core();
+    if (!c)
+        c = core;
+    if (!term)
+        return NULL;
+    if (len == 0 || term[0] == '@')
+        return intern(term, len);
+
+    uint64_t h = cr_hash(term, len);
+    const ld_def_t *d = lookup_term(core, c, term, len, h);
+    if (d)
+        return d->iri;
+
+    const char *colon = memchr(term, ':', len);
+    if (colon) {
+        size_t pl = (size_t)(colon - term);
+        const char *suffix = colon + 1;
+        size_t sl = len - pl - 1;
+        if ((pl == 1 && term[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/'))
+            return intern(term, len);               /* blank node or hierarchical IRI */
+        const ld_def_t *pd = lookup_term(core, c, term, pl, cr_hash(term, pl));
+        if (pd && pd->iri[0] != '@')
+            return intern_concat(pd->iri, pd->iri_len, suffix, sl);
+        if (is_scheme(term, pl))
+            return intern(term, len);               /* urn:..., mailto:..., etc. */
+    }
+    size_t vl;
+    const char *vocab = vocab_of(core, c, &vl);
+    if (!vocab)
+        return intern(term, len);
+    return intern_concat(vocab, vl, term, len);
+}
+
+const char *ld_expand(const ld_context_t *c, const char *term)
+{
+    return term ? ld_expandn(c, term, strlen(term)) : NULL;
+}
+
+const char *ld_compact(const ld_context_t *c, const char *iri)
+{
+    const ld_context_t *core = ld_core();
+    if (!c)
+        c = core;
+    if (!iri)
+        return NULL;
+    size_t len = strlen(iri);
+    uint64_t h = cr_hash(iri, len);
+    const ld_def_t *d = NULL;
+    if (c && c != core)
+        d = find_iri(c, iri, len, h);
+    if (!d && core)
+        d = find_iri(core, iri, len, h);
+    if (d)
+        return d->term;
+
+    /* @vocab: the remainder, when it expands back to the same IRI */
+    size_t vl;
+    const char *vocab = vocab_of(core, c, &vl);
+    if (vocab && len > vl && memcmp(iri, vocab, vl) == 0) {
+        const char *rest = iri + vl;
+        size_t rl = len - vl;
+        if (rest[0] != '@' && !memchr(rest, ':', rl) &&
+            !lookup_term(core, c, rest, rl, cr_hash(rest, rl)))
+            return intern(rest, rl);
+    }
+    return intern(iri, len);
+}
+
+const char *ld_term_type(const ld_context_t *c, const char *expanded_iri)
+{
+    const ld_context_t *core = ld_core();
+    if (!c)
+        c = core;
+    if (!expanded_iri)
+        return NULL;
+    size_t len = strlen(expanded_iri);
+    uint64_t h = cr_hash(expanded_iri, len);
+    const ld_def_t *d = NULL;
+    if (c && c != core)
+        d = find_iri(c, expanded_iri, len, h);
+    if (d && d->type)
+        return d->type;
+    d = core ? find_iri(core, expanded_iri, len, h) : NULL;
+    return d ? d->type : NULL;
+}
+
+/* ------------------------------------------------------ builder: terms */
+
+bool ld_builder_init(ld_builder_t *b, const ld_context_t *core)
+{
+    memset(b, 0, sizeof *b);
+    b->core = core;
+    b->tmp = arena_new(16384);
+    return b->tmp != NULL;
+}
+
+void ld_builder_free(ld_builder_t *b)
+{
+    free(b->terms);
+    if (b->tmp)
+        arena_free(b->tmp);
+    memset(b, 0, sizeof *b);
+}
+
+static ld_bterm_t *bterm_find(const ld_builder_t *b, const char *t, size_t len, uint64_t h)
+{
+    if (!b->cap)
+        return NULL;
+    size_t mask = b->cap - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        ld_bterm_t *e = &b->terms[i];
+        if (!e->term)
+            return NULL;
+        if (e->hash == h && strncmp(e->term, t, len) == 0 && e->term[len] == '\0')
+            return e;
+    }
+}
+
+static bool bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char *iri, const char *type)
+{
+    if ((b->count + 1) * 2 > b->cap) {
+        size_t ncap = b->cap ? b->cap * 2 : 64;
+        ld_bterm_t *nt = calloc(ncap, sizeof *nt);
+        if (!nt)
+            return false;
+        for (size_t i = 0; i < b->cap; i++) {
+            if (!b->terms[i].term)
+                continue;
+            size_t j = (size_t)b->terms[i].hash & (ncap - 1);
+            while (nt[j].term)
+                j = (j + 1) & (ncap - 1);
+            nt[j] = b->terms[i];
+        }
+        free(b->terms);
+        b->terms = nt;
+        b->cap = ncap;
+    }
+    size_t mask = b->cap - 1;
+    size_t i = (size_t)h & mask;
+    while (b->terms[i].term && b->terms[i].term != term)
+        i = (i + 1) & mask;
+    if (!b->terms[i].term)
+        b->count++;
+    b->terms[i] = (ld_bterm_t){ .term = term, .iri = iri, .type = type, .hash = h };
+    return true;
+}
+
+/* ------------------------------------------- builder: one local context */
+
+typedef struct local_ent {
+    const char   *key;          /* NUL-terminated member name */
+    size_t        klen;
+    uint64_t      hash;
+    const json_t *val;
+    uint8_t       state;        /* 0 new, 1 being defined, 2 defined */
+    const char   *iri;          /* NULL when mapped to null */
+    const char   *type;
+} local_ent_t;
+
+typedef struct local_ctx {
+    local_ent_t *ents;
+    size_t       n;
+    uint32_t    *idx;           /* open addressing: entry index + 1 */
+    size_t       mask;
+    const char  *vocab;         /* this object's @vocab, when vocab_set */
+    bool         vocab_set;
+} local_ctx_t;
+
+static local_ent_t *local_find(const local_ctx_t *L, const char *t, size_t len, uint64_t h)
+{
+    local_ent_t *found = NULL;
+    for (size_t i = (size_t)h & L->mask;; i = (i + 1) & L->mask) {
+        uint32_t k = L->idx[i];
+        if (!k)
+            return found;
+        local_ent_t *e = &L->ents[k - 1];
+        if (e->hash == h && e->klen == len && memcmp(e->key, t, len) == 0)
+            found = e;                              /* duplicate members: the last wins */
+    }
+}
+
+static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int depth, problem_t *p);
+
+static const char *active_vocab(const ld_builder_t *b, const local_ctx_t *L)
+{
+    if (L && L->vocab_set && L->vocab)
+        return L->vocab;
+    if (L && L->vocab_set)                          /* "@vocab": null -> the core's */
+        return b->core ? b->core->vocab : NULL;
+    if (b->vocab)
+        return b->vocab;
+    return b->core ? b->core->vocab : NULL;
+}
+
+/* Looks name up as a term: core (protected), this object, earlier contexts.
+ * *found tells whether it is defined; *iri is NULL for a term mapped to null. */
+static bool lookup_name(ld_builder_t *b, local_ctx_t *L, const char *name, size_t len, int depth,
+                        bool *found, const char **iri, const char **type, problem_t *p)
+{
+    uint64_t h = cr_hash(name, len);
+    *found = false;
+    *iri = *type = NULL;
+    const ld_def_t *d = b->core ? find_term(b->core, name, len, h) : NULL;
+    if (d) {
+        *found = true;
+        *iri = d->iri;
+        *type = d->type;
+        return true;
+    }
+    local_ent_t *e = L ? local_find(L, name, len, h) : NULL;
+    if (e) {
+        if (!define_local(b, L, e, depth + 1, p))
+            return false;
+        *found = true;
+        *iri = e->iri;
+        *type = e->type;
+        return true;
+    }
+    ld_bterm_t *t = bterm_find(b, name, len, h);
+    if (t) {
+        *found = true;
+        *iri = t->iri;
+        *type = t->type;
+    }
+    return true;
+}
+
+/* IRI expansion of a value inside a context definition (vocab-relative).
+ * self: the term being defined (a term mapped to its own name is relative). */
+static const char *expand_value(ld_builder_t *b, local_ctx_t *L, const char *s, size_t len,
+                                const char *self, int depth, problem_t *p)
+{
+    bool found;
+    const char *iri, *type;
+    if (len == 0) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "@context: term '%s' maps to an empty IRI", self);
+        return NULL;
+    }
+    if (s[0] == '@')
+        return intern(s, len);
+    if (!(strlen(self) == len && memcmp(self, s, len) == 0)) {   /* a defined term */
+        if (!lookup_name(b, L, s, len, depth, &found, &iri, &type, p))
+            return NULL;
+        if (found && iri)
+            return iri;
+    }
+    const char *colon = memchr(s, ':', len);
+    if (colon) {
+        size_t pl = (size_t)(colon - s);
+        const char *suffix = colon + 1;
+        size_t sl = len - pl - 1;
+        if ((pl == 1 && s[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/'))
+            return intern(s, len);
+        if (!(strlen(self) == pl && memcmp(self, s, pl) == 0)) {
+            if (!lookup_name(b, L, s, pl, depth, &found, &iri, &type, p))
+                return NULL;
+            if (found && iri && iri[0] != '@')
+                return intern_concat(iri, strlen(iri), suffix, sl);
+        }
+        if (is_scheme(s, pl))
+            return intern(s, len);
+        /* not an IRI: a term or vocab-relative, as ld_expandn() treats it */
+    }
+    const char *vocab = active_vocab(b, L);
+    if (!vocab)
+        return intern(s, len);
+    return intern_concat(vocab, strlen(vocab), s, len);
+}
+
+static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int depth, problem_t *p)
+{
+    if (e->state == 2)
+        return true;
+    if (e->state == 1)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "@context: cyclic IRI mapping for term '%s'", e->key);
+    if (depth > MAX_DEFINE_DEPTH)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "@context: term definitions nest too deeply at '%s'",
+                           e->key);
+    e->state = 1;
+    const json_t *v = e->val;
+    const char *iri = NULL, *type = NULL;
+
+    switch (v->type) {
+    case JSON_NULL:
+        break;
+    case JSON_STRING:
+        if (!(iri = expand_value(b, L, v->str, v->len, e->key, depth, p)))
+            return false;
+        break;
+    case JSON_OBJECT: {
+        const json_t *id = json_get(v, "@id");
+        if (!id)
+            id = json_get(v, "@reverse");
+        if (id) {
+            if (id->type == JSON_STRING) {
+                if (!(iri = expand_value(b, L, id->str, id->len, e->key, depth, p)))
+                    return false;
+            } else if (id->type != JSON_NULL) {
+                return problem_set(p, PB_BAD_REQUEST_DATA,
+                                   "@context: the @id of term '%s' must be a string", e->key);
+            }
+        } else {
+            /* no @id: a compact IRI names itself, a plain term is vocab-relative */
+            if (!(iri = expand_value(b, L, e->key, e->klen, e->key, depth, p)))
+                return false;
+        }
+        const json_t *t = json_get(v, "@type");
+        if (t) {
+            if (t->type != JSON_STRING || t->len == 0)
+                return problem_set(p, PB_BAD_REQUEST_DATA,
+                                   "@context: the @type of term '%s' must be a non-empty string", e->key);
+            if (t->str[0] == '@')
+                type = intern(t->str, t->len);
+            else if (!(type = expand_value(b, L, t->str, t->len, "", depth, p)))
+                return false;
+        }
+        break;
+    }
+    default:
+        return problem_set(p, PB_BAD_REQUEST_DATA,
+                           "@context: the definition of term '%s' must be a string, an object or null",
+                           e->key);
+    }
+    e->iri = iri;
+    e->type = type;
+    e->state = 2;
+    return true;
+}
+
+static bool add_object(ld_builder_t *b, const json_t *obj, problem_t *p)
+{
+    local_ctx_t L = { 0 };
+    L.n = obj->len;
+    size_t cap = 16;
+    while (cap < L.n * 2)
+        cap <<= 1;
+    L.mask = cap - 1;
+    L.ents = arena_calloc(b->tmp, (L.n ? L.n : 1) * sizeof *L.ents);
+    L.idx = arena_calloc(b->tmp, cap * sizeof *L.idx);
+
+    size_t n = 0;
+    json_foreach(m, obj) {
+        const char *k = m->key ? m->key : "";
+        size_t kl = strlen(k);
+        if (kl == 0)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "@context: a term cannot be the empty string");
+        if (k[0] == '@')
+            continue;                               /* keywords: handled below or ignored */
+        local_ent_t *e = &L.ents[n];
+        *e = (local_ent_t){ .key = k, .klen = kl, .hash = cr_hash(k, kl), .val = m };
+        size_t i = (size_t)e->hash & L.mask;
+        while (L.idx[i])
+            i = (i + 1) & L.mask;
+        L.idx[i] = (uint32_t)(++n);
+    }
+    L.n = n;
+
+    const json_t *vocab = json_get(obj, "@vocab");
+    if (vocab) {
+        if (vocab->type == JSON_NULL) {
+            L.vocab = NULL;
+        } else if (vocab->type == JSON_STRING) {
+            if (vocab->len == 0 || memchr(vocab->str, ':', vocab->len)) {
+                if (vocab->len == 0)
+                    L.vocab = active_vocab(b, NULL);
+                else if (!(L.vocab = expand_value(b, &L, vocab->str, vocab->len, "", 0, p)))
+                    return false;
+            } else {                                /* relative: against the current @vocab */
+                const char *cur = active_vocab(b, NULL);
+                L.vocab = cur ? intern_concat(cur, strlen(cur), vocab->str, vocab->len)
+                              : intern(vocab->str, vocab->len);
+            }
+            if (L.vocab && L.vocab[0] == '@')
+                return problem_set(p, PB_BAD_REQUEST_DATA, "@context: invalid @vocab '%s'", vocab->str);
+        } else {
+            return problem_set(p, PB_BAD_REQUEST_DATA, "@context: @vocab must be a string or null");
+        }
+        L.vocab_set = true;
+    }
+
+    for (size_t i = 0; i < L.n; i++)
+        if (!define_local(b, &L, &L.ents[i], 0, p))
+            return false;
+
+    if (L.vocab_set)
+        b->vocab = L.vocab;
+    for (size_t i = 0; i < L.n; i++) {
+        local_ent_t *e = &L.ents[i];
+        if (b->core && find_term(b->core, e->key, e->klen, e->hash))
+            continue;                               /* core terms are protected */
+        const char *term = intern(e->key, e->klen);
+        if (!bterm_set(b, term, e->hash, e->iri, e->type))
+            return problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
+    }
+    return true;
+}
+
+/* ----------------------------------------------- builder: any @context */
+
+static bool add_url(ld_builder_t *b, const char *url, size_t len, problem_t *p)
+{
+    if (ld_is_core_url(url, len))
+        return true;                                /* the core is always there, last */
+    const char *colon = memchr(url, ':', len);
+    if (!colon || !is_scheme(url, (size_t)(colon - url)))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "@context: '%.200s' is not a URL", url);
+    if (!ld_is_fetchable_url(url, len))
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s: only http and https URLs can be fetched", url);
+    if (b->remote_depth >= LD_MAX_REMOTE_DEPTH)
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s: remote contexts nest deeper than %d", url,
+                           LD_MAX_REMOTE_DEPTH);
+    const char *text;
+    size_t tlen;
+    if (!ld_fetch(url, &text, &tlen, p))
+        return false;
+
+    char err[128];
+    json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = LD_MAX_DOC_BYTES };
+    json_t *doc = json_parse_copy(b->tmp, text, tlen, &lim, err, sizeof err);
+    if (!doc)
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context %.300s is not valid JSON: %s",
+                           url, err);
+    const json_t *ctx = json_get(doc, "@context");
+    if (!ctx)
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s: the document has no @context member", url);
+    problem_t sub = { 0 };
+    b->remote_depth++;
+    bool ok = ld_builder_add(b, ctx, &sub);
+    b->remote_depth--;
+    if (!ok) {
+        if (sub.kind == PB_BAD_REQUEST_DATA)
+            return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context %.200s is invalid: %.280s",
+                               url, sub.detail);
+        if (p)
+            *p = sub;
+        return false;
+    }
+    return true;
+}
+
+bool ld_builder_add(ld_builder_t *b, const json_t *v, problem_t *p)
+{
+    if (!v)
+        return true;
+    switch (v->type) {
+    case JSON_NULL:                                 /* resets the user context */
+        memset(b->terms, 0, b->cap * sizeof *b->terms);
+        b->count = 0;
+        b->vocab = NULL;
+        return true;
+    case JSON_STRING:
+        return add_url(b, v->str, v->len, p);
+    case JSON_OBJECT:
+        return add_object(b, v, p);
+    case JSON_ARRAY:
+        json_foreach(e, v) {
+            if (e->type == JSON_ARRAY)
+                return problem_set(p, PB_BAD_REQUEST_DATA, "@context: arrays cannot nest");
+            if (!ld_builder_add(b, e, p))
+                return false;
+        }
+        return true;
+    default:
+        return problem_set(p, PB_BAD_REQUEST_DATA,
+                           "@context must be a URL string, an object or an array, not a %s",
+                           v->type == JSON_NUMBER ? "number" : "boolean");
+    }
+}
+
+/* ------------------------------------------------------------- freezing */
+
+static bool better_term(const ld_def_t *a, const ld_def_t *b)
+{
+    if (a->term_len != b->term_len)
+        return a->term_len < b->term_len;
+    return strcmp(a->term, b->term) < 0;
+}
+
+ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->cap; i++)
+        if (b->terms[i].term && b->terms[i].iri)
+            n++;
+    size_t cap = 8;
+    while (cap < n * 2)
+        cap <<= 1;
+
+    arena_t *a = arena_new(4096 + n * (sizeof(ld_def_t) + 2 * 2 * sizeof(uint32_t)));
+    if (!a)
+        return NULL;
+    ld_context_t *c = arena_calloc(a, sizeof *c);
+    c->arena = a;
+    c->is_core = is_core;
+    c->defs = arena_calloc(a, (n ? n : 1) * sizeof *c->defs);
+    c->by_term = arena_calloc(a, cap * sizeof *c->by_term);
+    c->by_iri = arena_calloc(a, cap * sizeof *c->by_iri);
+    c->mask = (uint32_t)(cap - 1);
+
+    for (size_t i = 0; i < b->cap; i++) {
+        const ld_bterm_t *t = &b->terms[i];
+        if (!t->term || !t->iri)
+            continue;
+        uint32_t k = c->ndefs++;
+        ld_def_t *d = &c->defs[k];
+        d->term = t->term;
+        d->term_len = (uint32_t)strlen(t->term);
+        d->term_hash = t->hash;
+        d->iri = t->iri;
+        d->iri_len = (uint32_t)strlen(t->iri);
+        d->iri_hash = cr_hash(d->iri, d->iri_len);
+        d->type = t->type;
+
+        uint32_t j = (uint32_t)d->term_hash & c->mask;
+        while (c->by_term[j])
+            j = (j + 1) & c->mask;
+        c->by_term[j] = k + 1;
+
+        for (j = (uint32_t)d->iri_hash & c->mask;; j = (j + 1) & c->mask) {
+            uint32_t o = c->by_iri[j];
+            if (!o) {
+                c->by_iri[j] = k + 1;
+                break;
+            }
+            if (c->defs[o - 1].iri == d->iri) {     /* interned: same IRI */
+                if (better_term(d, &c->defs[o - 1]))
+                    c->by_iri[j] = k + 1;
+                break;
+            }
+        }
+    }
+    const char *vocab = b->vocab;
+    if (!vocab && !is_core && b->core)
+        vocab = b->core->vocab;
+    c->vocab = vocab;
+    c->vocab_len = vocab ? strlen(vocab) : 0;
+    return c;
+}
+
+void ld_context_free(ld_context_t *c)
+{
+    if (c)
+        arena_free(c->arena);
+}

@@ -1,0 +1,141 @@
+/*
+ * ld_int.h - private declarations shared by the files of src/ld/ (not a
+ * public header: other modules include only ld.h).
+ *
+ *   ld_map.c      a small open-addressing hash map (hash -> pointer)
+ *   ld_context.c  building a context from JSON-LD (term definitions) and the
+ *                 frozen lookup tables: expand, compact, term type
+ *   ld_fetch.c    remote @context documents: libcurl, single-flight, cache
+ *   ld_link.c     parsing the HTTP Link header
+ *   ld_cache.c    the context cache, ld_init, ld_from_json/ld_from_link,
+ *                 served contexts, statistics
+ */
+#ifndef CORAINE_LD_INT_H
+#define CORAINE_LD_INT_H
+
+#include "ld.h"
+
+#define LD_MAX_REMOTE_DEPTH   8              /* nested remote contexts */
+#define LD_MAX_DOC_BYTES      (4u << 20)     /* largest remote @context document */
+#define LD_MAX_URL_LEN        2048
+#define LD_MAX_CONTEXTS       16384          /* cached contexts (each lives forever) */
+#define LD_MAX_DOCS           16384          /* remote documents, failures included */
+#define LD_FAILURE_TTL_MS     10000          /* a failed download is retried after this */
+#define LD_JSON_MAX_DEPTH     64
+
+/* ------------------------------------------------------------ ld_map.c */
+
+/* Slots hold (hash, value); several values may share a hash: lookups walk
+ * the probe chain and let the caller decide equality. Values are never
+ * removed. Not thread-safe: callers lock. */
+typedef struct ld_map {
+    struct ld_slot { uint64_t hash; void *val; } *slots;
+    size_t cap;     /* power of two, or 0 */
+    size_t count;
+} ld_map_t;
+
+typedef bool (*ld_map_eq_fn)(const void *val, const void *key);
+void *ld_map_find(const ld_map_t *m, uint64_t hash, ld_map_eq_fn eq, const void *key);
+bool  ld_map_put(ld_map_t *m, uint64_t hash, void *val);       /* false on OOM */
+void  ld_map_free(ld_map_t *m);
+/* Calls fn for every value (in slot order). */
+void  ld_map_each(const ld_map_t *m, void (*fn)(void *val, void *ud), void *ud);
+
+/* -------------------------------------------------------- ld_context.c */
+
+/* One term definition of a frozen context. */
+typedef struct ld_def {
+    const char *term;       /* interned */
+    const char *iri;        /* interned; may be a keyword ("@id", "@type") */
+    const char *type;       /* interned "@id", "@vocab", "@json", a datatype IRI; or NULL */
+    uint64_t    term_hash;  /* cr_hash of term */
+    uint64_t    iri_hash;   /* cr_hash of iri */
+    uint32_t    term_len;
+    uint32_t    iri_len;
+} ld_def_t;
+
+struct ld_context {
+    /* Lookup tables. The core holds all its terms; a user context holds only
+     * its own terms that do not clash with a core term (the core is
+     * protected), so that every lookup is: core table, then own table. */
+    ld_def_t   *defs;
+    uint32_t    ndefs;
+    uint32_t    mask;           /* by_term and by_iri have mask+1 slots */
+    uint32_t   *by_term;        /* slot = def index + 1; 0 = empty */
+    uint32_t   *by_iri;         /* the preferred (shortest) term for each IRI */
+    const char *vocab;          /* @vocab for unknown terms (interned) */
+    size_t      vocab_len;
+    bool        is_core;
+
+    /* How the context is named and echoed (ld_cache.c fills these). */
+    const char *link;           /* URL for a Link header */
+    const char *value_json;     /* the @context value as JSON text */
+    const char *served_id;      /* id under /jsonldContexts, or NULL */
+    const char *served_json;    /* {"@context": value} for served contexts */
+    int64_t     created_ms;
+
+    /* Cache key: a URL (key_url) or an inline value (key_tree). */
+    uint64_t    key_hash;
+    const char *key_url;
+    size_t      key_url_len;
+    const json_t *key_tree;
+
+    arena_t    *arena;          /* everything above lives here */
+};
+
+/* Building: a scratch state that collects term definitions from a sequence
+ * of contexts (later ones override earlier ones) and then freezes them. */
+typedef struct ld_bterm {
+    const char *term;           /* interned */
+    const char *iri;            /* NULL: explicitly undefined (mapped to null) */
+    const char *type;
+    uint64_t    hash;
+} ld_bterm_t;
+
+typedef struct ld_builder {
+    const ld_context_t *core;   /* NULL while the core itself is built */
+    ld_bterm_t *terms;          /* open addressing on hash; term NULL = empty */
+    size_t      cap, count;
+    const char *vocab;          /* the active @vocab; NULL = the core's */
+    arena_t    *tmp;            /* scratch for parsing remote documents */
+    unsigned    remote_depth;
+} ld_builder_t;
+
+bool ld_builder_init(ld_builder_t *b, const ld_context_t *core);
+void ld_builder_free(ld_builder_t *b);
+/* Adds one @context value (URL string, object, array, null) with JSON-LD
+ * semantics. Remote URLs are fetched through ld_fetch(). */
+bool ld_builder_add(ld_builder_t *b, const json_t *value, problem_t *p);
+/* A new context (in its own arena) with the builder's terms; NULL on OOM.
+ * is_core: the table is the core itself. */
+ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core);
+void ld_context_free(ld_context_t *c);
+
+/* true for the URLs of any version of the NGSI-LD core @context. */
+bool ld_is_core_url(const char *url, size_t len);
+/* true when s[0..len) is an absolute http(s) URL we are willing to fetch. */
+bool ld_is_fetchable_url(const char *s, size_t len);
+
+/* ---------------------------------------------------------- ld_fetch.c */
+
+/* The text of the remote document at url (NUL-terminated, kept for the
+ * whole process), downloaded at most once at a time; on failure
+ * LdContextNotAvailable with the URL and the reason. */
+bool ld_fetch(const char *url, const char **text, size_t *len, problem_t *p);
+void ld_fetch_init(void);
+void ld_fetch_shutdown(void);
+bool ld_fetch_offline(void);
+/* Visits downloaded documents (kind "Cached"). Takes the fetch lock. */
+void ld_fetch_foreach(ld_visit_fn fn, void *ud);
+/* Test hook: how long a failed download is remembered (default LD_FAILURE_TTL_MS). */
+void ld_fetch_set_failure_ttl(int ms);
+
+extern uint64_t ld_stat_downloads, ld_stat_download_failures, ld_stat_cache_hits;
+
+/* ----------------------------------------------------------- ld_link.c */
+
+/* Finds the JSON-LD context link in a Link header value; *url and *len point
+ * into header. BadRequestData when there is none or it is malformed. */
+bool ld_link_parse(const char *header, const char **url, size_t *len, problem_t *p);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * ld_map.c - the small open-addressing hash map (hash -> pointer) behind the
+ * context cache, the served-context index and the remote-document cache.
+ * Linear probing, load factor at most 1/2, no removal. Callers lock.
+ */
+#include "ld_int.h"
+
+#include <stdlib.h>
+
+void *ld_map_find(const ld_map_t *m, uint64_t hash, ld_map_eq_fn eq, const void *key)
+{
+    if (!m->cap)
+        return NULL;
+    size_t mask = m->cap - 1;
+    for (size_t i = (size_t)hash & mask;; i = (i + 1) & mask) {
+        const struct ld_slot *s = &m->slots[i];
+        if (!s->val)
+            return NULL;
+        if (s->hash == hash && eq(s->val, key))
+            return s->val;
+    }
+}
+
+static void insert_slot(struct ld_slot *slots, size_t cap, uint64_t hash, void *val)
+{
+    size_t mask = cap - 1;
+    size_t i = (size_t)hash & mask;
+    while (slots[i].val)
+        i = (i + 1) & mask;
+    slots[i].hash = hash;
+    slots[i].val = val;
+}
+
+bool ld_map_put(ld_map_t *m, uint64_t hash, void *val)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 64;
+        struct ld_slot *ns = calloc(ncap, sizeof *ns);
+        if (!ns)
+            return false;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slots[i].val)
+                insert_slot(ns, ncap, m->slots[i].hash, m->slots[i].val);
+        free(m->slots);
+        m->slots = ns;
+        m->cap = ncap;
+    }
+    insert_slot(m->slots, m->cap, hash, val);
+    m->count++;
+    return true;
+}
+
+void ld_map_free(ld_map_t *m)
+{
+    free(m->slots);
+    m->slots = NULL;
+    m->cap = m->count = 0;
+}
+
+void ld_map_each(const ld_map_t *m, void (*fn)(void *val, void *ud), void *ud)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].val)
+            fn(m->slots[i].val, ud);
+}
