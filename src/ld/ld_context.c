@@ -9,7 +9,8 @@
  * prefixes defined locally, earlier, or in the core; a relative value is
  * resolved against @vocab. The core is protected: a user term that names a
  * core term is ignored, so the core behaves as the last entry of the array.
- * Scoped contexts, @container and the like are accepted and ignored.
+ * Scoped contexts are refused in user contexts (5.5.7); @container and the
+ * like are accepted and ignored.
  *
  * Lookup (every request): core table, then the user table; both are open
  * addressing on the string hash, no allocation except interning the result
@@ -436,6 +437,10 @@ static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int de
             return false;
         break;
     case JSON_OBJECT: {
+        if (b->core && json_get(v, "@context"))      /* 4.4, 5.5.7: only the core may scope */
+            return problem_set(p, PB_BAD_REQUEST_DATA,
+                               "@context: term '%s' has a scoped @context; user contexts shall not "
+                               "contain scoped contexts (5.5.7)", e->key);
         const json_t *id = json_get(v, "@id");
         if (!id)
             id = json_get(v, "@reverse");

@@ -4,8 +4,9 @@
  * Documents are cached by URL for the life of the process. When several
  * threads ask for a URL nobody has fetched yet, the first one downloads it
  * and the others wait on a condition variable for its result (single
- * flight). A failed download is remembered for a short time (so that a dead
- * server is not hammered), then tried again. Only http and https are
+ * flight). A download that got no answer (refused, timed out) is remembered
+ * for a short time, so that a dead server does not hold every request for
+ * its timeout; a server that answered with an error is asked again next time. Only http and https are
  * allowed, redirects included; the timeout and the number of retries come
  * from cr_config (--contextTimeout, --contextRetries).
  */
@@ -121,8 +122,10 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-/* Downloads url into a malloc'ed, NUL-terminated buffer; reason on failure. */
-static bool download(const char *url, char **text, size_t *len, char *reason, size_t rlen)
+/* Downloads url into a malloc'ed, NUL-terminated buffer; reason on failure.
+ * *answered tells whether the server answered at all (an HTTP status): such
+ * a failure is cheap to ask again and is not remembered. */
+static bool download(const char *url, char **text, size_t *len, char *reason, size_t rlen, bool *answered)
 {
     int timeout = cr_config.context_timeout_ms > 0 ? cr_config.context_timeout_ms : DEFAULT_TIMEOUT_MS;
     int attempts = 1 + (cr_config.context_retries > 0 ? cr_config.context_retries : 0);
@@ -171,6 +174,7 @@ static bool download(const char *url, char **text, size_t *len, char *reason, si
         }
         long status = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        *answered = true;
         if (status >= 200 && status < 300) {
             ok = true;
             break;
@@ -268,7 +272,8 @@ bool ld_fetch(const char *url, const char **text, size_t *len, problem_t *p)
     char reason[sizeof d->reason];
     char *body = NULL;
     size_t blen = 0;
-    bool ok = download(url, &body, &blen, reason, sizeof reason);
+    bool answered = false;
+    bool ok = download(url, &body, &blen, reason, sizeof reason, &answered);
     if (ok)
         LOG_I("@context %s downloaded (%zu bytes)", url, blen);
     else
@@ -285,7 +290,9 @@ bool ld_fetch(const char *url, const char **text, size_t *len, problem_t *p)
         *len = blen;
     } else {
         memcpy(d->reason, reason, sizeof d->reason);
-        d->failed_mono_ms = mono_ms();
+        /* remember only failures that cost time (no answer): a server that
+         * answered, e.g. 404, is asked again by the next request */
+        d->failed_mono_ms = answered ? INT64_MIN / 2 : mono_ms();
         d->state = DOC_FAILED;
         __atomic_fetch_add(&ld_stat_download_failures, 1, __ATOMIC_RELAXED);
     }
