@@ -70,6 +70,12 @@ const char *ld_expandn(const ld_context_t *c, const char *term, size_t len);
  * term, else returns the IRI itself. The result is interned. */
 const char *ld_compact(const ld_context_t *c, const char *iri);
 
+/* ld_compact for an INTERNED iri (entity types, attribute names, objectType):
+ * the answer is memoized per thread by (context, pointer), so rendering the
+ * same names again costs one compare. Never pass a non-interned string: its
+ * address may later hold another name. */
+const char *ld_compact_name(const ld_context_t *c, const char *interned_iri);
+
 /* When the term's definition says "@type": "@vocab" (e.g. a VocabProperty
  * value) or "@id"; NULL otherwise. */
 const char *ld_term_type(const ld_context_t *c, const char *expanded_iri);

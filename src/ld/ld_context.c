@@ -215,6 +215,26 @@ const char *ld_compact(const ld_context_t *c, const char *iri)
     return intern(iri, len);
 }
 
+/* A small direct-mapped memo per thread: contexts are never freed and
+ * interned strings never move, so (context, iri) pointers are stable keys
+ * and an entry never goes stale. No lock, no sharing between threads. */
+#define COMPACT_MEMO 512
+static __thread struct { const ld_context_t *c; const char *iri, *term; } compact_memo[COMPACT_MEMO];
+
+const char *ld_compact_name(const ld_context_t *c, const char *iri)
+{
+    if (!iri)
+        return NULL;
+    size_t slot = (size_t)(cr_hash_ptr(iri) ^ ((uintptr_t)c >> 4)) & (COMPACT_MEMO - 1);
+    if (compact_memo[slot].iri == iri && compact_memo[slot].c == c)
+        return compact_memo[slot].term;
+    const char *term = ld_compact(c, iri);
+    compact_memo[slot].c = c;
+    compact_memo[slot].iri = iri;
+    compact_memo[slot].term = term;
+    return term;
+}
+
 const char *ld_term_type(const ld_context_t *c, const char *expanded_iri)
 {
     const ld_context_t *core = ld_core();

@@ -58,7 +58,7 @@ def vehicle(i):
         "speed": {"type": "Property", "value": i % 120, "observedAt": "2024-01-01T00:00:00Z",
                   "accuracy": {"type": "Property", "value": 0.5}},
         "location": {"type": "GeoProperty",
-                     "value": {"type": "Point", "coordinates": [-3.7 + (i % 1000) / 10000.0, 40.4]}},
+                     "value": {"type": "Point", "coordinates": [round(-3.7 + (i % 1000) / 10000.0, 6), 40.4]}},
         "isParked": {"type": "Relationship", "object": "urn:ngsi-ld:Parking:%d" % (i % 50)},
         "brand": {"type": "Property", "value": "Mercedes"},
     }
