@@ -85,12 +85,13 @@ size_t      intern_count(void);
 
 int64_t cr_now_ms(void);                         /* wall clock, ms since epoch */
 int64_t cr_mono_ns(void);                        /* monotonic */
-/* ISO 8601 DateTime as NGSI-LD uses it (4.6.3): YYYY-MM-DDThh:mm:ss[.fff][Z|±hh:mm].
+/* ISO 8601 DateTime as NGSI-LD uses it (4.6.3): YYYY-MM-DDThh:mm:ss[.fff](Z|±hh:mm).
  * Returns false when s is not one. */
 bool    cr_parse_datetime(const char *s, int64_t *ms);
 bool    cr_parse_date(const char *s, int64_t *ms);   /* YYYY-MM-DD */
 bool    cr_parse_time(const char *s, int64_t *ms);   /* hh:mm:ss[.fff][Z] -> ms since midnight */
-/* Writes "YYYY-MM-DDThh:mm:ss.mmmZ" (24 chars + NUL); returns the length. */
+/* Writes "YYYY-MM-DDThh:mm:ssZ" (20 chars), or "YYYY-MM-DDThh:mm:ss.mmmZ" (24)
+ * when the milliseconds are not zero, + NUL; returns the length. */
 int     cr_format_datetime(int64_t ms, char out[32]);
 
 /* --------------------------------------------------------------- logging */

@@ -4,7 +4,9 @@
  * Times are kept as int64 milliseconds since the epoch (UTC) everywhere;
  * they are parsed once on input and formatted once on output. The parser
  * is strict: a calendar-valid date, 24-hour time, optional fraction (up to
- * 9 digits, kept to the millisecond), and 'Z' or a ±hh:mm offset.
+ * 9 digits, kept to the millisecond), and 'Z' or a ±hh:mm offset (required
+ * in a DateTime). The output is UTC with 'Z', with a fraction of three
+ * digits only when the millisecond part is not zero.
  */
 #include "core.h"
 
@@ -108,7 +110,10 @@ static bool parse_time_part(const char **s, int64_t *ms)
     return true;
 }
 
-static bool parse_zone(const char **s, int64_t *offset_ms)
+/* 'Z' or ±hh[:mm]; with no designator at all, the time is taken as UTC only
+ * when the caller allows it (a Time of the q language; a DateTime always
+ * needs one, 4.6.3). */
+static bool parse_zone(const char **s, int64_t *offset_ms, bool required)
 {
     *offset_ms = 0;
     if (**s == 'Z' || **s == 'z') { (*s)++; return true; }
@@ -123,7 +128,7 @@ static bool parse_zone(const char **s, int64_t *offset_ms)
         *offset_ms = sign * ((int64_t)h * 3600 + m * 60) * 1000;
         return true;
     }
-    return **s == '\0';   /* no zone: taken as UTC */
+    return !required && **s == '\0';
 }
 
 bool cr_parse_datetime(const char *s, int64_t *ms)
@@ -133,7 +138,7 @@ bool cr_parse_datetime(const char *s, int64_t *ms)
     if (*s != 'T' && *s != 't') return false;
     s++;
     if (!parse_time_part(&s, &t)) return false;
-    if (!parse_zone(&s, &off)) return false;
+    if (!parse_zone(&s, &off, true)) return false;
     if (*s) return false;
     *ms = days * 86400000LL + t - off;
     return true;
@@ -151,7 +156,7 @@ bool cr_parse_time(const char *s, int64_t *ms)
 {
     int64_t t, off;
     if (!s || !parse_time_part(&s, &t)) return false;
-    if (!parse_zone(&s, &off) || *s) return false;
+    if (!parse_zone(&s, &off, false) || *s) return false;
     t -= off;
     t %= 86400000LL;
     if (t < 0) t += 86400000LL;
@@ -177,7 +182,12 @@ int cr_format_datetime(int64_t ms, char out[32])
     p[8] = (char)('0' + d / 10); p[9] = (char)('0' + d % 10); p[10] = 'T';
     p[11] = (char)('0' + hh / 10); p[12] = (char)('0' + hh % 10); p[13] = ':';
     p[14] = (char)('0' + mm / 10); p[15] = (char)('0' + mm % 10); p[16] = ':';
-    p[17] = (char)('0' + ss / 10); p[18] = (char)('0' + ss % 10); p[19] = '.';
+    p[17] = (char)('0' + ss / 10); p[18] = (char)('0' + ss % 10);
+    if (fff == 0) {
+        p[19] = 'Z'; p[20] = '\0';
+        return 20;
+    }
+    p[19] = '.';
     p[20] = (char)('0' + fff / 100); p[21] = (char)('0' + fff / 10 % 10);
     p[22] = (char)('0' + fff % 10); p[23] = 'Z'; p[24] = '\0';
     return 24;

@@ -242,6 +242,32 @@ static inline bool is_ngsi_null_array(const json_t *v)
     return json_is_array(v) && v->len == 1 && is_ngsi_null(v->child);
 }
 
+/* The value given is the NGSI-LD Null. 5.5.4: it is only allowed in the
+ * fragments of partial update and merge operations (EP_MERGE), where it
+ * deletes; anywhere else it is BadRequestData. */
+static bool null_given(pstate_t *ps, const apath_t *pa, cr_attr_t *out)
+{
+    if (!(ps->flags & EP_MERGE))
+        return bad(ps, pa, "the NGSI-LD Null (\"" NGSI_LD_NULL "\") is only allowed when updating "
+                   "or merging (clause 5.5.4)");
+    out->is_null = 1;
+    return true;
+}
+
+/* 5.5.4: outside merge operations the NGSI-LD Null cannot be the value of a
+ * member of an object that is a Property value either (inside a merge, it
+ * deletes that member: 5.5.12). */
+static bool check_object_value(pstate_t *ps, const apath_t *pa, const json_t *v)
+{
+    if (!json_is_object(v) || (ps->flags & EP_MERGE))
+        return true;
+    json_foreach(m, v)
+        if (is_ngsi_null(m))
+            return bad(ps, pa, "the NGSI-LD Null (\"" NGSI_LD_NULL "\") as the value of '%s' in "
+                       "the Property value is only allowed when merging (clause 5.5.4)", m->key);
+    return true;
+}
+
 static bool is_geometry_type(const char *s)
 {
     static const char *const types[] = {
@@ -354,10 +380,8 @@ static bool valid_lang_tag(const char *s)
 
 static bool parse_relationship_object(pstate_t *ps, const apath_t *pa, const json_t *v, cr_attr_t *out)
 {
-    if ((ps->flags & EP_MERGE) && (is_ngsi_null(v) || is_ngsi_null_array(v))) {
-        out->is_null = 1;
-        return true;
-    }
+    if (is_ngsi_null(v) || is_ngsi_null_array(v))
+        return null_given(ps, pa, out);
     if (json_is_string(v)) {
         if (!model_valid_uri(v->str))
             return bad(ps, pa, "'object' must be a URI, got '%s'", v->str);
@@ -369,6 +393,8 @@ static bool parse_relationship_object(pstate_t *ps, const apath_t *pa, const jso
     json_foreach(el, v) {
         if (!json_is_string(el) || !model_valid_uri(el->str))
             return bad(ps, pa, "'object' must be a URI or a non-empty array of URIs");
+        if (is_ngsi_null(el))
+            return bad(ps, pa, "the NGSI-LD Null cannot be one of several objects");
     }
     return true;
 }
@@ -379,10 +405,8 @@ static bool parse_object_list(pstate_t *ps, const apath_t *pa, const json_t *v, 
 
     if (!json_is_array(v))
         return bad(ps, pa, "'objectList' must be an array, got %s", json_type_name(v));
-    if ((ps->flags & EP_MERGE) && is_ngsi_null_array(v)) {
-        out->is_null = 1;
-        return true;
-    }
+    if (is_ngsi_null_array(v))
+        return null_given(ps, pa, out);
     json_foreach(el, v) {
         const json_t *uri = el;
         if (json_is_object(el)) {
@@ -394,6 +418,8 @@ static bool parse_object_list(pstate_t *ps, const apath_t *pa, const json_t *v, 
         }
         if (!json_is_string(uri) || !model_valid_uri(uri->str))
             return bad(ps, pa, "each 'objectList' item must be a URI or {\"object\": URI}");
+        if (is_ngsi_null(uri))
+            return bad(ps, pa, "the NGSI-LD Null cannot be one of several 'objectList' items");
     }
     if (normalized)
         return true;
@@ -419,11 +445,8 @@ static bool parse_language_map(pstate_t *ps, const apath_t *pa, const json_t *v,
         return bad(ps, pa, "'languageMap' must be an object, got %s", json_type_name(v));
     if (v->len == 0)
         return bad(ps, pa, "'languageMap' must not be empty");
-    if ((ps->flags & EP_MERGE) && v->len == 1 && strcmp(v->child->key, "@none") == 0
-        && is_ngsi_null(v->child)) {
-        out->is_null = 1;
-        return true;
-    }
+    if (v->len == 1 && strcmp(v->child->key, "@none") == 0 && is_ngsi_null(v->child))
+        return null_given(ps, pa, out);
     json_foreach(m, v) {
         if (!valid_lang_tag(m->key))
             return bad(ps, pa, "'%s' is not a language tag (RFC 5646) in 'languageMap'", m->key);
@@ -461,10 +484,8 @@ static json_t *vocab_expand(pstate_t *ps, const apath_t *pa, const json_t *s)
 
 static bool parse_vocab(pstate_t *ps, const apath_t *pa, const json_t *v, cr_attr_t *out)
 {
-    if ((ps->flags & EP_MERGE) && (is_ngsi_null(v) || is_ngsi_null_array(v))) {
-        out->is_null = 1;
-        return true;
-    }
+    if (is_ngsi_null(v) || is_ngsi_null_array(v))
+        return null_given(ps, pa, out);
     if (json_is_string(v)) {
         out->value = vocab_expand(ps, pa, v);
         return out->value != NULL;
@@ -488,10 +509,8 @@ static bool parse_geo_value(pstate_t *ps, const apath_t *pa, const json_t *v, cr
     problem_t gp = { 0 };
 
     if (json_is_string(v)) {
-        if ((ps->flags & EP_MERGE) && is_ngsi_null(v)) {
-            out->is_null = 1;
-            return true;
-        }
+        if (is_ngsi_null(v))
+            return null_given(ps, pa, out);
         /* 4.7.2: a whole geometry may come as a JSON string. */
         char err[128];
         json_t *g = json_parse_copy(ps->a, v->str, v->len, NULL, err, sizeof err);
@@ -518,9 +537,9 @@ static bool parse_value(pstate_t *ps, const apath_t *pa, attr_kind_t k, const js
 
     switch (k) {
     case ATTR_PROPERTY:
-        if ((ps->flags & EP_MERGE) && is_ngsi_null(v))
-            out->is_null = 1;
-        return true;
+        if (is_ngsi_null(v))
+            return null_given(ps, pa, out);
+        return check_object_value(ps, pa, v);
     case ATTR_GEOPROPERTY:
         return parse_geo_value(ps, pa, v, out);
     case ATTR_RELATIONSHIP:
@@ -532,14 +551,14 @@ static bool parse_value(pstate_t *ps, const apath_t *pa, attr_kind_t k, const js
     case ATTR_LISTPROPERTY:
         if (!json_is_array(v))
             return bad(ps, pa, "'valueList' must be an array, got %s", json_type_name(v));
-        if ((ps->flags & EP_MERGE) && is_ngsi_null_array(v))
-            out->is_null = 1;
+        if (is_ngsi_null_array(v))
+            return null_given(ps, pa, out);
         return true;
     case ATTR_LISTRELATIONSHIP:
         return parse_object_list(ps, pa, v, out);
     case ATTR_JSONPROPERTY:
-        if ((ps->flags & EP_MERGE) && is_ngsi_null(v))
-            out->is_null = 1;
+        if (is_ngsi_null(v))
+            return null_given(ps, pa, out);
         return true;
     }
     return bad(ps, pa, "unknown attribute kind");
@@ -576,6 +595,9 @@ static bool parse_attr_member(pstate_t *ps, const apath_t *up, const json_t *m, 
     if (!name || is_reserved(name))
         return bad(ps, &pa, "'%s' is a reserved NGSI-LD term and cannot be an attribute name", m->key);
 
+    if (json_is_array(m) && m->len == 0)
+        return bad(ps, &pa, "an empty array gives no attribute instance (a Property whose value "
+                   "is [] is written {\"value\": []})");
     if (is_multi_instance(ps, m)) {
         json_foreach(el, m) {
             if (l->n >= l->cap || l->n >= ps->max_attrs)
@@ -654,7 +676,7 @@ static bool parse_attr_object(pstate_t *ps, const apath_t *pa, const json_t *o, 
                 /* Concise Property whose value is this object (4.5.2.3). */
                 out->kind = ATTR_PROPERTY;
                 out->value = (json_t *)o;
-                return true;
+                return check_object_value(ps, pa, o);
             }
             break;     /* partial update without a value: kind 0 */
         }
@@ -758,8 +780,8 @@ static bool parse_instance(pstate_t *ps, const apath_t *pa, const char *name, co
         /* Concise Property: the value itself (4.5.2.3, and 4.5.3.3 for a null). */
         out->kind  = ATTR_PROPERTY;
         out->value = (json_t *)v;
-        if ((ps->flags & EP_MERGE) && is_ngsi_null(v))
-            out->is_null = 1;
+        if (is_ngsi_null(v))
+            return null_given(ps, pa, out);
         return true;
     }
 }

@@ -43,7 +43,14 @@ typedef struct rctx {
 
 /* ------------------------------------------------------------- helpers */
 
+/* interned names (types, attribute names, objectType): memoized */
 static const char *compact(const rctx_t *r, const char *iri)
+{
+    return ld_compact_name(r->ctx, iri);
+}
+
+/* any other IRI (vocab values, which the frozen entity may hold as copies) */
+static const char *compact_value(const rctx_t *r, const char *iri)
 {
     return iri ? ld_compact(r->ctx, iri) : iri;
 }
@@ -195,12 +202,12 @@ static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *a
 static void wr_vocab(json_writer_t *w, const rctx_t *r, const json_t *v)
 {
     if (json_is_string(v)) {
-        jw_string(w, compact(r, v->str));
+        jw_string(w, compact_value(r, v->str));
     } else if (json_is_array(v)) {
         jw_array_begin(w);
         json_foreach(c, v) {
             if (json_is_string(c))
-                jw_string(w, compact(r, c->str));
+                jw_string(w, compact_value(r, c->str));
             else
                 jw_value(w, c);
         }
@@ -294,6 +301,72 @@ static void render_simplified(json_writer_t *w, const rctx_t *r, const cr_attr_t
     }
 }
 
+/* ------------------------------------------------------- concise form */
+
+/* A key that, in an object given as an attribute, is read as one of the
+ * attribute's own members (4.5.2.3 ff.) rather than as part of a value. */
+static bool attr_member_key(const char *k)
+{
+    static const char *const keys[] = {
+        "type", "@type", "value", "object", "languageMap", "vocab", "valueList", "objectList",
+        "json", "observedAt", "unitCode", "datasetId", "objectType", "valueType", "expiresAt",
+        "createdAt", "modifiedAt", "deletedAt", "instanceId", "@context",
+    };
+    for (size_t i = 0; i < CR_ARRAY_LEN(keys); i++)
+        if (strcmp(k, keys[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool has_attr_member_key(const json_t *o)
+{
+    json_foreach(m, o)
+        if (attr_member_key(m->key))
+            return true;
+    return false;
+}
+
+/* A Property value that, written bare, would be read back as the same
+ * Property (4.5.2.3): an object only when none of its keys is an attribute
+ * member ({"type": ...} makes it a normalized attribute, {"value": ...} a
+ * concise one); an array only when it is not empty and not made of such
+ * objects only (that reads as several instances, 4.5.5). */
+static bool bare_value_ok(const json_t *v)
+{
+    if (json_is_object(v))
+        return !has_attr_member_key(v);
+    if (json_is_array(v)) {
+        if (v->len == 0)
+            return false;
+        json_foreach(el, v)
+            if (!json_is_object(el) || !has_attr_member_key(el))
+                return true;
+        return false;
+    }
+    return v != NULL;
+}
+
+/* {"value": v} alone reads as a GeoProperty when v is a GeoJSON geometry
+ * (4.5.2.3, "type"): a Property holding one says so. The test is the one
+ * the parser applies. */
+static bool value_reads_as_geometry(const json_t *v)
+{
+    static const char *const types[] = {
+        "Point", "MultiPoint", "LineString", "MultiLineString", "Polygon", "MultiPolygon",
+    };
+    const json_t *t;
+
+    if (!json_is_object(v) || !json_get(v, "coordinates"))
+        return false;
+    t = json_get(v, "type");
+    if (!json_is_string(t))
+        return false;
+    for (size_t i = 0; i < CR_ARRAY_LEN(types); i++)
+        if (strcmp(t->str, types[i]) == 0)
+            return true;
+    return false;
+}
+
 /* A Property whose concise form may be its bare value (4.5.2.3): nothing
  * but the value to say, and a value that cannot be mistaken for an
  * attribute object. */
@@ -304,7 +377,7 @@ static bool concise_bare(const rctx_t *r, const cr_attr_t *a)
         return false;
     if (a->kind == ATTR_GEOPROPERTY)
         return true;
-    return a->kind == ATTR_PROPERTY && !json_is_object(a->value);
+    return a->kind == ATTR_PROPERTY && bare_value_ok(a->value);   /* a geometry has "type" */
 }
 
 /* One instance, normalized or concise (the object form unless concise_bare). */
@@ -337,11 +410,10 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         jw_key(w, "lang");
         jw_string(w, lang->key);
     } else {
-        /* Concise keeps "type" only where the value alone would be read
-         * otherwise: a Property whose object value carries a "type" (it
-         * could pass for a GeoJSON geometry, 4.5.2.3). */
-        if (!concise || (a->kind == ATTR_PROPERTY && json_is_object(a->value) &&
-                         json_get(a->value, "type"))) {
+        /* Concise keeps "type" only where the members alone would be read
+         * otherwise: a Property whose value is a GeoJSON geometry would
+         * pass for a GeoProperty (4.5.2.3). */
+        if (!concise || (a->kind == ATTR_PROPERTY && value_reads_as_geometry(a->value))) {
             jw_key(w, "type");
             jw_string(w, a->kind ? attr_kind_name((attr_kind_t)a->kind) : "Property");
         }

@@ -88,6 +88,26 @@ static void times(void **state)
     assert_string_equal(out, "2024-02-29T12:30:15.123Z");
     assert_true(cr_parse_datetime("1970-01-01T00:00:00Z", &ms));
     assert_int_equal(ms, 0);
+    /* no fraction when the milliseconds are zero; three digits otherwise */
+    assert_int_equal(cr_format_datetime(ms, out), 20);
+    assert_string_equal(out, "1970-01-01T00:00:00Z");
+    assert_true(cr_parse_datetime("2024-01-01T10:00:00.000Z", &ms));
+    assert_int_equal(cr_format_datetime(ms, out), 20);
+    assert_string_equal(out, "2024-01-01T10:00:00Z");
+    assert_true(cr_parse_datetime("2024-01-01T10:00:00,5Z", &ms));
+    assert_int_equal(cr_format_datetime(ms, out), 24);
+    assert_string_equal(out, "2024-01-01T10:00:00.500Z");
+    assert_true(cr_parse_datetime("2024-01-01T10:00:00.007Z", &ms));
+    cr_format_datetime(ms, out);
+    assert_string_equal(out, "2024-01-01T10:00:00.007Z");
+    cr_format_datetime(-1, out);
+    assert_string_equal(out, "1969-12-31T23:59:59.999Z");
+    /* 4.6.3: a DateTime carries its time zone designator */
+    assert_false(cr_parse_datetime("2024-01-01T10:00:00", &ms));
+    assert_false(cr_parse_datetime("2024-01-01T10:00:00.123", &ms));
+    assert_true(cr_parse_datetime("2024-01-01T10:00:00-01:30", &ms));
+    cr_format_datetime(ms, out);
+    assert_string_equal(out, "2024-01-01T11:30:00Z");
     assert_false(cr_parse_datetime("2023-02-29T00:00:00Z", &ms));   /* not a leap year */
     assert_false(cr_parse_datetime("2024-13-01T00:00:00Z", &ms));
     assert_false(cr_parse_datetime("2024-01-01 00:00:00Z", &ms));
@@ -96,6 +116,8 @@ static void times(void **state)
     assert_true(cr_parse_date("2024-01-02", &ms));
     assert_int_equal(ms, 19724LL * 86400000);
     assert_true(cr_parse_time("10:00:00Z", &ms));
+    assert_int_equal(ms, 36000000);
+    assert_true(cr_parse_time("10:00:00", &ms));     /* a q Time may omit it */
     assert_int_equal(ms, 36000000);
 }
 

@@ -475,6 +475,11 @@ static void test_errors(void **state)
               "\"observedAt\":\"yesterday\"}}", EP_CREATE, "'s': 'observedAt'");
     parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"type\":\"Property\",\"value\":1,"
               "\"observedAt\":1}}", EP_CREATE, "observedAt");
+    parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"type\":\"Property\",\"value\":1,"
+              "\"observedAt\":\"2024-01-01T10:00:00\"}}", EP_CREATE, "observedAt");   /* no zone (4.6.3) */
+    parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":[]}", EP_CREATE, "empty array");
+    parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"value\":1,\"t\":[]}}", EP_CREATE, "s.t");
+    parse_bad("{\"s\":[]}", EP_FRAGMENT | EP_MERGE, "empty array");
     parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"type\":\"Property\",\"value\":1,\"unitCode\":5}}",
               EP_CREATE, "unitCode");
     parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"type\":\"Relationship\",\"object\":\"urn:a\","
@@ -604,12 +609,42 @@ static void test_merge_nulls(void **state)
     assert_int_equal(attr(e, "i")->is_null, 1);
     assert_int_equal(attr(e, "j")->is_null, 0);
 
-    /* Without EP_MERGE the string is just a value (and a GeoProperty value must be GeoJSON). */
-    e = parse_ok("{\"a\":{\"type\":\"Property\",\"value\":\"urn:ngsi-ld:null\"},\"c\":\"urn:ngsi-ld:null\"}",
-                 EP_FRAGMENT);
+    /* Inside a merge, the NGSI-LD Null may also delete a member of an object value (5.5.12). */
+    e = parse_ok("{\"a\":{\"value\":{\"x\":\"urn:ngsi-ld:null\",\"y\":1}},\"b\":{\"x\":\"urn:ngsi-ld:null\"}}",
+                 EP_FRAGMENT | EP_MERGE);
     assert_int_equal(attr(e, "a")->is_null, 0);
-    assert_int_equal(attr(e, "c")->is_null, 0);
-    parse_bad("{\"i\":{\"type\":\"GeoProperty\",\"value\":\"urn:ngsi-ld:null\"}}", EP_FRAGMENT, "GeoJSON");
+    assert_int_equal(attr(e, "b")->is_null, 0);
+
+    /* 5.5.4: without EP_MERGE (create, replace, append, batch create/update) the
+     * NGSI-LD Null is BadRequestData, in every form. */
+    static const char *const outside[] = {
+        "{\"a\":{\"type\":\"Property\",\"value\":\"urn:ngsi-ld:null\"}}",
+        "{\"a\":{\"value\":\"urn:ngsi-ld:null\"}}",
+        "{\"c\":\"urn:ngsi-ld:null\"}",
+        "{\"b\":{\"type\":\"Relationship\",\"object\":\"urn:ngsi-ld:null\"}}",
+        "{\"b\":{\"object\":[\"urn:ngsi-ld:null\"]}}",
+        "{\"d\":{\"languageMap\":{\"@none\":\"urn:ngsi-ld:null\"}}}",
+        "{\"e\":{\"valueList\":[\"urn:ngsi-ld:null\"]}}",
+        "{\"f\":{\"value\":5,\"sub\":\"urn:ngsi-ld:null\"}}",
+        "{\"g\":{\"vocab\":\"urn:ngsi-ld:null\"}}",
+        "{\"h\":{\"objectList\":[\"urn:ngsi-ld:null\"]}}",
+        "{\"i\":{\"type\":\"GeoProperty\",\"value\":\"urn:ngsi-ld:null\"}}",
+        "{\"j\":{\"json\":\"urn:ngsi-ld:null\"}}",
+        "{\"k\":{\"value\":{\"x\":\"urn:ngsi-ld:null\"}}}",
+        "{\"k\":{\"x\":1,\"y\":\"urn:ngsi-ld:null\"}}",
+    };
+    for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
+        parse_bad(outside[i], EP_FRAGMENT, "NGSI-LD Null");
+        parse_bad(outside[i], 0, "NGSI-LD Null");
+    }
+    /* Never one among several objects, even when merging. */
+    parse_bad("{\"b\":{\"object\":[\"urn:a:1\",\"urn:ngsi-ld:null\"]}}", EP_FRAGMENT | EP_MERGE,
+              "NGSI-LD Null");
+    parse_bad("{\"h\":{\"objectList\":[\"urn:a:1\",\"urn:ngsi-ld:null\"]}}", EP_FRAGMENT | EP_MERGE,
+              "NGSI-LD Null");
+    /* Deeper than the value's own members it is just a string. */
+    e = parse_ok("{\"k\":{\"value\":{\"x\":{\"y\":\"urn:ngsi-ld:null\"}}}}", EP_FRAGMENT);
+    assert_int_equal(attr(e, "k")->is_null, 0);
 
     /* A JSON null is never a value. */
     parse_bad("{\"a\":null}", EP_FRAGMENT | EP_MERGE, "null");
@@ -707,7 +742,7 @@ static void test_freeze(void **state)
         "\"cat\":{\"vocab\":[\"A\",\"B\"]},"
         "\"parts\":{\"objectList\":[\"urn:a\"],\"objectType\":\"Part\"},"
         "\"raw\":{\"json\":{\"k\":\"v\"}},"
-        "\"empty\":{\"value\":{}},\"earr\":[]}";
+        "\"empty\":{\"value\":{}},\"earr\":{\"value\":[]}}";
 
     /* The draft lives in its own arena, freed before the frozen copy is read
      * (ASan catches any pointer left behind). */
