@@ -32,7 +32,7 @@ static void attrs_write(request_t *r, entity_op_t op)
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
     unsigned flags = EP_FRAGMENT | (op == OP_UPDATE_ATTRS ? EP_MERGE : 0);
-    cr_entity_t *patch = entity_parse(r->arena, body, ctx, flags, cr_now_ms(), &p);
+    cr_entity_t *patch = entity_parse(r->arena, body, ctx, flags, cr_now_us(), &p);
     if (!patch) goto fail;
     if (patch->n_attrs == 0 && patch->n_types == 0 && !patch->scope) {   /* 5.6.3.4: types and scope count */
         problem_set(&p, PB_BAD_REQUEST_DATA, "the body holds no attribute, type or scope");
@@ -79,7 +79,7 @@ static void attr_write(request_t *r, entity_op_t op)
     args.attr_name = ld_expand(ctx, name);
 
     cr_attr_t   attr;
-    int64_t     now = cr_now_ms();
+    int64_t     now = cr_now_us();
     unsigned    flags = op == OP_PARTIAL_ATTR ? (EP_PARTIAL | EP_MERGE) : 0;
     if (!attr_parse(r->arena, args.attr_name, body, ctx, flags, now, &attr, &p)) goto fail;
     args.dataset_id = attr.dataset_id;

@@ -155,7 +155,7 @@ static void batch_write(request_t *r, bkind_t kind)
             goto fail;
         }
     batch_init(&b, r, body->len);
-    int64_t now = cr_now_ms();
+    int64_t now = cr_now_us();
 
     json_foreach(e, body) {
         problem_t    ep = {0};

@@ -19,7 +19,7 @@ void api_entity_create(request_t *r)
     if (!api_no_unknown_params(r, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
-    cr_entity_t *e = entity_parse(r->arena, body, ctx, EP_CREATE, cr_now_ms(), &p);
+    cr_entity_t *e = entity_parse(r->arena, body, ctx, EP_CREATE, cr_now_us(), &p);
     if (!e) goto fail;
     if (!store_create(api_store, r->tenant, e, &p)) goto fail;
 
@@ -114,7 +114,7 @@ static cr_entity_t *entity_fragment(request_t *r, unsigned flags, problem_t *p)
         problem_set(p, PB_BAD_REQUEST_DATA, "the id in the body does not match the entity id %s in the URL", id);
         return NULL;
     }
-    cr_entity_t *e = entity_parse(r->arena, body, ctx, flags | EP_FRAGMENT, cr_now_ms(), p);
+    cr_entity_t *e = entity_parse(r->arena, body, ctx, flags | EP_FRAGMENT, cr_now_us(), p);
     if (!e) return NULL;
     e->id = id;
     return e;
@@ -139,7 +139,7 @@ void api_entity_merge(request_t *r)
             goto fail;
         }
     }
-    if (obs && !cr_parse_datetime(obs, &args.observed_at)) {
+    if (obs && !cr_datetime_parse(obs, &args.observed_at)) {
         problem_set(&p, PB_BAD_REQUEST_DATA, "observedAt '%s' is not a DateTime", obs);
         goto fail;
     }

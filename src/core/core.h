@@ -83,16 +83,20 @@ size_t      intern_count(void);
 
 /* ------------------------------------------------------------------ time */
 
-int64_t cr_now_ms(void);                         /* wall clock, ms since epoch */
+/* Times of the data model (observedAt, createdAt, modifiedAt, q literals)
+ * are int64 MICROseconds since the epoch, UTC: 4.6.3 allows six fraction
+ * digits, and they survive a round trip. */
+int64_t cr_now_us(void);                         /* wall clock, µs since epoch */
+int64_t cr_now_ms(void);                         /* wall clock, ms since epoch (logs, caches) */
 int64_t cr_mono_ns(void);                        /* monotonic */
-/* ISO 8601 DateTime as NGSI-LD uses it (4.6.3): YYYY-MM-DDThh:mm:ss[.fff](Z|±hh:mm).
- * Returns false when s is not one. */
-bool    cr_parse_datetime(const char *s, int64_t *ms);
-bool    cr_parse_date(const char *s, int64_t *ms);   /* YYYY-MM-DD */
-bool    cr_parse_time(const char *s, int64_t *ms);   /* hh:mm:ss[.fff][Z] -> ms since midnight */
-/* Writes "YYYY-MM-DDThh:mm:ssZ" (20 chars), or "YYYY-MM-DDThh:mm:ss.mmmZ" (24)
- * when the milliseconds are not zero, + NUL; returns the length. */
-int     cr_format_datetime(int64_t ms, char out[32]);
+/* ISO 8601 DateTime as NGSI-LD uses it (4.6.3): YYYY-MM-DDThh:mm:ss[.ffffff](Z|±hh:mm)
+ * (fraction digits beyond six are read and dropped). false when s is not one. */
+bool    cr_datetime_parse(const char *s, int64_t *us);
+bool    cr_date_parse(const char *s, int64_t *us);   /* YYYY-MM-DD */
+bool    cr_time_parse(const char *s, int64_t *us);   /* hh:mm:ss[.ffffff][Z] -> µs since midnight */
+/* Writes "YYYY-MM-DDThh:mm:ssZ" (20 chars), ".mmmZ" (24) when only milliseconds
+ * are set, or ".uuuuuuZ" (27), + NUL; returns the length. */
+int     cr_datetime_format(int64_t us, char out[32]);
 
 /* --------------------------------------------------------------- logging */
 

@@ -32,7 +32,7 @@ void cr_log(int level, const char *fmt, ...)
     char    ts[32];
     va_list ap;
     if (level > cr_log_level) return;
-    cr_format_datetime(cr_now_ms(), ts);
+    cr_datetime_format(cr_now_us(), ts);
     int n = snprintf(line, sizeof line, "%s %-5s ", ts, level_names[level < 0 ? 0 : level > 3 ? 3 : level]);
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

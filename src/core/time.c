@@ -1,16 +1,26 @@
 /*
  * time.c - clocks and the ISO 8601 forms NGSI-LD uses (4.6.3, 4.8).
  *
- * Times are kept as int64 milliseconds since the epoch (UTC) everywhere;
+ * Times of the data model are int64 microseconds since the epoch (UTC);
  * they are parsed once on input and formatted once on output. The parser
  * is strict: a calendar-valid date, 24-hour time, optional fraction (up to
- * 9 digits, kept to the millisecond), and 'Z' or a ±hh:mm offset (required
- * in a DateTime). The output is UTC with 'Z', with a fraction of three
- * digits only when the millisecond part is not zero.
+ * 9 digits, kept to the microsecond), and 'Z' or a ±hh:mm offset (required
+ * in a DateTime). The output is UTC with 'Z', with a fraction of three (or six)
+ * digits only when there is one.
  */
 #include "core.h"
 
 #include <time.h>
+
+#define US_PER_S   1000000LL
+#define US_PER_DAY (86400LL * US_PER_S)
+
+int64_t cr_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * US_PER_S + ts.tv_nsec / 1000;
+}
 
 int64_t cr_now_ms(void)
 {
@@ -81,8 +91,8 @@ static bool parse_date_part(const char **s, int64_t *days)
     return true;
 }
 
-/* hh:mm:ss[.f+] -> ms since midnight */
-static bool parse_time_part(const char **s, int64_t *ms)
+/* hh:mm:ss[.f+] -> µs since midnight (digits beyond the sixth are dropped) */
+static bool parse_time_part(const char **s, int64_t *us)
 {
     int h, mi, se;
     if (!digits(s, 2, &h) || **s != ':') return false;
@@ -99,23 +109,23 @@ static bool parse_time_part(const char **s, int64_t *ms)
         (*s)++;
         int n = 0;
         while (**s >= '0' && **s <= '9') {
-            if (n < 3) frac = frac * 10 + (**s - '0');
+            if (n < 6) frac = frac * 10 + (**s - '0');
             n++;
             (*s)++;
         }
         if (n == 0 || n > 9) return false;
-        while (n < 3) { frac *= 10; n++; }
+        while (n < 6) { frac *= 10; n++; }
     }
-    *ms = ((int64_t)h * 3600 + mi * 60 + se) * 1000 + frac;
+    *us = ((int64_t)h * 3600 + mi * 60 + se) * US_PER_S + frac;
     return true;
 }
 
 /* 'Z' or ±hh[:mm]; with no designator at all, the time is taken as UTC only
  * when the caller allows it (a Time of the q language; a DateTime always
  * needs one, 4.6.3). */
-static bool parse_zone(const char **s, int64_t *offset_ms, bool required)
+static bool parse_zone(const char **s, int64_t *offset_us, bool required)
 {
-    *offset_ms = 0;
+    *offset_us = 0;
     if (**s == 'Z' || **s == 'z') { (*s)++; return true; }
     if (**s == '+' || **s == '-') {
         int sign = **s == '-' ? -1 : 1;
@@ -125,13 +135,13 @@ static bool parse_zone(const char **s, int64_t *offset_ms, bool required)
         if (**s == ':') (*s)++;
         if (**s) { if (!digits(s, 2, &m)) return false; }
         if (h > 23 || m > 59) return false;
-        *offset_ms = sign * ((int64_t)h * 3600 + m * 60) * 1000;
+        *offset_us = sign * ((int64_t)h * 3600 + m * 60) * US_PER_S;
         return true;
     }
     return !required && **s == '\0';
 }
 
-bool cr_parse_datetime(const char *s, int64_t *ms)
+bool cr_datetime_parse(const char *s, int64_t *us)
 {
     int64_t days, t, off;
     if (!s || !parse_date_part(&s, &days)) return false;
@@ -140,55 +150,69 @@ bool cr_parse_datetime(const char *s, int64_t *ms)
     if (!parse_time_part(&s, &t)) return false;
     if (!parse_zone(&s, &off, true)) return false;
     if (*s) return false;
-    *ms = days * 86400000LL + t - off;
+    *us = days * US_PER_DAY + t - off;
     return true;
 }
 
-bool cr_parse_date(const char *s, int64_t *ms)
+bool cr_date_parse(const char *s, int64_t *us)
 {
     int64_t days;
     if (!s || !parse_date_part(&s, &days) || *s) return false;
-    *ms = days * 86400000LL;
+    *us = days * US_PER_DAY;
     return true;
 }
 
-bool cr_parse_time(const char *s, int64_t *ms)
+bool cr_time_parse(const char *s, int64_t *us)
 {
     int64_t t, off;
     if (!s || !parse_time_part(&s, &t)) return false;
     if (!parse_zone(&s, &off, false) || *s) return false;
     t -= off;
-    t %= 86400000LL;
-    if (t < 0) t += 86400000LL;
-    *ms = t;
+    t %= US_PER_DAY;
+    if (t < 0) t += US_PER_DAY;
+    *us = t;
     return true;
 }
 
-int cr_format_datetime(int64_t ms, char out[32])
+static char *put2(char *p, int v)
 {
-    int64_t days = ms >= 0 ? ms / 86400000LL : -((-ms + 86399999LL) / 86400000LL);
-    int64_t rem = ms - days * 86400000LL;
+    p[0] = (char)('0' + v / 10);
+    p[1] = (char)('0' + v % 10);
+    return p + 2;
+}
+
+int cr_datetime_format(int64_t us, char out[32])
+{
+    int64_t days = us >= 0 ? us / US_PER_DAY : -((-us + US_PER_DAY - 1) / US_PER_DAY);
+    int64_t rem = us - days * US_PER_DAY;
     int64_t y;
     unsigned m, d;
     civil_from_days(days, &y, &m, &d);
-    int hh = (int)(rem / 3600000), mm = (int)(rem / 60000 % 60), ss = (int)(rem / 1000 % 60),
-        fff = (int)(rem % 1000);
+    int64_t secs = rem / US_PER_S;
+    int     frac = (int)(rem % US_PER_S);
     if (y < 0 || y > 9999) y = y < 0 ? 0 : 9999;
     /* fixed layout, no printf on this path */
     char *p = out;
-    p[0] = (char)('0' + y / 1000); p[1] = (char)('0' + y / 100 % 10);
-    p[2] = (char)('0' + y / 10 % 10); p[3] = (char)('0' + y % 10); p[4] = '-';
-    p[5] = (char)('0' + m / 10); p[6] = (char)('0' + m % 10); p[7] = '-';
-    p[8] = (char)('0' + d / 10); p[9] = (char)('0' + d % 10); p[10] = 'T';
-    p[11] = (char)('0' + hh / 10); p[12] = (char)('0' + hh % 10); p[13] = ':';
-    p[14] = (char)('0' + mm / 10); p[15] = (char)('0' + mm % 10); p[16] = ':';
-    p[17] = (char)('0' + ss / 10); p[18] = (char)('0' + ss % 10);
-    if (fff == 0) {
-        p[19] = 'Z'; p[20] = '\0';
-        return 20;
+    p = put2(p, (int)(y / 100));
+    p = put2(p, (int)(y % 100));
+    *p++ = '-';
+    p = put2(p, (int)m);
+    *p++ = '-';
+    p = put2(p, (int)d);
+    *p++ = 'T';
+    p = put2(p, (int)(secs / 3600));
+    *p++ = ':';
+    p = put2(p, (int)(secs / 60 % 60));
+    *p++ = ':';
+    p = put2(p, (int)(secs % 60));
+    if (frac) {
+        int digits6 = frac % 1000 ? 6 : 3;      /* milliseconds, or microseconds when needed */
+        int v = digits6 == 6 ? frac : frac / 1000;
+        *p++ = '.';
+        for (int i = digits6 - 1; i >= 0; i--) { p[i] = (char)('0' + v % 10); v /= 10; }
+        p += digits6;
     }
-    p[19] = '.';
-    p[20] = (char)('0' + fff / 100); p[21] = (char)('0' + fff / 10 % 10);
-    p[22] = (char)('0' + fff % 10); p[23] = 'Z'; p[24] = '\0';
-    return 24;
+    *p++ = 'Z';
+    *p = '\0';
+    return (int)(p - out);
 }

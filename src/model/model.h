@@ -68,7 +68,7 @@ struct cr_attr {
     const char *unit_code;    /* NULL when absent */
     const char *object_type;  /* Relationship objectType, expanded; NULL when absent */
     int64_t     observed_at;  /* CR_NO_TIME when absent */
-    int64_t     created_at;   /* system attributes, ms since epoch */
+    int64_t     created_at;   /* system attributes, µs since the epoch (as every time here) */
     int64_t     modified_at;
     cr_attr_t  *sub;          /* sub-attributes (n_sub, in the order given) */
     uint16_t    n_sub;

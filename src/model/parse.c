@@ -702,7 +702,7 @@ static bool parse_attr_object(pstate_t *ps, const apath_t *pa, const json_t *o, 
     const json_t *v;
     bool relationship = kind == ATTR_RELATIONSHIP || kind == ATTR_LISTRELATIONSHIP;
     if ((v = mem[M_OBSERVED])) {
-        if (!json_is_string(v) || !cr_parse_datetime(v->str, &out->observed_at))
+        if (!json_is_string(v) || !cr_datetime_parse(v->str, &out->observed_at))
             return bad(ps, pa, "'observedAt' must be a DateTime (YYYY-MM-DDThh:mm:ss[.ffffff]Z)");
     }
     if ((v = mem[M_UNIT])) {
@@ -734,7 +734,7 @@ static bool parse_attr_object(pstate_t *ps, const apath_t *pa, const json_t *o, 
         return bad(ps, pa, "'valueType' must be a string");
     if ((v = mem[M_EXPIRES])) {
         int64_t t;
-        if (!json_is_string(v) || !cr_parse_datetime(v->str, &t))
+        if (!json_is_string(v) || !cr_datetime_parse(v->str, &t))
             return bad(ps, pa, "'expiresAt' must be a DateTime");
     }
     if (mem[M_PROHIBITED])
@@ -903,7 +903,7 @@ cr_entity_t *entity_parse(arena_t *a, const json_t *body, const ld_context_t *ct
             scope = m;
             break;
         case E_EXPIRES:
-            if (!json_is_string(m) || !cr_parse_datetime(m->str, &t)) {
+            if (!json_is_string(m) || !cr_datetime_parse(m->str, &t)) {
                 problem_set(p, PB_BAD_REQUEST_DATA, "'expiresAt' must be a DateTime");
                 return NULL;
             }

@@ -89,7 +89,7 @@ typedef struct q_val {
     bool        b;           /* QV_BOOL */
     int64_t     i;
     double      num;         /* QV_NUM (always set, also for integers) */
-    int64_t     ms;          /* DATETIME: ms since epoch; DATE: its midnight; TIME: ms of day */
+    int64_t     ms;          /* DATETIME: µs since the epoch; DATE: its midnight; TIME: µs of day */
     const char *s;           /* QV_STR: decoded, NUL-terminated */
     size_t      len;
     const char *expanded;    /* QV_STR that is a term: its IRI (for VocabProperty), or NULL */
@@ -379,7 +379,7 @@ static bool qp_literal(q_parser_t *qp, q_val_t *v)
         if (!qp_string(qp, &v->s, &v->len))
             return false;
         v->kind = QV_STR;
-        v->has_time = cr_parse_datetime(v->s, &v->ms);
+        v->has_time = cr_datetime_parse(v->s, &v->ms);
         return true;
     }
 
@@ -419,9 +419,9 @@ static bool qp_literal(q_parser_t *qp, q_val_t *v)
         }
         return true;
     }
-    if (cr_parse_datetime(tok, &v->ms)) { v->kind = QV_DATETIME; return true; }
-    if (cr_parse_date(tok, &v->ms))     { v->kind = QV_DATE;     return true; }
-    if (cr_parse_time(tok, &v->ms))     { v->kind = QV_TIME;     return true; }
+    if (cr_datetime_parse(tok, &v->ms)) { v->kind = QV_DATETIME; return true; }
+    if (cr_date_parse(tok, &v->ms))     { v->kind = QV_DATE;     return true; }
+    if (cr_time_parse(tok, &v->ms))     { v->kind = QV_TIME;     return true; }
 
     /* A URI (4.9 CompEqualityValue), or a plain word taken as a string. */
     v->kind = QV_STR;
@@ -919,7 +919,7 @@ static int q_cmp(const json_t *v, const q_val_t *l, uint8_t kind)
         int c;
         if (v->type != JSON_STRING)
             return Q_MISMATCH;
-        if (l->has_time && cr_parse_datetime(v->str, &ms))
+        if (l->has_time && cr_datetime_parse(v->str, &ms))
             return q_sign64(ms, l->ms);
         c = q_cmp_bytes(v->str, v->len, l->s, l->len);
         if (c != 0 && kind == ATTR_VOCABPROPERTY && l->expanded && strcmp(v->str, l->expanded) == 0)
@@ -932,12 +932,12 @@ static int q_cmp(const json_t *v, const q_val_t *l, uint8_t kind)
         /* A DateTime value against a Date literal compares with its midnight (UTC). */
         if (v->type != JSON_STRING)
             return Q_MISMATCH;
-        if (cr_parse_datetime(v->str, &ms) || cr_parse_date(v->str, &ms))
+        if (cr_datetime_parse(v->str, &ms) || cr_date_parse(v->str, &ms))
             return q_sign64(ms, l->ms);
         return Q_MISMATCH;
 
     case QV_TIME:
-        if (v->type != JSON_STRING || !cr_parse_time(v->str, &ms))
+        if (v->type != JSON_STRING || !cr_time_parse(v->str, &ms))
             return Q_MISMATCH;
         return q_sign64(ms, l->ms);
     }

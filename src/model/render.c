@@ -58,7 +58,7 @@ static const char *compact_value(const rctx_t *r, const char *iri)
 static void wr_time(json_writer_t *w, const char *key, int64_t ms)
 {
     char buf[32];
-    int  n = cr_format_datetime(ms, buf);
+    int  n = cr_datetime_format(ms, buf);
 
     jw_key(w, key);
     jw_stringn(w, buf, n > 0 ? (size_t)n : 0);

@@ -39,7 +39,7 @@ static void attr_init(cr_attr_t *at, const char *name, json_t *v)
     at->kind        = ATTR_PROPERTY;
     at->value       = v;
     at->observed_at = CR_NO_TIME;
-    at->created_at  = cr_now_ms();
+    at->created_at  = cr_now_us();
     at->modified_at = at->created_at;
 }
 
@@ -60,7 +60,7 @@ static cr_entity_t *mk(arena_t *a, const char *id, const char *t1, const char *t
         attr_init(&e->attrs[e->n_attrs++], iri(a, ATTR, a1), json_new_int(a, v1));
     if (a2)
         attr_init(&e->attrs[e->n_attrs++], iri(a, ATTR, a2), json_new_int(a, v2));
-    e->created_at  = cr_now_ms();
+    e->created_at  = cr_now_us();
     e->modified_at = e->created_at;
     return e;
 }

@@ -241,7 +241,7 @@ static bool modify_locked(cdb_tenant_t *t, uint32_t s, entity_op_t op, const cr_
     size_t       upd0 = res ? res->n_updated : 0, not0 = res ? res->n_not_updated : 0;
 
     *before = *after = NULL;
-    draft = entity_apply(scratch, old, patch, op, args, cr_now_ms(), res, p);
+    draft = entity_apply(scratch, old, patch, op, args, cr_now_us(), res, p);
     if (!draft)
         return false;
     if (res && res->n_updated == upd0 && res->n_not_updated > not0)
