@@ -16,9 +16,9 @@
 
 #include "model/model.h"
 
-#define T0   1500000000000LL   /* 2017-07-14T02:40:00Z */
-#define T1   1550000000000LL   /* 2019-02-12T19:33:20Z */
-#define NOW  1600000000000LL   /* 2020-09-13T12:26:40Z */
+#define T0   1500000000000000LL  /* 2017-07-14T02:40:00Z */
+#define T1   1550000000000000LL  /* 2019-02-12T19:33:20Z */
+#define NOW  1600000000000000LL  /* 2020-09-13T12:26:40Z */
 
 static arena_t *A;
 
@@ -609,7 +609,7 @@ static cr_entity_t *vehicle(void)
     a[1] = mk(ATTR_LANGUAGEPROPERTY, "street", "{'fr':'Grand Place','nl':'Grote Markt'}");
     a[2] = mk(ATTR_RELATIONSHIP, "isParked", "'urn:ngsi-ld:OffStreetParking:Downtown1'");
     a[2].object_type = N("OffStreetParking");
-    a[2].observed_at = 1501329604000LL;    /* 2017-07-29T12:00:04Z */
+    a[2].observed_at = 1501329604000000LL;   /* 2017-07-29T12:00:04Z */
     with_subs(&a[2], parked_sub, 1);
     a[3] = mk(ATTR_VOCABPROPERTY, "category", NULL);
     a[3].value = json_new_string(A, N("nonCommercial"));
@@ -687,7 +687,7 @@ static cr_entity_t *parking(void)
 
     a[0] = mk(ATTR_PROPERTY, "name", "'Downtown One'");
     a[1] = mk(ATTR_PROPERTY, "availableSpotNumber", "121");
-    a[1].observed_at = 1501329902000LL;    /* 2017-07-29T12:05:02Z */
+    a[1].observed_at = 1501329902000000LL;   /* 2017-07-29T12:05:02Z */
     with_subs(&a[1], subs, 2);
     a[2] = mk(ATTR_GEOPROPERTY, "location", "{'type':'Point','coordinates':[-8.5,41.2]}");
     a[3] = mk(ATTR_PROPERTY, "shape", "{'type':'box','size':2}");
@@ -698,7 +698,7 @@ static cr_entity_t *parking(void)
     a[8] = mk(ATTR_PROPERTY, "looksMulti", "[{'value':1},{'object':'urn:a:1'}]");
     a[9] = mk(ATTR_PROPERTY, "mixed", "[1,{'value':1}]");
     a[10] = mk(ATTR_PROPERTY, "drawnWhen", "{'type':'Point','coordinates':[1,2]}");
-    a[10].observed_at = 1501329902000LL;
+    a[10].observed_at = 1501329902000000LL;
     return mk_entity("urn:ngsi-ld:OffStreetParking:Downtown1", "OffStreetParking", a, 11);
 }
 

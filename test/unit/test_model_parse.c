@@ -17,7 +17,7 @@
 
 #include "model/model.h"
 
-#define NOW 1700000000000LL
+#define NOW 1700000000000000LL
 
 static arena_t   *A;
 static problem_t  P;
@@ -237,7 +237,7 @@ static void test_normalized_all_kinds(void **state)
     assert_int_equal(a->kind, ATTR_PROPERTY);
     assert_json(a->value, "80");
     assert_string_equal(a->unit_code, "KMH");
-    assert_true(a->observed_at == 1704164645678LL);
+    assert_true(a->observed_at == 1704164645678000LL);
     assert_true(a->created_at == NOW && a->modified_at == NOW);
     assert_null(a->dataset_id);
     assert_int_equal(a->n_sub, 0);
@@ -308,7 +308,7 @@ static void test_concise_all_kinds(void **state)
     assert_json(attr(e, "address")->value, "{\"street\":\"Main\",\"city\":\"X\"}");
     assert_int_equal(attr(e, "address")->n_sub, 0);
     assert_int_equal(attr(e, "speed")->kind, ATTR_PROPERTY);
-    assert_true(attr(e, "speed")->observed_at == 1704164645000LL);
+    assert_true(attr(e, "speed")->observed_at == 1704164645000000LL);
     assert_int_equal(attr(e, "owner")->kind, ATTR_RELATIONSHIP);
     assert_json(attr(e, "owner")->value, "[\"urn:a\",\"urn:b\"]");
     assert_int_equal(attr(e, "location")->kind, ATTR_GEOPROPERTY);
@@ -415,7 +415,7 @@ static void test_sub_attributes(void **state)
     assert_true(s->created_at == NOW);
     const cr_attr_t *c = sub(s, "calibrated");
     assert_json(c->value, "true");
-    assert_true(c->observed_at == 1577836800000LL);
+    assert_true(c->observed_at == 1577836800000000LL);
     assert_json(sub(a, "accuracy")->value, "0.5");
 
     /* Errors name the path. */
@@ -668,7 +668,7 @@ static void test_partial(void **state)
     assert_true(attr_parse(A, name, v, ld_core(), EP_PARTIAL, NOW, &out, &P));
     assert_int_equal(out.kind, 0);
     assert_null(out.value);
-    assert_true(out.observed_at == 1609459200000LL);
+    assert_true(out.observed_at == 1609459200000000LL);
 
     v = json_parse_copy(A, "{\"type\":\"Relationship\"}", 23, NULL, err, sizeof err);
     assert_true(attr_parse(A, name, v, ld_core(), EP_PARTIAL, NOW, &out, &P));
