@@ -60,7 +60,7 @@ static json_t *J(const char *text)
 static cr_entity_t *E(const char *text)
 {
     problem_t    p = { 0 };
-    cr_entity_t *e = entity_parse(A, J(text), ld_core(), EP_CREATE, 1600000000000LL, &p);
+    cr_entity_t *e = entity_parse(A, J(text), ld_core(), EP_CREATE, 1600000000000000LL, &p);
 
     if (!e)
         fail_msg("entity_parse failed: %s", p.detail);
