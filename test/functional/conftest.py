@@ -135,7 +135,19 @@ def broker_factory(tmp_path_factory):
     yield start
     for b in _BROKERS.values():
         b.stop()
+    # a sanitizer build reports memory errors, undefined behaviour and leaks
+    # (at exit) in the broker's log: any of them fails the session
+    reports = []
+    for key, b in _BROKERS.items():
+        log = b.read_log()
+        for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+            i = log.find(marker)
+            if i >= 0:
+                reports.append("broker %s: %s" % (" ".join(key) or "default", log[max(0, i - 200):i + 3000]))
+                break
     _BROKERS.clear()
+    if reports:
+        pytest.fail("sanitizer reports in the broker logs:\n" + "\n".join(reports), pytrace=False)
 
 
 @pytest.fixture
