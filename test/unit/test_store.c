@@ -2,8 +2,10 @@
  * test_store.c - unit tests of the store interface over corDB in RAM:
  * create/get/modify/delete, upsert, purge, the three query access paths
  * (ids, types, all) with offset/limit/count, creation order across deletes
- * and compaction, tenants, change hooks, and two concurrency tests (no lost
- * update under concurrent merges; readers and writers on many entities).
+ * and compaction, tenants, change hooks, two concurrency tests (no lost
+ * update under concurrent merges; readers and writers on many entities), and
+ * the geo index (same answers as a full scan through every kind of write;
+ * a timing of near-queries with and without it, printed).
  *
  * Entities are built directly as drafts (the model's own structures) with
  * absolute type and attribute IRIs, so the tests do not depend on a @context.
@@ -15,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "store/store.h"
@@ -944,6 +947,538 @@ static void test_readers_writers(void **state)
     arena_free(a);
 }
 
+/* ------------------------------------------------------------ geo index */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Uniform in [lo, hi). */
+static double rndf(double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(rnd() >> 11) / 9007199254740992.0;
+}
+
+static json_t *geojson(arena_t *a, const char *text)
+{
+    char    err[128];
+    json_t *j = json_parse_copy(a, text, strlen(text), NULL, err, sizeof(err));
+
+    assert_non_null(j);
+    return j;
+}
+
+static const char *point_text(arena_t *a, double lon, double lat)
+{
+    return arena_printf(a, "{\"type\":\"Point\",\"coordinates\":[%.7f,%.7f]}", lon, lat);
+}
+
+static const char *rect_text(arena_t *a, double x0, double y0, double x1, double y1)
+{
+    return arena_printf(a, "{\"type\":\"Polygon\",\"coordinates\":[[[%.7f,%.7f],[%.7f,%.7f],"
+                        "[%.7f,%.7f],[%.7f,%.7f],[%.7f,%.7f]]]}",
+                        x0, y0, x1, y0, x1, y1, x0, y1, x0, y0);
+}
+
+/* A draft of type `type` with an integer Property n, and GeoProperties
+ * location / observationSpace (GeoJSON text; NULL: absent). */
+static cr_entity_t *mk_geo(arena_t *a, const char *id, const char *type, const char *loc,
+                           const char *space, int64_t n)
+{
+    cr_entity_t *e = mk(a, id, type, NULL, "n", n, NULL, 0);
+    cr_attr_t   *at = arena_calloc(a, 3 * sizeof(cr_attr_t));
+
+    at[0] = e->attrs[0];
+    e->attrs = at;
+    if (loc) {
+        attr_init(&at[e->n_attrs], MN.location, geojson(a, loc));
+        at[e->n_attrs++].kind = ATTR_GEOPROPERTY;
+    }
+    if (space) {
+        attr_init(&at[e->n_attrs], MN.observation_space, geojson(a, space));
+        at[e->n_attrs++].kind = ATTR_GEOPROPERTY;
+    }
+    return e;
+}
+
+/* A random geometry around [10, 12] x [45, 47]: mostly points, some lines,
+ * small and big polygons (big ones exceed the per-entity cell cap). */
+static const char *rnd_geometry(arena_t *a)
+{
+    double   x = rndf(10.0, 12.0), y = rndf(45.0, 47.0), w;
+    unsigned k = (unsigned)(rnd() % 20);
+
+    if (k < 14)
+        return point_text(a, x, y);
+    if (k < 16)
+        return arena_printf(a, "{\"type\":\"LineString\",\"coordinates\":[[%.7f,%.7f],[%.7f,%.7f]]}",
+                            x, y, x + rndf(0.0, 0.2), y + rndf(-0.2, 0.2));
+    w = k < 19 ? rndf(0.001, 0.1) : rndf(0.3, 1.5);
+    return rect_text(a, x, y, x + w, y + w * rndf(0.5, 1.5));
+}
+
+static geoq_t *mk_geoq(arena_t *a, const char *georel, const char *geometry, const char *coords,
+                       const char *prop)
+{
+    geoq_params_t gp = { georel, geometry, coords, prop };
+    problem_t     p  = { 0 };
+    geoq_t       *g  = geoq_parse(a, &gp, ld_core(), &p);
+
+    assert_non_null(g);
+    return g;
+}
+
+/* A random geo-query (and sometimes a type selection) over the same area. */
+static entity_filter_t *rnd_geo_filter(arena_t *a)
+{
+    entity_filter_t *f = arena_calloc(a, sizeof(*f));
+    double           x = rndf(9.8, 12.2), y = rndf(44.8, 47.2), w = rndf(0.005, 0.6);
+    const char      *prop = rnd() % 5 == 0 ? "observationSpace" : NULL;
+    unsigned         k = (unsigned)(rnd() % 10);
+
+    if (k < 5)
+        f->geo = mk_geoq(a, arena_printf(a, "near;maxDistance==%.0f", rndf(50.0, 40000.0)), "Point",
+                         arena_printf(a, "[%.6f,%.6f]", x, y), prop);
+    else if (k < 7)
+        f->geo = mk_geoq(a, "within", "Polygon",
+                         arena_printf(a, "[[[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f]]]",
+                                      x, y, x + w, y, x + w, y + w, x, y + w, x, y), prop);
+    else if (k < 9)
+        f->geo = mk_geoq(a, "intersects", "Polygon",
+                         arena_printf(a, "[[[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f]]]",
+                                      x, y, x + w, y, x + w, y + w, x, y + w, x, y), prop);
+    else
+        f->geo = mk_geoq(a, rnd() % 2 ? "disjoint" : "near;minDistance==20000", "Point",
+                         arena_printf(a, "[%.6f,%.6f]", x, y), prop);
+    if (rnd() % 4 == 0) {
+        problem_t p = { 0 };
+
+        f->types = typesel_parse(a, rnd() % 2 ? T_A : T_B, ld_core(), &p);
+        assert_non_null(f->types);
+    }
+    return f;
+}
+
+typedef struct brute {
+    const entity_filter_t *f;
+    sbuf_t                *sb;
+    size_t                 n;
+} brute_t;
+
+static void brute_one(void *ud, const cr_entity_t *e)
+{
+    brute_t *b = ud;
+
+    if (!filter_match(b->f, e))
+        return;
+    if (b->n++)
+        sb_addc(b->sb, ' ');
+    sb_adds(b->sb, e->id);
+}
+
+static void collect_match(void *ud, const cr_entity_t *e)
+{
+    brute_t *b = ud;
+
+    if (b->n++)
+        sb_addc(b->sb, ' ');
+    sb_adds(b->sb, e->id);
+}
+
+/* The query through the store (whatever path it takes) equals a scan of
+ * every entity through filter_match, with offsets, limits and counts. */
+static void geo_check(cdb_t *db, arena_t *a, const entity_filter_t *f)
+{
+    sbuf_t       want, got;
+    brute_t      b = { f, &want, 0 }, c = { NULL, &got, 0 };
+    store_page_t pg;
+    problem_t    p = { 0 };
+    size_t       off, lim;
+
+    sb_init(&want, a, 256);
+    sb_init(&got, a, 256);
+    assert_true(cdb_foreach(db, NULL, NULL, brute_one, &b, &p));
+    sb_adds(&want, "");
+    assert_true(cdb_query(db, NULL, f, 0, 1u << 30, true, a, &pg, &p));
+    assert_int_equal(pg.count, b.n);
+    assert_int_equal(pg.n, b.n);
+    assert_string_equal(page_ids(a, &pg), want.p);
+    store_page_release(&pg);
+
+    /* foreach through the index (malloc'd candidates) */
+    assert_true(cdb_foreach(db, NULL, f, collect_match, &c, &p));
+    sb_adds(&got, "");
+    assert_string_equal(got.p, want.p);
+
+    /* a page in the middle, with and without the count */
+    off = b.n ? (size_t)(rnd() % b.n) : 0;
+    lim = 1 + (size_t)(rnd() % 5);
+    for (int with_count = 0; with_count < 2; with_count++) {
+        const char *ids;
+        size_t      skip = off, len;
+        const char *from = want.p;
+
+        assert_true(cdb_query(db, NULL, f, off, lim, with_count, a, &pg, &p));
+        ids = page_ids(a, &pg);
+        while (skip && *from) {             /* the expected page, from the brute list */
+            from = strchr(from, ' ');
+            from = from ? from + 1 : "";
+            skip--;
+        }
+        len = 0;
+        for (size_t k = 0, sp = 0; from[k]; k++) {
+            if (from[k] == ' ' && ++sp == lim)
+                break;
+            len = k + 1;
+        }
+        assert_int_equal(strlen(ids), len);
+        assert_memory_equal(ids, from, len);
+        assert_int_equal(pg.count, with_count ? b.n : 0);
+        store_page_release(&pg);
+    }
+}
+
+static void geo_check_many(cdb_t *db, arena_t *a, int n)
+{
+    for (int i = 0; i < n; i++)
+        geo_check(db, a, rnd_geo_filter(a));
+}
+
+static void drop_change(store_change_t *ch)
+{
+    if (ch->before)
+        entity_unref(ch->before);
+    if (ch->after)
+        entity_unref(ch->after);
+}
+
+/* The geo index gives the same answers as a full scan, through creates,
+ * moves, lost and gained locations, deletes, purges and compaction. */
+static void test_geo_index(void **state)
+{
+    arena_t       *a  = arena_new(1 << 16);
+    arena_t       *qa = arena_new(1 << 16);
+    cdb_t         *db;
+    problem_t      p  = { 0 };
+    store_change_t ch;
+    cdb_shape_t    sh;
+    const int      n  = 4000;
+    size_t         deleted, want;
+    bool           created;
+
+    (void)state;
+    db = cdb_open(false, &p);
+    assert_non_null(db);
+    for (int i = 0; i < n; i++) {
+        const char *loc   = rnd() % 10 ? rnd_geometry(a) : NULL;    /* 10% without */
+        const char *space = rnd() % 4 ? NULL : rnd_geometry(a);
+
+        assert_true(cdb_create(db, NULL, mk_geo(a, arena_printf(a, "urn:ngsi-ld:G:%05d", i),
+                                                i % 3 ? T_A : T_B, loc, space, i), &ch, &p));
+        drop_change(&ch);
+        arena_reset(a);
+    }
+    assert_true(cdb_tenant_shape(db, NULL, &sh));
+    assert_int_equal(sh.geo_grids, 2);
+    assert_true(sh.geo_entries > (size_t)n / 2);
+    assert_true(sh.geo_large > 0);                  /* the big polygons */
+    assert_true(sh.geo_level < 7);                  /* sparse data: coarser than the start */
+    geo_check_many(db, qa, 150);
+    arena_reset(qa);
+    assert_true(cdb_tenant_shape(db, NULL, &sh));
+    assert_true(sh.geo_scans > 50);                 /* the index was used */
+
+    /* A GeoProperty no entity has: nothing, without a scan. */
+    {
+        entity_filter_t f = { 0 };
+
+        f.geo = mk_geoq(qa, "near;maxDistance==1000", "Point", "[11,46]", "operationSpace");
+        geo_check(db, qa, &f);
+        f.geo = mk_geoq(qa, "within", "Polygon", "[[[0,0],[1,0],[1,1],[0,1],[0,0]]]", NULL);
+        geo_check(db, qa, &f);
+        arena_reset(qa);
+    }
+
+    /* Moves: replace (new location, or none), merge-style updates. */
+    for (int i = 0; i < 3000; i++) {
+        int         k   = (int)(rnd() % n);
+        const char *loc = rnd() % 8 ? rnd_geometry(a) : NULL;
+
+        assert_true(cdb_upsert(db, NULL, mk_geo(a, arena_printf(a, "urn:ngsi-ld:G:%05d", k),
+                                                k % 3 ? T_A : T_B, loc,
+                                                rnd() % 3 ? NULL : rnd_geometry(a), -k),
+                               true, &created, a, &ch, &p));
+        assert_false(created);
+        drop_change(&ch);
+        arena_reset(a);
+    }
+    for (int i = 0; i < 500; i++) {                 /* PATCH .../attrs: the location only */
+        int          k = (int)(rnd() % n);
+        cr_entity_t *patch = mk_geo(a, NULL, NULL, rnd_geometry(a), NULL, 0);
+        op_result_t  res = { 0 };
+
+        patch->attrs++;                             /* drop "n": the location alone */
+        patch->n_attrs--;
+        assert_true(cdb_modify(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", k), OP_UPDATE_ATTRS,
+                               patch, NULL, &res, a, &ch, &p));
+        drop_change(&ch);
+        arena_reset(a);
+    }
+    geo_check_many(db, qa, 150);
+    arena_reset(qa);
+
+    /* Deletes, then a purge by a geo-query. */
+    for (int i = 0; i < n; i += 7) {
+        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), &ch, &p));
+        drop_change(&ch);
+    }
+    arena_reset(a);
+    geo_check_many(db, qa, 50);
+    {
+        entity_filter_t f = { 0 };
+        brute_t         b;
+        sbuf_t          sb;
+
+        sb_init(&sb, qa, 64);
+        b = (brute_t){ &f, &sb, 0 };
+        f.geo = mk_geoq(qa, "within", "Polygon",
+                        "[[[10.5,45.5],[11.5,45.5],[11.5,46.5],[10.5,46.5],[10.5,45.5]]]", NULL);
+        assert_true(cdb_foreach(db, NULL, NULL, brute_one, &b, &p));
+        want = b.n;
+        assert_true(want > 100);
+        assert_true(cdb_purge(db, NULL, &f, &deleted, NULL, NULL, &p));
+        assert_int_equal(deleted, want);
+        geo_check(db, qa, &f);                      /* nothing left in there */
+        arena_reset(qa);
+    }
+    geo_check_many(db, qa, 50);
+    arena_reset(qa);
+
+    /* Compaction: delete most of the rest; the entries are renumbered. */
+    assert_true(cdb_tenant_shape(db, NULL, &sh));
+    {
+        size_t compactions = sh.compactions;
+
+        for (int i = 0; i < n; i++) {
+            if (i % 5 == 0)
+                continue;
+            if (cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), &ch, &p))
+                drop_change(&ch);
+        }
+        arena_reset(a);
+        assert_true(cdb_tenant_shape(db, NULL, &sh));
+        assert_true(sh.compactions > compactions);
+    }
+    geo_check_many(db, qa, 100);
+    arena_reset(qa);
+
+    /* New entities after compaction (fresh slots), then everything goes. */
+    for (int i = 0; i < 2000; i++) {
+        assert_true(cdb_create(db, NULL, mk_geo(a, arena_printf(a, "urn:ngsi-ld:H:%05d", i), T_A,
+                                                rnd_geometry(a), NULL, i), &ch, &p));
+        drop_change(&ch);
+        arena_reset(a);
+    }
+    geo_check_many(db, qa, 100);
+    arena_reset(qa);
+    assert_true(cdb_purge(db, NULL, NULL, &deleted, NULL, NULL, &p));
+    assert_true(cdb_tenant_shape(db, NULL, &sh));
+    assert_int_equal(sh.live, 0);
+    assert_int_equal(sh.geo_entries, 0);
+    geo_check_many(db, qa, 10);
+
+    cdb_close(db);
+    arena_free(qa);
+    arena_free(a);
+}
+
+/* One polygon covering many cells, points around and inside it, an entity
+ * with two location instances (datasetIds), and entities stacked on one spot
+ * (the level must not run to the finest). */
+static void test_geo_shapes(void **state)
+{
+    arena_t       *a  = arena_new(1 << 16);
+    cdb_t         *db;
+    problem_t      p  = { 0 };
+    store_change_t ch;
+    cdb_shape_t    sh;
+    cr_entity_t   *e;
+
+    (void)state;
+    db = cdb_open(false, &p);
+    assert_non_null(db);
+
+    /* 3000 entities on the same point. */
+    for (int i = 0; i < 3000; i++) {
+        assert_true(cdb_create(db, NULL, mk_geo(a, arena_printf(a, "urn:ngsi-ld:S:%05d", i), T_A,
+                                                point_text(a, 2.35, 48.85), NULL, i), &ch, &p));
+        drop_change(&ch);
+        arena_reset(a);
+    }
+    assert_true(cdb_tenant_shape(db, NULL, &sh));
+    assert_true(sh.geo_level <= 8);
+    assert_true(sh.geo_bytes < 3000 * 16);
+
+    /* A polygon over 0.04 x 0.04 degrees (a few cells) and one over 3 degrees. */
+    assert_true(cdb_create(db, NULL, mk_geo(a, "urn:ngsi-ld:P:small", T_B,
+                                            rect_text(a, 2.30, 48.80, 2.34, 48.84), NULL, 0),
+                           &ch, &p));
+    drop_change(&ch);
+    assert_true(cdb_create(db, NULL, mk_geo(a, "urn:ngsi-ld:P:big", T_B,
+                                            rect_text(a, 0.5, 47.0, 3.5, 50.0), NULL, 0), &ch, &p));
+    drop_change(&ch);
+
+    /* Two instances of location: one near Paris, one near Lyon. */
+    e = mk_geo(a, "urn:ngsi-ld:P:two", T_B, point_text(a, 2.29, 48.81), NULL, 0);
+    e->attrs[e->n_attrs] = e->attrs[e->n_attrs - 1];
+    e->attrs[e->n_attrs].value      = geojson(a, point_text(a, 4.83, 45.76));
+    e->attrs[e->n_attrs].dataset_id = "urn:ngsi-ld:ds:lyon";
+    e->n_attrs++;
+    assert_true(cdb_create(db, NULL, e, &ch, &p));
+    drop_change(&ch);
+
+    for (int i = 0; i < 200; i++) {
+        entity_filter_t f = { 0 };
+        double          x = rndf(0.0, 6.0), y = rndf(45.0, 51.0);
+
+        f.geo = mk_geoq(a, arena_printf(a, "near;maxDistance==%.0f", rndf(10.0, 80000.0)), "Point",
+                        arena_printf(a, "[%.5f,%.5f]", x, y), NULL);
+        geo_check(db, a, &f);
+        f.geo = mk_geoq(a, "intersects", "Point", arena_printf(a, "[%.5f,%.5f]", x, y), NULL);
+        geo_check(db, a, &f);
+        arena_reset(a);
+    }
+    {
+        entity_filter_t f = { 0 };
+        store_page_t    pg;
+
+        f.geo = mk_geoq(a, "near;maxDistance==500", "Point", "[4.83,45.76]", NULL);
+        assert_true(cdb_query(db, NULL, &f, 0, 10, true, a, &pg, &p));
+        assert_string_equal(page_ids(a, &pg), "urn:ngsi-ld:P:two");
+        store_page_release(&pg);
+        f.geo = mk_geoq(a, "intersects", "Point", "[2.32,48.82]", NULL);
+        assert_true(cdb_query(db, NULL, &f, 0, 10, true, a, &pg, &p));
+        assert_string_equal(page_ids(a, &pg), "urn:ngsi-ld:P:small urn:ngsi-ld:P:big");
+        store_page_release(&pg);
+        /* The Lyon instance goes; the Paris one stays. */
+        e = mk_geo(a, "urn:ngsi-ld:P:two", T_B, point_text(a, 2.29, 48.81), NULL, 0);
+        assert_true(cdb_upsert(db, NULL, e, true, NULL, a, &ch, &p));
+        drop_change(&ch);
+        f.geo = mk_geoq(a, "near;maxDistance==500", "Point", "[4.83,45.76]", NULL);
+        geo_check(db, a, &f);
+        assert_true(cdb_query(db, NULL, &f, 0, 10, true, a, &pg, &p));
+        assert_int_equal(pg.count, 0);
+        store_page_release(&pg);
+        f.geo = mk_geoq(a, "near;maxDistance==500", "Point", "[2.29,48.81]", NULL);
+        assert_true(cdb_query(db, NULL, &f, 0, 10, true, a, &pg, &p));
+        assert_string_equal(page_ids(a, &pg), "urn:ngsi-ld:P:big urn:ngsi-ld:P:two");  /* small: 730 m */
+        store_page_release(&pg);
+        arena_reset(a);
+    }
+
+    cdb_close(db);
+    arena_free(a);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void count_match(void *ud, const cr_entity_t *e)
+{
+    brute_t *b = ud;
+
+    b->n += filter_match(b->f, e);
+}
+
+/* Benchmark, printed and not asserted (doc/performance.md): near-queries over
+ * 100,000 points through the index and by a scan of every entity; memory. */
+static void test_geo_bench(void **state)
+{
+    arena_t       *a = arena_new(1 << 16);
+    cdb_t         *db;
+    problem_t      p = { 0 };
+    store_change_t ch;
+    cdb_shape_t    sh;
+    const int      n = 100000, q = 200;
+    double         t0, t_idx, t_scan, t_parse;
+    size_t         found = 0, found_scan = 0;
+
+    (void)state;
+    db = cdb_open(false, &p);
+    assert_non_null(db);
+    for (int i = 0; i < n; i++) {
+        assert_true(cdb_create(db, NULL, mk_geo(a, arena_printf(a, "urn:ngsi-ld:V:%06d", i), T_A,
+                                                point_text(a, rndf(2.0, 3.0), rndf(48.5, 49.2)),
+                                                NULL, i), &ch, &p));
+        drop_change(&ch);
+        arena_reset(a);
+    }
+    assert_true(cdb_tenant_shape(db, NULL, &sh));
+
+    rng_state = 42;
+    t0 = now_s();
+    for (int i = 0; i < q; i++) {
+        entity_filter_t f = { 0 };
+        store_page_t    pg;
+
+        f.geo = mk_geoq(a, "near;maxDistance==1000", "Point",
+                        arena_printf(a, "[%.5f,%.5f]", rndf(2.0, 3.0), rndf(48.5, 49.2)), NULL);
+        assert_true(cdb_query(db, NULL, &f, 0, 100, true, a, &pg, &p));
+        found += pg.count;
+        store_page_release(&pg);
+        arena_reset(a);
+    }
+    t_idx = now_s() - t0;
+
+    rng_state = 42;
+    t0 = now_s();
+    for (int i = 0; i < q; i++) {
+        entity_filter_t f = { 0 };
+        brute_t         b = { &f, NULL, 0 };
+
+        f.geo = mk_geoq(a, "near;maxDistance==1000", "Point",
+                        arena_printf(a, "[%.5f,%.5f]", rndf(2.0, 3.0), rndf(48.5, 49.2)), NULL);
+        assert_true(cdb_foreach(db, NULL, NULL, count_match, &b, &p));
+        found_scan += b.n;
+        arena_reset(a);
+    }
+    t_scan = now_s() - t0;
+    assert_int_equal(found, found_scan);
+
+    rng_state = 42;                         /* what parsing the query costs in both */
+    t0 = now_s();
+    for (int i = 0; i < q; i++) {
+        assert_non_null(mk_geoq(a, "near;maxDistance==1000", "Point",
+                                arena_printf(a, "[%.5f,%.5f]", rndf(2.0, 3.0), rndf(48.5, 49.2)),
+                                NULL));
+        arena_reset(a);
+    }
+    t_parse = now_s() - t0;
+
+    print_message("geo index: %d points, near;maxDistance==1000 (%.1f matches): "
+                  "index %.1f us/query, full scan %.1f us/query (x%.0f), of which geoq_parse %.1f us; "
+                  "grid level %d, geo index %.1f bytes/entity, all indexes %.1f, frozen block %.1f\n",
+                  n, (double)found / q, t_idx / q * 1e6, t_scan / q * 1e6, t_scan / t_idx,
+                  t_parse / q * 1e6,
+                  sh.geo_level, (double)sh.geo_bytes / n, (double)sh.index_bytes / n,
+                  (double)sh.entity_bytes / n);
+    assert_true(sh.geo_bytes / n <= 16);
+    assert_true((sh.index_bytes + sh.entity_bytes) / n <= 1024);
+    cdb_close(db);
+    arena_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -960,6 +1495,9 @@ int main(void)
         cmocka_unit_test(test_purge_foreach),
         cmocka_unit_test(test_concurrent_merge),
         cmocka_unit_test(test_readers_writers),
+        cmocka_unit_test(test_geo_index),
+        cmocka_unit_test(test_geo_shapes),
+        cmocka_unit_test(test_geo_bench),
     };
 
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -252,9 +252,9 @@ static bool modify_locked(cdb_tenant_t *t, uint32_t s, entity_op_t op, const cr_
     e = entity_freeze(draft);
     if (!e)
         return oom(p, "entity");
-    if (!cdb_tenant_reserve_types(t, old, e)) {
+    if (!cdb_tenant_reserve_update(t, old, e)) {
         entity_unref(e);
-        return oom(p, "type index");
+        return oom(p, "index");
     }
     entity_ref(e);
     *before = cdb_tenant_swap(t, s, e);
@@ -543,8 +543,13 @@ bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out)
     out->live        = t->n_live;
     out->types       = t->types.n;
     out->compactions = t->compactions;
+    out->geo_bytes   = cdb_geoidx_bytes(&t->geo, &out->geo_entries);
+    out->geo_grids   = t->geo.n;
+    out->geo_scans   = atomic_load_explicit(&t->geo_scans, memory_order_relaxed);
+    out->geo_level   = t->geo.n ? t->geo.g[0].level : 0;
+    out->geo_large   = t->geo.n ? t->geo.g[0].large.n : 0;
     out->index_bytes = (size_t)t->cap_slots * sizeof(cdb_slot_t) + cdb_idmap_bytes(&t->ids) +
-                       cdb_typeidx_bytes(&t->types, &entries);
+                       cdb_typeidx_bytes(&t->types, &entries) + out->geo_bytes;
     out->type_entries = entries;
     for (uint32_t i = 0; i < t->n_slots; i++)
         if (t->slots[i].cur)

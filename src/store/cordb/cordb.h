@@ -10,6 +10,7 @@
  *     slots[]  {cr_entity_t *cur}   creation order; cur NULL = tombstone
  *     ids      open addressing, 8-byte entries {hash32, slot}; the key is slots[slot].cur->id
  *     types    interned type -> ascending array of slot numbers (may hold stale entries)
+ *     geo      GeoProperty name -> grid of cells -> ascending slot numbers (exact)
  *
  * Entities are frozen (model.h): a write builds a new block and swaps the slot
  * pointer under the write lock; the old block lives on while readers hold
@@ -22,8 +23,12 @@
  *    an entry may be stale (the entity lost T, or the slot is a tombstone):
  *    scans re-check with filter_match() and skip tombstones;
  *  - each type array is strictly ascending (no duplicates);
+ *  - for every GeoProperty instance of a live slot s whose name has a grid,
+ *    s is in every cell its bbox touches or in the grid's large list, and
+ *    the grid holds nothing else (no stale entries);
  *  - compaction (more than half of the slots dead) renumbers slots and
- *    rebuilds both indexes, which also drops the stale entries.
+ *    rebuilds the id and type indexes, which also drops the stale entries,
+ *    and renumbers the geo entries in place.
  */
 #ifndef CORAINE_CORDB_H
 #define CORAINE_CORDB_H
@@ -96,11 +101,70 @@ void               cdb_typeidx_clear(cdb_typeidx_t *ti);  /* empties every list,
 void               cdb_typeidx_trim(cdb_typeidx_t *ti);   /* frees the arrays of empty lists */
 size_t             cdb_typeidx_bytes(const cdb_typeidx_t *ti, size_t *entries);
 
+/* ----------------------------------------------------------- geo index */
+
+/* Per GeoProperty name, a uniform grid over lon/lat: square cells of 2^-level
+ * degrees, the level adapted to the data (geoidx.c). A cell keeps the slots
+ * of the entities whose geometry bbox touches it, ascending; a geometry
+ * covering more than CDB_GEO_MAX_CELLS cells (or without a usable bbox) goes
+ * to the grid's `large` list, which every geo query reads. Unlike the type
+ * index there are no stale entries: a write removes the old version's entries. */
+#define CDB_GEO_MAX_PROPS   16   /* grids per tenant; more names: not indexed */
+#define CDB_GEO_MAX_CELLS   16
+
+typedef struct cdb_gcell {
+    uint64_t  key;              /* cx << 32 | cy; CDB_GEO_FREE = empty bucket */
+    uint32_t *v;                /* ascending slot numbers */
+    uint32_t  n, cap;
+} cdb_gcell_t;
+
+typedef struct cdb_geogrid {
+    const char  *prop;          /* expanded GeoProperty name, interned */
+    int          level;         /* cell side 2^-level degrees */
+    double       scale;         /* 2^level: cells per degree */
+    cdb_gcell_t *cells;         /* open addressing, linear probing */
+    uint32_t     cap, n_cells;  /* buckets (power of two), cells in use */
+    size_t       n_entries;     /* sum of the cells' n */
+    size_t       checked_at;    /* n_entries when the level was last chosen */
+    cdb_gcell_t  large;         /* key unused */
+} cdb_geogrid_t;
+
+typedef struct cdb_geoidx {
+    cdb_geogrid_t *g;
+    uint32_t       n, cap;
+    bool           overflow;    /* some GeoProperty name has no grid */
+} cdb_geoidx_t;
+
+typedef struct cdb_slot cdb_slot_t;
+
+void cdb_geoidx_init(cdb_geoidx_t *gi);
+void cdb_geoidx_free(cdb_geoidx_t *gi);
+/* Room to index e in place of old (NULL: a new entity): grids for its
+ * GeoProperty names, cells and list room for the entries old has not. */
+bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entity_t *e);
+/* Replaces old's entries for slot by e's (either may be NULL: insert, remove).
+ * Never allocates when the room was reserved (a remove never needs any). */
+void cdb_geoidx_update(cdb_geoidx_t *gi, uint32_t slot, const cr_entity_t *old,
+                       const cr_entity_t *e);
+/* Re-chooses the level of grids whose size changed by 2x since the last
+ * choice (a rebuild from the slots; on OOM the current grid stays). */
+void cdb_geoidx_maybe_regrid(cdb_geoidx_t *gi, const cdb_slot_t *slots, uint32_t n_slots);
+/* Compaction: every entry v becomes map[v] (an increasing map). */
+void cdb_geoidx_renumber(cdb_geoidx_t *gi, const uint32_t *map);
+size_t cdb_geoidx_bytes(const cdb_geoidx_t *gi, size_t *entries);
+
+/* Queries. The grid of a GeoProperty (NULL: none). Candidates for a box
+ * [min lon, min lat, max lon, max lat]: count gives an upper bound (with
+ * duplicates) of what collect writes to out (unsorted, maybe duplicated). */
+const cdb_geogrid_t *cdb_geoidx_get(const cdb_geoidx_t *gi, const char *prop);
+size_t cdb_geogrid_count(const cdb_geogrid_t *g, const double box[4]);
+size_t cdb_geogrid_collect(const cdb_geogrid_t *g, const double box[4], uint32_t *out);
+
 /* -------------------------------------------------------------- tenant */
 
-typedef struct cdb_slot {
+struct cdb_slot {
     cr_entity_t *cur;           /* NULL: deleted (tombstone until compaction) */
-} cdb_slot_t;
+};
 
 typedef struct cdb_tenant {
     pthread_rwlock_t lock;
@@ -110,7 +174,9 @@ typedef struct cdb_tenant {
     uint32_t         n_live;
     cdb_idmap_t      ids;
     cdb_typeidx_t    types;
+    cdb_geoidx_t     geo;
     uint64_t         compactions;
+    _Atomic uint64_t geo_scans;     /* scans that took the geo index (readers: atomic) */
 } cdb_tenant_t;
 
 cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers);
@@ -122,10 +188,12 @@ uint32_t cdb_tenant_find(const cdb_tenant_t *t, const char *id);
 bool     cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e);
 /* Appends e (the tenant takes the caller's reference); room reserved. */
 void     cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e);
-/* Room for the types `e` has that old (NULL: none) has not; false on OOM. */
-bool     cdb_tenant_reserve_types(cdb_tenant_t *t, const cr_entity_t *old, const cr_entity_t *e);
-/* Puts e in slot s (same id as the entity there) and indexes its new types;
- * returns the old entity with the tenant's reference, for the caller to drop. */
+/* Room for what replacing old (NULL: none) by e adds to the type and geo
+ * indexes; false on OOM. */
+bool     cdb_tenant_reserve_update(cdb_tenant_t *t, const cr_entity_t *old, const cr_entity_t *e);
+/* Puts e in slot s (same id as the entity there), indexes its new types and
+ * re-indexes its geometries; returns the old entity with the tenant's
+ * reference, for the caller to drop. */
 cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e);
 /* Tombstones slot s; returns its entity with the tenant's reference. Does not
  * compact (scans may be running over the slot numbers): call
@@ -135,13 +203,14 @@ bool         cdb_tenant_maybe_compact(cdb_tenant_t *t);   /* true when it compac
 
 /* Candidate walk for a filter: the access path is f->ids (hash lookups), else
  * the type index when the type selection is a plain list of types, else every
- * slot. Candidates come in creation order, tombstones skipped; they still have
+ * slot; a bounded geo-query replaces the last two by the geo index when that
+ * promises fewer candidates. Candidates come in creation order, tombstones skipped; they still have
  * to pass filter_match(). Holds no lock itself: the caller holds the tenant's. */
 typedef struct cdb_scan {
     const cdb_tenant_t *t;
     int                 mode;
     uint32_t            pos;
-    /* ids */
+    /* ids, geo: sorted slot numbers */
     uint32_t           *sv;
     size_t              n_sv;
     bool                sv_owned;
@@ -196,7 +265,9 @@ void cdb_stats(cdb_t *db, uint64_t *entities, uint64_t *tenants);
 /* The shape of one tenant, for tests and /statistics. false: no such tenant. */
 typedef struct cdb_shape {
     size_t slots, live, types, type_entries, compactions;
-    size_t index_bytes;         /* slot array + id map + type index */
+    size_t geo_scans, geo_grids, geo_entries, geo_large, geo_bytes;   /* geo_large: of the first grid */
+    int    geo_level;           /* of the first grid */
+    size_t index_bytes;         /* slot array + id map + type index + geo index */
     size_t entity_bytes;        /* sum of the frozen blocks */
 } cdb_shape_t;
 bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out);

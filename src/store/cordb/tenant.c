@@ -1,22 +1,25 @@
 /*
- * tenant.c - one corDB tenant: the slot array, its two indexes, compaction,
- * and the candidate walk that queries, foreach and purge share.
+ * tenant.c - one corDB tenant: the slot array, its three indexes (ids, types,
+ * geo), compaction, and the candidate walk that queries, foreach and purge
+ * share.
  *
  * Slots are in creation order and slot numbers are never reused: a deleted
  * entity leaves a tombstone (cur = NULL) so that the type index, which stores
  * slot numbers, needs no update on delete. When more than half of the slots
  * are dead, compaction slides the live ones down (keeping their order) and
- * rebuilds the id map and the type index from them; that costs O(live) and
- * happens at most once per `live` deletions, so deletes stay O(1) amortized.
+ * rebuilds the id map and the type index from them (the geo index, which has
+ * no stale entries, is renumbered in place); that costs O(live) and happens
+ * at most once per `live` deletions, so deletes stay O(1) amortized.
  *
  * Nothing here locks: cordb.c holds the tenant lock around every call.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cordb.h"
 
-enum { SCAN_ALL = 0, SCAN_IDS, SCAN_TYPES, SCAN_NONE };
+enum { SCAN_ALL = 0, SCAN_VEC, SCAN_TYPES, SCAN_NONE };
 
 static const char *tenant_key_of(const void *ud, uint32_t v)
 {
@@ -51,6 +54,7 @@ cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers)
 
     cdb_idmap_init(&t->ids, tenant_key_of, t);
     cdb_typeidx_init(&t->types);
+    cdb_geoidx_init(&t->geo);
     return t;
 
 fail:
@@ -69,6 +73,7 @@ void cdb_tenant_free(cdb_tenant_t *t)
     free(t->slots);
     cdb_idmap_free(&t->ids);
     cdb_typeidx_free(&t->types);
+    cdb_geoidx_free(&t->geo);
     pthread_rwlock_destroy(&t->lock);
     free(t->name);
     free(t);
@@ -89,7 +94,7 @@ static bool tenant_has_type(const cr_entity_t *e, const char *type)
     return false;
 }
 
-bool cdb_tenant_reserve_types(cdb_tenant_t *t, const cr_entity_t *old, const cr_entity_t *e)
+bool cdb_tenant_reserve_update(cdb_tenant_t *t, const cr_entity_t *old, const cr_entity_t *e)
 {
     for (uint16_t i = 0; i < e->n_types; i++) {
         if (old && tenant_has_type(old, e->types[i]))
@@ -97,7 +102,7 @@ bool cdb_tenant_reserve_types(cdb_tenant_t *t, const cr_entity_t *old, const cr_
         if (!cdb_typeidx_reserve(&t->types, e->types[i]))
             return false;
     }
-    return true;
+    return cdb_geoidx_reserve(&t->geo, old, e);
 }
 
 bool cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e)
@@ -119,7 +124,7 @@ bool cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e)
     }
     if (!cdb_idmap_reserve(&t->ids, 1))
         return false;
-    return cdb_tenant_reserve_types(t, NULL, e);
+    return cdb_tenant_reserve_update(t, NULL, e);
 }
 
 void cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e)
@@ -131,6 +136,10 @@ void cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e)
     cdb_idmap_insert(&t->ids, cdb_hash_key(e->id, strlen(e->id)), s);
     for (uint16_t i = 0; i < e->n_types; i++)
         cdb_typeidx_add(&t->types, e->types[i], s);
+    if (t->geo.n) {
+        cdb_geoidx_update(&t->geo, s, NULL, e);
+        cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
+    }
 }
 
 cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
@@ -143,6 +152,10 @@ cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
     for (uint16_t i = 0; i < e->n_types; i++)
         if (!tenant_has_type(old, e->types[i]))
             cdb_typeidx_add(&t->types, e->types[i], s);
+    if (t->geo.n) {
+        cdb_geoidx_update(&t->geo, s, old, e);
+        cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
+    }
     return old;
 }
 
@@ -151,19 +164,27 @@ cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s)
     cr_entity_t *old = t->slots[s].cur;
 
     cdb_idmap_remove(&t->ids, cdb_hash_key(old->id, strlen(old->id)), s);
+    if (t->geo.n)
+        cdb_geoidx_update(&t->geo, s, old, NULL);
     t->slots[s].cur = NULL;
     t->n_live--;
     return old;
 }
 
-static void tenant_compact(cdb_tenant_t *t)
+/* map: old slot -> new slot, for the geo index (NULL when it is empty). */
+static void tenant_compact(cdb_tenant_t *t, uint32_t *map)
 {
     uint32_t n = 0;
 
-    for (uint32_t i = 0; i < t->n_slots; i++)
+    for (uint32_t i = 0; i < t->n_slots; i++) {
+        if (map)
+            map[i] = n;
         if (t->slots[i].cur)
             t->slots[n++] = t->slots[i];
+    }
     t->n_slots = n;
+    if (map)
+        cdb_geoidx_renumber(&t->geo, map);
 
     /* Rebuilding needs no memory: the id map holds exactly the live entities
      * already, and each type list has room for every live entity that has the
@@ -180,11 +201,13 @@ static void tenant_compact(cdb_tenant_t *t)
     cdb_typeidx_trim(&t->types);
 
     if (t->cap_slots > 64 && n < t->cap_slots / 4) {
-        cdb_slot_t *ns = realloc(t->slots, (size_t)n * 2 * sizeof(*ns));
+        /* Never realloc to 0 bytes: glibc frees the block and returns NULL. */
+        uint32_t    cap = n < 8 ? 16 : n * 2;
+        cdb_slot_t *ns  = realloc(t->slots, (size_t)cap * sizeof(*ns));
 
         if (ns) {
             t->slots     = ns;
-            t->cap_slots = n * 2;
+            t->cap_slots = cap;
         }
     }
     t->compactions++;
@@ -194,9 +217,22 @@ bool cdb_tenant_maybe_compact(cdb_tenant_t *t)
 {
     uint32_t dead = t->n_slots - t->n_live;
 
+    uint32_t *map = NULL;
+
     if (t->n_slots < CDB_COMPACT_MIN || dead * 2 <= t->n_slots)
         return false;
-    tenant_compact(t);
+    /* The geo index keeps exact slot numbers: it needs the renumbering map.
+     * Without memory for it, compaction waits (tombstones are only slower). */
+    if (t->geo.n) {
+        map = malloc((size_t)t->n_slots * sizeof(*map));
+        if (!map)
+            return false;
+    }
+    tenant_compact(t, map);
+    if (map) {
+        free(map);
+        cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
+    }
     return true;
 }
 
@@ -207,6 +243,25 @@ static int cmp_u32(const void *a, const void *b)
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
     return (x > y) - (x < y);
+}
+
+/* Sorts sv[0..n) and drops duplicates; returns the new length. */
+static size_t scan_sort_unique(uint32_t *sv, size_t n)
+{
+    size_t k = 1;
+    bool   sorted = true;
+
+    if (n < 2)
+        return n;
+    for (size_t i = 1; i < n && sorted; i++)
+        sorted = sv[i - 1] < sv[i];
+    if (sorted)                 /* one cell, or cells in slot order */
+        return n;
+    qsort(sv, n, sizeof(uint32_t), cmp_u32);
+    for (size_t i = 1; i < n; i++)
+        if (sv[i] != sv[k - 1])
+            sv[k++] = sv[i];
+    return k;
 }
 
 static void scan_by_ids(cdb_scan_t *sc, const entity_filter_t *f, arena_t *a)
@@ -231,17 +286,8 @@ static void scan_by_ids(cdb_scan_t *sc, const entity_filter_t *f, arena_t *a)
         if (s != CDB_NONE)
             sc->sv[n++] = s;
     }
-    if (n > 1) {
-        size_t k = 1;
-
-        qsort(sc->sv, n, sizeof(uint32_t), cmp_u32);
-        for (size_t i = 1; i < n; i++)
-            if (sc->sv[i] != sc->sv[k - 1])
-                sc->sv[k++] = sc->sv[i];
-        n = k;
-    }
-    sc->n_sv = n;
-    sc->mode = SCAN_IDS;
+    sc->n_sv = scan_sort_unique(sc->sv, n);
+    sc->mode = SCAN_VEC;
 }
 
 /* The list for an expanded type name, whether or not the caller interned it. */
@@ -275,6 +321,59 @@ static void scan_by_types(cdb_scan_t *sc, const char *const *types, size_t n)
     sc->mode = sc->n_lists ? SCAN_TYPES : SCAN_NONE;
 }
 
+/* A bounded geo-query reads the grid cells around its box instead, when the
+ * cells promise at most half the candidates of the path chosen so far (the
+ * type lists, or every slot): the candidates are copied, sorted into slot
+ * order and de-duplicated, then walked like ids. */
+static void scan_try_geo(cdb_scan_t *sc, const geoq_t *geo, arena_t *a)
+{
+    const cdb_tenant_t  *t    = sc->t;
+    const char          *prop = geoq_property(geo);
+    const cdb_geogrid_t *g;
+    double               box[4];
+    size_t               other = t->n_slots, est, n;
+    uint32_t            *sv;
+
+    if (sc->mode == SCAN_NONE || !prop || !geoq_bbox(geo, box) ||
+        !(box[0] <= box[2] && box[1] <= box[3]))
+        return;
+    g = cdb_geoidx_get(&t->geo, prop);
+    if (!g) {
+        /* Every GeoProperty name of every entity has a grid unless there
+         * were too many names: no grid, no entity with this GeoProperty. */
+        if (!t->geo.overflow)
+            sc->mode = SCAN_NONE;
+        return;
+    }
+    if (sc->mode == SCAN_TYPES) {
+        other = 0;
+        for (size_t i = 0; i < sc->n_lists; i++)
+            other += sc->lists[i]->n;
+    }
+    est = cdb_geogrid_count(g, box);
+    if (!est) {
+        sc->mode = SCAN_NONE;
+        return;
+    }
+    if (est > other / 2)
+        return;
+
+    if (a) {
+        sv = arena_alloc(a, est * sizeof(uint32_t));
+    } else {
+        sv = malloc(est * sizeof(uint32_t));
+        if (!sv)                /* no memory: the other path is slower but right */
+            return;
+        sc->sv_owned = true;
+    }
+    n = cdb_geogrid_collect(g, box, sv);
+    sc->sv   = sv;
+    sc->n_sv = scan_sort_unique(sv, n);
+    sc->pos  = 0;
+    sc->mode = SCAN_VEC;
+    atomic_fetch_add_explicit((_Atomic uint64_t *)&t->geo_scans, 1, memory_order_relaxed);
+}
+
 void cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_filter_t *f,
                     arena_t *a)
 {
@@ -297,6 +396,31 @@ void cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_filter_t
         if (n_types && n_types <= CDB_SCAN_MAX_TYPES)
             scan_by_types(sc, types, n_types);
     }
+    if (f->geo)
+        scan_try_geo(sc, f->geo, a);
+}
+
+/* Candidates from ids or the geo index are spread over memory: fetch the
+ * slot SCAN_AHEAD positions ahead, and the first lines of the entity (header,
+ * attributes, first values) half as far ahead, so that the cache misses of
+ * consecutive candidates overlap instead of adding up. */
+#define SCAN_AHEAD 16
+static inline void scan_prefetch(const cdb_scan_t *sc)
+{
+    const cdb_tenant_t *t = sc->t;
+
+    if (sc->pos + SCAN_AHEAD < sc->n_sv)
+        __builtin_prefetch(&t->slots[sc->sv[sc->pos + SCAN_AHEAD]]);
+    if (sc->pos + SCAN_AHEAD / 2 < sc->n_sv) {
+        const char *e = (const char *)t->slots[sc->sv[sc->pos + SCAN_AHEAD / 2]].cur;
+
+        if (e) {
+            __builtin_prefetch(e);
+            __builtin_prefetch(e + 64);
+            __builtin_prefetch(e + 128);
+            __builtin_prefetch(e + 192);
+        }
+    }
 }
 
 cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot)
@@ -316,9 +440,11 @@ cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot)
         }
         return NULL;
 
-    case SCAN_IDS:
+    case SCAN_VEC:
         while (sc->pos < sc->n_sv) {
             uint32_t s = sc->sv[sc->pos++];
+
+            scan_prefetch(sc);
 
             if (t->slots[s].cur) {      /* purge may have removed it meanwhile */
                 if (slot)

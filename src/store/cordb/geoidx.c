@@ -1,0 +1,628 @@
+/*
+ * geoidx.c - corDB's geo index: per tenant and per GeoProperty name, a
+ * uniform lon/lat grid from cell to the slots of the entities whose geometry
+ * touches the cell, so that a bounded geo-query (near;maxDistance, within,
+ * intersects, contains, equals, overlaps) reads the cells around its box
+ * instead of every entity.
+ *
+ * Cells are squares of 2^-level degrees (level -3 .. 16: 8 degrees down to
+ * about 1.7 m). A cell is an open-addressing bucket {key, slots[], n, cap}
+ * keyed by its integer coordinates, holding ascending slot numbers; only
+ * cells in use exist, so an empty ocean costs nothing. An entity is indexed by
+ * the bbox of each instance of the GeoProperty (geo_bbox(), model.h): a point
+ * is in one cell, a line or polygon in every cell its bbox touches, up to
+ * CDB_GEO_MAX_CELLS; bigger geometries, and values without a usable bbox, go
+ * to the grid's `large` list, which every query reads. Candidates are then
+ * re-checked by filter_match(), so the index only has to be a superset.
+ *
+ * The level adapts: whenever a grid's entry count has doubled or halved since
+ * the level was last chosen (and it holds at least GEO_ADAPT_MIN entries), the
+ * mean cell occupancy is checked; below GEO_OCC_LOW the grid is rebuilt one
+ * level coarser (memory: each cell costs a bucket and a small array), above
+ * GEO_OCC_HIGH one level finer, kept only when that cuts the candidates a
+ * one-cell query reads by a quarter (it does not for entities stacked on one
+ * spot). A rebuild is O(entries) and happens at most once per doubling or
+ * halving, so it is O(1) amortized per write; it allocates the new grid
+ * before dropping the old one, so running out of memory leaves the old grid.
+ *
+ * Every write reserves room first (cdb_geoidx_reserve), then applies the
+ * difference between the old and the new version (cdb_geoidx_update): cells
+ * both versions touch are left alone, new ones get the slot, old ones lose it
+ * (a cell left empty is deleted by backward shift). The antimeridian is not
+ * handled: a geometry crossing it has a bbox spanning every longitude (and
+ * goes to the large list), as geo.c treats it.
+ *
+ * Nothing here locks: tenant.c runs under the tenant lock.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cordb.h"
+
+#define CDB_GEO_FREE     UINT64_MAX
+#define GEO_LEVEL_MIN    (-3)
+#define GEO_LEVEL_MAX    16
+#define GEO_LEVEL_START  7          /* 2^-7 = 0.0078 degrees, about 870 m */
+#define GEO_ADAPT_MIN    1024
+#define GEO_OCC_LOW      8
+#define GEO_OCC_HIGH     32         /* a step changes points' occupancy by <= 4x */
+#define GEO_MAX_RECTS    8          /* instances per entity and name; more: large */
+#define GEO_TABLE_MIN    16u
+#define GEO_VEC_MIN      2u
+
+/* ----------------------------------------------------------- slot vectors */
+
+/* Position of slot in v (or where it would go). */
+static uint32_t vec_find(const cdb_gcell_t *c, uint32_t slot)
+{
+    uint32_t lo = 0, hi = c->n;
+
+    if (c->n && c->v[c->n - 1] < slot)
+        return c->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (c->v[mid] < slot)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool vec_reserve(cdb_gcell_t *c)
+{
+    uint32_t  cap;
+    uint32_t *nv;
+
+    if (c->n < c->cap)
+        return true;
+    if (c->cap >= UINT32_MAX / 2)
+        return false;
+    cap = c->cap < GEO_VEC_MIN ? GEO_VEC_MIN : c->cap + (c->cap + 1) / 2;
+    nv  = realloc(c->v, (size_t)cap * sizeof(*nv));
+    if (!nv)
+        return false;
+    c->v   = nv;
+    c->cap = cap;
+    return true;
+}
+
+/* Adds slot (room reserved); false when it was there already. */
+static bool vec_add(cdb_gcell_t *c, uint32_t slot)
+{
+    uint32_t i = vec_find(c, slot);
+
+    if (i < c->n && c->v[i] == slot)
+        return false;
+    memmove(&c->v[i + 1], &c->v[i], (size_t)(c->n - i) * sizeof(uint32_t));
+    c->v[i] = slot;
+    c->n++;
+    return true;
+}
+
+static bool vec_remove(cdb_gcell_t *c, uint32_t slot)
+{
+    uint32_t i = vec_find(c, slot);
+
+    if (i >= c->n || c->v[i] != slot)
+        return false;
+    memmove(&c->v[i], &c->v[i + 1], (size_t)(c->n - i - 1) * sizeof(uint32_t));
+    c->n--;
+    return true;
+}
+
+/* ---------------------------------------------------------------- cells */
+
+static inline uint64_t cell_key(uint32_t cx, uint32_t cy)
+{
+    return (uint64_t)cx << 32 | cy;
+}
+
+static inline uint32_t cell_hash(uint64_t key)
+{
+    key ^= key >> 31;
+    key *= 0x9e3779b97f4a7c15ULL;
+    key ^= key >> 29;
+    return (uint32_t)key;
+}
+
+/* The cell column of a longitude (or row of a latitude shifted by `off`):
+ * monotonic in its argument, so a box's cell range holds the cells of every
+ * point inside it. */
+static inline uint32_t cell_coord(const cdb_geogrid_t *g, double deg, double off)
+{
+    double c = floor((deg + off) * g->scale);
+    double max = 2.0 * off * g->scale;
+
+    if (!(c > 0.0))
+        return 0;
+    return c > max ? (uint32_t)max : (uint32_t)c;
+}
+
+static cdb_gcell_t *cell_bucket(const cdb_geogrid_t *g, uint64_t key)
+{
+    uint32_t mask = g->cap - 1;
+    uint32_t i    = cell_hash(key) & mask;
+
+    while (g->cells[i].key != CDB_GEO_FREE && g->cells[i].key != key)
+        i = (i + 1) & mask;
+    return &g->cells[i];
+}
+
+static const cdb_gcell_t *cell_get(const cdb_geogrid_t *g, uint64_t key)
+{
+    const cdb_gcell_t *c;
+
+    if (!g->n_cells)
+        return NULL;
+    c = cell_bucket(g, key);
+    return c->key == key ? c : NULL;
+}
+
+static bool table_grow(cdb_geogrid_t *g, uint32_t more)
+{
+    uint32_t     cap = g->cap ? g->cap : GEO_TABLE_MIN;
+    cdb_gcell_t *old = g->cells;
+    uint32_t     old_cap = g->cap;
+
+    while ((uint64_t)(g->n_cells + more) * 4 > (uint64_t)cap * 3) {
+        if (cap >= (1u << 30))
+            return false;
+        cap *= 2;
+    }
+    if (cap == g->cap)
+        return true;
+    g->cells = malloc((size_t)cap * sizeof(*g->cells));
+    if (!g->cells) {
+        g->cells = old;
+        return false;
+    }
+    for (uint32_t i = 0; i < cap; i++)
+        g->cells[i] = (cdb_gcell_t){ .key = CDB_GEO_FREE };
+    g->cap = cap;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i].key != CDB_GEO_FREE)
+            *cell_bucket(g, old[i].key) = old[i];
+    free(old);
+    return true;
+}
+
+/* The cell `key`, created when missing, with room for one more slot. */
+static cdb_gcell_t *cell_reserve(cdb_geogrid_t *g, uint64_t key)
+{
+    cdb_gcell_t *c;
+
+    if (!g->cap || (uint64_t)(g->n_cells + 1) * 4 > (uint64_t)g->cap * 3)
+        if (!table_grow(g, 1))
+            return NULL;
+    c = cell_bucket(g, key);
+    if (c->key == CDB_GEO_FREE) {
+        c->key = key;
+        g->n_cells++;
+    }
+    return vec_reserve(c) ? c : NULL;
+}
+
+/* Deletes an emptied cell; backward shift keeps the probe chains whole. */
+static void cell_delete(cdb_geogrid_t *g, cdb_gcell_t *c)
+{
+    uint32_t mask = g->cap - 1;
+    uint32_t i    = (uint32_t)(c - g->cells), j = i;
+
+    free(c->v);
+    for (;;) {
+        uint32_t home;
+
+        j = (j + 1) & mask;
+        if (g->cells[j].key == CDB_GEO_FREE)
+            break;
+        home = cell_hash(g->cells[j].key) & mask;
+        /* j may move to i unless its home lies cyclically in (i, j]. */
+        if ((i < j) ? (home > i && home <= j) : (home > i || home <= j))
+            continue;
+        g->cells[i] = g->cells[j];
+        i = j;
+    }
+    g->cells[i] = (cdb_gcell_t){ .key = CDB_GEO_FREE };
+    g->n_cells--;
+}
+
+/* ---------------------------------------------------------------- grids */
+
+static void grid_init(cdb_geogrid_t *g, const char *prop, int level)
+{
+    memset(g, 0, sizeof(*g));
+    g->prop  = prop;
+    g->level = level;
+    g->scale = ldexp(1.0, level);
+}
+
+static void grid_free(cdb_geogrid_t *g)
+{
+    for (uint32_t i = 0; i < g->cap; i++)
+        if (g->cells[i].key != CDB_GEO_FREE)
+            free(g->cells[i].v);
+    free(g->cells);
+    free(g->large.v);
+    g->cells   = NULL;
+    g->large.v = NULL;
+}
+
+/* Where one entity's instances of g->prop go in g: up to GEO_MAX_RECTS cell
+ * rectangles, and/or the large list. */
+typedef struct geo_place {
+    uint32_t x0[GEO_MAX_RECTS], y0[GEO_MAX_RECTS], x1[GEO_MAX_RECTS], y1[GEO_MAX_RECTS];
+    uint32_t n;
+    bool     large;
+} geo_place_t;
+
+static void grid_place(const cdb_geogrid_t *g, const cr_entity_t *e, geo_place_t *pl)
+{
+    pl->n     = 0;
+    pl->large = false;
+    if (!e)
+        return;
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *at = &e->attrs[i];
+        double           box[4];
+        uint32_t         x0, y0, x1, y1;
+
+        if (at->name != g->prop || at->kind != ATTR_GEOPROPERTY || !at->value)
+            continue;
+        if (!geo_bbox(at->value, box) || pl->n == GEO_MAX_RECTS) {
+            pl->large = true;       /* e.g. a GeometryCollection: geo.c still matches it */
+            continue;
+        }
+        x0 = cell_coord(g, box[0], 180.0);
+        y0 = cell_coord(g, box[1], 90.0);
+        x1 = cell_coord(g, box[2], 180.0);
+        y1 = cell_coord(g, box[3], 90.0);
+        if ((uint64_t)(x1 - x0 + 1) * (y1 - y0 + 1) > CDB_GEO_MAX_CELLS) {
+            pl->large = true;
+            continue;
+        }
+        pl->x0[pl->n] = x0;
+        pl->y0[pl->n] = y0;
+        pl->x1[pl->n] = x1;
+        pl->y1[pl->n] = y1;
+        pl->n++;
+    }
+}
+
+static bool place_covers(const geo_place_t *pl, uint32_t cx, uint32_t cy)
+{
+    for (uint32_t r = 0; r < pl->n; r++)
+        if (cx >= pl->x0[r] && cx <= pl->x1[r] && cy >= pl->y0[r] && cy <= pl->y1[r])
+            return true;
+    return false;
+}
+
+static bool place_empty(const geo_place_t *pl)
+{
+    return !pl->n && !pl->large;
+}
+
+/* Room for the cells of `to` that `from` does not cover. */
+static bool grid_reserve(cdb_geogrid_t *g, const geo_place_t *from, const geo_place_t *to)
+{
+    for (uint32_t r = 0; r < to->n; r++)
+        for (uint32_t cx = to->x0[r]; cx <= to->x1[r]; cx++)
+            for (uint32_t cy = to->y0[r]; cy <= to->y1[r]; cy++)
+                if (!place_covers(from, cx, cy) && !cell_reserve(g, cell_key(cx, cy)))
+                    return false;
+    if (to->large && !from->large && !vec_reserve(&g->large))
+        return false;
+    return true;
+}
+
+static void grid_add(cdb_geogrid_t *g, uint32_t slot, const geo_place_t *from,
+                     const geo_place_t *to)
+{
+    for (uint32_t r = 0; r < to->n; r++)
+        for (uint32_t cx = to->x0[r]; cx <= to->x1[r]; cx++)
+            for (uint32_t cy = to->y0[r]; cy <= to->y1[r]; cy++) {
+                cdb_gcell_t *c;
+
+                if (place_covers(from, cx, cy))
+                    continue;
+                c = cell_bucket(g, cell_key(cx, cy));   /* reserved: it exists */
+                if (vec_add(c, slot))
+                    g->n_entries++;
+            }
+    if (to->large && !from->large)
+        vec_add(&g->large, slot);
+}
+
+static void grid_remove(cdb_geogrid_t *g, uint32_t slot, const geo_place_t *from,
+                        const geo_place_t *to)
+{
+    for (uint32_t r = 0; r < from->n; r++)
+        for (uint32_t cx = from->x0[r]; cx <= from->x1[r]; cx++)
+            for (uint32_t cy = from->y0[r]; cy <= from->y1[r]; cy++) {
+                cdb_gcell_t *c;
+
+                if (place_covers(to, cx, cy) || !g->n_cells)
+                    continue;
+                c = cell_bucket(g, cell_key(cx, cy));
+                if (c->key == CDB_GEO_FREE || !vec_remove(c, slot))
+                    continue;
+                g->n_entries--;
+                if (!c->n)
+                    cell_delete(g, c);
+            }
+    if (from->large && !to->large)
+        vec_remove(&g->large, slot);
+}
+
+/* ------------------------------------------------------------ the index */
+
+void cdb_geoidx_init(cdb_geoidx_t *gi)
+{
+    memset(gi, 0, sizeof(*gi));
+}
+
+void cdb_geoidx_free(cdb_geoidx_t *gi)
+{
+    for (uint32_t i = 0; i < gi->n; i++)
+        grid_free(&gi->g[i]);
+    free(gi->g);
+    cdb_geoidx_init(gi);
+}
+
+static cdb_geogrid_t *geoidx_find(const cdb_geoidx_t *gi, const char *prop)
+{
+    for (uint32_t i = 0; i < gi->n; i++)
+        if (gi->g[i].prop == prop)
+            return &gi->g[i];
+    return NULL;
+}
+
+const cdb_geogrid_t *cdb_geoidx_get(const cdb_geoidx_t *gi, const char *prop)
+{
+    return prop ? geoidx_find(gi, prop) : NULL;
+}
+
+/* A grid for every GeoProperty name of e (or the overflow mark). */
+static bool geoidx_add_grids(cdb_geoidx_t *gi, const cr_entity_t *e)
+{
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *at = &e->attrs[i];
+
+        if (at->kind != ATTR_GEOPROPERTY || geoidx_find(gi, at->name))
+            continue;
+        if (gi->n == CDB_GEO_MAX_PROPS) {
+            gi->overflow = true;    /* this name is scanned, never indexed */
+            continue;
+        }
+        if (gi->n == gi->cap) {
+            uint32_t       cap = gi->cap ? gi->cap * 2 : 2;
+            cdb_geogrid_t *ng  = realloc(gi->g, (size_t)cap * sizeof(*ng));
+
+            if (!ng)
+                return false;
+            gi->g   = ng;
+            gi->cap = cap;
+        }
+        grid_init(&gi->g[gi->n++], at->name, GEO_LEVEL_START);
+    }
+    return true;
+}
+
+bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entity_t *e)
+{
+    geo_place_t from, to;
+
+    if (!e)
+        return true;
+    if (!geoidx_add_grids(gi, e))
+        return false;
+    for (uint32_t i = 0; i < gi->n; i++) {
+        cdb_geogrid_t *g = &gi->g[i];
+
+        grid_place(g, e, &to);
+        if (place_empty(&to))
+            continue;
+        grid_place(g, old, &from);
+        if (!grid_reserve(g, &from, &to))
+            return false;
+    }
+    return true;
+}
+
+void cdb_geoidx_update(cdb_geoidx_t *gi, uint32_t slot, const cr_entity_t *old,
+                       const cr_entity_t *e)
+{
+    geo_place_t from, to;
+
+    for (uint32_t i = 0; i < gi->n; i++) {
+        cdb_geogrid_t *g = &gi->g[i];
+
+        grid_place(g, old, &from);
+        grid_place(g, e, &to);
+        if (place_empty(&from) && place_empty(&to))
+            continue;
+        /* Adds first: a remove may delete cells (shifting buckets). */
+        grid_add(g, slot, &from, &to);
+        grid_remove(g, slot, &from, &to);
+    }
+}
+
+void cdb_geoidx_renumber(cdb_geoidx_t *gi, const uint32_t *map)
+{
+    for (uint32_t i = 0; i < gi->n; i++) {
+        cdb_geogrid_t *g = &gi->g[i];
+
+        for (uint32_t b = 0; b < g->cap; b++)
+            if (g->cells[b].key != CDB_GEO_FREE)
+                for (uint32_t k = 0; k < g->cells[b].n; k++)
+                    g->cells[b].v[k] = map[g->cells[b].v[k]];
+        for (uint32_t k = 0; k < g->large.n; k++)
+            g->large.v[k] = map[g->large.v[k]];
+    }
+}
+
+/* ------------------------------------------------------------ the level */
+
+/* A grid for g->prop at `level`, built from the slots; false on OOM. */
+static bool grid_build(cdb_geogrid_t *out, const cdb_geogrid_t *g, int level,
+                       const cdb_slot_t *slots, uint32_t n_slots)
+{
+    geo_place_t none = { .n = 0 }, to;
+
+    grid_init(out, g->prop, level);
+    if (!table_grow(out, g->n_cells))
+        goto fail;
+    for (uint32_t s = 0; s < n_slots; s++) {
+        if (!slots[s].cur)
+            continue;
+        grid_place(out, slots[s].cur, &to);
+        if (place_empty(&to))
+            continue;
+        if (!grid_reserve(out, &none, &to))
+            goto fail;
+        grid_add(out, s, &none, &to);
+    }
+    out->checked_at = out->n_entries;
+    return true;
+fail:
+    grid_free(out);
+    return false;
+}
+
+/* Candidates a one-cell query reads: the mean occupancy plus the large list. */
+static double grid_cost(const cdb_geogrid_t *g)
+{
+    return (g->n_cells ? (double)g->n_entries / g->n_cells : 0.0) + g->large.n;
+}
+
+static void grid_adapt(cdb_geogrid_t *g, const cdb_slot_t *slots, uint32_t n_slots)
+{
+    cdb_geogrid_t ng;
+    int           dir = 0;          /* one direction per pass: no ping-pong */
+
+    for (int step = 0; step < GEO_LEVEL_MAX - GEO_LEVEL_MIN; step++) {
+        double occ = g->n_cells ? (double)g->n_entries / g->n_cells : 0.0;
+        int    level;
+
+        if (occ < GEO_OCC_LOW && g->level > GEO_LEVEL_MIN && dir <= 0)
+            level = g->level - 1, dir = -1;
+        else if (occ > GEO_OCC_HIGH && g->level < GEO_LEVEL_MAX && dir >= 0)
+            level = g->level + 1, dir = 1;
+        else
+            break;
+        if (!grid_build(&ng, g, level, slots, n_slots))
+            break;
+        if (level > g->level && grid_cost(&ng) > 0.75 * grid_cost(g)) {
+            grid_free(&ng);         /* finer does not help (stacked entities) */
+            break;
+        }
+        grid_free(g);
+        *g = ng;
+    }
+    g->checked_at = g->n_entries;
+}
+
+void cdb_geoidx_maybe_regrid(cdb_geoidx_t *gi, const cdb_slot_t *slots, uint32_t n_slots)
+{
+    for (uint32_t i = 0; i < gi->n; i++) {
+        cdb_geogrid_t *g = &gi->g[i];
+        size_t         n = g->n_entries, at = g->checked_at;
+
+        if (n < GEO_ADAPT_MIN && at < GEO_ADAPT_MIN)
+            continue;
+        if (n >= 2 * at || 2 * n <= at)
+            grid_adapt(g, slots, n_slots);
+    }
+}
+
+size_t cdb_geoidx_bytes(const cdb_geoidx_t *gi, size_t *entries)
+{
+    size_t bytes = (size_t)gi->cap * sizeof(cdb_geogrid_t), n = 0;
+
+    for (uint32_t i = 0; i < gi->n; i++) {
+        const cdb_geogrid_t *g = &gi->g[i];
+
+        bytes += (size_t)g->cap * sizeof(cdb_gcell_t) + (size_t)g->large.cap * sizeof(uint32_t);
+        for (uint32_t b = 0; b < g->cap; b++)
+            if (g->cells[b].key != CDB_GEO_FREE)
+                bytes += (size_t)g->cells[b].cap * sizeof(uint32_t);
+        n += g->n_entries + g->large.n;
+    }
+    if (entries)
+        *entries = n;
+    return bytes;
+}
+
+/* -------------------------------------------------------------- queries */
+
+typedef struct geo_range {
+    uint32_t x0, y0, x1, y1;
+    bool     walk_table;        /* fewer buckets than cells in the range */
+} geo_range_t;
+
+static void grid_range(const cdb_geogrid_t *g, const double box[4], geo_range_t *r)
+{
+    r->x0 = cell_coord(g, box[0], 180.0);
+    r->y0 = cell_coord(g, box[1], 90.0);
+    r->x1 = cell_coord(g, box[2], 180.0);
+    r->y1 = cell_coord(g, box[3], 90.0);
+    r->walk_table = (double)(r->x1 - r->x0 + 1) * (double)(r->y1 - r->y0 + 1) > (double)g->cap;
+}
+
+static inline bool range_has(const geo_range_t *r, uint64_t key)
+{
+    uint32_t cx = (uint32_t)(key >> 32), cy = (uint32_t)key;
+
+    return cx >= r->x0 && cx <= r->x1 && cy >= r->y0 && cy <= r->y1;
+}
+
+/* The entries of the cells of g in the range of box, copied to out unless out
+ * is NULL; returns how many. */
+static size_t grid_walk(const cdb_geogrid_t *g, const double box[4], uint32_t *out)
+{
+    geo_range_t r;
+    size_t      n = 0;
+
+    if (!g->n_cells)
+        return 0;
+    grid_range(g, box, &r);
+    if (r.walk_table) {
+        for (uint32_t b = 0; b < g->cap; b++) {
+            const cdb_gcell_t *c = &g->cells[b];
+
+            if (c->key == CDB_GEO_FREE || !range_has(&r, c->key))
+                continue;
+            if (out && c->n)
+                memcpy(out + n, c->v, (size_t)c->n * sizeof(uint32_t));
+            n += c->n;
+        }
+        return n;
+    }
+    for (uint32_t cx = r.x0; cx <= r.x1; cx++)
+        for (uint32_t cy = r.y0; cy <= r.y1; cy++) {
+            const cdb_gcell_t *c = cell_get(g, cell_key(cx, cy));
+
+            if (!c)
+                continue;
+            if (out && c->n)
+                memcpy(out + n, c->v, (size_t)c->n * sizeof(uint32_t));
+            n += c->n;
+        }
+    return n;
+}
+
+size_t cdb_geogrid_count(const cdb_geogrid_t *g, const double box[4])
+{
+    return grid_walk(g, box, NULL) + g->large.n;
+}
+
+size_t cdb_geogrid_collect(const cdb_geogrid_t *g, const double box[4], uint32_t *out)
+{
+    size_t n = grid_walk(g, box, out);
+
+    if (g->large.n)
+        memcpy(out + n, g->large.v, (size_t)g->large.n * sizeof(uint32_t));
+    return n + g->large.n;
+}
