@@ -1,7 +1,8 @@
 /*
  * trivial_responder.c - the yardstick for GET /entities/{id}: libmicrohttpd
  * built and configured as coraine's HTTP layer is (internal thread pool,
- * epoll, answer on the second call), answering every request with a fixed
+ * epoll, answer on the second call, the same 16 KiB connection memory pool),
+ * answering every request with a fixed
  * ~400-byte JSON entity. Whatever coraine does beyond this costs requests/s.
  *
  *   trivial_responder <port> [threads]
@@ -42,7 +43,8 @@ int main(int argc, char **argv)
     int threads = argc > 2 ? atoi(argv[2]) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL,
                                             NULL, handler, NULL, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
-                                            MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_END);
+                                            MHD_OPTION_CONNECTION_LIMIT, 4096u,
+                                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024), MHD_OPTION_END);
     if (!d) { fprintf(stderr, "cannot listen on %d\n", port); return 1; }
     sigset_t s;
     sigemptyset(&s);
