@@ -66,19 +66,28 @@ static void run_cleanups(arena_t *a)
     for (; c; c = c->next) c->fn(c->ptr);   /* nodes live in the arena */
 }
 
+/* The largest block (up to ARENA_KEEP_MAX) is kept for the next request:
+ * a connection whose requests outgrow the first block pays malloc once, not
+ * on every request. */
+#define ARENA_KEEP_MAX ((size_t)1 << 20)
+
 void arena_reset(arena_t *a)
 {
     if (!a) return;
     run_cleanups(a);
+    arena_block_t *keep = a->first;
+    for (arena_block_t *b = a->head; b; b = b->next)
+        if (b->size > keep->size && b->size <= ARENA_KEEP_MAX) keep = b;
     arena_block_t *b = a->head;
-    while (b && b != a->first) {
+    while (b) {
         arena_block_t *n = b->next;
-        free(b);
+        if (b != keep) free(b);
         b = n;
     }
-    a->head = a->first;
-    a->first->next = NULL;
-    a->first->used = 0;
+    a->head = a->first = keep;
+    keep->next = NULL;
+    keep->used = 0;
+    a->next_size = keep->size * 2;   /* block growth starts over, as after arena_new */
     a->total = 0;
 }
 

@@ -30,7 +30,7 @@ typedef struct arena arena_t;
 
 arena_t *arena_new(size_t first_block);          /* NULL on OOM */
 void     arena_free(arena_t *a);                 /* frees everything */
-void     arena_reset(arena_t *a);                /* keeps the first block */
+void     arena_reset(arena_t *a);                /* frees all but one block (the largest, up to 1 MiB) */
 void    *arena_alloc(arena_t *a, size_t n);      /* 16-aligned; aborts on OOM */
 void    *arena_calloc(arena_t *a, size_t n);     /* zeroed */
 char    *arena_strndup(arena_t *a, const char *s, size_t n); /* NUL-terminated */
