@@ -151,18 +151,7 @@ void api_entity_merge(request_t *r)
     if (!api_no_unknown_params(r, &p)) goto fail;
     cr_entity_t *patch = entity_fragment(r, EP_MERGE, &p);
     if (!patch) goto fail;
-    for (uint16_t i = 0; i < patch->n_attrs; i++) {
-        cr_attr_t *a = &patch->attrs[i];
-        if (a->is_null) continue;
-        if (lang && a->kind == ATTR_PROPERTY && json_is_string(a->value) && !a->n_sub) {
-            json_t *map = json_new(r->arena, JSON_OBJECT);
-            json_add(map, lang, a->value);
-            a->value = map;
-            a->kind = ATTR_LANGUAGEPROPERTY;
-        } else if (kv) {
-            a->kind = 0;      /* the value alone: the attribute keeps its type */
-        }
-    }
+    entity_patch_simplified(r->arena, patch, kv, lang);
     if (!store_modify(api_store, r->tenant, r->pathv[0], OP_MERGE_ENTITY, patch, &args, NULL, r->arena, &p))
         goto fail;
     reply_status(r, 204);

@@ -41,6 +41,36 @@ static const char *intern_concat(const char *a, size_t al, const char *b, size_t
     return r;
 }
 
+/* A name that can stand for itself after the @vocab (4.6.2 names: a letter,
+ * then letters, digits or '_'; bytes of non-ASCII characters are taken as
+ * letters). Anything else compacts to the full IRI, so that what we render
+ * is always a name we accept back. */
+static bool plain_name(const char *s, size_t len)
+{
+    if (!len)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        bool letter = ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') || ch >= 0x80;
+        if (!(letter || (i > 0 && ((ch >= '0' && ch <= '9') || ch == '_'))))
+            return false;
+    }
+    return true;
+}
+
+/* RFC 3987 forbids the first set in an IRI (an invalid IRI mapping, JSON-LD
+ * 1.1, 4.2.2); the second, ' ( ) ; = , are the syntax of the NGSI-LD query
+ * languages (4.9, 4.17), so a name holding them could never be queried and
+ * entity_parse refuses it: a context that would produce one is refused here,
+ * with a clear message, rather than at every entity that uses it. */
+static bool iri_chars_ok(const char *s)
+{
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        if (*c <= 0x20 || *c == 0x7f || strchr("<>\"{}|\\^`'();=", *c))
+            return false;
+    return true;
+}
+
 /* RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) */
 static bool is_scheme(const char *s, size_t len)
 {
@@ -165,7 +195,7 @@ const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
         size_t pl = (size_t)(colon - term);
         const char *suffix = colon + 1;
         size_t sl = len - pl - 1;
-        if ((pl == 1 && term[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/'))
+        if ((pl == 1 && term[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/' && is_scheme(term, pl)))
             return intern(term, len);               /* blank node or hierarchical IRI */
         const ld_def_t *pd = lookup_term(core, c, term, pl, cr_hash(term, pl));
         if (pd && pd->iri[0] != '@')
@@ -208,8 +238,7 @@ const char *ld_compact(const ld_context_t *c, const char *iri)
     if (vocab && len > vl && memcmp(iri, vocab, vl) == 0) {
         const char *rest = iri + vl;
         size_t rl = len - vl;
-        if (rest[0] != '@' && !memchr(rest, ':', rl) &&
-            !lookup_term(core, c, rest, rl, cr_hash(rest, rl)))
+        if (plain_name(rest, rl) && !lookup_term(core, c, rest, rl, cr_hash(rest, rl)))
             return intern(rest, rl);
     }
     return intern(iri, len);
@@ -418,7 +447,7 @@ static const char *expand_value(ld_builder_t *b, local_ctx_t *L, const char *s, 
         size_t pl = (size_t)(colon - s);
         const char *suffix = colon + 1;
         size_t sl = len - pl - 1;
-        if ((pl == 1 && s[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/'))
+        if ((pl == 1 && s[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/' && is_scheme(s, pl)))
             return intern(s, len);
         if (!(strlen(self) == pl && memcmp(self, s, pl) == 0)) {
             if (!lookup_name(b, L, s, pl, depth, &found, &iri, &type, p))
@@ -494,6 +523,10 @@ static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int de
                            "@context: the definition of term '%s' must be a string, an object or null",
                            e->key);
     }
+    if (iri && iri[0] != '@' && !iri_chars_ok(iri))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "@context: term '%s' maps to '%.200s', which is not an IRI usable as an NGSI-LD name "
+                           "(no spaces, controls or <>\"{}|\\^`'();=)",
+                           e->key, iri);
     e->iri = iri;
     e->type = type;
     e->state = 2;

@@ -107,14 +107,57 @@ static void slot_add(work_t *w, const cr_attr_t *at)
     w->changed = true;
 }
 
-/* A copy of at without NGSI-LD Null sub-attributes (at any depth): a Null in a
- * newly added attribute deletes nothing and must not be stored. Returns at's
- * own sub array when there is nothing to strip. */
+/* An attribute with its kind and value, and its sub-attributes likewise
+ * (Nulls aside: they are stripped). */
+static bool attr_whole(const cr_attr_t *at)
+{
+    if (at->is_null)
+        return true;
+    if (!at->kind || !at->value)
+        return false;
+    for (size_t i = 0; i < at->n_sub; i++)
+        if (!attr_whole(&at->sub[i]))
+            return false;
+    return true;
+}
+
+/* v without the members (at any depth of objects) whose value is the NGSI-LD
+ * Null string; v itself when it has none. JSON nulls are left alone. */
+static json_t *drop_null_members(arena_t *a, json_t *v)
+{
+    bool any = false;
+    if (!json_is_object(v))
+        return v;
+    json_foreach(m, v)
+        if ((json_is_string(m) && strcmp(m->str, NGSI_LD_NULL) == 0) || json_is_object(m)) any = true;
+    if (!any)
+        return v;
+    json_t *out = json_new(a, JSON_OBJECT), *tail = NULL;
+    json_foreach(m, v) {
+        if (json_is_string(m) && strcmp(m->str, NGSI_LD_NULL) == 0)
+            continue;
+        json_t *n = drop_null_members(a, m);
+        if (n == m) {
+            n = arena_alloc(a, sizeof *n);
+            *n = *m;
+        }
+        n->next = NULL;
+        json_push(out, &tail, m->key, n);
+    }
+    return out;
+}
+
+/* at without NGSI-LD Nulls (at any depth): Null sub-attributes, and Null
+ * members of an object Property value. A Null in a
+ * newly added or replacing attribute deletes nothing and must not be stored.
+ * Keeps at's own sub array when there is nothing to strip. */
 static void strip_nulls(arena_t *a, cr_attr_t *at)
 {
     size_t     keep = 0;
     cr_attr_t *sub;
 
+    if (at->kind == ATTR_PROPERTY)
+        at->value = drop_null_members(a, at->value);
     if (!at->n_sub)
         return;
     for (size_t i = 0; i < at->n_sub; i++)
@@ -135,17 +178,21 @@ static void strip_nulls(arena_t *a, cr_attr_t *at)
 
 /* RFC 7396 JSON Merge Patch of two values (5.5.12 example 2): objects merge
  * member by member, a null (JSON null or the NGSI-LD Null string) removes a
- * member, anything else replaces. Nodes of target are shallow-copied (their
- * `next` links belong to the old tree), subtrees are shared. */
+ * member, anything else replaces; an object patch on a target that is not an
+ * object applies to {} (so its nulls never reach the store). Nodes of target
+ * are shallow-copied (their `next` links belong to the old tree), subtrees
+ * are shared. */
 static json_t *json_merge_patch(arena_t *a, const json_t *target, const json_t *patch)
 {
     json_t *out, *tail = NULL;
 
-    if (!json_is_object(patch) || !json_is_object(target))
+    if (!json_is_object(patch))
         return (json_t *)patch;
+    if (!json_is_object(target))
+        target = NULL;
 
     out = json_new(a, JSON_OBJECT);
-    json_foreach(m, target) {
+    if (target) json_foreach(m, target) {
         json_t *pm = json_get(patch, m->key);
         json_t *n;
 
@@ -157,12 +204,12 @@ static json_t *json_merge_patch(arena_t *a, const json_t *target, const json_t *
         json_push(out, &tail, m->key, n);
     }
     json_foreach(pm, patch) {
-        const json_t *tm = json_get(target, pm->key);
+        const json_t *tm = target ? json_get(target, pm->key) : NULL;
         json_t       *n;
 
         if (is_null_marker(pm))
             continue;
-        if (tm && json_is_object(tm) && json_is_object(pm)) {
+        if (json_is_object(pm)) {
             n = json_merge_patch(a, tm, pm);
         } else {
             n = arena_alloc(a, sizeof *n);
@@ -227,6 +274,10 @@ static bool merge_subs(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
                 return false;
             sub[hit] = merged;
         } else {
+            /* a new sub-attribute must be whole, even in a partial update (5.6.4) */
+            if (!attr_whole(ps))
+                return problem_set(p, PB_BAD_REQUEST_DATA,
+                                   "new sub-attribute %s needs its type and value", ps->name);
             sub[n] = *ps;
             strip_nulls(a, &sub[n]);
             sub[n].created_at = sub[n].modified_at = now;
@@ -250,9 +301,62 @@ static bool merge_subs(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
  * rather than replaced (partial update, 5.5.8). A kind change replaces the
  * attribute whole (keeping createdAt): the old members may not fit the new
  * kind (a unitCode on a Relationship). */
+void entity_patch_simplified(arena_t *a, cr_entity_t *patch, bool key_values, const char *lang)
+{
+    for (uint16_t i = 0; i < patch->n_attrs; i++) {
+        cr_attr_t *at = &patch->attrs[i];
+        if (at->is_null)
+            continue;
+        if (lang && at->kind == ATTR_PROPERTY && json_is_string(at->value) && !at->n_sub) {
+            json_t *map = json_new(a, JSON_OBJECT);
+            json_add(map, lang, at->value);
+            at->value = map;
+            at->kind = ATTR_LANGUAGEPROPERTY;
+        } else if (key_values && at->kind == ATTR_PROPERTY) {
+            at->kind = 0;
+        }
+    }
+}
+
+/* A bare value (a simplified merge, kind 0) must fit the kind of the
+ * attribute it goes into; the kinds whose value has its own shape want their
+ * concise form ({"languageMap": ...}, {"vocab": ...}, {"objectList": ...}). */
+static bool bare_value_fits(const cr_attr_t *old, const json_t *v, problem_t *p)
+{
+    switch (old->kind) {
+    case ATTR_RELATIONSHIP:
+        if (json_is_string(v) && model_valid_uri(v->str))
+            return true;
+        if (json_is_array(v) && v->len) {
+            json_foreach(o, v)
+                if (!json_is_string(o) || !model_valid_uri(o->str))
+                    return problem_set(p, PB_BAD_REQUEST_DATA, "relationship %s: the objects must be URIs", old->name);
+            return true;
+        }
+        return problem_set(p, PB_BAD_REQUEST_DATA, "relationship %s: the object must be a URI", old->name);
+    case ATTR_GEOPROPERTY:
+        return geo_validate(v, p);
+    case ATTR_LISTPROPERTY:
+        if (json_is_array(v))
+            return true;
+        return problem_set(p, PB_BAD_REQUEST_DATA, "ListProperty %s: the value must be an array", old->name);
+    case ATTR_LANGUAGEPROPERTY:
+    case ATTR_VOCABPROPERTY:
+    case ATTR_LISTRELATIONSHIP:
+        return problem_set(p, PB_BAD_REQUEST_DATA, "%s %s: give its concise form (with %s), not a bare value",
+                           attr_kind_name((attr_kind_t)old->kind), old->name,
+                           old->kind == ATTR_LANGUAGEPROPERTY ? "languageMap"
+                           : old->kind == ATTR_VOCABPROPERTY ? "vocab" : "objectList");
+    default:
+        return true;
+    }
+}
+
 static bool merge_attr(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
                        const cr_attr_t *patch, int64_t now, bool deep, problem_t *p)
 {
+    if (!patch->kind && patch->value && !bare_value_fits(old, patch->value, p))
+        return false;
     if (patch->kind && patch->kind != old->kind) {
         *out = *patch;
         strip_nulls(a, out);

@@ -147,6 +147,13 @@ typedef struct op_args {
                                    merged attributes that have one; 0 = none */
 } op_args_t;
 
+/* Prepares a merge patch given with PATCH /entities/{id}?format=keyValues
+ * and/or ?lang= (5.6.17.4): with lang, a plain string becomes that
+ * language's text of a LanguageProperty; with keyValues, a bare value
+ * (parsed as a Property) gets kind 0 so that the merge keeps the attribute's
+ * own type (entity_apply checks that the value fits it). */
+void entity_patch_simplified(arena_t *a, cr_entity_t *patch, bool key_values, const char *lang);
+
 /* Per-attribute outcome, for 207 responses (UpdateResult, 5.2.18). */
 typedef struct attr_outcome {
     const char *name;           /* expanded */
