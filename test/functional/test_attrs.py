@@ -306,3 +306,30 @@ def test_6_7_3_3_replace_attribute_errors(cli):
     assert_problem(cli.put("/entities/%s/attrs/scope" % eid, prop("/B")), 400, "BadRequestData")
     assert_problem(cli.put("/entities/%s/attrs/a" % eid, {"type": "Property"}), 400, "BadRequestData")
     assert cli.entity(eid)["a"] == prop(1)
+
+
+# ---- regressions found by fuzzing (test/fuzz/fuzz_request.c) ------------------
+
+def test_5_6_4_partial_update_new_sub_attribute_must_be_whole(cli):
+    """5.6.4: a sub-attribute that does not exist yet is added whole; without its
+    type or value it is BadRequestData and nothing changes."""
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    assert_problem(cli.patch("/entities/%s/attrs/a" % eid, {"newSub": {"unitCode": "X"}}), 400, "BadRequestData")
+    assert cli.entity(eid)["a"] == prop(1)
+
+
+def test_5_5_4_null_inside_an_object_value_is_not_stored(cli):
+    """5.6.2.4 / RFC 7396: an NGSI-LD Null member of an object value deletes
+    nothing and is never stored, also when the old value was not an object."""
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop("text"), b=prop({"x": 1, "y": 2})))
+    r = cli.patch("/entities/%s/attrs" % eid, {"a": {"type": "Property", "value": {"k": NGSI_NULL, "m": 1}},
+                                               "c": {"type": "Property", "value": {"k": NGSI_NULL, "n": 2}}})
+    assert r.status_code == 204, r.text
+    e = cli.entity(eid)
+    assert e["a"] == prop({"m": 1})
+    assert e["c"] == prop({"n": 2})
+    r = cli.patch("/entities/" + eid, {"b": {"type": "Property", "value": {"x": NGSI_NULL}}})
+    assert r.status_code == 204, r.text
+    assert cli.entity(eid)["b"] == prop({"y": 2})

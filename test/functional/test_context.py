@@ -342,3 +342,12 @@ def test_failed_context_does_not_poison_the_cache(cli, ctxserver):
     assert r.status_code == 201, r.text
     assert cli.entity(eid)["type"] == "https://example.org/Vehicle"
 
+
+
+@pytest.mark.parametrize("mapping", ["http://ex.org/a b", "http://ex.org/<a>", ":t(tp//example.org/", "http://x/{y}"])
+def test_invalid_iri_mapping_in_user_context_is_400(cli, mapping):
+    """JSON-LD 1.1 (invalid IRI mapping) and 4.6.2: a term that maps to something that
+    is not an IRI usable as an NGSI-LD name is refused with BadRequestData."""
+    body = entity(uid(), "ex:Thing")
+    body["@context"] = {"ex": mapping}
+    assert_problem(cli.post("/entities", body, ctype="application/ld+json"), 400, "BadRequestData")

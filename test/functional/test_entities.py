@@ -650,3 +650,19 @@ def test_6_5_3_4_merge_updates_modified_at_only(cli):
     assert e1["a"]["createdAt"] == e0["a"]["createdAt"]
     assert e1["a"]["modifiedAt"] > e0["a"]["modifiedAt"]
     assert e1["modifiedAt"] > e0["modifiedAt"]
+
+
+def test_6_5_3_4_merge_key_values_must_fit_the_attribute(cli):
+    """5.6.17.4 with format=keyValues: a bare value keeps the attribute's type, so it
+    must fit it (a LanguageProperty wants {"languageMap": ...}); nothing changes otherwise."""
+    eid = uid()
+    cli.create(entity(eid, "T", name=langprop({"en": "Main"}), r=rel("urn:ngsi-ld:X:1")))
+    assert_problem(cli.patch("/entities/" + eid, {"name": "Broadway"}, params={"format": "keyValues"}),
+                   400, "BadRequestData")
+    assert_problem(cli.patch("/entities/" + eid, {"r": 42}, params={"format": "keyValues"}), 400, "BadRequestData")
+    e = cli.entity(eid)
+    assert e["name"] == langprop({"en": "Main"})
+    assert e["r"] == rel("urn:ngsi-ld:X:1")
+    r = cli.patch("/entities/" + eid, {"name": {"languageMap": {"fr": "Principale"}}}, params={"format": "keyValues"})
+    assert r.status_code == 204, r.text
+    assert cli.entity(eid)["name"]["languageMap"]["fr"] == "Principale"
