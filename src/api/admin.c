@@ -91,6 +91,16 @@ void api_statistics(request_t *r)
     jw_key(&w, "cacheHits"); jw_int(&w, (int64_t)ls.cache_hits);
     jw_key(&w, "cached"); jw_int(&w, (int64_t)ls.cached);
     jw_object_end(&w);
+    render_cache_stats_t rs;
+    render_cache_get_stats(&rs);
+    jw_key(&w, "renderCache");
+    jw_object_begin(&w);
+    jw_key(&w, "bytes"); jw_int(&w, (int64_t)rs.bytes);
+    jw_key(&w, "entries"); jw_int(&w, (int64_t)rs.entries);
+    jw_key(&w, "hits"); jw_int(&w, (int64_t)rs.hits);
+    jw_key(&w, "misses"); jw_int(&w, (int64_t)rs.misses);
+    jw_key(&w, "limitBytes"); jw_int(&w, (int64_t)cr_config.render_cache_mb << 20);
+    jw_object_end(&w);
     jw_key(&w, "internedNames"); jw_int(&w, (int64_t)intern_count());
     jw_object_end(&w);
     reply_body(r, 200, "application/json");

@@ -40,6 +40,7 @@ static flag_t flags[] = {
     {"maxJsonDepth", F_INT, &cr_config.max_json_depth, "64", NULL, "deepest JSON nesting accepted"},
     {"maxAttributes", F_INT, &cr_config.max_attributes, "1000", NULL, "attributes per entity"},
     {"maxLimit", F_INT, &cr_config.max_limit, "1000", NULL, "largest page size (limit) of a query"},
+    {"renderCache", F_INT, &cr_config.render_cache_mb, "256", NULL, "MiB of cached entity renderings (0: none)"},
     {"defaultLimit", F_INT, &cr_config.default_limit, "20", NULL, "page size when a query gives no limit"},
     {"contextTimeout", F_INT, &cr_config.context_timeout_ms, "5000", NULL, "ms to download a remote @context"},
     {"contextRetries", F_INT, &cr_config.context_retries, "2", NULL, "retries of a failed @context download"},

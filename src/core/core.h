@@ -161,6 +161,7 @@ typedef struct cr_config {
     int         max_json_depth;      /* --maxJsonDepth */
     int         max_attributes;      /* --maxAttributes per entity */
     int         max_limit;           /* --maxLimit: largest page size */
+    int         render_cache_mb;     /* --renderCache MiB of cached entity renderings (0: off) */
     int         default_limit;       /* limit when none is given (20) */
     int         context_timeout_ms;  /* --contextTimeout for remote @context downloads */
     int         context_retries;     /* --contextRetries */

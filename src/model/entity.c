@@ -384,6 +384,7 @@ static cr_entity_t *fz_entity(freezer_t *fz, const cr_entity_t *d)
         return NULL;
     *e       = *d;
     e->refs  = 1;
+    e->render_cache = NULL;
     e->id    = id;
     e->types = types;
     e->attrs = attrs;
@@ -423,6 +424,8 @@ void entity_ref(cr_entity_t *e)
 
 void entity_unref(cr_entity_t *e)
 {
-    if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        render_cache_release(e->render_cache);
         free(e);
+    }
 }

@@ -85,6 +85,8 @@ typedef struct cr_entity {
     json_t      *scope;       /* NULL, or a string / array of strings */
     int64_t      created_at;
     int64_t      modified_at;
+    void        *render_cache;  /* frozen only: this version's most asked-for rendering
+                                   (render.c), set once, freed with the entity */
     uint16_t     n_types;
     uint16_t     n_attrs;
 } cr_entity_t;
@@ -194,6 +196,17 @@ typedef struct render_opts {
 } render_opts_t;
 
 void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);
+/* The render cache: a frozen entity keeps the text of its first plain
+ * rendering (a format and a context, no sysAttrs, projection, lang or
+ * @context member), so that reading it again is a copy. Entities are
+ * immutable, so the text never goes stale; it is freed with its version.
+ * Bounded by --renderCache (MiB, 0 = off): past it nothing more is cached. */
+typedef struct render_cache_stats {
+    uint64_t bytes, entries, hits, misses;
+} render_cache_stats_t;
+void render_cache_get_stats(render_cache_stats_t *st);
+void render_cache_release(void *rc);     /* model-internal: entity_unref frees with it */
+
 /* GeoJSON Feature (4.5.16 / 4.5.17 for keyValues). */
 void entity_render_geojson(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);
 /* One attribute (as in the entity rendering, without its name). */

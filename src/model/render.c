@@ -561,7 +561,104 @@ static void wr_context(json_writer_t *w, const render_opts_t *o)
     jw_raw(w, o->context_json, strlen(o->context_json));
 }
 
+/* ------------------------------------------------------- render cache */
+
+typedef struct render_cache {
+    const ld_context_t *ctx;
+    uint32_t            len;
+    uint8_t             format;
+    char                text[];
+} render_cache_t;
+
+static size_t   rc_bytes;                 /* atomics */
+static uint64_t rc_entries, rc_hits, rc_misses;
+
+void render_cache_release(void *p)
+{
+    render_cache_t *rc = p;
+    if (!rc)
+        return;
+    __atomic_sub_fetch(&rc_bytes, sizeof *rc + rc->len, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&rc_entries, 1, __ATOMIC_RELAXED);
+    free(rc);
+}
+
+void render_cache_get_stats(render_cache_stats_t *st)
+{
+    st->bytes = __atomic_load_n(&rc_bytes, __ATOMIC_RELAXED);
+    st->entries = __atomic_load_n(&rc_entries, __ATOMIC_RELAXED);
+    st->hits = __atomic_load_n(&rc_hits, __ATOMIC_RELAXED);
+    st->misses = __atomic_load_n(&rc_misses, __ATOMIC_RELAXED);
+}
+
+static bool cacheable(const cr_entity_t *e, const render_opts_t *o)
+{
+    return e->refs > 0 && cr_config.render_cache_mb > 0 && !o->sys_attrs && !o->pick && !o->omit && !o->lang &&
+           !o->context_json;
+}
+
+/* Keeps text as e's cached rendering when e has none yet and the budget
+ * allows; the entity is shared and otherwise immutable: the pointer is set
+ * once, by compare-and-swap. */
+static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char *text, size_t len)
+{
+    size_t need = sizeof(render_cache_t) + len;
+    size_t limit = (size_t)cr_config.render_cache_mb << 20;
+    if (len > UINT32_MAX || __atomic_add_fetch(&rc_bytes, need, __ATOMIC_RELAXED) > limit) {
+        __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);
+        return;
+    }
+    render_cache_t *rc = malloc(need);
+    if (!rc) {
+        __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);
+        return;
+    }
+    rc->ctx = o->ctx;
+    rc->format = (uint8_t)o->format;
+    rc->len = (uint32_t)len;
+    memcpy(rc->text, text, len);
+    void *expected = NULL;
+    if (__atomic_compare_exchange_n(&((cr_entity_t *)e)->render_cache, &expected, rc, false, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED)) {
+        __atomic_add_fetch(&rc_entries, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);   /* another reader was first */
+    free(rc);
+}
+
+static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);
+
 void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    if (!cacheable(e, o)) {
+        render_entity(w, e, o);
+        return;
+    }
+    const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
+    if (rc && rc->ctx == o->ctx && rc->format == o->format) {
+        __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
+        jw_raw(w, rc->text, rc->len);
+        return;
+    }
+    __atomic_add_fetch(&rc_misses, 1, __ATOMIC_RELAXED);
+    if (rc) {                           /* cached for another format or context */
+        render_entity(w, e, o);
+        return;
+    }
+    /* render on its own, then copy: the cached text is exactly the value */
+    sbuf_t        tmp;
+    json_writer_t tw;
+    sb_init(&tmp, w->sb->a, 512);
+    jw_init(&tw, &tmp);
+    render_entity(&tw, e, o);
+    jw_raw(w, tmp.p, tmp.len);
+    cache_offer(e, o, tmp.p, tmp.len);
+    if (!tmp.a)
+        sb_release(&tmp);
+}
+
+static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
 {
     rctx_t r;
 

@@ -6,7 +6,9 @@ function setup(thread)
   thread_id = thread_id + 1
 end
 function init(args)
-  prefix = "urn:ngsi-ld:Vehicle:w" .. tid .. "-" .. math.random(1, 1000000000) .. "-"
+  -- a prefix new to every run (several runs share one broker): time + thread
+  math.randomseed(os.time() * 1000 + tid)
+  prefix = "urn:ngsi-ld:Vehicle:w" .. os.time() .. "-" .. tid .. "-" .. math.random(1, 1000000000) .. "-"
 end
 request = function()
   counter = counter + 1

@@ -3,6 +3,8 @@
 
 Shapes (wrk on loopback, keep-alive):
   trivial   GET on the trivial libmicrohttpd responder (the yardstick)
+  trivial20 the same responder answering an array of 20 entities: the
+            yardstick for a query page (the same bytes on the wire)
   retrieve  GET /ngsi-ld/v1/entities/{id}
   query     GET /ngsi-ld/v1/entities?type=Vehicle&q=speed>50&limit=20 over N entities
   create    POST /ngsi-ld/v1/entities (a new Vehicle per request)
@@ -135,23 +137,27 @@ def main():
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--entities", type=int, default=10000)
-    ap.add_argument("--shapes", default="trivial,retrieve,query,create")
+    ap.add_argument("--shapes", default="trivial,retrieve,trivial20,query,create")
     ap.add_argument("--memory", help="comma-separated entity counts: measure bytes per entity instead")
     a = ap.parse_args()
     if a.memory:
         memory([int(x) for x in a.memory.split(",")])
         return
 
-    bport, tport = free_port(), free_port()
+    bport, tport, t20port = free_port(), free_port(), free_port()
     broker = start_broker(bport)
     trivial = subprocess.Popen([TRIVIAL, str(tport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trivial20 = subprocess.Popen([TRIVIAL, str(t20port), "0", "20"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
     try:
         base = "http://127.0.0.1:%d" % bport
         wait_up(base + "/version")
         wait_up("http://127.0.0.1:%d/" % tport)
+        wait_up("http://127.0.0.1:%d/" % t20port)
         load(base, a.entities)
         urls = {
             "trivial": ("http://127.0.0.1:%d/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1" % tport, None),
+            "trivial20": ("http://127.0.0.1:%d/ngsi-ld/v1/entities?type=Vehicle" % t20port, None),
             "retrieve": (base + "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1", None),
             "query": (base + "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20", None),
             "create": (base + "/ngsi-ld/v1/entities", os.path.join(ROOT, "test/perf/create.lua")),
@@ -179,11 +185,15 @@ def main():
         for s in ("query", "create"):
             if s in med and "retrieve" in med:
                 print("- %s / retrieve: %.2f" % (s, med[s] / med["retrieve"]))
+        if "trivial20" in med and "query" in med:
+            print("- query / trivial responder with the same 20-entity page: %.2f" % (med["query"] / med["trivial20"]))
+        if any(sum(r[1] for r in res[s]) for s in shapes):
+            print("\nWARNING: some requests failed (non-2xx): those figures do not count")
     finally:
-        broker.terminate()
-        trivial.terminate()
-        broker.wait()
-        trivial.wait()
+        for p in (broker, trivial, trivial20):
+            p.terminate()
+        for p in (broker, trivial, trivial20):
+            p.wait()
 
 
 if __name__ == "__main__":

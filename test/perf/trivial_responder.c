@@ -5,7 +5,10 @@
  * answering every request with a fixed
  * ~400-byte JSON entity. Whatever coraine does beyond this costs requests/s.
  *
- *   trivial_responder <port> [threads]
+ *   trivial_responder <port> [threads] [n]
+ *
+ * With n > 0 the answer is a JSON array of n copies of the entity: the
+ * yardstick for a query page of n entities (the same bytes on the wire).
  */
 #include <microhttpd.h>
 #include <signal.h>
@@ -14,12 +17,15 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char body[] =
+static const char entity[] =
     "{\"id\":\"urn:ngsi-ld:Vehicle:1\",\"type\":\"Vehicle\",\"speed\":{\"type\":\"Property\",\"value\":55,"
     "\"observedAt\":\"2024-01-01T00:00:00.000Z\",\"accuracy\":{\"type\":\"Property\",\"value\":0.5}},"
     "\"location\":{\"type\":\"GeoProperty\",\"value\":{\"type\":\"Point\",\"coordinates\":[-3.7,40.4]}},"
     "\"isParked\":{\"type\":\"Relationship\",\"object\":\"urn:ngsi-ld:Parking:1\"},"
     "\"brand\":{\"type\":\"Property\",\"value\":\"Mercedes\"}}";
+
+static const char *body = entity;
+static size_t      body_len = sizeof entity - 1;
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **req_cls)
@@ -28,7 +34,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     (void)cls; (void)url; (void)method; (void)version; (void)upload;
     if (*req_cls == NULL) { *req_cls = &marker; return MHD_YES; }
     if (*upload_size) { *upload_size = 0; return MHD_YES; }
-    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = MHD_create_response_from_buffer(body_len, (void *)body, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Link", "<https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld>; "
                                        "rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"");
@@ -41,6 +47,23 @@ int main(int argc, char **argv)
 {
     int port = argc > 1 ? atoi(argv[1]) : 8080;
     int threads = argc > 2 ? atoi(argv[2]) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int n = argc > 3 ? atoi(argv[3]) : 0;
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n > 0) {
+        size_t el = sizeof entity - 1;
+        char  *b = malloc(n * (el + 1) + 2);
+        if (!b) return 1;
+        size_t k = 0;
+        b[k++] = '[';
+        for (int i = 0; i < n; i++) {
+            if (i) b[k++] = ',';
+            memcpy(b + k, entity, el);
+            k += el;
+        }
+        b[k++] = ']';
+        body = b;
+        body_len = k;
+    }
     struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL,
                                             NULL, handler, NULL, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
                                             MHD_OPTION_CONNECTION_LIMIT, 4096u,

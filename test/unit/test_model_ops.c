@@ -925,6 +925,61 @@ static void test_attr_render(void **state)
     assert_true(json_equal(got, J("{'type':'Property','value':21.5,'unitCode':'CEL'}")));
 }
 
+
+/* The render cache: a frozen entity's first plain rendering is kept and
+ * served again byte for byte; other formats and projections are rendered
+ * as before; the text goes with the entity version. */
+static void render_twice(const cr_entity_t *e, const render_opts_t *o, sbuf_t *sb)
+{
+    json_writer_t w;
+    sb_init(sb, A, 256);
+    jw_init(&w, sb);
+    jw_array_begin(&w);                 /* as in a query page: commas around it */
+    entity_render(&w, e, o);
+    entity_render(&w, e, o);
+    jw_array_end(&w);
+}
+
+static void test_render_cache(void **state)
+{
+    (void)state;
+    render_cache_stats_t s0, s1;
+    int saved = cr_config.render_cache_mb;
+    cr_config.render_cache_mb = 1;
+    cr_entity_t *fe = entity_freeze(sensor());
+    render_opts_t o = opts(FMT_NORMALIZED);
+    sbuf_t a, b, c;
+
+    render_cache_get_stats(&s0);
+    render_twice(fe, &o, &a);           /* miss, then hit */
+    render_twice(fe, &o, &b);           /* two hits */
+    render_cache_get_stats(&s1);
+    assert_string_equal(a.p, b.p);
+    assert_int_equal(s1.hits - s0.hits, 3);
+    assert_int_equal(s1.misses - s0.misses, 1);
+    assert_int_equal(s1.entries - s0.entries, 1);
+    assert_non_null(fe->render_cache);
+
+    cr_config.render_cache_mb = 0;     /* the same text without the cache */
+    render_twice(fe, &o, &c);
+    assert_string_equal(a.p, c.p);
+    cr_config.render_cache_mb = 1;
+
+    render_opts_t kv = opts(FMT_KEYVALUES);   /* another format: not from the cache */
+    render_twice(fe, &kv, &c);
+    assert_string_not_equal(a.p, c.p);
+    render_opts_t sys = opts(FMT_NORMALIZED);
+    sys.sys_attrs = true;
+    render_twice(fe, &sys, &c);
+    assert_non_null(strstr(c.p, "createdAt"));
+
+    entity_unref(fe);                  /* frees the cached text with it */
+    render_cache_get_stats(&s1);
+    assert_int_equal(s1.entries, s0.entries);
+    assert_int_equal(s1.bytes, s0.bytes);
+    cr_config.render_cache_mb = saved;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -946,6 +1001,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_render_concise_parking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_datasets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_projection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_render_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_lang, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_geojson, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attr_render, setup, teardown),
