@@ -13,6 +13,7 @@ all of them; the report gives the median requests/s of each and the ratios.
 
   python3 test/perf/perf_run.py [--runs 3] [--duration 10] [--entities 10000]
   python3 test/perf/perf_run.py --memory 100000,1000000
+  python3 test/perf/perf_run.py --broker-flags '--renderCache 0'   (every read renders)
 
 --memory N,...: resident bytes per entity of the Vehicle shape (4 attributes,
 one with observedAt and a sub-attribute, one GeoProperty), measured on a
@@ -139,13 +140,14 @@ def main():
     ap.add_argument("--entities", type=int, default=10000)
     ap.add_argument("--shapes", default="trivial,retrieve,trivial20,query,create")
     ap.add_argument("--memory", help="comma-separated entity counts: measure bytes per entity instead")
+    ap.add_argument("--broker-flags", default="", help="extra broker flags, e.g. '--renderCache 0'")
     a = ap.parse_args()
     if a.memory:
         memory([int(x) for x in a.memory.split(",")])
         return
 
     bport, tport, t20port = free_port(), free_port(), free_port()
-    broker = start_broker(bport)
+    broker = start_broker(bport, a.broker_flags.split())
     trivial = subprocess.Popen([TRIVIAL, str(tport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     trivial20 = subprocess.Popen([TRIVIAL, str(t20port), "0", "20"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
