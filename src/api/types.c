@@ -165,6 +165,20 @@ static const char *list_id(request_t *r, const char *kind)
                         (unsigned long long)__atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
 }
 
+/* EntityTypeList (4.5.10) / AttributeList (4.5.13): an id, a type, the names. */
+static void name_list(json_writer_t *w, request_t *r, const ld_context_t *ctx, const char *kind,
+                      const char *member, const nameset_t *names, api_view_t *v)
+{
+    jw_object_begin(w);
+    jw_key(w, "id"); jw_string(w, list_id(r, kind));
+    jw_key(w, "type"); jw_string(w, kind);
+    jw_key(w, member);
+    jw_array_begin(w);
+    for (size_t i = 0; i < names->n; i++) jw_string(w, ld_compact(ctx, names->v[i].name));
+    jw_array_end(w);
+    end_object(w, v);
+}
+
 void api_types_list(request_t *r)
 {
     problem_t p = {0};
@@ -193,14 +207,7 @@ void api_types_list(request_t *r)
         }
         jw_array_end(&w);
     } else {
-        jw_object_begin(&w);
-        jw_key(&w, "id"); jw_string(&w, list_id(r, "EntityTypeList"));
-        jw_key(&w, "type"); jw_string(&w, "EntityTypeList");
-        jw_key(&w, "typeList");
-        jw_array_begin(&w);
-        for (size_t i = 0; i < g.types.n; i++) jw_string(&w, ld_compact(ctx, g.types.v[i].name));
-        jw_array_end(&w);
-        end_object(&w, &v);
+        name_list(&w, r, ctx, "EntityTypeList", "typeList", &g.types, &v);
     }
     reply_body(r, 200, v.ctype);
 }
@@ -281,14 +288,7 @@ void api_attributes_list(request_t *r)
         for (size_t i = 0; i < g.attrs.n; i++) attribute_object(&w, ctx, &g.attrs.v[i], false, &v);
         jw_array_end(&w);
     } else {
-        jw_object_begin(&w);
-        jw_key(&w, "id"); jw_string(&w, list_id(r, "AttributeList"));
-        jw_key(&w, "type"); jw_string(&w, "AttributeList");
-        jw_key(&w, "attributeList");
-        jw_array_begin(&w);
-        for (size_t i = 0; i < g.attrs.n; i++) jw_string(&w, ld_compact(ctx, g.attrs.v[i].name));
-        jw_array_end(&w);
-        end_object(&w, &v);
+        name_list(&w, r, ctx, "AttributeList", "attributeList", &g.attrs, &v);
     }
     reply_body(r, 200, v.ctype);
 }
