@@ -120,6 +120,24 @@ static cr_entity_t *member_parse(request_t *r, const json_t *e, unsigned flags, 
     return d;
 }
 
+/* The body of a batch: a non-empty array without null members (5.6.7-5.6.10:
+ * an empty batch or a null member makes the whole request invalid). */
+static json_t *batch_body(request_t *r, problem_t *p)
+{
+    json_t *body = api_body(r, true, p);
+    if (!body) return NULL;
+    if (body->len == 0) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "the batch is empty");
+        return NULL;
+    }
+    json_foreach(e, body)
+        if (e->type == JSON_NULL) {
+            problem_set(p, PB_BAD_REQUEST_DATA, "a member of the batch is null");
+            return NULL;
+        }
+    return body;
+}
+
 typedef enum { B_CREATE, B_UPSERT, B_UPDATE, B_MERGE } bkind_t;
 
 static void batch_write(request_t *r, bkind_t kind)
@@ -143,17 +161,8 @@ static void batch_write(request_t *r, bkind_t kind)
         (void)req_param(r, "options");
     }
     if (!api_no_unknown_params(r, &p)) goto fail;
-    json_t *body = api_body(r, true, &p);
+    json_t *body = batch_body(r, &p);
     if (!body) goto fail;
-    if (body->len == 0) {
-        problem_set(&p, PB_BAD_REQUEST_DATA, "the batch is empty");
-        goto fail;
-    }
-    json_foreach(e, body)
-        if (e->type == JSON_NULL) {   /* 5.6.7-5.6.10: a null member makes the whole request invalid */
-            problem_set(&p, PB_BAD_REQUEST_DATA, "a member of the batch is null");
-            goto fail;
-        }
     batch_init(&b, r, body->len);
     int64_t now = cr_now_us();
 
@@ -222,17 +231,8 @@ void api_batch_delete(request_t *r)
     problem_t p = {0};
     batch_t   b;
     if (!api_no_unknown_params(r, &p)) goto fail;
-    json_t *body = api_body(r, true, &p);
+    json_t *body = batch_body(r, &p);
     if (!body) goto fail;
-    if (body->len == 0) {
-        problem_set(&p, PB_BAD_REQUEST_DATA, "the batch is empty");
-        goto fail;
-    }
-    json_foreach(e, body)
-        if (e->type == JSON_NULL) {
-            problem_set(&p, PB_BAD_REQUEST_DATA, "a member of the batch is null");
-            goto fail;
-        }
     batch_init(&b, r, body->len);
     json_foreach(e, body) {
         problem_t ep = {0};

@@ -227,28 +227,40 @@ static void answer_page(request_t *r, query_t *qy, store_page_t *pg, bool more, 
     reply_body(r, 200, v->ctype);
 }
 
+/* count=true|false, or options=count (4.13) */
+static bool read_count(request_t *r, query_t *qy, problem_t *p)
+{
+    const char *count = req_param(r, "count");
+    if (count && strcmp(count, "true") && strcmp(count, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "count must be true or false");
+    qy->count = (count && !strcmp(count, "true")) || api_option(r, "count");
+    return true;
+}
+
+/* limit/offset, the last check for unknown parameters, the query, the page. */
+static bool page_and_answer(request_t *r, query_t *qy, const ld_context_t *ctx, api_view_t *v, problem_t *p)
+{
+    store_page_t pg;
+    bool         more;
+    if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
+    if (!api_no_unknown_params(r, p)) return false;
+    if (!run_query(r, qy, &pg, &more, p)) return false;
+    answer_page(r, qy, &pg, more, ctx, v);
+    return true;
+}
+
 void api_entities_query(request_t *r)
 {
     problem_t    p = {0};
     query_t      qy = {0};
     api_view_t   v;
-    store_page_t pg;
 
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    const char *count = req_param(r, "count");
-    if (count && strcmp(count, "true") && strcmp(count, "false")) {
-        problem_set(&p, PB_BAD_REQUEST_DATA, "count must be true or false");
-        goto fail;
-    }
-    qy.count = (count && !strcmp(count, "true")) || api_option(r, "count");
+    if (!read_count(r, &qy, &p)) goto fail;
     if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
-    if (!set_page(&qy, req_param(r, "limit"), req_param(r, "offset"), &p)) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    bool more;
-    if (!run_query(r, &qy, &pg, &more, &p)) goto fail;
-    answer_page(r, &qy, &pg, more, ctx, &v);
+    if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);
@@ -437,21 +449,15 @@ void api_batch_query(request_t *r)
     problem_t    p = {0};
     query_t      qy = {0};
     api_view_t   v;
-    store_page_t pg;
 
     json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    const char *count = req_param(r, "count");
-    qy.count = (count && !strcmp(count, "true")) || api_option(r, "count");
+    if (!read_count(r, &qy, &p)) goto fail;
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
-    if (!set_page(&qy, req_param(r, "limit"), req_param(r, "offset"), &p)) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    bool more;
-    if (!run_query(r, &qy, &pg, &more, &p)) goto fail;
-    answer_page(r, &qy, &pg, more, ctx, &v);
+    if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);
