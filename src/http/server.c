@@ -299,6 +299,9 @@ static void json_escape_into(sbuf_t *sb, const char *s)
 void reply_problem(request_t *r, const problem_t *p)
 {
     int status = problem_status(p);
+    if (status >= 500)   /* the broker's own trouble (503: a @context that cannot be had): one line */
+        cr_log(status == 503 ? LOG_WARN : LOG_ERROR, "%s %s -> %d %s", r->method_name ? r->method_name : "?",
+               r->path ? r->path : "?", status, p->detail);
     r->n_out_headers = 0;
     if (r->tenant) reply_header(r, "NGSILD-Tenant", r->tenant);
     sb_clear(&r->out);
