@@ -99,6 +99,26 @@ static char *jr_escape(char *w, const unsigned char *s, size_t n)
     static const char hex[] = "0123456789abcdef";
     size_t            i = 0;
 
+    /* short strings (names, ids, most values): a plain byte loop, no calls */
+    if (n <= 32) {
+        for (; i < n; i++) {
+            unsigned char c = s[i];
+            char          e = esc_tab[c];
+            if (CR_LIKELY(!e)) {
+                *w++ = (char)c;
+                continue;
+            }
+            *w++ = '\\';
+            *w++ = e;
+            if (e == 'u') {
+                *w++ = '0';
+                *w++ = '0';
+                *w++ = hex[c >> 4];
+                *w++ = hex[c & 15];
+            }
+        }
+        return w;
+    }
     while (i < n) {
         size_t run = i;
         while (n - run >= 8) {
