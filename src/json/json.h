@@ -139,6 +139,10 @@ void jw_object_end(json_writer_t *w);
 void jw_array_begin(json_writer_t *w);
 void jw_array_end(json_writer_t *w);
 void jw_key(json_writer_t *w, const char *key);          /* next value is this member's */
+/* A member name already rendered with its quotes and colon ("\"value\":"),
+ * for names written again and again; JW_KEY_LIT for a string literal. */
+void jw_key_raw(json_writer_t *w, const char *quoted, size_t n);
+#define JW_KEY_LIT(w, lit) jw_key_raw((w), "\"" lit "\":", sizeof("\"" lit "\":") - 1)
 void jw_string(json_writer_t *w, const char *s);
 void jw_stringn(json_writer_t *w, const char *s, size_t n);
 void jw_number(json_writer_t *w, double v);

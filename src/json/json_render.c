@@ -417,6 +417,14 @@ void jw_object_end(json_writer_t *w) { jw_end(w, '}'); }
 void jw_array_begin(json_writer_t *w) { jw_begin(w, '['); }
 void jw_array_end(json_writer_t *w) { jw_end(w, ']'); }
 
+void jw_key_raw(json_writer_t *w, const char *quoted, size_t n)
+{
+    jw_pre(w);
+    jr_put(w->sb, quoted, n);
+    *jw_slot(w) = 0;                    /* the value takes no comma */
+    jr_done(w->sb);
+}
+
 void jw_key(json_writer_t *w, const char *key)
 {
     if (!key)

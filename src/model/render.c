@@ -49,6 +49,47 @@ static const char *compact(const rctx_t *r, const char *iri)
     return ld_compact_name(r->ctx, iri);
 }
 
+/* An attribute name as a member key: compacted, quoted and memoized per
+ * thread by (context, interned name), so the same names rendered for every
+ * entity of a page cost a compare and a copy. Names that need escaping or
+ * are long go the ordinary way. */
+#define KEY_MEMO     256
+#define KEY_MEMO_MAX 46
+static __thread struct {
+    const ld_context_t *ctx;
+    const char         *iri;
+    uint8_t             len;
+    char                text[KEY_MEMO_MAX + 1];
+} key_memo[KEY_MEMO];
+
+static void wr_name_key(json_writer_t *w, const rctx_t *r, const char *iri)
+{
+    size_t slot = (size_t)(cr_hash_ptr(iri) ^ ((uintptr_t)r->ctx >> 4)) & (KEY_MEMO - 1);
+    if (key_memo[slot].iri == iri && key_memo[slot].ctx == r->ctx) {
+        jw_key_raw(w, key_memo[slot].text, key_memo[slot].len);
+        return;
+    }
+    const char *term = ld_compact_name(r->ctx, iri);
+    size_t      n = strlen(term);
+    if (n + 3 > KEY_MEMO_MAX || strpbrk(term, "\"\\") ) {
+        jw_key(w, term);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)term[i] < 0x20) {
+            jw_key(w, term);
+            return;
+        }
+    key_memo[slot].text[0] = '"';
+    memcpy(key_memo[slot].text + 1, term, n);
+    key_memo[slot].text[n + 1] = '"';
+    key_memo[slot].text[n + 2] = ':';
+    key_memo[slot].len = (uint8_t)(n + 3);
+    key_memo[slot].ctx = r->ctx;
+    key_memo[slot].iri = iri;
+    jw_key_raw(w, key_memo[slot].text, key_memo[slot].len);
+}
+
 /* any other IRI (vocab values, which the frozen entity may hold as copies) */
 static const char *compact_value(const rctx_t *r, const char *iri)
 {
@@ -194,7 +235,7 @@ static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *a
             continue;
         if (top && !projected(r->o, attrs[i].name, false))
             continue;
-        jw_key(w, compact(r, attrs[i].name));
+        wr_name_key(w, r, attrs[i].name);
         render_group(w, r, attrs, n, i);
     }
 }
@@ -244,7 +285,7 @@ static void wr_object_list(json_writer_t *w, const json_t *v, bool wrapped)
         }
         if (wrapped) {
             jw_object_begin(w);
-            jw_key(w, "object");
+            JW_KEY_LIT(w, "object");
             jw_value(w, uri);
             jw_object_end(w);
         } else {
@@ -276,19 +317,19 @@ static void render_simplified(json_writer_t *w, const rctx_t *r, const cr_attr_t
             }
         }
         jw_object_begin(w);
-        jw_key(w, "languageMap");
+        JW_KEY_LIT(w, "languageMap");
         wr_json(w, a->value);
         jw_object_end(w);
         return;
     case ATTR_VOCABPROPERTY:
         jw_object_begin(w);
-        jw_key(w, "vocab");
+        JW_KEY_LIT(w, "vocab");
         wr_vocab(w, r, a->value);
         jw_object_end(w);
         return;
     case ATTR_JSONPROPERTY:
         jw_object_begin(w);
-        jw_key(w, "json");
+        JW_KEY_LIT(w, "json");
         wr_json(w, a->value);
         jw_object_end(w);
         return;
@@ -402,64 +443,64 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
     if (lang) {
         /* 4.15 / C.2.2: the LanguageProperty becomes a Property */
         if (!concise) {
-            jw_key(w, "type");
+            JW_KEY_LIT(w, "type");
             jw_string(w, "Property");
         }
-        jw_key(w, "value");
+        JW_KEY_LIT(w, "value");
         jw_value(w, lang);
-        jw_key(w, "lang");
+        JW_KEY_LIT(w, "lang");
         jw_string(w, lang->key);
     } else {
         /* Concise keeps "type" only where the members alone would be read
          * otherwise: a Property whose value is a GeoJSON geometry would
          * pass for a GeoProperty (4.5.2.3). */
         if (!concise || (a->kind == ATTR_PROPERTY && value_reads_as_geometry(a->value))) {
-            jw_key(w, "type");
+            JW_KEY_LIT(w, "type");
             jw_string(w, a->kind ? attr_kind_name((attr_kind_t)a->kind) : "Property");
         }
         switch ((attr_kind_t)a->kind) {
         case ATTR_RELATIONSHIP:
-            jw_key(w, "object");
+            JW_KEY_LIT(w, "object");
             wr_json(w, a->value);
             break;
         case ATTR_LANGUAGEPROPERTY:
-            jw_key(w, "languageMap");
+            JW_KEY_LIT(w, "languageMap");
             wr_json(w, a->value);
             break;
         case ATTR_VOCABPROPERTY:
-            jw_key(w, "vocab");
+            JW_KEY_LIT(w, "vocab");
             wr_vocab(w, r, a->value);
             break;
         case ATTR_LISTPROPERTY:
-            jw_key(w, "valueList");
+            JW_KEY_LIT(w, "valueList");
             wr_json(w, a->value);
             break;
         case ATTR_LISTRELATIONSHIP:
-            jw_key(w, "objectList");
+            JW_KEY_LIT(w, "objectList");
             wr_object_list(w, a->value, !concise);
             break;
         case ATTR_JSONPROPERTY:
-            jw_key(w, "json");
+            JW_KEY_LIT(w, "json");
             wr_json(w, a->value);
             break;
         default:
-            jw_key(w, "value");
+            JW_KEY_LIT(w, "value");
             wr_json(w, a->value);
             break;
         }
     }
     if (a->object_type) {
-        jw_key(w, "objectType");
+        JW_KEY_LIT(w, "objectType");
         jw_string(w, compact(r, a->object_type));
     }
     if (a->observed_at != CR_NO_TIME)
         wr_time(w, "observedAt", a->observed_at);
     if (a->unit_code) {
-        jw_key(w, "unitCode");
+        JW_KEY_LIT(w, "unitCode");
         jw_string(w, a->unit_code);
     }
     if (a->dataset_id) {
-        jw_key(w, "datasetId");
+        JW_KEY_LIT(w, "datasetId");
         jw_string(w, a->dataset_id);
     }
     if (r->sys) {
@@ -490,7 +531,7 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
     if (r->fmt == FMT_KEYVALUES) {
         /* 4.5.4: {"dataset": {"@none": v, "<datasetId>": v, ...}} */
         jw_object_begin(w);
-        jw_key(w, "dataset");
+        JW_KEY_LIT(w, "dataset");
         jw_object_begin(w);
         for (size_t i = first; i < n; i++) {
             if (attrs[i].name != name)
@@ -537,11 +578,11 @@ static void wr_types(json_writer_t *w, const rctx_t *r, const cr_entity_t *e)
 static void render_body(json_writer_t *w, const rctx_t *r, const cr_entity_t *e, bool force_type)
 {
     if (force_type || projected(r->o, "@type", true)) {
-        jw_key(w, "type");
+        JW_KEY_LIT(w, "type");
         wr_types(w, r, e);
     }
     if (e->scope && projected(r->o, MN.scope, false)) {
-        jw_key(w, "scope");
+        JW_KEY_LIT(w, "scope");
         jw_value(w, e->scope);
     }
     if (r->sys) {
@@ -557,7 +598,7 @@ static void wr_context(json_writer_t *w, const render_opts_t *o)
 {
     if (!o->context_json)
         return;
-    jw_key(w, "@context");
+    JW_KEY_LIT(w, "@context");
     jw_raw(w, o->context_json, strlen(o->context_json));
 }
 
@@ -665,7 +706,7 @@ static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_o
     rctx_init(&r, o);
     jw_object_begin(w);
     if (projected(o, "@id", true)) {
-        jw_key(w, "id");
+        JW_KEY_LIT(w, "id");
         jw_string(w, e->id);
     }
     render_body(w, &r, e, false);
@@ -706,16 +747,16 @@ void entity_render_geojson(json_writer_t *w, const cr_entity_t *e, const render_
     geo = feature_geometry(e, o->geoproperty ? o->geoproperty : MN.location);
 
     jw_object_begin(w);
-    jw_key(w, "id");
+    JW_KEY_LIT(w, "id");
     jw_string(w, e->id);
-    jw_key(w, "type");
+    JW_KEY_LIT(w, "type");
     jw_string(w, "Feature");
-    jw_key(w, "geometry");
+    JW_KEY_LIT(w, "geometry");
     if (geo)
         jw_value(w, geo);
     else
         jw_null(w);
-    jw_key(w, "properties");
+    JW_KEY_LIT(w, "properties");
     jw_object_begin(w);
     render_body(w, &r, e, true);
     jw_object_end(w);
