@@ -111,6 +111,7 @@ typedef struct q_term {
     uint16_t     n_keys;
     uint8_t      op;         /* q_op_t */
     uint8_t      shape;      /* q_shape_t */
+    uint8_t      numeric;    /* attr <op> number, nothing else: q_term_numeric() */
 } q_term_t;
 
 struct q_expr {
@@ -717,6 +718,11 @@ static q_expr_t *qp_term(q_parser_t *qp)
         if (!qp_values(qp, t))
             return NULL;
     }
+    /* The commonest term, "speed>50": an attribute (no path, no [keys]), one
+     * number, an order or equality. It gets a direct evaluation. */
+    t->numeric = t->n_steps == 0 && t->n_keys == 0 && t->shape == QS_SINGLE && t->n_vals == 1 &&
+                 t->vals[0].kind == QV_NUM &&
+                 (t->op == QOP_EQ || t->op == QOP_GT || t->op == QOP_GE || t->op == QOP_LT || t->op == QOP_LE);
 
     x = arena_calloc(qp->a, sizeof(*x));
     x->type = QN_TERM;
@@ -1179,9 +1185,36 @@ static bool q_walk(q_acc_t *acc, const cr_attr_t *a, uint16_t i)
     return q_visit(acc, &tg);
 }
 
+/* A numeric term (see qp_term) on the attribute's instances: the same answer
+ * as the general walk for plain number values; 1 = match, 0 = no match,
+ * -1 = a value that is not a plain number (an array, a typed @value ...):
+ * the general walk decides. */
+static int q_term_numeric(const q_term_t *t, const cr_entity_t *e)
+{
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *a = &e->attrs[i];
+        if (a->name != t->attr)
+            continue;
+        if (!a->value || a->value->type != JSON_NUMBER)
+            return -1;
+        int c = q_cmp(a->value, &t->vals[0], a->kind);
+        bool hit = t->op == QOP_EQ ? c == 0 : t->op == QOP_GT ? c > 0 : t->op == QOP_GE ? c >= 0
+                 : t->op == QOP_LT ? c < 0 : c <= 0;
+        if (hit)
+            return 1;
+    }
+    return 0;
+}
+
 static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
 {
     q_acc_t acc = { .t = t };
+
+    if (t->numeric) {
+        int r = q_term_numeric(t, e);
+        if (r >= 0)
+            return r == 1;
+    }
 
     for (uint16_t i = 0; i < e->n_attrs; i++)
         if (e->attrs[i].name == t->attr && q_walk(&acc, &e->attrs[i], 0))

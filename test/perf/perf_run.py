@@ -80,13 +80,16 @@ def load(base, n, chunk=1000):
              [vehicle(i) for i in range(start, min(n, start + chunk))])
 
 
+PIN_SERVER, PIN_LOAD = [], []   # taskset prefixes, set by --pin
+
+
 def start_broker(port, extra=()):
-    return subprocess.Popen([BIN, "-fg", "--port", str(port), "--bind", "127.0.0.1", "--logLevel", "warn",
+    return subprocess.Popen(PIN_SERVER + [BIN, "-fg", "--port", str(port), "--bind", "127.0.0.1", "--logLevel", "warn",
                              *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def wrk(url, duration, conns, threads, script=None):
-    cmd = ["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ds" % duration, "--latency"]
+    cmd = PIN_LOAD + ["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ds" % duration, "--latency"]
     if script:
         cmd += ["-s", script]
     out = subprocess.run(cmd + [url], capture_output=True, text=True, check=True).stdout
@@ -141,15 +144,21 @@ def main():
     ap.add_argument("--shapes", default="trivial,retrieve,trivial20,query,create")
     ap.add_argument("--memory", help="comma-separated entity counts: measure bytes per entity instead")
     ap.add_argument("--broker-flags", default="", help="extra broker flags, e.g. '--renderCache 0'")
+    ap.add_argument("--pin", default="", help="SERVER_CPUS:LOAD_CPUS, e.g. 0:1 (taskset lists): the servers "
+                    "and wrk on their own cores, for steadier figures")
     a = ap.parse_args()
+    if a.pin:
+        srv, load_cpus = a.pin.split(":")
+        PIN_SERVER[:] = ["taskset", "-c", srv]
+        PIN_LOAD[:] = ["taskset", "-c", load_cpus]
     if a.memory:
         memory([int(x) for x in a.memory.split(",")])
         return
 
     bport, tport, t20port = free_port(), free_port(), free_port()
     broker = start_broker(bport, a.broker_flags.split())
-    trivial = subprocess.Popen([TRIVIAL, str(tport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    trivial20 = subprocess.Popen([TRIVIAL, str(t20port), "0", "20"], stdout=subprocess.DEVNULL,
+    trivial = subprocess.Popen(PIN_SERVER + [TRIVIAL, str(tport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trivial20 = subprocess.Popen(PIN_SERVER + [TRIVIAL, str(t20port), "0", "20"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
     try:
         base = "http://127.0.0.1:%d" % bport
