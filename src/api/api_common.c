@@ -227,7 +227,11 @@ bool api_check_id(const char *id, problem_t *p)
 }
 
 /* ?type= on an operation by id (Tables 6.5.3.2-1, 6.6.3.x-1): the entity must
- * be of that type selection, else ResourceNotFound. */
+ * be of that type selection, else ResourceNotFound. The type names expand
+ * with the Link @context (an ld+json body's own context is not read yet).
+ * Known limit: the check reads the entity before the write, so a concurrent
+ * write that changes its types in between is not seen; entity types rarely
+ * change, and making it exact means passing the selection into the store. */
 bool api_check_type_param(request_t *r, const char *id, problem_t *p)
 {
     const char *type = req_param(r, "type");
