@@ -947,12 +947,15 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
                     geos_tl_error[0] ? geos_tl_error : "rejected by the geometry engine");
         return NULL;
     }
-    if (t == GT_POLYGON || t == GT_MULTIPOLYGON) {
+    /* Every query geometry must be valid for GEOS: beyond self-intersecting
+     * polygons, a line whose points are all the same ("Too few points") makes
+     * GEOS 3.11's prepared nearest-points crash (found by fuzz_geo). */
+    if (t != GT_POINT && t != GT_MULTIPOINT) {
         char valid = GEOSisValid_r(h, g->geos);
         if (valid != 1) {
             char *why = valid == 0 ? GEOSisValidReason_r(h, g->geos) : NULL;
             problem_set(p, BRD, "Invalid %s: %s", geo_type_names[t],
-                        why ? why : "not a valid polygon (e.g. self-intersecting rings)");
+                        why ? why : "not a valid geometry (e.g. self-intersecting rings)");
             if (why)
                 GEOSFree_r(h, why);
             return NULL;
@@ -1106,7 +1109,9 @@ static int match_geos(const geoq_t *g, const json_t *value)
     case GR_EQUALS:     r = GEOSEquals_r(h, g->geos, t); break;
     case GR_NEAR_MAX:
     case GR_NEAR_MIN: {
-        GEOSCoordSequence *cs = GEOSPreparedNearestPoints_r(h, g->prep, t);
+        /* an entity's degenerate geometry takes the unprepared (and robust) path */
+        GEOSCoordSequence *cs = GEOSisValid_r(h, t) == 1 ? GEOSPreparedNearestPoints_r(h, g->prep, t)
+                                                          : GEOSNearestPoints_r(h, g->geos, t);
         double x0, y0, x1, y1;
         if (cs && GEOSCoordSeq_getXY_r(h, cs, 0, &x0, &y0) && GEOSCoordSeq_getXY_r(h, cs, 1, &x1, &y1)) {
             double d = haversine_m(x0, y0, x1, y1);

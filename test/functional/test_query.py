@@ -8,7 +8,7 @@ import pytest
 
 from conftest import Client, fresh_tenant
 from ngsi import (assert_json_equal, assert_problem, entity, geo, ids_of, langprop, media_type,
-                  point, prop, rel)
+                  point, prop, rel, uid)
 
 V1, V2, V3 = "urn:ngsi-ld:Vehicle:1", "urn:ngsi-ld:Vehicle:2", "urn:ngsi-ld:Vehicle:3"
 B1, H1, C1 = "urn:ngsi-ld:Bike:1", "urn:ngsi-ld:House:1", "urn:ngsi-ld:Car:1"
@@ -470,3 +470,19 @@ def test_5_6_21_purge_without_filter_is_400(cli):
     cli.ensure_tenant()
     assert_problem(cli.delete("/entities"), 400, "BadRequestData")
     assert_problem(cli.delete("/entities", params={"type": "P", "q": "a>>1"}), 400, "BadRequestData")
+
+
+def test_4_10_degenerate_line_query_is_400_and_entity_line_is_safe(cli):
+    """4.10: a query LineString whose points are all equal is not a valid geometry
+    (BadRequestData); an entity holding one still answers near-queries (found by
+    fuzz_geo: GEOS's prepared nearest points crashed on it)."""
+    eid = uid()
+    cli.create(entity(eid, "Deg", location={"type": "GeoProperty",
+                                           "value": {"type": "LineString", "coordinates": [[1, 1], [1, 1]]}}))
+    r = cli.get("/entities", params={"type": "Deg", "georel": "near;maxDistance==100000", "geometry": "LineString",
+                                     "coordinates": "[[1,1.5],[2,2]]"})
+    assert r.status_code == 200, r.text
+    assert [e["id"] for e in r.json()] == [eid]
+    assert_problem(cli.get("/entities", params={"type": "Deg", "georel": "near;maxDistance==1000",
+                                                "geometry": "LineString", "coordinates": "[[1,1.5],[1,1.5]]"}),
+                   400, "BadRequestData")
