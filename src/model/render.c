@@ -634,7 +634,8 @@ void render_cache_get_stats(render_cache_stats_t *st)
 
 static bool cacheable(const cr_entity_t *e, const render_opts_t *o)
 {
-    return e->refs > 0 && cr_config.render_cache_mb > 0 && !o->sys_attrs && !o->pick && !o->omit && !o->lang &&
+    /* frozen (refs > 0; other threads change refs atomically) */
+    return __atomic_load_n(&e->refs, __ATOMIC_RELAXED) > 0 && cr_config.render_cache_mb > 0 && !o->sys_attrs && !o->pick && !o->omit && !o->lang &&
            !o->context_json;
 }
 
