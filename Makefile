@@ -4,6 +4,7 @@
 #   make run        deps, build, start on port 1026 (corDB in RAM, foreground)
 #   make test       deps, build, unit + functional tests
 #   make asan       ASan+UBSan build                -> build/asan/coraine
+#   make tsan       ThreadSanitizer build           -> build/tsan/coraine
 #   make unit       unit tests (cmocka)
 #   make functional functional tests (pytest) against build/release/coraine
 #   make fuzz       libFuzzer targets (clang)       -> build/fuzz/fuzz_*
@@ -33,6 +34,10 @@ ifeq ($(VARIANT),asan)
 OPT     := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDEXTRA := -fsanitize=address,undefined
 endif
+ifeq ($(VARIANT),tsan)
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDEXTRA := -fsanitize=thread
+endif
 ifeq ($(VARIANT),debug)
 OPT     := -O0
 endif
@@ -53,7 +58,7 @@ CORE_CONTEXT := src/ld/ngsi-ld-core-context-v1.8.jsonld
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 
-.PHONY: all run test asan unit functional fuzz perf install deps clean
+.PHONY: all run test asan tsan unit functional fuzz perf install deps clean
 all: $(BUILD)/coraine
 
 $(BUILD)/%.o: %.c
@@ -85,6 +90,9 @@ run: deps all
 
 asan:
 	$(MAKE) VARIANT=asan all
+
+tsan:
+	$(MAKE) VARIANT=tsan all
 
 unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
