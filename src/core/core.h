@@ -123,7 +123,6 @@ typedef enum {
     PB_TOO_COMPLEX_QUERY,       /* 403 */
     PB_TOO_MANY_RESULTS,        /* 403 */
     PB_LD_CONTEXT_NOT_AVAILABLE,/* 503 */
-    PB_NO_MULTI_TENANT_SUPPORT, /* 501 */
     PB_INTERNAL_ERROR,          /* 500 */
     PB_HTTP,                    /* a bare HTTP status (405, 406, 411, 413, 415) */
     PB__COUNT

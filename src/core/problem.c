@@ -17,7 +17,6 @@ static const struct { const char *name; const char *title; int status; } kinds[P
     [PB_TOO_COMPLEX_QUERY]        = {"TooComplexQuery", "Too complex query", 403},
     [PB_TOO_MANY_RESULTS]         = {"TooManyResults", "Too many results", 403},
     [PB_LD_CONTEXT_NOT_AVAILABLE] = {"LdContextNotAvailable", "@context not available", 503},
-    [PB_NO_MULTI_TENANT_SUPPORT]  = {"NoMultiTenantSupport", "No multi-tenant support", 501},
     [PB_INTERNAL_ERROR]           = {"InternalError", "Internal error", 500},
     [PB_HTTP]                     = {NULL, NULL, 400},
 };
@@ -53,7 +52,6 @@ const char *problem_type_uri(problem_kind_t kind)
         U(PB_TOO_COMPLEX_QUERY, "TooComplexQuery"),
         U(PB_TOO_MANY_RESULTS, "TooManyResults"),
         U(PB_LD_CONTEXT_NOT_AVAILABLE, "LdContextNotAvailable"),
-        U(PB_NO_MULTI_TENANT_SUPPORT, "NoMultiTenantSupport"),
         U(PB_INTERNAL_ERROR, "InternalError"),
 #undef U
     };
