@@ -342,26 +342,38 @@ cr_entity_t *cdb_get(cdb_t *db, const char *tenant, const char *id, problem_t *p
     return e;
 }
 
-bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
-                const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
-                arena_t *scratch, store_change_t *ch, problem_t *p)
+/* The tenant of an existing entity, write-locked, and the entity's slot;
+ * false (nothing locked) with NonexistentTenant / ResourceNotFound. */
+static bool write_lock_entity(cdb_t *db, const char *tenant, const char *id, cdb_tenant_t **tp,
+                              uint32_t *sp, problem_t *p)
 {
     cdb_tenant_t *t = tenant_get(db, tenant, p);
-    cr_entity_t  *before = NULL, *after = NULL;
-    uint32_t      s;
-    bool          ok;
-
     if (!t)
         return false;
     if (!id)
         return problem_set(p, PB_BAD_REQUEST_DATA, "no entity id");
-
     pthread_rwlock_wrlock(&t->lock);
-    s = cdb_tenant_find(t, id);
+    uint32_t s = cdb_tenant_find(t, id);
     if (s == CDB_NONE) {
         pthread_rwlock_unlock(&t->lock);
         return not_found(p, id);
     }
+    *tp = t;
+    *sp = s;
+    return true;
+}
+
+bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
+                const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
+                arena_t *scratch, store_change_t *ch, problem_t *p)
+{
+    cdb_tenant_t *t;
+    cr_entity_t  *before = NULL, *after = NULL;
+    uint32_t      s;
+    bool          ok;
+
+    if (!write_lock_entity(db, tenant, id, &t, &s, p))
+        return false;
     ok = modify_locked(t, s, op, patch, args, res, scratch, &before, &after, p);
     pthread_rwlock_unlock(&t->lock);
     if (!ok)
@@ -373,21 +385,12 @@ bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
 bool cdb_delete(cdb_t *db, const char *tenant, const char *id, store_change_t *ch,
                 problem_t *p)
 {
-    cdb_tenant_t *t = tenant_get(db, tenant, p);
+    cdb_tenant_t *t;
     cr_entity_t  *old;
     uint32_t      s;
 
-    if (!t)
+    if (!write_lock_entity(db, tenant, id, &t, &s, p))
         return false;
-    if (!id)
-        return problem_set(p, PB_BAD_REQUEST_DATA, "no entity id");
-
-    pthread_rwlock_wrlock(&t->lock);
-    s = cdb_tenant_find(t, id);
-    if (s == CDB_NONE) {
-        pthread_rwlock_unlock(&t->lock);
-        return not_found(p, id);
-    }
     old = cdb_tenant_remove(t, s);
     cdb_tenant_maybe_compact(t);
     pthread_rwlock_unlock(&t->lock);
