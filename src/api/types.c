@@ -212,6 +212,22 @@ void api_types_list(request_t *r)
     reply_body(r, 200, v.ctype);
 }
 
+/* /types/{type} and /attributes/{attrId}: what the entities say of the one
+ * type or attribute named in the path; ResourceNotFound when none has it. */
+static bool gather_named(request_t *r, bool type, const ld_context_t **ctx, api_view_t *v, gather_t *g,
+                         problem_t *p)
+{
+    if (!begin(r, ctx, v, NULL, p)) return false;
+    const char *name = ld_expand(*ctx, r->pathv[0]);
+    if (type) g->only_type = name;
+    else g->only_attr = name;
+    if (!gather(r, g, p)) return false;
+    if ((type ? g->types.n : g->attrs.n) == 0)
+        return problem_set(p, PB_RESOURCE_NOT_FOUND, type ? "no entity of type %s" : "no entity has an attribute %s",
+                           r->pathv[0]);
+    return true;
+}
+
 void api_type_get(request_t *r)
 {
     problem_t p = {0};
@@ -220,13 +236,7 @@ void api_type_get(request_t *r)
     gather_t   g = {0};
     json_writer_t w;
 
-    if (!begin(r, &ctx, &v, NULL, &p)) goto fail;
-    g.only_type = ld_expand(ctx, r->pathv[0]);
-    if (!gather(r, &g, &p)) goto fail;
-    if (g.types.n == 0) {
-        problem_set(&p, PB_RESOURCE_NOT_FOUND, "no entity of type %s", r->pathv[0]);
-        goto fail;
-    }
+    if (!gather_named(r, true, &ctx, &v, &g, &p)) goto fail;
     nameinfo_t *t = &g.types.v[0];
     api_view_context(r, ctx, &v);
     jw_init(&w, &r->out);
@@ -301,13 +311,7 @@ void api_attribute_get(request_t *r)
     gather_t   g = {0};
     json_writer_t w;
 
-    if (!begin(r, &ctx, &v, NULL, &p)) goto fail;
-    g.only_attr = ld_expand(ctx, r->pathv[0]);
-    if (!gather(r, &g, &p)) goto fail;
-    if (g.attrs.n == 0) {
-        problem_set(&p, PB_RESOURCE_NOT_FOUND, "no entity has an attribute %s", r->pathv[0]);
-        goto fail;
-    }
+    if (!gather_named(r, false, &ctx, &v, &g, &p)) goto fail;
     api_view_context(r, ctx, &v);
     jw_init(&w, &r->out);
     attribute_object(&w, ctx, &g.attrs.v[0], true, &v);
