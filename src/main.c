@@ -14,10 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef CR_GIT_COMMIT
-#define CR_GIT_COMMIT "unknown"
-#endif
-
 static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
@@ -30,7 +26,7 @@ int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--version")) {
-            printf("coraine %s (%s)\n", "0.1.0", CR_GIT_COMMIT);
+            printf("coraine %s (%s)\n", CR_VERSION, CR_GIT_COMMIT);
             return 0;
         }
     if (!cr_config_load(argc, argv)) return 2;

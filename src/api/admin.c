@@ -9,13 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef CR_GIT_COMMIT
-#define CR_GIT_COMMIT "unknown"
-#endif
 #ifndef CR_CFLAGS
 #define CR_CFLAGS ""
 #endif
-#define CORAINE_VERSION "0.1.0"
 
 static const char *allocator_in_use(void)
 {
@@ -31,7 +27,7 @@ void api_version(request_t *r)
     jw_init(&w, &r->out);
     jw_object_begin(&w);
     jw_key(&w, "name"); jw_string(&w, "coraine");
-    jw_key(&w, "version"); jw_string(&w, CORAINE_VERSION);
+    jw_key(&w, "version"); jw_string(&w, CR_VERSION);
     jw_key(&w, "gitCommit"); jw_string(&w, CR_GIT_COMMIT);
     jw_key(&w, "compiler"); jw_string(&w, "gcc " __VERSION__);
     jw_key(&w, "cflags"); jw_string(&w, CR_CFLAGS);
@@ -57,7 +53,7 @@ void api_statistics(request_t *r)
     static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"};
 
     http_get_stats(&hs);
-    store_get_stats(api_store, &ss);
+    ops_stats(api_store, &ss);
     ld_get_stats(&ls);
     jw_init(&w, &r->out);
     jw_object_begin(&w);

@@ -1,8 +1,14 @@
 /*
- * api.h - the NGSI-LD resources: one file per resource (entities, attrs,
- * batch, query, types, admin), their route table, and the helpers they share
- * (api_common.c): @context resolution (6.3.5), body parsing, the options of
- * rendering (format, options, pick/omit/attrs, lang, Accept) and replies.
+ * api.h - the HTTP binding of the NGSI-LD API (clause 6): one file per
+ * resource (entities, attrs, batch, query, types, admin), their route table,
+ * and the helpers they share (api_common.c): @context resolution (6.3.5),
+ * body parsing, the options of rendering (format, options, pick/omit/attrs,
+ * lang, Accept) and replies.
+ *
+ * A handler reads the query string and headers into typed values, resolves
+ * the @context, parses the body, calls one operation of ops/ (ops.h) and
+ * renders its result (format, projection, Link headers, pagination links,
+ * 201 Location, 207 bodies). Only ops/ calls the store.
  *
  * main.c calls api_init() with the store, then hands api_routes() to
  * http_start(). Nothing outside api/ calls the handlers.
@@ -15,6 +21,7 @@
 #include "../json/json.h"
 #include "../ld/ld.h"
 #include "../model/model.h"
+#include "../ops/ops.h"
 #include "../store/store.h"
 
 void                api_init(store_t *store);
@@ -53,12 +60,13 @@ bool api_no_unknown_params(request_t *r, problem_t *p);
 bool api_options_valid(request_t *r, const char *allowed, problem_t *p);
 /* options=a,b,c contains word? (also marks "options" used) */
 bool api_option(request_t *r, const char *word);
-/* Checks an entity id from the path (a URI). */
-bool api_check_id(const char *id, problem_t *p);
-/* ?type= on an operation by id: the entity must match that type selection
- * (else ResourceNotFound); true when there is no type parameter. */
+/* The operation request of r: api_store, r's tenant and arena, and ctx. */
+ops_req_t api_req(request_t *r, const ld_context_t *ctx);
+/* ?type= on an operation by id: the entity must match that type selection,
+ * expanded with the Link @context (else ResourceNotFound); true when there is
+ * no type parameter. */
 bool api_check_type_param(request_t *r, const char *id, problem_t *p);
-/* Renders an UpdateResult (5.2.18) for a 207 answer. */
-void api_render_update_result(request_t *r, const op_result_t *res);
+/* 204, or 207 with an UpdateResult (5.2.18) when some attribute was not updated. */
+void api_reply_update_result(request_t *r, const op_result_t *res);
 
 #endif

@@ -1,11 +1,11 @@
 /*
  * entities.c - /entities/ (POST create) and /entities/{entityId} (GET
- * retrieve, DELETE, PATCH merge, PUT replace): clauses 6.4.3.1, 6.5.3.1-4
- * and the operations of 5.6.1, 5.7.1, 5.6.6, 5.6.17, 5.6.18.
+ * retrieve, DELETE, PATCH merge, PUT replace): clauses 6.4.3.1, 6.5.3.1-4,
+ * the HTTP binding of the operations of 5.6.1, 5.7.1, 5.6.6, 5.6.17, 5.6.18
+ * (ops/entities.c).
  *
- * Every handler follows the same steps: read the parameters, parse and
- * validate the body into a draft (model/), call the store once, answer.
- * Nothing is written before everything is validated.
+ * Every handler follows the same steps: read the parameters, resolve the
+ * @context, parse the body, call the operation once, answer.
  */
 #include "api.h"
 
@@ -13,20 +13,20 @@
 
 void api_entity_create(request_t *r)
 {
-    problem_t p = {0};
-    json_t   *body = api_body(r, false, &p);
+    problem_t   p = {0};
+    const char *id;
+    json_t     *body = api_body(r, false, &p);
     if (!body) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
-    cr_entity_t *e = entity_parse(r->arena, body, ctx, EP_CREATE, cr_now_us(), &p);
-    if (!e) goto fail;
-    if (!store_create(api_store, r->tenant, e, &p)) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_entity_create(&rq, body, &id, &p)) goto fail;
 
     sbuf_t loc;
-    sb_init(&loc, r->arena, 64 + strlen(e->id));
+    sb_init(&loc, r->arena, 64 + strlen(id));
     sb_adds(&loc, "/ngsi-ld/v1/entities/");
-    http_url_encode(&loc, e->id);
+    http_url_encode(&loc, id);
     reply_status(r, 201);
     reply_header(r, "Location", loc.p);
     return;
@@ -40,11 +40,11 @@ void api_entity_get(request_t *r)
     api_view_t  v;
     const char *id = r->pathv[0];
 
-    if (!api_check_id(id, &p)) goto fail;
+    if (!ops_check_id(id, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    const char *type = req_param(r, "type");
+    ops_retrieve_t o = {.type = req_param(r, "type"), .attrs = v.attrs, .n_attrs = v.n_attrs};
     const char *local = req_param(r, "local");
     if (local && strcmp(local, "true") && strcmp(local, "false")) {
         problem_set(&p, PB_BAD_REQUEST_DATA, "local must be true or false");
@@ -52,25 +52,9 @@ void api_entity_get(request_t *r)
     }
     if (!api_no_unknown_params(r, &p)) goto fail;
 
-    cr_entity_t *e = store_get(api_store, r->tenant, id, &p);
+    ops_req_t    rq = api_req(r, ctx);
+    cr_entity_t *e = ops_entity_retrieve(&rq, id, &o, &p);
     if (!e) goto fail;
-    if (type) {
-        typesel_t *ts = typesel_parse(r->arena, type, ctx, &p);
-        if (!ts || !typesel_match(ts, e)) {
-            entity_unref(e);
-            if (ts) problem_set(&p, PB_RESOURCE_NOT_FOUND, "entity %s has none of the types %s", id, type);
-            goto fail;
-        }
-    }
-    if (v.n_attrs) {   /* Table 6.5.3.1-1: none of the attrs present -> 404 */
-        bool any = false;
-        for (size_t i = 0; i < v.n_attrs && !any; i++) any = entity_attr_any(e, v.attrs[i]) != NULL;
-        if (!any) {
-            entity_unref(e);
-            problem_set(&p, PB_RESOURCE_NOT_FOUND, "entity %s has none of the attributes asked for", id);
-            goto fail;
-        }
-    }
     api_view_context(r, ctx, &v);
     json_writer_t w;
     jw_init(&w, &r->out);
@@ -87,73 +71,60 @@ void api_entity_delete(request_t *r)
 {
     problem_t   p = {0};
     const char *id = r->pathv[0];
-    if (!api_check_id(id, &p)) goto fail;
+    if (!ops_check_id(id, &p)) goto fail;
     (void)req_param(r, "local");
     if (!api_check_type_param(r, id, &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
-    if (!store_delete(api_store, r->tenant, id, &p)) goto fail;
+    ops_req_t rq = api_req(r, NULL);
+    if (!ops_entity_delete(&rq, id, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:
     reply_problem(r, &p);
 }
 
-/* The body of PATCH/PUT /entities/{id}: id and type, when given, must agree
- * with the path (5.6.17, 5.6.18). */
-static cr_entity_t *entity_fragment(request_t *r, unsigned flags, problem_t *p)
+/* The body of PATCH/PUT /entities/{id} and its @context. */
+static json_t *entity_body(request_t *r, const ld_context_t **ctx, problem_t *p)
 {
-    const char *id = r->pathv[0];
-    if (!api_check_id(id, p)) return NULL;
+    if (!ops_check_id(r->pathv[0], p)) return NULL;
     json_t *body = api_body(r, false, p);
     if (!body) return NULL;
-    const ld_context_t *ctx = api_context(r, body, p);
-    if (!ctx) return NULL;
-    const json_t *bid = json_get(body, "id");
-    if (!bid) bid = json_get(body, "@id");
-    if (bid && (!json_is_string(bid) || strcmp(bid->str, id))) {
-        problem_set(p, PB_BAD_REQUEST_DATA, "the id in the body does not match the entity id %s in the URL", id);
-        return NULL;
-    }
-    cr_entity_t *e = entity_parse(r->arena, body, ctx, flags | EP_FRAGMENT, cr_now_us(), p);
-    if (!e) return NULL;
-    e->id = id;
-    return e;
+    *ctx = api_context(r, body, p);
+    return *ctx ? body : NULL;
 }
 
-/* PATCH /entities/{id} (5.6.17, Table 6.5.3.4-1): format=keyValues gives the
- * values alone (each attribute keeps its type), lang makes plain strings the
- * text of that language, observedAt re-stamps the attributes that have one. */
+/* PATCH /entities/{id} (5.6.17, Table 6.5.3.4-1): format, lang, observedAt. */
 void api_entity_merge(request_t *r)
 {
     problem_t   p = {0};
-    op_args_t   args = {0};
+    ops_merge_t o = {0};
     const char *fmt = req_param(r, "format");
-    const char *lang = req_param(r, "lang");
     const char *obs = req_param(r, "observedAt");
-    bool        kv = api_option(r, "keyValues") || api_option(r, "simplified");
+    const ld_context_t *ctx;
 
+    o.key_values = api_option(r, "keyValues") || api_option(r, "simplified");
+    o.lang = req_param(r, "lang");
     if (fmt) {
-        if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) kv = true;
+        if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) o.key_values = true;
         else if (strcmp(fmt, "normalized") && strcmp(fmt, "concise")) {
             problem_set(&p, PB_BAD_REQUEST_DATA, "format must be normalized, concise or keyValues, not '%s'", fmt);
             goto fail;
         }
     }
-    if (obs && !cr_datetime_parse(obs, &args.observed_at)) {
+    if (obs && !cr_datetime_parse(obs, &o.observed_at)) {
         problem_set(&p, PB_BAD_REQUEST_DATA, "observedAt '%s' is not a DateTime", obs);
         goto fail;
     }
-    if (lang && (!*lang || strchr(lang, ',') || strchr(lang, '*'))) {
-        problem_set(&p, PB_BAD_REQUEST_DATA, "lang must be one language tag, not '%s'", lang);
+    if (o.lang && (!*o.lang || strchr(o.lang, ',') || strchr(o.lang, '*'))) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "lang must be one language tag, not '%s'", o.lang);
         goto fail;
     }
     if (!api_check_type_param(r, r->pathv[0], &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
-    cr_entity_t *patch = entity_fragment(r, EP_MERGE, &p);
-    if (!patch) goto fail;
-    entity_patch_simplified(r->arena, patch, kv, lang);
-    if (!store_modify(api_store, r->tenant, r->pathv[0], OP_MERGE_ENTITY, patch, &args, NULL, r->arena, &p))
-        goto fail;
+    json_t *body = entity_body(r, &ctx, &p);
+    if (!body) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_entity_merge(&rq, r->pathv[0], body, &o, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:
@@ -163,17 +134,13 @@ fail:
 void api_entity_replace(request_t *r)
 {
     problem_t p = {0};
+    const ld_context_t *ctx;
     if (!api_check_type_param(r, r->pathv[0], &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
-    cr_entity_t *patch = entity_fragment(r, 0, &p);
-    if (!patch) goto fail;
-    if (patch->n_types == 0) {
-        problem_set(&p, PB_BAD_REQUEST_DATA, "replacing an entity needs its type (5.6.18)");
-        goto fail;
-    }
-    if (!store_modify(api_store, r->tenant, r->pathv[0], OP_REPLACE_ENTITY, patch, &(op_args_t){0}, NULL,
-                      r->arena, &p))
-        goto fail;
+    json_t *body = entity_body(r, &ctx, &p);
+    if (!body) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_entity_replace(&rq, r->pathv[0], body, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:

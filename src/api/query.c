@@ -1,32 +1,20 @@
 /*
  * query.c - Query Entities (5.7.2) as GET /entities (6.4.3.2) and as POST
  * /entityOperations/query (6.23, a Query body of 5.2.23), and Purge Entities
- * (DELETE /entities, 6.4.3.3 / 5.6.21).
+ * (DELETE /entities, 6.4.3.3 / 5.6.21): the HTTP binding of ops/query.c and
+ * ops/purge.c.
  *
- * The query parameters (or the Query body) become one entity_filter_t,
- * compiled once per request (q, idPattern, geometry, type selection, scope);
- * the store walks its best index and evaluates the filter; the page is
- * rendered outside the store lock. Pagination (4.12, 6.3.10): limit/offset
- * with "next"/"prev" Link headers; count=true adds NGSILD-Results-Count.
+ * The query parameters (or the Query body) become one ops_query_t, compiled
+ * once per request (q, idPattern, geometry, type selection, scope); the
+ * operation returns a page of references, rendered here outside the store
+ * lock. Pagination (4.12, 6.3.10): limit/offset with "next"/"prev" Link
+ * headers; count=true adds NGSILD-Results-Count.
  */
 #include "api.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* One EntitySelector of a Query body that is not a plain type list. */
-typedef struct selector {
-    entity_filter_t f;
-} selector_t;
-
-typedef struct query {
-    entity_filter_t f;          /* the common part: q, geo, scope, attrs */
-    selector_t     *sel;        /* several selectors: OR of them (NULL: in f) */
-    size_t          nsel;
-    size_t          limit, offset;
-    bool            count;
-} query_t;
 
 static bool parse_uint(const char *s, const char *name, size_t *out, problem_t *p)
 {
@@ -40,18 +28,13 @@ static bool parse_uint(const char *s, const char *name, size_t *out, problem_t *
     return true;
 }
 
-static bool set_page(query_t *qy, const char *limit, const char *offset, problem_t *p)
+static bool set_page(ops_query_t *qy, const char *limit, const char *offset, problem_t *p)
 {
     qy->limit = (size_t)cr_config.default_limit;
     qy->offset = 0;
     if (limit && !parse_uint(limit, "limit", &qy->limit, p)) return false;
     if (offset && !parse_uint(offset, "offset", &qy->offset, p)) return false;
-    if (qy->limit > (size_t)cr_config.max_limit)
-        return problem_set(p, PB_TOO_MANY_RESULTS, "limit %zu is above the maximum page size %d (--maxLimit)",
-                           qy->limit, cr_config.max_limit);
-    if (qy->limit == 0 && !qy->count)
-        return problem_set(p, PB_BAD_REQUEST_DATA, "limit=0 is only allowed together with count=true (6.3.10)");
-    return true;
+    return ops_query_check(qy, p);
 }
 
 static bool id_list(request_t *r, const char *text, entity_filter_t *f, problem_t *p)
@@ -73,7 +56,7 @@ static bool id_list(request_t *r, const char *text, entity_filter_t *f, problem_
 }
 
 /* GET /entities and DELETE /entities parameters -> query. */
-static bool query_from_params(request_t *r, const ld_context_t *ctx, query_t *qy, bool purge, problem_t *p)
+static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t *qy, bool purge, problem_t *p)
 {
     entity_filter_t *f = &qy->f;
     const char *type = req_param(r, "type");
@@ -115,63 +98,6 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, query_t *qy
     return true;
 }
 
-/* ------------------------------------------------------------ running */
-
-typedef struct collect {
-    query_t      *qy;
-    arena_t      *a;
-    cr_entity_t **items;
-    size_t        n, cap, skipped, matched;
-} collect_t;
-
-static void collect_one(void *ud, const cr_entity_t *e)
-{
-    collect_t *c = ud;
-    bool       any = false;
-    for (size_t i = 0; i < c->qy->nsel && !any; i++) any = filter_match(&c->qy->sel[i].f, e);
-    if (!any || !filter_match(&c->qy->f, e)) return;
-    c->matched++;
-    if (c->skipped < c->qy->offset) { c->skipped++; return; }
-    if (c->n >= c->qy->limit) return;
-    if (c->n == c->cap) {
-        size_t        ncap = c->cap ? c->cap * 2 : 32;
-        cr_entity_t **ni = arena_alloc(c->a, ncap * sizeof *ni);
-        if (c->n) memcpy(ni, c->items, c->n * sizeof *ni);
-        c->items = ni;
-        c->cap = ncap;
-    }
-    entity_ref((cr_entity_t *)e);
-    c->items[c->n++] = (cr_entity_t *)e;
-}
-
-/* Runs the query for one page. One entity more than the page is fetched so
- * that the answer knows whether a next page exists (4.12) without counting;
- * *more tells, and pg->n is cut back to the page. */
-static bool run_query(request_t *r, query_t *qy, store_page_t *pg, bool *more, problem_t *p)
-{
-    memset(pg, 0, sizeof *pg);
-    size_t want = qy->limit ? qy->limit + 1 : 0;
-    if (!qy->sel) {
-        if (!store_query(api_store, r->tenant, &qy->f, qy->offset, want, qy->count, r->arena, pg, p)) return false;
-    } else {
-        size_t    limit = qy->limit;
-        collect_t c = {.qy = qy, .a = r->arena};
-        qy->limit = want;
-        bool ok = store_foreach(api_store, r->tenant, NULL, collect_one, &c, p);
-        qy->limit = limit;
-        if (!ok) return false;
-        pg->items = c.items;
-        pg->n = c.n;
-        pg->count = c.matched;
-    }
-    *more = pg->n > qy->limit;
-    if (*more) {
-        entity_unref(pg->items[pg->n - 1]);
-        pg->n--;
-    }
-    return true;
-}
-
 static void add_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
 {
     sbuf_t sb;
@@ -190,7 +116,7 @@ static void add_page_link(request_t *r, const char *rel, size_t offset, size_t l
     reply_header(r, "Link", sb.p);
 }
 
-static void answer_page(request_t *r, query_t *qy, store_page_t *pg, bool more, const ld_context_t *ctx,
+static void answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, const ld_context_t *ctx,
                         api_view_t *v)
 {
     json_writer_t w;
@@ -220,15 +146,15 @@ static void answer_page(request_t *r, query_t *qy, store_page_t *pg, bool more, 
         char *n = arena_printf(r->arena, "%zu", pg->count);
         reply_header(r, "NGSILD-Results-Count", n);
     }
-    if (more) add_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
+    if (pg->more) add_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
     if (qy->offset > 0 && qy->limit)
         add_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
-    store_page_release(pg);
+    ops_page_release(pg);
     reply_body(r, 200, v->ctype);
 }
 
 /* count=true|false, or options=count (4.13) */
-static bool read_count(request_t *r, query_t *qy, problem_t *p)
+static bool read_count(request_t *r, ops_query_t *qy, problem_t *p)
 {
     const char *count = req_param(r, "count");
     if (count && strcmp(count, "true") && strcmp(count, "false"))
@@ -238,21 +164,21 @@ static bool read_count(request_t *r, query_t *qy, problem_t *p)
 }
 
 /* limit/offset, the last check for unknown parameters, the query, the page. */
-static bool page_and_answer(request_t *r, query_t *qy, const ld_context_t *ctx, api_view_t *v, problem_t *p)
+static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v, problem_t *p)
 {
-    store_page_t pg;
-    bool         more;
+    ops_page_t pg;
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
-    if (!run_query(r, qy, &pg, &more, p)) return false;
-    answer_page(r, qy, &pg, more, ctx, v);
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_query(&rq, qy, &pg, p)) return false;
+    answer_page(r, qy, &pg, ctx, v);
     return true;
 }
 
 void api_entities_query(request_t *r)
 {
     problem_t    p = {0};
-    query_t      qy = {0};
+    ops_query_t  qy = {0};
     api_view_t   v;
 
     const ld_context_t *ctx = api_context(r, NULL, &p);
@@ -266,49 +192,10 @@ fail:
     reply_problem(r, &p);
 }
 
-static bool in_list(const char *name, const char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) if (v[i] == name) return true;
-    return false;
-}
-
-/* drop / keep (Table 6.4.3.3-1): instead of deleting the matching entities,
- * delete from each the attributes listed (drop) or all but those (keep). Each
- * entity changes atomically, as a merge of NGSI-LD Nulls. */
-static bool purge_attributes(request_t *r, query_t *qy, const char **names, size_t n, bool keep, problem_t *p)
-{
-    store_page_t pg;
-    if (!store_query(api_store, r->tenant, &qy->f, 0, SIZE_MAX, false, r->arena, &pg, p)) return false;
-    for (size_t i = 0; i < pg.n; i++) {
-        const cr_entity_t *e = pg.items[i];
-        cr_attr_t         *nulls = arena_calloc(r->arena, (e->n_attrs + 1) * sizeof *nulls);
-        uint16_t           k = 0;
-        for (uint16_t j = 0; j < e->n_attrs; j++) {
-            if (in_list(e->attrs[j].name, names, n) == keep) continue;
-            nulls[k].name = e->attrs[j].name;
-            nulls[k].dataset_id = e->attrs[j].dataset_id;
-            nulls[k].is_null = 1;
-            nulls[k].observed_at = CR_NO_TIME;
-            k++;
-        }
-        if (!k) continue;
-        cr_entity_t patch = {.id = e->id, .attrs = nulls, .n_attrs = k};
-        problem_t   ep = {0};
-        if (!store_modify(api_store, r->tenant, e->id, OP_MERGE_ENTITY, &patch, &(op_args_t){0}, NULL, r->arena, &ep)
-            && ep.kind != PB_RESOURCE_NOT_FOUND) {
-            *p = ep;
-            store_page_release(&pg);
-            return false;
-        }
-    }
-    store_page_release(&pg);
-    return true;
-}
-
 void api_entities_purge(request_t *r)
 {
     problem_t p = {0};
-    query_t   qy = {0};
+    ops_query_t qy = {0};
     size_t    n = 0;
 
     const ld_context_t *ctx = api_context(r, NULL, &p);
@@ -320,15 +207,11 @@ void api_entities_purge(request_t *r)
         goto fail;
     }
     if (!api_no_unknown_params(r, &p)) goto fail;
-    if (drop || keep) {
-        const char **names;
-        size_t       nn;
-        if (!api_name_list(r, ctx, drop ? drop : keep, &names, &nn, false, &p)) goto fail;
-        if (!purge_attributes(r, &qy, names, nn, keep != NULL, &p)) goto fail;
-        reply_status(r, 204);
-        return;
-    }
-    if (!store_purge(api_store, r->tenant, &qy.f, &n, &p)) goto fail;
+    const char **names = NULL;
+    size_t       nn = 0;
+    if ((drop || keep) && !api_name_list(r, ctx, drop ? drop : keep, &names, &nn, false, &p)) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_purge(&rq, &qy.f, names, nn, keep != NULL, &n, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:
@@ -362,7 +245,7 @@ static bool selector_from_json(request_t *r, const ld_context_t *ctx, const json
     return true;
 }
 
-static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t *b, query_t *qy,
+static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t *b, ops_query_t *qy,
                             api_view_t *v, problem_t *p)
 {
     const json_t *t = json_get(b, "type");
@@ -379,14 +262,8 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
             qy->sel = arena_calloc(r->arena, m->len * sizeof *qy->sel);
             qy->nsel = 0;
             json_foreach(s, m) {
-                if (!selector_from_json(r, ctx, s, &qy->sel[qy->nsel].f, p)) return false;
+                if (!selector_from_json(r, ctx, s, &qy->sel[qy->nsel], p)) return false;
                 qy->nsel++;
-            }
-            if (qy->nsel == 1) { /* one selector: let the store use its indexes */
-                entity_filter_t *s0 = &qy->sel[0].f;
-                qy->f.ids = s0->ids; qy->f.n_ids = s0->n_ids;
-                qy->f.id_pattern = s0->id_pattern; qy->f.types = s0->types;
-                qy->sel = NULL; qy->nsel = 0;
             }
             any = true;
         } else if (!strcmp(k, "q")) {
@@ -447,7 +324,7 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
 void api_batch_query(request_t *r)
 {
     problem_t    p = {0};
-    query_t      qy = {0};
+    ops_query_t  qy = {0};
     api_view_t   v;
 
     json_t *body = api_body(r, false, &p);

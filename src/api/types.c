@@ -1,121 +1,14 @@
 /*
  * types.c - discovery: GET /types, /types/{type}, /attributes,
  * /attributes/{attrId} (6.25-6.28; operations 5.7.5-5.7.10; representations
- * 4.5.10-4.5.15), with details=true.
+ * 4.5.10-4.5.15), with details=true: the HTTP binding of ops/discovery.c.
  *
- * The answer is gathered in one pass over the tenant's entities
- * (store_foreach) into small interned-pointer sets in the request arena, then
- * rendered with names compacted by the request's @context. Cost: O(entities)
- * per call; discovery is not a hot path.
+ * The operation gathers the sets of names; they are rendered here with the
+ * names compacted by the request's @context.
  */
 #include "api.h"
 
 #include <string.h>
-
-/* An insertion-ordered set of interned names, each with a set of related
- * names (attributes of a type, types of an attribute) and kinds and a count. */
-typedef struct nameinfo {
-    const char  *name;
-    const char **rel;  size_t n_rel, cap_rel;
-    unsigned     kinds;          /* bit (1 << attr_kind_t) */
-    size_t       count;
-} nameinfo_t;
-
-typedef struct nameset {
-    arena_t    *a;
-    nameinfo_t *v;
-    size_t      n, cap;
-    size_t     *slot;            /* open addressing: index+1, 0 = empty */
-    size_t      nslot;
-} nameset_t;
-
-static void ns_init(nameset_t *s, arena_t *a)
-{
-    memset(s, 0, sizeof *s);
-    s->a = a;
-}
-
-static nameinfo_t *ns_get(nameset_t *s, const char *name)
-{
-    if (s->n * 2 >= s->nslot) {
-        size_t  ns = s->nslot ? s->nslot * 2 : 64;
-        size_t *sl = arena_calloc(s->a, ns * sizeof *sl);
-        for (size_t i = 0; i < s->n; i++) {
-            size_t h = cr_hash_ptr(s->v[i].name) & (ns - 1);
-            while (sl[h]) h = (h + 1) & (ns - 1);
-            sl[h] = i + 1;
-        }
-        s->slot = sl;
-        s->nslot = ns;
-    }
-    size_t h = cr_hash_ptr(name) & (s->nslot - 1);
-    while (s->slot[h]) {
-        if (s->v[s->slot[h] - 1].name == name) return &s->v[s->slot[h] - 1];
-        h = (h + 1) & (s->nslot - 1);
-    }
-    if (s->n == s->cap) {
-        size_t      nc = s->cap ? s->cap * 2 : 16;
-        nameinfo_t *nv = arena_alloc(s->a, nc * sizeof *nv);
-        if (s->n) memcpy(nv, s->v, s->n * sizeof *nv);
-        s->v = nv;
-        s->cap = nc;
-    }
-    nameinfo_t *ni = &s->v[s->n];
-    memset(ni, 0, sizeof *ni);
-    ni->name = name;
-    s->slot[h] = ++s->n;
-    return ni;
-}
-
-static void ni_add_rel(arena_t *a, nameinfo_t *ni, const char *rel)
-{
-    for (size_t i = 0; i < ni->n_rel; i++) if (ni->rel[i] == rel) return;
-    if (ni->n_rel == ni->cap_rel) {
-        size_t       nc = ni->cap_rel ? ni->cap_rel * 2 : 8;
-        const char **nr = arena_alloc(a, nc * sizeof *nr);
-        if (ni->n_rel) memcpy(nr, ni->rel, ni->n_rel * sizeof *nr);
-        ni->rel = nr;
-        ni->cap_rel = nc;
-    }
-    ni->rel[ni->n_rel++] = rel;
-}
-
-typedef struct gather {
-    nameset_t   types, attrs;
-    const char *only_type;       /* /types/{type}: only entities of it */
-    const char *only_attr;       /* /attributes/{attr}: only this attribute */
-} gather_t;
-
-static void gather_one(void *ud, const cr_entity_t *e)
-{
-    gather_t *g = ud;
-    if (g->only_type && !entity_has_type(e, g->only_type)) return;
-    for (uint16_t t = 0; t < e->n_types; t++) {
-        if (g->only_type && e->types[t] != g->only_type) continue;
-        nameinfo_t *ti = ns_get(&g->types, e->types[t]);
-        ti->count++;
-        for (uint16_t i = 0; i < e->n_attrs; i++) {
-            const cr_attr_t *at = &e->attrs[i];
-            if (g->only_attr && at->name != g->only_attr) continue;
-            ni_add_rel(g->types.a, ti, at->name);
-        }
-    }
-    for (uint16_t i = 0; i < e->n_attrs; i++) {
-        const cr_attr_t *at = &e->attrs[i];
-        if (g->only_attr && at->name != g->only_attr) continue;
-        nameinfo_t *ai = ns_get(&g->attrs, at->name);
-        ai->count++;
-        ai->kinds |= 1u << at->kind;
-        for (uint16_t t = 0; t < e->n_types; t++) ni_add_rel(g->attrs.a, ai, e->types[t]);
-    }
-}
-
-static bool gather(request_t *r, gather_t *g, problem_t *p)
-{
-    ns_init(&g->types, r->arena);
-    ns_init(&g->attrs, r->arena);
-    return store_foreach(api_store, r->tenant, NULL, gather_one, g, p);
-}
 
 static void names_array(json_writer_t *w, const ld_context_t *ctx, const char **v, size_t n)
 {
@@ -132,20 +25,25 @@ static void kinds_array(json_writer_t *w, unsigned kinds)
     jw_array_end(w);
 }
 
-/* Common start: context, view (only json/ld+json), details flag. */
-static bool begin(request_t *r, const ld_context_t **ctx, api_view_t *v, bool *details, problem_t *p)
+/* Common start: context, view (only json/ld+json), details flag, and the
+ * discovery itself (named: only the type or attribute of the path). */
+static bool discover(request_t *r, bool type, bool named, const ld_context_t **ctx, api_view_t *v, bool *details,
+                     ops_discovery_t *d, problem_t *p)
 {
     *ctx = api_context(r, NULL, p);
     if (!*ctx) return false;
     if (!api_view(r, *ctx, false, v, p)) return false;
     if (details) {
-        const char *d = req_param(r, "details");
-        if (d && strcmp(d, "true") && strcmp(d, "false"))
+        const char *dp = req_param(r, "details");
+        if (dp && strcmp(dp, "true") && strcmp(dp, "false"))
             return problem_set(p, PB_BAD_REQUEST_DATA, "details must be true or false");
-        *details = d && !strcmp(d, "true");
+        *details = dp && !strcmp(dp, "true");
     }
     (void)req_param(r, "local");
-    return api_no_unknown_params(r, p);
+    if (!api_no_unknown_params(r, p)) return false;
+    const char *name = named ? ld_expand(*ctx, r->pathv[0]) : NULL;
+    ops_req_t   rq = api_req(r, *ctx);
+    return ops_discover(&rq, type ? name : NULL, type ? NULL : name, named ? r->pathv[0] : NULL, d, p);
 }
 
 static void end_object(json_writer_t *w, api_view_t *v)
@@ -167,7 +65,7 @@ static const char *list_id(request_t *r, const char *kind)
 
 /* EntityTypeList (4.5.10) / AttributeList (4.5.13): an id, a type, the names. */
 static void name_list(json_writer_t *w, request_t *r, const ld_context_t *ctx, const char *kind,
-                      const char *member, const nameset_t *names, api_view_t *v)
+                      const char *member, const ops_names_t *names, api_view_t *v)
 {
     jw_object_begin(w);
     jw_key(w, "id"); jw_string(w, list_id(r, kind));
@@ -179,92 +77,20 @@ static void name_list(json_writer_t *w, request_t *r, const ld_context_t *ctx, c
     end_object(w, v);
 }
 
-void api_types_list(request_t *r)
+/* EntityType (4.5.11) */
+static void type_object(json_writer_t *w, const ld_context_t *ctx, const ops_name_t *t, api_view_t *v)
 {
-    problem_t p = {0};
-    const ld_context_t *ctx;
-    api_view_t v;
-    bool       details = false;
-    gather_t   g = {0};
-    json_writer_t w;
-
-    if (!begin(r, &ctx, &v, &details, &p) || !gather(r, &g, &p)) {
-        reply_problem(r, &p);
-        return;
-    }
-    api_view_context(r, ctx, &v);
-    jw_init(&w, &r->out);
-    if (details) {
-        jw_array_begin(&w);
-        for (size_t i = 0; i < g.types.n; i++) {
-            nameinfo_t *t = &g.types.v[i];
-            jw_object_begin(&w);
-            jw_key(&w, "id"); jw_string(&w, t->name);
-            jw_key(&w, "type"); jw_string(&w, "EntityType");
-            jw_key(&w, "typeName"); jw_string(&w, ld_compact(ctx, t->name));
-            jw_key(&w, "attributeNames"); names_array(&w, ctx, t->rel, t->n_rel);
-            end_object(&w, &v);
-        }
-        jw_array_end(&w);
-    } else {
-        name_list(&w, r, ctx, "EntityTypeList", "typeList", &g.types, &v);
-    }
-    reply_body(r, 200, v.ctype);
+    jw_object_begin(w);
+    jw_key(w, "id"); jw_string(w, t->name);
+    jw_key(w, "type"); jw_string(w, "EntityType");
+    jw_key(w, "typeName"); jw_string(w, ld_compact(ctx, t->name));
+    jw_key(w, "attributeNames"); names_array(w, ctx, t->rel, t->n_rel);
+    end_object(w, v);
 }
 
-/* /types/{type} and /attributes/{attrId}: what the entities say of the one
- * type or attribute named in the path; ResourceNotFound when none has it. */
-static bool gather_named(request_t *r, bool type, const ld_context_t **ctx, api_view_t *v, gather_t *g,
-                         problem_t *p)
-{
-    if (!begin(r, ctx, v, NULL, p)) return false;
-    const char *name = ld_expand(*ctx, r->pathv[0]);
-    if (type) g->only_type = name;
-    else g->only_attr = name;
-    if (!gather(r, g, p)) return false;
-    if ((type ? g->types.n : g->attrs.n) == 0)
-        return problem_set(p, PB_RESOURCE_NOT_FOUND, type ? "no entity of type %s" : "no entity has an attribute %s",
-                           r->pathv[0]);
-    return true;
-}
-
-void api_type_get(request_t *r)
-{
-    problem_t p = {0};
-    const ld_context_t *ctx;
-    api_view_t v;
-    gather_t   g = {0};
-    json_writer_t w;
-
-    if (!gather_named(r, true, &ctx, &v, &g, &p)) goto fail;
-    nameinfo_t *t = &g.types.v[0];
-    api_view_context(r, ctx, &v);
-    jw_init(&w, &r->out);
-    jw_object_begin(&w);
-    jw_key(&w, "id"); jw_string(&w, t->name);
-    jw_key(&w, "type"); jw_string(&w, "EntityTypeInfo");
-    jw_key(&w, "typeName"); jw_string(&w, ld_compact(ctx, t->name));
-    jw_key(&w, "entityCount"); jw_int(&w, (int64_t)t->count);
-    jw_key(&w, "attributeDetails");
-    jw_array_begin(&w);
-    for (size_t i = 0; i < t->n_rel; i++) {
-        nameinfo_t *a = ns_get(&g.attrs, t->rel[i]);
-        jw_object_begin(&w);
-        jw_key(&w, "id"); jw_string(&w, a->name);
-        jw_key(&w, "type"); jw_string(&w, "Attribute");
-        jw_key(&w, "attributeName"); jw_string(&w, ld_compact(ctx, a->name));
-        jw_key(&w, "attributeTypes"); kinds_array(&w, a->kinds);
-        jw_object_end(&w);
-    }
-    jw_array_end(&w);
-    end_object(&w, &v);
-    reply_body(r, 200, v.ctype);
-    return;
-fail:
-    reply_problem(r, &p);
-}
-
-static void attribute_object(json_writer_t *w, const ld_context_t *ctx, nameinfo_t *a, bool full, api_view_t *v)
+/* Attribute (4.5.14); full: with its count and kinds (/attributes/{attrId}). */
+static void attribute_object(json_writer_t *w, const ld_context_t *ctx, const ops_name_t *a, bool full,
+                             api_view_t *v)
 {
     jw_object_begin(w);
     jw_key(w, "id"); jw_string(w, a->name);
@@ -278,45 +104,85 @@ static void attribute_object(json_writer_t *w, const ld_context_t *ctx, nameinfo
     end_object(w, v);
 }
 
-void api_attributes_list(request_t *r)
+/* GET /types and GET /attributes: the list of names, or with details=true
+ * an array of EntityType / Attribute objects. */
+static void list(request_t *r, bool types)
 {
-    problem_t p = {0};
+    problem_t          p = {0};
     const ld_context_t *ctx;
-    api_view_t v;
-    bool       details = false;
-    gather_t   g = {0};
-    json_writer_t w;
+    api_view_t         v;
+    bool               details = false;
+    ops_discovery_t    d;
+    json_writer_t      w;
 
-    if (!begin(r, &ctx, &v, &details, &p) || !gather(r, &g, &p)) {
+    if (!discover(r, types, false, &ctx, &v, &details, &d, &p)) {
+        reply_problem(r, &p);
+        return;
+    }
+    const ops_names_t *names = types ? &d.types : &d.attrs;
+    api_view_context(r, ctx, &v);
+    jw_init(&w, &r->out);
+    if (details) {
+        jw_array_begin(&w);
+        for (size_t i = 0; i < names->n; i++) {
+            if (types) type_object(&w, ctx, &names->v[i], &v);
+            else attribute_object(&w, ctx, &names->v[i], false, &v);
+        }
+        jw_array_end(&w);
+    } else if (types) {
+        name_list(&w, r, ctx, "EntityTypeList", "typeList", names, &v);
+    } else {
+        name_list(&w, r, ctx, "AttributeList", "attributeList", names, &v);
+    }
+    reply_body(r, 200, v.ctype);
+}
+
+void api_types_list(request_t *r) { list(r, true); }
+void api_attributes_list(request_t *r) { list(r, false); }
+
+/* EntityTypeInfo (4.5.12) of GET /types/{type} */
+static void type_info(json_writer_t *w, const ld_context_t *ctx, ops_discovery_t *d, api_view_t *v)
+{
+    const ops_name_t *t = &d->types.v[0];
+    jw_object_begin(w);
+    jw_key(w, "id"); jw_string(w, t->name);
+    jw_key(w, "type"); jw_string(w, "EntityTypeInfo");
+    jw_key(w, "typeName"); jw_string(w, ld_compact(ctx, t->name));
+    jw_key(w, "entityCount"); jw_int(w, (int64_t)t->count);
+    jw_key(w, "attributeDetails");
+    jw_array_begin(w);
+    for (size_t i = 0; i < t->n_rel; i++) {
+        const ops_name_t *a = ops_names_get(&d->attrs, t->rel[i]);
+        jw_object_begin(w);
+        jw_key(w, "id"); jw_string(w, a->name);
+        jw_key(w, "type"); jw_string(w, "Attribute");
+        jw_key(w, "attributeName"); jw_string(w, ld_compact(ctx, a->name));
+        jw_key(w, "attributeTypes"); kinds_array(w, a->kinds);
+        jw_object_end(w);
+    }
+    jw_array_end(w);
+    end_object(w, v);
+}
+
+/* GET /types/{type} and GET /attributes/{attrId}. */
+static void named(request_t *r, bool type)
+{
+    problem_t          p = {0};
+    const ld_context_t *ctx;
+    api_view_t         v;
+    ops_discovery_t    d;
+    json_writer_t      w;
+
+    if (!discover(r, type, true, &ctx, &v, NULL, &d, &p)) {
         reply_problem(r, &p);
         return;
     }
     api_view_context(r, ctx, &v);
     jw_init(&w, &r->out);
-    if (details) {
-        jw_array_begin(&w);
-        for (size_t i = 0; i < g.attrs.n; i++) attribute_object(&w, ctx, &g.attrs.v[i], false, &v);
-        jw_array_end(&w);
-    } else {
-        name_list(&w, r, ctx, "AttributeList", "attributeList", &g.attrs, &v);
-    }
+    if (type) type_info(&w, ctx, &d, &v);
+    else attribute_object(&w, ctx, &d.attrs.v[0], true, &v);
     reply_body(r, 200, v.ctype);
 }
 
-void api_attribute_get(request_t *r)
-{
-    problem_t p = {0};
-    const ld_context_t *ctx;
-    api_view_t v;
-    gather_t   g = {0};
-    json_writer_t w;
-
-    if (!gather_named(r, false, &ctx, &v, &g, &p)) goto fail;
-    api_view_context(r, ctx, &v);
-    jw_init(&w, &r->out);
-    attribute_object(&w, ctx, &g.attrs.v[0], true, &v);
-    reply_body(r, 200, v.ctype);
-    return;
-fail:
-    reply_problem(r, &p);
-}
+void api_type_get(request_t *r) { named(r, true); }
+void api_attribute_get(request_t *r) { named(r, false); }

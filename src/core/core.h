@@ -24,6 +24,13 @@
 #define CR_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CR_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* What was built, for --version and GET /version; the commit comes from the
+ * Makefile (-DCR_GIT_COMMIT). */
+#define CR_VERSION "0.1.0"
+#ifndef CR_GIT_COMMIT
+#define CR_GIT_COMMIT "unknown"
+#endif
+
 /* ------------------------------------------------------------------ arena */
 
 typedef struct arena arena_t;

@@ -17,6 +17,7 @@
  */
 #include "http.h"
 #include "router.h"
+#include "../json/json.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -284,18 +285,6 @@ void reply_body(request_t *r, int status, const char *content_type)
     r->out_type = content_type;
 }
 
-static void json_escape_into(sbuf_t *sb, const char *s)
-{
-    sb_addc(sb, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if (c == '"' || c == '\\') { sb_addc(sb, '\\'); sb_addc(sb, (char)c); }
-        else if (c < 0x20) sb_printf(sb, "\\u%04x", c);
-        else sb_addc(sb, (char)c);
-    }
-    sb_addc(sb, '"');
-}
-
 void reply_problem(request_t *r, const problem_t *p)
 {
     int status = problem_status(p);
@@ -309,17 +298,9 @@ void reply_problem(request_t *r, const problem_t *p)
         reply_status(r, status);
         return;
     }
-    const char *type = p->kind == PB_HTTP ? "about:blank" : problem_type_uri(p->kind);
-    const char *title = p->kind == PB_HTTP ? http_reason(status) : problem_title(p->kind);
-    sb_adds(&r->out, "{\"type\":");
-    json_escape_into(&r->out, type);
-    sb_adds(&r->out, ",\"title\":");
-    json_escape_into(&r->out, title);
-    sb_adds(&r->out, ",\"status\":");
-    sb_addi(&r->out, status);
-    sb_adds(&r->out, ",\"detail\":");
-    json_escape_into(&r->out, p->detail);
-    sb_addc(&r->out, '}');
+    json_writer_t w;
+    jw_init(&w, &r->out);
+    jw_problem(&w, p, p->kind == PB_HTTP ? http_reason(status) : NULL);
     reply_body(r, status, "application/json");
 }
 

@@ -152,4 +152,8 @@ void jw_null(json_writer_t *w);
 void jw_value(json_writer_t *w, const json_t *n);        /* a whole tree */
 void jw_raw(json_writer_t *w, const char *s, size_t n);  /* pre-rendered JSON */
 
+/* A ProblemDetails object (6.3.2) for p: type (about:blank for a plain HTTP
+ * error), title (NULL: the title of p's kind), status, detail. */
+void jw_problem(json_writer_t *w, const problem_t *p, const char *title);
+
 #endif

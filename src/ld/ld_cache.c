@@ -418,15 +418,10 @@ const char *ld_served_context(const char *id)
     return c ? c->served_json : NULL;
 }
 
-typedef struct visit {
-    ld_visit_fn fn;
-    void       *ud;
-} visit_t;
-
 static void visit_served(void *val, void *ud)
 {
     const ld_context_t *c = val;
-    const visit_t *v = ud;
+    const ld_visit_t *v = ud;
     v->fn(v->ud, c->served_id, c->link, "ImplicitlyCreated", c->created_ms, c->served_json);
 }
 
@@ -436,7 +431,7 @@ void ld_cache_foreach(ld_visit_fn fn, void *ud)
     if (core)
         fn(ud, "core", core->link, "Cached", core->created_ms, core->served_json);
     ld_fetch_foreach(fn, ud);
-    visit_t v = { fn, ud };
+    ld_visit_t v = { fn, ud };
     pthread_rwlock_rdlock(&g_rw);
     ld_map_each(&g_served, visit_served, &v);
     pthread_rwlock_unlock(&g_rw);

@@ -304,22 +304,17 @@ bool ld_fetch(const char *url, const char **text, size_t *len, problem_t *p)
     return true;
 }
 
-typedef struct visit {
-    ld_visit_fn fn;
-    void       *ud;
-} visit_t;
-
 static void visit_doc(void *val, void *ud)
 {
     const ld_doc_t *d = val;
-    const visit_t *v = ud;
+    const ld_visit_t *v = ud;
     if (d->state == DOC_OK)
         v->fn(v->ud, d->id, d->url, "Cached", d->created_ms, d->text);
 }
 
 void ld_fetch_foreach(ld_visit_fn fn, void *ud)
 {
-    visit_t v = { fn, ud };
+    ld_visit_t v = { fn, ud };
     pthread_mutex_lock(&g_lock);
     ld_map_each(&g_docs, visit_doc, &v);
     pthread_mutex_unlock(&g_lock);

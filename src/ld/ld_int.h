@@ -127,6 +127,11 @@ void ld_fetch_shutdown(void);
 bool ld_fetch_offline(void);
 /* Visits downloaded documents (kind "Cached"). Takes the fetch lock. */
 void ld_fetch_foreach(ld_visit_fn fn, void *ud);
+/* A visitor and its data, passed through the map walks of ld_map_each. */
+typedef struct ld_visit {
+    ld_visit_fn fn;
+    void       *ud;
+} ld_visit_t;
 /* Test hook: how long a failed download is remembered (default LD_FAILURE_TTL_MS). */
 void ld_fetch_set_failure_ttl(int ms);
 
