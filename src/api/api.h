@@ -62,6 +62,8 @@ bool api_options_valid(request_t *r, const char *allowed, problem_t *p);
 bool api_option(request_t *r, const char *word);
 /* The operation request of r: api_store, r's tenant and arena, and ctx. */
 ops_req_t api_req(request_t *r, const ld_context_t *ctx);
+/* A body object and its @context (api_body, then api_context); NULL with p. */
+json_t *api_body_context(request_t *r, const ld_context_t **ctx, problem_t *p);
 /* ?type= on an operation by id: the entity must match that type selection,
  * expanded with the Link @context (else ResourceNotFound); true when there is
  * no type parameter. */

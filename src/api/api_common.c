@@ -226,6 +226,14 @@ ops_req_t api_req(request_t *r, const ld_context_t *ctx)
     return (ops_req_t){.store = api_store, .tenant = r->tenant, .ctx = ctx, .arena = r->arena};
 }
 
+json_t *api_body_context(request_t *r, const ld_context_t **ctx, problem_t *p)
+{
+    json_t *body = api_body(r, false, p);
+    if (!body) return NULL;
+    *ctx = api_context(r, body, p);
+    return *ctx ? body : NULL;
+}
+
 /* ?type= on an operation by id (Tables 6.5.3.2-1, 6.6.3.x-1). The type names
  * expand with the Link @context (an ld+json body's own context is not read
  * yet). */

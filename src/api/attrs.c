@@ -22,10 +22,9 @@ static void attrs_write(request_t *r, bool append)
     else (void)req_param(r, "options");
     if (!api_check_type_param(r, id, &p)) goto fail;   /* 6.6.3.1/6.6.3.2 ?type= */
     if (!api_no_unknown_params(r, &p)) goto fail;
-    json_t *body = api_body(r, false, &p);
+    const ld_context_t *ctx;
+    json_t             *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
-    const ld_context_t *ctx = api_context(r, body, &p);
-    if (!ctx) goto fail;
     ops_req_t rq = api_req(r, ctx);
     if (append ? !ops_attrs_append(&rq, id, body, no_overwrite, &res, &p) : !ops_attrs_update(&rq, id, body, &res, &p))
         goto fail;
@@ -48,10 +47,9 @@ static void attr_write(request_t *r, bool partial)
     if (!ops_check_id(id, &p)) goto fail;
     if (!ops_check_attr_name(name, true, &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
-    json_t *body = api_body(r, false, &p);
+    const ld_context_t *ctx;
+    json_t             *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
-    const ld_context_t *ctx = api_context(r, body, &p);
-    if (!ctx) goto fail;
     ops_req_t rq = api_req(r, ctx);
     if (partial ? !ops_attr_patch(&rq, id, name, body, &p) : !ops_attr_replace(&rq, id, name, body, &p)) goto fail;
     reply_status(r, 204);

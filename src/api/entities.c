@@ -87,10 +87,7 @@ fail:
 static json_t *entity_body(request_t *r, const ld_context_t **ctx, problem_t *p)
 {
     if (!ops_check_id(r->pathv[0], p)) return NULL;
-    json_t *body = api_body(r, false, p);
-    if (!body) return NULL;
-    *ctx = api_context(r, body, p);
-    return *ctx ? body : NULL;
+    return api_body_context(r, ctx, p);
 }
 
 /* PATCH /entities/{id} (5.6.17, Table 6.5.3.4-1): format, lang, observedAt. */

@@ -327,10 +327,9 @@ void api_batch_query(request_t *r)
     ops_query_t  qy = {0};
     api_view_t   v;
 
-    json_t *body = api_body(r, false, &p);
+    const ld_context_t *ctx;
+    json_t             *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
-    const ld_context_t *ctx = api_context(r, body, &p);
-    if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
     if (!read_count(r, &qy, &p)) goto fail;
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
