@@ -306,6 +306,40 @@ static void test_batch(void **state)
     assert_int_equal(res.n_errors, 0);
 }
 
+/* Section 5 of issue 10: a batch allocates an error record only for an
+ * entity that fails (it used to reserve one ProblemDetails per entity). */
+static void test_batch_error_records(void **state)
+{
+    ops_req_t          rq = req();
+    problem_t          p = {0};
+    ops_batch_result_t res;
+    enum { N = 200 };
+    (void)state;
+
+    sbuf_t ids;
+    sb_init(&ids, A, 64 * N);
+    sb_addc(&ids, '[');
+    for (int i = 0; i < N; i++) {
+        create(arena_printf(A, "urn:m:%d", i), "M", i);
+        sb_printf(&ids, "%s\"urn:m:%d\"", i ? "," : "", i);
+    }
+    sb_addc(&ids, ']');
+    json_t *body = J("%s", ids.p);
+    size_t  before = arena_used(A);
+    assert_true(ops_batch_delete(&rq, body, &res, &p));
+    size_t  used = arena_used(A) - before;
+    assert_int_equal(res.n_ok, N);
+    assert_null(res.errors);
+    print_message("batch delete of %d entities: %zu arena bytes (a problem_t is %zu)\n", N, used, sizeof(problem_t));
+    assert_true(used <= N * sizeof(char *) + 256);
+
+    /* one failure: one record more */
+    before = arena_used(A);
+    assert_true(ops_batch_delete(&rq, J("[\"urn:m:none\"]"), &res, &p));
+    assert_int_equal(res.n_errors, 1);
+    assert_true(arena_used(A) - before >= sizeof(ops_batch_error_t));
+}
+
 /* ------------------------------------------------------------- query */
 
 static ops_query_t query_of(const char *type, size_t limit, size_t offset, bool count)
@@ -476,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_entity_lifecycle),
         cmocka_unit_test(test_attributes),
         cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_batch_error_records),
         cmocka_unit_test(test_query_and_purge),
         cmocka_unit_test(test_discovery),
         cmocka_unit_test(test_problem_rendering),
