@@ -15,9 +15,10 @@
  * - Parsing its wire format: the query string or the JSON text of a body,
  *   headers, media types. ops/ takes json_t trees and typed values.
  * - Resolving the @context (6.3.5). A remote @context may have to be
- *   downloaded, and the HTTP binding suspends the request while it is; an
- *   operation never blocks on the network. A batch therefore gets one
- *   ops_member_t per entity with that entity's context already resolved.
+ *   downloaded, and a binding may suspend its request while it is (HTTP:
+ *   the connection), so an operation never waits on the network. A batch
+ *   therefore gets one ops_member_t per entity with that entity's context
+ *   already resolved.
  * - Rendering. An entity page is handed over as references to frozen
  *   entities; the HTTP binding renders them as JSON-LD or GeoJSON with Link
  *   headers and pagination links, cor:// will render its own frames from
@@ -26,13 +27,17 @@
  *   the render cache of model/ serves every binding alike.
  *
  * Every function reports failures as a problem_t (6.3.2) and changes
- * nothing when it fails, except where the operation is defined per entity
- * (batch operations: each entity succeeds or fails on its own and the
- * failures are in the result). Results live in rq->arena; entity references
+ * nothing when it fails, except where the operation is defined per entity:
+ * in a batch each entity succeeds or fails on its own (the failures are in
+ * the result), and purge changes each entity atomically, one after the
+ * other. Results live in rq->arena; entity references
  * (cr_entity_t * from ops_entity_retrieve, the items of an ops_page_t) must
  * be released by the caller (entity_unref / ops_page_release).
  *
- * Only ops/ calls the store (store.h); each operation calls it in one place.
+ * Only ops/ calls the store (store.h), and the store calls of an operation
+ * are all in the one function that implements it, so that moving to a new
+ * store call (a precondition inside the atomic step, discovery from the
+ * indexes, several entity selectors) changes one place.
  */
 #ifndef CORAINE_OPS_H
 #define CORAINE_OPS_H
