@@ -34,10 +34,12 @@
  * (cr_entity_t * from ops_entity_retrieve, the items of an ops_page_t) must
  * be released by the caller (entity_unref / ops_page_release).
  *
- * Only ops/ calls the store (store.h), and the store calls of an operation
- * are all in the one function that implements it, so that moving to a new
- * store call (a precondition inside the atomic step, discovery from the
- * indexes, several entity selectors) changes one place.
+ * Only ops/ calls the store (store.h). Each operation calls it from one
+ * place in its own file (the ?type= precondition: ops_check_type; query:
+ * ops_query; discovery: ops_discover; purge: ops_purge and its drop/keep
+ * helper), so that moving to a new store call (a precondition inside the
+ * atomic step, discovery from the indexes, several entity selectors)
+ * changes one place.
  */
 #ifndef CORAINE_OPS_H
 #define CORAINE_OPS_H
