@@ -30,6 +30,7 @@
  * on-disk format must not contain these hashes; cr_hash_stable exists for
  * content addresses). */
 static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline uint64_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t mix(uint64_t a, uint64_t b)
 {
     __uint128_t r = (__uint128_t)a * b;
@@ -66,13 +67,12 @@ static inline uint64_t hash_with(const hash_key_t *key, const void *data, size_t
         seed = mix(rd64(p) ^ key->k[1], rd64(p + 8) ^ seed);
         p += 16; i -= 16;
     }
+    /* the tail in at most two loads (overlapping ones; with len mixed in,
+     * every byte counts and the mapping stays one-to-one) */
     uint64_t a = 0, b = 0;
     if (i >= 8) { a = rd64(p); b = i > 8 ? rd64(p + i - 8) : 0; }
-    else if (i > 0) {
-        unsigned char tmp[8] = {0};
-        memcpy(tmp, p, i);
-        a = rd64(tmp);
-    }
+    else if (i >= 4) a = (uint64_t)rd32(p) << 32 | rd32(p + i - 4);
+    else if (i > 0) a = (uint64_t)p[0] << 16 | (uint64_t)p[i >> 1] << 8 | p[i - 1];
     return mix(a ^ key->k[2] ^ seed, b ^ key->k[3] ^ len);
 }
 
