@@ -43,6 +43,7 @@ static flag_t flags[] = {
     {"maxBodySize", F_SIZE, &cr_config.max_body_size, "1048576", NULL, "largest request body in bytes, k/M/G suffixes (413 beyond)"},
     {"maxJsonDepth", F_INT, &cr_config.max_json_depth, "64", NULL, "deepest JSON nesting accepted (at most " CR_STR(CR_JSON_DEPTH_MAX) ")"},
     {"maxAttributes", F_INT, &cr_config.max_attributes, "1000", NULL, "attributes per entity (at most " CR_STR(CR_ATTRS_MAX) ")"},
+    {"maxGeoVertices", F_INT, &cr_config.max_geo_vertices, "2048", NULL, "positions in one geometry (GeoProperty value or geo-query; 0: no limit)"},
     {"maxLimit", F_INT, &cr_config.max_limit, "1000", NULL, "largest page size (limit) of a query"},
     {"renderCache", F_INT, &cr_config.render_cache_mb, "256", NULL, "MiB of cached entity renderings (0: none)"},
     {"defaultLimit", F_INT, &cr_config.default_limit, "20", NULL, "page size when a query gives no limit"},

@@ -217,6 +217,7 @@ typedef struct cr_config {
     size_t      max_body_size;       /* --maxBodySize bytes */
     int         max_json_depth;      /* --maxJsonDepth */
     int         max_attributes;      /* --maxAttributes per entity */
+    int         max_geo_vertices;    /* --maxGeoVertices per geometry (GeoProperty value, geo-query); 0: none */
     int         max_limit;           /* --maxLimit: largest page size */
     int         render_cache_mb;     /* --renderCache MiB of cached entity renderings (0: off) */
     int         default_limit;       /* limit when none is given (20) */

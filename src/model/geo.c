@@ -97,7 +97,8 @@ typedef enum {
 } georel_t;
 
 typedef struct geo_box {
-    double minx, miny, maxx, maxy;
+    double   minx, miny, maxx, maxy;
+    uint64_t n;                 /* positions scanned into it (all rings, all parts) */
 } geo_box_t;
 
 /* A linear ring as a flat array x0,y0,x1,y1,... (closed: last == first). */
@@ -157,6 +158,7 @@ static inline void box_empty(geo_box_t *b)
 {
     b->minx = b->miny = INFINITY;
     b->maxx = b->maxy = -INFINITY;
+    b->n    = 0;
 }
 
 static inline void box_add(geo_box_t *b, double x, double y)
@@ -248,6 +250,7 @@ static bool scan_position(const json_t *pos, geo_box_t *b, const char *what, pro
     if (y < -90.0 || y > 90.0)
         return problem_set(p, BRD, "Invalid GeoJSON %s: latitude %g is out of range [-90, 90]", what, y);
     box_add(b, x, y);
+    b->n++;
     return true;
 }
 
@@ -304,6 +307,7 @@ static bool scan_polygon(const json_t *rings, geo_box_t *b, const char *what, pr
                                "(its first and last positions differ)", what, i);
         if (i == 0)
             box_merge(b, &rb);
+        b->n += rb.n;
     }
     return true;
 }
@@ -399,13 +403,28 @@ static bool scan_geometry(const json_t *g, geo_box_t *b, geo_type_t *type, int d
     return true;
 }
 
+/* The GEOS budget. Relations between polygons (overlaps above all, which
+ * GEOS computes from the full intersection matrix) cost about the product
+ * of the two vertex counts: two 40,000-vertex polygons held a worker for 50
+ * s, two of 2,000 take 0.1 s. So a geometry with more positions than
+ * --maxGeoVertices is refused, as a GeoProperty value and in a geo-query. */
+static bool within_budget(const geo_box_t *b, const char *what, const char *where, problem_t *p)
+{
+    uint64_t max = cr_config.max_geo_vertices > 0 ? (uint64_t)cr_config.max_geo_vertices : UINT64_MAX;
+    if (b->n <= max)
+        return true;
+    return problem_set(p, BRD, "%s: the %s has %llu positions, more than the %llu allowed (--maxGeoVertices)",
+                       where, what, (unsigned long long)b->n, (unsigned long long)max);
+}
+
 bool geo_validate(const json_t *geometry, problem_t *p)
 {
     geo_box_t  b;
     geo_type_t t;
 
     box_empty(&b);
-    return scan_geometry(geometry, &b, &t, 0, false, p);
+    return scan_geometry(geometry, &b, &t, 0, false, p) &&
+           within_budget(&b, geo_type_names[t], "GeoProperty value", p);
 }
 
 bool geo_bbox(const json_t *geometry, double box[4])
@@ -909,7 +928,8 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
     g->type     = t;
     g->distance = dist;
     box_empty(&g->box);
-    if (!scan_coordinates(t, coords, &g->box, p))
+    if (!scan_coordinates(t, coords, &g->box, p) ||
+        !within_budget(&g->box, geo_type_names[t], "geo-query", p))
         return NULL;
 
     g->property = geoq_property_name(geoproperty, ctx);

@@ -25,7 +25,7 @@ from ngsi import assert_problem, uid
     ("--maxBodySize", "2G"),                   # beyond what json/ represents
     ("--maxAttributes", "65536"),              # beyond the 16-bit count
     ("--maxJsonDepth", "1025"),                # beyond the parser and the writer
-#GEO    ("--maxGeoVertices", "-5"),
+    ("--maxGeoVertices", "-5"),
 ])
 def test_bad_flag_values_refused_at_start(flag, value):
     p = subprocess.run([binary_path(), "-fg", "--port", "1", flag, value],
@@ -154,3 +154,64 @@ def test_long_detail_is_cut_on_a_character_boundary(cli):
         assert r.status_code == 400
         text = r.content.decode("utf-8")       # strict: raises on a cut character
         assert json.loads(text)["detail"]
+
+
+# ------------------------------------------------------------- GEOS budget
+
+def star(n, cx, cy, r):
+    """A closed ring of n + 1 positions with n/2 reflex vertices: two such
+    stars cross at about n points, the worst case of GEOS's relate."""
+    import math
+    pts = []
+    for i in range(n):
+        rr = r if i % 2 == 0 else r * 0.7
+        a = 2 * math.pi * i / n
+        pts.append([round(cx + rr * math.cos(a), 7), round(cy + rr * math.sin(a), 7)])
+    pts.append(pts[0])
+    return pts
+
+
+def geo_query(c, coords, georel, timeout=15):
+    body = {"type": "Query", "entities": [{"type": "Area"}],
+            "geoQ": {"geometry": "Polygon", "coordinates": coords, "georel": georel}}
+    t0 = time.time()
+    r = c.request("POST", "/entityOperations/query", data=json.dumps(body).encode(),
+                  ctype="application/json", timeout=timeout)
+    return r, time.time() - t0
+
+
+def test_huge_polygon_query_against_large_geometry_is_refused_quickly(broker_factory):
+    """A 40,000-vertex polygon against a large stored geometry held a worker
+    for 4 to 50 s (overlaps); now the query is refused at once, and the
+    largest geometries allowed (--maxGeoVertices, 2048) cost a fraction of a
+    second for every relation."""
+    b = broker_factory("--maxBodySize", "4M")
+    c = Client(b, fresh_tenant())
+    big = {"id": uid(), "type": "Area",
+           "location": {"type": "GeoProperty", "value": {"type": "Polygon", "coordinates": [star(2046, 10, 10, 5)]}}}
+    r = c.request("POST", "/entities", data=json.dumps(big).encode(), ctype="application/json")
+    assert r.status_code == 201, r.text[:300]
+    huge = [star(40000, 10.3, 10.2, 5)]
+    for rel in ("overlaps", "intersects", "near;maxDistance==1000"):
+        r, took = geo_query(c, huge, rel)
+        pd = assert_problem(r, 400, "BadRequestData")
+        assert "--maxGeoVertices" in pd["detail"] and "40001" in pd["detail"]
+        assert took < 3, took
+    near = [star(2046, 10.3, 10.2, 5)]
+    for rel in ("overlaps", "intersects", "within", "equals", "disjoint", "near;maxDistance==1000"):
+        r, took = geo_query(c, near, rel)
+        assert r.status_code == 200, r.text[:300]
+        assert took < 5, (rel, took)
+    assert len(geo_query(c, near, "overlaps")[0].json()) == 1
+
+
+def test_geoproperty_beyond_max_vertices_is_400(cli):
+    big = {"id": uid(), "type": "Area",
+           "location": {"type": "GeoProperty", "value": {"type": "LineString",
+                                                         "coordinates": [[i / 1000.0, 0] for i in range(2049)]}}}
+    r = cli.request("POST", "/entities", data=json.dumps(big).encode(), ctype="application/json")
+    pd = assert_problem(r, 400, "BadRequestData")
+    assert "2049 positions" in pd["detail"] and "--maxGeoVertices" in pd["detail"]
+    big["location"]["value"]["coordinates"].pop()
+    r = cli.request("POST", "/entities", data=json.dumps(big).encode(), ctype="application/json")
+    assert r.status_code == 201, r.text[:300]
