@@ -586,7 +586,8 @@ static void geos_key_init(void)
     geos_key_ok = pthread_key_create(&geos_key, geos_thread_exit) == 0;
 }
 
-/* This thread's GEOS context handle, created on first use; NULL on OOM. */
+/* This thread's GEOS context handle, created on first use (GEOS_init_r
+ * fails only without memory: that aborts, as every allocation failure). */
 static GEOSContextHandle_t geos_handle(void)
 {
     if (CR_LIKELY(geos_tl_handle != NULL))
@@ -594,10 +595,8 @@ static GEOSContextHandle_t geos_handle(void)
 
     pthread_once(&geos_once, geos_key_init);
     GEOSContextHandle_t h = GEOS_init_r();
-    if (!h) {
-        LOG_E("geo: GEOS_init_r failed");
-        return NULL;
-    }
+    if (!h)
+        cr_oom("GEOS context", 0);
     GEOSContext_setErrorMessageHandler_r(h, geos_on_error, NULL);
     GEOSContext_setNoticeMessageHandler_r(h, geos_on_notice, NULL);
     if (geos_key_ok && pthread_setspecific(geos_key, h) != 0)
@@ -651,13 +650,8 @@ static GEOSGeometry *geos_polygon(GEOSContextHandle_t h, const json_t *rings)
     shell = geos_ring(h, rings->child);
     if (!shell)
         return NULL;
-    if (n_holes > GEO_STACK_PARTS) {
-        holes = malloc(n_holes * sizeof *holes);
-        if (!holes) {
-            GEOSGeom_destroy_r(h, shell);
-            return NULL;
-        }
-    }
+    if (n_holes > GEO_STACK_PARTS)
+        holes = cr_xcalloc(n_holes, sizeof *holes);
     for (const json_t *r = rings->child->next; r; r = r->next, i++) {
         holes[i] = geos_ring(h, r);
         if (!holes[i]) {
@@ -686,11 +680,8 @@ static GEOSGeometry *geos_multi(GEOSContextHandle_t h, int geos_type, const json
     size_t         n = parts->len, i = 0;
     GEOSGeometry  *res;
 
-    if (n > GEO_STACK_PARTS) {
-        gs = malloc(n * sizeof *gs);
-        if (!gs)
-            return NULL;
-    }
+    if (n > GEO_STACK_PARTS)
+        gs = cr_xcalloc(n, sizeof *gs);
     for (const json_t *c = parts->child; c; c = c->next, i++) {
         switch (part_type) {
         case GT_POINT:
@@ -949,10 +940,6 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
 
     /* GEOS: the reference geometry and its prepared form, freed with the arena. */
     GEOSContextHandle_t h = geos_handle();
-    if (!h) {
-        problem_set(p, PB_INTERNAL_ERROR, "geo-query: the geometry engine is not available");
-        return NULL;
-    }
     if (pthread_mutex_init(&g->lock, NULL) != 0) {
         problem_set(p, PB_INTERNAL_ERROR, "geo-query: cannot create a lock");
         return NULL;
@@ -1113,7 +1100,7 @@ static int match_geos(const geoq_t *g, const json_t *value)
     GEOSGeometry       *t;
     int                 r = -1;
 
-    if (!h || !g->prep)
+    if (!g->prep)
         return -1;
     t = geos_build(h, value, 0);
     if (!t)

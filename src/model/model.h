@@ -123,7 +123,7 @@ bool model_valid_name(const char *s);      /* type / attribute name, before expa
 bool model_valid_scope(const char *s);
 
 /* Frozen entities */
-cr_entity_t *entity_freeze(const cr_entity_t *draft);     /* one block, refs = 1 */
+cr_entity_t *entity_freeze(const cr_entity_t *draft);     /* one block, refs = 1; NULL beyond 4 GiB */
 void         entity_ref(cr_entity_t *e);
 void         entity_unref(cr_entity_t *e);                /* frees at 0 */
 bool         entity_has_type(const cr_entity_t *e, const char *type);  /* interned */

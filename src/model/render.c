@@ -697,11 +697,7 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
         __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);
         return;
     }
-    render_cache_t *rc = malloc(need);
-    if (!rc) {
-        __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);
-        return;
-    }
+    render_cache_t *rc = cr_xmalloc(need);
     rc->ctx = o->ctx;
     rc->format = (uint8_t)o->format;
     rc->len = (uint32_t)len;
