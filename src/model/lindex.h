@@ -49,17 +49,21 @@ static inline bool ptrset_add(ptrset_t *s, const void *p)
 
 /* ---- attribute instances by (name, datasetId): indexes into the caller's
  * array. The hash takes "@none" as no datasetId, so callers whose equality
- * does so too find what they look for; the caller compares candidates. */
+ * does so too find what they look for; the caller compares candidates.
+ * Lists of at most ATTRMAP_SCAN entries get no index (slot NULL): scanning
+ * them costs less than hashing, and the common entity stays as fast. */
+
+#define ATTRMAP_SCAN 16
 
 typedef struct attrmap {
-    uint32_t *slot;                     /* index + 1; 0 = empty */
+    uint32_t *slot;                     /* index + 1; 0 = empty; NULL: scan the list */
     size_t    mask;
 } attrmap_t;
 
 static inline void attrmap_init(attrmap_t *m, arena_t *a, size_t n)
 {
     size_t cap = lindex_cap(n);
-    m->slot = arena_calloc(a, cap * sizeof *m->slot);
+    m->slot = n > ATTRMAP_SCAN ? arena_calloc(a, cap * sizeof *m->slot) : NULL;
     m->mask = cap - 1;
 }
 
@@ -73,17 +77,21 @@ static inline size_t attrmap_home(const attrmap_t *m, const char *name, const ch
 
 static inline void attrmap_put(attrmap_t *m, const char *name, const char *ds, size_t index)
 {
+    if (!m->slot)
+        return;
     size_t i = attrmap_home(m, name, ds);
     while (m->slot[i])
         i = (i + 1) & m->mask;
     m->slot[i] = (uint32_t)index + 1;
 }
 
-/* Runs the body with idx set to the index of each candidate for (name, ds),
- * every instance with that key among them. */
-#define attrmap_foreach(m, name, ds, idx)                                                      \
-    for (size_t idx##_s = attrmap_home((m), (name), (ds)), idx;                                \
-         (m)->slot[idx##_s] && ((idx = (m)->slot[idx##_s] - 1), 1);                            \
-         idx##_s = (idx##_s + 1) & (m)->mask)
+/* Runs the body with idx set to the index of each candidate for (name, ds)
+ * among the first n entries of the list: every one with that key is among
+ * them, in the order they were put (without an index, all n are). */
+#define attrmap_foreach(m, name, ds, n, idx)                                                   \
+    for (size_t idx##_s = (m)->slot ? attrmap_home((m), (name), (ds)) : 0, idx;                 \
+         (m)->slot ? ((m)->slot[idx##_s] && ((idx = (m)->slot[idx##_s] - 1), 1))               \
+                   : (idx##_s < (n) && ((idx = idx##_s), 1));                                  \
+         idx##_s = (m)->slot ? (idx##_s + 1) & (m)->mask : idx##_s + 1)
 
 #endif

@@ -93,13 +93,12 @@ static void outcome_add(work_t *w, const char *name, bool updated, const char *r
 /* Index of the live slot holding (name, dataset_id), or -1. */
 static long slot_find(const work_t *w, const char *name, const char *ds)
 {
-    long hit = -1;
-
-    attrmap_foreach(&w->map, name, ds, i)     /* the first such slot, as the slots go */
+    /* candidates of one key come in slot order (they share a home bucket) */
+    attrmap_foreach(&w->map, name, ds, w->n, i)
         if (w->state[i] != SLOT_DELETED && w->attrs[i].name == name &&
-            ds_eq(w->attrs[i].dataset_id, ds) && (hit < 0 || (long)i < hit))
-            hit = (long)i;
-    return hit;
+            ds_eq(w->attrs[i].dataset_id, ds))
+            return (long)i;
+    return -1;
 }
 
 static void slot_add(work_t *w, const cr_attr_t *at)
@@ -266,10 +265,11 @@ static bool merge_subs(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
         const cr_attr_t *ps = &patch->sub[j];
         long             hit = -1;
 
-        attrmap_foreach(&map, ps->name, ps->dataset_id, i)   /* the first such, as they go */
-            if (!gone[i] && sub[i].name == ps->name && ds_eq(sub[i].dataset_id, ps->dataset_id) &&
-                (hit < 0 || (long)i < hit))
+        attrmap_foreach(&map, ps->name, ps->dataset_id, n, i)   /* in order, as slot_find */
+            if (!gone[i] && sub[i].name == ps->name && ds_eq(sub[i].dataset_id, ps->dataset_id)) {
                 hit = (long)i;
+                break;
+            }
         if (ps->is_null) {
             if (hit >= 0)
                 gone[hit] = 1;

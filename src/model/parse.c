@@ -583,7 +583,7 @@ static bool parse_instance(pstate_t *ps, const apath_t *pa, const char *name, co
  * then at joins the index. */
 static bool list_dup_check(pstate_t *ps, const apath_t *pa, attr_list_t *l, const cr_attr_t *at)
 {
-    attrmap_foreach(&l->map, at->name, at->dataset_id, i) {
+    attrmap_foreach(&l->map, at->name, at->dataset_id, l->n - 1, i) {
         const cr_attr_t *o = &l->v[i];
         if (o->name != at->name)
             continue;
