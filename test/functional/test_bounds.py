@@ -215,3 +215,32 @@ def test_geoproperty_beyond_max_vertices_is_400(cli):
     big["location"]["value"]["coordinates"].pop()
     r = cli.request("POST", "/entities", data=json.dumps(big).encode(), ctype="application/json")
     assert r.status_code == 201, r.text[:300]
+
+
+# ------------------------------------------- the indexes behave as the scans
+
+def test_instances_beyond_the_scan_threshold(cli):
+    """Past 16 instances, duplicates and the instance a patch targets are
+    found through an index: the answers are those of the scan."""
+    eid = uid()
+    inst = [{"type": "Property", "value": i, "datasetId": "urn:d:%d" % i} for i in range(20)]
+    dup = inst + [{"type": "Property", "value": 99, "datasetId": "urn:d:5"}]
+    r = post_raw(cli, json.dumps({"id": eid, "type": "T", "a": dup}))
+    pd = assert_problem(r, 400, "BadRequestData")
+    assert "urn:d:5" in pd["detail"]
+    two_defaults = inst + [{"type": "Property", "value": 1}, {"type": "Property", "value": 2}]
+    assert_problem(post_raw(cli, json.dumps({"id": eid, "type": "T", "a": two_defaults})), 400, "BadRequestData")
+    attrs = {"b%d" % i: i for i in range(20)}
+    r = post_raw(cli, json.dumps(dict({"id": eid, "type": "T", "a": inst}, **attrs)))
+    assert r.status_code == 201, r.text[:300]
+    r = cli.request("PATCH", "/entities/%s/attrs" % eid, ctype="application/json",
+                    data=json.dumps({"a": {"type": "Property", "value": 1000, "datasetId": "urn:d:17"},
+                                     "b19": {"type": "Property", "value": -19}}).encode())
+    assert r.status_code == 204, r.text[:300]
+    e = cli.entity(eid)
+    vals = {i["datasetId"]: i["value"] for i in e["a"]}
+    assert vals["urn:d:17"] == 1000 and vals["urn:d:16"] == 16 and len(vals) == 20
+    assert e["b19"]["value"] == -19 and e["b18"]["value"] == 18
+    r = cli.request("DELETE", "/entities/%s/attrs/a" % eid, params={"datasetId": "urn:d:3"})
+    assert r.status_code == 204, r.text[:300]
+    assert len(cli.entity(eid)["a"]) == 19
