@@ -39,8 +39,8 @@ struct arena {
 
 static arena_block_t *block_new(size_t size)
 {
-    arena_block_t *b = malloc(sizeof(*b) + size);
-    if (!b) return NULL;
+    if (CR_UNLIKELY(size > SIZE_MAX - sizeof(arena_block_t))) cr_oom("arena block", size);
+    arena_block_t *b = cr_xmalloc(sizeof(*b) + size);
     b->next = NULL;
     b->size = size;
     b->used = 0;
@@ -49,11 +49,9 @@ static arena_block_t *block_new(size_t size)
 
 arena_t *arena_new(size_t first_block)
 {
-    arena_t *a = calloc(1, sizeof(*a));
-    if (!a) return NULL;
+    arena_t *a = cr_xcalloc(1, sizeof(*a));
     if (first_block < ARENA_MIN_BLOCK) first_block = ARENA_MIN_BLOCK;
     a->first = block_new(first_block);
-    if (!a->first) { free(a); return NULL; }
     a->head = a->first;
     a->next_size = first_block * 2;
     return a;
@@ -101,6 +99,9 @@ void arena_free(arena_t *a)
 
 void *arena_alloc(arena_t *a, size_t n)
 {
+    /* a size near SIZE_MAX would round up to 0 and hand out a block of
+     * nothing: it is a request no memory can satisfy */
+    if (CR_UNLIKELY(n > SIZE_MAX - ARENA_ALIGN)) cr_oom("arena", n);
     size_t need = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     arena_block_t *b = a->head;
     if (CR_LIKELY(b->size - b->used >= need)) {
@@ -112,10 +113,6 @@ void *arena_alloc(arena_t *a, size_t n)
     size_t size = a->next_size;
     if (size < need) size = need;
     arena_block_t *nb = block_new(size);
-    if (!nb) {
-        LOG_E("arena: out of memory allocating %zu bytes", size);
-        abort();
-    }
     if (a->next_size < (64u << 20)) a->next_size *= 2;
     nb->next = a->head;
     a->head = nb;
@@ -133,6 +130,7 @@ void *arena_calloc(arena_t *a, size_t n)
 
 char *arena_strndup(arena_t *a, const char *s, size_t n)
 {
+    if (CR_UNLIKELY(n == SIZE_MAX)) cr_oom("arena string", n);
     char *p = arena_alloc(a, n + 1);
     memcpy(p, s, n);
     p[n] = '\0';
@@ -182,8 +180,7 @@ void sb_init(sbuf_t *sb, arena_t *a, size_t cap)
     sb->a = a;
     sb->len = 0;
     sb->cap = cap;
-    sb->p = a ? arena_alloc(a, cap) : malloc(cap);
-    if (!sb->p) { LOG_E("sbuf: out of memory"); abort(); }
+    sb->p = a ? arena_alloc(a, cap) : cr_xmalloc(cap);
     sb->p[0] = '\0';
 }
 
@@ -196,17 +193,17 @@ void sb_release(sbuf_t *sb)
 
 static void sb_grow(sbuf_t *sb, size_t extra)
 {
+    if (CR_UNLIKELY(extra > SIZE_MAX / 2 - 1 - sb->len)) cr_oom("sbuf", extra);
     size_t need = sb->len + extra + 1;
     if (need <= sb->cap) return;
     size_t cap = sb->cap * 2;
-    while (cap < need) cap *= 2;
+    while (cap < need) cap *= 2;            /* need <= SIZE_MAX / 2: no wrap */
     char *np;
     if (sb->a) {
         np = arena_alloc(sb->a, cap);
         memcpy(np, sb->p, sb->len + 1);
     } else {
-        np = realloc(sb->p, cap);
-        if (!np) { LOG_E("sbuf: out of memory"); abort(); }
+        np = cr_xrealloc(sb->p, cap);
     }
     sb->p = np;
     sb->cap = cap;

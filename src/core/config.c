@@ -8,11 +8,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 cr_config_t cr_config;
+
+#define CR_STR_(x) #x
+#define CR_STR(x)  CR_STR_(x)
 
 typedef enum { F_BOOL, F_INT, F_SIZE, F_STR, F_LEVEL } ftype_t;
 
@@ -36,9 +40,10 @@ static flag_t flags[] = {
     {"connectionPoolSize", F_INT, &cr_config.connection_pool_size, "0", NULL, "HTTP worker threads (0: one per core)"},
     {"maxConnections", F_INT, &cr_config.max_connections, "4096", NULL, "concurrent client connections"},
     {"requestTimeout", F_INT, &cr_config.request_timeout, "30", NULL, "seconds an idle connection is kept"},
-    {"maxBodySize", F_SIZE, &cr_config.max_body_size, "1048576", NULL, "largest request body in bytes (413 beyond)"},
-    {"maxJsonDepth", F_INT, &cr_config.max_json_depth, "64", NULL, "deepest JSON nesting accepted"},
-    {"maxAttributes", F_INT, &cr_config.max_attributes, "1000", NULL, "attributes per entity"},
+    {"maxBodySize", F_SIZE, &cr_config.max_body_size, "1048576", NULL, "largest request body in bytes, k/M/G suffixes (413 beyond)"},
+    {"maxJsonDepth", F_INT, &cr_config.max_json_depth, "64", NULL, "deepest JSON nesting accepted (at most " CR_STR(CR_JSON_DEPTH_MAX) ")"},
+    {"maxAttributes", F_INT, &cr_config.max_attributes, "1000", NULL, "attributes per entity (at most " CR_STR(CR_ATTRS_MAX) ")"},
+    {"maxGeoVertices", F_INT, &cr_config.max_geo_vertices, "2048", NULL, "positions in one geometry (GeoProperty value or geo-query; 0: no limit)"},
     {"maxLimit", F_INT, &cr_config.max_limit, "1000", NULL, "largest page size (limit) of a query"},
     {"renderCache", F_INT, &cr_config.render_cache_mb, "256", NULL, "MiB of cached entity renderings (0: none)"},
     {"defaultLimit", F_INT, &cr_config.default_limit, "20", NULL, "page size when a query gives no limit"},
@@ -48,6 +53,21 @@ static flag_t flags[] = {
     {"logFile", F_STR, &cr_config.log_file, "", NULL, "log to this file instead of stderr"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };
+
+/* Flags whose value a module's representation bounds (core.h, "limits");
+ * the other integers go up to 10^9, the other sizes up to SIZE_MAX. */
+static const struct { const void *dst; long long max; } bounds[] = {
+    {&cr_config.max_body_size, CR_JSON_DOC_MAX},
+    {&cr_config.max_json_depth, CR_JSON_DEPTH_MAX},
+    {&cr_config.max_attributes, CR_ATTRS_MAX},
+};
+
+static long long flag_max(const flag_t *f)
+{
+    for (size_t i = 0; i < CR_ARRAY_LEN(bounds); i++)
+        if (bounds[i].dst == f->dst) return bounds[i].max;
+    return f->type == F_SIZE ? (long long)(SIZE_MAX >> 1) : 1000000000;
+}
 
 static bool in_choices(const char *choices, const char *v)
 {
@@ -75,25 +95,45 @@ static bool set_flag(flag_t *f, const char *v, const char *origin)
         else { fprintf(stderr, "coraine: %s: --%s takes true|false, not '%s'\n", origin, f->name, v); return false; }
         return true;
     case F_INT: {
+        long long max = flag_max(f);
         errno = 0;
-        long n = strtol(v, &end, 10);
-        if (errno || *end || end == v || n < 0 || n > 1000000000) {
-            fprintf(stderr, "coraine: %s: --%s takes a non-negative integer, not '%s'\n", origin, f->name, v);
+        long long n = isdigit((unsigned char)v[0]) ? strtoll(v, &end, 10) : -1;
+        if (n < 0 || errno || *end || n > max) {
+            fprintf(stderr, "coraine: %s: --%s takes an integer from 0 to %lld, not '%s'\n", origin, f->name, max, v);
             return false;
         }
         *(int *)f->dst = (int)n;
         return true;
     }
     case F_SIZE: {
+        /* digits, then at most one of k, M, G (KiB, MiB, GiB); no sign, no
+         * space, nothing after; a product beyond the flag's bound (or 2^64)
+         * is refused, never wrapped */
+        unsigned long long max = (unsigned long long)flag_max(f);
+        unsigned           shift = 0;
         errno = 0;
-        unsigned long long n = strtoull(v, &end, 10);
-        if (*end == 'k' || *end == 'K') { n <<= 10; end++; }
-        else if (*end == 'm' || *end == 'M') { n <<= 20; end++; }
-        if (errno || *end || end == v || v[0] == '-') {
-            fprintf(stderr, "coraine: %s: --%s takes a size in bytes (k/M suffix allowed), not '%s'\n", origin, f->name, v);
+        unsigned long long n = isdigit((unsigned char)v[0]) ? strtoull(v, &end, 10) : 0;
+        bool ok = isdigit((unsigned char)v[0]) && !errno;
+        if (errno == ERANGE) n = ULLONG_MAX, ok = true, end = (char *)"";
+        if (ok && *end) {
+            switch (*end++) {
+            case 'k': case 'K': shift = 10; break;
+            case 'm': case 'M': shift = 20; break;
+            case 'g': case 'G': shift = 30; break;
+            default: ok = false;
+            }
+            ok = ok && !*end;
+        }
+        if (ok && n > (max >> shift)) {
+            fprintf(stderr, "coraine: %s: --%s: '%s' is more than %llu bytes\n", origin, f->name, v, max);
             return false;
         }
-        *(size_t *)f->dst = (size_t)n;
+        if (!ok) {
+            fprintf(stderr, "coraine: %s: --%s takes a size in bytes (digits, then k, M or G), not '%s'\n",
+                    origin, f->name, v);
+            return false;
+        }
+        *(size_t *)f->dst = (size_t)(n << shift);
         return true;
     }
     case F_STR:

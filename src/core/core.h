@@ -8,7 +8,9 @@
  *    one arena_free()/arena_reset();
  *  - interned names live for the whole process: two interned strings are
  *    equal iff their pointers are equal;
- *  - the store owns its memory with plain malloc, never an arena.
+ *  - the store owns its memory with plain malloc, never an arena;
+ *  - out of memory is not an error a caller handles: cr_xmalloc and friends,
+ *    the arena and the intern table log one line and abort (see xalloc.c).
  */
 #ifndef CORAINE_CORE_H
 #define CORAINE_CORE_H
@@ -31,14 +33,28 @@
 #define CR_GIT_COMMIT "unknown"
 #endif
 
+/* ------------------------------------------------------- allocation */
+
+/* malloc and friends that never return NULL: on failure they log one line
+ * and abort() (the out-of-memory policy, doc/architecture.md). Sizes that
+ * overflow (n * size, a length + 1) count as failures, never wrap. */
+void *cr_xmalloc(size_t n);
+void *cr_xcalloc(size_t n, size_t size);
+void *cr_xrealloc(void *p, size_t n);
+void *cr_xreallocarray(void *p, size_t n, size_t size);
+char *cr_xstrdup(const char *s);
+char *cr_xstrndup(const char *s, size_t n);
+/* Logs "out of memory (<what>, <n> bytes)" and aborts. */
+_Noreturn void cr_oom(const char *what, size_t n);
+
 /* ------------------------------------------------------------------ arena */
 
 typedef struct arena arena_t;
 
-arena_t *arena_new(size_t first_block);          /* NULL on OOM */
+arena_t *arena_new(size_t first_block);          /* never NULL (aborts on OOM) */
 void     arena_free(arena_t *a);                 /* frees everything */
 void     arena_reset(arena_t *a);                /* frees all but one block (the largest, up to 1 MiB) */
-void    *arena_alloc(arena_t *a, size_t n);      /* 16-aligned; aborts on OOM */
+void    *arena_alloc(arena_t *a, size_t n);      /* 16-aligned; aborts on OOM or a size that overflows */
 void    *arena_calloc(arena_t *a, size_t n);     /* zeroed */
 char    *arena_strndup(arena_t *a, const char *s, size_t n); /* NUL-terminated */
 char    *arena_strdup(arena_t *a, const char *s);
@@ -70,12 +86,44 @@ static inline void sb_clear(sbuf_t *sb) { sb->len = 0; if (sb->p) sb->p[0] = '\0
 
 /* --------------------------------------------------------------- hashing */
 
-uint64_t cr_hash(const void *data, size_t len);  /* 64-bit, good spread */
+/* 64-bit, good spread, keyed by a per-process random secret (read from
+ * getrandom() once, before main): a client cannot compute keys that collide
+ * (hash flooding). So a value differs from one run to the next: never store
+ * one on disk or send it out; use cr_hash_stable for those. */
+uint64_t cr_hash(const void *data, size_t len);
+/* The same function under a fixed key: equal in every process, so for
+ * content addresses that outlive the process, never for a table keyed by
+ * client strings. */
+uint64_t cr_hash_stable(const void *data, size_t len);
 static inline uint64_t cr_hash_ptr(const void *p)
 {
     uint64_t x = (uint64_t)(uintptr_t)p;
     x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
     return x;
+}
+
+/* ----------------------------------------------------------------- UTF-8 */
+
+/* Length of the well-formed UTF-8 sequence at s (Unicode table 3-7: no
+ * overlongs, no surrogates, nothing above U+10FFFF), 0 when it is not one.
+ * s[0] >= 0x80; reads stop at the first bad byte and never pass end. */
+static inline int cr_utf8_seq(const unsigned char *s, const unsigned char *end)
+{
+    unsigned char c = s[0];
+    size_t        avail = (size_t)(end - s);
+
+    if (c >= 0xc2 && c <= 0xdf)
+        return avail >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (c >= 0xe0 && c <= 0xef) {
+        unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+        return avail >= 3 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+        return avail >= 4 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 &&
+               (s[3] & 0xc0) == 0x80 ? 4 : 0;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------- interning */
@@ -136,7 +184,9 @@ typedef enum {
 } problem_kind_t;
 
 /* A problem as modules report it; http/ renders it as ProblemDetails.
- * detail is always NUL-terminated. */
+ * detail is always NUL-terminated and valid UTF-8: problem_set cuts a long
+ * text on a character boundary and turns bytes that are not UTF-8 (from a
+ * client's input quoted in the text) into '?'. */
 typedef struct problem {
     problem_kind_t kind;
     int            status;      /* only for PB_HTTP, else derived from kind */
@@ -150,6 +200,14 @@ bool        problem_set(problem_t *p, problem_kind_t kind, const char *fmt, ...)
 int         problem_status(const problem_t *p);
 const char *problem_type_uri(problem_kind_t kind);  /* https://uri.etsi.org/ngsi-ld/errors/... */
 const char *problem_title(problem_kind_t kind);
+
+/* ------------------------------------------------------------- limits */
+
+/* Bounds that flags may not exceed because a module's representation stops
+ * there (config.c refuses larger values at start). */
+#define CR_JSON_DEPTH_MAX   1024         /* json/: the parser's recursion and the writer's levels */
+#define CR_JSON_DOC_MAX     (1u << 30)   /* json/: string lengths are 32-bit; --maxBodySize up to 1 GiB */
+#define CR_ATTRS_MAX        65535        /* model/: attribute, sub-attribute and type counts are 16-bit */
 
 /* --------------------------------------------------------- configuration */
 
@@ -166,6 +224,7 @@ typedef struct cr_config {
     size_t      max_body_size;       /* --maxBodySize bytes */
     int         max_json_depth;      /* --maxJsonDepth */
     int         max_attributes;      /* --maxAttributes per entity */
+    int         max_geo_vertices;    /* --maxGeoVertices per geometry (GeoProperty value, geo-query); 0: none */
     int         max_limit;           /* --maxLimit: largest page size */
     int         render_cache_mb;     /* --renderCache MiB of cached entity renderings (0: off) */
     int         default_limit;       /* limit when none is given (20) */

@@ -13,32 +13,77 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
-/* wyhash-style 64-bit mixing over 8-byte words; fast and well spread. */
+/* wyhash-style 64-bit mixing over 8-byte words; fast and well spread.
+ *
+ * Hash flooding: the tables keyed by client strings (entity ids, tenant
+ * names, attribute and type names, context terms and URLs) probe linearly,
+ * so keys that collide would make every lookup a walk. All the constants the
+ * function mixes in are therefore a per-process secret drawn from
+ * getrandom() before main runs (a constructor: every user of cr_hash gets it
+ * without a call). Every operand of every multiplication carries a secret
+ * word, so no input block can zero the state independently of the key (the
+ * weakness of wyhash under a public secret). A hash is thus only meaningful
+ * inside one process: nothing may store one on disk or send it out (an
+ * on-disk format must not contain these hashes; cr_hash_stable exists for
+ * content addresses). */
 static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline uint64_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t mix(uint64_t a, uint64_t b)
 {
     __uint128_t r = (__uint128_t)a * b;
     return (uint64_t)r ^ (uint64_t)(r >> 64);
 }
 
-uint64_t cr_hash(const void *data, size_t len)
+typedef struct { uint64_t k[4]; } hash_key_t;
+
+#define STABLE_KEY {{ 0x9e3779b97f4a7c15ULL, 0xe7037ed1a0b428dbULL, 0x8ebc6af09c88c6e3ULL, 0x589965cc75374cc3ULL }}
+static const hash_key_t stable_key = STABLE_KEY;
+static hash_key_t       process_key = STABLE_KEY;   /* replaced before main */
+
+__attribute__((constructor)) static void hash_key_init(void)
+{
+    hash_key_t k;
+    if (getrandom(&k, sizeof k, 0) != (ssize_t)sizeof k) {
+        /* no getrandom (very old kernel, seccomp): addresses under ASLR, time
+         * and pid are a weaker secret, still not one a client can read */
+        uint64_t x = (uint64_t)cr_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&k;
+        for (int i = 0; i < 4; i++) {
+            x += 0x9e3779b97f4a7c15ULL;
+            k.k[i] = mix(x ^ stable_key.k[i], (uint64_t)(uintptr_t)&process_key | 1);
+        }
+    }
+    process_key = k;
+}
+
+static inline uint64_t hash_with(const hash_key_t *key, const void *data, size_t len)
 {
     const unsigned char *p = data;
-    uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (len * 0xa0761d6478bd642fULL);
+    uint64_t seed = key->k[0] ^ (len * 0xa0761d6478bd642fULL);
     size_t   i = len;
     while (i >= 16) {
-        seed = mix(rd64(p) ^ 0xe7037ed1a0b428dbULL, rd64(p + 8) ^ seed);
+        seed = mix(rd64(p) ^ key->k[1], rd64(p + 8) ^ seed);
         p += 16; i -= 16;
     }
+    /* the tail in at most two loads (overlapping ones; with len mixed in,
+     * every byte counts and the mapping stays one-to-one) */
     uint64_t a = 0, b = 0;
     if (i >= 8) { a = rd64(p); b = i > 8 ? rd64(p + i - 8) : 0; }
-    else if (i > 0) {
-        unsigned char tmp[8] = {0};
-        memcpy(tmp, p, i);
-        a = rd64(tmp);
-    }
-    return mix(a ^ 0x8ebc6af09c88c6e3ULL ^ seed, b ^ 0x589965cc75374cc3ULL ^ len);
+    else if (i >= 4) a = (uint64_t)rd32(p) << 32 | rd32(p + i - 4);
+    else if (i > 0) a = (uint64_t)p[0] << 16 | (uint64_t)p[i >> 1] << 8 | p[i - 1];
+    return mix(a ^ key->k[2] ^ seed, b ^ key->k[3] ^ len);
+}
+
+uint64_t cr_hash(const void *data, size_t len)
+{
+    return hash_with(&process_key, data, len);
+}
+
+uint64_t cr_hash_stable(const void *data, size_t len)
+{
+    return hash_with(&stable_key, data, len);
 }
 
 typedef struct intern_entry {
@@ -70,8 +115,7 @@ static const char *find_locked(const char *s, size_t len, uint64_t h)
 static void grow_locked(void)
 {
     size_t          ncap = icap ? icap * 2 : 1024;
-    intern_entry_t *nt = calloc(ncap, sizeof(*nt));
-    if (!nt) { LOG_E("intern: out of memory"); abort(); }
+    intern_entry_t *nt = cr_xcalloc(ncap, sizeof(*nt));
     for (size_t j = 0; j < icap; j++) {
         if (!itab[j].str) continue;
         size_t i = itab[j].hash & (ncap - 1);
@@ -87,8 +131,7 @@ static char *store_string(const char *s, size_t len)
 {
     if (len + 1 > ichunk_left) {
         size_t sz = len + 1 > 65536 ? len + 1 : 65536;
-        ichunk = malloc(sz);
-        if (!ichunk) { LOG_E("intern: out of memory"); abort(); }
+        ichunk = cr_xmalloc(sz);
         ichunk_left = sz;
     }
     char *p = ichunk;

@@ -28,8 +28,30 @@ bool problem_set(problem_t *p, problem_kind_t kind, const char *fmt, ...)
     p->status = kinds[kind].status;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->detail, sizeof p->detail, fmt, ap);
+    int n = vsnprintf(p->detail, sizeof p->detail, fmt, ap);
     va_end(ap);
+    if (n < 0) {
+        p->detail[0] = '\0';
+        return false;
+    }
+    /* The detail goes out in a JSON string, so it must be UTF-8: a cut
+     * (vsnprintf stops at the buffer's end, maybe inside a character) moves
+     * back to a character boundary, and bytes that are no UTF-8 at all
+     * (client input quoted by the caller) become '?'. */
+    unsigned char *d = (unsigned char *)p->detail;
+    unsigned char *end = d + ((size_t)n < sizeof p->detail ? (size_t)n : sizeof p->detail - 1);
+    bool           cut = (size_t)n >= sizeof p->detail;
+    for (unsigned char *c = d; c < end;) {
+        if (*c < 0x80) { c++; continue; }
+        int k = cr_utf8_seq(c, end);
+        if (k) { c += k; continue; }
+        if (cut && *c >= 0xc2 && *c <= 0xf4 && end - c < 4) {   /* the last character, cut */
+            bool tail = true;
+            for (unsigned char *t = c + 1; t < end; t++) tail = tail && (*t & 0xc0) == 0x80;
+            if (tail) { *c = '\0'; break; }
+        }
+        *c++ = '?';
+    }
     return false;
 }
 

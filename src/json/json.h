@@ -61,10 +61,16 @@ struct json {
     json_t     *next;
 };
 
+/* The deepest nesting the parser accepts and the writer renders correctly
+ * (one constant: whatever was parsed can be written back), and the largest
+ * document (string lengths and child counts are 32-bit). */
+#define JSON_DEPTH_MAX CR_JSON_DEPTH_MAX
+#define JSON_DOC_MAX   ((size_t)CR_JSON_DOC_MAX)
+
 typedef struct json_limits {
     uint32_t max_depth;     /* nesting of arrays/objects; 0 = 64; values above
-                               4096 are clamped (the parser recurses) */
-    size_t   max_size;      /* bytes of input; 0 = no limit */
+                               JSON_DEPTH_MAX are clamped (the parser recurses) */
+    size_t   max_size;      /* bytes of input; 0 = JSON_DOC_MAX, larger is clamped */
 } json_limits_t;
 
 /* Parses buf[0..len) in situ (buf is modified; it needs len+1 bytes so that a
@@ -124,13 +130,15 @@ void json_render_string(sbuf_t *sb, const char *s, size_t len);
 void json_render_number(sbuf_t *sb, double v);
 
 /* Streaming writer: commas and nesting are handled for the caller. Inside an
- * object, call jw_key() before each value. Nesting deeper than 127 levels is
- * not supported (the comma state of deeper levels is shared: memory-safe but
- * commas may be wrong). A NULL string renders null. */
+ * object, call jw_key() before each value. It nests as deep as the parser
+ * accepts plus the levels of a response around a value (JW_DEPTH_MAX);
+ * deeper levels share one comma state: memory-safe, but commas may be
+ * wrong. A NULL string renders null. */
+#define JW_DEPTH_MAX (JSON_DEPTH_MAX + 64)
 typedef struct json_writer {
     sbuf_t  *sb;
     uint32_t depth;
-    uint8_t  need_comma[128];   /* per depth */
+    uint8_t  need_comma[JW_DEPTH_MAX + 1];        /* per depth; only [0] set by jw_init */
 } json_writer_t;
 
 void jw_init(json_writer_t *w, sbuf_t *sb);

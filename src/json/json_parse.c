@@ -18,8 +18,8 @@
  * judge them, the caller does (json_get returns the first).
  *
  * The grammar is parsed by recursive descent; recursion depth is bounded by
- * max_depth, itself clamped to JSON_DEPTH_HARD_MAX so that a careless limit
- * cannot overflow the C stack.
+ * max_depth, itself clamped to JSON_DEPTH_MAX (json.h) so that a careless
+ * limit cannot overflow the C stack, and the writer renders what was parsed.
  */
 #include "json.h"
 
@@ -29,7 +29,6 @@
 #include <string.h>
 
 #define JSON_DEPTH_DEFAULT  64
-#define JSON_DEPTH_HARD_MAX 4096
 
 typedef struct jparser {
     arena_t       *a;
@@ -144,42 +143,7 @@ static inline void jp_skip_ws(jparser_t *P)
 
 /* ------------------------------------------------------------ UTF-8 */
 
-/* Length of the well-formed UTF-8 sequence at s (Unicode table 3-7), 0 when
- * it is not one. s[0] >= 0x80. Reads stop at the first bad byte, so a
- * NUL-terminated buffer needs no bound; `end` bounds the others. */
-static inline int utf8_seq(const unsigned char *s, const unsigned char *end)
-{
-    unsigned char c = s[0];
-    size_t        avail = (size_t)(end - s);
-
-    if (c >= 0xc2 && c <= 0xdf) {
-        if (avail >= 2 && (s[1] & 0xc0) == 0x80)
-            return 2;
-        return 0;
-    }
-    if (c >= 0xe0 && c <= 0xef) {
-        unsigned char lo = 0x80, hi = 0xbf;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;          /* no surrogates */
-        if (avail >= 3 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80)
-            return 3;
-        return 0;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        unsigned char lo = 0x80, hi = 0xbf;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;          /* max U+10FFFF */
-        if (avail >= 4 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 &&
-            (s[3] & 0xc0) == 0x80)
-            return 4;
-        return 0;
-    }
-    return 0;
-}
+/* Sequences are measured by cr_utf8_seq (core.h), shared with problem_set. */
 
 bool json_utf8_valid(const char *s, size_t len)
 {
@@ -201,7 +165,7 @@ bool json_utf8_valid(const char *s, size_t len)
             p++;
             continue;
         }
-        int n = utf8_seq(p, end);
+        int n = cr_utf8_seq(p, end);
         if (n == 0)
             return false;
         p += n;
@@ -322,7 +286,7 @@ static char *jp_string(jparser_t *P, uint32_t *outlen)
             }
         }
         if (c >= 0x80) {
-            int n = utf8_seq(r, P->end);
+            int n = cr_utf8_seq(r, P->end);
             if (n == 0)
                 return jp_fail(P, r, "invalid UTF-8 in string");
             memmove(w, r, (size_t)n);
@@ -618,7 +582,7 @@ json_t *json_parse(arena_t *a, char *buf, size_t len, const json_limits_t *lim,
 {
     jparser_t P;
     json_t   *root;
-    size_t    max_size = lim ? lim->max_size : 0;
+    size_t    max_size = lim && lim->max_size && lim->max_size < JSON_DOC_MAX ? lim->max_size : JSON_DOC_MAX;
     uint32_t  max_depth = lim && lim->max_depth ? lim->max_depth : JSON_DEPTH_DEFAULT;
 
     if (err && errlen)
@@ -632,13 +596,13 @@ json_t *json_parse(arena_t *a, char *buf, size_t len, const json_limits_t *lim,
     P.a = a;
     P.start = P.p = (unsigned char *)buf;
     P.end = P.start + len;
-    P.max_depth = max_depth > JSON_DEPTH_HARD_MAX ? JSON_DEPTH_HARD_MAX : max_depth;
+    P.max_depth = max_depth > JSON_DEPTH_MAX ? JSON_DEPTH_MAX : max_depth;
     P.err = err;
     P.errlen = errlen;
     /* a first slab sized to the input: about one node per 12 bytes */
     P.slab_n = (uint32_t)(len / 12 < 8 ? 8 : len / 12 > 256 ? 256 : len / 12);
 
-    if (max_size && len > max_size)
+    if (len > max_size)
         return jp_fail(&P, P.start, "document of %zu bytes exceeds the limit of %zu bytes",
                        len, max_size);
     buf[len] = '\0';
@@ -660,10 +624,12 @@ json_t *json_parse_copy(arena_t *a, const char *s, size_t len, const json_limits
 {
     char *buf;
 
-    if (lim && lim->max_size && len > lim->max_size) {
+    size_t max_size = lim && lim->max_size && lim->max_size < JSON_DOC_MAX ? lim->max_size : JSON_DOC_MAX;
+
+    if (len > max_size) {
         if (err && errlen)
             snprintf(err, errlen, "at offset 0: document of %zu bytes exceeds the limit of %zu bytes",
-                     len, lim->max_size);
+                     len, max_size);
         return NULL;
     }
     buf = arena_alloc(a, len + 1);

@@ -365,20 +365,19 @@ void json_render(sbuf_t *sb, const json_t *n)
 
 /* ------------------------------------------------------------ writer */
 
-/* need_comma[] has one slot per level; deeper nesting (a programming error
- * for the broker's output shapes) shares the last slot and stays memory-safe. */
-#define JW_MAX_DEPTH (sizeof(((json_writer_t *)0)->need_comma) - 1)
-
+/* need_comma[] has one slot per level, set when the next value at that
+ * level needs a comma; levels beyond JW_DEPTH_MAX share the last slot and
+ * stay memory-safe. A level's slot is cleared when the level opens, so
+ * jw_init clears only level 0 (the writer is on the stack of every render). */
 static inline uint8_t *jw_slot(json_writer_t *w)
 {
-    return &w->need_comma[w->depth < JW_MAX_DEPTH ? w->depth : JW_MAX_DEPTH];
+    return &w->need_comma[w->depth < JW_DEPTH_MAX ? w->depth : JW_DEPTH_MAX];
 }
 
 /* Before a value: the comma that separates it from the previous one. */
 static inline void jw_pre(json_writer_t *w)
 {
-    uint8_t *nc = jw_slot(w);
-    if (*nc)
+    if (*jw_slot(w))
         jr_putc(w->sb, ',');
 }
 
@@ -392,7 +391,7 @@ void jw_init(json_writer_t *w, sbuf_t *sb)
 {
     w->sb = sb;
     w->depth = 0;
-    memset(w->need_comma, 0, sizeof w->need_comma);
+    w->need_comma[0] = 0;
 }
 
 static void jw_begin(json_writer_t *w, char c)

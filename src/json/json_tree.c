@@ -75,9 +75,7 @@ static bool obj_equal(const json_t *a, const json_t *b)
 
     /* any order: greedy matching is exact since equality is an equivalence */
     if (words > CR_ARRAY_LEN(small)) {
-        used = calloc(words, sizeof *used);
-        if (!used)
-            return false;
+        used = cr_xcalloc(words, sizeof *used);
     } else {
         memset(small, 0, sizeof small);
     }

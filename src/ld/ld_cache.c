@@ -231,7 +231,7 @@ static const ld_context_t *cache_insert(ld_context_t *c, ld_map_eq_fn eq, const 
         return NULL;
     }
     if (c->served_json) {
-        uint64_t h = cr_hash(c->served_json, strlen(c->served_json));
+        uint64_t h = cr_hash_stable(c->served_json, strlen(c->served_json));   /* an id that outlives the process */
         char id[17];
         for (;;) {                                  /* a (most unlikely) id clash: next id */
             snprintf(id, sizeof id, "%016llx", (unsigned long long)h);

@@ -395,7 +395,8 @@ static cr_entity_t *fz_entity(freezer_t *fz, const cr_entity_t *d)
     return e;
 }
 
-/* NULL when the block cannot be allocated (or would exceed 4 GiB). */
+/* NULL when the block would exceed 4 GiB (sizes are 32-bit); out of memory
+ * aborts (cr_xmalloc). */
 cr_entity_t *entity_freeze(const cr_entity_t *draft)
 {
     freezer_t fz = { 0 };
@@ -405,9 +406,7 @@ cr_entity_t *entity_freeze(const cr_entity_t *draft)
     if (size > UINT32_MAX)
         return NULL;
 
-    char *block = malloc(size);
-    if (!block)
-        return NULL;
+    char *block = cr_xmalloc(size);
     fz.fill = true;
     fz.obj  = block;
     fz.str  = block + fz.n_obj;

@@ -97,7 +97,8 @@ typedef enum {
 } georel_t;
 
 typedef struct geo_box {
-    double minx, miny, maxx, maxy;
+    double   minx, miny, maxx, maxy;
+    uint64_t n;                 /* positions scanned into it (all rings, all parts) */
 } geo_box_t;
 
 /* A linear ring as a flat array x0,y0,x1,y1,... (closed: last == first). */
@@ -157,6 +158,7 @@ static inline void box_empty(geo_box_t *b)
 {
     b->minx = b->miny = INFINITY;
     b->maxx = b->maxy = -INFINITY;
+    b->n    = 0;
 }
 
 static inline void box_add(geo_box_t *b, double x, double y)
@@ -248,6 +250,7 @@ static bool scan_position(const json_t *pos, geo_box_t *b, const char *what, pro
     if (y < -90.0 || y > 90.0)
         return problem_set(p, BRD, "Invalid GeoJSON %s: latitude %g is out of range [-90, 90]", what, y);
     box_add(b, x, y);
+    b->n++;
     return true;
 }
 
@@ -304,6 +307,7 @@ static bool scan_polygon(const json_t *rings, geo_box_t *b, const char *what, pr
                                "(its first and last positions differ)", what, i);
         if (i == 0)
             box_merge(b, &rb);
+        b->n += rb.n;
     }
     return true;
 }
@@ -399,13 +403,28 @@ static bool scan_geometry(const json_t *g, geo_box_t *b, geo_type_t *type, int d
     return true;
 }
 
+/* The GEOS budget. Relations between polygons (overlaps above all, which
+ * GEOS computes from the full intersection matrix) cost about the product
+ * of the two vertex counts: two 40,000-vertex polygons held a worker for 50
+ * s, two of 2,000 take 0.1 s. So a geometry with more positions than
+ * --maxGeoVertices is refused, as a GeoProperty value and in a geo-query. */
+static bool within_budget(const geo_box_t *b, const char *what, const char *where, problem_t *p)
+{
+    uint64_t max = cr_config.max_geo_vertices > 0 ? (uint64_t)cr_config.max_geo_vertices : UINT64_MAX;
+    if (b->n <= max)
+        return true;
+    return problem_set(p, BRD, "%s: the %s has %llu positions, more than the %llu allowed (--maxGeoVertices)",
+                       where, what, (unsigned long long)b->n, (unsigned long long)max);
+}
+
 bool geo_validate(const json_t *geometry, problem_t *p)
 {
     geo_box_t  b;
     geo_type_t t;
 
     box_empty(&b);
-    return scan_geometry(geometry, &b, &t, 0, false, p);
+    return scan_geometry(geometry, &b, &t, 0, false, p) &&
+           within_budget(&b, geo_type_names[t], "GeoProperty value", p);
 }
 
 bool geo_bbox(const json_t *geometry, double box[4])
@@ -567,7 +586,8 @@ static void geos_key_init(void)
     geos_key_ok = pthread_key_create(&geos_key, geos_thread_exit) == 0;
 }
 
-/* This thread's GEOS context handle, created on first use; NULL on OOM. */
+/* This thread's GEOS context handle, created on first use (GEOS_init_r
+ * fails only without memory: that aborts, as every allocation failure). */
 static GEOSContextHandle_t geos_handle(void)
 {
     if (CR_LIKELY(geos_tl_handle != NULL))
@@ -575,10 +595,8 @@ static GEOSContextHandle_t geos_handle(void)
 
     pthread_once(&geos_once, geos_key_init);
     GEOSContextHandle_t h = GEOS_init_r();
-    if (!h) {
-        LOG_E("geo: GEOS_init_r failed");
-        return NULL;
-    }
+    if (!h)
+        cr_oom("GEOS context", 0);
     GEOSContext_setErrorMessageHandler_r(h, geos_on_error, NULL);
     GEOSContext_setNoticeMessageHandler_r(h, geos_on_notice, NULL);
     if (geos_key_ok && pthread_setspecific(geos_key, h) != 0)
@@ -632,13 +650,8 @@ static GEOSGeometry *geos_polygon(GEOSContextHandle_t h, const json_t *rings)
     shell = geos_ring(h, rings->child);
     if (!shell)
         return NULL;
-    if (n_holes > GEO_STACK_PARTS) {
-        holes = malloc(n_holes * sizeof *holes);
-        if (!holes) {
-            GEOSGeom_destroy_r(h, shell);
-            return NULL;
-        }
-    }
+    if (n_holes > GEO_STACK_PARTS)
+        holes = cr_xcalloc(n_holes, sizeof *holes);
     for (const json_t *r = rings->child->next; r; r = r->next, i++) {
         holes[i] = geos_ring(h, r);
         if (!holes[i]) {
@@ -667,11 +680,8 @@ static GEOSGeometry *geos_multi(GEOSContextHandle_t h, int geos_type, const json
     size_t         n = parts->len, i = 0;
     GEOSGeometry  *res;
 
-    if (n > GEO_STACK_PARTS) {
-        gs = malloc(n * sizeof *gs);
-        if (!gs)
-            return NULL;
-    }
+    if (n > GEO_STACK_PARTS)
+        gs = cr_xcalloc(n, sizeof *gs);
     for (const json_t *c = parts->child; c; c = c->next, i++) {
         switch (part_type) {
         case GT_POINT:
@@ -909,7 +919,8 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
     g->type     = t;
     g->distance = dist;
     box_empty(&g->box);
-    if (!scan_coordinates(t, coords, &g->box, p))
+    if (!scan_coordinates(t, coords, &g->box, p) ||
+        !within_budget(&g->box, geo_type_names[t], "geo-query", p))
         return NULL;
 
     g->property = geoq_property_name(geoproperty, ctx);
@@ -929,10 +940,6 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
 
     /* GEOS: the reference geometry and its prepared form, freed with the arena. */
     GEOSContextHandle_t h = geos_handle();
-    if (!h) {
-        problem_set(p, PB_INTERNAL_ERROR, "geo-query: the geometry engine is not available");
-        return NULL;
-    }
     if (pthread_mutex_init(&g->lock, NULL) != 0) {
         problem_set(p, PB_INTERNAL_ERROR, "geo-query: cannot create a lock");
         return NULL;
@@ -1093,7 +1100,7 @@ static int match_geos(const geoq_t *g, const json_t *value)
     GEOSGeometry       *t;
     int                 r = -1;
 
-    if (!h || !g->prep)
+    if (!g->prep)
         return -1;
     t = geos_build(h, value, 0);
     if (!t)

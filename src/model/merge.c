@@ -19,6 +19,7 @@
  * replaced, a missing one appended, an NGSI-LD Null deletes.
  */
 #include "model.h"
+#include "lindex.h"
 
 #include <string.h>
 
@@ -31,6 +32,7 @@ typedef struct work {
     cr_attr_t   *attrs;     /* slots */
     uint8_t     *state;     /* SLOT_* per slot */
     size_t       n, cap;
+    attrmap_t    map;       /* slots by (name, datasetId) */
     int64_t      now;
     op_result_t *res;
     bool         changed;   /* anything at all (attributes, types, scope) */
@@ -91,7 +93,8 @@ static void outcome_add(work_t *w, const char *name, bool updated, const char *r
 /* Index of the live slot holding (name, dataset_id), or -1. */
 static long slot_find(const work_t *w, const char *name, const char *ds)
 {
-    for (size_t i = 0; i < w->n; i++)
+    /* candidates of one key come in slot order (they share a home bucket) */
+    attrmap_foreach(&w->map, name, ds, w->n, i)
         if (w->state[i] != SLOT_DELETED && w->attrs[i].name == name &&
             ds_eq(w->attrs[i].dataset_id, ds))
             return (long)i;
@@ -103,6 +106,7 @@ static void slot_add(work_t *w, const cr_attr_t *at)
     /* cap is old->n_attrs + patch->n_attrs: one slot per patch attribute at most */
     w->attrs[w->n] = *at;
     w->state[w->n] = SLOT_CHANGED;
+    attrmap_put(&w->map, at->name, at->dataset_id, w->n);
     w->n++;
     w->changed = true;
 }
@@ -223,9 +227,9 @@ static json_t *json_merge_patch(arena_t *a, const json_t *target, const json_t *
 
 static bool check_count(size_t n, const char *what, problem_t *p)
 {
-    if (n > UINT16_MAX)
+    if (n > CR_ATTRS_MAX)
         return problem_set(p, PB_BAD_REQUEST_DATA, "too many %s (%zu, at most %u)",
-                           what, n, (unsigned)UINT16_MAX);
+                           what, n, (unsigned)CR_ATTRS_MAX);
     return true;
 }
 
@@ -242,6 +246,7 @@ static bool merge_subs(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
     size_t     cap = (size_t)old->n_sub + patch->n_sub, n = 0;
     cr_attr_t *sub;
     uint8_t   *gone;
+    attrmap_t  map;
 
     if (!patch->n_sub) {
         out->sub   = old->sub;
@@ -250,14 +255,17 @@ static bool merge_subs(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
     }
     sub  = arena_alloc(a, cap * sizeof *sub);
     gone = arena_calloc(a, cap);
-    for (size_t i = 0; i < old->n_sub; i++)
+    attrmap_init(&map, a, cap);
+    for (size_t i = 0; i < old->n_sub; i++) {
+        attrmap_put(&map, old->sub[i].name, old->sub[i].dataset_id, n);
         sub[n++] = old->sub[i];
+    }
 
     for (size_t j = 0; j < patch->n_sub; j++) {
         const cr_attr_t *ps = &patch->sub[j];
         long             hit = -1;
 
-        for (size_t i = 0; i < n; i++)
+        attrmap_foreach(&map, ps->name, ps->dataset_id, n, i)   /* in order, as slot_find */
             if (!gone[i] && sub[i].name == ps->name && ds_eq(sub[i].dataset_id, ps->dataset_id)) {
                 hit = (long)i;
                 break;
@@ -281,6 +289,7 @@ static bool merge_subs(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
             sub[n] = *ps;
             strip_nulls(a, &sub[n]);
             sub[n].created_at = sub[n].modified_at = now;
+            attrmap_put(&map, ps->name, ps->dataset_id, n);
             n++;
         }
     }
@@ -414,32 +423,34 @@ static void add_new(work_t *w, const cr_attr_t *patch)
 
 /* --------------------------------------------------------- entity level */
 
-/* old's types plus patch's new ones (5.6.2.4, 5.6.3.4, 5.6.17.4). */
-static void union_types(work_t *w, cr_entity_t *ne, const cr_entity_t *old, const cr_entity_t *patch)
+/* old's types plus patch's new ones (5.6.2.4, 5.6.3.4, 5.6.17.4); false
+ * when there would be more than the 16-bit count holds. */
+static bool union_types(work_t *w, cr_entity_t *ne, const cr_entity_t *old, const cr_entity_t *patch,
+                        problem_t *p)
 {
     size_t       n = old->n_types;
     const char **t;
+    ptrset_t     seen;
 
     ne->types   = old->types;
     ne->n_types = old->n_types;
     if (!patch || !patch->n_types)
-        return;
+        return true;
     t = arena_alloc(w->a, ((size_t)old->n_types + patch->n_types) * sizeof *t);
-    if (old->n_types)
-        memcpy(t, old->types, old->n_types * sizeof *t);
-    for (size_t j = 0; j < patch->n_types; j++) {
-        bool seen = false;
-
-        for (size_t i = 0; i < n && !seen; i++)
-            seen = t[i] == patch->types[j];
-        if (!seen)
+    ptrset_init(&seen, w->a, (size_t)old->n_types + patch->n_types);
+    for (size_t i = 0; i < old->n_types; i++)
+        ptrset_add(&seen, t[i] = old->types[i]);
+    for (size_t j = 0; j < patch->n_types; j++)
+        if (ptrset_add(&seen, patch->types[j]))
             t[n++] = patch->types[j];
-    }
-    if (n != old->n_types && n <= UINT16_MAX) {
+    if (!check_count(n, "entity types", p))
+        return false;
+    if (n != old->n_types) {
         ne->types   = t;
         ne->n_types = (uint16_t)n;
         w->changed  = true;
     }
+    return true;
 }
 
 static bool scope_has(const json_t *scope, const char *s)
@@ -700,6 +711,7 @@ cr_entity_t *entity_apply(arena_t *a, const cr_entity_t *old, const cr_entity_t 
     w.cap = (size_t)old->n_attrs + n_patch;
     w.attrs = arena_alloc(a, (w.cap ? w.cap : 1) * sizeof *w.attrs);
     w.state = arena_calloc(a, w.cap ? w.cap : 1);
+    attrmap_init(&w.map, a, w.cap);
 
     ne = arena_calloc(a, sizeof *ne);
     ne->id         = old->id;
@@ -729,8 +741,10 @@ cr_entity_t *entity_apply(arena_t *a, const cr_entity_t *old, const cr_entity_t 
         ne->scope = patch ? patch->scope : NULL;
         w.changed = true;
     } else {
-        for (size_t i = 0; i < old->n_attrs; i++)
+        for (size_t i = 0; i < old->n_attrs; i++) {
             w.attrs[i] = old->attrs[i];
+            attrmap_put(&w.map, old->attrs[i].name, old->attrs[i].dataset_id, i);
+        }
         w.n = old->n_attrs;
 
         switch (op) {
@@ -739,7 +753,8 @@ cr_entity_t *entity_apply(arena_t *a, const cr_entity_t *old, const cr_entity_t 
         case OP_UPDATE_ATTRS:
             if (!op_entity_level(&w, patch, op, args, p))
                 return NULL;
-            union_types(&w, ne, old, patch);
+            if (!union_types(&w, ne, old, patch, p))
+                return NULL;
             apply_scope(&w, ne, old, patch,
                         op == OP_UPDATE_ATTRS ? 2 :
                         (args && args->no_overwrite) ? 1 : 0);
@@ -773,9 +788,9 @@ cr_entity_t *entity_apply(arena_t *a, const cr_entity_t *old, const cr_entity_t 
             w.attrs[k++] = w.attrs[i];
     if (!check_count(k, "attributes", p))
         return NULL;
-    if (cr_config.max_attributes > 0 && k > (size_t)cr_config.max_attributes && k > old->n_attrs) {
-        problem_set(p, PB_BAD_REQUEST_DATA, "entity %s would have %zu attributes (at most %d)",
-                    old->id, k, cr_config.max_attributes);
+    if (k > model_max_attributes() && k > old->n_attrs) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "entity %s would have %zu attributes (at most %zu)",
+                    old->id, k, model_max_attributes());
         return NULL;
     }
     ne->attrs       = k ? w.attrs : NULL;

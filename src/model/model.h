@@ -111,6 +111,11 @@ cr_entity_t *entity_parse(arena_t *a, const json_t *body, const ld_context_t *ct
 bool attr_parse(arena_t *a, const char *name, const json_t *v, const ld_context_t *ctx,
                 unsigned flags, int64_t now, cr_attr_t *out, problem_t *p);
 
+/* The most attributes an entity may have (--maxAttributes, 1000 when 0),
+ * never more than the 16-bit count holds (CR_ATTRS_MAX); also the bound of
+ * sub-attributes per attribute. Types are bounded by CR_ATTRS_MAX. */
+size_t model_max_attributes(void);
+
 /* Entity ids and names (4.6.2; ids are URIs). */
 bool model_valid_uri(const char *s);
 bool model_valid_name(const char *s);      /* type / attribute name, before expansion */
@@ -118,7 +123,7 @@ bool model_valid_name(const char *s);      /* type / attribute name, before expa
 bool model_valid_scope(const char *s);
 
 /* Frozen entities */
-cr_entity_t *entity_freeze(const cr_entity_t *draft);     /* one block, refs = 1 */
+cr_entity_t *entity_freeze(const cr_entity_t *draft);     /* one block, refs = 1; NULL beyond 4 GiB */
 void         entity_ref(cr_entity_t *e);
 void         entity_unref(cr_entity_t *e);                /* frees at 0 */
 bool         entity_has_type(const cr_entity_t *e, const char *type);  /* interned */

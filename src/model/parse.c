@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "lindex.h"
 
 #define NGSI_LD_NULL      "urn:ngsi-ld:null"
 #define DEFAULT_MAX_ATTRS 1000
@@ -48,7 +49,16 @@ typedef struct apath {
 typedef struct attr_list {
     cr_attr_t *v;
     size_t     n, cap;
+    attrmap_t  map;             /* v by (name, datasetId), for duplicates */
 } attr_list_t;
+
+static void list_init(pstate_t *ps, attr_list_t *l, size_t cap)
+{
+    l->v   = arena_alloc(ps->a, sizeof(cr_attr_t) * cap);
+    l->n   = 0;
+    l->cap = cap;
+    attrmap_init(&l->map, ps->a, cap);
+}
 
 /* Members an attribute can carry; anything else is a sub-attribute. */
 typedef enum {
@@ -569,9 +579,11 @@ static bool parse_value(pstate_t *ps, const apath_t *pa, attr_kind_t k, const js
 static bool parse_instance(pstate_t *ps, const apath_t *pa, const char *name, const json_t *v,
                            cr_attr_t *out);
 
-static bool list_dup_check(pstate_t *ps, const apath_t *pa, const attr_list_t *l, const cr_attr_t *at)
+/* at, the last of l, against the others (by the index: linear in all);
+ * then at joins the index. */
+static bool list_dup_check(pstate_t *ps, const apath_t *pa, attr_list_t *l, const cr_attr_t *at)
 {
-    for (size_t i = 0; i + 1 < l->n; i++) {
+    attrmap_foreach(&l->map, at->name, at->dataset_id, l->n - 1, i) {
         const cr_attr_t *o = &l->v[i];
         if (o->name != at->name)
             continue;
@@ -580,6 +592,7 @@ static bool list_dup_check(pstate_t *ps, const apath_t *pa, const attr_list_t *l
         if (o->dataset_id && at->dataset_id && strcmp(o->dataset_id, at->dataset_id) == 0)
             return bad(ps, pa, "more than one instance with datasetId '%s'", at->dataset_id);
     }
+    attrmap_put(&l->map, at->name, at->dataset_id, l->n - 1);
     return true;
 }
 
@@ -749,7 +762,8 @@ static bool parse_attr_object(pstate_t *ps, const apath_t *pa, const json_t *o, 
         return true;
     if (sub_bound > ps->max_attrs + 1)
         sub_bound = ps->max_attrs + 1;   /* enough to detect the overflow */
-    attr_list_t l = { arena_alloc(ps->a, sizeof(cr_attr_t) * sub_bound), 0, sub_bound };
+    attr_list_t l;
+    list_init(ps, &l, sub_bound);
     json_foreach(m, o) {
         if (member_id(m->key) == M_SUB && !parse_attr_member(ps, pa, m, &l))
             return false;
@@ -788,9 +802,10 @@ static bool parse_instance(pstate_t *ps, const apath_t *pa, const char *name, co
 
 /* --------------------------------------------------------------- entities */
 
-static size_t max_attributes(void)
+size_t model_max_attributes(void)
 {
-    return cr_config.max_attributes > 0 ? (size_t)cr_config.max_attributes : DEFAULT_MAX_ATTRS;
+    size_t n = cr_config.max_attributes > 0 ? (size_t)cr_config.max_attributes : DEFAULT_MAX_ATTRS;
+    return n < CR_ATTRS_MAX ? n : CR_ATTRS_MAX;
 }
 
 static bool parse_types(pstate_t *ps, const json_t *v, cr_entity_t *e)
@@ -805,17 +820,18 @@ static bool parse_types(pstate_t *ps, const json_t *v, cr_entity_t *e)
     }
     if (!json_is_array(v) || v->len == 0)
         return bad(ps, NULL, "'type' must be a string or a non-empty array of strings");
-    if (v->len > UINT16_MAX)
-        return bad(ps, NULL, "too many entity types");
+    if (v->len > CR_ATTRS_MAX)
+        return bad(ps, NULL, "too many entity types (%u, at most %u)", (unsigned)v->len, (unsigned)CR_ATTRS_MAX);
     e->types = arena_alloc(ps->a, sizeof(char *) * v->len);
+    ptrset_t seen;
+    ptrset_init(&seen, ps->a, v->len);
     json_foreach(t, v) {
         if (!json_is_string(t) || !model_valid_name(t->str))
             return bad(ps, NULL, "invalid entity type in 'type' (clause 4.6.2)");
         const char *iri = ld_expand(ps->ctx, t->str);
-        bool        dup = false;
-        for (uint16_t i = 0; i < e->n_types; i++)
-            dup |= e->types[i] == iri;
-        if (!dup)
+        if (!iri)
+            return bad(ps, NULL, "entity type '%s' cannot be expanded", t->str);
+        if (ptrset_add(&seen, iri))
             e->types[e->n_types++] = iri;
     }
     return true;
@@ -872,7 +888,7 @@ static emember_t entity_member(const char *k)
 cr_entity_t *entity_parse(arena_t *a, const json_t *body, const ld_context_t *ctx,
                           unsigned flags, int64_t now, problem_t *p)
 {
-    pstate_t      ps = { a, ctx, flags, now, p, max_attributes() };
+    pstate_t      ps = { a, ctx, flags, now, p, model_max_attributes() };
     const json_t *id = NULL, *type = NULL, *scope = NULL;
     size_t        bound = 0;
 
@@ -950,7 +966,8 @@ cr_entity_t *entity_parse(arena_t *a, const json_t *body, const ld_context_t *ct
         return e;
     if (bound > ps.max_attrs + 1)
         bound = ps.max_attrs + 1;      /* enough to detect the overflow */
-    attr_list_t l = { arena_alloc(a, sizeof(cr_attr_t) * bound), 0, bound };
+    attr_list_t l;
+    list_init(&ps, &l, bound);
     json_foreach(m, body) {
         if (entity_member(m->key) == E_ATTR && !parse_attr_member(&ps, NULL, m, &l))
             return NULL;
@@ -963,7 +980,7 @@ cr_entity_t *entity_parse(arena_t *a, const json_t *body, const ld_context_t *ct
 bool attr_parse(arena_t *a, const char *name, const json_t *v, const ld_context_t *ctx,
                 unsigned flags, int64_t now, cr_attr_t *out, problem_t *p)
 {
-    pstate_t ps = { a, ctx, flags, now, p, max_attributes() };
+    pstate_t ps = { a, ctx, flags, now, p, model_max_attributes() };
     apath_t  pa = { name, NULL };
 
     if (!v || !name)

@@ -219,25 +219,80 @@ static const json_t *lang_pick(const rctx_t *r, const json_t *map)
 
 /* --------------------------------------------------------- attributes */
 
-static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
-                         size_t n, size_t first);
+/* The instances of one name, in order: attrs[first], then group_next()
+ * until n. next[] (when not NULL) links each instance to the next one of
+ * its name (n at the end); without it the list is scanned. */
+typedef struct group {
+    const cr_attr_t *attrs;
+    size_t           n;
+    const uint32_t  *next;
+} group_t;
+
+static inline size_t group_next(const group_t *g, size_t i)
+{
+    if (g->next)
+        return g->next[i];
+    for (size_t j = i + 1; j < g->n; j++)
+        if (g->attrs[j].name == g->attrs[i].name)
+            return j;
+    return g->n;
+}
+
+static void render_group(json_writer_t *w, const rctx_t *r, const group_t *g, size_t first);
+
+/* Up to this many members, finding the instances of a name scans the list
+ * (no allocation on the hot path); beyond it, an index links them in linear
+ * time (a scan was quadratic: 65,535 attributes took 12 s to render). */
+#define MEMBERS_SCAN 32
 
 /* Sub-attributes (and, at the top, attributes) as members, grouped by name. */
 static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
                            size_t n, bool top)
 {
+    group_t  g = { attrs, n, NULL };
+    uint8_t *later = NULL;              /* not the first instance of its name */
+    uint32_t *heap = NULL;
+
+    if (n > MEMBERS_SCAN) {
+        size_t    cap = 16;
+        arena_t  *a = w->sb->a;
+        while (cap < 2 * n)
+            cap *= 2;
+        size_t    bytes = (n + cap) * sizeof(uint32_t) + n;
+        uint32_t *next = a ? arena_alloc(a, bytes) : (heap = cr_xmalloc(bytes));
+        uint32_t *last = next + n;      /* name -> index + 1 of its latest instance */
+        later = (uint8_t *)(last + cap);
+        memset(last, 0, cap * sizeof *last);
+        memset(later, 0, n);
+        for (size_t i = 0; i < n; i++) {
+            size_t h = (size_t)cr_hash_ptr(attrs[i].name) & (cap - 1);
+            next[i] = (uint32_t)n;
+            while (last[h] && attrs[last[h] - 1].name != attrs[i].name)
+                h = (h + 1) & (cap - 1);
+            if (last[h]) {
+                next[last[h] - 1] = (uint32_t)i;
+                later[i] = 1;
+            }
+            last[h] = (uint32_t)i + 1;
+        }
+        g.next = next;
+    }
     for (size_t i = 0; i < n; i++) {
         bool seen = false;
 
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = attrs[j].name == attrs[i].name;
+        if (later)
+            seen = later[i];
+        else
+            for (size_t j = 0; j < i && !seen; j++)
+                seen = attrs[j].name == attrs[i].name;
         if (seen)
             continue;
         if (top && !projected(r->o, attrs[i].name, false))
             continue;
         wr_name_key(w, r, attrs[i].name);
-        render_group(w, r, attrs, n, i);
+        render_group(w, r, &g, i);
     }
+    free(heap);
 }
 
 static void wr_vocab(json_writer_t *w, const rctx_t *r, const json_t *v)
@@ -514,16 +569,11 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
 }
 
 /* attrs[first] and the later instances with the same name. */
-static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
-                         size_t n, size_t first)
+static void render_group(json_writer_t *w, const rctx_t *r, const group_t *g, size_t first)
 {
-    const char *name  = attrs[first].name;
-    size_t      count = 0;
+    const cr_attr_t *attrs = g->attrs;
 
-    for (size_t i = first; i < n; i++)
-        if (attrs[i].name == name)
-            count++;
-    if (count == 1) {
+    if (group_next(g, first) == g->n) {
         render_instance(w, r, &attrs[first]);
         return;
     }
@@ -533,9 +583,7 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
         jw_object_begin(w);
         JW_KEY_LIT(w, "dataset");
         jw_object_begin(w);
-        for (size_t i = first; i < n; i++) {
-            if (attrs[i].name != name)
-                continue;
+        for (size_t i = first; i < g->n; i = group_next(g, i)) {
             jw_key(w, attrs[i].dataset_id ? attrs[i].dataset_id : "@none");
             render_simplified(w, r, &attrs[i]);
         }
@@ -544,9 +592,8 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
         return;
     }
     jw_array_begin(w);
-    for (size_t i = first; i < n; i++)
-        if (attrs[i].name == name)
-            render_instance(w, r, &attrs[i]);
+    for (size_t i = first; i < g->n; i = group_next(g, i))
+        render_instance(w, r, &attrs[i]);
     jw_array_end(w);
 }
 
@@ -650,11 +697,7 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
         __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);
         return;
     }
-    render_cache_t *rc = malloc(need);
-    if (!rc) {
-        __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);
-        return;
-    }
+    render_cache_t *rc = cr_xmalloc(need);
     rc->ctx = o->ctx;
     rc->format = (uint8_t)o->format;
     rc->len = (uint32_t)len;

@@ -1,9 +1,12 @@
 /* Unit tests of core/: arena, sbuf, interning, time, problems, flags. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "core/core.h"
@@ -75,6 +78,90 @@ static void interning(void **state)
     assert_ptr_equal(a, intern_cstr("https://example.org/speed"));
 }
 
+/* true when fn() aborts in a child process (SIGABRT; under ASan, whose
+ * malloc refuses huge sizes itself, a failing exit) instead of returning */
+static bool aborts(void (*fn)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        cr_log_open("/dev/null", LOG_ERROR);
+        if (!freopen("/dev/null", "w", stderr))         /* ASan's report of the refused size */
+            _exit(2);
+        fn();
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return (WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) || (WIFEXITED(st) && WEXITSTATUS(st) != 0);
+}
+
+static void alloc_huge_arena(void)
+{
+    arena_t *a = arena_new(0);
+    char    *p = arena_alloc(a, SIZE_MAX - 3);   /* rounded up, it wrapped to 0 bytes */
+    p[0] = 'x';
+}
+static void alloc_huge_strndup(void) { arena_strndup(arena_new(0), "x", SIZE_MAX); }
+static void alloc_huge_x(void) { cr_xmalloc(SIZE_MAX); }
+static void alloc_huge_xarray(void) { cr_xreallocarray(NULL, SIZE_MAX / 2, 4); }
+static void alloc_huge_block(void) { arena_alloc(arena_new(0), SIZE_MAX - 64); }
+
+/* issue 10: a size that overflows is an allocation failure (log and abort),
+ * never a wrapped number that hands out too little memory */
+static void alloc_overflow(void **state)
+{
+    (void)state;
+    assert_true(aborts(alloc_huge_arena));
+    assert_true(aborts(alloc_huge_strndup));
+    assert_true(aborts(alloc_huge_x));
+    assert_true(aborts(alloc_huge_xarray));
+    assert_true(aborts(alloc_huge_block));
+    char *s = cr_xstrdup("abc");
+    assert_string_equal(s, "abc");
+    free(s);
+    int *v = cr_xcalloc(4, sizeof *v);
+    assert_int_equal(v[3], 0);
+    v = cr_xreallocarray(v, 8, sizeof *v);
+    v[7] = 1;
+    free(v);
+}
+
+/* issue 10, hash flooding: the hash is keyed per process. */
+static void hash_keyed(void **state)
+{
+    (void)state;
+    const char *k = "urn:ngsi-ld:Vehicle:A4567";
+    char        cmd[64], out[3][32];
+    snprintf(cmd, sizeof cmd, "/proc/%d/exe --print-hash", (int)getpid());
+    for (int i = 0; i < 2; i++) {
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        assert_non_null(fgets(out[i], sizeof out[i], f));
+        pclose(f);
+    }
+    snprintf(out[2], sizeof out[2], "%016llx\n", (unsigned long long)cr_hash(k, strlen(k)));
+    assert_true(strcmp(out[0], out[1]) != 0 || strcmp(out[1], out[2]) != 0);
+    /* the stable variant is the same everywhere */
+    assert_true(cr_hash_stable(k, strlen(k)) == cr_hash_stable(k, strlen(k)));
+    assert_true(cr_hash_stable(k, strlen(k)) != cr_hash(k, strlen(k)));
+
+    /* With public constants, a 16-byte block whose first word is the
+     * multiplier's constant zeroed the state: every such key collided
+     * whatever followed in the block. The secret key removes that. */
+    unsigned char a[32], b[32];
+    uint64_t      c = 0xe7037ed1a0b428dbULL;
+    memset(a, 'x', sizeof a);
+    memcpy(a, &c, 8);
+    memcpy(b, a, sizeof b);
+    b[9] = 'y';
+    assert_true(cr_hash_stable(a, 32) == cr_hash_stable(b, 32));   /* the old weakness */
+    assert_true(cr_hash(a, 32) != cr_hash(b, 32));
+    /* equal input, equal hash; length counts */
+    assert_true(cr_hash(a, 32) == cr_hash(a, 32));
+    assert_true(cr_hash(a, 31) != cr_hash(a, 32));
+}
+
 static void times(void **state)
 {
     (void)state;
@@ -141,6 +228,31 @@ static void problems(void **state)
                         "https://uri.etsi.org/ngsi-ld/errors/LdContextNotAvailable");
     problem_set(&p, PB_LD_CONTEXT_NOT_AVAILABLE, "x");
     assert_int_equal(problem_status(&p), 503);
+
+    /* issue 10: a detail cut at the buffer's end is cut on a character
+     * boundary, whatever the alignment, and stays UTF-8 */
+    char long_text[1200];
+    for (int shift = 0; shift < 4; shift++) {
+        size_t n = (size_t)shift;
+        memset(long_text, 'a', n);
+        while (n + 9 < sizeof long_text) {                 /* é (2 bytes), € (3), 😀 (4) */
+            memcpy(long_text + n, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9);
+            n += 9;
+        }
+        long_text[n] = '\0';
+        problem_set(&p, PB_BAD_REQUEST_DATA, "%s", long_text);
+        size_t len = strlen(p.detail);
+        assert_true(len < sizeof p.detail && len > sizeof p.detail - 5);
+        const unsigned char *d = (const unsigned char *)p.detail;
+        for (size_t i = 0; i < len;) {
+            int k = d[i] < 0x80 ? 1 : cr_utf8_seq(d + i, d + len);
+            assert_true(k > 0);
+            i += (size_t)k;
+        }
+    }
+    /* bytes that are not UTF-8 (quoted client input) become '?' */
+    problem_set(&p, PB_BAD_REQUEST_DATA, "id %s is bad", "urn:\xff" "A\xc3" "B\xe2\x82");
+    assert_string_equal(p.detail, "id urn:?A?B?? is bad");
 }
 
 static void flags(void **state)
@@ -161,12 +273,54 @@ static void flags(void **state)
     unsetenv("CORAINE_MAXLIMIT");
 }
 
-int main(void)
+static bool load1(const char *name, const char *value)
 {
+    char *argv[] = {"coraine", (char *)name, (char *)value, NULL};
+    return cr_config_load(3, argv);
+}
+
+/* issue 10: sizes with k/M/G suffixes, and bounded integers; overflow,
+ * signs and garbage refused at start instead of wrapping */
+static void flag_bounds(void **state)
+{
+    (void)state;
+    assert_true(load1("--maxBodySize", "1k"));
+    assert_int_equal(cr_config.max_body_size, 1024);
+    assert_true(load1("--maxBodySize", "1G"));
+    assert_int_equal(cr_config.max_body_size, 1u << 30);
+    assert_true(load1("--maxBodySize", "1073741824"));
+    const char *bad_sizes[] = {"2G", "1073741825", "18014398509481984M", "99999999999999999999", "-1",
+                               " 1", "+1", "1kk", "1.5M", "k", "", "1 k", "1T", "0x10", "1k "};
+    for (size_t i = 0; i < CR_ARRAY_LEN(bad_sizes); i++)
+        assert_false(load1("--maxBodySize", bad_sizes[i]));
+
+    assert_true(load1("--maxAttributes", "65535"));
+    assert_int_equal(cr_config.max_attributes, 65535);
+    assert_false(load1("--maxAttributes", "65536"));
+    assert_true(load1("--maxJsonDepth", "1024"));
+    assert_false(load1("--maxJsonDepth", "1025"));
+    assert_false(load1("--maxJsonDepth", "4096"));
+    const char *bad_ints[] = {"-1", " 5", "5x", "", "1000000001", "99999999999999999999"};
+    for (size_t i = 0; i < CR_ARRAY_LEN(bad_ints); i++)
+        assert_false(load1("--maxLimit", bad_ints[i]));
+    setenv("CORAINE_MAXBODYSIZE", "8E", 1);
+    assert_false(load1("--port", "1026"));
+    unsetenv("CORAINE_MAXBODYSIZE");
+    assert_true(load1("--port", "1026"));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && !strcmp(argv[1], "--print-hash")) {        /* for hash_keyed */
+        const char *k = "urn:ngsi-ld:Vehicle:A4567";
+        printf("%016llx\n", (unsigned long long)cr_hash(k, strlen(k)));
+        return 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(arena_basics), cmocka_unit_test(arena_cleanups), cmocka_unit_test(sbuf_ops),
         cmocka_unit_test(interning),    cmocka_unit_test(times),          cmocka_unit_test(problems),
-        cmocka_unit_test(flags),
+        cmocka_unit_test(flags),        cmocka_unit_test(flag_bounds),    cmocka_unit_test(alloc_overflow),
+        cmocka_unit_test(hash_keyed),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }

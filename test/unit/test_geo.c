@@ -533,6 +533,30 @@ static void test_threads(void **state)
     shared_q = NULL;   /* freed with A, on this thread */
 }
 
+/* issue 10, the GEOS budget: a geometry with more positions than
+ * --maxGeoVertices is refused, counting every ring and every part. */
+static void test_vertex_budget(void **state)
+{
+    (void)state;
+    cr_config.max_geo_vertices = 9;
+    const char *shell_hole = "[[[0,0],[10,0],[10,10],[0,10],[0,0]],[[2,2],[3,2],[3,3],[2,2]]]";   /* 5 + 4 */
+    const char *bigger = "[[[0,0],[10,0],[10,10],[0,10],[0,0]],[[2,2],[3,2],[3,3],[2,3],[2,2]]]"; /* 5 + 5 */
+    char        text[256];
+
+    snprintf(text, sizeof text, "{\"type\":\"Polygon\",\"coordinates\":%s}", shell_hole);
+    valid_ok(text);
+    assert_non_null(Q("intersects", "Polygon", shell_hole));
+    snprintf(text, sizeof text, "{\"type\":\"Polygon\",\"coordinates\":%s}", bigger);
+    valid_bad(text, "10 positions, more than the 9 allowed (--maxGeoVertices)");
+    Q_bad("intersects", "Polygon", bigger, "geo-query: the Polygon has 10 positions");
+    snprintf(text, sizeof text, "{\"type\":\"MultiPolygon\",\"coordinates\":[%s,%s]}", shell_hole, shell_hole);
+    valid_bad(text, "MultiPolygon has 18 positions");
+    Q_bad("within", "MultiPoint", "[[0,0],[1,1],[2,2],[3,3],[4,4],[5,5],[6,6],[7,7],[8,8],[9,9]]",
+          "10 positions");
+    cr_config.max_geo_vertices = 0;                     /* 0: no limit */
+    valid_ok(text);
+}
+
 int main(void)
 {
     ld_init();
@@ -550,6 +574,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_entity_property, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vertex_budget, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

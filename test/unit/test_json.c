@@ -634,6 +634,32 @@ static void test_writer(void **state)
     char          err[128];
     json_t       *r = json_parse_copy(A, sb.p, sb.len, &lim, err, sizeof err);
     assert_non_null(r);
+
+    /* issue 10: whatever the parser accepts (JSON_DEPTH_MAX, the bound of
+     * --maxJsonDepth), the writer nests correctly, with response levels
+     * around it */
+    sb_init(&sb, A, 8);
+    jw_init(&w, &sb);
+    for (int i = 0; i < JSON_DEPTH_MAX + 8; i++)
+        jw_array_begin(&w);
+    jw_int(&w, -1);
+    jw_int(&w, -2);
+    for (int i = 0; i < JSON_DEPTH_MAX + 8; i++)
+        jw_array_end(&w);
+    lim.max_depth = JSON_DEPTH_MAX + 8;      /* clamped to JSON_DEPTH_MAX */
+    assert_null(json_parse_copy(A, sb.p, sb.len, &lim, err, sizeof err));
+    assert_non_null(strstr(err, "nesting deeper than 1024"));
+    r = json_parse_copy(A, sb.p + 8, sb.len - 16, &lim, err, sizeof err);   /* 8 levels off */
+    assert_non_null(r);
+    sbuf_t back;
+    sb_init(&back, A, 8);
+    json_writer_t w2;
+    jw_init(&w2, &back);
+    jw_array_begin(&w2);
+    jw_value(&w2, r);
+    jw_array_end(&w2);
+    assert_int_equal(back.len, sb.len - 14);
+    assert_memory_equal(back.p, sb.p + 7, back.len);
 }
 
 /* ------------------------------------------------------------ round trip */
