@@ -122,19 +122,24 @@ typedef struct seen {
     char        last_before[64], last_after[64];
 } seen_t;
 
-static void hook(void *ud, const store_change_t *ch)
+static void hook(void *ud, const store_change_t *group, size_t n)
 {
     seen_t *sn = ud;
 
-    assert_non_null(ch->tenant);
-    if (!ch->before)
-        atomic_fetch_add(&sn->creates, 1);
-    else if (!ch->after)
-        atomic_fetch_add(&sn->deletes, 1);
-    else
-        atomic_fetch_add(&sn->updates, 1);
-    snprintf(sn->last_before, sizeof(sn->last_before), "%s", ch->before ? ch->before->id : "-");
-    snprintf(sn->last_after, sizeof(sn->last_after), "%s", ch->after ? ch->after->id : "-");
+    for (size_t i = 0; i < n; i++) {
+        const store_change_t *ch = &group[i];
+
+        assert_non_null(ch->tenant);
+        assert_true(ch->seq > 0);
+        if (!ch->before)
+            atomic_fetch_add(&sn->creates, 1);
+        else if (!ch->after)
+            atomic_fetch_add(&sn->deletes, 1);
+        else
+            atomic_fetch_add(&sn->updates, 1);
+        snprintf(sn->last_before, sizeof(sn->last_before), "%s", ch->before ? ch->before->id : "-");
+        snprintf(sn->last_after, sizeof(sn->last_after), "%s", ch->after ? ch->after->id : "-");
+    }
 }
 
 static store_t *open_store(void)
@@ -520,7 +525,7 @@ static void test_order_and_compaction(void **state)
     for (int i = 0; i < 200; i++) {
         if (i % 4 == 0)
             continue;
-        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:O:%03d", i), &ch, &p));
+        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:O:%03d", i), NULL, &ch, &p));
         assert_null(ch.after);
         entity_unref(ch.before);
     }
@@ -1235,7 +1240,7 @@ static void test_geo_index(void **state)
 
     /* Deletes, then a purge by a geo-query. */
     for (int i = 0; i < n; i += 7) {
-        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), &ch, &p));
+        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), NULL, &ch, &p));
         drop_change(&ch);
     }
     arena_reset(a);
@@ -1268,7 +1273,7 @@ static void test_geo_index(void **state)
         for (int i = 0; i < n; i++) {
             if (i % 5 == 0)
                 continue;
-            if (cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), &ch, &p))
+            if (cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), NULL, &ch, &p))
                 drop_change(&ch);
         }
         arena_reset(a);
