@@ -482,6 +482,13 @@ bool store_types(store_t *s, const char *tenant, void (*fn)(void *ud, const char
     return s->be->types(s->db, tenant, fn, ud, p);
 }
 
+bool store_attributes(store_t *s, const char *tenant, void (*fn)(void *ud, const char *name),
+                      void *ud, problem_t *p)
+{
+    count(&s->queries, 1);
+    return s->be->attributes(s->db, tenant, fn, ud, p);
+}
+
 bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_t *deleted,
                  problem_t *p)
 {

@@ -140,6 +140,8 @@ typedef struct store_backend {
                      void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p);
     bool  (*types)(void *db, const char *tenant, void (*fn)(void *ud, const char *type),
                    void *ud, problem_t *p);
+    bool  (*attributes)(void *db, const char *tenant, void (*fn)(void *ud, const char *name),
+                        void *ud, problem_t *p);
     void  (*stats)(void *db, uint64_t *entities, uint64_t *tenants);
 } store_backend_t;
 
@@ -266,6 +268,10 @@ bool store_foreach(store_t *s, const char *tenant, const entity_filter_t *f,
  * under the read lock, each type once, in no particular order. */
 bool store_types(store_t *s, const char *tenant, void (*fn)(void *ud, const char *type),
                  void *ud, problem_t *p);
+/* Discovery (5.7.8 GET /attributes): every attribute name that at least one
+ * entity of the tenant has, from the attribute index (O(names)); same rules. */
+bool store_attributes(store_t *s, const char *tenant, void (*fn)(void *ud, const char *name),
+                      void *ud, problem_t *p);
 
 /* Purge (6.4.3.3): deletes every entity matching f (NULL = all); *deleted gets
  * the number. The hooks get the deletes in groups of at most

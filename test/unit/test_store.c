@@ -1893,6 +1893,30 @@ static void test_selectors_types(void **state)
 
     assert_true(store_types(s, "se", count_type, &ntypes, &p));
     assert_int_equal(ntypes, 3);
+
+    /* The attribute index: names come and go with the entities having them. */
+    ntypes = 0;
+    assert_true(store_attributes(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 0);
+    assert_true(store_modify(s, "se", "urn:S:00", OP_MERGE_ENTITY,
+                             mk(a, NULL, NULL, NULL, "x", 1, "y", 2), NULL, NULL, a, &p));
+    assert_true(store_modify(s, "se", "urn:S:01", OP_MERGE_ENTITY,
+                             mk(a, NULL, NULL, NULL, "x", 1, NULL, 0), NULL, NULL, a, &p));
+    assert_true(store_attributes(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 2);
+    assert_true(store_modify(s, "se", "urn:S:00", OP_REPLACE_ENTITY,
+                             mk(a, "urn:S:00", T_A, NULL, "x", 1, NULL, 0), NULL, NULL, a, &p));
+    ntypes = 0;
+    assert_true(store_attributes(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 1);                /* y is gone */
+    assert_true(store_delete(s, "se", "urn:S:00", &p));
+    assert_true(store_delete(s, "se", "urn:S:01", &p));
+    ntypes = 0;
+    assert_true(store_attributes(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 0);
+    assert_true(store_create(s, "se", mk(a, "urn:S:00", T_A, NULL, NULL, 0, NULL, 0), &p));
+    assert_true(store_create(s, "se", mk(a, "urn:S:01", T_B, NULL, NULL, 0, NULL, 0), &p));
+    ntypes = 0;
     assert_true(store_purge(s, "se", types_filter(a, T_B), NULL, &p));
     ntypes = 0;
     assert_true(store_types(s, "se", count_type, &ntypes, &p));

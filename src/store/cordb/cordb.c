@@ -784,6 +784,19 @@ bool cdb_types(cdb_t *db, const char *tenant, void (*fn)(void *ud, const char *t
     return true;
 }
 
+bool cdb_attributes(cdb_t *db, const char *tenant, void (*fn)(void *ud, const char *name),
+                    void *ud, problem_t *p)
+{
+    cdb_tenant_t *t = tenant_get(db, tenant, p);
+
+    if (!t)
+        return false;
+    pthread_rwlock_rdlock(&t->lock);
+    cdb_attridx_each(&t->attrs, fn, ud);
+    pthread_rwlock_unlock(&t->lock);
+    return true;
+}
+
 /* ----------------------------------------------------------- statistics */
 
 void cdb_stats(cdb_t *db, uint64_t *entities, uint64_t *tenants)
@@ -817,7 +830,8 @@ bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out)
     out->geo_level   = t->geo.n ? t->geo.g[0].level : 0;
     out->geo_large   = t->geo.n ? t->geo.g[0].large.n : 0;
     out->index_bytes = (size_t)t->cap_slots * sizeof(cdb_slot_t) + cdb_idmap_bytes(&t->ids) +
-                       cdb_typeidx_bytes(&t->types, &entries) + out->geo_bytes;
+                       cdb_typeidx_bytes(&t->types, &entries) + out->geo_bytes +
+                       cdb_attridx_bytes(&t->attrs);
     out->type_entries = entries;
     for (uint32_t i = 0; i < t->n_slots; i++)
         if (t->slots[i].cur)
@@ -904,6 +918,12 @@ static bool be_types(void *db, const char *tenant, void (*fn)(void *ud, const ch
     return cdb_types(db, tenant, fn, ud, p);
 }
 
+static bool be_attributes(void *db, const char *tenant, void (*fn)(void *ud, const char *name),
+                          void *ud, problem_t *p)
+{
+    return cdb_attributes(db, tenant, fn, ud, p);
+}
+
 static void be_stats(void *db, uint64_t *entities, uint64_t *tenants)
 {
     cdb_stats(db, entities, tenants);
@@ -925,5 +945,6 @@ const store_backend_t cdb_backend = {
     .query         = be_query,
     .foreach       = be_foreach,
     .types         = be_types,
+    .attributes    = be_attributes,
     .stats         = be_stats,
 };

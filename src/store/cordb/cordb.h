@@ -12,6 +12,7 @@
  *     ids      open addressing, 8-byte entries {hash32, slot}; the key is slots[slot].cur->id
  *     types    interned type -> ascending array of slot numbers (may hold stale entries)
  *     geo      GeoProperty name -> grid of cells -> ascending slot numbers (exact)
+ *     attrs    attribute name -> number of live entities having it (exact)
  *
  * Entities are frozen (model.h): a write builds a new block and swaps the slot
  * pointer under the write lock; the old block lives on while readers hold
@@ -110,6 +111,29 @@ void               cdb_typeidx_clear(cdb_typeidx_t *ti);  /* empties every list,
 void               cdb_typeidx_trim(cdb_typeidx_t *ti);   /* frees the arrays of empty lists */
 size_t             cdb_typeidx_bytes(const cdb_typeidx_t *ti, size_t *entries);
 
+/* ---------------------------------------------------- attribute index */
+
+/* Expanded attribute name (interned) -> live entities having it (attridx.c). */
+typedef struct cdb_aname {
+    const char *name;           /* NULL = empty bucket */
+    uint32_t    count;
+} cdb_aname_t;
+
+typedef struct cdb_attridx {
+    cdb_aname_t *e;
+    uint32_t     cap, n;        /* buckets (power of two), names */
+} cdb_attridx_t;
+
+void   cdb_attridx_init(cdb_attridx_t *ai);
+void   cdb_attridx_free(cdb_attridx_t *ai);
+/* Room for the names e has and old (NULL: none) has not; false on OOM. */
+bool   cdb_attridx_reserve(cdb_attridx_t *ai, const cr_entity_t *old, const cr_entity_t *e);
+/* old -> e (either NULL: insert, remove); never allocates once reserved. */
+void   cdb_attridx_update(cdb_attridx_t *ai, const cr_entity_t *old, const cr_entity_t *e);
+/* fn for each name some live entity has. */
+void   cdb_attridx_each(const cdb_attridx_t *ai, void (*fn)(void *ud, const char *name), void *ud);
+size_t cdb_attridx_bytes(const cdb_attridx_t *ai);
+
 /* ----------------------------------------------------------- geo index */
 
 /* Per GeoProperty name, a uniform grid over lon/lat: square cells of 2^-level
@@ -187,6 +211,7 @@ typedef struct cdb_tenant {
     uint32_t         n_live;
     cdb_idmap_t      ids;
     cdb_typeidx_t    types;
+    cdb_attridx_t    attrs;
     cdb_geoidx_t     geo;
     uint64_t         compactions;   /* also the scan epoch: slots renumbered or released */
     uint64_t         releases;      /* times the emptied tenant gave back its memory */
@@ -291,6 +316,8 @@ bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t 
                arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p);
 bool cdb_types(cdb_t *db, const char *tenant, void (*fn)(void *ud, const char *type), void *ud,
                problem_t *p);
+bool cdb_attributes(cdb_t *db, const char *tenant, void (*fn)(void *ud, const char *name),
+                    void *ud, problem_t *p);
 
 bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t offset,
                size_t limit, bool want_count, arena_t *a, store_page_t *out, problem_t *p);

@@ -54,6 +54,7 @@ cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers)
 
     cdb_idmap_init(&t->ids, tenant_key_of, t);
     cdb_typeidx_init(&t->types);
+    cdb_attridx_init(&t->attrs);
     cdb_geoidx_init(&t->geo);
     t->stream = store_stream_new();
     return t;
@@ -74,6 +75,7 @@ void cdb_tenant_free(cdb_tenant_t *t)
     free(t->slots);
     cdb_idmap_free(&t->ids);
     cdb_typeidx_free(&t->types);
+    cdb_attridx_free(&t->attrs);
     cdb_geoidx_free(&t->geo);
     store_stream_free(t->stream);
     pthread_rwlock_destroy(&t->lock);
@@ -93,6 +95,7 @@ void cdb_tenant_release(cdb_tenant_t *t)
     cdb_idmap_init(&t->ids, tenant_key_of, t);
     cdb_typeidx_free(&t->types);
     cdb_typeidx_init(&t->types);
+    cdb_attridx_free(&t->attrs);
     cdb_geoidx_free(&t->geo);
     cdb_geoidx_init(&t->geo);
     t->compactions++;           /* paused scans start over (and find nothing) */
@@ -122,7 +125,7 @@ bool cdb_tenant_reserve_update(cdb_tenant_t *t, const cr_entity_t *old, const cr
         if (!cdb_typeidx_reserve(&t->types, e->types[i]))
             return false;
     }
-    return cdb_geoidx_reserve(&t->geo, old, e);
+    return cdb_attridx_reserve(&t->attrs, old, e) && cdb_geoidx_reserve(&t->geo, old, e);
 }
 
 bool cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e)
@@ -156,6 +159,7 @@ void cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e)
     cdb_idmap_insert(&t->ids, cdb_hash_key(e->id, strlen(e->id)), s);
     for (uint16_t i = 0; i < e->n_types; i++)
         cdb_typeidx_add(&t->types, e->types[i], s);
+    cdb_attridx_update(&t->attrs, NULL, e);
     if (t->geo.n) {
         cdb_geoidx_update(&t->geo, s, NULL, e);
         cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
@@ -172,6 +176,7 @@ cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
     for (uint16_t i = 0; i < e->n_types; i++)
         if (!tenant_has_type(old, e->types[i]))
             cdb_typeidx_add(&t->types, e->types[i], s);
+    cdb_attridx_update(&t->attrs, old, e);
     if (t->geo.n) {
         cdb_geoidx_update(&t->geo, s, old, e);
         cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
@@ -184,6 +189,7 @@ cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s)
     cr_entity_t *old = t->slots[s].cur;
 
     cdb_idmap_remove(&t->ids, cdb_hash_key(old->id, strlen(old->id)), s);
+    cdb_attridx_update(&t->attrs, old, NULL);
     if (t->geo.n)
         cdb_geoidx_update(&t->geo, s, old, NULL);
     t->slots[s].cur = NULL;
