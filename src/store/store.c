@@ -191,11 +191,16 @@ static store_attr_ref_t *diff_change(store_change_t *ch, store_attr_ref_t *r)
     return r;
 }
 
-/* Delivers a committed group (n > 0, consecutive seqs). */
+/* Delivers a committed group (n > 0, consecutive seqs). Without hooks there
+ * is nobody to order for: hooks are only added before the first write
+ * (store_add_hook), so no stream ever has to catch up. */
 static void store_deliver(store_t *s, store_change_t *g, size_t n)
 {
     store_attr_ref_t  stack[STORE_REFS_STACK], *refs = stack, *r;
     size_t            need = 0;
+
+    if (!atomic_load_explicit(&s->n_hooks, memory_order_acquire))
+        return;
 
     for (size_t i = 0; i < n; i++)
         need += (g[i].before ? g[i].before->n_attrs : 0) + (g[i].after ? g[i].after->n_attrs : 0);
@@ -322,11 +327,16 @@ void store_close(store_t *s)
     free(s);
 }
 
-/* Hooks are added at start-up, before the store is shared between threads. */
+/* Hooks are added at start-up, before the store is shared between threads
+ * and before its first write (the streams count from seq 1). */
 void store_add_hook(store_t *s, store_hook_fn fn, void *ud)
 {
     size_t n = atomic_load(&s->n_hooks);
 
+    if (atomic_load(&s->creates) || atomic_load(&s->updates) || atomic_load(&s->deletes)) {
+        LOG_E("store: a change hook added after the first write; hook ignored");
+        return;
+    }
     if (n == STORE_MAX_HOOKS) {
         LOG_E("store: more than %d change hooks; hook ignored", STORE_MAX_HOOKS);
         return;

@@ -152,7 +152,8 @@ void            store_stream_free(store_stream_t *st);
 /* Opens the store cr_config asks for (--database, --dbDir ...). */
 store_t *store_open(problem_t *p);
 void     store_close(store_t *s);
-/* At start-up, before the store is shared between threads (at most 16). */
+/* At start-up, before the store is shared between threads and before its
+ * first write (a later hook is refused with a log line); at most 16. */
 void     store_add_hook(store_t *s, store_hook_fn fn, void *ud);
 
 /* The default tenant (NULL or "") always exists. A named tenant exists from

@@ -49,9 +49,7 @@ def measure(binary, a):
     out = tempfile.mktemp(prefix="callgrind.", dir="/tmp")
     port = perf_run.free_port()
     base = "http://127.0.0.1:%d" % port
-    b = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, binary, "-fg",
-                          "--port", str(port), "--bind", "127.0.0.1", "--logLevel", "warn"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    b = perf_run.start_broker(port, (), binary, ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out])
     try:
         perf_run.wait_up(base + "/version", timeout=120)
         perf_run.load(base, a.entities)
@@ -78,11 +76,10 @@ def main():
     a = ap.parse_args()
     print("command: %s" % " ".join(["python3", "test/perf/callgrind_paths.py"] + sys.argv[1:]))
     print("| binary | %s |" % " | ".join("%s (instr/call)" % f for f in FUNCS))
-    print("|---|%s" % "---:|" * len(FUNCS))
+    print("|---|" + "---:|" * len(FUNCS))
     for binary in a.bin or [perf_run.BIN]:
         r = measure(binary, a)
-        # store_query also runs for the load? no: the load is batch create. Each
-        # function ran `requests` times (store_get also inside nothing else).
+        # each function ran `requests` times (the load goes through store_create)
         print("| %s | %s |" % (binary, " | ".join("%.0f" % (r[f] / a.requests) if r[f] else "-"
                                                    for f in FUNCS)))
         sys.stdout.flush()

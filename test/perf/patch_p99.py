@@ -51,13 +51,12 @@ def patch_run(base, a):
 def measure(binary, a):
     port = perf_run.free_port()
     base = "http://127.0.0.1:%d" % port
-    b = subprocess.Popen([binary, "-fg", "--port", str(port), "--bind", "127.0.0.1", "--logLevel", "warn",
-                          "--connectionPoolSize", str(a.workers)] + a.broker_flags.split(),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    b = perf_run.start_broker(port, ["--connectionPoolSize", str(a.workers)] + a.broker_flags.split(), binary)
     res = {"alone": [], "scans": [], "scan_rps": []}
     try:
         perf_run.wait_up(base + "/version")
         perf_run.load(base, a.entities)
+        time.sleep(1)
         for _ in range(a.runs):
             res["alone"].append(patch_run(base, a))
             scan = subprocess.Popen(["wrk", "-t1", "-c%d" % a.scanners, "-d%ds" % (a.duration + 2), base + SCAN],

@@ -85,9 +85,11 @@ def load(base, n, chunk=1000):
 PIN_SERVER, PIN_LOAD = [], []   # taskset prefixes, set by --pin
 
 
-def start_broker(port, extra=()):
-    return subprocess.Popen(PIN_SERVER + [BIN, "-fg", "--port", str(port), "--bind", "127.0.0.1", "--logLevel", "warn",
-                             *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start_broker(port, extra=(), binary=None, prefix=()):
+    """The broker (BIN unless `binary`) on 127.0.0.1:port; prefix: e.g. valgrind's command."""
+    return subprocess.Popen(PIN_SERVER + list(prefix) + [binary or BIN, "-fg", "--port", str(port), "--bind",
+                             "127.0.0.1", "--logLevel", "warn", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def wrk(url, duration, conns, threads, script=None, args=()):

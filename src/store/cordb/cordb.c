@@ -216,6 +216,18 @@ static void scan_yield(cdb_tenant_t *t)
         sched_yield();
 }
 
+/* End of a read chunk (read lock held): let writers in, then go on after the
+ * last candidate. Returns the next chunk's budget. */
+static size_t scan_breathe(cdb_tenant_t *t, cdb_scan_t *sc)
+{
+    cdb_scan_pause(sc);
+    pthread_rwlock_unlock(&t->lock);
+    scan_yield(t);
+    pthread_rwlock_rdlock(&t->lock);
+    cdb_scan_resume(sc);
+    return CDB_SCAN_CHUNK;
+}
+
 /* The commit time the next change of t would get (write lock held). */
 static int64_t tenant_clock(const cdb_tenant_t *t)
 {
@@ -228,15 +240,16 @@ static int64_t tenant_clock(const cdb_tenant_t *t)
 static void tenant_commit(cdb_tenant_t *t, store_change_t *ch, store_op_t op, int64_t at,
                           cr_entity_t *before, cr_entity_t *after)
 {
-    memset(ch, 0, sizeof(*ch));
     t->last_at = at;
-    ch->seq    = ++t->seq;
-    ch->at     = at;
-    ch->op     = op;
-    ch->tenant = t->name;
-    ch->stream = t->stream;
-    ch->before = before;
-    ch->after  = after;
+    *ch = (store_change_t){ .tenant = t->name, .seq = ++t->seq, .at = at, .op = op,
+                            .before = before, .after = after, .stream = t->stream };
+}
+
+/* A change that is not (yet) committed: seq 0, nothing to drop. */
+static void change_none(store_change_t *ch)
+{
+    ch->seq    = 0;
+    ch->before = ch->after = NULL;
 }
 
 static void stamp_attrs(cr_attr_t *v, uint16_t n, int64_t at)
@@ -289,7 +302,7 @@ bool cdb_create(cdb_t *db, const char *tenant, const cr_entity_t *draft, store_c
     cr_entity_t  *e;
     bool          ok;
 
-    memset(ch, 0, sizeof(*ch));
+    change_none(ch);
     if (!check_draft(draft, p))
         return false;
     e = entity_freeze(draft);
@@ -326,7 +339,7 @@ static bool modify_locked(cdb_tenant_t *t, uint32_t s, entity_op_t op, const cr_
     size_t       upd0 = res ? res->n_updated : 0, not0 = res ? res->n_not_updated : 0;
     int64_t      at   = tenant_clock(t);
 
-    memset(ch, 0, sizeof(*ch));
+    change_none(ch);
     if (args && args->if_type && !typesel_match(args->if_type, old))
         return type_mismatch(p, old->id);
     draft = entity_apply(scratch, old, patch, op, args, at, res, p);
@@ -380,7 +393,7 @@ bool cdb_upsert(cdb_t *db, const char *tenant, const cr_entity_t *draft, bool re
     cr_entity_t  *e;
     bool          ok;
 
-    memset(ch, 0, sizeof(*ch));
+    change_none(ch);
     if (!check_draft(draft, p))
         return false;
     /* Most upserts of a new id are creates: freeze outside the lock. */
@@ -453,7 +466,7 @@ bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
     uint32_t      s;
     bool          ok;
 
-    memset(ch, 0, sizeof(*ch));
+    change_none(ch);
     if (!write_lock_entity(db, tenant, id, &t, &s, p))
         return false;
     ok = modify_locked(t, s, op, patch, args, res, scratch, ch, p);
@@ -492,7 +505,7 @@ bool cdb_delete(cdb_t *db, const char *tenant, const char *id, const typesel_t *
     uint32_t      s;
     bool          ok;
 
-    memset(ch, 0, sizeof(*ch));
+    change_none(ch);
     if (!write_lock_entity(db, tenant, id, &t, &s, p))
         return false;
     ok = delete_locked(db, t, s, if_type, STORE_OP_DELETE, ch, p);
@@ -623,7 +636,7 @@ bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t 
 
         if (it->problem.kind != PB_NONE)
             continue;
-        memset(ch, 0, sizeof(*ch));
+        change_none(ch);
         switch (it->kind) {
         case STORE_B_CREATE:
             if ((it->ok = insert_locked(db, t, frozen[i], ch, &it->problem)))
@@ -705,15 +718,8 @@ bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t o
                 break;
             }
         }
-        if (CR_UNLIKELY(--budget == 0)) {
-            /* A long scan: let writers in, then go on after e. */
-            budget = CDB_SCAN_CHUNK;
-            cdb_scan_pause(&sc);
-            pthread_rwlock_unlock(&t->lock);
-            scan_yield(t);
-            pthread_rwlock_rdlock(&t->lock);
-            cdb_scan_resume(&sc);
-        }
+        if (CR_UNLIKELY(--budget == 0))
+            budget = scan_breathe(t, &sc);
     }
     cdb_scan_end(&sc);
     pthread_rwlock_unlock(&t->lock);
@@ -742,14 +748,8 @@ bool cdb_foreach(cdb_t *db, const char *tenant, const entity_filter_t *f,
     while ((e = cdb_scan_next(&sc, NULL))) {
         if (filter_ok(f, e))
             fn(ud, e);
-        if (CR_UNLIKELY(--budget == 0)) {
-            budget = CDB_SCAN_CHUNK;
-            cdb_scan_pause(&sc);
-            pthread_rwlock_unlock(&t->lock);
-            scan_yield(t);
-            pthread_rwlock_rdlock(&t->lock);
-            cdb_scan_resume(&sc);
-        }
+        if (CR_UNLIKELY(--budget == 0))
+            budget = scan_breathe(t, &sc);
     }
     cdb_scan_end(&sc);
     pthread_rwlock_unlock(&t->lock);

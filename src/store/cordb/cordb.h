@@ -256,7 +256,6 @@ typedef struct cdb_scan {
     uint32_t            pos;
     uint64_t            epoch;      /* t->compactions when paused */
     int64_t             last_ct;    /* createdAt of the last candidate (resume point) */
-    const cr_entity_t  *last_e;     /* the last candidate (valid under the lock only) */
     /* ids, geo: sorted slot numbers */
     uint32_t           *sv;
     size_t              n_sv;

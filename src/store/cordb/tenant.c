@@ -509,7 +509,7 @@ cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot)
             if (t->slots[s].cur) {
                 if (slot)
                     *slot = s;
-                return (cr_entity_t *)(sc->last_e = t->slots[s].cur);
+                return t->slots[s].cur;
             }
         }
         return NULL;
@@ -523,7 +523,7 @@ cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot)
             if (t->slots[s].cur) {      /* purge may have removed it meanwhile */
                 if (slot)
                     *slot = s;
-                return (cr_entity_t *)(sc->last_e = t->slots[s].cur);
+                return t->slots[s].cur;
             }
         }
         return NULL;
@@ -544,7 +544,7 @@ cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot)
             if (s < t->n_slots && t->slots[s].cur) {
                 if (slot)
                     *slot = s;
-                return (cr_entity_t *)(sc->last_e = t->slots[s].cur);
+                return t->slots[s].cur;
             }
         }
 
@@ -591,12 +591,38 @@ static uint32_t scan_first_after(const cdb_tenant_t *t, const uint32_t *v, uint3
     return lo;
 }
 
+/* The slot of the last candidate scan_next returned (CDB_NONE: none yet),
+ * from the positions (the walk stores nothing per candidate for this). */
+static uint32_t scan_last_slot(const cdb_scan_t *sc)
+{
+    uint32_t s = CDB_NONE;
+
+    switch (sc->mode) {
+    case SCAN_ALL:
+        return sc->pos ? sc->pos - 1 : CDB_NONE;
+    case SCAN_VEC:
+        return sc->pos ? sc->sv[sc->pos - 1] : CDB_NONE;
+    case SCAN_TYPES:
+        /* The merge is ascending and advanced every list past the last slot
+         * it returned: that slot is the largest entry behind the positions. */
+        for (size_t i = 0; i < sc->n_lists; i++)
+            if (sc->at[i] && (s == CDB_NONE || sc->lists[i]->v[sc->at[i] - 1] > s))
+                s = sc->lists[i]->v[sc->at[i] - 1];
+        return s;
+    default:
+        return CDB_NONE;
+    }
+}
+
 void cdb_scan_pause(cdb_scan_t *sc)
 {
-    if (sc->last_e)
-        sc->last_ct = sc->last_e->created_at;
-    sc->last_e = NULL;
-    sc->epoch  = sc->t->compactions;
+    uint32_t           s = scan_last_slot(sc);
+    const cr_entity_t *e = s == CDB_NONE ? NULL : scan_at(sc->t, s);
+
+    /* A tombstone there (a purge removed it): the resume point stays. */
+    if (e)
+        sc->last_ct = e->created_at;
+    sc->epoch = sc->t->compactions;
 }
 
 void cdb_scan_resume(cdb_scan_t *sc)
