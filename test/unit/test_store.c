@@ -1735,6 +1735,34 @@ static void test_change_attrs(void **state)
     assert_true(it[0].ok && it[1].ok && it[2].ok && !it[3].ok);
     assert_int_equal(it[3].problem.kind, PB_ALREADY_EXISTS);
 
+    /* update (append), merge, delete; a missing entity fails alone */
+    memset(it, 0, sizeof(it));
+    it[0].kind  = STORE_B_UPDATE;
+    it[0].draft = mk(a, "urn:C:b0", NULL, NULL, "n", 7, NULL, 0);
+    it[1].kind  = STORE_B_MERGE;
+    it[1].draft = mk(a, "urn:C:b1", NULL, NULL, "x", 9, NULL, 0);
+    it[2].kind  = STORE_B_DELETE;
+    it[2].id    = "urn:C:b2";
+    it[3].kind  = STORE_B_MERGE;
+    it[3].draft = mk(a, "urn:C:none", NULL, NULL, "x", 9, NULL, 0);
+    assert_true(store_batch(s, "ca", it, 4, a, &p));
+    assert_true(it[0].ok && it[1].ok && it[2].ok && !it[3].ok);
+    assert_int_equal(it[3].problem.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(as.n, 3);
+    assert_int_equal(as.op, STORE_OP_DELETE);
+    {
+        cr_entity_t *e = store_get(s, "ca", "urn:C:b1", &p);
+
+        assert_non_null(e);
+        assert_int_equal(attr_int(a, e, "x"), 9);
+        entity_unref(e);
+        e = store_get(s, "ca", "urn:C:b0", &p);
+        assert_non_null(e);
+        assert_int_equal(attr_int(a, e, "n"), 7);
+        assert_int_equal(attr_int(a, e, "x"), 0);
+        entity_unref(e);
+    }
+
     /* A purge: groups of STORE_PURGE_CHUNK at most. */
     for (int i = 0; i < 600; i++)
         assert_true(store_create(s, "ca", mk(a, arena_printf(a, "urn:C:p%d", i), T_B, NULL, "x",

@@ -618,8 +618,14 @@ bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t 
         it->ok = false;
         it->created = false;
         memset(&it->problem, 0, sizeof(it->problem));
-        if (it->kind != STORE_B_DELETE && !check_draft(it->draft, &it->problem))
+        if (it->kind == STORE_B_UPDATE || it->kind == STORE_B_MERGE) {
+            if (!it->draft || !it->draft->id) {
+                problem_set(&it->problem, PB_BAD_REQUEST_DATA, "an entity needs an id");
+                continue;
+            }
+        } else if (it->kind != STORE_B_DELETE && !check_draft(it->draft, &it->problem)) {
             continue;
+        }
         if (it->kind == STORE_B_CREATE || it->kind == STORE_B_UPSERT ||
             it->kind == STORE_B_UPSERT_REPLACE) {
             frozen[i] = entity_freeze(it->draft);

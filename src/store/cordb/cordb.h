@@ -49,7 +49,7 @@
 #define CDB_NONE            UINT32_MAX   /* "no slot" */
 #define CDB_COMPACT_MIN     32           /* compaction only above this many slots */
 #define CDB_SCAN_MAX_TYPES  32           /* more types in one query: full scan */
-#define CDB_SCAN_CHUNK      1024         /* candidates per read-lock hold of a scan */
+#define CDB_SCAN_CHUNK      256          /* candidates per read-lock hold of a scan */
 
 /* ------------------------------------------------------------- id map */
 
