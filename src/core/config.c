@@ -39,6 +39,7 @@ static flag_t flags[] = {
     {"dbLockPrefer", F_STR, &cr_config.db_lock_prefer, "reads", "reads|writes", "corDB store lock: who goes first when both wait"},
     {"connectionPoolSize", F_INT, &cr_config.connection_pool_size, "0", NULL, "HTTP worker threads (0: one per core)"},
     {"maxConnections", F_INT, &cr_config.max_connections, "4096", NULL, "concurrent client connections"},
+    {"maxTenants", F_INT, &cr_config.max_tenants, "10000", NULL, "tenants, the default one included"},
     {"requestTimeout", F_INT, &cr_config.request_timeout, "30", NULL, "seconds an idle connection is kept"},
     {"maxBodySize", F_SIZE, &cr_config.max_body_size, "1048576", NULL, "largest request body in bytes, k/M/G suffixes (413 beyond)"},
     {"maxJsonDepth", F_INT, &cr_config.max_json_depth, "64", NULL, "deepest JSON nesting accepted (at most " CR_STR(CR_JSON_DEPTH_MAX) ")"},

@@ -220,6 +220,7 @@ typedef struct cr_config {
     const char *db_lock_prefer;      /* --dbLockPrefer reads|writes */
     int         connection_pool_size;/* --connectionPoolSize (cores) */
     int         max_connections;     /* --maxConnections */
+    int         max_tenants;         /* --maxTenants (the default tenant included) */
     int         request_timeout;     /* --requestTimeout seconds */
     size_t      max_body_size;       /* --maxBodySize bytes */
     int         max_json_depth;      /* --maxJsonDepth */

@@ -20,12 +20,21 @@
  * exits. It is scratch space only (one ovector pair, overwritten by each
  * match), never request state. The compiled code and the match context
  * (the match limit) are read-only once made and are shared freely.
+ *
+ * Limits: a match that reaches the match or depth limit is neither a match
+ * nor a non-match. It answers false and raises a thread-local flag (with the
+ * pattern's name and the entity's id): the scan runs on one thread, so the
+ * store clears the flag before it and reads it once after it
+ * (filter_regex_overflow), and the query fails with BadRequestData instead
+ * of silently leaving entities out. The common path pays nothing: the flag
+ * is only written on that error.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "model.h"
 
 #include <pcre2.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Backtracking budget per match: a hostile pattern such as (a+)+$ stops
@@ -83,15 +92,27 @@ static pcre2_match_data *re_match_data(void)
     return md;
 }
 
-static void re_code_free(void *code)
+/* A compiled pattern and the name it is known by in error details. */
+typedef struct re_code {
+    pcre2_code *code;
+    const char *what;           /* "idPattern", "q" (static strings) */
+} re_code_t;
+
+/* This thread's overflow: the first pattern that reached a limit since the
+ * last filter_regex_reset(), and the subject it was matched against. */
+static _Thread_local const re_code_t *re_over;
+static _Thread_local char             re_over_subject[128];
+
+static void re_code_free(void *rc)
 {
-    pcre2_code_free(code);
+    pcre2_code_free(((re_code_t *)rc)->code);
 }
 
 void *filter_regex_compile(arena_t *a, const char *pattern, size_t len, const char *what,
                            problem_t *p)
 {
     pcre2_code *code;
+    re_code_t  *rc;
     int         err;
     PCRE2_SIZE  off;
     PCRE2_UCHAR msg[160];
@@ -111,8 +132,11 @@ void *filter_regex_compile(arena_t *a, const char *pattern, size_t len, const ch
     /* JIT is an optimisation: when it is unavailable the interpreter runs. */
     (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
 
-    arena_on_free(a, re_code_free, code);
-    return code;
+    rc = arena_alloc(a, sizeof(*rc));
+    rc->code = code;
+    rc->what = what ? what : "pattern";
+    arena_on_free(a, re_code_free, rc);
+    return rc;
 }
 
 bool filter_regex_match(const void *code, const char *s, size_t len)
@@ -126,9 +150,37 @@ bool filter_regex_match(const void *code, const char *s, size_t len)
     if (!md)
         return false;
 
-    rc = pcre2_match((const pcre2_code *)code, (PCRE2_SPTR)s, len, 0, 0, md, re_mctx);
+    rc = pcre2_match(((const re_code_t *)code)->code, (PCRE2_SPTR)s, len, 0, 0, md, re_mctx);
     /* rc == 0: matched, but the ovector was too small to hold the groups. */
-    return rc >= 0;
+    if (CR_LIKELY(rc >= 0 || rc == PCRE2_ERROR_NOMATCH))
+        return rc >= 0;
+    if ((rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+         rc == PCRE2_ERROR_HEAPLIMIT) && !re_over) {
+        re_over = code;
+        size_t n = len > 100 ? 100 : len;
+
+        while (n < len && n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+            n--;                /* cut on a UTF-8 boundary */
+        snprintf(re_over_subject, sizeof(re_over_subject), "%.*s", (int)n, s);
+    }
+    return false;
+}
+
+void filter_regex_reset(void)
+{
+    re_over = NULL;
+}
+
+bool filter_regex_overflow(problem_t *p)
+{
+    if (CR_LIKELY(!re_over))
+        return false;
+    problem_set(p, PB_BAD_REQUEST_DATA,
+                "%s: the regular expression needs more than the match limit (%u steps) on the "
+                "value '%s': simplify it (nested quantifiers such as (a+)+ backtrack exponentially)",
+                re_over->what, FILTER_MATCH_LIMIT, re_over_subject);
+    re_over = NULL;
+    return true;
 }
 
 void *filter_compile_pattern(arena_t *a, const char *pattern, problem_t *p)
@@ -154,6 +206,17 @@ static bool filter_has_any_attr(const cr_entity_t *e, const char *const *names, 
     return false;
 }
 
+static bool filter_selector_match(const entity_selector_t *sl, const cr_entity_t *e)
+{
+    if (sl->id && sl->id != e->id && strcmp(sl->id, e->id) != 0)
+        return false;
+    if (sl->types && !typesel_match(sl->types, e))
+        return false;
+    if (sl->id_pattern && !filter_regex_match(sl->id_pattern, e->id, strlen(e->id)))
+        return false;
+    return true;
+}
+
 bool filter_match(const entity_filter_t *f, const cr_entity_t *e)
 {
     if (!f)
@@ -172,6 +235,15 @@ bool filter_match(const entity_filter_t *f, const cr_entity_t *e)
 
     if (f->types && !typesel_match(f->types, e))
         return false;
+
+    if (f->n_sel) {
+        size_t i;
+        for (i = 0; i < f->n_sel; i++)
+            if (filter_selector_match(&f->sel[i], e))
+                break;
+        if (i == f->n_sel)
+            return false;
+    }
 
     if (f->n_attrs && !filter_has_any_attr(e, f->attrs, f->n_attrs))
         return false;

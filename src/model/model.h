@@ -152,6 +152,8 @@ typedef struct op_args {
     const char *dataset_id;     /* OP_DELETE_ATTR, OP_PARTIAL_ATTR */
     int64_t     observed_at;    /* OP_MERGE_ENTITY ?observedAt= (5.6.17.4): the new observedAt of the
                                    merged attributes that have one; 0 = none */
+    const struct typesel *if_type; /* store precondition (?type= of 6.5.3.x / 6.6.3.x): the entity
+                                   must match it, checked in the store's atomic step; NULL = any */
 } op_args_t;
 
 /* Prepares a merge patch given with PATCH /entities/{id}?format=keyValues
@@ -259,16 +261,37 @@ size_t     typesel_types(const typesel_t *t, const char *const **types);
 scopeq_t  *scopeq_parse(arena_t *a, const char *text, problem_t *p);
 bool       scopeq_match(const scopeq_t *s, const cr_entity_t *e);
 
+/* One entity selector (EntityInfo of 5.2.8 in POST /entityOperations/query and
+ * subscriptions): an id or an idPattern, and a type selection; all optional. */
+typedef struct entity_selector {
+    const char *id;
+    void       *id_pattern;               /* pcre2 code (filter_compile_pattern) */
+    typesel_t  *types;
+} entity_selector_t;
+
+/* Result order. Creation order is the only one now; orderBy (a later issue)
+ * will add an attribute path and a direction. */
+typedef enum { ORDER_CREATION = 0 } order_kind_t;
+
 /* Everything that selects entities (GET /entities, POST entityOperations/query,
- * DELETE /entities, and later subscriptions). All members optional. */
+ * DELETE /entities, and later subscriptions): an inspectable tree that a
+ * backend translates (MongoDB) or evaluates with filter_match() (corDB). All
+ * members optional; the members AND, the selectors OR among themselves. */
 typedef struct entity_filter {
-    const char **ids;  size_t n_ids;      /* exact ids */
+    const char **ids;  size_t n_ids;      /* exact ids (any of them) */
     void        *id_pattern;              /* pcre2_code*, compiled once per request */
     typesel_t   *types;
+    const entity_selector_t *sel; size_t n_sel;  /* at least one must match (n_sel 0: no test) */
     q_expr_t    *q;
     geoq_t      *geo;
     scopeq_t    *scope;
     const char **attrs; size_t n_attrs;   /* entity must have at least one of them (expanded) */
+    /* pagination and order (store_select) */
+    size_t       offset;
+    size_t       limit;                   /* 0: no page, count only */
+    bool         count;                   /* count every match */
+    order_kind_t order;
+    const char  *order_by;                /* reserved for orderBy: NULL */
 } entity_filter_t;
 
 /* Compiles an idPattern (PCRE2) in the arena's lifetime (freed with it). */
@@ -278,10 +301,70 @@ bool  filter_match(const entity_filter_t *f, const cr_entity_t *e);
 /* The PCRE2 helpers behind idPattern and q's ~= / !~= (filter.c). A pattern is
  * compiled (and JIT-compiled) once, lives as long as arena a, and may then be
  * matched from any number of threads at once. `what` names the pattern in the
- * BadRequestData detail ("idPattern", "q"). Matching is bounded (match limit):
- * a pattern that exceeds it counts as not matching. */
+ * BadRequestData detail ("idPattern", "q"). Matching is bounded (match and
+ * depth limits): a match that reaches them answers false and raises this
+ * thread's overflow flag, which the scan checks once at its end. */
 void *filter_regex_compile(arena_t *a, const char *pattern, size_t len, const char *what,
                            problem_t *p);
 bool  filter_regex_match(const void *code, const char *s, size_t len);
+/* Clears this thread's regex overflow flag (before a scan). */
+void  filter_regex_reset(void);
+/* After a scan: false when no regex of this thread reached its limit since
+ * filter_regex_reset(); else true with p set (BadRequestData naming the
+ * pattern: "idPattern" or "q", and the entity id). */
+bool  filter_regex_overflow(problem_t *p);
+
+/* ------------------------------------------- the q tree, read-only (4.9)
+ *
+ * For a backend that translates q into its own query language (MongoDB):
+ * walk the tree with these; evaluate with q_match() what it cannot translate.
+ * Everything returned lives as long as the tree's arena. */
+typedef enum { QK_TERM = 0, QK_AND, QK_OR } q_kind_t;
+typedef enum {
+    QO_EXISTS = 0, QO_NOT_EXISTS, QO_EQ, QO_NE, QO_GT, QO_GE, QO_LT, QO_LE,
+    QO_MATCH, QO_NOT_MATCH
+} q_opkind_t;
+typedef enum { QVK_NUM = 0, QVK_STR, QVK_BOOL, QVK_DATETIME, QVK_DATE, QVK_TIME } q_valkind_t;
+typedef enum { QSH_SINGLE = 0, QSH_LIST, QSH_RANGE } q_shapekind_t;
+/* A path step after the attribute: a sub-attribute, or a member read from the
+ * attribute's typed fields. */
+typedef enum {
+    QMK_SUBATTR = 0, QMK_OBSERVED_AT, QMK_CREATED_AT, QMK_MODIFIED_AT, QMK_UNIT_CODE,
+    QMK_DATASET_ID, QMK_OBJECT_TYPE
+} q_memberkind_t;
+
+typedef struct q_value_view {
+    q_valkind_t kind;
+    bool        is_int;        /* QVK_NUM: i holds it exactly */
+    bool        bare;          /* written without quotes (a term or a URI) */
+    bool        b;             /* QVK_BOOL */
+    int64_t     i;
+    double      num;           /* QVK_NUM */
+    int64_t     us;            /* DATETIME/DATE: µs since the epoch; TIME: µs of the day */
+    const char *s;             /* QVK_STR: decoded */
+    size_t      len;
+    const char *expanded;      /* QVK_STR that is a term: its expanded IRI, else NULL */
+} q_value_view_t;
+
+typedef struct q_term_view {
+    const char    *attr;       /* expanded, interned */
+    size_t         n_steps;    /* q_term_step() */
+    const char *const *keys;   /* trailing [a.b] path, not expanded */
+    size_t         n_keys;
+    q_opkind_t     op;
+    q_shapekind_t  shape;
+    size_t         n_values;   /* q_term_value() */
+    const char    *pattern;    /* QO_MATCH / QO_NOT_MATCH: the regex text */
+    size_t         pattern_len;
+} q_term_view_t;
+
+q_kind_t        q_node_kind(const q_expr_t *q);
+size_t          q_node_count(const q_expr_t *q);                   /* AND / OR children */
+const q_expr_t *q_node_child(const q_expr_t *q, size_t i);
+/* A term's parts; false when q is not a term. */
+bool            q_term_get(const q_expr_t *q, q_term_view_t *out);
+/* Step i of a term's path: its expanded name (QMK_SUBATTR) and kind. */
+const char     *q_term_step(const q_expr_t *q, size_t i, q_memberkind_t *kind);
+bool            q_term_value(const q_expr_t *q, size_t i, q_value_view_t *out);
 
 #endif

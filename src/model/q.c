@@ -106,6 +106,8 @@ typedef struct q_term {
     const char **keys;       /* the trailing [a.b] path, not expanded */
     q_val_t     *vals;
     const void  *re;         /* QOP_MATCH / QOP_NOT_MATCH */
+    const char  *re_text;    /* its pattern (q_term_get) */
+    size_t       re_len;
     uint32_t     n_vals;
     uint16_t     n_steps;
     uint16_t     n_keys;
@@ -537,6 +539,8 @@ static bool qp_regex(q_parser_t *qp, q_term_t *t)
     if (n == 0)
         return qp_fail(qp, start, "empty regular expression");
 
+    t->re_text = pat;
+    t->re_len  = n;
     t->re = filter_regex_compile(qp->a, pat, n, "q", qp->p);
     if (!t->re) {
         qp->failed = true;       /* filter_regex_compile set the problem */
@@ -1251,4 +1255,74 @@ bool q_match(const q_expr_t *q, const cr_entity_t *e)
         return false;
     }
     return false;
+}
+
+/* ========================================================= read-only view */
+
+/* The public enums of model.h mirror the private ones one to one. */
+_Static_assert((int)QK_OR == (int)QN_OR && (int)QO_NOT_MATCH == (int)QOP_NOT_MATCH &&
+               (int)QVK_TIME == (int)QV_TIME && (int)QSH_RANGE == (int)QS_RANGE &&
+               (int)QMK_OBJECT_TYPE == (int)QM_OBJECT_TYPE, "q view enums out of step");
+
+q_kind_t q_node_kind(const q_expr_t *q)
+{
+    return (q_kind_t)q->type;
+}
+
+size_t q_node_count(const q_expr_t *q)
+{
+    return q->type == QN_TERM ? 0 : q->n;
+}
+
+const q_expr_t *q_node_child(const q_expr_t *q, size_t i)
+{
+    return q->type != QN_TERM && i < q->n ? q->kids[i] : NULL;
+}
+
+bool q_term_get(const q_expr_t *q, q_term_view_t *out)
+{
+    const q_term_t *t;
+
+    if (q->type != QN_TERM || !q->term)
+        return false;
+    t = q->term;
+    out->attr        = t->attr;
+    out->n_steps     = t->n_steps;
+    out->keys        = t->keys;
+    out->n_keys      = t->n_keys;
+    out->op          = (q_opkind_t)t->op;
+    out->shape       = (q_shapekind_t)t->shape;
+    out->n_values    = t->n_vals;
+    out->pattern     = t->re_text;
+    out->pattern_len = t->re_len;
+    return true;
+}
+
+const char *q_term_step(const q_expr_t *q, size_t i, q_memberkind_t *kind)
+{
+    if (q->type != QN_TERM || !q->term || i >= q->term->n_steps)
+        return NULL;
+    if (kind)
+        *kind = (q_memberkind_t)q->term->steps[i].member;
+    return q->term->steps[i].name;
+}
+
+bool q_term_value(const q_expr_t *q, size_t i, q_value_view_t *out)
+{
+    const q_val_t *v;
+
+    if (q->type != QN_TERM || !q->term || i >= q->term->n_vals)
+        return false;
+    v = &q->term->vals[i];
+    out->kind     = (q_valkind_t)v->kind;
+    out->is_int   = v->is_int;
+    out->bare     = v->bare;
+    out->b        = v->b;
+    out->i        = v->i;
+    out->num      = v->num;
+    out->us       = v->ms;
+    out->s        = v->s;
+    out->len      = v->len;
+    out->expanded = v->expanded;
+    return true;
 }

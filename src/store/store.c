@@ -1,25 +1,36 @@
 /*
- * store.c - the store interface (store.h) over its backends.
+ * store.c - the store interface (store.h) over its backends, and what every
+ * backend shares: the change stream (ordered delivery to the hooks, with the
+ * attribute lists of each change), and the operation counters.
  *
- * store_open() picks the backend from cr_config.database: corDB (the default,
- * src/store/cordb/) or mongoc (MongoDB, not built yet: opening it fails with
- * OperationNotSupported). This layer owns what every backend shares: the
- * change hooks (run here, after the backend released its lock, then the
- * change's references are dropped) and the operation counters.
+ * store_open() picks the backend table from cr_config.database: corDB (the
+ * default, src/store/cordb/) or mongoc (MongoDB, not built yet: opening it
+ * fails with OperationNotSupported). Every store_* call goes through the table.
  *
- * With a single backend the calls go straight to corDB; the MongoDB backend
- * will turn them into a switch on s->backend.
+ * Ordered delivery. A backend numbers a tenant's changes 1, 2, 3 ... in its
+ * atomic step; the writers then come here without any store lock, in any
+ * order. Each tenant has a stream: a mutex, the next seq to deliver and the
+ * groups that arrived early, sorted by seq. A writer queues its group (on its
+ * own stack: it does not return before the group is delivered), then, while
+ * its group is not delivered: when nobody is delivering and the first queued
+ * group is the next in order, it takes it, runs the hooks on it without the
+ * mutex, and marks it delivered; otherwise it waits on the condition
+ * variable. So hooks see each tenant's groups in seq order, one at a time,
+ * and a writer returns only after its own change was handed to the hooks.
+ * The mutex is held for a few pointer moves, never while a hook runs; readers
+ * never touch it.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "store.h"
 #include "cordb/cordb.h"
 
 #define STORE_MAX_HOOKS 16
-
-typedef enum { BACKEND_CORDB = 1 } store_backend_t;
+#define STORE_REFS_STACK 128        /* attribute refs of a group without malloc */
 
 typedef struct store_hook {
     store_hook_fn fn;
@@ -27,18 +38,244 @@ typedef struct store_hook {
 } store_hook_t;
 
 struct store {
-    store_backend_t  backend;
-    cdb_t           *cdb;
-    store_hook_t     hooks[STORE_MAX_HOOKS];
-    _Atomic size_t   n_hooks;
-    _Atomic uint64_t creates, updates, deletes, queries;
+    const store_backend_t *be;
+    void                  *db;
+    store_hook_t           hooks[STORE_MAX_HOOKS];
+    _Atomic size_t         n_hooks;
+    _Atomic uint64_t       creates, updates, deletes, queries;
 };
+
+/* ------------------------------------------------------ out of memory */
+
+/* The store's one out-of-memory policy for what it cannot do without: log
+ * and abort (to become core's cr_xmalloc when it exists). */
+static void *store_xmalloc(size_t n)
+{
+    void *v = malloc(n ? n : 1);
+
+    if (!v) {
+        LOG_E("store: out of memory (%zu bytes); aborting", n);
+        abort();
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------ streams */
+
+typedef struct pending {
+    struct pending *next;
+    store_change_t *group;
+    size_t          n;
+    uint64_t        first, last;    /* seqs */
+    bool            done;
+} pending_t;
+
+struct store_stream {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    uint64_t        next;           /* seq of the next change to deliver */
+    bool            busy;           /* a thread is running hooks */
+    pending_t      *queue;          /* sorted by first */
+};
+
+store_stream_t *store_stream_new(void)
+{
+    store_stream_t *st = store_xmalloc(sizeof(*st));
+
+    if (pthread_mutex_init(&st->mu, NULL) != 0 || pthread_cond_init(&st->cv, NULL) != 0) {
+        LOG_E("store: cannot create a stream's mutex; aborting");
+        abort();
+    }
+    st->next  = 1;
+    st->busy  = false;
+    st->queue = NULL;
+    return st;
+}
+
+void store_stream_free(store_stream_t *st)
+{
+    if (!st)
+        return;
+    pthread_cond_destroy(&st->cv);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
+static void run_hooks(store_t *s, const store_change_t *g, size_t n)
+{
+    size_t k = atomic_load_explicit(&s->n_hooks, memory_order_acquire);
+
+    for (size_t i = 0; i < k; i++)
+        s->hooks[i].fn(s->hooks[i].ud, g, n);
+}
+
+/* Queues the group and returns once it has been delivered (see the top). */
+static void stream_deliver(store_t *s, store_stream_t *st, store_change_t *g, size_t n)
+{
+    pending_t me = { .group = g, .n = n, .first = g[0].seq, .last = g[n - 1].seq };
+    pending_t **pp;
+
+    pthread_mutex_lock(&st->mu);
+    for (pp = &st->queue; *pp && (*pp)->first < me.first; pp = &(*pp)->next)
+        ;
+    me.next = *pp;
+    *pp     = &me;
+    while (!me.done) {
+        pending_t *h = st->queue;
+
+        if (!st->busy && h && h->first == st->next) {
+            st->queue = h->next;
+            st->busy  = true;
+            pthread_mutex_unlock(&st->mu);
+            run_hooks(s, h->group, h->n);
+            pthread_mutex_lock(&st->mu);
+            st->next = h->last + 1;
+            st->busy = false;
+            h->done  = true;        /* h's writer may return (and free it) once we unlock */
+            pthread_cond_broadcast(&st->cv);
+        } else {
+            pthread_cond_wait(&st->cv, &st->mu);
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* ------------------------------------------------- attribute lists */
+
+static bool same_ds(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static const cr_attr_t *find_instance(const cr_entity_t *e, const cr_attr_t *at)
+{
+    for (uint16_t i = 0; i < e->n_attrs; i++)
+        if (e->attrs[i].name == at->name && same_ds(e->attrs[i].dataset_id, at->dataset_id))
+            return &e->attrs[i];
+    return NULL;
+}
+
+static store_attr_ref_t *put_ref(store_attr_ref_t *r, const cr_attr_t *at)
+{
+    r->name       = at->name;
+    r->dataset_id = at->dataset_id;
+    return r + 1;
+}
+
+/* Fills ch's created / updated / deleted from before and after, in r (room
+ * for before's and after's attributes). An attribute of after was touched by
+ * this commit when its modifiedAt is the commit time (the tenant's clock is
+ * strictly increasing, so no earlier commit has that time). */
+static store_attr_ref_t *diff_change(store_change_t *ch, store_attr_ref_t *r)
+{
+    const cr_entity_t *b = ch->before, *a = ch->after;
+
+    ch->created = r;
+    if (a)
+        for (uint16_t i = 0; i < a->n_attrs; i++)
+            if (!b || !find_instance(b, &a->attrs[i]))
+                r = put_ref(r, &a->attrs[i]);
+    ch->n_created = (uint32_t)(r - ch->created);
+    ch->updated   = r;
+    if (a && b)
+        for (uint16_t i = 0; i < a->n_attrs; i++)
+            if (a->attrs[i].modified_at == ch->at && find_instance(b, &a->attrs[i]))
+                r = put_ref(r, &a->attrs[i]);
+    ch->n_updated = (uint32_t)(r - ch->updated);
+    ch->deleted   = r;
+    if (b)
+        for (uint16_t i = 0; i < b->n_attrs; i++)
+            if (!a || !find_instance(a, &b->attrs[i]))
+                r = put_ref(r, &b->attrs[i]);
+    ch->n_deleted = (uint32_t)(r - ch->deleted);
+    return r;
+}
+
+/* Delivers a committed group (n > 0, consecutive seqs). Without hooks there
+ * is nobody to order for: hooks are only added before the first write
+ * (store_add_hook), so no stream ever has to catch up. */
+static void store_deliver(store_t *s, store_change_t *g, size_t n)
+{
+    store_attr_ref_t  stack[STORE_REFS_STACK], *refs = stack, *r;
+    size_t            need = 0;
+
+    if (!atomic_load_explicit(&s->n_hooks, memory_order_acquire))
+        return;
+
+    for (size_t i = 0; i < n; i++)
+        need += (g[i].before ? g[i].before->n_attrs : 0) + (g[i].after ? g[i].after->n_attrs : 0);
+    if (need > STORE_REFS_STACK)
+        refs = store_xmalloc(need * sizeof(*refs));
+    r = refs;
+    for (size_t i = 0; i < n; i++)
+        r = diff_change(&g[i], r);
+
+    stream_deliver(s, g[0].stream, g, n);
+
+    if (refs != stack)
+        free(refs);
+}
+
+/* Delivers a committed group, then drops its references. */
+static void store_emit_group(store_t *s, store_change_t *g, size_t n)
+{
+    store_deliver(s, g, n);
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].before)
+            entity_unref(g[i].before);
+        if (g[i].after)
+            entity_unref(g[i].after);
+    }
+}
+
+static void store_commit(store_t *s, store_change_t *ch)
+{
+    if (!ch->seq)                           /* a modify that changed nothing */
+        return;
+    store_emit_group(s, ch, 1);
+}
+
+/* The backend drops a purge group's references after this returns. */
+static void purge_emit(void *ud, store_change_t *g, size_t n)
+{
+    store_deliver(ud, g, n);
+}
+
+/* ------------------------------------------------------------ op names */
+
+const char *store_op_name(store_op_t op)
+{
+    static const char *const names[] = {
+        [STORE_OP_CREATE] = "create", [STORE_OP_UPDATE] = "update", [STORE_OP_MERGE] = "merge",
+        [STORE_OP_REPLACE] = "replace", [STORE_OP_APPEND] = "append",
+        [STORE_OP_DELETE_ATTR] = "deleteAttribute", [STORE_OP_DELETE] = "delete",
+        [STORE_OP_PURGE] = "purge",
+    };
+
+    return op >= STORE_OP_CREATE && op <= STORE_OP_PURGE ? names[op] : "?";
+}
+
+store_op_t store_op_of(entity_op_t op)
+{
+    switch (op) {
+    case OP_REPLACE_ENTITY:
+    case OP_REPLACE_ATTR:   return STORE_OP_REPLACE;
+    case OP_MERGE_ENTITY:   return STORE_OP_MERGE;
+    case OP_APPEND_ATTRS:   return STORE_OP_APPEND;
+    case OP_DELETE_ATTR:    return STORE_OP_DELETE_ATTR;
+    case OP_UPDATE_ATTRS:
+    case OP_PARTIAL_ATTR:
+    default:                return STORE_OP_UPDATE;
+    }
+}
+
+/* ------------------------------------------------------------- open */
 
 store_t *store_open(problem_t *p)
 {
-    const char *db   = cr_config.database;
-    bool        pref = false;
-    store_t    *s;
+    const char            *db = cr_config.database;
+    const store_backend_t *be = &cdb_backend;
+    store_t               *s;
 
     if (db && *db && strcasecmp(db, "corDB") != 0) {
         if (strcasecmp(db, "mongoc") == 0 || strcasecmp(db, "mongodb") == 0)
@@ -56,14 +293,12 @@ store_t *store_open(problem_t *p)
                     cr_config.db_dir);
         return NULL;
     }
-    if (cr_config.db_lock_prefer && *cr_config.db_lock_prefer) {
-        if (strcasecmp(cr_config.db_lock_prefer, "writes") == 0) {
-            pref = true;
-        } else if (strcasecmp(cr_config.db_lock_prefer, "reads") != 0) {
-            problem_set(p, PB_BAD_REQUEST_DATA, "--dbLockPrefer %.100s: expected reads or writes",
-                        cr_config.db_lock_prefer);
-            return NULL;
-        }
+    if (cr_config.db_lock_prefer && *cr_config.db_lock_prefer &&
+        strcasecmp(cr_config.db_lock_prefer, "writes") != 0 &&
+        strcasecmp(cr_config.db_lock_prefer, "reads") != 0) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--dbLockPrefer %.100s: expected reads or writes",
+                    cr_config.db_lock_prefer);
+        return NULL;
     }
 
     s = calloc(1, sizeof(*s));
@@ -71,13 +306,16 @@ store_t *store_open(problem_t *p)
         problem_set(p, PB_INTERNAL_ERROR, "store: out of memory");
         return NULL;
     }
-    s->backend = BACKEND_CORDB;
-    s->cdb     = cdb_open(pref, p);
-    if (!s->cdb) {
+    s->be = be;
+    s->db = be->open(p);
+    if (!s->db) {
         free(s);
         return NULL;
     }
-    LOG_I("store: corDB in RAM, lock preference %s", pref ? "writes" : "reads");
+    LOG_I("store: %s in RAM, lock preference %s, at most %d tenants", be->name,
+          cr_config.db_lock_prefer && !strcasecmp(cr_config.db_lock_prefer, "writes") ? "writes"
+                                                                                      : "reads",
+          cr_config.max_tenants);
     return s;
 }
 
@@ -85,15 +323,20 @@ void store_close(store_t *s)
 {
     if (!s)
         return;
-    cdb_close(s->cdb);
+    s->be->close(s->db);
     free(s);
 }
 
-/* Hooks are added at start-up, before the store is shared between threads. */
+/* Hooks are added at start-up, before the store is shared between threads
+ * and before its first write (the streams count from seq 1). */
 void store_add_hook(store_t *s, store_hook_fn fn, void *ud)
 {
     size_t n = atomic_load(&s->n_hooks);
 
+    if (atomic_load(&s->creates) || atomic_load(&s->updates) || atomic_load(&s->deletes)) {
+        LOG_E("store: a change hook added after the first write; hook ignored");
+        return;
+    }
     if (n == STORE_MAX_HOOKS) {
         LOG_E("store: more than %d change hooks; hook ignored", STORE_MAX_HOOKS);
         return;
@@ -103,28 +346,6 @@ void store_add_hook(store_t *s, store_hook_fn fn, void *ud)
     atomic_store_explicit(&s->n_hooks, n + 1, memory_order_release);
 }
 
-/* Runs the hooks on a committed change (no lock held), then drops the
- * change's references. */
-static void store_emit(void *ud, const store_change_t *ch)
-{
-    store_t *s = ud;
-    size_t   n = atomic_load_explicit(&s->n_hooks, memory_order_acquire);
-
-    for (size_t i = 0; i < n; i++)
-        s->hooks[i].fn(s->hooks[i].ud, ch);
-}
-
-static void store_commit(store_t *s, store_change_t *ch)
-{
-    if (!ch->before && !ch->after)          /* a modify that changed nothing */
-        return;
-    store_emit(s, ch);
-    if (ch->before)
-        entity_unref(ch->before);
-    if (ch->after)
-        entity_unref(ch->after);
-}
-
 static void count(_Atomic uint64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
@@ -132,12 +353,12 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 
 bool store_tenant_exists(store_t *s, const char *tenant)
 {
-    return cdb_tenant_exists(s->cdb, tenant);
+    return s->be->tenant_exists(s->db, tenant);
 }
 
 void store_tenants(store_t *s, void (*fn)(void *ud, const char *tenant), void *ud)
 {
-    cdb_tenants(s->cdb, fn, ud);
+    s->be->tenants(s->db, fn, ud);
 }
 
 /* ------------------------------------------------------------ entities */
@@ -146,7 +367,7 @@ bool store_create(store_t *s, const char *tenant, const cr_entity_t *draft, prob
 {
     store_change_t ch;
 
-    if (!cdb_create(s->cdb, tenant, draft, &ch, p))
+    if (!s->be->create(s->db, tenant, draft, &ch, p))
         return false;
     count(&s->creates, 1);
     store_commit(s, &ch);
@@ -159,7 +380,7 @@ bool store_upsert(store_t *s, const char *tenant, const cr_entity_t *draft, bool
     store_change_t ch;
     bool           made = false;
 
-    if (!cdb_upsert(s->cdb, tenant, draft, replace, &made, scratch, &ch, p))
+    if (!s->be->upsert(s->db, tenant, draft, replace, &made, scratch, &ch, p))
         return false;
     count(made ? &s->creates : &s->updates, 1);
     if (created)
@@ -170,7 +391,7 @@ bool store_upsert(store_t *s, const char *tenant, const cr_entity_t *draft, bool
 
 cr_entity_t *store_get(store_t *s, const char *tenant, const char *id, problem_t *p)
 {
-    return cdb_get(s->cdb, tenant, id, p);
+    return s->be->get(s->db, tenant, id, p);
 }
 
 bool store_modify(store_t *s, const char *tenant, const char *id, entity_op_t op,
@@ -179,32 +400,73 @@ bool store_modify(store_t *s, const char *tenant, const char *id, entity_op_t op
 {
     store_change_t ch;
 
-    if (!cdb_modify(s->cdb, tenant, id, op, patch, args, res, scratch, &ch, p))
+    if (!s->be->modify(s->db, tenant, id, op, patch, args, res, scratch, &ch, p))
         return false;
-    if (ch.after)
+    if (ch.seq)
         count(&s->updates, 1);
     store_commit(s, &ch);
     return true;
 }
 
-bool store_delete(store_t *s, const char *tenant, const char *id, problem_t *p)
+bool store_delete_if(store_t *s, const char *tenant, const char *id, const typesel_t *if_type,
+                     problem_t *p)
 {
     store_change_t ch;
 
-    if (!cdb_delete(s->cdb, tenant, id, &ch, p))
+    if (!s->be->remove(s->db, tenant, id, if_type, &ch, p))
         return false;
     count(&s->deletes, 1);
     store_commit(s, &ch);
     return true;
 }
 
+bool store_delete(store_t *s, const char *tenant, const char *id, problem_t *p)
+{
+    return store_delete_if(s, tenant, id, NULL, p);
+}
+
+bool store_batch(store_t *s, const char *tenant, store_batch_item_t *items, size_t n,
+                 arena_t *scratch, problem_t *p)
+{
+    store_change_t *group = arena_alloc(scratch, (n ? n : 1) * sizeof(*group));
+    size_t          k = 0;
+
+    if (!s->be->batch(s->db, tenant, items, n, scratch, group, &k, p))
+        return false;
+    for (size_t i = 0; i < k; i++) {
+        switch (group[i].op) {
+        case STORE_OP_CREATE: count(&s->creates, 1); break;
+        case STORE_OP_DELETE: count(&s->deletes, 1); break;
+        default:              count(&s->updates, 1); break;
+        }
+    }
+    if (k)
+        store_emit_group(s, group, k);
+    return true;
+}
+
 /* ------------------------------------------------------------- queries */
+
+bool store_select(store_t *s, const char *tenant, const entity_filter_t *f, arena_t *a,
+                  store_page_t *out, problem_t *p)
+{
+    static const entity_filter_t all = { .limit = SIZE_MAX };
+
+    count(&s->queries, 1);
+    return s->be->query(s->db, tenant, f ? f : &all, a, out, p);
+}
 
 bool store_query(store_t *s, const char *tenant, const entity_filter_t *f, size_t offset,
                  size_t limit, bool want_count, arena_t *a, store_page_t *out, problem_t *p)
 {
-    count(&s->queries, 1);
-    return cdb_query(s->cdb, tenant, f, offset, limit, want_count, a, out, p);
+    entity_filter_t g = { 0 };
+
+    if (f)
+        g = *f;
+    g.offset = offset;
+    g.limit  = limit;
+    g.count  = want_count;
+    return store_select(s, tenant, &g, a, out, p);
 }
 
 void store_page_release(store_page_t *pg)
@@ -220,14 +482,28 @@ bool store_foreach(store_t *s, const char *tenant, const entity_filter_t *f,
                    void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p)
 {
     count(&s->queries, 1);
-    return cdb_foreach(s->cdb, tenant, f, fn, ud, p);
+    return s->be->foreach(s->db, tenant, f, fn, ud, p);
+}
+
+bool store_types(store_t *s, const char *tenant, void (*fn)(void *ud, const char *type),
+                 void *ud, problem_t *p)
+{
+    count(&s->queries, 1);
+    return s->be->types(s->db, tenant, fn, ud, p);
+}
+
+bool store_attributes(store_t *s, const char *tenant, void (*fn)(void *ud, const char *name),
+                      void *ud, problem_t *p)
+{
+    count(&s->queries, 1);
+    return s->be->attributes(s->db, tenant, fn, ud, p);
 }
 
 bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_t *deleted,
                  problem_t *p)
 {
     size_t n  = 0;
-    bool   ok = cdb_purge(s->cdb, tenant, f, &n, store_emit, s, p);
+    bool   ok = s->be->purge(s->db, tenant, f, &n, purge_emit, s, p);
 
     count(&s->deletes, n);
     if (deleted)
@@ -239,7 +515,7 @@ bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_
 
 void store_get_stats(store_t *s, store_stats_t *st)
 {
-    cdb_stats(s->cdb, &st->entities, &st->tenants);
+    s->be->stats(s->db, &st->entities, &st->tenants);
     st->creates = atomic_load_explicit(&s->creates, memory_order_relaxed);
     st->updates = atomic_load_explicit(&s->updates, memory_order_relaxed);
     st->deletes = atomic_load_explicit(&s->deletes, memory_order_relaxed);

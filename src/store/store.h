@@ -21,25 +21,147 @@
 #include "../core/core.h"
 #include "../model/model.h"
 
-typedef struct store store_t;
+struct store_batch_item;
+struct store_page;
 
-/* A committed change. before NULL: created; after NULL: deleted. */
+typedef struct store store_t;
+typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (store.c) */
+
+/* ------------------------------------------------------- the change stream
+ *
+ * Every committed write is a Change. A tenant's changes form ONE stream:
+ *  - seq: 1, 2, 3 ... per tenant, dense (no gaps), assigned in the backend's
+ *    atomic step (under corDB's tenant write lock); a write that fails or
+ *    changes nothing takes no number;
+ *  - at: the commit time (µs since the epoch), per tenant strictly increasing
+ *    (max(clock, last + 1)), stamped in the same atomic step; it is the
+ *    after-version's modifiedAt (and createdAt on a create), so modifiedAt
+ *    never goes backwards for an entity and createdAt follows creation order;
+ *  - before / after: the versions (NULL before: created; NULL after: deleted),
+ *    frozen, immutable, each holding a reference owned by the store;
+ *  - created / updated / deleted: the attribute instances (name, datasetId)
+ *    the change added, changed or removed (an entity delete removes them all).
+ *
+ * Groups. A hook is called with a GROUP: an array of changes with consecutive
+ * seqs that one operation committed in one atomic step (one change for a
+ * create, modify or delete; all the entities of a store_batch(); a chunk of
+ * at most STORE_PURGE_CHUNK deletes of a purge).
+ *
+ * Delivery contract:
+ *  - order: per tenant, hooks see groups strictly in seq order, each group
+ *    once, never two groups of a tenant at the same time (different tenants:
+ *    concurrently);
+ *  - thread: on a writer's thread, no store lock held (readers and writers of
+ *    other entities proceed); the thread that committed a group may run the
+ *    groups before it (of other writers) first, or wait while another writer
+ *    runs them: a slow hook delays the writers of its tenant, never readers;
+ *  - reply: a store_* write call returns after every hook has returned for
+ *    its change(s), so a hook that persists (the on-disk log) runs before the
+ *    client gets its answer;
+ *  - references: the group and everything it points to (entities, names,
+ *    attribute arrays) are valid only during the call; keep an entity with
+ *    entity_ref(); names are interned (valid for the process), datasetIds
+ *    point into the versions;
+ *  - a hook must not call the store's write functions for the same tenant
+ *    (it would wait for itself); reads are fine.
+ */
+typedef enum {
+    STORE_OP_CREATE = 1,     /* 5.6.1, batch create, upsert of a new id */
+    STORE_OP_UPDATE,         /* 5.6.2 PATCH .../attrs, 5.6.4 PATCH .../attrs/{attr}, batch update/upsert */
+    STORE_OP_MERGE,          /* 5.6.17, batch merge */
+    STORE_OP_REPLACE,        /* 5.6.18, 5.6.19, upsert?options=replace */
+    STORE_OP_APPEND,         /* 5.6.3 */
+    STORE_OP_DELETE_ATTR,    /* 5.6.5 */
+    STORE_OP_DELETE,         /* 5.6.6, batch delete */
+    STORE_OP_PURGE           /* 6.4.3.3 DELETE /entities?... */
+} store_op_t;
+
+const char *store_op_name(store_op_t op);    /* "create", "update", ... */
+/* The store operation that entity_apply's op commits as. */
+store_op_t  store_op_of(entity_op_t op);
+
+typedef struct store_attr_ref {
+    const char *name;           /* expanded, interned */
+    const char *dataset_id;     /* NULL: the default instance */
+} store_attr_ref_t;
+
 typedef struct store_change {
-    const char  *tenant;        /* "" for the default */
-    cr_entity_t *before;
-    cr_entity_t *after;
+    const char             *tenant;   /* "" for the default */
+    uint64_t                seq;      /* 0: nothing committed (no change) */
+    int64_t                 at;       /* commit time, µs */
+    store_op_t              op;
+    cr_entity_t            *before;
+    cr_entity_t            *after;
+    const store_attr_ref_t *created, *updated, *deleted;   /* filled by store.c before the hooks */
+    uint32_t                n_created, n_updated, n_deleted;
+    store_stream_t         *stream;   /* backend-set: the tenant's stream (store_stream_new) */
 } store_change_t;
 
-/* Called after each commit, outside the store lock, on the writer's thread.
- * The hook must not keep the pointers beyond the call without entity_ref(). */
-typedef void (*store_hook_fn)(void *ud, const store_change_t *ch);
+typedef void (*store_hook_fn)(void *ud, const store_change_t *group, size_t n);
+
+#define STORE_PURGE_CHUNK 256       /* deletes per purge group (and write-lock hold) */
+
+/* ------------------------------------------------------- the backend table
+ *
+ * store_open() picks one table by --database and every store_* call below goes
+ * through it. A backend keeps entities per tenant and commits each write in
+ * one atomic step that also assigns seq/at (see above) and sets ch->stream to
+ * the tenant's stream, which it creates with store_stream_new() when it
+ * creates the tenant and frees with store_stream_free() at close. Everything
+ * else (hooks, ordered delivery, attribute lists, counters) is store.c's.
+ * Arguments have the meaning of the store_* function of the same name.
+ */
+typedef struct store_backend {
+    const char *name;
+    void *(*open)(problem_t *p);
+    void  (*close)(void *db);
+    bool  (*tenant_exists)(void *db, const char *tenant);
+    void  (*tenants)(void *db, void (*fn)(void *ud, const char *tenant), void *ud);
+    bool  (*create)(void *db, const char *tenant, const cr_entity_t *draft, store_change_t *ch,
+                    problem_t *p);
+    bool  (*upsert)(void *db, const char *tenant, const cr_entity_t *draft, bool replace,
+                    bool *created, arena_t *scratch, store_change_t *ch, problem_t *p);
+    cr_entity_t *(*get)(void *db, const char *tenant, const char *id, problem_t *p);
+    bool  (*modify)(void *db, const char *tenant, const char *id, entity_op_t op,
+                    const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
+                    arena_t *scratch, store_change_t *ch, problem_t *p);
+    bool  (*remove)(void *db, const char *tenant, const char *id, const typesel_t *if_type,
+                    store_change_t *ch, problem_t *p);
+    /* emit(ud, group, n) for each committed chunk, no lock held; the backend
+     * drops the group's references after it returns. */
+    bool  (*purge)(void *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
+                   void (*emit)(void *ud, store_change_t *group, size_t n), void *ud,
+                   problem_t *p);
+    bool  (*batch)(void *db, const char *tenant, struct store_batch_item *items, size_t n,
+                   arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p);
+    bool  (*query)(void *db, const char *tenant, const entity_filter_t *f, arena_t *a,
+                   struct store_page *out, problem_t *p);
+    bool  (*foreach)(void *db, const char *tenant, const entity_filter_t *f,
+                     void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p);
+    bool  (*types)(void *db, const char *tenant, void (*fn)(void *ud, const char *type),
+                   void *ud, problem_t *p);
+    bool  (*attributes)(void *db, const char *tenant, void (*fn)(void *ud, const char *name),
+                        void *ud, problem_t *p);
+    void  (*stats)(void *db, uint64_t *entities, uint64_t *tenants);
+} store_backend_t;
+
+/* For backends: a tenant's stream (never fails: out of memory aborts). */
+store_stream_t *store_stream_new(void);
+void            store_stream_free(store_stream_t *st);
 
 /* Opens the store cr_config asks for (--database, --dbDir ...). */
 store_t *store_open(problem_t *p);
 void     store_close(store_t *s);
+/* At start-up, before the store is shared between threads and before its
+ * first write (a later hook is refused with a log line); at most 16. */
 void     store_add_hook(store_t *s, store_hook_fn fn, void *ud);
 
-/* The default tenant (NULL or "") always exists. */
+/* The default tenant (NULL or "") always exists. A named tenant exists from
+ * its first successful write until the store closes, also after its last
+ * entity is deleted (its tables and indexes are then released; what remains
+ * is a few hundred bytes, bounded by --maxTenants). Creating a tenant beyond
+ * --maxTenants fails with OperationNotSupported (422: the broker does not
+ * support more tenants), and changes nothing. */
 bool     store_tenant_exists(store_t *s, const char *tenant);
 /* Tenant names (for /statistics and admin); calls fn for each, the default
  * tenant first as "". */
@@ -68,34 +190,94 @@ bool store_modify(store_t *s, const char *tenant, const char *id, entity_op_t op
                   const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
                   arena_t *scratch, problem_t *p);
 
-/* 5.6.6 */
+/* 5.6.6. store_delete_if: only when the entity matches if_type (NULL: any),
+ * checked in the same atomic step (?type= of DELETE /entities/{id}); an
+ * entity of another type is ResourceNotFound. */
 bool store_delete(store_t *s, const char *tenant, const char *id, problem_t *p);
+bool store_delete_if(store_t *s, const char *tenant, const char *id, const typesel_t *if_type,
+                     problem_t *p);
+
+/* ---------------------------------------------------------------- batches */
+
+/* One entity of a batch operation (6.14 - 6.18). */
+typedef enum {
+    STORE_B_CREATE = 1,         /* 6.14: AlreadyExists when the id is taken */
+    STORE_B_UPSERT,             /* 6.15, options=update: attributes updated (5.6.2) */
+    STORE_B_UPSERT_REPLACE,     /* 6.15, default: the entity replaced */
+    STORE_B_UPDATE,             /* 6.16: append (args.no_overwrite for options=noOverwrite) */
+    STORE_B_MERGE,              /* 6.18 */
+    STORE_B_DELETE              /* 6.17: id only */
+} store_batch_kind_t;
+
+typedef struct store_batch_item {
+    store_batch_kind_t kind;
+    const cr_entity_t *draft;   /* all but DELETE */
+    const char        *id;      /* DELETE (the others use draft->id) */
+    op_args_t          args;    /* UPDATE / MERGE */
+    /* results */
+    bool               ok;
+    bool               created; /* UPSERT*: a new entity */
+    op_result_t       *res;     /* UPDATE: per-attribute outcomes (caller's, may be NULL) */
+    problem_t          problem; /* when !ok */
+} store_batch_item_t;
+
+/* Applies every item in ONE atomic step of the tenant (items fail or succeed
+ * one by one, as 6.14 - 6.18 say: a failed item changes nothing and does not
+ * stop the others) and hands the committed changes to the hooks as one group.
+ * false (p) only when nothing could run: NonexistentTenant for a batch with no
+ * creating item on a tenant never written, the --maxTenants limit. The atomic
+ * step holds the tenant's write lock for the whole batch: callers bound n
+ * (the API's batch limit). */
+bool store_batch(store_t *s, const char *tenant, store_batch_item_t *items, size_t n,
+                 arena_t *scratch, problem_t *p);
 
 /* ------------------------------------------------------------- queries */
 
 typedef struct store_page {
     cr_entity_t **items;        /* refs, in the caller's arena; entity_unref each */
     size_t        n;
-    size_t        count;        /* total matches, when want_count */
+    size_t        count;        /* total matches, when f->count */
 } store_page_t;
 
-/* Entities matching f (NULL = all), in creation order, skipping `offset`, at
- * most `limit` (0 = none: count only). With want_count the scan goes on to
- * count every match; without it, the scan stops when the page is full.
- * Access path: f->ids, else the type index when f->types is a plain list of
- * types, else every entity; filter_match() decides. */
+/* Entities matching f (NULL = all), in f->order (creation order), skipping
+ * f->offset, at most f->limit (0 = none: count only). With f->count the scan
+ * goes on to count every match; without it, it stops when the page is full.
+ * Access path (corDB): the ids of f and of its selectors, else the type index
+ * when the type selections are plain lists of types, else a bounded geo-query
+ * through the geo index, else every entity; filter_match() decides. A long
+ * scan holds the tenant's read lock in chunks (CDB_SCAN_CHUNK candidates),
+ * so writers get in between; entities written meanwhile may or may not be
+ * seen, each at most once, in creation order.
+ * A regex that reaches PCRE2's match limit on some entity makes the query
+ * fail with BadRequestData (filter_regex_overflow). */
+bool store_select(store_t *s, const char *tenant, const entity_filter_t *f, arena_t *a,
+                  store_page_t *out, problem_t *p);
+/* The same with the pagination given apart (f's own offset/limit/count ignored). */
 bool store_query(store_t *s, const char *tenant, const entity_filter_t *f, size_t offset,
                  size_t limit, bool want_count, arena_t *a, store_page_t *out, problem_t *p);
 void store_page_release(store_page_t *pg);
 
-/* Calls fn for every entity matching f (f NULL = all), under the read lock:
- * fn must be quick and must not call the store. Returns false (with p) on a
- * nonexistent tenant. Used by /types and /attributes. */
+/* Calls fn for every entity matching f (f NULL = all), under the read lock
+ * taken in chunks: fn must be quick and must not call the store. Returns false
+ * (with p) on a nonexistent tenant or a regex over its match limit. Used by
+ * /types/{type} (f: the type, through the type index) and /attributes. */
 bool store_foreach(store_t *s, const char *tenant, const entity_filter_t *f,
                    void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p);
 
+/* Discovery (5.7.5 GET /types): every type that at least one entity of the
+ * tenant has, from the type index (O(types), not O(entities)); fn is called
+ * under the read lock, each type once, in no particular order. */
+bool store_types(store_t *s, const char *tenant, void (*fn)(void *ud, const char *type),
+                 void *ud, problem_t *p);
+/* Discovery (5.7.8 GET /attributes): every attribute name that at least one
+ * entity of the tenant has, from the attribute index (O(names)); same rules. */
+bool store_attributes(store_t *s, const char *tenant, void (*fn)(void *ud, const char *name),
+                      void *ud, problem_t *p);
+
 /* Purge (6.4.3.3): deletes every entity matching f (NULL = all); *deleted gets
- * the number. The hooks get one Change per deleted entity. */
+ * the number. The hooks get the deletes in groups of at most
+ * STORE_PURGE_CHUNK (op STORE_OP_PURGE), each committed in one atomic step;
+ * entities created during a long purge may or may not be deleted. */
 bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_t *deleted,
                  problem_t *p);
 

@@ -8,12 +8,14 @@ Shapes (wrk on loopback, keep-alive):
   retrieve  GET /ngsi-ld/v1/entities/{id}
   query     GET /ngsi-ld/v1/entities?type=Vehicle&q=speed>50&limit=20 over N entities
   create    POST /ngsi-ld/v1/entities (a new Vehicle per request)
+  patch     PATCH /ngsi-ld/v1/entities/{one of the N} (a merge of speed; not in the default set)
 The shapes are alternated RUNS times, so the machine's drift spreads over
 all of them; the report gives the median requests/s of each and the ratios.
 
   python3 test/perf/perf_run.py [--runs 3] [--duration 10] [--entities 10000]
   python3 test/perf/perf_run.py --memory 100000,1000000
   python3 test/perf/perf_run.py --broker-flags '--renderCache 0'   (every read renders)
+  python3 test/perf/perf_run.py --bin /tmp/base/build/release/coraine --shapes retrieve,query,patch
 
 --memory N,...: resident bytes per entity of the Vehicle shape (4 attributes,
 one with observedAt and a sub-attribute, one GeoProperty), measured on a
@@ -83,16 +85,19 @@ def load(base, n, chunk=1000):
 PIN_SERVER, PIN_LOAD = [], []   # taskset prefixes, set by --pin
 
 
-def start_broker(port, extra=()):
-    return subprocess.Popen(PIN_SERVER + [BIN, "-fg", "--port", str(port), "--bind", "127.0.0.1", "--logLevel", "warn",
-                             *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start_broker(port, extra=(), binary=None, prefix=()):
+    """The broker (BIN unless `binary`) on 127.0.0.1:port; prefix: e.g. valgrind's command."""
+    return subprocess.Popen(PIN_SERVER + list(prefix) + [binary or BIN, "-fg", "--port", str(port), "--bind",
+                             "127.0.0.1", "--logLevel", "warn", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def wrk(url, duration, conns, threads, script=None):
+def wrk(url, duration, conns, threads, script=None, args=()):
     cmd = PIN_LOAD + ["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ds" % duration, "--latency"]
     if script:
         cmd += ["-s", script]
-    out = subprocess.run(cmd + [url], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd + [url] + (["--"] + list(args) if args else []), capture_output=True,
+                         text=True, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
@@ -144,9 +149,13 @@ def main():
     ap.add_argument("--shapes", default="trivial,retrieve,trivial20,query,create")
     ap.add_argument("--memory", help="comma-separated entity counts: measure bytes per entity instead")
     ap.add_argument("--broker-flags", default="", help="extra broker flags, e.g. '--renderCache 0'")
+    ap.add_argument("--bin", help="the broker binary (default build/release/coraine)")
     ap.add_argument("--pin", default="", help="SERVER_CPUS:LOAD_CPUS, e.g. 0:1 (taskset lists): the servers "
                     "and wrk on their own cores, for steadier figures")
     a = ap.parse_args()
+    if a.bin:
+        global BIN
+        BIN = a.bin
     if a.pin:
         srv, load_cpus = a.pin.split(":")
         PIN_SERVER[:] = ["taskset", "-c", srv]
@@ -172,13 +181,15 @@ def main():
             "retrieve": (base + "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1", None),
             "query": (base + "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20", None),
             "create": (base + "/ngsi-ld/v1/entities", os.path.join(ROOT, "test/perf/create.lua")),
+            "patch": (base + "/", os.path.join(ROOT, "test/perf/patch.lua")),
         }
         shapes = a.shapes.split(",")
         res = {s: [] for s in shapes}
         for run in range(a.runs):
             for s in shapes:
                 url, script = urls[s]
-                rps, bad, p99 = wrk(url, a.duration, a.connections, a.threads, script)
+                rps, bad, p99 = wrk(url, a.duration, a.connections, a.threads, script,
+                                    (str(a.entities),) if s == "patch" else ())
                 res[s].append((rps, bad, p99))
                 print("run %d %-8s %10.0f req/s  non-2xx %d  p99 %s us" % (run + 1, s, rps, bad, p99),
                       file=sys.stderr)

@@ -122,19 +122,24 @@ typedef struct seen {
     char        last_before[64], last_after[64];
 } seen_t;
 
-static void hook(void *ud, const store_change_t *ch)
+static void hook(void *ud, const store_change_t *group, size_t n)
 {
     seen_t *sn = ud;
 
-    assert_non_null(ch->tenant);
-    if (!ch->before)
-        atomic_fetch_add(&sn->creates, 1);
-    else if (!ch->after)
-        atomic_fetch_add(&sn->deletes, 1);
-    else
-        atomic_fetch_add(&sn->updates, 1);
-    snprintf(sn->last_before, sizeof(sn->last_before), "%s", ch->before ? ch->before->id : "-");
-    snprintf(sn->last_after, sizeof(sn->last_after), "%s", ch->after ? ch->after->id : "-");
+    for (size_t i = 0; i < n; i++) {
+        const store_change_t *ch = &group[i];
+
+        assert_non_null(ch->tenant);
+        assert_true(ch->seq > 0);
+        if (!ch->before)
+            atomic_fetch_add(&sn->creates, 1);
+        else if (!ch->after)
+            atomic_fetch_add(&sn->deletes, 1);
+        else
+            atomic_fetch_add(&sn->updates, 1);
+        snprintf(sn->last_before, sizeof(sn->last_before), "%s", ch->before ? ch->before->id : "-");
+        snprintf(sn->last_after, sizeof(sn->last_after), "%s", ch->after ? ch->after->id : "-");
+    }
 }
 
 static store_t *open_store(void)
@@ -520,7 +525,7 @@ static void test_order_and_compaction(void **state)
     for (int i = 0; i < 200; i++) {
         if (i % 4 == 0)
             continue;
-        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:O:%03d", i), &ch, &p));
+        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:O:%03d", i), NULL, &ch, &p));
         assert_null(ch.after);
         entity_unref(ch.before);
     }
@@ -1235,7 +1240,7 @@ static void test_geo_index(void **state)
 
     /* Deletes, then a purge by a geo-query. */
     for (int i = 0; i < n; i += 7) {
-        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), &ch, &p));
+        assert_true(cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), NULL, &ch, &p));
         drop_change(&ch);
     }
     arena_reset(a);
@@ -1268,7 +1273,7 @@ static void test_geo_index(void **state)
         for (int i = 0; i < n; i++) {
             if (i % 5 == 0)
                 continue;
-            if (cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), &ch, &p))
+            if (cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:G:%05d", i), NULL, &ch, &p))
                 drop_change(&ch);
         }
         arena_reset(a);
@@ -1479,6 +1484,598 @@ static void test_geo_bench(void **state)
     arena_free(a);
 }
 
+
+/* ------------------------------------------------ the change stream */
+
+#define ORD_THREADS  4
+#define ORD_ROUNDS   1500
+#define ORD_MANY     64
+
+/* What the hook saw, per tenant: the last seq and time, and the last version
+ * of each entity (a reference). */
+/* An entity with a location (so the geo index has something to release). */
+static cr_entity_t *mk_geo_free(arena_t *a, int i)
+{
+    return mk_geo(a, arena_printf(a, "urn:R:%d", i), T_A, point_text(a, 10 + i * 1e-3, 45), NULL, i);
+}
+
+static void count_type(void *ud, const char *type)
+{
+    (void)type;
+    (*(size_t *)ud)++;
+}
+
+typedef struct ord_tenant {
+    uint64_t     seq;
+    int64_t      at;
+    uint64_t     changes, groups;
+    cr_entity_t *last[ORD_MANY];        /* by entity number */
+    bool         bad;
+    char         why[160];
+} ord_tenant_t;
+
+typedef struct ord {
+    pthread_mutex_t mu;                 /* the hook of two tenants may run at once */
+    ord_tenant_t    one, many;
+} ord_t;
+
+static int ord_index(const char *id)
+{
+    const char *c = strrchr(id, ':');
+
+    return c ? atoi(c + 1) % ORD_MANY : 0;
+}
+
+static void ord_hook(void *ud, const store_change_t *g, size_t n)
+{
+    ord_t        *o = ud;
+    ord_tenant_t *t;
+
+    pthread_mutex_lock(&o->mu);
+    t = strcmp(g[0].tenant, "o1") == 0 ? &o->one : &o->many;
+    t->groups++;
+    for (size_t i = 0; i < n; i++) {
+        const store_change_t *ch = &g[i];
+        const cr_entity_t    *v  = ch->after ? ch->after : ch->before;
+        int                   k  = ord_index(v->id);
+
+        if (!t->bad && (ch->seq != t->seq + 1 || ch->at <= t->at)) {
+            t->bad = true;
+            snprintf(t->why, sizeof(t->why), "seq %llu after %llu, at %lld after %lld",
+                     (unsigned long long)ch->seq, (unsigned long long)t->seq,
+                     (long long)ch->at, (long long)t->at);
+        }
+        if (!t->bad && ch->after && ch->after->modified_at != ch->at) {
+            t->bad = true;
+            snprintf(t->why, sizeof(t->why), "modifiedAt %lld is not the commit time %lld",
+                     (long long)ch->after->modified_at, (long long)ch->at);
+        }
+        if (!t->bad && ch->before && ch->after && ch->after->modified_at <= ch->before->modified_at) {
+            t->bad = true;
+            snprintf(t->why, sizeof(t->why), "modifiedAt went backwards");
+        }
+        t->seq = ch->seq;
+        t->at  = ch->at;
+        t->changes++;
+        if (t->last[k])
+            entity_unref(t->last[k]);
+        t->last[k] = ch->after;
+        if (ch->after)
+            entity_ref(ch->after);
+    }
+    pthread_mutex_unlock(&o->mu);
+}
+
+typedef struct ord_arg {
+    store_t *s;
+    int      k;
+} ord_arg_t;
+
+static void *ord_thread(void *ud)
+{
+    ord_arg_t *w    = ud;
+    arena_t   *a    = arena_new(1 << 15);
+    unsigned   seed = 7u + (unsigned)w->k;
+
+    for (int i = 0; i < ORD_ROUNDS; i++) {
+        problem_t   p = { 0 };
+        int         n = (int)(rand_r(&seed) % ORD_MANY);
+        const char *id = arena_printf(a, "urn:O:%d", n);
+
+        /* one entity, every thread */
+        if (!store_modify(w->s, "o1", "urn:O:0", OP_MERGE_ENTITY,
+                          mk(a, NULL, NULL, NULL, arena_printf(a, "t%d", w->k), i, NULL, 0), NULL,
+                          NULL, a, &p))
+            fail_msg("merge: %s", p.detail);
+        /* many entities */
+        switch (rand_r(&seed) % 5) {
+        case 0:
+            if (!store_delete(w->s, "o2", id, &p) && p.kind != PB_RESOURCE_NOT_FOUND)
+                fail_msg("delete: %s", p.detail);
+            break;
+        case 1:
+            if (!store_create(w->s, "o2", mk(a, id, T_A, NULL, "v", i, NULL, 0), &p) &&
+                p.kind != PB_ALREADY_EXISTS)
+                fail_msg("create: %s", p.detail);
+            break;
+        case 2: {
+            store_batch_item_t it[3] = { 0 };
+
+            for (int j = 0; j < 3; j++) {
+                int m = (n + j) % ORD_MANY;
+
+                it[j].kind  = j == 2 ? STORE_B_DELETE : STORE_B_UPSERT;
+                it[j].draft = mk(a, arena_printf(a, "urn:O:%d", m), T_B, NULL, "v", i, NULL, 0);
+                it[j].id    = it[j].draft->id;
+            }
+            if (!store_batch(w->s, "o2", it, 3, a, &p))
+                fail_msg("batch: %s", p.detail);
+            break;
+        }
+        default:
+            if (!store_modify(w->s, "o2", id, OP_MERGE_ENTITY,
+                              mk(a, NULL, NULL, NULL, "v", i, "w", w->k), NULL, NULL, a, &p) &&
+                p.kind != PB_RESOURCE_NOT_FOUND)
+                fail_msg("merge: %s", p.detail);
+        }
+        arena_reset(a);
+    }
+    arena_free(a);
+    return NULL;
+}
+
+/* Section 1 of issue 10: concurrent writers on one entity and on many; the
+ * hook sees each tenant's sequence strictly increasing and dense, commit
+ * times strictly increasing, modifiedAt = commit time, and the last version
+ * it saw of every entity is the stored one. */
+static void test_change_order(void **state)
+{
+    arena_t     *a = arena_new(1 << 16);
+    store_t     *s = open_store();
+    problem_t    p = { 0 };
+    pthread_t    th[ORD_THREADS];
+    ord_arg_t    args[ORD_THREADS];
+    ord_t        o;
+
+    (void)state;
+    memset(&o, 0, sizeof(o));
+    pthread_mutex_init(&o.mu, NULL);
+    store_add_hook(s, ord_hook, &o);
+    assert_true(store_create(s, "o1", mk(a, "urn:O:0", T_A, NULL, NULL, 0, NULL, 0), &p));
+    for (int k = 0; k < ORD_THREADS; k++) {
+        args[k] = (ord_arg_t){ s, k };
+        assert_int_equal(pthread_create(&th[k], NULL, ord_thread, &args[k]), 0);
+    }
+    for (int k = 0; k < ORD_THREADS; k++)
+        pthread_join(th[k], NULL);
+
+    if (o.one.bad)
+        fail_msg("o1: %s", o.one.why);
+    if (o.many.bad)
+        fail_msg("o2: %s", o.many.why);
+    assert_int_equal(o.one.changes, 1 + ORD_THREADS * ORD_ROUNDS);
+    assert_true(o.many.groups < o.many.changes);          /* batches came as groups */
+    for (int k = 0; k < ORD_MANY; k++) {
+        const char  *tn = k ? "o2" : "o1";
+        cr_entity_t *e  = store_get(s, tn, arena_printf(a, "urn:O:%d", k), &p);
+        cr_entity_t *l  = k ? o.many.last[k] : o.one.last[0];
+
+        assert_ptr_equal(e, l);                           /* NULL both when deleted */
+        if (e)
+            entity_unref(e);
+    }
+    for (int k = 0; k < ORD_MANY; k++) {
+        if (o.one.last[k])
+            entity_unref(o.one.last[k]);
+        if (o.many.last[k])
+            entity_unref(o.many.last[k]);
+    }
+    store_close(s);
+    pthread_mutex_destroy(&o.mu);
+    arena_free(a);
+}
+
+typedef struct attrs_seen {
+    store_op_t op;
+    uint32_t   c, u, d;
+    size_t     n;
+} attrs_seen_t;
+
+static void attrs_hook(void *ud, const store_change_t *g, size_t n)
+{
+    attrs_seen_t *as = ud;
+
+    as->op = g[n - 1].op;
+    as->c  = g[n - 1].n_created;
+    as->u  = g[n - 1].n_updated;
+    as->d  = g[n - 1].n_deleted;
+    as->n  = n;
+}
+
+/* The operation and the attributes created / updated / deleted of each change;
+ * a batch and a purge as groups. */
+static void test_change_attrs(void **state)
+{
+    arena_t           *a  = arena_new(1 << 16);
+    store_t           *s  = open_store();
+    problem_t          p  = { 0 };
+    attrs_seen_t       as = { 0 };
+    op_args_t          da = { 0 };
+    store_batch_item_t it[4] = { 0 };
+    size_t             n;
+
+    (void)state;
+    store_add_hook(s, attrs_hook, &as);
+    assert_true(store_create(s, "ca", mk(a, "urn:C:1", T_A, NULL, "x", 1, "y", 2), &p));
+    assert_int_equal(as.op, STORE_OP_CREATE);
+    assert_int_equal(as.c, 2);
+    assert_true(store_modify(s, "ca", "urn:C:1", OP_MERGE_ENTITY,
+                             mk(a, NULL, NULL, NULL, "x", 5, "z", 3), NULL, NULL, a, &p));
+    assert_int_equal(as.op, STORE_OP_MERGE);
+    assert_int_equal(as.c, 1);
+    assert_int_equal(as.u, 1);
+    assert_int_equal(as.d, 0);
+    da.attr_name = iri(a, ATTR, "y");
+    assert_true(store_modify(s, "ca", "urn:C:1", OP_DELETE_ATTR, NULL, &da, NULL, a, &p));
+    assert_int_equal(as.op, STORE_OP_DELETE_ATTR);
+    assert_int_equal(as.d, 1);
+    assert_int_equal(as.c + as.u, 0);
+    assert_true(store_delete(s, "ca", "urn:C:1", &p));
+    assert_int_equal(as.op, STORE_OP_DELETE);
+    assert_int_equal(as.d, 2);
+    assert_string_equal(store_op_name(STORE_OP_DELETE_ATTR), "deleteAttribute");
+
+    /* A batch: one group of the items that committed. */
+    for (int i = 0; i < 4; i++) {
+        it[i].kind  = STORE_B_CREATE;
+        it[i].draft = mk(a, arena_printf(a, "urn:C:b%d", i % 3), T_A, NULL, "x", i, NULL, 0);
+    }
+    assert_true(store_batch(s, "ca", it, 4, a, &p));
+    assert_int_equal(as.n, 3);
+    assert_true(it[0].ok && it[1].ok && it[2].ok && !it[3].ok);
+    assert_int_equal(it[3].problem.kind, PB_ALREADY_EXISTS);
+
+    /* update (append), merge, delete; a missing entity fails alone */
+    memset(it, 0, sizeof(it));
+    it[0].kind  = STORE_B_UPDATE;
+    it[0].draft = mk(a, "urn:C:b0", NULL, NULL, "n", 7, NULL, 0);
+    it[1].kind  = STORE_B_MERGE;
+    it[1].draft = mk(a, "urn:C:b1", NULL, NULL, "x", 9, NULL, 0);
+    it[2].kind  = STORE_B_DELETE;
+    it[2].id    = "urn:C:b2";
+    it[3].kind  = STORE_B_MERGE;
+    it[3].draft = mk(a, "urn:C:none", NULL, NULL, "x", 9, NULL, 0);
+    assert_true(store_batch(s, "ca", it, 4, a, &p));
+    assert_true(it[0].ok && it[1].ok && it[2].ok && !it[3].ok);
+    assert_int_equal(it[3].problem.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(as.n, 3);
+    assert_int_equal(as.op, STORE_OP_DELETE);
+    {
+        cr_entity_t *e = store_get(s, "ca", "urn:C:b1", &p);
+
+        assert_non_null(e);
+        assert_int_equal(attr_int(a, e, "x"), 9);
+        entity_unref(e);
+        e = store_get(s, "ca", "urn:C:b0", &p);
+        assert_non_null(e);
+        assert_int_equal(attr_int(a, e, "n"), 7);
+        assert_int_equal(attr_int(a, e, "x"), 0);
+        entity_unref(e);
+    }
+
+    /* A purge: groups of STORE_PURGE_CHUNK at most. */
+    for (int i = 0; i < 600; i++)
+        assert_true(store_create(s, "ca", mk(a, arena_printf(a, "urn:C:p%d", i), T_B, NULL, "x",
+                                             i, NULL, 0), &p));
+    assert_true(store_purge(s, "ca", types_filter(a, T_B), &n, &p));
+    assert_int_equal(n, 600);
+    assert_int_equal(as.op, STORE_OP_PURGE);
+    assert_true(as.n >= 1 && as.n <= STORE_PURGE_CHUNK);
+    store_close(s);
+    arena_free(a);
+}
+
+/* ?type= preconditions checked in the atomic step. */
+static void test_preconditions(void **state)
+{
+    arena_t     *a = arena_new(1 << 16);
+    store_t     *s = open_store();
+    problem_t    p = { 0 };
+    op_args_t    args = { 0 };
+    cr_entity_t *e;
+
+    (void)state;
+    assert_true(store_create(s, "pc", mk(a, "urn:P:1", T_A, NULL, "x", 1, NULL, 0), &p));
+    args.if_type = types_filter(a, T_B)->types;
+    assert_false(store_modify(s, "pc", "urn:P:1", OP_MERGE_ENTITY,
+                              mk(a, NULL, NULL, NULL, "x", 2, NULL, 0), &args, NULL, a, &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_false(store_delete_if(s, "pc", "urn:P:1", args.if_type, &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    e = store_get(s, "pc", "urn:P:1", &p);
+    assert_non_null(e);
+    assert_int_equal(attr_int(a, e, "x"), 1);
+    entity_unref(e);
+    args.if_type = types_filter(a, T_A "," T_B)->types;
+    assert_true(store_modify(s, "pc", "urn:P:1", OP_MERGE_ENTITY,
+                             mk(a, NULL, NULL, NULL, "x", 2, NULL, 0), &args, NULL, a, &p));
+    assert_true(store_delete_if(s, "pc", "urn:P:1", args.if_type, &p));
+    store_close(s);
+    arena_free(a);
+}
+
+/* --maxTenants, and an emptied tenant giving its memory back. */
+static void test_tenant_limits(void **state)
+{
+    arena_t    *a = arena_new(1 << 16);
+    int         saved = cr_config.max_tenants;
+    store_t    *s;
+    problem_t   p = { 0 };
+    cdb_t      *db;
+    cdb_shape_t sh;
+    store_page_t pg;
+    store_change_t ch;
+
+    (void)state;
+    cr_config.max_tenants = 3;                  /* the default one and two more */
+    s = open_store();
+    assert_true(store_create(s, "l1", mk(a, "urn:L:1", T_A, NULL, NULL, 0, NULL, 0), &p));
+    assert_true(store_create(s, "l2", mk(a, "urn:L:1", T_A, NULL, NULL, 0, NULL, 0), &p));
+    assert_false(store_create(s, "l3", mk(a, "urn:L:1", T_A, NULL, NULL, 0, NULL, 0), &p));
+    assert_int_equal(p.kind, PB_OPERATION_NOT_SUPPORTED);
+    assert_non_null(strstr(p.detail, "--maxTenants"));
+    assert_false(store_tenant_exists(s, "l3"));
+    assert_true(store_create(s, "l2", mk(a, "urn:L:2", T_A, NULL, NULL, 0, NULL, 0), &p));
+    assert_true(store_create(s, NULL, mk(a, "urn:L:2", T_A, NULL, NULL, 0, NULL, 0), &p));
+    store_close(s);
+    cr_config.max_tenants = saved;
+
+    db = cdb_open(false, &p);
+    for (int i = 0; i < 500; i++) {
+        assert_true(cdb_create(db, "rel", mk_geo_free(a, i), &ch, &p));
+        drop_change(&ch);
+    }
+    assert_true(cdb_tenant_shape(db, "rel", &sh));
+    assert_true(sh.index_bytes > 500 * 8);
+    for (int i = 0; i < 500; i++) {
+        assert_true(cdb_delete(db, "rel", arena_printf(a, "urn:R:%d", i), NULL, &ch, &p));
+        drop_change(&ch);
+    }
+    assert_true(cdb_tenant_shape(db, "rel", &sh));
+    assert_int_equal(sh.releases, 1);
+    assert_int_equal(sh.index_bytes, 0);
+    assert_true(cdb_tenant_exists(db, "rel"));  /* reads answer as before */
+    assert_true(cdb_query(db, "rel", NULL, 0, 10, true, a, &pg, &p));
+    assert_int_equal(pg.n, 0);
+    assert_true(cdb_create(db, "rel", mk_geo_free(a, 1), &ch, &p));
+    drop_change(&ch);
+    assert_true(cdb_query(db, "rel", NULL, 0, 10, true, a, &pg, &p));
+    assert_int_equal(pg.count, 1);
+    store_page_release(&pg);
+    cdb_close(db);
+    arena_free(a);
+}
+
+/* A regex over PCRE2's match limit fails the query with BadRequestData. */
+static void test_regex_limit(void **state)
+{
+    arena_t        *a = arena_new(1 << 16);
+    store_t        *s = open_store();
+    problem_t       p = { 0 };
+    entity_filter_t f = { 0 };
+    store_page_t    pg;
+
+    (void)state;
+    assert_true(store_create(s, "rx", mk(a, "urn:X:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", T_A, NULL,
+                                         NULL, 0, NULL, 0), &p));
+    assert_true(store_create(s, "rx", mk(a, "urn:X:b", T_A, NULL, NULL, 0, NULL, 0), &p));
+    f.id_pattern = filter_compile_pattern(a, "^urn:X:(a+)+$", &p);
+    assert_non_null(f.id_pattern);
+    assert_false(store_query(s, "rx", &f, 0, 10, true, a, &pg, &p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    assert_non_null(strstr(p.detail, "idPattern"));
+    assert_non_null(strstr(p.detail, "match limit"));
+    /* The flag does not leak into the next query. */
+    f.id_pattern = filter_compile_pattern(a, "^urn:X:b$", &p);
+    assert_true(store_query(s, "rx", &f, 0, 10, true, a, &pg, &p));
+    assert_int_equal(pg.count, 1);
+    store_page_release(&pg);
+    store_close(s);
+    arena_free(a);
+}
+
+/* Several entity selectors (ORed), store_select pagination, store_types. */
+static void test_selectors_types(void **state)
+{
+    arena_t          *a = arena_new(1 << 16);
+    store_t          *s = open_store();
+    problem_t         p = { 0 };
+    entity_selector_t sel[2] = { 0 };
+    entity_filter_t   f = { 0 };
+    store_page_t      pg;
+    size_t            ntypes = 0;
+
+    (void)state;
+    for (int i = 0; i < 30; i++)
+        assert_true(store_create(s, "se", mk(a, arena_printf(a, "urn:S:%02d", i),
+                                             i % 3 == 0 ? T_A : i % 3 == 1 ? T_B : T_C, NULL,
+                                             NULL, 0, NULL, 0), &p));
+    sel[0].id    = "urn:S:01";                  /* a B */
+    sel[1].types = types_filter(a, T_A)->types;
+    f.sel   = sel;
+    f.n_sel = 2;
+    f.limit = 100;
+    f.count = true;
+    assert_true(store_select(s, "se", &f, a, &pg, &p));
+    assert_int_equal(pg.count, 11);
+    assert_string_equal(page_ids(a, &pg), "urn:S:00 urn:S:01 urn:S:03 urn:S:06 urn:S:09 urn:S:12 "
+                        "urn:S:15 urn:S:18 urn:S:21 urn:S:24 urn:S:27");
+    store_page_release(&pg);
+    sel[0].id    = NULL;
+    sel[0].types = types_filter(a, T_C)->types;
+    f.offset = 18;
+    assert_true(store_select(s, "se", &f, a, &pg, &p));   /* type-index path */
+    assert_int_equal(pg.count, 20);
+    assert_string_equal(page_ids(a, &pg), "urn:S:27 urn:S:29");
+    store_page_release(&pg);
+
+    assert_true(store_types(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 3);
+
+    /* The attribute index: names come and go with the entities having them. */
+    ntypes = 0;
+    assert_true(store_attributes(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 0);
+    assert_true(store_modify(s, "se", "urn:S:00", OP_MERGE_ENTITY,
+                             mk(a, NULL, NULL, NULL, "x", 1, "y", 2), NULL, NULL, a, &p));
+    assert_true(store_modify(s, "se", "urn:S:01", OP_MERGE_ENTITY,
+                             mk(a, NULL, NULL, NULL, "x", 1, NULL, 0), NULL, NULL, a, &p));
+    assert_true(store_attributes(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 2);
+    assert_true(store_modify(s, "se", "urn:S:00", OP_REPLACE_ENTITY,
+                             mk(a, "urn:S:00", T_A, NULL, "x", 1, NULL, 0), NULL, NULL, a, &p));
+    ntypes = 0;
+    assert_true(store_attributes(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 1);                /* y is gone */
+    assert_true(store_delete(s, "se", "urn:S:00", &p));
+    assert_true(store_delete(s, "se", "urn:S:01", &p));
+    ntypes = 0;
+    assert_true(store_attributes(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 0);
+    assert_true(store_create(s, "se", mk(a, "urn:S:00", T_A, NULL, NULL, 0, NULL, 0), &p));
+    assert_true(store_create(s, "se", mk(a, "urn:S:01", T_B, NULL, NULL, 0, NULL, 0), &p));
+    ntypes = 0;
+    assert_true(store_purge(s, "se", types_filter(a, T_B), NULL, &p));
+    ntypes = 0;
+    assert_true(store_types(s, "se", count_type, &ntypes, &p));
+    assert_int_equal(ntypes, 2);
+    assert_false(store_types(s, "nope", count_type, &ntypes, &p));
+    store_close(s);
+    arena_free(a);
+}
+
+#define CH_STABLE 3000
+#define CH_CHURN  4000      /* more than the stable ones: every round compacts */
+typedef struct churn_arg {
+    store_t     *s;
+    _Atomic int *stop;
+} churn_arg_t;
+
+static void *churn_thread(void *ud)
+{
+    churn_arg_t *c = ud;
+    arena_t     *a = arena_new(1 << 14);
+    int          gen = 0;
+
+    while (!atomic_load(c->stop)) {
+        problem_t p = { 0 };
+
+        /* Create many, then delete them all: compaction renumbers the slots
+         * of the stable entities under the scans' feet. */
+        for (int i = 0; i < CH_CHURN; i++)
+            if (!store_create(c->s, "ck", mk(a, arena_printf(a, "urn:K:c%d:%d", gen, i), T_C,
+                                             NULL, "c", i, NULL, 0), &p))
+                fail_msg("create: %s", p.detail);
+        for (int i = 0; i < CH_CHURN; i++)
+            if (!store_delete(c->s, "ck", arena_printf(a, "urn:K:c%d:%d", gen, i), &p))
+                fail_msg("delete: %s", p.detail);
+        gen++;
+        arena_reset(a);
+    }
+    arena_free(a);
+    return NULL;
+}
+
+/* Long scans release the lock between chunks; with compaction renumbering the
+ * slots meanwhile they still see every stable entity once, in creation order. */
+static void test_scan_chunks(void **state)
+{
+    arena_t    *a = arena_new(1 << 20);
+    store_t    *s = open_store();
+    problem_t   p = { 0 };
+    _Atomic int stop = 0;
+    churn_arg_t ca = { s, &stop };
+    pthread_t   th;
+    cdb_shape_t sh0;
+    const char *stable = iri(a, ATTR, "s");
+
+    (void)state;
+    (void)sh0;
+    for (int i = 0; i < CH_STABLE; i++)
+        assert_true(store_create(s, "ck", mk(a, arena_printf(a, "urn:K:s%05d", i), T_C, NULL,
+                                             "s", i, NULL, 0), &p));
+    arena_reset(a);
+    assert_int_equal(pthread_create(&th, NULL, churn_thread, &ca), 0);
+    for (int round = 0; round < 60; round++) {
+        entity_filter_t f = { 0 };
+        store_page_t    pg;
+
+        stable = iri(a, ATTR, "s");
+        f.attrs   = &stable;                    /* no index: the full scan */
+        f.n_attrs = 1;
+        if (round % 2)
+            f.types = types_filter(a, T_C)->types;   /* the type list */
+        assert_true(store_query(s, "ck", &f, 0, SIZE_MAX, true, a, &pg, &p));
+        assert_int_equal(pg.count, CH_STABLE);
+        assert_int_equal(pg.n, CH_STABLE);
+        for (size_t i = 0; i < pg.n; i++)
+            assert_int_equal(attr_int(a, pg.items[i], "s"), (int64_t)i);
+        store_page_release(&pg);
+        assert_true(store_query(s, "ck", &f, 2990, 5, true, a, &pg, &p));
+        assert_int_equal(pg.count, CH_STABLE);
+        assert_int_equal(attr_int(a, pg.items[0], "s"), 2990);
+        store_page_release(&pg);
+        arena_reset(a);
+    }
+    atomic_store(&stop, 1);
+    pthread_join(th, NULL);
+    store_close(s);
+    arena_free(a);
+}
+
+/* The q tree can be walked read-only. */
+static void test_q_view(void **state)
+{
+    arena_t       *a = arena_new(1 << 16);
+    problem_t      p = { 0 };
+    q_expr_t      *q = q_parse(a, "x==1,2;(y~=ab.c|z.observedAt>2020-01-01T00:00:00Z)", ld_core(),
+                               &p);
+    const q_expr_t *or, *t;
+    q_term_view_t  tv;
+    q_value_view_t vv;
+    q_memberkind_t mk_;
+
+    (void)state;
+    if (!q)
+        fail_msg("q: %s", p.detail);
+    assert_int_equal(q_node_kind(q), QK_AND);
+    assert_int_equal(q_node_count(q), 2);
+    assert_true(q_term_get(q_node_child(q, 0), &tv));
+    assert_ptr_equal(tv.attr, ld_expand(ld_core(), "x"));
+    assert_int_equal(tv.op, QO_EQ);
+    assert_int_equal(tv.shape, QSH_LIST);
+    assert_int_equal(tv.n_values, 2);
+    assert_true(q_term_value(q_node_child(q, 0), 1, &vv));
+    assert_int_equal(vv.kind, QVK_NUM);
+    assert_int_equal(vv.i, 2);
+    or = q_node_child(q, 1);
+    assert_int_equal(q_node_kind(or), QK_OR);
+    assert_true(q_term_get(q_node_child(or, 0), &tv));
+    assert_int_equal(tv.op, QO_MATCH);
+    assert_int_equal(tv.pattern_len, 4);
+    assert_memory_equal(tv.pattern, "ab.c", 4);
+    t = q_node_child(or, 1);
+    assert_true(q_term_get(t, &tv));
+    assert_int_equal(tv.op, QO_GT);
+    assert_int_equal(tv.n_steps, 1);
+    assert_non_null(q_term_step(t, 0, &mk_) || mk_ == QMK_OBSERVED_AT);
+    assert_int_equal(mk_, QMK_OBSERVED_AT);
+    assert_true(q_term_value(t, 0, &vv));
+    assert_int_equal(vv.kind, QVK_DATETIME);
+    assert_false(q_term_get(q, &tv));
+    arena_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1498,6 +2095,14 @@ int main(void)
         cmocka_unit_test(test_geo_index),
         cmocka_unit_test(test_geo_shapes),
         cmocka_unit_test(test_geo_bench),
+        cmocka_unit_test(test_change_order),
+        cmocka_unit_test(test_change_attrs),
+        cmocka_unit_test(test_preconditions),
+        cmocka_unit_test(test_tenant_limits),
+        cmocka_unit_test(test_regex_limit),
+        cmocka_unit_test(test_selectors_types),
+        cmocka_unit_test(test_scan_chunks),
+        cmocka_unit_test(test_q_view),
     };
 
     return cmocka_run_group_tests(tests, group_setup, NULL);

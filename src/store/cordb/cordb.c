@@ -9,14 +9,25 @@
  * entity_freeze() under the write lock (the result depends on the current
  * entity), but the hooks run after the unlock, in store.c.
  *
+ * Order: each commit takes the tenant's next seq and a commit time
+ * max(clock, last + 1) under the write lock (tenant_commit); a create stamps
+ * that time into the new block's createdAt/modifiedAt (it is not yet shared),
+ * a modify hands it to entity_apply as `now`.
+ *
+ * Writers announce themselves in t->wwait before they wait for the lock; a
+ * scan between two chunks lets them in (scan_yield), which matters with the
+ * reader-preferring lock.
+ *
  * References: a slot owns one reference to its entity. A change handed back
  * to store.c owns one reference to `before` (the slot's, transferred on a
  * swap or delete) and one to `after` (taken under the lock, before any other
  * writer can drop the slot's).
  */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cordb.h"
 
@@ -27,6 +38,7 @@ struct cdb {
     cdb_idmap_t      by_name;       /* name -> index in tenants */
     cdb_tenant_t    *dflt;          /* the default tenant "" (always there) */
     bool             prefer_writers;
+    uint32_t         max_tenants;   /* named ones; UINT32_MAX: no limit */
     _Atomic uint64_t entities;
 };
 
@@ -52,6 +64,7 @@ cdb_t *cdb_open(bool prefer_writers, problem_t *p)
     }
     cdb_idmap_init(&db->by_name, cdb_tenant_key_of, db);
     db->prefer_writers = prefer_writers;
+    db->max_tenants    = cr_config.max_tenants > 0 ? (uint32_t)cr_config.max_tenants - 1 : UINT32_MAX;
     db->dflt           = cdb_tenant_new("", prefer_writers);
     if (!db->dflt) {
         pthread_rwlock_destroy(&db->tlock);
@@ -126,6 +139,13 @@ static cdb_tenant_t *tenant_open(cdb_t *db, const char *tenant, problem_t *p)
     t = tenant_lookup(db, tenant, h);     /* another writer may have won */
     if (t)
         goto done;
+    if (db->n_tenants >= db->max_tenants) {
+        pthread_rwlock_unlock(&db->tlock);
+        problem_set(p, PB_OPERATION_NOT_SUPPORTED,
+                    "tenant '%.200s' cannot be created: this broker holds at most %u tenants "
+                    "(--maxTenants, the default tenant included)", tenant, db->max_tenants + 1);
+        return NULL;
+    }
     if (db->n_tenants == db->cap_tenants) {
         uint32_t       cap = db->cap_tenants ? db->cap_tenants * 2 : 8;
         cdb_tenant_t **nt  = realloc(db->tenants, (size_t)cap * sizeof(*nt));
@@ -171,14 +191,6 @@ void cdb_tenants(cdb_t *db, void (*fn)(void *ud, const char *tenant), void *ud)
 
 /* ------------------------------------------------------------ entities */
 
-static void change_init(store_change_t *ch, const cdb_tenant_t *t, cr_entity_t *before,
-                        cr_entity_t *after)
-{
-    ch->tenant = t->name;
-    ch->before = before;
-    ch->after  = after;
-}
-
 static bool oom(problem_t *p, const char *what)
 {
     return problem_set(p, PB_INTERNAL_ERROR, "corDB: out of memory (%s)", what);
@@ -189,15 +201,110 @@ static bool not_found(problem_t *p, const char *id)
     return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity '%.400s' not found", id);
 }
 
+static void tenant_wrlock(cdb_tenant_t *t)
+{
+    atomic_fetch_add_explicit(&t->wwait, 1, memory_order_relaxed);
+    pthread_rwlock_wrlock(&t->lock);
+    atomic_fetch_sub_explicit(&t->wwait, 1, memory_order_relaxed);
+}
+
+/* Between two chunks of a scan (no lock held): let waiting writers take the
+ * lock first. Bounded: a scan is never stalled for long. */
+static void scan_yield(cdb_tenant_t *t)
+{
+    for (int i = 0; i < 64 && atomic_load_explicit(&t->wwait, memory_order_relaxed); i++)
+        sched_yield();
+}
+
+/* End of a read chunk (read lock held): let writers in, then go on after the
+ * last candidate. Returns the next chunk's budget. */
+static size_t scan_breathe(cdb_tenant_t *t, cdb_scan_t *sc)
+{
+    cdb_scan_pause(sc);
+    pthread_rwlock_unlock(&t->lock);
+    scan_yield(t);
+    pthread_rwlock_rdlock(&t->lock);
+    cdb_scan_resume(sc);
+    return CDB_SCAN_CHUNK;
+}
+
+/* The commit time the next change of t would get (write lock held). */
+static int64_t tenant_clock(const cdb_tenant_t *t)
+{
+    int64_t now = cr_now_us();
+
+    return now > t->last_at ? now : t->last_at + 1;
+}
+
+/* Under the write lock: numbers the change and stamps its time. */
+static void tenant_commit(cdb_tenant_t *t, store_change_t *ch, store_op_t op, int64_t at,
+                          cr_entity_t *before, cr_entity_t *after)
+{
+    t->last_at = at;
+    *ch = (store_change_t){ .tenant = t->name, .seq = ++t->seq, .at = at, .op = op,
+                            .before = before, .after = after, .stream = t->stream };
+}
+
+/* A change that is not (yet) committed: seq 0, nothing to drop. */
+static void change_none(store_change_t *ch)
+{
+    ch->seq    = 0;
+    ch->before = ch->after = NULL;
+}
+
+static void stamp_attrs(cr_attr_t *v, uint16_t n, int64_t at)
+{
+    for (uint16_t i = 0; i < n; i++) {
+        v[i].created_at = v[i].modified_at = at;
+        stamp_attrs(v[i].sub, v[i].n_sub, at);
+    }
+}
+
+/* A new entity's block is not shared yet (the caller holds its only
+ * references): its createdAt / modifiedAt become the commit time. */
+static void stamp_new(cr_entity_t *e, int64_t at)
+{
+    e->created_at = e->modified_at = at;
+    stamp_attrs(e->attrs, e->n_attrs, at);
+}
+
+/* Under t's write lock: inserts the frozen e (the caller's reference goes to
+ * the slot) and commits a create; false (p) when the id is taken or on OOM. */
+static bool insert_locked(cdb_t *db, cdb_tenant_t *t, cr_entity_t *e, store_change_t *ch,
+                          problem_t *p)
+{
+    int64_t at;
+
+    if (cdb_tenant_find(t, e->id) != CDB_NONE)
+        return problem_set(p, PB_ALREADY_EXISTS, "entity '%.400s' already exists", e->id);
+    if (!cdb_tenant_reserve(t, e))
+        return oom(p, "index");
+    at = tenant_clock(t);
+    stamp_new(e, at);
+    entity_ref(e);                          /* the change's reference */
+    cdb_tenant_insert(t, e);
+    tenant_commit(t, ch, STORE_OP_CREATE, at, NULL, e);
+    atomic_fetch_add_explicit(&db->entities, 1, memory_order_relaxed);
+    return true;
+}
+
+static bool check_draft(const cr_entity_t *draft, problem_t *p)
+{
+    if (!draft || !draft->id || !draft->n_types)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "an entity needs an id and a type");
+    return true;
+}
+
 bool cdb_create(cdb_t *db, const char *tenant, const cr_entity_t *draft, store_change_t *ch,
                 problem_t *p)
 {
     cdb_tenant_t *t;
     cr_entity_t  *e;
+    bool          ok;
 
-    if (!draft || !draft->id || !draft->n_types)
-        return problem_set(p, PB_BAD_REQUEST_DATA, "an entity needs an id and a type");
-
+    change_none(ch);
+    if (!check_draft(draft, p))
+        return false;
     e = entity_freeze(draft);
     if (!e)
         return oom(p, "entity");
@@ -206,42 +313,36 @@ bool cdb_create(cdb_t *db, const char *tenant, const cr_entity_t *draft, store_c
         entity_unref(e);
         return false;
     }
-    entity_ref(e);                          /* the change's reference */
-
-    pthread_rwlock_wrlock(&t->lock);
-    if (cdb_tenant_find(t, e->id) != CDB_NONE) {
-        pthread_rwlock_unlock(&t->lock);
-        entity_unref(e);
-        entity_unref(e);
-        return problem_set(p, PB_ALREADY_EXISTS, "entity '%.400s' already exists", draft->id);
-    }
-    if (!cdb_tenant_reserve(t, e)) {
-        pthread_rwlock_unlock(&t->lock);
-        entity_unref(e);
-        entity_unref(e);
-        return oom(p, "index");
-    }
-    cdb_tenant_insert(t, e);
+    tenant_wrlock(t);
+    ok = insert_locked(db, t, e, ch, p);
     pthread_rwlock_unlock(&t->lock);
+    if (!ok)
+        entity_unref(e);
+    return ok;
+}
 
-    atomic_fetch_add_explicit(&db->entities, 1, memory_order_relaxed);
-    change_init(ch, t, NULL, e);
-    return true;
+static bool type_mismatch(problem_t *p, const char *id)
+{
+    return problem_set(p, PB_RESOURCE_NOT_FOUND,
+                       "entity '%.400s' does not match the type selection (?type=)", id);
 }
 
 /* Under t's write lock: applies op to the entity in slot s, freezes the result
- * and swaps it in. On success *before / *after hold a reference each, or are
- * both NULL when res reports that nothing was updated (the entity stays). */
+ * and swaps it in, committing the change (*ch: seq 0 when res reports that
+ * nothing was updated: the entity stays). */
 static bool modify_locked(cdb_tenant_t *t, uint32_t s, entity_op_t op, const cr_entity_t *patch,
                           const op_args_t *args, op_result_t *res, arena_t *scratch,
-                          cr_entity_t **before, cr_entity_t **after, problem_t *p)
+                          store_change_t *ch, problem_t *p)
 {
     cr_entity_t *old = t->slots[s].cur;
-    cr_entity_t *draft, *e;
+    cr_entity_t *draft, *e, *before;
     size_t       upd0 = res ? res->n_updated : 0, not0 = res ? res->n_not_updated : 0;
+    int64_t      at   = tenant_clock(t);
 
-    *before = *after = NULL;
-    draft = entity_apply(scratch, old, patch, op, args, cr_now_us(), res, p);
+    change_none(ch);
+    if (args && args->if_type && !typesel_match(args->if_type, old))
+        return type_mismatch(p, old->id);
+    draft = entity_apply(scratch, old, patch, op, args, at, res, p);
     if (!draft)
         return false;
     if (res && res->n_updated == upd0 && res->n_not_updated > not0)
@@ -257,22 +358,44 @@ static bool modify_locked(cdb_tenant_t *t, uint32_t s, entity_op_t op, const cr_
         return oom(p, "index");
     }
     entity_ref(e);
-    *before = cdb_tenant_swap(t, s, e);
-    *after  = e;
+    before = cdb_tenant_swap(t, s, e);
+    tenant_commit(t, ch, store_op_of(op), at, before, e);
     return true;
+}
+
+/* Under t's write lock: an upsert of the frozen *ep (taken for a create, else
+ * left to the caller) or of draft. */
+static bool upsert_locked(cdb_t *db, cdb_tenant_t *t, cr_entity_t **ep, const cr_entity_t *draft,
+                          bool replace, bool *created, arena_t *scratch, store_change_t *ch,
+                          problem_t *p)
+{
+    uint32_t s = cdb_tenant_find(t, draft->id);
+
+    if (s == CDB_NONE) {
+        if (!insert_locked(db, t, *ep, ch, p))
+            return false;
+        *ep = NULL;
+        if (created)
+            *created = true;
+        return true;
+    }
+    if (created)
+        *created = false;
+    /* 6.15.3.1: options=update updates the attributes as 5.6.2 does (each replaced whole) */
+    return modify_locked(t, s, replace ? OP_REPLACE_ENTITY : OP_UPDATE_ATTRS, draft, NULL, NULL,
+                         scratch, ch, p);
 }
 
 bool cdb_upsert(cdb_t *db, const char *tenant, const cr_entity_t *draft, bool replace,
                 bool *created, arena_t *scratch, store_change_t *ch, problem_t *p)
 {
     cdb_tenant_t *t;
-    cr_entity_t  *e, *before = NULL, *after = NULL;
-    uint32_t      s;
+    cr_entity_t  *e;
     bool          ok;
 
-    if (!draft || !draft->id || !draft->n_types)
-        return problem_set(p, PB_BAD_REQUEST_DATA, "an entity needs an id and a type");
-
+    change_none(ch);
+    if (!check_draft(draft, p))
+        return false;
     /* Most upserts of a new id are creates: freeze outside the lock. */
     e = entity_freeze(draft);
     if (!e)
@@ -282,40 +405,12 @@ bool cdb_upsert(cdb_t *db, const char *tenant, const cr_entity_t *draft, bool re
         entity_unref(e);
         return false;
     }
-
-    pthread_rwlock_wrlock(&t->lock);
-    s = cdb_tenant_find(t, e->id);
-    if (s == CDB_NONE) {
-        ok = cdb_tenant_reserve(t, e);
-        if (ok) {
-            entity_ref(e);
-            cdb_tenant_insert(t, e);
-            after = e;
-            e     = NULL;
-        }
-        pthread_rwlock_unlock(&t->lock);
-        if (!ok) {
-            entity_unref(e);
-            return oom(p, "index");
-        }
-        atomic_fetch_add_explicit(&db->entities, 1, memory_order_relaxed);
-        if (created)
-            *created = true;
-        change_init(ch, t, NULL, after);
-        return true;
-    }
-
-    /* 6.15.3.1: options=update updates the attributes as 5.6.2 does (each replaced whole) */
-    ok = modify_locked(t, s, replace ? OP_REPLACE_ENTITY : OP_UPDATE_ATTRS, draft, NULL, NULL,
-                       scratch, &before, &after, p);
+    tenant_wrlock(t);
+    ok = upsert_locked(db, t, &e, draft, replace, created, scratch, ch, p);
     pthread_rwlock_unlock(&t->lock);
-    entity_unref(e);                        /* frozen for a create that did not happen */
-    if (!ok)
-        return false;
-    if (created)
-        *created = false;
-    change_init(ch, t, before, after);
-    return true;
+    if (e)
+        entity_unref(e);                    /* frozen for a create that did not happen */
+    return ok;
 }
 
 cr_entity_t *cdb_get(cdb_t *db, const char *tenant, const char *id, problem_t *p)
@@ -352,7 +447,7 @@ static bool write_lock_entity(cdb_t *db, const char *tenant, const char *id, cdb
         return false;
     if (!id)
         return problem_set(p, PB_BAD_REQUEST_DATA, "no entity id");
-    pthread_rwlock_wrlock(&t->lock);
+    tenant_wrlock(t);
     uint32_t s = cdb_tenant_find(t, id);
     if (s == CDB_NONE) {
         pthread_rwlock_unlock(&t->lock);
@@ -368,36 +463,56 @@ bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
                 arena_t *scratch, store_change_t *ch, problem_t *p)
 {
     cdb_tenant_t *t;
-    cr_entity_t  *before = NULL, *after = NULL;
     uint32_t      s;
     bool          ok;
 
+    change_none(ch);
     if (!write_lock_entity(db, tenant, id, &t, &s, p))
         return false;
-    ok = modify_locked(t, s, op, patch, args, res, scratch, &before, &after, p);
+    ok = modify_locked(t, s, op, patch, args, res, scratch, ch, p);
     pthread_rwlock_unlock(&t->lock);
-    if (!ok)
-        return false;
-    change_init(ch, t, before, after);
+    return ok;
+}
+
+/* Under the write lock: after the last delete, the tenant gives its tables
+ * back; else compaction when it is due. */
+static void after_deletes(cdb_tenant_t *t)
+{
+    if (!t->n_live && t->n_slots)
+        cdb_tenant_release(t);
+    else
+        cdb_tenant_maybe_compact(t);
+}
+
+/* Under t's write lock: deletes the entity in slot s (if it matches if_type). */
+static bool delete_locked(cdb_t *db, cdb_tenant_t *t, uint32_t s, const typesel_t *if_type,
+                          store_op_t op, store_change_t *ch, problem_t *p)
+{
+    cr_entity_t *old = t->slots[s].cur;
+
+    if (if_type && !typesel_match(if_type, old))
+        return type_mismatch(p, old->id);
+    old = cdb_tenant_remove(t, s);
+    tenant_commit(t, ch, op, tenant_clock(t), old, NULL);
+    atomic_fetch_sub_explicit(&db->entities, 1, memory_order_relaxed);
     return true;
 }
 
-bool cdb_delete(cdb_t *db, const char *tenant, const char *id, store_change_t *ch,
-                problem_t *p)
+bool cdb_delete(cdb_t *db, const char *tenant, const char *id, const typesel_t *if_type,
+                store_change_t *ch, problem_t *p)
 {
     cdb_tenant_t *t;
-    cr_entity_t  *old;
     uint32_t      s;
+    bool          ok;
 
+    change_none(ch);
     if (!write_lock_entity(db, tenant, id, &t, &s, p))
         return false;
-    old = cdb_tenant_remove(t, s);
-    cdb_tenant_maybe_compact(t);
+    ok = delete_locked(db, t, s, if_type, STORE_OP_DELETE, ch, p);
+    if (ok)
+        after_deletes(t);
     pthread_rwlock_unlock(&t->lock);
-
-    atomic_fetch_sub_explicit(&db->entities, 1, memory_order_relaxed);
-    change_init(ch, t, old, NULL);
-    return true;
+    return ok;
 }
 
 static bool filter_ok(const entity_filter_t *f, const cr_entity_t *e)
@@ -405,56 +520,175 @@ static bool filter_ok(const entity_filter_t *f, const cr_entity_t *e)
     return !f || filter_match(f, e);
 }
 
-bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
-               void (*emit)(void *ud, const store_change_t *ch), void *ud, problem_t *p)
+static void drop_group(store_change_t *g, size_t n)
 {
-    cdb_tenant_t *t = tenant_get(db, tenant, p);
-    cr_entity_t **gone = NULL, *e;
-    size_t        n = 0, cap = 0;
-    cdb_scan_t    sc;
-    uint32_t      s;
-    bool          ok = true;
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].before)
+            entity_unref(g[i].before);
+        if (g[i].after)
+            entity_unref(g[i].after);
+    }
+}
+
+bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
+               void (*emit)(void *ud, store_change_t *group, size_t n), void *ud, problem_t *p)
+{
+    cdb_tenant_t  *t = tenant_get(db, tenant, p);
+    store_change_t group[STORE_PURGE_CHUNK];
+    cr_entity_t   *e = NULL;
+    cdb_scan_t     sc;
+    uint32_t       s;
+    size_t         total = 0;
+    bool           ok = true;
 
     if (deleted)
         *deleted = 0;
     if (!t)
         return false;
 
-    pthread_rwlock_wrlock(&t->lock);
+    filter_regex_reset();
+    tenant_wrlock(t);
     cdb_scan_begin(&sc, t, f, NULL);
-    while ((e = cdb_scan_next(&sc, &s))) {
-        if (!filter_ok(f, e))
-            continue;
-        if (n == cap) {
-            size_t        ncap = cap ? cap * 2 : 64;
-            cr_entity_t **ng   = realloc(gone, ncap * sizeof(*ng));
+    for (;;) {
+        size_t n = 0, visited = 0;
 
-            if (!ng) {          /* stop here: what is deleted so far stays deleted */
-                ok = oom(p, "purge");
-                break;
-            }
-            gone = ng;
-            cap  = ncap;
+        /* One chunk: at most STORE_PURGE_CHUNK deletes, CDB_SCAN_CHUNK candidates. */
+        while (n < STORE_PURGE_CHUNK && visited < CDB_SCAN_CHUNK &&
+               (e = cdb_scan_next(&sc, &s))) {
+            visited++;
+            if (filter_ok(f, e))
+                delete_locked(db, t, s, NULL, STORE_OP_PURGE, &group[n++], NULL);
         }
-        gone[n++] = cdb_tenant_remove(t, s);
+        if (e)
+            cdb_scan_pause(&sc);
+        else
+            after_deletes(t);
+        pthread_rwlock_unlock(&t->lock);
+
+        if (n && emit)
+            emit(ud, group, n);
+        drop_group(group, n);
+        total += n;
+        if (filter_regex_overflow(p)) {     /* stop: what is deleted stays deleted */
+            ok = false;
+            break;
+        }
+        if (!e)
+            break;
+        scan_yield(t);
+        tenant_wrlock(t);
+        cdb_scan_resume(&sc);
+    }
+    if (!ok) {
+        tenant_wrlock(t);
+        after_deletes(t);
+        pthread_rwlock_unlock(&t->lock);
     }
     cdb_scan_end(&sc);
-    cdb_tenant_maybe_compact(t);
+    if (deleted)
+        *deleted = total;
+    return ok;
+}
+
+/* ---------------------------------------------------------------- batches */
+
+bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t n,
+               arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p)
+{
+    cdb_tenant_t *t;
+    cr_entity_t **frozen;
+    bool          creates = false, deletes = false;
+    size_t        k = 0;
+
+    *n_group = 0;
+    for (size_t i = 0; i < n; i++) {
+        creates = creates || items[i].kind == STORE_B_CREATE || items[i].kind == STORE_B_UPSERT ||
+                  items[i].kind == STORE_B_UPSERT_REPLACE;
+        deletes = deletes || items[i].kind == STORE_B_DELETE;
+    }
+    t = creates ? tenant_open(db, tenant, p) : tenant_get(db, tenant, p);
+    if (!t)
+        return false;
+
+    /* Entities that may be created are frozen before the lock, as in cdb_create. */
+    frozen = arena_calloc(scratch, (n ? n : 1) * sizeof(*frozen));
+    for (size_t i = 0; i < n; i++) {
+        store_batch_item_t *it = &items[i];
+
+        it->ok = false;
+        it->created = false;
+        memset(&it->problem, 0, sizeof(it->problem));
+        if (it->kind == STORE_B_UPDATE || it->kind == STORE_B_MERGE) {
+            if (!it->draft || !it->draft->id) {
+                problem_set(&it->problem, PB_BAD_REQUEST_DATA, "an entity needs an id");
+                continue;
+            }
+        } else if (it->kind != STORE_B_DELETE && !check_draft(it->draft, &it->problem)) {
+            continue;
+        }
+        if (it->kind == STORE_B_CREATE || it->kind == STORE_B_UPSERT ||
+            it->kind == STORE_B_UPSERT_REPLACE) {
+            frozen[i] = entity_freeze(it->draft);
+            if (!frozen[i])
+                oom(&it->problem, "entity");
+        }
+    }
+
+    tenant_wrlock(t);
+    for (size_t i = 0; i < n; i++) {
+        store_batch_item_t *it = &items[i];
+        store_change_t     *ch = &group[k];
+        uint32_t            s;
+
+        if (it->problem.kind != PB_NONE)
+            continue;
+        change_none(ch);
+        switch (it->kind) {
+        case STORE_B_CREATE:
+            if ((it->ok = insert_locked(db, t, frozen[i], ch, &it->problem)))
+                frozen[i] = NULL;
+            it->created = it->ok;
+            break;
+        case STORE_B_UPSERT:
+        case STORE_B_UPSERT_REPLACE:
+            it->ok = upsert_locked(db, t, &frozen[i], it->draft, it->kind == STORE_B_UPSERT_REPLACE,
+                                   &it->created, scratch, ch, &it->problem);
+            break;
+        case STORE_B_UPDATE:
+        case STORE_B_MERGE:
+            s = cdb_tenant_find(t, it->draft->id);
+            if (s == CDB_NONE) {
+                not_found(&it->problem, it->draft->id);
+                break;
+            }
+            it->ok = modify_locked(t, s, it->kind == STORE_B_UPDATE ? OP_APPEND_ATTRS
+                                                                   : OP_MERGE_ENTITY,
+                                   it->draft, &it->args, it->res, scratch, ch, &it->problem);
+            break;
+        case STORE_B_DELETE:
+            s = it->id ? cdb_tenant_find(t, it->id) : CDB_NONE;
+            if (s == CDB_NONE) {
+                not_found(&it->problem, it->id ? it->id : "");
+                break;
+            }
+            it->ok = delete_locked(db, t, s, NULL, STORE_OP_DELETE, ch, &it->problem);
+            break;
+        default:
+            problem_set(&it->problem, PB_INTERNAL_ERROR, "corDB: unknown batch operation %d",
+                        (int)it->kind);
+        }
+        if (it->ok && ch->seq)
+            k++;
+    }
+    if (deletes)
+        after_deletes(t);
     pthread_rwlock_unlock(&t->lock);
 
-    atomic_fetch_sub_explicit(&db->entities, n, memory_order_relaxed);
-    for (size_t i = 0; i < n; i++) {
-        store_change_t ch;
-
-        change_init(&ch, t, gone[i], NULL);
-        if (emit)
-            emit(ud, &ch);
-        entity_unref(gone[i]);
-    }
-    free(gone);
-    if (deleted)
-        *deleted = n;
-    return ok;
+    for (size_t i = 0; i < n; i++)
+        if (frozen[i])
+            entity_unref(frozen[i]);
+    *n_group = k;
+    return true;
 }
 
 /* -------------------------------------------------------------- queries */
@@ -465,7 +699,7 @@ bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t o
     cdb_tenant_t *t = tenant_get(db, tenant, p);
     cr_entity_t  *e;
     cdb_scan_t    sc;
-    size_t        matched = 0, room;
+    size_t        matched = 0, room, budget = CDB_SCAN_CHUNK;
 
     out->items = NULL;
     out->n     = 0;
@@ -475,47 +709,96 @@ bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t o
     if (!limit && !want_count)
         return true;
 
+    filter_regex_reset();
     pthread_rwlock_rdlock(&t->lock);
     room = limit < t->n_live ? limit : t->n_live;
     if (room)
         out->items = arena_alloc(a, room * sizeof(*out->items));
     cdb_scan_begin(&sc, t, f, a);
     while ((e = cdb_scan_next(&sc, NULL))) {
-        if (!filter_ok(f, e))
-            continue;
-        matched++;
-        if (matched <= offset)
-            continue;
-        if (out->n < room) {
-            entity_ref(e);
-            out->items[out->n++] = e;
-        } else if (!want_count) {
-            break;
+        if (filter_ok(f, e) && ++matched > offset) {
+            if (out->n < room) {
+                entity_ref(e);
+                out->items[out->n++] = e;
+            } else if (!want_count) {
+                break;
+            }
         }
+        if (CR_UNLIKELY(--budget == 0))
+            budget = scan_breathe(t, &sc);
     }
     cdb_scan_end(&sc);
     pthread_rwlock_unlock(&t->lock);
 
+    if (filter_regex_overflow(p)) {
+        store_page_release(out);
+        return false;
+    }
     if (want_count)
         out->count = matched;
     return true;
 }
-
 bool cdb_foreach(cdb_t *db, const char *tenant, const entity_filter_t *f,
                  void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p)
 {
     cdb_tenant_t *t = tenant_get(db, tenant, p);
     cr_entity_t  *e;
     cdb_scan_t    sc;
+    size_t        budget = CDB_SCAN_CHUNK;
+
+    if (!t)
+        return false;
+    filter_regex_reset();
+    pthread_rwlock_rdlock(&t->lock);
+    cdb_scan_begin(&sc, t, f, NULL);
+    while ((e = cdb_scan_next(&sc, NULL))) {
+        if (filter_ok(f, e))
+            fn(ud, e);
+        if (CR_UNLIKELY(--budget == 0))
+            budget = scan_breathe(t, &sc);
+    }
+    cdb_scan_end(&sc);
+    pthread_rwlock_unlock(&t->lock);
+    return !filter_regex_overflow(p);
+}
+
+/* A type is present when one entry of its list is a live entity that still
+ * has it (entries may be stale: cordb.h); almost always the first. */
+bool cdb_types(cdb_t *db, const char *tenant, void (*fn)(void *ud, const char *type), void *ud,
+               problem_t *p)
+{
+    cdb_tenant_t *t = tenant_get(db, tenant, p);
 
     if (!t)
         return false;
     pthread_rwlock_rdlock(&t->lock);
-    cdb_scan_begin(&sc, t, f, NULL);
-    while ((e = cdb_scan_next(&sc, NULL)))
-        if (filter_ok(f, e))
-            fn(ud, e);
-    cdb_scan_end(&sc);
+    for (uint32_t b = 0; b < t->types.cap; b++) {
+        const cdb_tlist_t *l = &t->types.t[b];
+
+        if (!l->type)
+            continue;
+        for (uint32_t i = 0; i < l->n; i++) {
+            const cr_entity_t *e = l->v[i] < t->n_slots ? t->slots[l->v[i]].cur : NULL;
+
+            if (e && entity_has_type(e, l->type)) {
+                fn(ud, l->type);
+                break;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return true;
+}
+
+bool cdb_attributes(cdb_t *db, const char *tenant, void (*fn)(void *ud, const char *name),
+                    void *ud, problem_t *p)
+{
+    cdb_tenant_t *t = tenant_get(db, tenant, p);
+
+    if (!t)
+        return false;
+    pthread_rwlock_rdlock(&t->lock);
+    cdb_attridx_each(&t->attrs, fn, ud);
     pthread_rwlock_unlock(&t->lock);
     return true;
 }
@@ -546,13 +829,15 @@ bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out)
     out->live        = t->n_live;
     out->types       = t->types.n;
     out->compactions = t->compactions;
+    out->releases    = t->releases;
     out->geo_bytes   = cdb_geoidx_bytes(&t->geo, &out->geo_entries);
     out->geo_grids   = t->geo.n;
     out->geo_scans   = atomic_load_explicit(&t->geo_scans, memory_order_relaxed);
     out->geo_level   = t->geo.n ? t->geo.g[0].level : 0;
     out->geo_large   = t->geo.n ? t->geo.g[0].large.n : 0;
     out->index_bytes = (size_t)t->cap_slots * sizeof(cdb_slot_t) + cdb_idmap_bytes(&t->ids) +
-                       cdb_typeidx_bytes(&t->types, &entries) + out->geo_bytes;
+                       cdb_typeidx_bytes(&t->types, &entries) + out->geo_bytes +
+                       cdb_attridx_bytes(&t->attrs);
     out->type_entries = entries;
     for (uint32_t i = 0; i < t->n_slots; i++)
         if (t->slots[i].cur)
@@ -560,3 +845,112 @@ bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out)
     pthread_rwlock_unlock(&t->lock);
     return true;
 }
+
+/* ------------------------------------------------------- the table (store.h) */
+
+static void *be_open(problem_t *p)
+{
+    bool pref = cr_config.db_lock_prefer && strcasecmp(cr_config.db_lock_prefer, "writes") == 0;
+
+    return cdb_open(pref, p);
+}
+
+static void be_close(void *db) { cdb_close(db); }
+static bool be_tenant_exists(void *db, const char *tenant) { return cdb_tenant_exists(db, tenant); }
+
+static void be_tenants(void *db, void (*fn)(void *ud, const char *tenant), void *ud)
+{
+    cdb_tenants(db, fn, ud);
+}
+
+static bool be_create(void *db, const char *tenant, const cr_entity_t *draft, store_change_t *ch,
+                      problem_t *p)
+{
+    return cdb_create(db, tenant, draft, ch, p);
+}
+
+static bool be_upsert(void *db, const char *tenant, const cr_entity_t *draft, bool replace,
+                      bool *created, arena_t *scratch, store_change_t *ch, problem_t *p)
+{
+    return cdb_upsert(db, tenant, draft, replace, created, scratch, ch, p);
+}
+
+static cr_entity_t *be_get(void *db, const char *tenant, const char *id, problem_t *p)
+{
+    return cdb_get(db, tenant, id, p);
+}
+
+static bool be_modify(void *db, const char *tenant, const char *id, entity_op_t op,
+                      const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
+                      arena_t *scratch, store_change_t *ch, problem_t *p)
+{
+    return cdb_modify(db, tenant, id, op, patch, args, res, scratch, ch, p);
+}
+
+static bool be_remove(void *db, const char *tenant, const char *id, const typesel_t *if_type,
+                      store_change_t *ch, problem_t *p)
+{
+    return cdb_delete(db, tenant, id, if_type, ch, p);
+}
+
+static bool be_purge(void *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
+                     void (*emit)(void *ud, store_change_t *group, size_t n), void *ud,
+                     problem_t *p)
+{
+    return cdb_purge(db, tenant, f, deleted, emit, ud, p);
+}
+
+static bool be_batch(void *db, const char *tenant, store_batch_item_t *items, size_t n,
+                     arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p)
+{
+    return cdb_batch(db, tenant, items, n, scratch, group, n_group, p);
+}
+
+static bool be_query(void *db, const char *tenant, const entity_filter_t *f, arena_t *a,
+                     store_page_t *out, problem_t *p)
+{
+    return cdb_query(db, tenant, f, f->offset, f->limit, f->count, a, out, p);
+}
+
+static bool be_foreach(void *db, const char *tenant, const entity_filter_t *f,
+                       void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p)
+{
+    return cdb_foreach(db, tenant, f, fn, ud, p);
+}
+
+static bool be_types(void *db, const char *tenant, void (*fn)(void *ud, const char *type),
+                     void *ud, problem_t *p)
+{
+    return cdb_types(db, tenant, fn, ud, p);
+}
+
+static bool be_attributes(void *db, const char *tenant, void (*fn)(void *ud, const char *name),
+                          void *ud, problem_t *p)
+{
+    return cdb_attributes(db, tenant, fn, ud, p);
+}
+
+static void be_stats(void *db, uint64_t *entities, uint64_t *tenants)
+{
+    cdb_stats(db, entities, tenants);
+}
+
+const store_backend_t cdb_backend = {
+    .name          = "corDB",
+    .open          = be_open,
+    .close         = be_close,
+    .tenant_exists = be_tenant_exists,
+    .tenants       = be_tenants,
+    .create        = be_create,
+    .upsert        = be_upsert,
+    .get           = be_get,
+    .modify        = be_modify,
+    .remove        = be_remove,
+    .purge         = be_purge,
+    .batch         = be_batch,
+    .query         = be_query,
+    .foreach       = be_foreach,
+    .types         = be_types,
+    .attributes    = be_attributes,
+    .stats         = be_stats,
+};

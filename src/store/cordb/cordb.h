@@ -5,17 +5,26 @@
  *
  * Shape (doc/cordb.md "## corDB" has the costs):
  *
- *   cdb_t ── tenant table (rwlock) ── name -> cdb_tenant_t (never freed before close)
+ *   cdb_t ── tenant table (rwlock) ── name -> cdb_tenant_t (never freed before close;
+ *                                        emptied: its tables and indexes released)
  *   cdb_tenant_t (rwlock, reader or writer preference from --dbLockPrefer)
  *     slots[]  {cr_entity_t *cur}   creation order; cur NULL = tombstone
  *     ids      open addressing, 8-byte entries {hash32, slot}; the key is slots[slot].cur->id
  *     types    interned type -> ascending array of slot numbers (may hold stale entries)
  *     geo      GeoProperty name -> grid of cells -> ascending slot numbers (exact)
+ *     attrs    attribute name -> number of live entities having it (exact)
  *
  * Entities are frozen (model.h): a write builds a new block and swaps the slot
  * pointer under the write lock; the old block lives on while readers hold
  * references. Every mutation returns its change (before/after, each holding one
- * reference) to store.c, which hands it to the hooks after the lock is gone.
+ * reference, and the tenant's seq / commit time taken under the write lock)
+ * to store.c, which hands it to the hooks in seq order after the lock is gone.
+ *
+ * Creation order: a create's commit time is stamped into the new block
+ * (createdAt) under the write lock, and the tenant's clock is strictly
+ * increasing, so createdAt ascends with the slot number. A scan that released
+ * the lock between chunks resumes after a compaction (which renumbers slots)
+ * by a binary search on createdAt.
  *
  * Index invariants (kept by tenant.c):
  *  - every live slot is in `ids` under its entity's id, and nothing else is;
@@ -40,6 +49,7 @@
 #define CDB_NONE            UINT32_MAX   /* "no slot" */
 #define CDB_COMPACT_MIN     32           /* compaction only above this many slots */
 #define CDB_SCAN_MAX_TYPES  32           /* more types in one query: full scan */
+#define CDB_SCAN_CHUNK      256          /* candidates per read-lock hold of a scan */
 
 /* ------------------------------------------------------------- id map */
 
@@ -100,6 +110,29 @@ void               cdb_typeidx_add(cdb_typeidx_t *ti, const char *type, uint32_t
 void               cdb_typeidx_clear(cdb_typeidx_t *ti);  /* empties every list, keeps room */
 void               cdb_typeidx_trim(cdb_typeidx_t *ti);   /* frees the arrays of empty lists */
 size_t             cdb_typeidx_bytes(const cdb_typeidx_t *ti, size_t *entries);
+
+/* ---------------------------------------------------- attribute index */
+
+/* Expanded attribute name (interned) -> live entities having it (attridx.c). */
+typedef struct cdb_aname {
+    const char *name;           /* NULL = empty bucket */
+    uint32_t    count;
+} cdb_aname_t;
+
+typedef struct cdb_attridx {
+    cdb_aname_t *e;
+    uint32_t     cap, n;        /* buckets (power of two), names */
+} cdb_attridx_t;
+
+void   cdb_attridx_init(cdb_attridx_t *ai);
+void   cdb_attridx_free(cdb_attridx_t *ai);
+/* Room for the names e has and old (NULL: none) has not; false on OOM. */
+bool   cdb_attridx_reserve(cdb_attridx_t *ai, const cr_entity_t *old, const cr_entity_t *e);
+/* old -> e (either NULL: insert, remove); never allocates once reserved. */
+void   cdb_attridx_update(cdb_attridx_t *ai, const cr_entity_t *old, const cr_entity_t *e);
+/* fn for each name some live entity has. */
+void   cdb_attridx_each(const cdb_attridx_t *ai, void (*fn)(void *ud, const char *name), void *ud);
+size_t cdb_attridx_bytes(const cdb_attridx_t *ai);
 
 /* ----------------------------------------------------------- geo index */
 
@@ -168,14 +201,20 @@ struct cdb_slot {
 
 typedef struct cdb_tenant {
     pthread_rwlock_t lock;
+    _Atomic uint32_t wwait;     /* writers waiting for the lock (scans yield to them) */
     char            *name;      /* "" for the default tenant */
+    uint64_t         seq;       /* last change's sequence number (write lock) */
+    int64_t          last_at;   /* last commit time, µs (write lock) */
+    store_stream_t  *stream;    /* the tenant's change stream (store.c) */
     cdb_slot_t      *slots;
     uint32_t         n_slots, cap_slots;
     uint32_t         n_live;
     cdb_idmap_t      ids;
     cdb_typeidx_t    types;
+    cdb_attridx_t    attrs;
     cdb_geoidx_t     geo;
-    uint64_t         compactions;
+    uint64_t         compactions;   /* also the scan epoch: slots renumbered or released */
+    uint64_t         releases;      /* times the emptied tenant gave back its memory */
     _Atomic uint64_t geo_scans;     /* scans that took the geo index (readers: atomic) */
 } cdb_tenant_t;
 
@@ -200,6 +239,9 @@ cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e);
  * cdb_tenant_maybe_compact() when done. */
 cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s);
 bool         cdb_tenant_maybe_compact(cdb_tenant_t *t);   /* true when it compacted */
+/* With no live entity left: frees the slot array and the three indexes (the
+ * tenant itself, its lock, name, clock and stream stay). Bumps the epoch. */
+void         cdb_tenant_release(cdb_tenant_t *t);
 
 /* Candidate walk for a filter: the access path is f->ids (hash lookups), else
  * the type index when the type selection is a plain list of types, else every
@@ -208,8 +250,12 @@ bool         cdb_tenant_maybe_compact(cdb_tenant_t *t);   /* true when it compac
  * to pass filter_match(). Holds no lock itself: the caller holds the tenant's. */
 typedef struct cdb_scan {
     const cdb_tenant_t *t;
+    const entity_filter_t *f;
+    arena_t            *a;
     int                 mode;
     uint32_t            pos;
+    uint64_t            epoch;      /* t->compactions when paused */
+    int64_t             last_ct;    /* createdAt of the last candidate (resume point) */
     /* ids, geo: sorted slot numbers */
     uint32_t           *sv;
     size_t              n_sv;
@@ -225,11 +271,20 @@ void         cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_
                             arena_t *a);
 cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot);
 void         cdb_scan_end(cdb_scan_t *sc);
+/* Chunks: pause before releasing the tenant lock, resume after taking it
+ * again. Resuming goes on after the last candidate returned, in creation
+ * order, whatever compaction, a release or new types did meanwhile. */
+void         cdb_scan_pause(cdb_scan_t *sc);
+void         cdb_scan_resume(cdb_scan_t *sc);
 
 /* ------------------------------------------------------- the database */
 
 typedef struct cdb cdb_t;
 
+/* The corDB table of operations (store.h), for store.c. */
+extern const store_backend_t cdb_backend;
+
+/* max tenants: cr_config.max_tenants (0 or less: no limit). */
 cdb_t *cdb_open(bool prefer_writers, problem_t *p);
 void   cdb_close(cdb_t *db);
 
@@ -248,12 +303,20 @@ cr_entity_t *cdb_get(cdb_t *db, const char *tenant, const char *id, problem_t *p
 bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
                 const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
                 arena_t *scratch, store_change_t *ch, problem_t *p);
-bool cdb_delete(cdb_t *db, const char *tenant, const char *id, store_change_t *ch,
-                problem_t *p);
-/* Deletes every match; emit(ud, ch) is called for each after the lock is
- * released, then the change's reference is dropped. */
+bool cdb_delete(cdb_t *db, const char *tenant, const char *id, const typesel_t *if_type,
+                store_change_t *ch, problem_t *p);
+/* Deletes every match in chunks of at most STORE_PURGE_CHUNK under the write
+ * lock; emit(ud, group, n) is called for each after the lock is released,
+ * then the group's references are dropped. */
 bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
-               void (*emit)(void *ud, const store_change_t *ch), void *ud, problem_t *p);
+               void (*emit)(void *ud, store_change_t *group, size_t n), void *ud, problem_t *p);
+/* store_batch(): group gets the committed changes (room for n), *n_group their number. */
+bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t n,
+               arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p);
+bool cdb_types(cdb_t *db, const char *tenant, void (*fn)(void *ud, const char *type), void *ud,
+               problem_t *p);
+bool cdb_attributes(cdb_t *db, const char *tenant, void (*fn)(void *ud, const char *name),
+                    void *ud, problem_t *p);
 
 bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t offset,
                size_t limit, bool want_count, arena_t *a, store_page_t *out, problem_t *p);
@@ -264,7 +327,7 @@ void cdb_stats(cdb_t *db, uint64_t *entities, uint64_t *tenants);
 
 /* The shape of one tenant, for tests and /statistics. false: no such tenant. */
 typedef struct cdb_shape {
-    size_t slots, live, types, type_entries, compactions;
+    size_t slots, live, types, type_entries, compactions, releases;
     size_t geo_scans, geo_grids, geo_entries, geo_large, geo_bytes;   /* geo_large: of the first grid */
     int    geo_level;           /* of the first grid */
     size_t index_bytes;         /* slot array + id map + type index + geo index */

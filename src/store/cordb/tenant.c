@@ -54,7 +54,9 @@ cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers)
 
     cdb_idmap_init(&t->ids, tenant_key_of, t);
     cdb_typeidx_init(&t->types);
+    cdb_attridx_init(&t->attrs);
     cdb_geoidx_init(&t->geo);
+    t->stream = store_stream_new();
     return t;
 
 fail:
@@ -73,10 +75,31 @@ void cdb_tenant_free(cdb_tenant_t *t)
     free(t->slots);
     cdb_idmap_free(&t->ids);
     cdb_typeidx_free(&t->types);
+    cdb_attridx_free(&t->attrs);
     cdb_geoidx_free(&t->geo);
+    store_stream_free(t->stream);
     pthread_rwlock_destroy(&t->lock);
     free(t->name);
     free(t);
+}
+
+void cdb_tenant_release(cdb_tenant_t *t)
+{
+    if (t->n_live)
+        return;
+    free(t->slots);
+    t->slots     = NULL;
+    t->n_slots   = 0;
+    t->cap_slots = 0;
+    cdb_idmap_free(&t->ids);
+    cdb_idmap_init(&t->ids, tenant_key_of, t);
+    cdb_typeidx_free(&t->types);
+    cdb_typeidx_init(&t->types);
+    cdb_attridx_free(&t->attrs);
+    cdb_geoidx_free(&t->geo);
+    cdb_geoidx_init(&t->geo);
+    t->compactions++;           /* paused scans start over (and find nothing) */
+    t->releases++;
 }
 
 uint32_t cdb_tenant_find(const cdb_tenant_t *t, const char *id)
@@ -102,7 +125,7 @@ bool cdb_tenant_reserve_update(cdb_tenant_t *t, const cr_entity_t *old, const cr
         if (!cdb_typeidx_reserve(&t->types, e->types[i]))
             return false;
     }
-    return cdb_geoidx_reserve(&t->geo, old, e);
+    return cdb_attridx_reserve(&t->attrs, old, e) && cdb_geoidx_reserve(&t->geo, old, e);
 }
 
 bool cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e)
@@ -136,6 +159,7 @@ void cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e)
     cdb_idmap_insert(&t->ids, cdb_hash_key(e->id, strlen(e->id)), s);
     for (uint16_t i = 0; i < e->n_types; i++)
         cdb_typeidx_add(&t->types, e->types[i], s);
+    cdb_attridx_update(&t->attrs, NULL, e);
     if (t->geo.n) {
         cdb_geoidx_update(&t->geo, s, NULL, e);
         cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
@@ -152,6 +176,7 @@ cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
     for (uint16_t i = 0; i < e->n_types; i++)
         if (!tenant_has_type(old, e->types[i]))
             cdb_typeidx_add(&t->types, e->types[i], s);
+    cdb_attridx_update(&t->attrs, old, e);
     if (t->geo.n) {
         cdb_geoidx_update(&t->geo, s, old, e);
         cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
@@ -164,6 +189,7 @@ cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s)
     cr_entity_t *old = t->slots[s].cur;
 
     cdb_idmap_remove(&t->ids, cdb_hash_key(old->id, strlen(old->id)), s);
+    cdb_attridx_update(&t->attrs, old, NULL);
     if (t->geo.n)
         cdb_geoidx_update(&t->geo, s, old, NULL);
     t->slots[s].cur = NULL;
@@ -264,29 +290,42 @@ static size_t scan_sort_unique(uint32_t *sv, size_t n)
     return k;
 }
 
-static void scan_by_ids(cdb_scan_t *sc, const entity_filter_t *f, arena_t *a)
+/* Room for n slot numbers in sc->sv (the arena, or malloc); false on OOM. */
+static bool scan_vec_alloc(cdb_scan_t *sc, size_t n, arena_t *a)
+{
+    if (sc->sv_owned)
+        free(sc->sv);
+    sc->sv_owned = false;
+    if (a) {
+        sc->sv = arena_alloc(a, (n ? n : 1) * sizeof(uint32_t));
+        return true;
+    }
+    sc->sv       = malloc((n ? n : 1) * sizeof(uint32_t));
+    sc->sv_owned = sc->sv != NULL;
+    return sc->sv != NULL;
+}
+
+/* ids[0..n) (or, with sel, the ids of the n selectors) -> sorted slots. */
+static void scan_by_ids(cdb_scan_t *sc, const char *const *ids, const entity_selector_t *sel,
+                        size_t n_ids, arena_t *a)
 {
     const cdb_tenant_t *t = sc->t;
     size_t              n = 0;
 
-    if (a) {
-        sc->sv = arena_alloc(a, f->n_ids * sizeof(uint32_t));
-    } else {
-        sc->sv       = malloc(f->n_ids * sizeof(uint32_t));
-        sc->sv_owned = true;
-        if (!sc->sv)        /* no memory: the full scan is slower but right */
-            return;
-    }
-    for (size_t i = 0; i < f->n_ids; i++) {
-        uint32_t s;
+    if (!scan_vec_alloc(sc, n_ids, a))
+        return;             /* no memory: the full scan is slower but right */
+    for (size_t i = 0; i < n_ids; i++) {
+        const char *id = sel ? sel[i].id : ids[i];
+        uint32_t    s;
 
-        if (!f->ids[i])
+        if (!id)
             continue;
-        s = cdb_tenant_find(t, f->ids[i]);
+        s = cdb_tenant_find(t, id);
         if (s != CDB_NONE)
             sc->sv[n++] = s;
     }
     sc->n_sv = scan_sort_unique(sc->sv, n);
+    sc->pos  = 0;
     sc->mode = SCAN_VEC;
 }
 
@@ -374,6 +413,36 @@ static void scan_try_geo(cdb_scan_t *sc, const geoq_t *geo, arena_t *a)
     atomic_fetch_add_explicit((_Atomic uint64_t *)&t->geo_scans, 1, memory_order_relaxed);
 }
 
+/* Several selectors (ORed): the id index when every selector names an id, the
+ * type lists of all of them when every selector has a plain type list; else
+ * false (the other paths decide). */
+static bool scan_by_selectors(cdb_scan_t *sc, const entity_filter_t *f, arena_t *a)
+{
+    const char *all[CDB_SCAN_MAX_TYPES];
+    size_t      n_all = 0;
+    bool        ids = true;
+
+    for (size_t i = 0; i < f->n_sel && ids; i++)
+        ids = f->sel[i].id != NULL;
+    if (ids) {
+        scan_by_ids(sc, NULL, f->sel, f->n_sel, a);
+        return true;
+    }
+    for (size_t i = 0; i < f->n_sel; i++) {
+        const char *const *types;
+        size_t             n = f->sel[i].types ? typesel_types(f->sel[i].types, &types) : 0;
+
+        if (!n || n_all + n > CDB_SCAN_MAX_TYPES)
+            return false;
+        memcpy(all + n_all, types, n * sizeof(*types));
+        n_all += n;
+    }
+    scan_by_types(sc, all, n_all);
+    if (f->geo)
+        scan_try_geo(sc, f->geo, a);
+    return true;
+}
+
 void cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_filter_t *f,
                     arena_t *a)
 {
@@ -382,15 +451,20 @@ void cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_filter_t
 
     memset(sc, 0, offsetof(cdb_scan_t, lists));
     sc->t       = t;
+    sc->f       = f;
+    sc->a       = a;
     sc->mode    = SCAN_ALL;
     sc->n_lists = 0;
+    sc->last_ct = INT64_MIN;
     if (!f)
         return;
 
     if (f->ids && f->n_ids) {
-        scan_by_ids(sc, f, a);
+        scan_by_ids(sc, f->ids, NULL, f->n_ids, a);
         return;
     }
+    if (f->n_sel && scan_by_selectors(sc, f, a))
+        return;
     if (f->types) {
         n_types = typesel_types(f->types, &types);
         if (n_types && n_types <= CDB_SCAN_MAX_TYPES)
@@ -485,4 +559,114 @@ void cdb_scan_end(cdb_scan_t *sc)
         free(sc->sv);
     sc->sv       = NULL;
     sc->sv_owned = false;
+}
+
+/* ------------------------------------------------------------ chunks */
+
+/* The createdAt of what slot v holds, or INT64_MAX for a tombstone (see
+ * scan_first_after). */
+static inline const cr_entity_t *scan_at(const cdb_tenant_t *t, uint32_t v)
+{
+    return v < t->n_slots ? t->slots[v].cur : NULL;
+}
+
+/* The first k in [0, n) whose entity was created after `ct`, where v(k) gives
+ * the slot of position k (v NULL: k itself). Positions holding tombstones are
+ * skipped to the right: the live ones ascend in createdAt (cordb.h). */
+static uint32_t scan_first_after(const cdb_tenant_t *t, const uint32_t *v, uint32_t n, int64_t ct)
+{
+    uint32_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        uint32_t           mid = lo + (hi - lo) / 2, j = mid;
+        const cr_entity_t *e   = NULL;
+
+        while (j < hi && !(e = scan_at(t, v ? v[j] : j)))
+            j++;
+        if (j == hi || e->created_at > ct)
+            hi = mid;
+        else
+            lo = j + 1;
+    }
+    return lo;
+}
+
+/* The slot of the last candidate scan_next returned (CDB_NONE: none yet),
+ * from the positions (the walk stores nothing per candidate for this). */
+static uint32_t scan_last_slot(const cdb_scan_t *sc)
+{
+    uint32_t s = CDB_NONE;
+
+    switch (sc->mode) {
+    case SCAN_ALL:
+        return sc->pos ? sc->pos - 1 : CDB_NONE;
+    case SCAN_VEC:
+        return sc->pos ? sc->sv[sc->pos - 1] : CDB_NONE;
+    case SCAN_TYPES:
+        /* The merge is ascending and advanced every list past the last slot
+         * it returned: that slot is the largest entry behind the positions. */
+        for (size_t i = 0; i < sc->n_lists; i++)
+            if (sc->at[i] && (s == CDB_NONE || sc->lists[i]->v[sc->at[i] - 1] > s))
+                s = sc->lists[i]->v[sc->at[i] - 1];
+        return s;
+    default:
+        return CDB_NONE;
+    }
+}
+
+void cdb_scan_pause(cdb_scan_t *sc)
+{
+    uint32_t           s = scan_last_slot(sc);
+    const cr_entity_t *e = s == CDB_NONE ? NULL : scan_at(sc->t, s);
+
+    /* A tombstone there (a purge removed it): the resume point stays. */
+    if (e)
+        sc->last_ct = e->created_at;
+    sc->epoch = sc->t->compactions;
+}
+
+void cdb_scan_resume(cdb_scan_t *sc)
+{
+    const cdb_tenant_t *t = sc->t;
+
+    if (sc->mode == SCAN_NONE)
+        return;
+    if (t->compactions != sc->epoch) {
+        /* Slots were renumbered (compaction) or released: choose the path
+         * again and go on after the last candidate, by createdAt. */
+        int64_t ct = sc->last_ct;
+
+        cdb_scan_end(sc);
+        cdb_scan_begin(sc, t, sc->f, sc->a);
+        sc->last_ct = ct;
+        if (ct == INT64_MIN)
+            return;
+        if (sc->mode == SCAN_ALL)
+            sc->pos = scan_first_after(t, NULL, t->n_slots, ct);
+        else if (sc->mode == SCAN_VEC)
+            sc->pos = scan_first_after(t, sc->sv, (uint32_t)sc->n_sv, ct);
+    }
+    if (sc->mode == SCAN_TYPES) {
+        /* The type table may have moved (a new type): fetch the lists again. */
+        const char *const *types = NULL;
+        const entity_filter_t *f = sc->f;
+        const char  *all[CDB_SCAN_MAX_TYPES];
+        size_t       n = 0;
+
+        if (f->n_sel && !(f->ids && f->n_ids)) {
+            for (size_t i = 0; i < f->n_sel; i++) {
+                size_t k = typesel_types(f->sel[i].types, &types);
+
+                memcpy(all + n, types, k * sizeof(*types));
+                n += k;
+            }
+            types = all;
+        } else {
+            n = typesel_types(f->types, &types);
+        }
+        scan_by_types(sc, types, n);
+        if (sc->mode == SCAN_TYPES && sc->last_ct != INT64_MIN)
+            for (size_t i = 0; i < sc->n_lists; i++)
+                sc->at[i] = scan_first_after(t, sc->lists[i]->v, sc->lists[i]->n, sc->last_ct);
+    }
 }
