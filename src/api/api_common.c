@@ -222,7 +222,9 @@ bool api_no_unknown_params(request_t *r, problem_t *p)
 
 bool api_check_id(const char *id, problem_t *p)
 {
-    if (!model_valid_uri(id)) return problem_set(p, PB_BAD_REQUEST_DATA, "'%s' is not a valid entity id (a URI)", id);
+    if (!model_valid_uri(id))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "'%.200s' is not a valid entity id (a URI of at most %d bytes)", id,
+                           MODEL_MAX_URI_LEN);
     return true;
 }
 
