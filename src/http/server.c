@@ -328,9 +328,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     arena_reset_keep(cn->arena, HTTP_IDLE_ARENA);
     cn->in_use = false;
     *req_cls = NULL;
-    /* the next head has the idle allowance (and at least --headerTimeout) */
-    guard_enter(cn, PH_IDLE, cr_config.request_timeout > cr_config.header_timeout ? cr_config.request_timeout
-                                                                                  : cr_config.header_timeout);
+    /* the next head has the idle allowance (and at least --headerTimeout);
+     * --requestTimeout 0 keeps idle connections for ever, as libmicrohttpd does */
+    int idle = cr_config.request_timeout;
+    if (idle && idle < cr_config.header_timeout) idle = cr_config.header_timeout;
+    guard_enter(cn, PH_IDLE, idle);
 }
 
 /* ------------------------------------------------------------ parsing */
@@ -820,8 +822,23 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
 
 /* The body buffer grows with the bytes that came (doubling, capped at the
  * announced length), never sized up front from Content-Length: a client that
- * announces 1 MiB and sends nothing costs nothing. */
-static void body_append(conn_t *cn, const char *data, size_t n)
+ * announces 1 MiB and sends nothing costs nothing. Up to HTTP_BODY_IN_ARENA
+ * it lives in the arena (no malloc for the usual small bodies); beyond, it
+ * moves to malloc and grows with realloc (mremap for large ones), so that a
+ * large body costs about its size, not the sum of every size it grew
+ * through. The arena frees it with the request (body_free). false: out of
+ * memory. */
+#define HTTP_BODY_IN_ARENA ((size_t)32 << 10)
+
+static void body_free(void *arg)
+{
+    conn_t *cn = arg;
+    free(cn->body.p);
+    cn->body.p = NULL;
+    cn->body.len = cn->body.cap = 0;
+}
+
+static bool body_append(conn_t *cn, const char *data, size_t n)
 {
     sbuf_t *b = &cn->body;
     size_t  need = b->len + n + 1;
@@ -829,15 +846,28 @@ static void body_append(conn_t *cn, const char *data, size_t n)
         size_t cap = b->p ? b->cap * 2 : 4096;
         if (cap < need) cap = need;
         if (cap > cn->body_max + 1 && need <= cn->body_max + 1) cap = cn->body_max + 1;
-        char *np = arena_alloc(cn->arena, cap);
-        if (b->len) memcpy(np, b->p, b->len);
+        char *np;
+        if (cap <= HTTP_BODY_IN_ARENA) {
+            np = arena_alloc(cn->arena, cap);
+            if (b->len) memcpy(np, b->p, b->len);
+            b->a = cn->arena;
+        } else if (!b->p || b->a) {           /* leaves the arena */
+            np = malloc(cap);
+            if (!np) return false;
+            if (b->len) memcpy(np, b->p, b->len);
+            arena_on_free(cn->arena, body_free, cn);
+            b->a = NULL;
+        } else {
+            np = realloc(b->p, cap);
+            if (!np) return false;
+        }
         b->p = np;
         b->cap = cap;
-        b->a = cn->arena;
     }
     memcpy(b->p + b->len, data, n);
     b->len += n;
     b->p[b->len] = '\0';
+    return true;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -883,7 +913,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         if (!cn->too_large) {
             if (cn->body.len + *upload_size > cr_config.max_body_size) cn->too_large = true;
-            else body_append(cn, upload_data, *upload_size);
+            else if (!body_append(cn, upload_data, *upload_size)) {
+                LOG_E("http: out of memory for a request body of %zu bytes", cn->body.len + *upload_size);
+                if (!cn->req.status) reply_error(&cn->req, PB_INTERNAL_ERROR, "out of memory for the request body");
+                cn->too_large = true;   /* read and drop the rest */
+            }
         }
         *upload_size = 0;
         return MHD_YES;
