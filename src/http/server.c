@@ -749,9 +749,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
     for (int i = 0; i < r->n_out_headers; i++)
         head += strlen(r->out_headers[i].name) + strlen(r->out_headers[i].value) + 4;
     if (CR_UNLIKELY(cn && cn->pool_used + head > HTTP_POOL_SIZE)) {
-        /* libmicrohttpd would close the connection without a word */
-        LOG_E("http: %s %s: the answer's headers (%zu bytes) do not fit the connection", r->method_name,
-              r->path ? r->path : "?", head);
+        /* libmicrohttpd would close the connection without a word (the
+         * ProblemDetails is logged as every 5xx is) */
         reply_error(r, PB_INTERNAL_ERROR, "the answer's headers (%zu bytes) do not fit in the connection's memory",
                     head);
     }
@@ -864,9 +863,7 @@ static bool body_append(conn_t *cn, const char *data, size_t n)
         b->p = np;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    sb_add(b, data, n);   /* fits: never grows here */
     return true;
 }
 
