@@ -137,6 +137,7 @@ static void guard_send(int fd, int status, const char *reason, const char *extra
                       "Content-Length: %d\r\n\r\n%s", status, reason, extra, bn, body);
     if (n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         LOG_D("http: cannot send %d to fd %d: %s", status, fd, strerror(errno));
+    atomic_fetch_add(&stats.by_class[status / 100], 1);
 }
 
 static void guard_add(conn_t *cn)
@@ -894,7 +895,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 guard_send(cn->fd, 431, "Request Header Fields Too Large", "", p.detail);
                 shutdown(cn->fd, SHUT_WR);
                 atomic_fetch_add(&stats.requests, 1);
-                atomic_fetch_add(&stats.by_class[4], 1);
                 return MHD_NO;
             }
             reply_problem(&cn->req, &p);
