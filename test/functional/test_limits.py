@@ -204,6 +204,7 @@ def test_connections_beyond_the_limit_get_503_and_slots_come_back(broker_factory
     b = broker_factory("--maxConnections", "4", "--headerTimeout", "2")
     time.sleep(0.3)
     others = stats(b)["connectionsOpen"] - 1   # e.g. the start-up probe's connection, kept alive
+    time.sleep(0.5)                            # the statistics connection is gone
     idle = [connect(b) for _ in range(4 - others)]
     for s in idle:
         s.sendall(b"GET /version HTTP/1.1\r\n")    # a head that never ends
