@@ -71,11 +71,21 @@ static void run_cleanups(arena_t *a)
 
 void arena_reset(arena_t *a)
 {
+    arena_reset_keep(a, ARENA_KEEP_MAX);
+}
+
+/* The block kept is the largest of at most keep_max bytes, else (every block
+ * is larger) the smallest one. */
+void arena_reset_keep(arena_t *a, size_t keep_max)
+{
     if (!a) return;
     run_cleanups(a);
-    arena_block_t *keep = a->first;
-    for (arena_block_t *b = a->head; b; b = b->next)
-        if (b->size > keep->size && b->size <= ARENA_KEEP_MAX) keep = b;
+    arena_block_t *keep = NULL;
+    for (arena_block_t *b = a->head; b; b = b->next) {
+        if (!keep) keep = b;
+        else if (keep->size > keep_max ? b->size < keep->size : (b->size > keep->size && b->size <= keep_max))
+            keep = b;
+    }
     arena_block_t *b = a->head;
     while (b) {
         arena_block_t *n = b->next;

@@ -54,6 +54,8 @@ typedef struct arena arena_t;
 arena_t *arena_new(size_t first_block);          /* never NULL (aborts on OOM) */
 void     arena_free(arena_t *a);                 /* frees everything */
 void     arena_reset(arena_t *a);                /* frees all but one block (the largest, up to 1 MiB) */
+/* arena_reset keeping at most one block of up to keep_max bytes (an idle connection) */
+void     arena_reset_keep(arena_t *a, size_t keep_max);
 void    *arena_alloc(arena_t *a, size_t n);      /* 16-aligned; aborts on OOM or a size that overflows */
 void    *arena_calloc(arena_t *a, size_t n);     /* zeroed */
 char    *arena_strndup(arena_t *a, const char *s, size_t n); /* NUL-terminated */
@@ -222,6 +224,8 @@ typedef struct cr_config {
     int         max_connections;     /* --maxConnections */
     int         max_tenants;         /* --maxTenants (the default tenant included) */
     int         request_timeout;     /* --requestTimeout seconds */
+    int         header_timeout;      /* --headerTimeout: seconds to send a request head */
+    int         body_timeout;        /* --bodyTimeout: seconds to send a request body */
     size_t      max_body_size;       /* --maxBodySize bytes */
     int         max_json_depth;      /* --maxJsonDepth */
     int         max_attributes;      /* --maxAttributes per entity */

@@ -14,18 +14,42 @@
  *
  * The handler answers on a later call than the first (headers-only) one: a
  * response queued on the first call makes libmicrohttpd close the connection.
+ *
+ * Bounded cost (the guard, below): every connection is in a registry that a
+ * reaper thread walks a few times a second. A request head must be complete
+ * within --headerTimeout of the connection opening (or --requestTimeout of
+ * the previous answer), its body within --bodyTimeout; past that the reaper
+ * answers 408 and shuts the socket, so slow clients cannot keep the slots.
+ * libmicrohttpd's own limit is a little above --maxConnections, and a
+ * connection beyond ours is answered 503 at once instead of waiting in the
+ * listen backlog. The body buffer grows as bytes arrive, and an idle
+ * connection keeps an arena of at most HTTP_IDLE_ARENA bytes.
  */
 #include "http.h"
 #include "router.h"
 #include "../json/json.h"
 
+#include <errno.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+
+/* Where a connection is, for the reaper (see the guard below). */
+enum {
+    PH_HEAD0,     /* opened, its first head not complete yet: 408 at the deadline */
+    PH_IDLE,      /* kept alive after an answer, next head not complete: closed at the deadline */
+    PH_BODY,      /* head done, receiving the body: 408 at the deadline */
+    PH_BUSY,      /* the request is ours (handler, answer): never cut */
+    PH_OVER,      /* beyond --maxConnections: answered 503, closed at the deadline */
+    PH_CUT,       /* the reaper answered and shut the socket */
+};
 
 typedef struct conn {
     arena_t   *arena;
@@ -35,7 +59,20 @@ typedef struct conn {
     bool       too_large;
     bool       in_use;
     sbuf_t     body;
+    size_t     body_max;      /* Content-Length: the buffer never grows past it */
     struct MHD_Connection *mhd;
+
+    /* the guard */
+    _Atomic int     phase;    /* PH_* */
+    _Atomic int64_t deadline; /* guard_now() ms at which the phase ends */
+    int             fd;
+    struct conn    *prev, *next;
+
+    /* headers read in one pass (scan_headers) */
+    const char *h_clen, *h_tenant;
+    int         n_clen, n_tenant, n_headers;
+    bool        h_chunked;
+    size_t      pool_used;    /* estimate of the pool the request head takes */
 } conn_t;
 
 struct http_server {
@@ -43,9 +80,170 @@ struct http_server {
     router_t          *router;
 };
 
+/* An idle connection keeps at most this much arena for its next request. */
+#define HTTP_IDLE_ARENA ((size_t)64 << 10)
+/* The libmicrohttpd connection pool holds the request head (a read buffer
+ * of half the pool, grown when the head is larger, and a record per header
+ * line) and then the answer's head. A request whose head leaves less than
+ * HTTP_OUT_RESERVE of the pool is refused (431) before anything runs, so
+ * every answer's head fits: the longest entity id (MODEL_MAX_URI_LEN, percent-
+ * encoded in a Location header: 3 KiB) with the other headers. */
+#define HTTP_POOL_SIZE    ((size_t)16 << 10)
+#define HTTP_OUT_RESERVE  ((size_t)4 << 10)
+#define HTTP_POOL_RECORD  64      /* pool bytes per header line (struct MHD_HTTP_Header, aligned) */
+#define HTTP_POOL_SLACK   1024    /* the read buffer grows by this much (libmicrohttpd's increment) */
+#define HTTP_MHD_HEAD     256     /* what libmicrohttpd adds: status line, Date, Connection, Content-Length */
+
 static struct {
     atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
 } stats;
+
+/* ------------------------------------------------------------ the guard */
+
+static struct {
+    pthread_mutex_t lock;         /* the registry */
+    conn_t         *head;
+    pthread_t       thread;
+    bool            running;
+    _Atomic bool    stop;
+    _Atomic int64_t now;          /* coarse monotonic ms, set by the reaper */
+    pthread_mutex_t wake_lock;
+    pthread_cond_t  wake;
+} guard = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake_lock = PTHREAD_MUTEX_INITIALIZER,
+           .wake = PTHREAD_COND_INITIALIZER};
+
+#define GUARD_TICK_MS 200
+
+static int64_t mono_ms(void)
+{
+    return cr_mono_ns() / 1000000;
+}
+
+/* The workers read the reaper's clock: a relaxed load, no system call. */
+static inline int64_t guard_now(void)
+{
+    return atomic_load_explicit(&guard.now, memory_order_relaxed);
+}
+
+/* A complete answer written straight to the socket, for the cases where
+ * libmicrohttpd has no request to answer (a slot beyond the limit, a head
+ * that never completes). The socket is non-blocking and its send buffer
+ * empty, so a few hundred bytes always go out. */
+static void guard_send(int fd, int status, const char *reason, const char *extra, const char *detail)
+{
+    char body[384], msg[640];
+    int  bn = snprintf(body, sizeof body, "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%d,"
+                       "\"detail\":\"%s\"}", reason, status, detail);
+    int  n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\nConnection: close\r\n%sContent-Type: application/json\r\n"
+                      "Content-Length: %d\r\n\r\n%s", status, reason, extra, bn, body);
+    if (n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        LOG_D("http: cannot send %d to fd %d: %s", status, fd, strerror(errno));
+    atomic_fetch_add(&stats.by_class[status / 100], 1);
+}
+
+static void guard_add(conn_t *cn)
+{
+    pthread_mutex_lock(&guard.lock);
+    cn->prev = NULL;
+    cn->next = guard.head;
+    if (guard.head) guard.head->prev = cn;
+    guard.head = cn;
+    pthread_mutex_unlock(&guard.lock);
+}
+
+/* Called before libmicrohttpd closes the socket: after it the reaper can no
+ * longer touch cn->fd (which may be reused by then). */
+static void guard_remove(conn_t *cn)
+{
+    pthread_mutex_lock(&guard.lock);
+    if (cn->prev) cn->prev->next = cn->next;
+    else guard.head = cn->next;
+    if (cn->next) cn->next->prev = cn->prev;
+    pthread_mutex_unlock(&guard.lock);
+}
+
+/* The deadline `secs` from now; 0: none. */
+static int64_t guard_after(int secs)
+{
+    return secs > 0 ? guard_now() + (int64_t)secs * 1000 : INT64_MAX;
+}
+
+/* Moves cn to phase `to` with a deadline `secs` from now, unless the reaper
+ * took it. */
+static void guard_enter(conn_t *cn, int to, int secs)
+{
+    atomic_store_explicit(&cn->deadline, guard_after(secs), memory_order_relaxed);
+    int ph = atomic_load(&cn->phase);
+    while (ph != PH_CUT && !atomic_compare_exchange_weak(&cn->phase, &ph, to)) {}
+}
+
+/* The request becomes ours: false when the reaper cut it first. */
+static bool guard_claim(conn_t *cn)
+{
+    int ph = atomic_load(&cn->phase);
+    while (ph != PH_CUT && ph != PH_OVER)
+        if (atomic_compare_exchange_weak(&cn->phase, &ph, PH_BUSY)) return true;
+    return ph == PH_BUSY;
+}
+
+static void *guard_run(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&guard.stop)) {
+        int64_t now = mono_ms();
+        atomic_store(&guard.now, now);
+        int cut = 0, over = 0;
+        pthread_mutex_lock(&guard.lock);
+        for (conn_t *cn = guard.head; cn; cn = cn->next) {
+            int ph = atomic_load(&cn->phase);
+            if (ph == PH_BUSY || ph == PH_CUT) continue;
+            if (now < atomic_load_explicit(&cn->deadline, memory_order_relaxed)) continue;
+            if (!atomic_compare_exchange_strong(&cn->phase, &ph, PH_CUT)) continue;
+            if (ph == PH_HEAD0)
+                guard_send(cn->fd, 408, "Request Timeout", "",
+                           "the request head was not complete within --headerTimeout");
+            else if (ph == PH_BODY)
+                guard_send(cn->fd, 408, "Request Timeout", "",
+                           "the request body was not complete within --bodyTimeout");
+            if (ph == PH_OVER) over++;
+            else cut++;
+            shutdown(cn->fd, SHUT_RDWR);   /* libmicrohttpd sees the end and frees the slot */
+        }
+        pthread_mutex_unlock(&guard.lock);
+        if (cut) LOG_I("http: %d connection(s) cut: request not complete within its deadline", cut);
+        (void)over;
+
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += GUARD_TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_mutex_lock(&guard.wake_lock);
+        if (!atomic_load(&guard.stop)) pthread_cond_timedwait(&guard.wake, &guard.wake_lock, &ts);
+        pthread_mutex_unlock(&guard.wake_lock);
+    }
+    return NULL;
+}
+
+static bool guard_start(problem_t *p)
+{
+    atomic_store(&guard.stop, false);
+    atomic_store(&guard.now, mono_ms());
+    if (pthread_create(&guard.thread, NULL, guard_run, NULL) != 0)
+        return problem_set(p, PB_INTERNAL_ERROR, "cannot start the connection reaper thread");
+    guard.running = true;
+    return true;
+}
+
+static void guard_stop(void)
+{
+    if (!guard.running) return;
+    pthread_mutex_lock(&guard.wake_lock);
+    atomic_store(&guard.stop, true);
+    pthread_cond_signal(&guard.wake);
+    pthread_mutex_unlock(&guard.wake_lock);
+    pthread_join(guard.thread, NULL);
+    guard.running = false;
+}
 
 void http_get_stats(http_stats_t *st)
 {
@@ -60,17 +258,34 @@ void http_get_stats(http_stats_t *st)
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    (void)cls; (void)c;
+    (void)cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         conn_t *cn = calloc(1, sizeof *cn);
         if (!cn) return;
         cn->arena = arena_new(16384);
-        if (!cn->arena) { free(cn); return; }
+        if (!cn->arena || !ci) { arena_free(cn->arena); free(cn); return; }
+        cn->fd = ci->connect_fd;
         *socket_ctx = cn;
-        atomic_fetch_add(&stats.open, 1);
+        uint64_t n = atomic_fetch_add(&stats.open, 1) + 1;
+        if (n > (uint64_t)cr_config.max_connections) {
+            /* beyond our limit (libmicrohttpd's is a little higher): answer
+             * now, close soon; the client never waits in the backlog */
+            atomic_store(&cn->phase, PH_OVER);
+            atomic_store(&cn->deadline, guard_now() + 1000);
+            guard_send(cn->fd, 503, "Service Unavailable", "Retry-After: 1\r\n",
+                       "the broker serves as many connections as --maxConnections allows; retry later");
+            shutdown(cn->fd, SHUT_WR);
+            LOG_D("http: connection beyond --maxConnections %d answered 503", cr_config.max_connections);
+        } else {
+            atomic_store(&cn->phase, PH_HEAD0);
+            atomic_store(&cn->deadline, guard_after(cr_config.header_timeout));
+        }
+        guard_add(cn);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         conn_t *cn = *socket_ctx;
         if (cn) {
+            guard_remove(cn);
             arena_free(cn->arena);
             free(cn);
             *socket_ctx = NULL;
@@ -90,12 +305,19 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     (void)cls;
     conn_t *cn = conn_of(c);
     if (!cn) return NULL;
-    if (cn->in_use) arena_reset(cn->arena);     /* a request that never completed */
+    if (cn->in_use) arena_reset_keep(cn->arena, HTTP_IDLE_ARENA);   /* a request that never completed */
     memset(&cn->req, 0, sizeof cn->req);
     cn->in_use = true;
     cn->started = false;
     cn->too_large = false;
     cn->raw_uri = arena_strdup(cn->arena, uri ? uri : "/");
+    /* libmicrohttpd would next split the query into header records of its
+     * connection pool (a few hundred parameters fill it, and the request
+     * then hangs without an answer). We parse the query from our copy, so
+     * the pool's copy is cut right after the '?' it has already found:
+     * libmicrohttpd parses an empty query. */
+    char *qm = uri ? strchr(uri, '?') : NULL;
+    if (qm) qm[1] = '\0';
     return cn;
 }
 
@@ -105,9 +327,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     (void)cls; (void)c; (void)toe;
     conn_t *cn = *req_cls;
     if (!cn) return;
-    arena_reset(cn->arena);
+    arena_reset_keep(cn->arena, HTTP_IDLE_ARENA);
     cn->in_use = false;
     *req_cls = NULL;
+    /* the next head has the idle allowance (and at least --headerTimeout);
+     * --requestTimeout 0 keeps idle connections for ever, as libmicrohttpd does */
+    int idle = cr_config.request_timeout;
+    if (idle && idle < cr_config.header_timeout) idle = cr_config.header_timeout;
+    guard_enter(cn, PH_IDLE, idle);
 }
 
 /* ------------------------------------------------------------ parsing */
@@ -121,7 +348,7 @@ bool http_url_decode(char *s)
             char a = p[1], b = a ? p[2] : 0;
             hi = (a >= '0' && a <= '9') ? a - '0' : (a >= 'a' && a <= 'f') ? a - 'a' + 10 : (a >= 'A' && a <= 'F') ? a - 'A' + 10 : -1;
             lo = (b >= '0' && b <= '9') ? b - '0' : (b >= 'a' && b <= 'f') ? b - 'a' + 10 : (b >= 'A' && b <= 'F') ? b - 'A' + 10 : -1;
-            if (hi < 0 || lo < 0) return false;
+            if (hi < 0 || lo < 0 || (hi | lo) == 0) return false;   /* %00 would cut the string */
             *w++ = (char)(hi * 16 + lo);
             p += 2;
         } else {
@@ -158,7 +385,8 @@ static bool parse_query(request_t *r, char *q, problem_t *p)
             if (eq) *eq = '\0';
             char *k = q, *v = eq ? eq + 1 : q + strlen(q);
             if (!http_url_decode(k) || !http_url_decode(v))
-                return problem_set(p, PB_BAD_REQUEST_DATA, "malformed percent-encoding in query parameter '%s'", k);
+                return problem_set(p, PB_BAD_REQUEST_DATA,
+                                   "malformed percent-encoding (or %%00) in query parameter '%.100s'", k);
             if (r->nparams >= HTTP_MAX_PARAMS)
                 return problem_set(p, PB_BAD_REQUEST_DATA, "too many query parameters (at most %d)", HTTP_MAX_PARAMS);
             for (int i = 0; i < r->nparams; i++)
@@ -171,11 +399,33 @@ static bool parse_query(request_t *r, char *q, problem_t *p)
     return true;
 }
 
+/* true when the parameters of a media type (";charset=..." and others)
+ * name no charset but UTF-8: JSON is UTF-8 (RFC 8259 8.1). */
+static bool charset_ok(const char *params)
+{
+    for (const char *p = params; (p = strchr(p, ';')) != NULL;) {
+        p++;
+        while (*p == ' ' || *p == '\t') p++;
+        if (strncasecmp(p, "charset", 7) != 0) continue;
+        const char *v = p + 7;
+        while (*v == ' ' || *v == '\t') v++;
+        if (*v != '=') continue;
+        v++;
+        while (*v == ' ' || *v == '\t') v++;
+        bool   quoted = *v == '"';
+        if (quoted) v++;
+        size_t n = strcspn(v, quoted ? "\"" : "; \t");
+        if (!((n == 5 && !strncasecmp(v, "utf-8", 5)) || (n == 4 && !strncasecmp(v, "utf8", 4)))) return false;
+    }
+    return true;
+}
+
 static ctype_t parse_ctype(const char *ct)
 {
     if (!ct) return CT_NONE;
     while (*ct == ' ') ct++;
     size_t n = strcspn(ct, "; \t");
+    if (CR_UNLIKELY(ct[n] != '\0') && !charset_ok(ct + n)) return CT_OTHER;
     if (n == 16 && !strncasecmp(ct, "application/json", n)) return CT_JSON;
     if (n == 19 && !strncasecmp(ct, "application/ld+json", n)) return CT_LDJSON;
     if (n == 28 && !strncasecmp(ct, "application/merge-patch+json", n)) return CT_MERGE_PATCH;
@@ -355,6 +605,39 @@ static bool valid_tenant(const char *t)
     return true;
 }
 
+/* One pass over the request headers keeps what we read (a lookup each would
+ * walk the list every time) and counts the headers that must not repeat. */
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    conn_t    *cn = cls;
+    request_t *r = &cn->req;
+    size_t     n = strlen(key);
+    cn->n_headers++;
+    switch (n) {
+    case 4:
+        if (!strcasecmp(key, "Link")) r->link = value;
+        break;
+    case 6:
+        if (!strcasecmp(key, "Accept")) r->accept = value;
+        else if (!strcasecmp(key, "Prefer")) r->prefer = value;
+        break;
+    case 12:
+        if (!strcasecmp(key, "Content-Type")) r->content_type = value;
+        break;
+    case 13:
+        if (!strcasecmp(key, "NGSILD-Tenant")) { cn->h_tenant = value; cn->n_tenant++; }
+        break;
+    case 14:
+        if (!strcasecmp(key, "Content-Length")) { cn->h_clen = value; cn->n_clen++; }
+        break;
+    case 17:
+        if (!strcasecmp(key, "Transfer-Encoding")) cn->h_chunked = true;
+        break;
+    }
+    return MHD_YES;
+}
+
 /* Reads the headers and the URI into r; false with p set when the request is
  * malformed before any handler runs. */
 static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *method, problem_t *p)
@@ -375,13 +658,29 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
     r->path = uri;            /* decoded per segment by the router */
     if (!parse_query(r, q, p)) return false;
 
-    r->content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    cn->h_clen = cn->h_tenant = NULL;
+    cn->n_clen = cn->n_tenant = cn->n_headers = 0;
+    cn->h_chunked = false;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, cn);
+    /* two framings, or two tenants: which one the client meant is a guess */
+    if (cn->n_clen > 1 || (cn->n_clen && cn->h_chunked))
+        return problem_set(p, PB_BAD_REQUEST_DATA, cn->h_chunked ? "both Content-Length and Transfer-Encoding"
+                                                                 : "Content-Length given more than once");
+    if (cn->n_tenant > 1) return problem_set(p, PB_BAD_REQUEST_DATA, "NGSILD-Tenant given more than once");
+    const union MHD_ConnectionInfo *hs = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t head = hs ? hs->header_size : 0;
+    cn->pool_used = (head + HTTP_POOL_SLACK > HTTP_POOL_SIZE / 2 ? head + HTTP_POOL_SLACK : HTTP_POOL_SIZE / 2) +
+                    (size_t)cn->n_headers * HTTP_POOL_RECORD;
+    if (cn->pool_used > HTTP_POOL_SIZE - HTTP_OUT_RESERVE) {
+        p->kind = PB_HTTP; p->status = 431;
+        snprintf(p->detail, sizeof p->detail, "the request head (%zu bytes in %d lines) is too large: "
+                 "about %zu bytes fit, fewer with many lines", head, cn->n_headers,
+                 HTTP_POOL_SIZE / 2 - HTTP_POOL_SLACK);
+        return false;
+    }
     r->ctype = parse_ctype(r->content_type);
-    r->accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
     parse_accept(r);
-    r->link = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Link");
-    r->prefer = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Prefer");
-    const char *t = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "NGSILD-Tenant");
+    const char *t = cn->h_tenant;
     if (t && *t) {
         if (!valid_tenant(t))
             return problem_set(p, PB_BAD_REQUEST_DATA,
@@ -392,14 +691,13 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
 }
 
 /* 6.3.4 preconditions for the matched route. */
-static bool check_preconditions(request_t *r, const http_route_t *rt, struct MHD_Connection *c,
-                                problem_t *p)
+static bool check_preconditions(request_t *r, const http_route_t *rt, problem_t *p)
 {
     if (rt->flags & HR_NO_BODY_CHECKS) return true;
     bool has_body_method = r->method & (HM_POST | HM_PUT | HM_PATCH);
     if (has_body_method) {
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (!cl) {   /* 6.3.4: a chunked body has no Content-Length either */
+        const conn_t *cn = r->priv;
+        if (!cn->h_clen) {   /* 6.3.4: a chunked body has no Content-Length either */
             p->kind = PB_HTTP; p->status = 411;
             snprintf(p->detail, sizeof p->detail, "Content-Length required");
             return false;
@@ -428,6 +726,16 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
 {
     struct MHD_Response *resp;
     if (r->status == 0) r->status = 500;
+    conn_t *cn = r->priv;
+    size_t  head = HTTP_MHD_HEAD + (r->out_type ? strlen(r->out_type) + 16 : 0);
+    for (int i = 0; i < r->n_out_headers; i++)
+        head += strlen(r->out_headers[i].name) + strlen(r->out_headers[i].value) + 4;
+    if (CR_UNLIKELY(cn && cn->pool_used + head > HTTP_POOL_SIZE)) {
+        /* libmicrohttpd would close the connection without a word (the
+         * ProblemDetails is logged as every 5xx is) */
+        reply_error(r, PB_INTERNAL_ERROR, "the answer's headers (%zu bytes) do not fit in the connection's memory",
+                    head);
+    }
     if (r->out_type || r->out.len)
         resp = MHD_create_response_from_buffer(r->out.len, r->out.p, MHD_RESPMEM_PERSISTENT);
     else
@@ -461,7 +769,7 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
     const http_route_t *rt = NULL;
     int rc = router_match(srv->router, r, &rt);
     if (rc == ROUTE_BAD_PATH) {
-        reply_error(r, PB_BAD_REQUEST_DATA, "malformed percent-encoding in the path");
+        reply_error(r, PB_BAD_REQUEST_DATA, "malformed percent-encoding (or %%00) in the path");
         return;
     }
     if (rc == ROUTE_NOT_FOUND) {
@@ -483,7 +791,7 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
         reply_header(r, "Allow", allow);
         return;
     }
-    if (!check_preconditions(r, rt, c, &p)) {
+    if (!check_preconditions(r, rt, &p)) {
         reply_problem(r, &p);
         return;
     }
@@ -491,6 +799,54 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
     r->body_len = cn->body.p ? cn->body.len : 0;
     h(r);
     if (r->tenant && r->status < 400) reply_header(r, "NGSILD-Tenant", r->tenant);
+}
+
+/* The body buffer grows with the bytes that came (doubling, capped at the
+ * announced length), never sized up front from Content-Length: a client that
+ * announces 1 MiB and sends nothing costs nothing. Up to HTTP_BODY_IN_ARENA
+ * it lives in the arena (no malloc for the usual small bodies); beyond, it
+ * moves to malloc and grows with realloc (mremap for large ones), so that a
+ * large body costs about its size, not the sum of every size it grew
+ * through. The arena frees it with the request (body_free). false: out of
+ * memory. */
+#define HTTP_BODY_IN_ARENA ((size_t)32 << 10)
+
+static void body_free(void *arg)
+{
+    conn_t *cn = arg;
+    free(cn->body.p);
+    cn->body.p = NULL;
+    cn->body.len = cn->body.cap = 0;
+}
+
+static bool body_append(conn_t *cn, const char *data, size_t n)
+{
+    sbuf_t *b = &cn->body;
+    size_t  need = b->len + n + 1;
+    if (!b->p || need > b->cap) {
+        size_t cap = b->p ? b->cap * 2 : 4096;
+        if (cap < need) cap = need;
+        if (cap > cn->body_max + 1 && need <= cn->body_max + 1) cap = cn->body_max + 1;
+        char *np;
+        if (cap <= HTTP_BODY_IN_ARENA) {
+            np = arena_alloc(cn->arena, cap);
+            if (b->len) memcpy(np, b->p, b->len);
+            b->a = cn->arena;
+        } else if (!b->p || b->a) {           /* leaves the arena */
+            np = malloc(cap);
+            if (!np) return false;
+            if (b->len) memcpy(np, b->p, b->len);
+            arena_on_free(cn->arena, body_free, cn);
+            b->a = NULL;
+        } else {
+            np = realloc(b->p, cap);
+            if (!np) return false;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    sb_add(b, data, n);   /* fits: never grows here */
+    return true;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -507,30 +863,44 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->started = true;
         cn->body.p = NULL;
         cn->body.len = 0;
+        cn->body_max = cr_config.max_body_size;
+        /* the head is complete: the body has its own deadline */
+        int ph = atomic_load(&cn->phase);
+        if (ph == PH_CUT || ph == PH_OVER) return MHD_NO;
+        guard_enter(cn, PH_BODY, cr_config.body_timeout);
         if (!setup_request(cn, c, method, &p)) {
+            if (p.kind == PB_HTTP && p.status == 431) {
+                /* the pool may have no room left for any answer's head:
+                 * this one goes straight to the socket */
+                if (!guard_claim(cn)) return MHD_NO;
+                guard_send(cn->fd, 431, "Request Header Fields Too Large", "", p.detail);
+                shutdown(cn->fd, SHUT_WR);
+                atomic_fetch_add(&stats.requests, 1);
+                return MHD_NO;
+            }
             reply_problem(&cn->req, &p);
             return MHD_YES;
         }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-            unsigned long long n = strtoull(cl, NULL, 10);
-            if (n > cr_config.max_body_size) {
-                cn->too_large = true;
-            } else if (n > 0) {
-                sb_init(&cn->body, cn->arena, (size_t)n + 1);
-            }
+        if (cn->h_clen) {
+            unsigned long long n = strtoull(cn->h_clen, NULL, 10);
+            if (n > cr_config.max_body_size) cn->too_large = true;
+            else cn->body_max = (size_t)n;
         }
         return MHD_YES;
     }
     if (*upload_size) {
         if (!cn->too_large) {
-            if (!cn->body.p) sb_init(&cn->body, cn->arena, *upload_size + 1);
             if (cn->body.len + *upload_size > cr_config.max_body_size) cn->too_large = true;
-            else sb_add(&cn->body, upload_data, *upload_size);
+            else if (!body_append(cn, upload_data, *upload_size)) {
+                LOG_E("http: out of memory for a request body of %zu bytes", cn->body.len + *upload_size);
+                if (!cn->req.status) reply_error(&cn->req, PB_INTERNAL_ERROR, "out of memory for the request body");
+                cn->too_large = true;   /* read and drop the rest */
+            }
         }
         *upload_size = 0;
         return MHD_YES;
     }
+    if (!guard_claim(cn)) return MHD_NO;   /* answered 408 by the reaper */
     request_t *r = &cn->req;
     if (cn->too_large && !r->status) {
         problem_t p = {.kind = PB_HTTP, .status = 413};
@@ -542,6 +912,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 /* ------------------------------------------------------------ start/stop */
+
+/* libmicrohttpd's messages (a head too large, a connection it closed): one
+ * line each, at debug (a client can cause any number of them), in our log. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    if (cr_log_level < LOG_DEBUG) return;
+    char   line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+    cr_log(LOG_DEBUG, "libmicrohttpd: %s", line);
+}
 
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p)
 {
@@ -562,20 +945,33 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     /* The connection memory pool holds the request line, the headers and the
      * response headers. libmicrohttpd clears the pool after every request
      * (callgrind: half of all instructions of a GET with the 32 KiB default),
-     * so it is kept at 16 KiB: request line + headers up to about 8 KiB. */
+     * so it is kept at 16 KiB: a request head up to HTTP_MAX_HEAD (8 KiB),
+     * the rest for the answer's head.
+     * libmicrohttpd's connection limit is above ours by a reserve: the
+     * connections beyond --maxConnections are accepted and answered 503
+     * (on_connection) instead of waiting unanswered in the listen backlog. */
+    if (!guard_start(p)) {
+        router_free(srv->router);
+        free(srv);
+        return NULL;
+    }
+    unsigned reserve = (unsigned)cr_config.max_connections / 8;
+    if (reserve < 64) reserve = 64;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
     srv->d = MHD_start_daemon(flags, (uint16_t)cr_config.port, NULL, NULL, on_request, srv,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cr_config.connection_pool_size,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)cr_config.max_connections,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)cr_config.max_connections + reserve,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cr_config.request_timeout,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_POOL_SIZE,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                               MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                               MHD_OPTION_END);
     if (!srv->d) {
+        guard_stop();
         router_free(srv->router);
         free(srv);
         problem_set(p, PB_INTERNAL_ERROR, "cannot listen on %s:%d (in use?)", cr_config.bind_address, cr_config.port);
@@ -588,6 +984,7 @@ void http_stop(http_server_t *srv)
 {
     if (!srv) return;
     MHD_stop_daemon(srv->d);
+    guard_stop();
     router_free(srv->router);
     free(srv);
 }

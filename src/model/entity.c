@@ -163,7 +163,7 @@ bool model_valid_uri(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
 
-    if (!s || !ascii_letter(*p))
+    if (!s || !ascii_letter(*p) || strnlen(s, MODEL_MAX_URI_LEN + 1) > MODEL_MAX_URI_LEN)
         return false;
     for (p++; uri_scheme[*p]; p++)
         ;

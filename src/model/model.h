@@ -116,7 +116,12 @@ bool attr_parse(arena_t *a, const char *name, const json_t *v, const ld_context_
  * sub-attributes per attribute. Types are bounded by CR_ATTRS_MAX. */
 size_t model_max_attributes(void);
 
-/* Entity ids and names (4.6.2; ids are URIs). */
+/* Entity ids and names (4.6.2; ids are URIs). A URI is at most
+ * MODEL_MAX_URI_LEN bytes: an entity id must fit, percent-encoded, in the
+ * Location header of its creation and in the request line that names it,
+ * both within the 16 KiB a connection has for a request head and its answer's
+ * head (src/http/server.c). */
+#define MODEL_MAX_URI_LEN 1024
 bool model_valid_uri(const char *s);
 bool model_valid_name(const char *s);      /* type / attribute name, before expansion */
 /* A Scope (4.18): ["/"] level *("/" level), or "urn:ngsi-ld:null". */

@@ -943,8 +943,8 @@ cr_entity_t *entity_parse(arena_t *a, const json_t *body, const ld_context_t *ct
             return NULL;
         }
         if (!model_valid_uri(id->str)) {
-            problem_set(p, PB_BAD_REQUEST_DATA, "the entity id must be a URI ('%.200s' is not)",
-                        id->str);
+            problem_set(p, PB_BAD_REQUEST_DATA, "the entity id must be a URI of at most %d bytes "
+                        "('%.200s' is not)", MODEL_MAX_URI_LEN, id->str);
             return NULL;
         }
         e->id = id->str;

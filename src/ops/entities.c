@@ -13,7 +13,8 @@
 bool ops_check_id(const char *id, problem_t *p)
 {
     if (!id || !model_valid_uri(id))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "'%s' is not a valid entity id (a URI)", id ? id : "");
+        return problem_set(p, PB_BAD_REQUEST_DATA, "'%.200s' is not a valid entity id (a URI of at most %d bytes)",
+                           id ? id : "", MODEL_MAX_URI_LEN);
     return true;
 }
 

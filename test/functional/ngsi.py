@@ -195,3 +195,41 @@ def assert_problem_body(pd, name):
 
 def assert_no_body(resp):
     assert resp.content in (b"",), "expected no body, got %r" % resp.content[:200]
+
+
+def read_answer(s):
+    """(status, headers lower-cased, body bytes) of one HTTP answer read from
+    socket s (until Content-Length bytes of body, or the end), or None when
+    the connection ends before any answer."""
+    data = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            break
+        data += chunk
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if sep:
+            n = int(_head_fields(head).get("content-length", "-1"))
+            if n >= 0 and len(rest) >= n:
+                break
+    if not data:
+        return None
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return int(data.split(b" ", 2)[1]), _head_fields(head), rest
+
+
+def _head_fields(head):
+    hdrs = {}
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.decode("latin-1").partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return hdrs
+
+
+def process_rss_kib(pid):
+    """Resident memory of process pid in KiB (Linux)."""
+    m = re.search(r"^VmRSS:\s+(\d+)", open("/proc/%d/status" % pid).read(), re.M)
+    return int(m.group(1)) if m else 0

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from ngsi import (API, assert_no_body, assert_problem, entity, media_type, prop, uid)
+from ngsi import (API, assert_no_body, assert_problem, entity, media_type, prop, read_answer, uid)
 
 
 def raw_request(broker, text, body=b""):
@@ -16,28 +16,9 @@ def raw_request(broker, text, body=b""):
     s = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
     try:
         s.sendall(text.encode("latin-1") + body)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-            head, sep, rest = data.partition(b"\r\n\r\n")
-            if sep:
-                hdrs = {}
-                for line in head.split(b"\r\n")[1:]:
-                    k, _, v = line.decode("latin-1").partition(":")
-                    hdrs[k.strip().lower()] = v.strip()
-                n = int(hdrs.get("content-length", "-1"))
-                if n >= 0 and len(rest) >= n:
-                    break
-        status = int(data.split(b" ", 2)[1])
-        head, _, rest = data.partition(b"\r\n\r\n")
-        hdrs = {}
-        for line in head.split(b"\r\n")[1:]:
-            k, _, v = line.decode("latin-1").partition(":")
-            hdrs[k.strip().lower()] = v.strip()
-        return status, hdrs, rest
+        ans = read_answer(s)
+        assert ans is not None, "the broker closed the connection without an answer"
+        return ans
     finally:
         s.close()
 

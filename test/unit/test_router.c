@@ -66,6 +66,23 @@ static void routing(void **state)
     router_free(rt);
 }
 
+/* A path segment with %00 is refused by the router, not cut short. */
+static void nul_in_a_segment(void **state)
+{
+    (void)state;
+    static const http_route_t one[] = {{.pattern = "/e/{id}", .get = h_get}};
+    router_t *rt = router_new(one, 1);
+    arena_t  *a = arena_new(0);
+    request_t r = {.arena = a, .path = "/e/urn:h:1%00x"};
+    const http_route_t *m = NULL;
+    assert_int_equal(router_match(rt, &r, &m), ROUTE_BAD_PATH);
+    r.path = "/e/urn:h:1%2500x";
+    assert_int_equal(router_match(rt, &r, &m), ROUTE_OK);
+    assert_string_equal(r.pathv[0], "urn:h:1%00x");
+    arena_free(a);
+    router_free(rt);
+}
+
 static void url_decoding(void **state)
 {
     (void)state;
@@ -74,6 +91,12 @@ static void url_decoding(void **state)
     assert_string_equal(s1, "a b+c+");
     char s2[] = "bad%2";
     assert_false(http_url_decode(s2));
+    /* %00 would end the decoded string early: urn:h:1%00x is not urn:h:1 */
+    char s3[] = "urn:h:1%00x";
+    assert_false(http_url_decode(s3));
+    char s4[] = "%01%ff%C3%a9";
+    assert_true(http_url_decode(s4));
+    assert_string_equal(s4, "\x01\xff\xc3\xa9");
     arena_t *a = arena_new(0);
     sbuf_t   sb;
     sb_init(&sb, a, 16);
@@ -84,6 +107,7 @@ static void url_decoding(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(routing), cmocka_unit_test(url_decoding)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(routing), cmocka_unit_test(url_decoding),
+                                       cmocka_unit_test(nul_in_a_segment)};
     return cmocka_run_group_tests_name("router", tests, NULL, NULL);
 }
