@@ -163,6 +163,7 @@ static void batch_write(request_t *r, bkind_t kind)
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = batch_body(r, &p);
     if (!body) goto fail;
+    if (!api_contexts_ready(r, body)) return;   /* deferred: runs again once downloaded */
     batch_init(&b, r, body->len);
     int64_t now = cr_now_us();
 

@@ -14,17 +14,30 @@
  *
  * The handler answers on a later call than the first (headers-only) one: a
  * response queued on the first call makes libmicrohttpd close the connection.
+ *
+ * Deferred requests (req_defer): the connection is suspended with
+ * MHD_suspend_connection (MHD_ALLOW_SUSPEND_RESUME), so it costs no worker
+ * while it waits; req_resume may come from any thread, before or after the
+ * suspension (conn_t.dstate under dlock tells which), and the handler runs
+ * again on libmicrohttpd's next call. The handler parses the body in situ,
+ * so each run gets a fresh copy of the body as received.
  */
 #include "http.h"
 #include "router.h"
 
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <unistd.h>
+#include <time.h>
+
+/* conn_t.dstate: where a deferred request stands */
+enum { DS_NONE, DS_ARMED, DS_SUSPENDED, DS_RESUMED };
 
 typedef struct conn {
     arena_t   *arena;
@@ -35,6 +48,9 @@ typedef struct conn {
     bool       in_use;
     sbuf_t     body;
     struct MHD_Connection *mhd;
+    pthread_mutex_t dlock;    /* guards dstate */
+    int        dstate;        /* DS_*: see req_defer */
+    bool       rerun;         /* the handler ran before on this request */
 } conn_t;
 
 struct http_server {
@@ -45,6 +61,7 @@ struct http_server {
 static struct {
     atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
 } stats;
+static atomic_int g_suspended;   /* connections suspended now */
 
 void http_get_stats(http_stats_t *st)
 {
@@ -65,12 +82,14 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
         if (!cn) return;
         cn->arena = arena_new(16384);
         if (!cn->arena) { free(cn); return; }
+        pthread_mutex_init(&cn->dlock, NULL);
         *socket_ctx = cn;
         atomic_fetch_add(&stats.open, 1);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         conn_t *cn = *socket_ctx;
         if (cn) {
             arena_free(cn->arena);
+            pthread_mutex_destroy(&cn->dlock);
             free(cn);
             *socket_ctx = NULL;
             atomic_fetch_sub(&stats.open, 1);
@@ -94,6 +113,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cn->in_use = true;
     cn->started = false;
     cn->too_large = false;
+    cn->rerun = false;
+    cn->dstate = DS_NONE;
     cn->raw_uri = arena_strdup(cn->arena, uri ? uri : "/");
     return cn;
 }
@@ -260,6 +281,64 @@ const char *req_header(request_t *r, const char *name)
     return MHD_lookup_connection_value(cn->mhd, MHD_HEADER_KIND, name);
 }
 
+/* ------------------------------------------------------------ deferral */
+
+req_token_t *req_token(request_t *r)
+{
+    return (req_token_t *)r->priv;
+}
+
+void req_defer(request_t *r)
+{
+    conn_t *cn = r->priv;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->dstate == DS_NONE) cn->dstate = DS_ARMED;   /* DS_RESUMED: already woken */
+    pthread_mutex_unlock(&cn->dlock);
+}
+
+bool req_deferred(const request_t *r)
+{
+    conn_t *cn = r->priv;
+    pthread_mutex_lock(&cn->dlock);
+    bool d = cn->dstate != DS_NONE;
+    pthread_mutex_unlock(&cn->dlock);
+    return d;
+}
+
+void req_resume(req_token_t *t)
+{
+    conn_t *cn = (conn_t *)t;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->dstate == DS_SUSPENDED) {
+        cn->dstate = DS_NONE;
+        atomic_fetch_sub(&g_suspended, 1);
+        MHD_resume_connection(cn->mhd);
+    } else {
+        cn->dstate = DS_RESUMED;     /* the handler has not returned yet: it runs again at once */
+    }
+    pthread_mutex_unlock(&cn->dlock);
+}
+
+/* After a run of the handler: true when the request waits (the connection is
+ * suspended); false when it must be answered now, or run again (*again). */
+static bool defer_after_run(conn_t *cn, struct MHD_Connection *c, bool *again)
+{
+    bool waits = false;
+    *again = false;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->dstate == DS_ARMED) {
+        MHD_suspend_connection(c);
+        cn->dstate = DS_SUSPENDED;
+        atomic_fetch_add(&g_suspended, 1);
+        waits = true;
+    } else if (cn->dstate == DS_RESUMED) {
+        cn->dstate = DS_NONE;
+        *again = true;
+    }
+    pthread_mutex_unlock(&cn->dlock);
+    return waits;
+}
+
 /* ------------------------------------------------------------ replies */
 
 void reply_header(request_t *r, const char *name, const char *value)
@@ -299,6 +378,7 @@ static void json_escape_into(sbuf_t *sb, const char *s)
 void reply_problem(request_t *r, const problem_t *p)
 {
     int status = problem_status(p);
+    if (req_deferred(r)) return;   /* the answer comes from a later run */
     if (status >= 500)   /* the broker's own trouble (503: a @context that cannot be had): one line */
         cr_log(status == 503 ? LOG_WARN : LOG_ERROR, "%s %s -> %d %s", r->method_name ? r->method_name : "?",
                r->path ? r->path : "?", status, p->detail);
@@ -407,6 +487,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
                                "invalid NGSILD-Tenant '%.64s': 1 to 64 characters of A-Z a-z 0-9 _ -", t);
         r->tenant = t;
     }
+    r->arrived_ns = cr_mono_ns();
     return true;
 }
 
@@ -506,7 +587,8 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
         reply_problem(r, &p);
         return;
     }
-    r->body = cn->body.p ? cn->body.p : (char *)"";
+    /* a copy: the handler parses it in situ, and a deferred request runs again */
+    r->body = cn->body.p ? arena_strndup(r->arena, cn->body.p, cn->body.len) : (char *)"";
     r->body_len = cn->body.p ? cn->body.len : 0;
     h(r);
     if (r->tenant && r->status < 400) reply_header(r, "NGSILD-Tenant", r->tenant);
@@ -556,7 +638,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(p.detail, sizeof p.detail, "request body larger than %zu bytes", cr_config.max_body_size);
         reply_problem(r, &p);
     }
-    dispatch(srv, cn, c);
+    for (;;) {
+        if (cn->rerun) {              /* a deferred request: a clean slate for the answer */
+            r->status = 0;
+            r->out_type = NULL;
+            sb_clear(&r->out);
+            r->n_out_headers = 0;
+            r->params_used = 0;
+            r->npath = 0;
+        }
+        cn->rerun = true;
+        dispatch(srv, cn, c);
+        bool again;
+        if (defer_after_run(cn, c, &again)) return MHD_YES;
+        if (!again) break;
+    }
     return send_reply(c, r);
 }
 
@@ -582,7 +678,7 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
      * response headers. libmicrohttpd clears the pool after every request
      * (callgrind: half of all instructions of a GET with the 32 KiB default),
      * so it is kept at 16 KiB: request line + headers up to about 8 KiB. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     srv->d = MHD_start_daemon(flags, (uint16_t)cr_config.port, NULL, NULL, on_request, srv,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cr_config.connection_pool_size,
@@ -606,6 +702,15 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
 void http_stop(http_server_t *srv)
 {
     if (!srv) return;
+    /* libmicrohttpd cannot stop with suspended connections: new ones are
+     * refused, and those that wait get their answer first (the work they
+     * wait for is bounded by its owner, e.g. --contextTimeout). */
+    MHD_socket ls = MHD_quiesce_daemon(srv->d);
+    if (ls != MHD_INVALID_SOCKET) close(ls);
+    for (int i = 0; atomic_load(&g_suspended) > 0; i++) {
+        if (i == 6000) { LOG_E("http: %d requests still suspended after 60 s; stopping anyway", atomic_load(&g_suspended)); break; }
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    }
     MHD_stop_daemon(srv->d);
     router_free(srv->router);
     free(srv);

@@ -244,21 +244,32 @@ const char *ld_compact(const ld_context_t *c, const char *iri)
     return intern(iri, len);
 }
 
-/* A small direct-mapped memo per thread: contexts are never freed and
- * interned strings never move, so (context, iri) pointers are stable keys
- * and an entry never goes stale. No lock, no sharing between threads. */
+/* A small direct-mapped memo per thread, keyed by the context's serial
+ * (never reused, unlike its address once an evicted context is freed) and
+ * the interned IRI (interned strings never move): an entry never goes
+ * stale. No lock, no sharing between threads. */
 #define COMPACT_MEMO 512
-static __thread struct { const ld_context_t *c; const char *iri, *term; } compact_memo[COMPACT_MEMO];
+static __thread struct { uint64_t serial; const char *iri, *term; } compact_memo[COMPACT_MEMO];
+
+uint64_t ld_context_serial(const ld_context_t *c)
+{
+    if (!c)
+        c = ld_core();
+    return c ? c->serial : 0;
+}
 
 const char *ld_compact_name(const ld_context_t *c, const char *iri)
 {
     if (!iri)
         return NULL;
-    size_t slot = (size_t)(cr_hash_ptr(iri) ^ ((uintptr_t)c >> 4)) & (COMPACT_MEMO - 1);
-    if (compact_memo[slot].iri == iri && compact_memo[slot].c == c)
+    if (!c)
+        c = ld_core();
+    uint64_t serial = c ? c->serial : 0;
+    size_t slot = (size_t)(cr_hash_ptr(iri) ^ (serial * 0x9e3779b97f4a7c15ULL)) & (COMPACT_MEMO - 1);
+    if (compact_memo[slot].iri == iri && compact_memo[slot].serial == serial)
         return compact_memo[slot].term;
     const char *term = ld_compact(c, iri);
-    compact_memo[slot].c = c;
+    compact_memo[slot].serial = serial;
     compact_memo[slot].iri = iri;
     compact_memo[slot].term = term;
     return term;
@@ -288,6 +299,8 @@ bool ld_builder_init(ld_builder_t *b, const ld_context_t *core)
 {
     memset(b, 0, sizeof *b);
     b->core = core;
+    b->max_docs = cr_config.context_max_docs > 0 ? (unsigned)cr_config.context_max_docs : LD_MAX_REMOTE_DOCS;
+    b->max_bytes = ld_max_doc_bytes();
     b->tmp = arena_new(16384);
     return b->tmp != NULL;
 }
@@ -613,18 +626,38 @@ static bool add_url(ld_builder_t *b, const char *url, size_t len, problem_t *p)
     if (!ld_is_fetchable_url(url, len))
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
                            "@context %.300s: only http and https URLs can be fetched", url);
-    if (b->remote_depth >= LD_MAX_REMOTE_DEPTH)
+    unsigned max_depth = cr_config.context_max_depth > 0 ? (unsigned)cr_config.context_max_depth
+                                                          : LD_MAX_REMOTE_DEPTH;
+    if (b->remote_depth >= max_depth)
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
-                           "@context %.300s: remote contexts nest deeper than %d", url,
-                           LD_MAX_REMOTE_DEPTH);
+                           "@context %.300s: remote contexts nest deeper than %u (--contextMaxDepth)", url,
+                           max_depth);
+    if (b->docs >= b->max_docs)
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s: the request's @contexts need more than %u remote documents "
+                           "(--contextMaxDocs)", url, b->max_docs);
+    b->docs++;
     const char *text;
     size_t tlen;
-    if (!ld_fetch(url, &text, &tlen, p))
+    char ubuf[LD_MAX_URL_LEN + 1];
+    memcpy(ubuf, url, len);                         /* ld_is_fetchable_url bounds len */
+    ubuf[len] = '\0';
+    int st = ld_doc_get(ubuf, b->tmp, &text, &tlen, b->waiter, p);
+    if (st == LD_DOC_PENDING) {
+        b->pending = true;                          /* go on: other documents start downloading too */
+        return true;
+    }
+    if (st != LD_DOC_READY)
         return false;
+    b->doc_bytes += tlen;
+    if (b->doc_bytes > b->max_bytes)
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s: the request's remote @contexts hold more than %zu bytes "
+                           "(--contextMaxBytes)", url, b->max_bytes);
 
     char err[128];
-    json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = LD_MAX_DOC_BYTES };
-    json_t *doc = json_parse_copy(b->tmp, text, tlen, &lim, err, sizeof err);
+    json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = 0 };
+    json_t *doc = json_parse(b->tmp, (char *)text, tlen, &lim, err, sizeof err);
     if (!doc)
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context %.300s is not valid JSON: %s",
                            url, err);
@@ -698,8 +731,11 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
     arena_t *a = arena_new(4096 + n * (sizeof(ld_def_t) + 2 * 2 * sizeof(uint32_t)));
     if (!a)
         return NULL;
+    static uint64_t serials;
     ld_context_t *c = arena_calloc(a, sizeof *c);
     c->arena = a;
+    c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    c->refs = 1;
     c->is_core = is_core;
     c->defs = arena_calloc(a, (n ? n : 1) * sizeof *c->defs);
     c->by_term = arena_calloc(a, cap * sizeof *c->by_term);

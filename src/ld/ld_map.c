@@ -1,7 +1,8 @@
 /*
  * ld_map.c - the small open-addressing hash map (hash -> pointer) behind the
  * context cache, the served-context index and the remote-document cache.
- * Linear probing, load factor at most 1/2, no removal. Callers lock.
+ * Linear probing, load factor at most 1/2, removal by backward shift.
+ * Callers lock.
  */
 #include "ld_int.h"
 
@@ -62,4 +63,32 @@ void ld_map_each(const ld_map_t *m, void (*fn)(void *val, void *ud), void *ud)
     for (size_t i = 0; i < m->cap; i++)
         if (m->slots[i].val)
             fn(m->slots[i].val, ud);
+}
+
+void ld_map_del(ld_map_t *m, uint64_t hash, const void *val)
+{
+    if (!m->cap)
+        return;
+    size_t mask = m->cap - 1;
+    size_t i = (size_t)hash & mask;
+    while (m->slots[i].val != val) {
+        if (!m->slots[i].val)
+            return;                                 /* not there */
+        i = (i + 1) & mask;
+    }
+    /* backward shift: move later members of the chain into the hole when
+     * their home slot does not lie (cyclically) between the hole and them */
+    for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        if (!m->slots[j].val)
+            break;
+        size_t home = (size_t)m->slots[j].hash & mask;
+        bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (stays)
+            continue;
+        m->slots[i] = m->slots[j];
+        i = j;
+    }
+    m->slots[i].val = NULL;
+    m->slots[i].hash = 0;
+    m->count--;
 }

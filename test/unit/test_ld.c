@@ -287,11 +287,11 @@ static void test_cache_and_served(void **state)
     assert_int_equal(strncmp(link, prefix, strlen(prefix)), 0);
     const char *id = link + strlen(prefix);
     assert_int_equal(strlen(id), 16);
-    const char *served = ld_served_context(id);
+    const char *served = ld_served_context(A, id);
     assert_non_null(served);
     assert_string_equal(served, "{\"@context\":{\"x1\":\"http://ex.org/x1\",\"y1\":\"http://ex.org/y1\"}}");
-    assert_null(ld_served_context("0000000000000000"));
-    assert_null(ld_served_context("nope"));
+    assert_null(ld_served_context(A, "0000000000000000"));
+    assert_null(ld_served_context(A, "nope"));
     assert_string_not_equal(ld_context_link(d), link);
 
     ld_set_base_url("http://broker.example:9090/");
@@ -453,6 +453,7 @@ static int srv_setup(void **state)
     assert_int_equal(pthread_create(&srv_thread, NULL, srv_main, NULL), 0);
     cr_config.context_timeout_ms = 3000;
     cr_config.context_retries = 0;
+    cr_config.context_failure_ttl_ms = 10000;
     return 0;
 }
 
@@ -613,7 +614,7 @@ static void test_remote_failures(void **state)
     assert_null(ld_from_link(dead, &p));
     ld_get_stats(&s3);
     assert_int_equal(s3.download_failures, s2.download_failures + 1);
-    ld_fetch_set_failure_ttl(LD_FAILURE_TTL_MS);
+    ld_fetch_set_failure_ttl(-1);          /* back to --contextFailureTtl */
 
     /* a document that is not a context, invalid content, a loop */
     memset(&p, 0, sizeof p);
