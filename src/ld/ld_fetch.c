@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -142,9 +143,7 @@ static void free_doc_cb(void *val, void *ud)
     free_doc(val);
 }
 
-/* Wakes every linked waiter (shutdown): their requests answer at once. */
-static ld_waiter_t *unlink_all(void);
-static void wake_list(ld_waiter_t *w);
+static void wake_where(const ld_doc_t *d, int64_t now_ns);
 
 void ld_fetch_shutdown(void)
 {
@@ -153,11 +152,10 @@ void ld_fetch_shutdown(void)
     pthread_cond_broadcast(&g_jobs);
     pthread_cond_broadcast(&g_tick);
     pthread_cond_broadcast(&g_done);
-    ld_waiter_t *w = unlink_all();
+    wake_where(NULL, INT64_MAX);
     int n = g_nthreads;
     bool timer = g_timer_started;
     pthread_mutex_unlock(&g_lock);
-    wake_list(w);
     for (int i = 0; i < n; i++)
         pthread_join(g_threads[i], NULL);
     if (timer)
@@ -185,8 +183,8 @@ static void waiter_link(ld_waiter_t *w, ld_doc_t *d)
 {
     w->doc = d;
     w->waited_gen = d->gen;
-    if (w->linked || w->firing)
-        return;                         /* linked, or about to be woken anyway */
+    if (w->linked)
+        return;
     w->linked = true;
     w->prev = NULL;
     w->next = g_waiters;
@@ -210,40 +208,46 @@ static void waiter_unlink(ld_waiter_t *w)
     w->doc = NULL;
 }
 
-/* Unlinks the waiters chosen by pick (doc == d, or past the deadline) into
- * a list to wake once g_lock is released. */
-static ld_waiter_t *unlink_where(const ld_doc_t *d, int64_t now_ns)
+/* Unlinks up to n waiters of document d (or, d NULL, past now_ns) into
+ * out, to be woken once g_lock is released; returns how many. */
+#define WAKE_BATCH 64
+static size_t unlink_where(const ld_doc_t *d, int64_t now_ns, ld_waiter_t **out, size_t n)
 {
-    ld_waiter_t *out = NULL;
-    for (ld_waiter_t *w = g_waiters, *next; w; w = next) {
+    size_t k = 0;
+    for (ld_waiter_t *w = g_waiters, *next; w && k < n; w = next) {
         next = w->next;
         if ((d && w->doc == d) || (!d && w->deadline_ns <= now_ns)) {
             waiter_unlink(w);
             w->firing++;
-            w->fnext = out;
-            out = w;
+            out[k++] = w;
         }
     }
-    return out;
+    return k;
 }
 
-static ld_waiter_t *unlink_all(void)
-{
-    return unlink_where(NULL, INT64_MAX);
-}
-
-/* Wakes the unlinked waiters, g_lock not held. A waiter stays valid while
+/* Wakes the unlinked waiters, g_lock NOT held. A waiter stays valid while
  * its wake is under way: ld_waiter_release waits for `firing` to drop. */
-static void wake_list(ld_waiter_t *w)
+static void wake_all(ld_waiter_t **v, size_t n)
 {
-    while (w) {
-        ld_waiter_t *next = w->fnext;
-        w->wake(w->wake_arg);
+    for (size_t i = 0; i < n; i++) {
+        v[i]->wake(v[i]->wake_arg);
         pthread_mutex_lock(&g_lock);
-        w->firing--;
+        v[i]->firing--;
         pthread_cond_broadcast(&g_done);
         pthread_mutex_unlock(&g_lock);
-        w = next;
+    }
+}
+
+/* Wakes every waiter of d (or past the deadline): called with g_lock held,
+ * returns with it held. */
+static void wake_where(const ld_doc_t *d, int64_t now_ns)
+{
+    ld_waiter_t *v[WAKE_BATCH];
+    size_t n;
+    while ((n = unlink_where(d, now_ns, v, WAKE_BATCH)) > 0) {
+        pthread_mutex_unlock(&g_lock);
+        wake_all(v, n);
+        pthread_mutex_lock(&g_lock);
     }
 }
 
@@ -262,13 +266,7 @@ static void *timer_main(void *arg)
     pthread_mutex_lock(&g_lock);
     while (!g_stopping) {
         int64_t now = cr_mono_ns();
-        ld_waiter_t *due = unlink_where(NULL, now);
-        if (due) {
-            pthread_mutex_unlock(&g_lock);
-            wake_list(due);
-            pthread_mutex_lock(&g_lock);
-            continue;
-        }
+        wake_where(NULL, now);
         int64_t next = INT64_MAX;
         for (ld_waiter_t *w = g_waiters; w; w = w->next)
             if (w->deadline_ns < next)
@@ -396,6 +394,108 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     return __atomic_load_n(&g_stopping, __ATOMIC_ACQUIRE) ? 1 : 0;
 }
 
+/* The host of an http(s) URL, into out; false (why set) when the URL is
+ * not one we follow or its host is refused by name (before any DNS). */
+static bool url_allowed(const char *url, char *why, size_t wlen)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL;
+    bool ok = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+              curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+              curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK;
+    if (!ok) {
+        snprintf(why, wlen, "the URL %.150s cannot be read", url);
+    } else if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
+        snprintf(why, wlen, "%.150s is not an http or https URL", url);
+        ok = false;
+    } else {
+        char reason[160];
+        ok = egress_check_host(host, NULL, reason, sizeof reason);
+        if (!ok)
+            snprintf(why, wlen, "the egress policy refuses %s", reason);
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_url_cleanup(u);
+    return ok;
+}
+
+/* One GET of url with the request options; redirects are followed here,
+ * not by libcurl, so that each new URL is checked (scheme, host rules)
+ * before anything is resolved or connected, and their number bounded.
+ * Returns the final HTTP status, or 0 with reason set. */
+static long get_following(CURL *h, const char *url, int64_t deadline, struct curl_slist *hdrs, job_t *body,
+                          sock_ctx_t *sc, char *reason, size_t rlen)
+{
+    char errbuf[CURL_ERROR_SIZE];
+    char *cur = strdup(url);
+    long status = 0;
+    for (int hop = 0; cur; hop++) {
+        if (!url_allowed(cur, reason, rlen))
+            break;
+        int64_t left = deadline - mono_ms();
+        if (left <= 0) {
+            snprintf(reason, rlen, "no answer within --contextTimeout (%d ms)", ld_timeout_ms());
+            break;
+        }
+        body->len = 0;
+        body->too_big = false;
+        body->refused[0] = '\0';
+        errbuf[0] = '\0';
+        curl_easy_reset(h);
+        curl_easy_setopt(h, CURLOPT_URL, cur);
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)left);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+        curl_easy_setopt(h, CURLOPT_USERAGENT, "coraine");
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+        curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+        curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, sc);
+        curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
+        curl_easy_setopt(h, CURLOPT_PREREQDATA, sc);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+
+        CURLcode rc = curl_easy_perform(h);
+        if (body->refused[0]) {
+            snprintf(reason, rlen, "%s", body->refused);
+            break;
+        }
+        if (rc != CURLE_OK) {
+            if (body->too_big)
+                snprintf(reason, rlen, "the document is larger than %zu bytes (--contextMaxBytes)", body->max);
+            else
+                snprintf(reason, rlen, "%.190s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+            break;
+        }
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        char *next = NULL;
+        if (status >= 300 && status < 400 && curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next) == CURLE_OK &&
+            next) {
+            if (hop == LD_MAX_REDIRECTS) {
+                snprintf(reason, rlen, "more than %d redirects", LD_MAX_REDIRECTS);
+                status = 0;
+                break;
+            }
+            free(cur);
+            cur = strdup(next);                     /* next belongs to the handle */
+            status = 0;
+            continue;
+        }
+        break;
+    }
+    if (!cur)
+        snprintf(reason, rlen, "out of memory");
+    free(cur);
+    return status;
+}
+
 /* Downloads url into a malloc'ed, NUL-terminated buffer within
  * --contextTimeout in total (retries included); reason on failure.
  * *answered tells whether the server answered at all (an HTTP status): such
@@ -406,63 +506,26 @@ static bool download(CURL *h, const char *url, char **text, size_t *len, char *r
     int64_t deadline = mono_ms() + ld_timeout_ms();
     int attempts = 1 + (cr_config.context_retries > 0 ? cr_config.context_retries : 0);
     struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/ld+json, application/json;q=0.9, */*;q=0.1");
-    char errbuf[CURL_ERROR_SIZE];
     job_t body = { .max = ld_max_doc_bytes() };
     sock_ctx_t sc = { h, &body };
     bool ok = false;
-    snprintf(reason, rlen, "no time left within --contextTimeout");
+    snprintf(reason, rlen, "no answer within --contextTimeout (%d ms)", ld_timeout_ms());
 
     for (int attempt = 0; attempt < attempts && !ok; attempt++) {
         if (attempt > 0) {
             struct timespec ts = { 0, 100000000L * attempt };   /* 100 ms, 200 ms, ... */
             nanosleep(&ts, NULL);
         }
-        int64_t left = deadline - mono_ms();
-        if (left <= 0 || __atomic_load_n(&g_stopping, __ATOMIC_ACQUIRE))
+        if (deadline - mono_ms() <= 0 || __atomic_load_n(&g_stopping, __ATOMIC_ACQUIRE))
             break;
-        body.len = 0;
-        body.too_big = false;
         body.refused[0] = '\0';
-        errbuf[0] = '\0';
-        curl_easy_reset(h);
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-        curl_easy_setopt(h, CURLOPT_MAXREDIRS, (long)LD_MAX_REDIRECTS);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)left);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-        curl_easy_setopt(h, CURLOPT_USERAGENT, "coraine");
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-        curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
-        curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &sc);
-        curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
-        curl_easy_setopt(h, CURLOPT_PREREQDATA, &sc);
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-
-        CURLcode rc = curl_easy_perform(h);
-        if (body.refused[0]) {
-            snprintf(reason, rlen, "%s", body.refused);
-            break;                                  /* the policy will not change */
-        }
-        if (rc != CURLE_OK) {
-            if (body.too_big) {
-                snprintf(reason, rlen, "the document is larger than %zu bytes (--contextMaxBytes)", body.max);
-                break;
-            }
-            snprintf(reason, rlen, "%.190s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-            if (rc == CURLE_TOO_MANY_REDIRECTS || rc == CURLE_UNSUPPORTED_PROTOCOL)
-                break;
+        long status = get_following(h, url, deadline, hdrs, &body, &sc, reason, rlen);
+        if (status == 0) {
+            if (body.refused[0] || body.too_big || strstr(reason, "egress policy") ||
+                strstr(reason, "redirects") || strstr(reason, "not an http"))
+                break;                              /* will not change */
             continue;
         }
-        long status = 0;
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         *answered = true;
         if (status >= 200 && status < 300) {
             ok = true;
@@ -524,8 +587,9 @@ static int by_use(const void *a, const void *b)
 }
 
 /* Over the bound: drops the least recently used finished entries until 3/4
- * of it is used (in flight ones have waiters and stay). Holds g_lock. */
-static void evict_docs(void)
+ * of it is used (in flight ones have waiters and stay, and so does keep).
+ * Holds g_lock. */
+static void evict_docs(const ld_doc_t *keep)
 {
     size_t limit = doc_cache_limit();
     if (g_doc_bytes <= limit)
@@ -536,6 +600,8 @@ static void evict_docs(void)
     ld_map_each(&g_docs, collect_done, &e);
     qsort(e.v, e.n, sizeof *e.v, by_use);
     for (size_t i = 0; i < e.n && g_doc_bytes > limit / 4 * 3; i++) {
+        if (e.v[i] == keep)
+            continue;                               /* its waiters are about to read it */
         doc_remove(e.v[i]);
         __atomic_fetch_add(&ld_stat_evictions, 1, __ATOMIC_RELAXED);
     }
@@ -595,12 +661,9 @@ static void *fetch_main(void *arg)
             d->state = DOC_FAILED;
             __atomic_fetch_add(&ld_stat_download_failures, 1, __ATOMIC_RELAXED);
         }
-        ld_waiter_t *woken = unlink_where(d, 0);
-        evict_docs();                       /* never d: its waiters are gone, but it is newest */
+        evict_docs(d);
         pthread_cond_broadcast(&g_done);
-        pthread_mutex_unlock(&g_lock);
-        wake_list(woken);
-        pthread_mutex_lock(&g_lock);
+        wake_where(d, 0);
     }
     pthread_mutex_unlock(&g_lock);
     if (h)

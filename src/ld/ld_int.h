@@ -136,7 +136,7 @@ bool ld_is_fetchable_url(const char *s, size_t len);
  * (wake(wake_arg), from a fetch or the timer thread, once) when it is done
  * or at the deadline. Lives in the request's arena (ld_req). */
 typedef struct ld_waiter {
-    struct ld_waiter *prev, *next, *fnext;
+    struct ld_waiter *prev, *next;
     void       *doc;            /* the document waited for (g_lock) */
     int64_t     deadline_ns;    /* cr_mono_ns() */
     void      (*wake)(void *);
