@@ -160,7 +160,7 @@ bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, cons
         else {
             if (!model_valid_name(name) && !strchr(name, ':'))
                 return problem_set(p, PB_BAD_REQUEST_DATA, "invalid attribute name '%s'", name);
-            v[k++] = ld_expand(ctx, name);
+            v[k++] = ld_expand_lookup(ctx, name, r->arena);   /* read paths: interns nothing */
         }
         s = e ? e + 1 : s + l;
     }
@@ -220,7 +220,7 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
     const char *gp = req_param(r, "geometryProperty");
     if (gp) {
         if (!model_valid_name(gp)) return problem_set(p, PB_BAD_REQUEST_DATA, "invalid geometryProperty '%s'", gp);
-        v->ro.geoproperty = ld_expand(ctx, gp);
+        v->ro.geoproperty = ld_expand_lookup(ctx, gp, r->arena);
     }
 
     int allowed = ACC_JSON | ACC_LDJSON | (geojson_ok ? ACC_GEOJSON : 0);

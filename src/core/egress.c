@@ -9,8 +9,9 @@
  * names), then the user's --egressDeny and --egressAllow lists (comma
  * separated CIDRs, addresses or host names; "*.example.org" matches the
  * subdomains). Precedence, for one connection:
- *   1. a host-name rule that matches the URL's host decides (deny wins over
- *      allow; a user rule over a built-in one);
+ *   1. a host-name rule that matches the URL's host decides: the most
+ *      specific (an exact name, else the longest "*.suffix"), then a user
+ *      rule over a built-in one, then deny over allow;
  *   2. else the address rules that contain the connected address: the longest
  *      prefix decides; on a tie a user rule beats a built-in one, and deny
  *      beats allow;
@@ -163,6 +164,13 @@ static bool host_matches(const rule_t *r, const char *host)
     return strcasecmp(host, r->host) == 0;
 }
 
+/* An exact name is more specific than any "*.suffix"; longer suffixes more
+ * than shorter ones. */
+static int host_specificity(const rule_t *r)
+{
+    return r->host[0] == '*' ? (int)strlen(r->host) : 1000;
+}
+
 static bool prefix_matches(const rule_t *r, const uint8_t a[16])
 {
     int bits = r->prefix;
@@ -199,7 +207,9 @@ bool egress_check_host(const char *host, const struct sockaddr *sa, char *why, s
             const rule_t *r = &g_rules[i];
             if (!r->is_host || !host_matches(r, host))
                 continue;
-            if (!best || (best->builtin && !r->builtin) || (best->builtin == r->builtin && r->deny))
+            int rs = host_specificity(r), bs = best ? host_specificity(best) : -1;
+            if (!best || rs > bs ||
+                (rs == bs && ((best->builtin && !r->builtin) || (best->builtin == r->builtin && r->deny))))
                 best = r;
         }
         if (best) {

@@ -85,6 +85,14 @@ const ld_context_t *ld_from_json(const json_t *context_value, problem_t *p);
  * the default @vocab. Never NULL for a non-empty term. */
 const char *ld_expand(const ld_context_t *c, const char *term);
 const char *ld_expandn(const ld_context_t *c, const char *term, size_t len);
+/* The same expansion for read-only requests (queries, projections, type
+ * selections): nothing is interned. The result is the interned IRI when that
+ * name exists anywhere; else a copy in arena a, which no interned name
+ * equals, so that pointer comparisons with stored names match nothing (an
+ * unknown name matches no entity). Never pass such a copy to
+ * ld_compact_name(), which wants interned names. */
+const char *ld_expand_lookup(const ld_context_t *c, const char *term, arena_t *a);
+const char *ld_expandn_lookup(const ld_context_t *c, const char *term, size_t len, arena_t *a);
 
 /* Compacts an IRI to the shortest term of c that maps to it (user terms
  * first, then core terms), else to the remainder after the active @vocab

@@ -14,7 +14,7 @@
  *
  * Lookup (every request): core table, then the user table; both are open
  * addressing on the string hash, no allocation except interning the result
- * of an unknown term.
+ * of an unknown term - and not even that on read paths (ld_expand_lookup).
  */
 #include "ld_int.h"
 
@@ -175,7 +175,29 @@ static const char *vocab_of(const ld_context_t *core, const ld_context_t *c, siz
     return v ? v->vocab : NULL;
 }
 
-const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
+/* The name s[0..n): interned (a == NULL), or - lookup only - the interned
+ * string when it exists, else a copy in a that no interned name equals. */
+static const char *name_of(const char *s, size_t n, arena_t *a)
+{
+    if (!a)
+        return intern(s, n);
+    const char *in = intern_find(s, n);
+    return in ? in : arena_strndup(a, s, n);
+}
+
+static const char *name_concat(const char *x, size_t xl, const char *y, size_t yl, arena_t *a)
+{
+    if (!a)
+        return intern_concat(x, xl, y, yl);
+    char stack[512];
+    size_t n = xl + yl;
+    char *buf = n <= sizeof stack ? stack : arena_alloc(a, n);
+    memcpy(buf, x, xl);
+    memcpy(buf + xl, y, yl);
+    return name_of(buf, n, a);
+}
+
+static const char *expand(const ld_context_t *c, const char *term, size_t len, arena_t *a)
 {
     const ld_context_t *core = ld_core();
     if (!c)
@@ -183,7 +205,7 @@ const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
     if (!term)
         return NULL;
     if (len == 0 || term[0] == '@')
-        return intern(term, len);
+        return name_of(term, len, a);
 
     uint64_t h = cr_hash(term, len);
     const ld_def_t *d = lookup_term(core, c, term, len, h);
@@ -196,18 +218,33 @@ const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
         const char *suffix = colon + 1;
         size_t sl = len - pl - 1;
         if ((pl == 1 && term[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/' && is_scheme(term, pl)))
-            return intern(term, len);               /* blank node or hierarchical IRI */
+            return name_of(term, len, a);           /* blank node or hierarchical IRI */
         const ld_def_t *pd = lookup_term(core, c, term, pl, cr_hash(term, pl));
         if (pd && pd->iri[0] != '@')
-            return intern_concat(pd->iri, pd->iri_len, suffix, sl);
+            return name_concat(pd->iri, pd->iri_len, suffix, sl, a);
         if (is_scheme(term, pl))
-            return intern(term, len);               /* urn:..., mailto:..., etc. */
+            return name_of(term, len, a);           /* urn:..., mailto:..., etc. */
     }
     size_t vl;
     const char *vocab = vocab_of(core, c, &vl);
     if (!vocab)
-        return intern(term, len);
-    return intern_concat(vocab, vl, term, len);
+        return name_of(term, len, a);
+    return name_concat(vocab, vl, term, len, a);
+}
+
+const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
+{
+    return expand(c, term, len, NULL);
+}
+
+const char *ld_expandn_lookup(const ld_context_t *c, const char *term, size_t len, arena_t *a)
+{
+    return expand(c, term, len, a);
+}
+
+const char *ld_expand_lookup(const ld_context_t *c, const char *term, arena_t *a)
+{
+    return term ? expand(c, term, strlen(term), a) : NULL;
 }
 
 const char *ld_expand(const ld_context_t *c, const char *term)

@@ -282,3 +282,39 @@ def test_egress_allow_beats_a_shorter_deny(broker_factory, ctxserver):
     b = broker_factory("--egressDeny", "0.0.0.0/0,::/0", "--egressAllow", "127.0.0.1")
     url = ctxserver.unique(VEHICLE_CTX)
     assert post_with_link(b.base, url).status_code == 201
+
+
+# ---- read-only requests intern nothing (issue 10, section 5) ---------------------------
+
+def test_read_only_requests_intern_nothing(broker_factory, make_client):
+    b = broker_factory("--defaultLimit", "19")
+    c = make_client(b)
+    eid = uid()
+    c.create(entity(eid, "Thing", known=prop(1)))
+
+    def interned():
+        return requests.get(b.base + "/statistics", timeout=5).json()["internedNames"]
+
+    def shapes(n):
+        return ({"type": "T" + n}, {"type": "Thing", "q": n + "==1"}, {"type": "Thing", "q": "known==" + n},
+                {"type": "Thing", "attrs": n}, {"type": "Thing", "pick": "id," + n},
+                {"type": "Thing", "omit": n}, {"type": "Thing", "q": n + ".sub>2"})
+
+    # warm up: fixed names a query shape uses (e.g. sub-attribute keywords) are interned once
+    for params in shapes("warmup"):
+        assert c.get("/entities", params=params).status_code == 200
+    before = interned()
+    for i in range(300):
+        for params in shapes("unknown%s%d" % (uuid.uuid4().hex[:8], i)):
+            r = c.get("/entities", params=params)
+            assert r.status_code == 200, (params, r.text)
+    assert interned() == before
+    # an unknown name matches nothing, and its absence holds
+    assert c.get("/entities", params={"type": "Nothing" + uuid.uuid4().hex}).json() == []
+    assert c.get("/entities", params={"type": "Thing", "q": "zz%s==1" % uuid.uuid4().hex}).json() == []
+    assert [e["id"] for e in c.get("/entities", params={"type": "Thing", "q": "!zz%s" % uuid.uuid4().hex}).json()] == [eid]
+    assert c.get("/entities", params={"type": "Thing", "attrs": "zz" + uuid.uuid4().hex}).json() == []
+    # a write still interns: the name becomes known and matches
+    n = "late" + uuid.uuid4().hex[:8]
+    c.create(entity(uid(), "Thing", **{n: prop(5)}))
+    assert len(c.get("/entities", params={"type": "Thing", "q": n + "==5"}).json()) == 1
