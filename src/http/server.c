@@ -548,8 +548,10 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
     request_t *r = &cn->req;
     problem_t  p = {0};
 
-    atomic_fetch_add(&stats.requests, 1);
-    if (r->method) atomic_fetch_add(&stats.by_method[method_index(r->method)], 1);
+    if (!cn->rerun) {        /* a deferred request counts once */
+        atomic_fetch_add(&stats.requests, 1);
+        if (r->method) atomic_fetch_add(&stats.by_method[method_index(r->method)], 1);
+    }
     if (r->status) return;   /* an error found while the request came in */
 
     if (!r->method) {
@@ -647,8 +649,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             r->params_used = 0;
             r->npath = 0;
         }
-        cn->rerun = true;
         dispatch(srv, cn, c);
+        cn->rerun = true;
         bool again;
         if (defer_after_run(cn, c, &again)) return MHD_YES;
         if (!again) break;

@@ -21,10 +21,12 @@
  * request; one that answered an HTTP error is asked again next time.
  *
  * Every connection the fetchers open is checked against the egress policy
- * (core/egress.c) on the address actually connected (CURLOPT_OPENSOCKETFUNCTION)
- * and on the host name of every URL followed (CURLOPT_PREREQFUNCTION), so a
- * redirect or a DNS answer cannot lead to a refused address. Only http and
- * https, at most LD_MAX_REDIRECTS redirects.
+ * (core/egress.c): the host name of each URL before anything is resolved,
+ * the address actually connected (CURLOPT_OPENSOCKETFUNCTION) and again
+ * before each request is sent (CURLOPT_PREREQFUNCTION, which also covers a
+ * reused connection), so a DNS answer cannot lead to a refused address.
+ * Redirects are followed here, not by libcurl: each new URL must be http or
+ * https and pass the host rules, at most LD_MAX_REDIRECTS of them.
  *
  * Callers that are not requests (unit tests, fuzzing) may also wait in place
  * (ld_doc_get without a waiter): they block on a condition variable.

@@ -5,10 +5,11 @@
  *   ld_map.c      a small open-addressing hash map (hash -> pointer)
  *   ld_context.c  building a context from JSON-LD (term definitions) and the
  *                 frozen lookup tables: expand, compact, term type
- *   ld_fetch.c    remote @context documents: libcurl, single-flight, cache
+ *   ld_fetch.c    remote @context documents: the fetch pool (libcurl), single
+ *                 flight, waiters and their deadlines, the document cache
  *   ld_link.c     parsing the HTTP Link header
- *   ld_cache.c    the context cache, ld_init, ld_from_json/ld_from_link,
- *                 served contexts, statistics
+ *   ld_cache.c    the context cache (LRU, pins), ld_init, ld_req_* and
+ *                 ld_from_json/ld_from_link, served contexts, statistics
  */
 #ifndef CORAINE_LD_INT_H
 #define CORAINE_LD_INT_H
