@@ -2,7 +2,10 @@
  * ld.h - JSON-LD @context for NGSI-LD (clauses 4.4, 6.3.5, 5.5.7).
  *
  * A context is an immutable table built once and shared: term -> expanded IRI
- * and IRI -> term, both hash lookups on interned strings, never a scan. The core
+ * and IRI -> term, both hash lookups, never a scan. The core's strings are
+ * interned; a user context keeps its own in its arena (so that evicting it
+ * gives everything back), and an IRI of it is interned only when a write
+ * stores it in an entity. The core
  * context (v1.8, built into the binary) is implicitly the last entry of every
  * context array, so its terms cannot be overridden; unknown terms expand with
  * the core @vocab (https://uri.etsi.org/ngsi-ld/default-context/).

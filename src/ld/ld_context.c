@@ -41,6 +41,27 @@ static const char *intern_concat(const char *a, size_t al, const char *b, size_t
     return r;
 }
 
+/* Strings of a context being built: the core's are interned (it lives as
+ * long as the process and its names are everyone's); a user context's live
+ * in the builder's scratch arena and are copied into the context's own arena
+ * when it is frozen, so that an evicted context takes its strings with it
+ * and no sequence of contexts grows the intern table. */
+static const char *bstr(const ld_builder_t *b, const char *s, size_t n)
+{
+    return b->core ? arena_strndup(b->tmp, s, n) : intern(s, n);
+}
+
+static const char *bconcat(const ld_builder_t *b, const char *x, size_t xl, const char *y, size_t yl)
+{
+    if (!b->core)
+        return intern_concat(x, xl, y, yl);
+    char *r = arena_alloc(b->tmp, xl + yl + 1);
+    memcpy(r, x, xl);
+    memcpy(r + xl, y, yl);
+    r[xl + yl] = '\0';
+    return r;
+}
+
 /* A name that can stand for itself after the @vocab (4.6.2 names: a letter,
  * then letters, digits or '_'; bytes of non-ASCII characters are taken as
  * letters). Anything else compacts to the full IRI, so that what we render
@@ -197,6 +218,24 @@ static const char *name_concat(const char *x, size_t xl, const char *y, size_t y
     return name_of(buf, n, a);
 }
 
+/* The IRI of a term definition as a name: the core's are interned; a user
+ * context's IRI is interned on its first use by a write (and remembered in
+ * the definition); a read takes the interned one when the name exists, else
+ * the context's own copy (valid while the request pins the context), which
+ * equals no interned name. */
+static const char *def_iri(const ld_def_t *dc, arena_t *a)
+{
+    ld_def_t *d = (ld_def_t *)dc;
+    const char *in = __atomic_load_n(&d->iri_interned, __ATOMIC_ACQUIRE);
+    if (in)
+        return in;
+    in = a ? intern_find(d->iri, d->iri_len) : intern(d->iri, d->iri_len);
+    if (!in)
+        return d->iri;
+    __atomic_store_n(&d->iri_interned, in, __ATOMIC_RELEASE);
+    return in;
+}
+
 static const char *expand(const ld_context_t *c, const char *term, size_t len, arena_t *a)
 {
     const ld_context_t *core = ld_core();
@@ -210,7 +249,7 @@ static const char *expand(const ld_context_t *c, const char *term, size_t len, a
     uint64_t h = cr_hash(term, len);
     const ld_def_t *d = lookup_term(core, c, term, len, h);
     if (d)
-        return d->iri;
+        return def_iri(d, a);
 
     const char *colon = memchr(term, ':', len);
     if (colon) {
@@ -385,7 +424,7 @@ static bool bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char 
     }
     size_t mask = b->cap - 1;
     size_t i = (size_t)h & mask;
-    while (b->terms[i].term && b->terms[i].term != term)
+    while (b->terms[i].term && (b->terms[i].hash != h || strcmp(b->terms[i].term, term) != 0))
         i = (i + 1) & mask;
     if (!b->terms[i].term)
         b->count++;
@@ -485,7 +524,7 @@ static const char *expand_value(ld_builder_t *b, local_ctx_t *L, const char *s, 
         return NULL;
     }
     if (s[0] == '@')
-        return intern(s, len);
+        return bstr(b, s, len);
     if (!(strlen(self) == len && memcmp(self, s, len) == 0)) {   /* a defined term */
         if (!lookup_name(b, L, s, len, depth, &found, &iri, &type, p))
             return NULL;
@@ -498,21 +537,21 @@ static const char *expand_value(ld_builder_t *b, local_ctx_t *L, const char *s, 
         const char *suffix = colon + 1;
         size_t sl = len - pl - 1;
         if ((pl == 1 && s[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/' && is_scheme(s, pl)))
-            return intern(s, len);
+            return bstr(b, s, len);
         if (!(strlen(self) == pl && memcmp(self, s, pl) == 0)) {
             if (!lookup_name(b, L, s, pl, depth, &found, &iri, &type, p))
                 return NULL;
             if (found && iri && iri[0] != '@')
-                return intern_concat(iri, strlen(iri), suffix, sl);
+                return bconcat(b, iri, strlen(iri), suffix, sl);
         }
         if (is_scheme(s, pl))
-            return intern(s, len);
+            return bstr(b, s, len);
         /* not an IRI: a term or vocab-relative, as ld_expandn() treats it */
     }
     const char *vocab = active_vocab(b, L);
     if (!vocab)
-        return intern(s, len);
-    return intern_concat(vocab, strlen(vocab), s, len);
+        return bstr(b, s, len);
+    return bconcat(b, vocab, strlen(vocab), s, len);
 }
 
 static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int depth, problem_t *p)
@@ -562,7 +601,7 @@ static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int de
                 return problem_set(p, PB_BAD_REQUEST_DATA,
                                    "@context: the @type of term '%s' must be a non-empty string", e->key);
             if (t->str[0] == '@')
-                type = intern(t->str, t->len);
+                type = bstr(b, t->str, t->len);
             else if (!(type = expand_value(b, L, t->str, t->len, "", depth, p)))
                 return false;
         }
@@ -623,8 +662,8 @@ static bool add_object(ld_builder_t *b, const json_t *obj, problem_t *p)
                     return false;
             } else {                                /* relative: against the current @vocab */
                 const char *cur = active_vocab(b, NULL);
-                L.vocab = cur ? intern_concat(cur, strlen(cur), vocab->str, vocab->len)
-                              : intern(vocab->str, vocab->len);
+                L.vocab = cur ? bconcat(b, cur, strlen(cur), vocab->str, vocab->len)
+                              : bstr(b, vocab->str, vocab->len);
             }
             if (L.vocab && L.vocab[0] == '@')
                 return problem_set(p, PB_BAD_REQUEST_DATA, "@context: invalid @vocab '%s'", vocab->str);
@@ -644,7 +683,7 @@ static bool add_object(ld_builder_t *b, const json_t *obj, problem_t *p)
         local_ent_t *e = &L.ents[i];
         if (b->core && find_term(b->core, e->key, e->klen, e->hash))
             continue;                               /* core terms are protected */
-        const char *term = intern(e->key, e->klen);
+        const char *term = bstr(b, e->key, e->klen);
         if (!bterm_set(b, term, e->hash, e->iri, e->type))
             return problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
     }
@@ -785,13 +824,14 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
             continue;
         uint32_t k = c->ndefs++;
         ld_def_t *d = &c->defs[k];
-        d->term = t->term;
         d->term_len = (uint32_t)strlen(t->term);
+        d->term = is_core ? t->term : arena_strndup(a, t->term, d->term_len);
         d->term_hash = t->hash;
-        d->iri = t->iri;
         d->iri_len = (uint32_t)strlen(t->iri);
+        d->iri = is_core ? t->iri : arena_strndup(a, t->iri, d->iri_len);
         d->iri_hash = cr_hash(d->iri, d->iri_len);
-        d->type = t->type;
+        d->type = is_core || !t->type ? t->type : arena_strdup(a, t->type);
+        d->iri_interned = is_core ? d->iri : NULL;
 
         uint32_t j = (uint32_t)d->term_hash & c->mask;
         while (c->by_term[j])
@@ -804,7 +844,9 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
                 c->by_iri[j] = k + 1;
                 break;
             }
-            if (c->defs[o - 1].iri == d->iri) {     /* interned: same IRI */
+            const ld_def_t *od = &c->defs[o - 1];
+            if (od->iri_hash == d->iri_hash && od->iri_len == d->iri_len &&
+                memcmp(od->iri, d->iri, d->iri_len) == 0) {   /* the same IRI */
                 if (better_term(d, &c->defs[o - 1]))
                     c->by_iri[j] = k + 1;
                 break;
@@ -814,6 +856,8 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
     const char *vocab = b->vocab;
     if (!vocab && !is_core && b->core)
         vocab = b->core->vocab;
+    if (vocab && !is_core && (!b->core || vocab != b->core->vocab))
+        vocab = arena_strdup(a, vocab);             /* the builder's scratch goes */
     c->vocab = vocab;
     c->vocab_len = vocab ? strlen(vocab) : 0;
     return c;

@@ -45,9 +45,10 @@ void  ld_map_each(const ld_map_t *m, void (*fn)(void *val, void *ud), void *ud);
 
 /* One term definition of a frozen context. */
 typedef struct ld_def {
-    const char *term;       /* interned */
-    const char *iri;        /* interned; may be a keyword ("@id", "@type") */
-    const char *type;       /* interned "@id", "@vocab", "@json", a datatype IRI; or NULL */
+    const char *term;       /* core: interned; user contexts: in the context's arena */
+    const char *iri;        /* likewise; may be a keyword ("@id", "@type") */
+    const char *type;       /* "@id", "@vocab", "@json", a datatype IRI; or NULL */
+    const char *iri_interned; /* atomic: the interned iri, once a write needed it */
     uint64_t    term_hash;  /* cr_hash of term */
     uint64_t    iri_hash;   /* cr_hash of iri */
     uint32_t    term_len;
@@ -94,7 +95,7 @@ struct ld_context {
 /* Building: a scratch state that collects term definitions from a sequence
  * of contexts (later ones override earlier ones) and then freezes them. */
 typedef struct ld_bterm {
-    const char *term;           /* interned */
+    const char *term;           /* core: interned; else in the builder's scratch arena */
     const char *iri;            /* NULL: explicitly undefined (mapped to null) */
     const char *type;
     uint64_t    hash;

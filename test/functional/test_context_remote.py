@@ -188,9 +188,24 @@ def test_16400_distinct_inline_contexts_keep_new_contexts_available(broker_facto
         r = s.post(url, data=json.dumps(body), timeout=10)
         return r.status_code, r.text
 
-    for i in range(16400):
+    def interned():
+        return requests.get(b.base + "/statistics", timeout=5).json()["internedNames"]
+
+    def rss_kib():
+        with open("/proc/%d/status" % b.proc.pid) as f:
+            return int([l for l in f if l.startswith("VmRSS")][0].split()[1])
+
+    for i in range(8200):
         code, text = one(i)
         assert code == 200, "context %d: %d %s" % (i, code, text[:300])
+    names, rss = interned(), rss_kib()
+    for i in range(8200, 16400):
+        code, text = one(i)
+        assert code == 200, "context %d: %d %s" % (i, code, text[:300])
+    # the second half adds nothing for good: no interned names, no memory
+    assert interned() - names < 20
+    if "asan" not in b.proc.args[0] and "tsan" not in b.proc.args[0]:   # sanitizers keep freed memory
+        assert rss_kib() - rss < 8 * 1024, (rss, rss_kib())
     eid = uid()
     body = entity(eid, "Fresh", size=prop(1))
     body["@context"] = {"Fresh": "https://fresh.example/Fresh", "size": "https://fresh.example/size"}

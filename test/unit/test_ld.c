@@ -762,11 +762,13 @@ static void test_eviction_with_pins(void **state)
     uint64_t serial = ld_context_serial(x);
     ld_stats_t s0, s1;
     ld_get_stats(&s0);
+    size_t names = intern_count();
     for (int i = 0; i < 3000; i++) {
         char text[128];
-        snprintf(text, sizeof text, "{\"t\": \"http://evict.example/%d\"}", i);
+        snprintf(text, sizeof text, "{\"t%d\": \"http://evict.example/%d\"}", i, i);
         assert_non_null(ctx_ok(text));
     }
+    assert_int_equal(intern_count(), names);        /* user contexts intern nothing */
     ld_get_stats(&s1);
     assert_true(s1.evictions > s0.evictions);
     assert_true(s1.cached_bytes <= 512 * 1024);
