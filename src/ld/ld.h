@@ -39,6 +39,10 @@ bool ld_init(void);
 /* Frees every context and cache (at exit, or in tests/fuzzing): pointers
  * handed out before are invalid afterwards. */
 void ld_shutdown(void);
+/* Stops downloading (before the HTTP server stops): transfers under way are
+ * aborted, and the requests that wait for one are woken and answer
+ * LdContextNotAvailable at once. */
+void ld_stop(void);
 
 /* The core context (built on first use if ld_init was not called yet). */
 const ld_context_t *ld_core(void);

@@ -147,14 +147,21 @@ static void free_doc_cb(void *val, void *ud)
 
 static void wake_where(const ld_doc_t *d, int64_t now_ns);
 
-void ld_fetch_shutdown(void)
+void ld_stop(void)
 {
     pthread_mutex_lock(&g_lock);
-    g_stopping = true;
+    __atomic_store_n(&g_stopping, true, __ATOMIC_RELEASE);   /* on_progress aborts transfers */
     pthread_cond_broadcast(&g_jobs);
     pthread_cond_broadcast(&g_tick);
     pthread_cond_broadcast(&g_done);
     wake_where(NULL, INT64_MAX);
+    pthread_mutex_unlock(&g_lock);
+}
+
+void ld_fetch_shutdown(void)
+{
+    ld_stop();
+    pthread_mutex_lock(&g_lock);
     int n = g_nthreads;
     bool timer = g_timer_started;
     pthread_mutex_unlock(&g_lock);
@@ -170,7 +177,7 @@ void ld_fetch_shutdown(void)
     g_qhead = g_qtail = NULL;
     g_nthreads = 0;
     g_timer_started = false;
-    g_stopping = false;
+    __atomic_store_n(&g_stopping, false, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_lock);
     if (g_curl_ready) {
         curl_global_cleanup();

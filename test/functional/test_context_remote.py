@@ -333,3 +333,35 @@ def test_read_only_requests_intern_nothing(broker_factory, make_client):
     n = "late" + uuid.uuid4().hex[:8]
     c.create(entity(uid(), "Thing", **{n: prop(5)}))
     assert len(c.get("/entities", params={"type": "Thing", "q": n + "==5"}).json()) == 1
+
+
+def test_stopping_broker_answers_requests_waiting_for_a_download(silent, tmp_path):
+    """SIGTERM while a request waits for a never-answering @context server: the
+    request gets its 503 at once and the broker exits promptly."""
+    from conftest import binary_path
+    from ngsi import free_port
+    import subprocess
+    port = free_port()
+    log = open(tmp_path / "broker.log", "wb")
+    p = subprocess.Popen([binary_path(), "-fg", "--port", str(port), "--bind", "127.0.0.1", "--logLevel", "warn",
+                          "--contextTimeout", "20000"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = "http://127.0.0.1:%d" % port
+        for _ in range(300):
+            try:
+                requests.get(base + "/version", timeout=1)
+                break
+            except requests.RequestException:
+                time.sleep(0.05)
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            f = ex.submit(post_with_link, base, silent.url("/stop.jsonld"))
+            time.sleep(0.5)
+            t0 = time.time()
+            p.terminate()
+            assert p.wait(timeout=15) == 0
+            assert time.time() - t0 < 5
+            assert_problem(f.result(), 503, "LdContextNotAvailable")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        log.close()
