@@ -51,6 +51,7 @@ typedef struct conn {
     pthread_mutex_t dlock;    /* guards dstate */
     int        dstate;        /* DS_*: see req_defer */
     bool       rerun;         /* the handler ran before on this request */
+    bool       was_deferred;  /* counted in g_deferred until the request completes */
 } conn_t;
 
 struct http_server {
@@ -61,7 +62,7 @@ struct http_server {
 static struct {
     atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
 } stats;
-static atomic_int g_suspended;   /* connections suspended now */
+static atomic_int g_deferred;    /* deferred requests not completed yet */
 
 void http_get_stats(http_stats_t *st)
 {
@@ -88,6 +89,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         conn_t *cn = *socket_ctx;
         if (cn) {
+            if (cn->was_deferred) atomic_fetch_sub(&g_deferred, 1);
             arena_free(cn->arena);
             pthread_mutex_destroy(&cn->dlock);
             free(cn);
@@ -115,6 +117,10 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cn->too_large = false;
     cn->rerun = false;
     cn->dstate = DS_NONE;
+    if (cn->was_deferred) {                     /* a deferred request that never completed */
+        cn->was_deferred = false;
+        atomic_fetch_sub(&g_deferred, 1);
+    }
     cn->raw_uri = arena_strdup(cn->arena, uri ? uri : "/");
     return cn;
 }
@@ -127,6 +133,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     if (!cn) return;
     arena_reset(cn->arena);
     cn->in_use = false;
+    if (cn->was_deferred) {
+        cn->was_deferred = false;
+        atomic_fetch_sub(&g_deferred, 1);
+    }
     *req_cls = NULL;
 }
 
@@ -311,7 +321,6 @@ void req_resume(req_token_t *t)
     pthread_mutex_lock(&cn->dlock);
     if (cn->dstate == DS_SUSPENDED) {
         cn->dstate = DS_NONE;
-        atomic_fetch_sub(&g_suspended, 1);
         MHD_resume_connection(cn->mhd);
     } else {
         cn->dstate = DS_RESUMED;     /* the handler has not returned yet: it runs again at once */
@@ -329,7 +338,10 @@ static bool defer_after_run(conn_t *cn, struct MHD_Connection *c, bool *again)
     if (cn->dstate == DS_ARMED) {
         MHD_suspend_connection(c);
         cn->dstate = DS_SUSPENDED;
-        atomic_fetch_add(&g_suspended, 1);
+        if (!cn->was_deferred) {
+            cn->was_deferred = true;
+            atomic_fetch_add(&g_deferred, 1);
+        }
         waits = true;
     } else if (cn->dstate == DS_RESUMED) {
         cn->dstate = DS_NONE;
@@ -705,12 +717,12 @@ void http_stop(http_server_t *srv)
 {
     if (!srv) return;
     /* libmicrohttpd cannot stop with suspended connections: new ones are
-     * refused, and those that wait get their answer first (the work they
+     * refused, and deferred requests get their answer first (the work they
      * wait for is bounded by its owner, e.g. --contextTimeout). */
     MHD_socket ls = MHD_quiesce_daemon(srv->d);
     if (ls != MHD_INVALID_SOCKET) close(ls);
-    for (int i = 0; atomic_load(&g_suspended) > 0; i++) {
-        if (i == 6000) { LOG_E("http: %d requests still suspended after 60 s; stopping anyway", atomic_load(&g_suspended)); break; }
+    for (int i = 0; atomic_load(&g_deferred) > 0; i++) {
+        if (i == 6000) { LOG_E("http: %d deferred requests still unanswered after 60 s; stopping anyway", atomic_load(&g_deferred)); break; }
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
     MHD_stop_daemon(srv->d);

@@ -257,22 +257,9 @@ static const ld_context_t *cache_find(ld_req_t *q, uint64_t h, ld_map_eq_fn eq, 
     return c;
 }
 
-typedef struct evict_ctx {
-    ld_context_t **v;
-    size_t         n;
-} evict_ctx_t;
-
-static void collect_ctx(void *val, void *ud)
+static int64_t ctx_used(const void *val)
 {
-    evict_ctx_t *e = ud;
-    e->v[e->n++] = val;
-}
-
-static int by_use(const void *a, const void *b)
-{
-    int64_t x = __atomic_load_n(&(*(ld_context_t *const *)a)->used_ms, __ATOMIC_RELAXED);
-    int64_t y = __atomic_load_n(&(*(ld_context_t *const *)b)->used_ms, __ATOMIC_RELAXED);
-    return x < y ? -1 : x > y;
+    return __atomic_load_n(&((const ld_context_t *)val)->used_ms, __ATOMIC_RELAXED);
 }
 
 /* Over the bound: evicts the least recently used until 3/4 of it is used;
@@ -282,13 +269,12 @@ static void evict_contexts(const ld_context_t *keep)
     size_t limit = ctx_cache_limit();
     if (g_ctx_bytes <= limit)
         return;
-    evict_ctx_t e = { calloc(g_ctx.count ? g_ctx.count : 1, sizeof *e.v), 0 };
-    if (!e.v)
+    size_t n;
+    void **v = ld_map_by_age(&g_ctx, NULL, ctx_used, &n);
+    if (!v)
         return;
-    ld_map_each(&g_ctx, collect_ctx, &e);
-    qsort(e.v, e.n, sizeof *e.v, by_use);
-    for (size_t i = 0; i < e.n && g_ctx_bytes > limit / 4 * 3; i++) {
-        ld_context_t *c = e.v[i];
+    for (size_t i = 0; i < n && g_ctx_bytes > limit / 4 * 3; i++) {
+        ld_context_t *c = v[i];
         if (c == keep)
             continue;
         ld_map_del(&g_ctx, c->key_hash, c);
@@ -298,7 +284,7 @@ static void evict_contexts(const ld_context_t *keep)
         __atomic_fetch_add(&g_ctx_evictions, 1, __ATOMIC_RELAXED);
         ctx_unref(c);                               /* the cache's reference */
     }
-    free(e.v);
+    free(v);
 }
 
 /* Inserts c (built by this thread) unless an equal context got there first;

@@ -576,23 +576,15 @@ static void doc_remove(ld_doc_t *d)
     free_doc(d);
 }
 
-typedef struct evict_ctx {
-    ld_doc_t **v;
-    size_t     n;
-} evict_ctx_t;
-
-static void collect_done(void *val, void *ud)
+static bool doc_done(const void *val)
 {
-    ld_doc_t *d = val;
-    evict_ctx_t *e = ud;
-    if (d->state == DOC_OK || d->state == DOC_FAILED)
-        e->v[e->n++] = d;
+    const ld_doc_t *d = val;
+    return d->state == DOC_OK || d->state == DOC_FAILED;
 }
 
-static int by_use(const void *a, const void *b)
+static int64_t doc_used(const void *val)
 {
-    const ld_doc_t *x = *(ld_doc_t *const *)a, *y = *(ld_doc_t *const *)b;
-    return x->used_ms < y->used_ms ? -1 : x->used_ms > y->used_ms;
+    return ((const ld_doc_t *)val)->used_ms;
 }
 
 /* Over the bound: drops the least recently used finished entries until 3/4
@@ -603,18 +595,17 @@ static void evict_docs(const ld_doc_t *keep)
     size_t limit = doc_cache_limit();
     if (g_doc_bytes <= limit)
         return;
-    evict_ctx_t e = { calloc(g_docs.count ? g_docs.count : 1, sizeof *e.v), 0 };
-    if (!e.v)
+    size_t n;
+    void **v = ld_map_by_age(&g_docs, doc_done, doc_used, &n);
+    if (!v)
         return;
-    ld_map_each(&g_docs, collect_done, &e);
-    qsort(e.v, e.n, sizeof *e.v, by_use);
-    for (size_t i = 0; i < e.n && g_doc_bytes > limit / 4 * 3; i++) {
-        if (e.v[i] == keep)
+    for (size_t i = 0; i < n && g_doc_bytes > limit / 4 * 3; i++) {
+        if (v[i] == keep)
             continue;                               /* its waiters are about to read it */
-        doc_remove(e.v[i]);
+        doc_remove(v[i]);
         __atomic_fetch_add(&ld_stat_evictions, 1, __ATOMIC_RELAXED);
     }
-    free(e.v);
+    free(v);
 }
 
 /* ------------------------------------------------------------ the pool */

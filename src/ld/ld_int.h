@@ -40,6 +40,10 @@ void  ld_map_del(ld_map_t *m, uint64_t hash, const void *val); /* removes that v
 void  ld_map_free(ld_map_t *m);
 /* Calls fn for every value (in slot order). */
 void  ld_map_each(const ld_map_t *m, void (*fn)(void *val, void *ud), void *ud);
+/* The values for which want(val) (NULL: all), least recently used first
+ * (by used(val)), for eviction: a malloc'ed array of *n, NULL on OOM. */
+void **ld_map_by_age(const ld_map_t *m, bool (*want)(const void *val), int64_t (*used)(const void *val),
+                     size_t *n);
 
 /* -------------------------------------------------------- ld_context.c */
 

@@ -1,7 +1,8 @@
 /*
  * ld_map.c - the small open-addressing hash map (hash -> pointer) behind the
  * context cache, the served-context index and the remote-document cache.
- * Linear probing, load factor at most 1/2, removal by backward shift.
+ * Linear probing, load factor at most 1/2, removal by backward shift, and
+ * the values in order of last use for the LRU eviction of both caches.
  * Callers lock.
  */
 #include "ld_int.h"
@@ -91,4 +92,36 @@ void ld_map_del(ld_map_t *m, uint64_t hash, const void *val)
     m->slots[i].val = NULL;
     m->slots[i].hash = 0;
     m->count--;
+}
+
+typedef struct aged {
+    int64_t used;
+    void   *val;
+} aged_t;
+
+static int by_age(const void *a, const void *b)
+{
+    const aged_t *x = a, *y = b;
+    return x->used < y->used ? -1 : x->used > y->used;
+}
+
+void **ld_map_by_age(const ld_map_t *m, bool (*want)(const void *val), int64_t (*used)(const void *val),
+                     size_t *n)
+{
+    aged_t *v = malloc((m->count ? m->count : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < m->cap; i++) {
+        void *val = m->slots[i].val;
+        if (val && (!want || want(val)))
+            v[k++] = (aged_t){ used(val), val };
+    }
+    qsort(v, k, sizeof *v, by_age);
+    void **out = malloc((k ? k : 1) * sizeof *out);
+    for (size_t i = 0; out && i < k; i++)
+        out[i] = v[i].val;
+    free(v);
+    *n = k;
+    return out;
 }
