@@ -309,6 +309,7 @@ void req_defer(request_t *r)
 bool req_deferred(const request_t *r)
 {
     conn_t *cn = r->priv;
+    if (!cn) return false;
     pthread_mutex_lock(&cn->dlock);
     bool d = cn->dstate != DS_NONE;
     pthread_mutex_unlock(&cn->dlock);
