@@ -42,7 +42,7 @@ static flag_t flags[] = {
     {"maxLimit", F_INT, &cr_config.max_limit, "1000", NULL, "largest page size (limit) of a query"},
     {"renderCache", F_INT, &cr_config.render_cache_mb, "256", NULL, "MiB of cached entity renderings (0: none)"},
     {"defaultLimit", F_INT, &cr_config.default_limit, "20", NULL, "page size when a query gives no limit"},
-    {"contextTimeout", F_INT, &cr_config.context_timeout_ms, "5000", NULL, "ms to download a remote @context"},
+    {"contextTimeout", F_INT, &cr_config.context_timeout_ms, "5000", NULL, "ms a request may wait for its remote @contexts in total (from its arrival)"},
     {"contextRetries", F_INT, &cr_config.context_retries, "2", NULL, "retries of a failed @context download (within --contextTimeout)"},
     {"contextFetchThreads", F_INT, &cr_config.context_fetch_threads, "4", NULL, "threads that download remote @contexts (1..64)"},
     {"contextCacheSize", F_INT, &cr_config.context_cache_mb, "64", NULL, "MiB for cached @context documents and built contexts (half each; LRU)"},
