@@ -45,13 +45,36 @@ static const char      *g_base_url;         /* interned, atomic */
 static uint64_t         g_ctx_hits, g_ctx_evictions;
 static size_t           g_ctx_bytes;        /* under g_rw */
 
+#define REQ_MEMO 32
 struct ld_req {
     arena_t    *a;
     ld_waiter_t w;
     unsigned    docs;                       /* budget used by the contexts built so far */
     size_t      bytes;
     bool        pending;
+    /* the contexts this request resolved (pinned): a batch that names them
+     * again, or a handler run again, finds them even if the cache evicted them */
+    unsigned    nmemo;
+    struct { uint64_t hash; const ld_context_t *c; } memo[REQ_MEMO];
 };
+
+static const ld_context_t *memo_find(const ld_req_t *q, uint64_t h, ld_map_eq_fn eq, const void *key)
+{
+    for (unsigned i = 0; q && i < q->nmemo; i++)
+        if (q->memo[i].hash == h && eq(q->memo[i].c, key))
+            return q->memo[i].c;
+    return NULL;
+}
+
+static const ld_context_t *memo_add(ld_req_t *q, const ld_context_t *c)
+{
+    if (q && c && q->nmemo < REQ_MEMO) {
+        q->memo[q->nmemo].hash = c->key_hash;
+        q->memo[q->nmemo].c = c;
+        q->nmemo++;
+    }
+    return c;
+}
 
 static int64_t mono_ms(void)
 {
@@ -390,9 +413,11 @@ static const ld_context_t *context_for_url(ld_req_t *q, const char *url, size_t 
         return ld_core();
     url_key_t key = { url, len };
     uint64_t h = cr_hash(url, len);
-    const ld_context_t *hit = cache_find(q, h, eq_url, &key);
+    const ld_context_t *hit = memo_find(q, h, eq_url, &key);
     if (hit)
         return hit;
+    if ((hit = cache_find(q, h, eq_url, &key)))
+        return memo_add(q, hit);
 
     if (len > LD_MAX_URL_LEN)
         return problem_set(p, PB_BAD_REQUEST_DATA, "@context URL longer than %d bytes", LD_MAX_URL_LEN),
@@ -414,7 +439,7 @@ static const ld_context_t *context_for_url(ld_req_t *q, const char *url, size_t 
     sb_init(&sb, c->arena, len + 8);
     json_render_string(&sb, url, len);
     c->value_json = sb.p;
-    return cache_insert(q, c, eq_url, &key);
+    return memo_add(q, cache_insert(q, c, eq_url, &key));
 }
 
 /* The one URL that an array names besides core URLs, or NULL. */
@@ -459,9 +484,11 @@ static const ld_context_t *from_json(ld_req_t *q, const json_t *v, problem_t *p)
         return core;
 
     uint64_t h = tree_hash(v);
-    const ld_context_t *hit = cache_find(q, h, eq_tree, v);
+    const ld_context_t *hit = memo_find(q, h, eq_tree, v);
     if (hit)
         return hit;
+    if ((hit = cache_find(q, h, eq_tree, v)))
+        return memo_add(q, hit);
 
     ld_context_t *c = build(q, v, p);
     if (!c)
@@ -483,7 +510,7 @@ static const ld_context_t *from_json(ld_req_t *q, const json_t *v, problem_t *p)
         sb_addc(&s2, '}');
         c->served_json = s2.p;
     }
-    return cache_insert(q, c, eq_tree, v);
+    return memo_add(q, cache_insert(q, c, eq_tree, v));
 }
 
 static const ld_context_t *from_link(ld_req_t *q, const char *link_header, problem_t *p)

@@ -775,6 +775,8 @@ static void test_eviction_with_pins(void **state)
     /* still usable, although evicted (ASan checks it was not freed) */
     assert_string_equal(ld_expand(x, "pinnedTerm"), "http://pin.example/t");
     assert_string_equal(ld_compact_name(x, ld_expand(x, "pinnedTerm")), "pinnedTerm");
+    /* the request finds its own contexts again, evicted or not */
+    assert_ptr_equal(ld_req_from_json(q, J("{\"pinnedTerm\": \"http://pin.example/t\"}"), &p), x);
     arena_free(qa);                                 /* the pin goes: freed now */
     const ld_context_t *again = ctx_ok("{\"pinnedTerm\": \"http://pin.example/t\"}");
     assert_true(ld_context_serial(again) != serial);
