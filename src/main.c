@@ -87,6 +87,7 @@ int main(int argc, char **argv)
     while (!stop_requested) pause();
 
     LOG_I("stopping");
+    ld_stop();                 /* requests waiting for a @context download answer now */
     http_stop(srv);
     store_close(store);
     ld_shutdown();

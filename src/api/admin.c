@@ -86,6 +86,10 @@ void api_statistics(request_t *r)
     jw_key(&w, "downloadFailures"); jw_int(&w, (int64_t)ls.download_failures);
     jw_key(&w, "cacheHits"); jw_int(&w, (int64_t)ls.cache_hits);
     jw_key(&w, "cached"); jw_int(&w, (int64_t)ls.cached);
+    jw_key(&w, "cachedBytes"); jw_int(&w, (int64_t)ls.cached_bytes);
+    jw_key(&w, "documents"); jw_int(&w, (int64_t)ls.documents);
+    jw_key(&w, "documentBytes"); jw_int(&w, (int64_t)ls.document_bytes);
+    jw_key(&w, "evictions"); jw_int(&w, (int64_t)ls.evictions);
     jw_object_end(&w);
     render_cache_stats_t rs;
     render_cache_get_stats(&rs);
@@ -104,7 +108,7 @@ void api_statistics(request_t *r)
 
 void api_context_get(request_t *r)
 {
-    const char *text = ld_served_context(r->pathv[0]);
+    const char *text = ld_served_context(r->arena, r->pathv[0]);
     if (!text) {
         reply_error(r, PB_RESOURCE_NOT_FOUND, "no @context with id %s", r->pathv[0]);
         return;

@@ -37,6 +37,11 @@ json_t *api_body(request_t *r, bool want_array, problem_t *p);
 const ld_context_t *api_context(request_t *r, const json_t *body, problem_t *p);
 /* For one entity of a batch body (application/ld+json: its own @context). */
 const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t *p);
+/* Resolves the @context of every entity of a batch body before anything is
+ * written: false when a download is under way (the request is deferred: the
+ * handler returns at once and runs again later). Errors are left for the
+ * per-entity pass. */
+bool api_contexts_ready(request_t *r, const json_t *entities);
 
 typedef struct api_view {
     render_opts_t ro;

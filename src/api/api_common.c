@@ -36,10 +36,36 @@ json_t *api_body(request_t *r, bool want_array, problem_t *p)
     return root;
 }
 
+/* @context resolution never waits on the worker: a remote document that is
+ * not cached yet is downloaded by ld's fetch pool while the request is
+ * deferred (req_defer); its handler runs again when the download ends, or at
+ * the --contextTimeout deadline counted from the request's arrival. The
+ * resolution state (pins, budget, waiter) is r->ext. */
+static void wake_request(void *token)
+{
+    req_resume(token);
+}
+
+static ld_req_t *ctx_state(request_t *r)
+{
+    if (!r->ext) {
+        int64_t timeout_ms = cr_config.context_timeout_ms > 0 ? cr_config.context_timeout_ms : 5000;
+        r->ext = ld_req_new(r->arena, r->arrived_ns + timeout_ms * 1000000, wake_request, req_token(r));
+    }
+    return r->ext;
+}
+
+/* A context that is being downloaded defers the request (c is NULL then). */
+static const ld_context_t *settle(request_t *r, const ld_context_t *c)
+{
+    if (!c && ld_req_pending(r->ext)) req_defer(r);
+    return c;
+}
+
 static const ld_context_t *context_from_link(request_t *r, problem_t *p)
 {
     if (!r->link) return ld_core();
-    return ld_from_link(r->link, p);
+    return settle(r, ld_req_from_link(ctx_state(r), r->link, p));
 }
 
 const ld_context_t *api_context(request_t *r, const json_t *body, problem_t *p)
@@ -63,7 +89,7 @@ const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t
                         "Content-Type application/ld+json needs an @context member in the body (6.3.5)");
             return NULL;
         }
-        return ld_from_json(ctx, p);
+        return settle(r, ld_req_from_json(ctx_state(r), ctx, p));
     }
     if (ctx) {
         problem_set(p, PB_BAD_REQUEST_DATA,
@@ -72,6 +98,16 @@ const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t
         return NULL;
     }
     return context_from_link(r, p);
+}
+
+bool api_contexts_ready(request_t *r, const json_t *entities)
+{
+    bool ready = true;
+    json_foreach(e, entities) {
+        problem_t p = {0};
+        if (json_is_object(e) && !api_context_of(r, e, &p) && ld_req_pending(r->ext)) ready = false;
+    }
+    return ready;
 }
 
 bool api_options_valid(request_t *r, const char *allowed, problem_t *p)
@@ -125,7 +161,7 @@ bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, cons
         else {
             if (!model_valid_name(name) && !strchr(name, ':'))
                 return problem_set(p, PB_BAD_REQUEST_DATA, "invalid attribute name '%s'", name);
-            v[k++] = ld_expand(ctx, name);
+            v[k++] = ld_expand_lookup(ctx, name, r->arena);   /* read paths: interns nothing */
         }
         s = e ? e + 1 : s + l;
     }
@@ -185,7 +221,7 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
     const char *gp = req_param(r, "geometryProperty");
     if (gp) {
         if (!model_valid_name(gp)) return problem_set(p, PB_BAD_REQUEST_DATA, "invalid geometryProperty '%s'", gp);
-        v->ro.geoproperty = ld_expand(ctx, gp);
+        v->ro.geoproperty = ld_expand_lookup(ctx, gp, r->arena);
     }
 
     int allowed = ACC_JSON | ACC_LDJSON | (geojson_ok ? ACC_GEOJSON : 0);

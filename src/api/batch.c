@@ -95,6 +95,7 @@ static void batch_write(request_t *r, ops_batch_kind_t kind)
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = api_body(r, true, &p);
     if (!body) goto fail;
+    if (!api_contexts_ready(r, body)) return;   /* deferred: runs again once downloaded */
     ops_req_t rq = api_req(r, NULL);
     if (!ops_batch_write(&rq, kind, members(r, body), body->len, &o, &res, &p)) goto fail;
 

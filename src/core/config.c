@@ -50,8 +50,16 @@ static flag_t flags[] = {
     {"maxLimit", F_INT, &cr_config.max_limit, "1000", NULL, "largest page size (limit) of a query"},
     {"renderCache", F_INT, &cr_config.render_cache_mb, "256", NULL, "MiB of cached entity renderings (0: none)"},
     {"defaultLimit", F_INT, &cr_config.default_limit, "20", NULL, "page size when a query gives no limit"},
-    {"contextTimeout", F_INT, &cr_config.context_timeout_ms, "5000", NULL, "ms to download a remote @context"},
-    {"contextRetries", F_INT, &cr_config.context_retries, "2", NULL, "retries of a failed @context download"},
+    {"contextTimeout", F_INT, &cr_config.context_timeout_ms, "5000", NULL, "ms a request may wait for its remote @contexts in total (from its arrival)"},
+    {"contextRetries", F_INT, &cr_config.context_retries, "2", NULL, "retries of a failed @context download (within --contextTimeout)"},
+    {"contextFetchThreads", F_INT, &cr_config.context_fetch_threads, "4", NULL, "threads that download remote @contexts (1..64)"},
+    {"contextCacheSize", F_INT, &cr_config.context_cache_mb, "64", NULL, "MiB for cached @context documents and built contexts (half each; LRU)"},
+    {"contextFailureTtl", F_INT, &cr_config.context_failure_ttl_ms, "3000", NULL, "ms a @context download that got no answer is remembered as failed"},
+    {"contextMaxDocs", F_INT, &cr_config.context_max_docs, "16", NULL, "remote @context documents one request may need"},
+    {"contextMaxBytes", F_SIZE, &cr_config.context_max_bytes, "4M", NULL, "bytes of remote @context documents one request may read; k/M suffixes"},
+    {"contextMaxDepth", F_INT, &cr_config.context_max_depth, "8", NULL, "deepest nesting of remote @contexts"},
+    {"egressAllow", F_STR, &cr_config.egress_allow, "", NULL, "addresses, CIDRs, host names the broker may connect to despite the built-in refusals"},
+    {"egressDeny", F_STR, &cr_config.egress_deny, "", NULL, "addresses, CIDRs, host names the broker never connects to"},
     {"history", F_STR, &cr_config.history, "none", "none|corDB|timescale", "where attribute history is kept (this build: none)"},
     {"logFile", F_STR, &cr_config.log_file, "", NULL, "log to this file instead of stderr"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
@@ -220,5 +228,10 @@ bool cr_config_load(int argc, char **argv)
         return false;
     }
     if (cr_config.default_limit > cr_config.max_limit) cr_config.default_limit = cr_config.max_limit;
+    char err[200];
+    if (!egress_configure(cr_config.egress_allow, cr_config.egress_deny, err, sizeof err)) {
+        fprintf(stderr, "coraine: %s\n", err);
+        return false;
+    }
     return true;
 }

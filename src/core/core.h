@@ -235,6 +235,14 @@ typedef struct cr_config {
     int         default_limit;       /* limit when none is given (20) */
     int         context_timeout_ms;  /* --contextTimeout for remote @context downloads */
     int         context_retries;     /* --contextRetries */
+    int         context_fetch_threads; /* --contextFetchThreads: the download pool */
+    int         context_cache_mb;    /* --contextCacheSize MiB: documents and built contexts */
+    int         context_failure_ttl_ms; /* --contextFailureTtl: a failed download is remembered */
+    int         context_max_docs;    /* --contextMaxDocs: remote documents per request */
+    size_t      context_max_bytes;   /* --contextMaxBytes: their bytes per request */
+    int         context_max_depth;   /* --contextMaxDepth: nesting of remote contexts */
+    const char *egress_allow;        /* --egressAllow: CIDRs and host names */
+    const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */
     const char *log_file;            /* --logFile */
     int         log_level;           /* --logLevel error|warn|info|debug */
@@ -242,6 +250,18 @@ typedef struct cr_config {
 } cr_config_t;
 
 extern cr_config_t cr_config;
+
+/* -------------------------------------------------------- egress policy */
+
+/* What the broker may connect to (egress.c has the rules and their
+ * precedence). Configured from --egressAllow/--egressDeny by
+ * cr_config_load; without it the built-in refusals apply (link-local and
+ * cloud metadata addresses and host names). */
+struct sockaddr;
+bool egress_configure(const char *allow, const char *deny, char *err, size_t errlen);
+/* true when a connection to address sa (may be NULL: host rules only) for
+ * the URL host `host` (may be NULL) is allowed; else why says what was refused. */
+bool egress_check_host(const char *host, const struct sockaddr *sa, char *why, size_t whylen);
 /* Fills cr_config from defaults, then CORAINE_<NAME> environment variables,
  * then argv. Prints usage and returns false on a bad flag. */
 bool cr_config_load(int argc, char **argv);

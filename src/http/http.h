@@ -78,6 +78,10 @@ typedef struct request {
     http_header_t out_headers[HTTP_MAX_OUT_HEADERS];
     int           n_out_headers;
 
+    /* kept across the runs of a deferred request (see req_defer) */
+    int64_t     arrived_ns;               /* cr_mono_ns() when the request head was read */
+    void       *ext;                      /* the handler layer's per-request state; NULL at first */
+
     /* connection-private state (http/ only) */
     void       *priv;
 } request_t;
@@ -113,6 +117,23 @@ const char *req_header(request_t *r, const char *name);
 /* The acceptable type (ACC_*) the client prefers among `allowed` (6.3.4:
  * q weights first, then json, ld+json, geo+json), or 0 when none is acceptable. */
 int         req_accept_best(const request_t *r, int allowed);
+
+/* ---- deferred requests
+ * A handler that must wait for slow work done elsewhere (a download) takes
+ * req_token(r), hands it to whoever does the work, calls req_defer(r) and
+ * returns. Nothing is sent for that run and the connection is suspended: it
+ * holds no worker thread. When the work is done, that party calls
+ * req_resume(token) once, from any thread (even before the handler has
+ * returned); the handler then runs again from the start on the same request:
+ * headers, parameters, the body as received, r->arena and r->ext are kept,
+ * the response is cleared. So a handler defers only before it has changed
+ * anything. A suspended connection has no idle timeout: the party that holds
+ * the token must resume it within a bounded time. */
+typedef struct req_token req_token_t;
+req_token_t *req_token(request_t *r);       /* valid until the request ends */
+void         req_defer(request_t *r);
+bool         req_deferred(const request_t *r);
+void         req_resume(req_token_t *t);
 
 /* ---- replies */
 void reply_header(request_t *r, const char *name, const char *value);

@@ -24,6 +24,13 @@
  * connection beyond ours is answered 503 at once instead of waiting in the
  * listen backlog. The body buffer grows as bytes arrive, and an idle
  * connection keeps an arena of at most HTTP_IDLE_ARENA bytes.
+ *
+ * Deferred requests (req_defer): the connection is suspended with
+ * MHD_suspend_connection (MHD_ALLOW_SUSPEND_RESUME), so it costs no worker
+ * while it waits; req_resume may come from any thread, before or after the
+ * suspension (conn_t.dstate under dlock tells which), and the handler runs
+ * again on libmicrohttpd's next call. The handler parses the body in situ,
+ * so each run gets a fresh copy of the body as received.
  */
 #include "http.h"
 #include "router.h"
@@ -40,6 +47,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* Where a connection is, for the reaper (see the guard below). */
 enum {
@@ -50,6 +58,9 @@ enum {
     PH_OVER,      /* beyond --maxConnections: answered 503, closed at the deadline */
     PH_CUT,       /* the reaper answered and shut the socket */
 };
+
+/* conn_t.dstate: where a deferred request stands */
+enum { DS_NONE, DS_ARMED, DS_SUSPENDED, DS_RESUMED };
 
 typedef struct conn {
     arena_t   *arena;
@@ -73,6 +84,10 @@ typedef struct conn {
     int         n_clen, n_tenant, n_headers;
     bool        h_chunked;
     size_t      pool_used;    /* estimate of the pool the request head takes */
+    pthread_mutex_t dlock;    /* guards dstate */
+    int        dstate;        /* DS_*: see req_defer */
+    bool       rerun;         /* the handler ran before on this request */
+    bool       was_deferred;  /* counted in g_deferred until the request completes */
 } conn_t;
 
 struct http_server {
@@ -97,6 +112,7 @@ struct http_server {
 static struct {
     atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
 } stats;
+static atomic_int g_deferred;    /* deferred requests not completed yet */
 
 /* ------------------------------------------------------------ the guard */
 
@@ -264,8 +280,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
         conn_t *cn = calloc(1, sizeof *cn);
         if (!cn) return;
         cn->arena = arena_new(16384);
-        if (!cn->arena || !ci) { arena_free(cn->arena); free(cn); return; }
+        if (!ci) { arena_free(cn->arena); free(cn); return; }
         cn->fd = ci->connect_fd;
+        pthread_mutex_init(&cn->dlock, NULL);
         *socket_ctx = cn;
         uint64_t n = atomic_fetch_add(&stats.open, 1) + 1;
         if (n > (uint64_t)cr_config.max_connections) {
@@ -286,7 +303,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
         conn_t *cn = *socket_ctx;
         if (cn) {
             guard_remove(cn);
+            if (cn->was_deferred) atomic_fetch_sub(&g_deferred, 1);
             arena_free(cn->arena);
+            pthread_mutex_destroy(&cn->dlock);
             free(cn);
             *socket_ctx = NULL;
             atomic_fetch_sub(&stats.open, 1);
@@ -310,6 +329,12 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cn->in_use = true;
     cn->started = false;
     cn->too_large = false;
+    cn->rerun = false;
+    cn->dstate = DS_NONE;
+    if (cn->was_deferred) {                     /* a deferred request that never completed */
+        cn->was_deferred = false;
+        atomic_fetch_sub(&g_deferred, 1);
+    }
     cn->raw_uri = arena_strdup(cn->arena, uri ? uri : "/");
     /* libmicrohttpd would next split the query into header records of its
      * connection pool (a few hundred parameters fill it, and the request
@@ -329,6 +354,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     if (!cn) return;
     arena_reset_keep(cn->arena, HTTP_IDLE_ARENA);
     cn->in_use = false;
+    if (cn->was_deferred) {
+        cn->was_deferred = false;
+        atomic_fetch_sub(&g_deferred, 1);
+    }
     *req_cls = NULL;
     /* the next head has the idle allowance (and at least --headerTimeout);
      * --requestTimeout 0 keeps idle connections for ever, as libmicrohttpd does */
@@ -511,6 +540,67 @@ const char *req_header(request_t *r, const char *name)
     return MHD_lookup_connection_value(cn->mhd, MHD_HEADER_KIND, name);
 }
 
+/* ------------------------------------------------------------ deferral */
+
+req_token_t *req_token(request_t *r)
+{
+    return (req_token_t *)r->priv;
+}
+
+void req_defer(request_t *r)
+{
+    conn_t *cn = r->priv;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->dstate == DS_NONE) cn->dstate = DS_ARMED;   /* DS_RESUMED: already woken */
+    pthread_mutex_unlock(&cn->dlock);
+}
+
+bool req_deferred(const request_t *r)
+{
+    conn_t *cn = r->priv;
+    if (!cn) return false;
+    pthread_mutex_lock(&cn->dlock);
+    bool d = cn->dstate != DS_NONE;
+    pthread_mutex_unlock(&cn->dlock);
+    return d;
+}
+
+void req_resume(req_token_t *t)
+{
+    conn_t *cn = (conn_t *)t;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->dstate == DS_SUSPENDED) {
+        cn->dstate = DS_NONE;
+        MHD_resume_connection(cn->mhd);
+    } else {
+        cn->dstate = DS_RESUMED;     /* the handler has not returned yet: it runs again at once */
+    }
+    pthread_mutex_unlock(&cn->dlock);
+}
+
+/* After a run of the handler: true when the request waits (the connection is
+ * suspended); false when it must be answered now, or run again (*again). */
+static bool defer_after_run(conn_t *cn, struct MHD_Connection *c, bool *again)
+{
+    bool waits = false;
+    *again = false;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->dstate == DS_ARMED) {
+        MHD_suspend_connection(c);
+        cn->dstate = DS_SUSPENDED;
+        if (!cn->was_deferred) {
+            cn->was_deferred = true;
+            atomic_fetch_add(&g_deferred, 1);
+        }
+        waits = true;
+    } else if (cn->dstate == DS_RESUMED) {
+        cn->dstate = DS_NONE;
+        *again = true;
+    }
+    pthread_mutex_unlock(&cn->dlock);
+    return waits;
+}
+
 /* ------------------------------------------------------------ replies */
 
 void reply_header(request_t *r, const char *name, const char *value)
@@ -538,6 +628,7 @@ void reply_body(request_t *r, int status, const char *content_type)
 void reply_problem(request_t *r, const problem_t *p)
 {
     int status = problem_status(p);
+    if (req_deferred(r)) return;   /* the answer comes from a later run */
     if (status >= 500)   /* the broker's own trouble (503: a @context that cannot be had): one line */
         cr_log(status == 503 ? LOG_WARN : LOG_ERROR, "%s %s -> %d %s", r->method_name ? r->method_name : "?",
                r->path ? r->path : "?", status, p->detail);
@@ -687,6 +778,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
                                "invalid NGSILD-Tenant '%.64s': 1 to 64 characters of A-Z a-z 0-9 _ -", t);
         r->tenant = t;
     }
+    r->arrived_ns = cr_mono_ns();
     return true;
 }
 
@@ -756,8 +848,10 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
     request_t *r = &cn->req;
     problem_t  p = {0};
 
-    atomic_fetch_add(&stats.requests, 1);
-    if (r->method) atomic_fetch_add(&stats.by_method[method_index(r->method)], 1);
+    if (!cn->rerun) {        /* a deferred request counts once */
+        atomic_fetch_add(&stats.requests, 1);
+        if (r->method) atomic_fetch_add(&stats.by_method[method_index(r->method)], 1);
+    }
     if (r->status) return;   /* an error found while the request came in */
 
     if (!r->method) {
@@ -795,7 +889,8 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
         reply_problem(r, &p);
         return;
     }
-    r->body = cn->body.p ? cn->body.p : (char *)"";
+    /* a copy: the handler parses it in situ, and a deferred request runs again */
+    r->body = cn->body.p ? arena_strndup(r->arena, cn->body.p, cn->body.len) : (char *)"";
     r->body_len = cn->body.p ? cn->body.len : 0;
     h(r);
     if (r->tenant && r->status < 400) reply_header(r, "NGSILD-Tenant", r->tenant);
@@ -907,7 +1002,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(p.detail, sizeof p.detail, "request body larger than %zu bytes", cr_config.max_body_size);
         reply_problem(r, &p);
     }
-    dispatch(srv, cn, c);
+    for (;;) {
+        if (cn->rerun) {              /* a deferred request: a clean slate for the answer */
+            r->status = 0;
+            r->out_type = NULL;
+            sb_clear(&r->out);
+            r->n_out_headers = 0;
+            r->params_used = 0;
+            r->npath = 0;
+        }
+        dispatch(srv, cn, c);
+        cn->rerun = true;
+        bool again;
+        if (defer_after_run(cn, c, &again)) return MHD_YES;
+        if (!again) break;
+    }
     return send_reply(c, r);
 }
 
@@ -957,7 +1066,7 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     }
     unsigned reserve = (unsigned)cr_config.max_connections / 8;
     if (reserve < 64) reserve = 64;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     srv->d = MHD_start_daemon(flags, (uint16_t)cr_config.port, NULL, NULL, on_request, srv,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cr_config.connection_pool_size,
@@ -983,6 +1092,15 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
 void http_stop(http_server_t *srv)
 {
     if (!srv) return;
+    /* libmicrohttpd cannot stop with suspended connections: new ones are
+     * refused, and deferred requests get their answer first (the work they
+     * wait for is bounded by its owner, e.g. --contextTimeout). */
+    MHD_socket ls = MHD_quiesce_daemon(srv->d);
+    if (ls != MHD_INVALID_SOCKET) close(ls);
+    for (int i = 0; atomic_load(&g_deferred) > 0; i++) {
+        if (i == 6000) { LOG_E("http: %d deferred requests still unanswered after 60 s; stopping anyway", atomic_load(&g_deferred)); break; }
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    }
     MHD_stop_daemon(srv->d);
     guard_stop();
     router_free(srv->router);

@@ -4,19 +4,27 @@
  *
  * A context is built once per distinct key - a URL (Link header or a string
  * @context) or an inline value (object/array, compared structurally: a hash
- * that ignores member order, then json_equal) - and kept for the life of the
- * process, so a request that repeats a context costs one read-locked lookup
- * and no parse. Two threads may build the same new context at once; the
- * first to insert wins and the other's copy is freed before anyone saw it
- * (remote documents themselves are downloaded once: ld_fetch.c).
+ * that ignores member order, then json_equal) - and kept in the cache, so a
+ * request that repeats a context costs one read-locked lookup and no parse.
+ * Two threads may build the same new context at once; the first to insert
+ * wins and the other's copy is freed before anyone saw it (remote documents
+ * themselves are downloaded once: ld_fetch.c).
  *
  * Contexts that are not a single URL (inline objects, arrays) get an id, the
  * hash of their JSON text, and are served by the broker under
  * <base>/ngsi-ld/v1/jsonldContexts/<id> (kind "ImplicitlyCreated").
  *
- * Bound: at most LD_MAX_CONTEXTS contexts; past that a new context is
- * refused with LdContextNotAvailable (contexts are never freed, because
- * callers keep their pointers, e.g. in subscriptions).
+ * Bound: the contexts' arenas together stay under half of --contextCacheSize;
+ * beyond it the least recently used quarter is evicted, so no sequence of
+ * requests can fill the cache and lock new contexts out. A context holds a
+ * reference for the cache and one per request that uses it (ld_req pins it
+ * until the request's arena goes), and is freed by the last release: entities
+ * keep interned names, never context pointers, and memos of renderings are
+ * keyed by the context's serial, which is never reused. A served context
+ * that was evicted is served again once a request names it again.
+ *
+ * ld_req_t: a request's resolution state - the waiter for downloads (see
+ * ld_fetch.c), the deadline, the budget used so far, the pins.
  */
 #include "ld_int.h"
 
@@ -34,7 +42,57 @@ static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_INITIALIZER;
 static ld_map_t         g_ctx;              /* key_hash -> context */
 static ld_map_t         g_served;           /* hash(served_id) -> context */
 static const char      *g_base_url;         /* interned, atomic */
-static uint64_t         g_ctx_hits;
+static uint64_t         g_ctx_hits, g_ctx_evictions;
+static size_t           g_ctx_bytes;        /* under g_rw */
+
+#define REQ_MEMO 32
+struct ld_req {
+    arena_t    *a;
+    ld_waiter_t w;
+    unsigned    docs;                       /* budget used by the contexts built so far */
+    size_t      bytes;
+    bool        pending;
+    /* the contexts this request resolved (pinned): a batch that names them
+     * again, or a handler run again, finds them even if the cache evicted them */
+    unsigned    nmemo;
+    struct { uint64_t hash; const ld_context_t *c; } memo[REQ_MEMO];
+};
+
+static const ld_context_t *memo_find(const ld_req_t *q, uint64_t h, ld_map_eq_fn eq, const void *key)
+{
+    for (unsigned i = 0; q && i < q->nmemo; i++)
+        if (q->memo[i].hash == h && eq(q->memo[i].c, key))
+            return q->memo[i].c;
+    return NULL;
+}
+
+static const ld_context_t *memo_add(ld_req_t *q, const ld_context_t *c)
+{
+    if (q && c && q->nmemo < REQ_MEMO) {
+        q->memo[q->nmemo].hash = c->key_hash;
+        q->memo[q->nmemo].c = c;
+        q->nmemo++;
+    }
+    return c;
+}
+
+static int64_t mono_ms(void)
+{
+    return cr_mono_ns() / 1000000;
+}
+
+static size_t ctx_cache_limit(void)
+{
+    size_t mb = cr_config.context_cache_mb > 0 ? (size_t)cr_config.context_cache_mb : 64;
+    return (mb << 20) / 2;
+}
+
+static void ctx_unref(void *p)
+{
+    ld_context_t *c = p;
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        ld_context_free(c);
+}
 
 /* ------------------------------------------------------------ the core */
 
@@ -99,7 +157,8 @@ bool ld_init(void)
 static void free_ctx(void *val, void *ud)
 {
     CR_UNUSED(ud);
-    ld_context_free(val);
+    ld_context_t *c = val;
+    ld_context_free(c);
 }
 
 void ld_shutdown(void)
@@ -109,6 +168,7 @@ void ld_shutdown(void)
     ld_map_each(&g_ctx, free_ctx, NULL);
     ld_map_free(&g_ctx);
     ld_map_free(&g_served);
+    g_ctx_bytes = 0;
     pthread_rwlock_unlock(&g_rw);
     ld_fetch_shutdown();
     ld_context_free(g_core);
@@ -202,33 +262,68 @@ static bool eq_served(const void *val, const void *key)
     return strcmp(c->served_id, key) == 0;
 }
 
-static const ld_context_t *cache_find(uint64_t h, ld_map_eq_fn eq, const void *key)
+static const ld_context_t *cache_find(ld_req_t *q, uint64_t h, ld_map_eq_fn eq, const void *key)
 {
     pthread_rwlock_rdlock(&g_rw);
-    const ld_context_t *c = ld_map_find(&g_ctx, h, eq, key);
+    ld_context_t *c = ld_map_find(&g_ctx, h, eq, key);
+    if (c) {
+        if (q)
+            __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->used_ms, mono_ms(), __ATOMIC_RELAXED);
+    }
     pthread_rwlock_unlock(&g_rw);
-    if (c)
-        __atomic_fetch_add(&g_ctx_hits, 1, __ATOMIC_RELAXED);
+    if (!c)
+        return NULL;
+    __atomic_fetch_add(&g_ctx_hits, 1, __ATOMIC_RELAXED);
+    if (q)
+        arena_on_free(q->a, ctx_unref, c);          /* the reference taken above */
     return c;
+}
+
+static int64_t ctx_used(const void *val)
+{
+    return __atomic_load_n(&((const ld_context_t *)val)->used_ms, __ATOMIC_RELAXED);
+}
+
+/* Over the bound: evicts the least recently used until 3/4 of it is used;
+ * keep (just inserted) stays. Holds g_rw for writing. */
+static void evict_contexts(const ld_context_t *keep)
+{
+    size_t limit = ctx_cache_limit();
+    if (g_ctx_bytes <= limit)
+        return;
+    size_t n;
+    void **v = ld_map_by_age(&g_ctx, NULL, ctx_used, &n);
+    if (!v)
+        return;
+    for (size_t i = 0; i < n && g_ctx_bytes > limit / 4 * 3; i++) {
+        ld_context_t *c = v[i];
+        if (c == keep)
+            continue;
+        ld_map_del(&g_ctx, c->key_hash, c);
+        if (c->served_id)
+            ld_map_del(&g_served, cr_hash(c->served_id, 16), c);
+        g_ctx_bytes -= c->bytes;
+        __atomic_fetch_add(&g_ctx_evictions, 1, __ATOMIC_RELAXED);
+        ctx_unref(c);                               /* the cache's reference */
+    }
+    free(v);
 }
 
 /* Inserts c (built by this thread) unless an equal context got there first;
  * returns the context to use. Gives served contexts their id and link. */
-static const ld_context_t *cache_insert(ld_context_t *c, ld_map_eq_fn eq, const void *key, problem_t *p)
+static const ld_context_t *cache_insert(ld_req_t *q, ld_context_t *c, ld_map_eq_fn eq, const void *key)
 {
     pthread_rwlock_wrlock(&g_rw);
     ld_context_t *old = ld_map_find(&g_ctx, c->key_hash, eq, key);
     if (old) {
+        if (q)
+            __atomic_add_fetch(&old->refs, 1, __ATOMIC_RELAXED);
         pthread_rwlock_unlock(&g_rw);
         ld_context_free(c);
+        if (q)
+            arena_on_free(q->a, ctx_unref, old);
         return old;
-    }
-    if (g_ctx.count >= LD_MAX_CONTEXTS) {
-        pthread_rwlock_unlock(&g_rw);
-        ld_context_free(c);
-        problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
-                    "@context: too many distinct @contexts in use (limit %d)", LD_MAX_CONTEXTS);
-        return NULL;
     }
     if (c->served_json) {
         uint64_t h = cr_hash_stable(c->served_json, strlen(c->served_json));   /* an id that outlives the process */
@@ -242,18 +337,31 @@ static const ld_context_t *cache_insert(ld_context_t *c, ld_map_eq_fn eq, const 
         c->served_id = arena_strdup(c->arena, id);
         c->link = arena_printf(c->arena, "%s" SERVED_PATH "%s", base_url(), id);
     }
-    if (!ld_map_put(&g_ctx, c->key_hash, c) ||
-        (c->served_id && !ld_map_put(&g_served, cr_hash(c->served_id, 16), c))) {
-        /* out of memory: the context works, it is just not cached (nor freed) */
+    c->used_ms = mono_ms();
+    c->bytes = arena_used(c->arena) + sizeof(void *) * 4;   /* + its map slots */
+    if (!ld_map_put(&g_ctx, c->key_hash, c)) {
+        /* out of memory: the context works for this request, uncached */
         LOG_E("ld: out of memory caching a @context");
+        pthread_rwlock_unlock(&g_rw);
+        if (q)
+            arena_on_free(q->a, ctx_unref, c);      /* the only reference */
+        return c;
     }
+    if (c->served_id && !ld_map_put(&g_served, cr_hash(c->served_id, 16), c))
+        LOG_E("ld: out of memory indexing a served @context");
+    g_ctx_bytes += c->bytes;
+    if (q)
+        __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+    evict_contexts(c);
     pthread_rwlock_unlock(&g_rw);
+    if (q)
+        arena_on_free(q->a, ctx_unref, c);
     return c;
 }
 
 /* ------------------------------------------------------------- building */
 
-static ld_context_t *build(const json_t *value, problem_t *p)
+static ld_context_t *build(ld_req_t *q, const json_t *value, problem_t *p)
 {
     const ld_context_t *core = ld_core();
     if (!core) {
@@ -265,27 +373,51 @@ static ld_context_t *build(const json_t *value, problem_t *p)
         problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
         return NULL;
     }
+    if (q) {
+        b.waiter = &q->w;
+        b.max_docs = b.max_docs > q->docs ? b.max_docs - q->docs : 0;
+        b.max_bytes = b.max_bytes > q->bytes ? b.max_bytes - q->bytes : 0;
+    }
     ld_context_t *c = NULL;
-    if (ld_builder_add(&b, value, p)) {
+    bool ok = ld_builder_add(&b, value, p);
+    if (ok && b.pending) {
+        if (cr_mono_ns() < q->w.deadline_ns) {
+            q->pending = true;                      /* the waiter is linked: try again when woken */
+            problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context: a remote document is being downloaded");
+        } else {
+            problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                        "@context: the remote @context documents of the request could not be downloaded "
+                        "within --contextTimeout (%d ms)", ld_timeout_ms());
+        }
+        ok = false;
+    } else if (ok) {
         c = ld_builder_freeze(&b, false);
         if (!c)
             problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
+        else if (q) {
+            q->docs += b.docs;
+            q->bytes += b.doc_bytes;
+        }
     }
+    if (q && b.pending && !q->pending)
+        ld_waiter_release(&q->w);                   /* linked by this build, and not waiting */
     ld_builder_free(&b);
     if (c)
         c->created_ms = cr_now_ms();
     return c;
 }
 
-static const ld_context_t *context_for_url(const char *url, size_t len, problem_t *p)
+static const ld_context_t *context_for_url(ld_req_t *q, const char *url, size_t len, problem_t *p)
 {
     if (ld_is_core_url(url, len))
         return ld_core();
     url_key_t key = { url, len };
     uint64_t h = cr_hash(url, len);
-    const ld_context_t *hit = cache_find(h, eq_url, &key);
+    const ld_context_t *hit = memo_find(q, h, eq_url, &key);
     if (hit)
         return hit;
+    if ((hit = cache_find(q, h, eq_url, &key)))
+        return memo_add(q, hit);
 
     if (len > LD_MAX_URL_LEN)
         return problem_set(p, PB_BAD_REQUEST_DATA, "@context URL longer than %d bytes", LD_MAX_URL_LEN),
@@ -296,7 +428,7 @@ static const ld_context_t *context_for_url(const char *url, size_t len, problem_
     memcpy(buf, url, len);
     buf[len] = '\0';
     json_t v = { .type = JSON_STRING, .len = (uint32_t)len, .str = buf };
-    ld_context_t *c = build(&v, p);
+    ld_context_t *c = build(q, &v, p);
     if (!c)
         return NULL;
     c->key_hash = h;
@@ -307,7 +439,7 @@ static const ld_context_t *context_for_url(const char *url, size_t len, problem_
     sb_init(&sb, c->arena, len + 8);
     json_render_string(&sb, url, len);
     c->value_json = sb.p;
-    return cache_insert(c, eq_url, &key, p);
+    return memo_add(q, cache_insert(q, c, eq_url, &key));
 }
 
 /* The one URL that an array names besides core URLs, or NULL. */
@@ -332,7 +464,7 @@ static bool only_core_urls(const json_t *v)
     return true;
 }
 
-const ld_context_t *ld_from_json(const json_t *v, problem_t *p)
+static const ld_context_t *from_json(ld_req_t *q, const json_t *v, problem_t *p)
 {
     const ld_context_t *core = ld_core();
     if (!core) {
@@ -342,7 +474,7 @@ const ld_context_t *ld_from_json(const json_t *v, problem_t *p)
     if (!v || v->type == JSON_NULL)
         return core;
     if (v->type == JSON_STRING)
-        return context_for_url(v->str, v->len, p);
+        return context_for_url(q, v->str, v->len, p);
     if (v->type != JSON_OBJECT && v->type != JSON_ARRAY) {
         problem_set(p, PB_BAD_REQUEST_DATA, "@context must be a URL string, an object or an array, not a %s",
                     v->type == JSON_NUMBER ? "number" : "boolean");
@@ -352,11 +484,13 @@ const ld_context_t *ld_from_json(const json_t *v, problem_t *p)
         return core;
 
     uint64_t h = tree_hash(v);
-    const ld_context_t *hit = cache_find(h, eq_tree, v);
+    const ld_context_t *hit = memo_find(q, h, eq_tree, v);
     if (hit)
         return hit;
+    if ((hit = cache_find(q, h, eq_tree, v)))
+        return memo_add(q, hit);
 
-    ld_context_t *c = build(v, p);
+    ld_context_t *c = build(q, v, p);
     if (!c)
         return NULL;
     c->key_hash = h;
@@ -376,10 +510,10 @@ const ld_context_t *ld_from_json(const json_t *v, problem_t *p)
         sb_addc(&s2, '}');
         c->served_json = s2.p;
     }
-    return cache_insert(c, eq_tree, v, p);
+    return memo_add(q, cache_insert(q, c, eq_tree, v));
 }
 
-const ld_context_t *ld_from_link(const char *link_header, problem_t *p)
+static const ld_context_t *from_link(ld_req_t *q, const char *link_header, problem_t *p)
 {
     const char *url;
     size_t len;
@@ -389,7 +523,53 @@ const ld_context_t *ld_from_link(const char *link_header, problem_t *p)
     }
     if (!ld_link_parse(link_header, &url, &len, p))
         return NULL;
-    return context_for_url(url, len, p);
+    return context_for_url(q, url, len, p);
+}
+
+const ld_context_t *ld_from_json(const json_t *v, problem_t *p)
+{
+    return from_json(NULL, v, p);
+}
+
+const ld_context_t *ld_from_link(const char *link_header, problem_t *p)
+{
+    return from_link(NULL, link_header, p);
+}
+
+/* ------------------------------------------------------ request state */
+
+static void req_release(void *ud)
+{
+    ld_req_t *q = ud;
+    ld_waiter_release(&q->w);
+}
+
+ld_req_t *ld_req_new(arena_t *a, int64_t deadline_ns, void (*wake)(void *), void *wake_arg)
+{
+    ld_req_t *q = arena_calloc(a, sizeof *q);
+    q->a = a;
+    q->w.deadline_ns = deadline_ns;
+    q->w.wake = wake;
+    q->w.wake_arg = wake_arg;
+    arena_on_free(a, req_release, q);
+    return q;
+}
+
+const ld_context_t *ld_req_from_link(ld_req_t *q, const char *link_header, problem_t *p)
+{
+    q->pending = false;
+    return from_link(q, link_header, p);
+}
+
+const ld_context_t *ld_req_from_json(ld_req_t *q, const json_t *v, problem_t *p)
+{
+    q->pending = false;
+    return from_json(q, v, p);
+}
+
+bool ld_req_pending(const ld_req_t *q)
+{
+    return q && q->pending;
 }
 
 /* ------------------------------------------------------------ echoing */
@@ -408,14 +588,15 @@ const char *ld_context_value_json(const ld_context_t *c)
     return c ? c->value_json : "\"" LD_CORE_CONTEXT_URL "\"";
 }
 
-const char *ld_served_context(const char *id)
+const char *ld_served_context(arena_t *a, const char *id)
 {
     if (!id || strlen(id) != 16)
         return NULL;
     pthread_rwlock_rdlock(&g_rw);
     const ld_context_t *c = ld_map_find(&g_served, cr_hash(id, 16), eq_served, id);
+    const char *text = c ? arena_strdup(a, c->served_json) : NULL;
     pthread_rwlock_unlock(&g_rw);
-    return c ? c->served_json : NULL;
+    return text;
 }
 
 static void visit_served(void *val, void *ud)
@@ -443,7 +624,14 @@ void ld_get_stats(ld_stats_t *s)
     s->download_failures = __atomic_load_n(&ld_stat_download_failures, __ATOMIC_RELAXED);
     s->cache_hits = __atomic_load_n(&g_ctx_hits, __ATOMIC_RELAXED) +
                     __atomic_load_n(&ld_stat_cache_hits, __ATOMIC_RELAXED);
+    s->evictions = __atomic_load_n(&g_ctx_evictions, __ATOMIC_RELAXED) +
+                   __atomic_load_n(&ld_stat_evictions, __ATOMIC_RELAXED);
     pthread_rwlock_rdlock(&g_rw);
     s->cached = g_ctx.count;
+    s->cached_bytes = g_ctx_bytes;
     pthread_rwlock_unlock(&g_rw);
+    size_t docs, bytes;
+    ld_fetch_stats(&docs, &bytes);
+    s->documents = docs;
+    s->document_bytes = bytes;
 }

@@ -14,7 +14,7 @@
  *
  * Lookup (every request): core table, then the user table; both are open
  * addressing on the string hash, no allocation except interning the result
- * of an unknown term.
+ * of an unknown term - and not even that on read paths (ld_expand_lookup).
  */
 #include "ld_int.h"
 
@@ -38,6 +38,27 @@ static const char *intern_concat(const char *a, size_t al, const char *b, size_t
     const char *r = intern(buf, n);
     if (buf != stack)
         free(buf);
+    return r;
+}
+
+/* Strings of a context being built: the core's are interned (it lives as
+ * long as the process and its names are everyone's); a user context's live
+ * in the builder's scratch arena and are copied into the context's own arena
+ * when it is frozen, so that an evicted context takes its strings with it
+ * and no sequence of contexts grows the intern table. */
+static const char *bstr(const ld_builder_t *b, const char *s, size_t n)
+{
+    return b->core ? arena_strndup(b->tmp, s, n) : intern(s, n);
+}
+
+static const char *bconcat(const ld_builder_t *b, const char *x, size_t xl, const char *y, size_t yl)
+{
+    if (!b->core)
+        return intern_concat(x, xl, y, yl);
+    char *r = arena_alloc(b->tmp, xl + yl + 1);
+    memcpy(r, x, xl);
+    memcpy(r + xl, y, yl);
+    r[xl + yl] = '\0';
     return r;
 }
 
@@ -175,7 +196,47 @@ static const char *vocab_of(const ld_context_t *core, const ld_context_t *c, siz
     return v ? v->vocab : NULL;
 }
 
-const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
+/* The name s[0..n): interned (a == NULL), or - lookup only - the interned
+ * string when it exists, else a copy in a that no interned name equals. */
+static const char *name_of(const char *s, size_t n, arena_t *a)
+{
+    if (!a)
+        return intern(s, n);
+    const char *in = intern_find(s, n);
+    return in ? in : arena_strndup(a, s, n);
+}
+
+static const char *name_concat(const char *x, size_t xl, const char *y, size_t yl, arena_t *a)
+{
+    if (!a)
+        return intern_concat(x, xl, y, yl);
+    char stack[512];
+    size_t n = xl + yl;
+    char *buf = n <= sizeof stack ? stack : arena_alloc(a, n);
+    memcpy(buf, x, xl);
+    memcpy(buf + xl, y, yl);
+    return name_of(buf, n, a);
+}
+
+/* The IRI of a term definition as a name: the core's are interned; a user
+ * context's IRI is interned on its first use by a write (and remembered in
+ * the definition); a read takes the interned one when the name exists, else
+ * the context's own copy (valid while the request pins the context), which
+ * equals no interned name. */
+static const char *def_iri(const ld_def_t *dc, arena_t *a)
+{
+    ld_def_t *d = (ld_def_t *)dc;
+    const char *in = __atomic_load_n(&d->iri_interned, __ATOMIC_ACQUIRE);
+    if (in)
+        return in;
+    in = a ? intern_find(d->iri, d->iri_len) : intern(d->iri, d->iri_len);
+    if (!in)
+        return d->iri;
+    __atomic_store_n(&d->iri_interned, in, __ATOMIC_RELEASE);
+    return in;
+}
+
+static const char *expand(const ld_context_t *c, const char *term, size_t len, arena_t *a)
 {
     const ld_context_t *core = ld_core();
     if (!c)
@@ -183,12 +244,12 @@ const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
     if (!term)
         return NULL;
     if (len == 0 || term[0] == '@')
-        return intern(term, len);
+        return name_of(term, len, a);
 
     uint64_t h = cr_hash(term, len);
     const ld_def_t *d = lookup_term(core, c, term, len, h);
     if (d)
-        return d->iri;
+        return def_iri(d, a);
 
     const char *colon = memchr(term, ':', len);
     if (colon) {
@@ -196,18 +257,33 @@ const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
         const char *suffix = colon + 1;
         size_t sl = len - pl - 1;
         if ((pl == 1 && term[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/' && is_scheme(term, pl)))
-            return intern(term, len);               /* blank node or hierarchical IRI */
+            return name_of(term, len, a);           /* blank node or hierarchical IRI */
         const ld_def_t *pd = lookup_term(core, c, term, pl, cr_hash(term, pl));
         if (pd && pd->iri[0] != '@')
-            return intern_concat(pd->iri, pd->iri_len, suffix, sl);
+            return name_concat(pd->iri, pd->iri_len, suffix, sl, a);
         if (is_scheme(term, pl))
-            return intern(term, len);               /* urn:..., mailto:..., etc. */
+            return name_of(term, len, a);           /* urn:..., mailto:..., etc. */
     }
     size_t vl;
     const char *vocab = vocab_of(core, c, &vl);
     if (!vocab)
-        return intern(term, len);
-    return intern_concat(vocab, vl, term, len);
+        return name_of(term, len, a);
+    return name_concat(vocab, vl, term, len, a);
+}
+
+const char *ld_expandn(const ld_context_t *c, const char *term, size_t len)
+{
+    return expand(c, term, len, NULL);
+}
+
+const char *ld_expandn_lookup(const ld_context_t *c, const char *term, size_t len, arena_t *a)
+{
+    return expand(c, term, len, a);
+}
+
+const char *ld_expand_lookup(const ld_context_t *c, const char *term, arena_t *a)
+{
+    return term ? expand(c, term, strlen(term), a) : NULL;
 }
 
 const char *ld_expand(const ld_context_t *c, const char *term)
@@ -244,21 +320,32 @@ const char *ld_compact(const ld_context_t *c, const char *iri)
     return intern(iri, len);
 }
 
-/* A small direct-mapped memo per thread: contexts are never freed and
- * interned strings never move, so (context, iri) pointers are stable keys
- * and an entry never goes stale. No lock, no sharing between threads. */
+/* A small direct-mapped memo per thread, keyed by the context's serial
+ * (never reused, unlike its address once an evicted context is freed) and
+ * the interned IRI (interned strings never move): an entry never goes
+ * stale. No lock, no sharing between threads. */
 #define COMPACT_MEMO 512
-static __thread struct { const ld_context_t *c; const char *iri, *term; } compact_memo[COMPACT_MEMO];
+static __thread struct { uint64_t serial; const char *iri, *term; } compact_memo[COMPACT_MEMO];
+
+uint64_t ld_context_serial(const ld_context_t *c)
+{
+    if (!c)
+        c = ld_core();
+    return c ? c->serial : 0;
+}
 
 const char *ld_compact_name(const ld_context_t *c, const char *iri)
 {
     if (!iri)
         return NULL;
-    size_t slot = (size_t)(cr_hash_ptr(iri) ^ ((uintptr_t)c >> 4)) & (COMPACT_MEMO - 1);
-    if (compact_memo[slot].iri == iri && compact_memo[slot].c == c)
+    if (!c)
+        c = ld_core();
+    uint64_t serial = c ? c->serial : 0;
+    size_t slot = (size_t)(cr_hash_ptr(iri) ^ (serial * 0x9e3779b97f4a7c15ULL)) & (COMPACT_MEMO - 1);
+    if (compact_memo[slot].iri == iri && compact_memo[slot].serial == serial)
         return compact_memo[slot].term;
     const char *term = ld_compact(c, iri);
-    compact_memo[slot].c = c;
+    compact_memo[slot].serial = serial;
     compact_memo[slot].iri = iri;
     compact_memo[slot].term = term;
     return term;
@@ -288,6 +375,8 @@ bool ld_builder_init(ld_builder_t *b, const ld_context_t *core)
 {
     memset(b, 0, sizeof *b);
     b->core = core;
+    b->max_docs = cr_config.context_max_docs > 0 ? (unsigned)cr_config.context_max_docs : LD_MAX_REMOTE_DOCS;
+    b->max_bytes = ld_max_doc_bytes();
     b->tmp = arena_new(16384);
     return b->tmp != NULL;
 }
@@ -335,7 +424,7 @@ static bool bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char 
     }
     size_t mask = b->cap - 1;
     size_t i = (size_t)h & mask;
-    while (b->terms[i].term && b->terms[i].term != term)
+    while (b->terms[i].term && (b->terms[i].hash != h || strcmp(b->terms[i].term, term) != 0))
         i = (i + 1) & mask;
     if (!b->terms[i].term)
         b->count++;
@@ -435,7 +524,7 @@ static const char *expand_value(ld_builder_t *b, local_ctx_t *L, const char *s, 
         return NULL;
     }
     if (s[0] == '@')
-        return intern(s, len);
+        return bstr(b, s, len);
     if (!(strlen(self) == len && memcmp(self, s, len) == 0)) {   /* a defined term */
         if (!lookup_name(b, L, s, len, depth, &found, &iri, &type, p))
             return NULL;
@@ -448,21 +537,21 @@ static const char *expand_value(ld_builder_t *b, local_ctx_t *L, const char *s, 
         const char *suffix = colon + 1;
         size_t sl = len - pl - 1;
         if ((pl == 1 && s[0] == '_') || (sl >= 2 && suffix[0] == '/' && suffix[1] == '/' && is_scheme(s, pl)))
-            return intern(s, len);
+            return bstr(b, s, len);
         if (!(strlen(self) == pl && memcmp(self, s, pl) == 0)) {
             if (!lookup_name(b, L, s, pl, depth, &found, &iri, &type, p))
                 return NULL;
             if (found && iri && iri[0] != '@')
-                return intern_concat(iri, strlen(iri), suffix, sl);
+                return bconcat(b, iri, strlen(iri), suffix, sl);
         }
         if (is_scheme(s, pl))
-            return intern(s, len);
+            return bstr(b, s, len);
         /* not an IRI: a term or vocab-relative, as ld_expandn() treats it */
     }
     const char *vocab = active_vocab(b, L);
     if (!vocab)
-        return intern(s, len);
-    return intern_concat(vocab, strlen(vocab), s, len);
+        return bstr(b, s, len);
+    return bconcat(b, vocab, strlen(vocab), s, len);
 }
 
 static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int depth, problem_t *p)
@@ -512,7 +601,7 @@ static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int de
                 return problem_set(p, PB_BAD_REQUEST_DATA,
                                    "@context: the @type of term '%s' must be a non-empty string", e->key);
             if (t->str[0] == '@')
-                type = intern(t->str, t->len);
+                type = bstr(b, t->str, t->len);
             else if (!(type = expand_value(b, L, t->str, t->len, "", depth, p)))
                 return false;
         }
@@ -573,8 +662,8 @@ static bool add_object(ld_builder_t *b, const json_t *obj, problem_t *p)
                     return false;
             } else {                                /* relative: against the current @vocab */
                 const char *cur = active_vocab(b, NULL);
-                L.vocab = cur ? intern_concat(cur, strlen(cur), vocab->str, vocab->len)
-                              : intern(vocab->str, vocab->len);
+                L.vocab = cur ? bconcat(b, cur, strlen(cur), vocab->str, vocab->len)
+                              : bstr(b, vocab->str, vocab->len);
             }
             if (L.vocab && L.vocab[0] == '@')
                 return problem_set(p, PB_BAD_REQUEST_DATA, "@context: invalid @vocab '%s'", vocab->str);
@@ -594,7 +683,7 @@ static bool add_object(ld_builder_t *b, const json_t *obj, problem_t *p)
         local_ent_t *e = &L.ents[i];
         if (b->core && find_term(b->core, e->key, e->klen, e->hash))
             continue;                               /* core terms are protected */
-        const char *term = intern(e->key, e->klen);
+        const char *term = bstr(b, e->key, e->klen);
         if (!bterm_set(b, term, e->hash, e->iri, e->type))
             return problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
     }
@@ -613,18 +702,38 @@ static bool add_url(ld_builder_t *b, const char *url, size_t len, problem_t *p)
     if (!ld_is_fetchable_url(url, len))
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
                            "@context %.300s: only http and https URLs can be fetched", url);
-    if (b->remote_depth >= LD_MAX_REMOTE_DEPTH)
+    unsigned max_depth = cr_config.context_max_depth > 0 ? (unsigned)cr_config.context_max_depth
+                                                          : LD_MAX_REMOTE_DEPTH;
+    if (b->remote_depth >= max_depth)
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
-                           "@context %.300s: remote contexts nest deeper than %d", url,
-                           LD_MAX_REMOTE_DEPTH);
+                           "@context %.300s: remote contexts nest deeper than %u (--contextMaxDepth)", url,
+                           max_depth);
+    if (b->docs >= b->max_docs)
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s: the request's @contexts need more than %u remote documents "
+                           "(--contextMaxDocs)", url, b->max_docs);
+    b->docs++;
     const char *text;
     size_t tlen;
-    if (!ld_fetch(url, &text, &tlen, p))
+    char ubuf[LD_MAX_URL_LEN + 1];
+    memcpy(ubuf, url, len);                         /* ld_is_fetchable_url bounds len */
+    ubuf[len] = '\0';
+    int st = ld_doc_get(ubuf, b->tmp, &text, &tlen, b->waiter, p);
+    if (st == LD_DOC_PENDING) {
+        b->pending = true;                          /* go on: other documents start downloading too */
+        return true;
+    }
+    if (st != LD_DOC_READY)
         return false;
+    b->doc_bytes += tlen;
+    if (b->doc_bytes > b->max_bytes)
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s: the request's remote @contexts hold more than %zu bytes "
+                           "(--contextMaxBytes)", url, b->max_bytes);
 
     char err[128];
-    json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = LD_MAX_DOC_BYTES };
-    json_t *doc = json_parse_copy(b->tmp, text, tlen, &lim, err, sizeof err);
+    json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = 0 };
+    json_t *doc = json_parse(b->tmp, (char *)text, tlen, &lim, err, sizeof err);
     if (!doc)
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context %.300s is not valid JSON: %s",
                            url, err);
@@ -698,8 +807,11 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
     arena_t *a = arena_new(4096 + n * (sizeof(ld_def_t) + 2 * 2 * sizeof(uint32_t)));
     if (!a)
         return NULL;
+    static uint64_t serials;
     ld_context_t *c = arena_calloc(a, sizeof *c);
     c->arena = a;
+    c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    c->refs = 1;
     c->is_core = is_core;
     c->defs = arena_calloc(a, (n ? n : 1) * sizeof *c->defs);
     c->by_term = arena_calloc(a, cap * sizeof *c->by_term);
@@ -712,13 +824,14 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
             continue;
         uint32_t k = c->ndefs++;
         ld_def_t *d = &c->defs[k];
-        d->term = t->term;
         d->term_len = (uint32_t)strlen(t->term);
+        d->term = is_core ? t->term : arena_strndup(a, t->term, d->term_len);
         d->term_hash = t->hash;
-        d->iri = t->iri;
         d->iri_len = (uint32_t)strlen(t->iri);
+        d->iri = is_core ? t->iri : arena_strndup(a, t->iri, d->iri_len);
         d->iri_hash = cr_hash(d->iri, d->iri_len);
-        d->type = t->type;
+        d->type = is_core || !t->type ? t->type : arena_strdup(a, t->type);
+        d->iri_interned = is_core ? d->iri : NULL;
 
         uint32_t j = (uint32_t)d->term_hash & c->mask;
         while (c->by_term[j])
@@ -731,7 +844,9 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
                 c->by_iri[j] = k + 1;
                 break;
             }
-            if (c->defs[o - 1].iri == d->iri) {     /* interned: same IRI */
+            const ld_def_t *od = &c->defs[o - 1];
+            if (od->iri_hash == d->iri_hash && od->iri_len == d->iri_len &&
+                memcmp(od->iri, d->iri, d->iri_len) == 0) {   /* the same IRI */
                 if (better_term(d, &c->defs[o - 1]))
                     c->by_iri[j] = k + 1;
                 break;
@@ -741,6 +856,8 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
     const char *vocab = b->vocab;
     if (!vocab && !is_core && b->core)
         vocab = b->core->vocab;
+    if (vocab && !is_core && (!b->core || vocab != b->core->vocab))
+        vocab = arena_strdup(a, vocab);             /* the builder's scratch goes */
     c->vocab = vocab;
     c->vocab_len = vocab ? strlen(vocab) : 0;
     return c;

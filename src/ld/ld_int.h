@@ -5,29 +5,28 @@
  *   ld_map.c      a small open-addressing hash map (hash -> pointer)
  *   ld_context.c  building a context from JSON-LD (term definitions) and the
  *                 frozen lookup tables: expand, compact, term type
- *   ld_fetch.c    remote @context documents: libcurl, single-flight, cache
+ *   ld_fetch.c    remote @context documents: the fetch pool (libcurl), single
+ *                 flight, waiters and their deadlines, the document cache
  *   ld_link.c     parsing the HTTP Link header
- *   ld_cache.c    the context cache, ld_init, ld_from_json/ld_from_link,
- *                 served contexts, statistics
+ *   ld_cache.c    the context cache (LRU, pins), ld_init, ld_req_* and
+ *                 ld_from_json/ld_from_link, served contexts, statistics
  */
 #ifndef CORAINE_LD_INT_H
 #define CORAINE_LD_INT_H
 
 #include "ld.h"
 
-#define LD_MAX_REMOTE_DEPTH   8              /* nested remote contexts */
-#define LD_MAX_DOC_BYTES      (4u << 20)     /* largest remote @context document */
+#define LD_MAX_REMOTE_DEPTH   8              /* default of --contextMaxDepth */
+#define LD_MAX_REMOTE_DOCS    16             /* default of --contextMaxDocs */
+#define LD_MAX_DOC_BYTES      (4u << 20)     /* default of --contextMaxBytes */
 #define LD_MAX_URL_LEN        2048
-#define LD_MAX_CONTEXTS       16384          /* cached contexts (each lives forever) */
-#define LD_MAX_DOCS           16384          /* remote documents, failures included */
-#define LD_FAILURE_TTL_MS     10000          /* a failed download is retried after this */
 #define LD_JSON_MAX_DEPTH     64
 
 /* ------------------------------------------------------------ ld_map.c */
 
 /* Slots hold (hash, value); several values may share a hash: lookups walk
- * the probe chain and let the caller decide equality. Values are never
- * removed. Not thread-safe: callers lock. */
+ * the probe chain and let the caller decide equality. Not thread-safe:
+ * callers lock. */
 typedef struct ld_map {
     struct ld_slot { uint64_t hash; void *val; } *slots;
     size_t cap;     /* power of two, or 0 */
@@ -37,17 +36,23 @@ typedef struct ld_map {
 typedef bool (*ld_map_eq_fn)(const void *val, const void *key);
 void *ld_map_find(const ld_map_t *m, uint64_t hash, ld_map_eq_fn eq, const void *key);
 bool  ld_map_put(ld_map_t *m, uint64_t hash, void *val);       /* false on OOM */
+void  ld_map_del(ld_map_t *m, uint64_t hash, const void *val); /* removes that value */
 void  ld_map_free(ld_map_t *m);
 /* Calls fn for every value (in slot order). */
 void  ld_map_each(const ld_map_t *m, void (*fn)(void *val, void *ud), void *ud);
+/* The values for which want(val) (NULL: all), least recently used first
+ * (by used(val)), for eviction: a malloc'ed array of *n, NULL on OOM. */
+void **ld_map_by_age(const ld_map_t *m, bool (*want)(const void *val), int64_t (*used)(const void *val),
+                     size_t *n);
 
 /* -------------------------------------------------------- ld_context.c */
 
 /* One term definition of a frozen context. */
 typedef struct ld_def {
-    const char *term;       /* interned */
-    const char *iri;        /* interned; may be a keyword ("@id", "@type") */
-    const char *type;       /* interned "@id", "@vocab", "@json", a datatype IRI; or NULL */
+    const char *term;       /* core: interned; user contexts: in the context's arena */
+    const char *iri;        /* likewise; may be a keyword ("@id", "@type") */
+    const char *type;       /* "@id", "@vocab", "@json", a datatype IRI; or NULL */
+    const char *iri_interned; /* atomic: the interned iri, once a write needed it */
     uint64_t    term_hash;  /* cr_hash of term */
     uint64_t    iri_hash;   /* cr_hash of iri */
     uint32_t    term_len;
@@ -74,6 +79,14 @@ struct ld_context {
     const char *served_json;    /* {"@context": value} for served contexts */
     int64_t     created_ms;
 
+    /* Life in the cache (ld_cache.c): the cache holds one reference, each
+     * request that uses the context one more (ld_req pins); the last
+     * release frees it, so eviction never pulls it from under a request. */
+    uint64_t    serial;         /* unique for the process (memo keys) */
+    int         refs;           /* atomic */
+    int64_t     used_ms;        /* atomic: last use, monotonic ms (LRU) */
+    size_t      bytes;          /* what the context costs */
+
     /* Cache key: a URL (key_url) or an inline value (key_tree). */
     uint64_t    key_hash;
     const char *key_url;
@@ -86,7 +99,7 @@ struct ld_context {
 /* Building: a scratch state that collects term definitions from a sequence
  * of contexts (later ones override earlier ones) and then freezes them. */
 typedef struct ld_bterm {
-    const char *term;           /* interned */
+    const char *term;           /* core: interned; else in the builder's scratch arena */
     const char *iri;            /* NULL: explicitly undefined (mapped to null) */
     const char *type;
     uint64_t    hash;
@@ -99,6 +112,13 @@ typedef struct ld_builder {
     const char *vocab;          /* the active @vocab; NULL = the core's */
     arena_t    *tmp;            /* scratch for parsing remote documents */
     unsigned    remote_depth;
+    /* remote documents: budget and waiting (NULL waiter: wait in place) */
+    struct ld_waiter *waiter;
+    unsigned    docs;           /* remote documents read by this build */
+    size_t      doc_bytes;
+    unsigned    max_docs;       /* what is left of the request's budget */
+    size_t      max_bytes;
+    bool        pending;        /* a document is being downloaded: try again later */
 } ld_builder_t;
 
 bool ld_builder_init(ld_builder_t *b, const ld_context_t *core);
@@ -118,10 +138,31 @@ bool ld_is_fetchable_url(const char *s, size_t len);
 
 /* ---------------------------------------------------------- ld_fetch.c */
 
-/* The text of the remote document at url (NUL-terminated, kept for the
- * whole process), downloaded at most once at a time; on failure
- * LdContextNotAvailable with the URL and the reason. */
-bool ld_fetch(const char *url, const char **text, size_t *len, problem_t *p);
+/* Someone waiting for a download: linked to one document at a time, woken
+ * (wake(wake_arg), from a fetch or the timer thread, once) when it is done
+ * or at the deadline. Lives in the request's arena (ld_req). */
+typedef struct ld_waiter {
+    struct ld_waiter *prev, *next;
+    void       *doc;            /* the document waited for (g_lock) */
+    int64_t     deadline_ns;    /* cr_mono_ns() */
+    void      (*wake)(void *);
+    void       *wake_arg;
+    bool        linked;
+    int         firing;         /* wakes under way (g_lock): release waits for 0 */
+    uint64_t    waited_gen;     /* the download waited for: its outcome is taken as is */
+} ld_waiter_t;
+
+enum { LD_DOC_READY, LD_DOC_PENDING, LD_DOC_ERROR };
+/* The remote document at url: LD_DOC_READY with a copy of its text in a
+ * (NUL-terminated); LD_DOC_PENDING when it is being downloaded (w is linked
+ * and will be woken); LD_DOC_ERROR with LdContextNotAvailable. Without a
+ * waiter, waits in place for the download. */
+int  ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, ld_waiter_t *w, problem_t *p);
+/* Unlinks w if it is linked (the request ends). */
+void ld_waiter_release(ld_waiter_t *w);
+int    ld_timeout_ms(void);
+size_t ld_max_doc_bytes(void);
+void   ld_fetch_stats(size_t *docs, size_t *bytes);
 void ld_fetch_init(void);
 void ld_fetch_shutdown(void);
 bool ld_fetch_offline(void);
@@ -135,7 +176,7 @@ typedef struct ld_visit {
 /* Test hook: how long a failed download is remembered (default LD_FAILURE_TTL_MS). */
 void ld_fetch_set_failure_ttl(int ms);
 
-extern uint64_t ld_stat_downloads, ld_stat_download_failures, ld_stat_cache_hits;
+extern uint64_t ld_stat_downloads, ld_stat_download_failures, ld_stat_cache_hits, ld_stat_evictions;
 
 /* ----------------------------------------------------------- ld_link.c */
 

@@ -49,10 +49,9 @@
  *
  * Not supported: linked-entity paths "rel{attr}" (they need other entities;
  * OperationNotSupported), and the expandValues / jsonKeys parameters.
- * Known limit: names are expanded with ld_expand, which interns them, so
- * each distinct attribute name ever queried stays in the intern table for
- * the life of the process (as with names in request bodies); the text limit
- * (8 KiB) bounds what one query adds.
+ * Names are expanded lookup-only (ld_expandn_lookup): a query interns
+ * nothing, and a name no entity was ever written with is a copy that equals
+ * no stored (interned) name, so it matches as an absent attribute.
  */
 #include "model.h"
 
@@ -354,9 +353,9 @@ static bool q_json_number(const char *s, size_t n, bool *integral)
 
 /* A bare literal that looks like a term (a name, no scheme) gets its
  * expanded IRI, for comparing with VocabProperty values (stored expanded;
- * 4.9 example 12: gender==Male). Only short bare names are expanded, since
- * every expansion is interned for good (as attribute names are); a quoted
- * literal is a string and is compared as written. */
+ * 4.9 example 12: gender==Male). Only short bare names are expanded (lookup
+ * only: nothing is interned); a quoted literal is a string and is compared
+ * as written. */
 static const char *q_expand_value(const q_parser_t *qp, const char *s, size_t n)
 {
     if (n == 0 || n > 128 || !q_name_start((unsigned char)s[0]))
@@ -364,7 +363,7 @@ static const char *q_expand_value(const q_parser_t *qp, const char *s, size_t n)
     for (size_t i = 1; i < n; i++)
         if (!q_name_char((unsigned char)s[i]))
             return NULL;
-    return ld_expandn(qp->ctx, s, n);
+    return ld_expandn_lookup(qp->ctx, s, n, qp->a);
 }
 
 /* One literal at pos. */
@@ -595,7 +594,7 @@ static const char *qp_name(q_parser_t *qp)
     }
     while (qp->pos < qp->len && q_name_char((unsigned char)qp->s[qp->pos]))
         qp->pos++;
-    iri = ld_expandn(qp->ctx, qp->s + start, qp->pos - start);
+    iri = ld_expandn_lookup(qp->ctx, qp->s + start, qp->pos - start, qp->a);
     if (!iri)
         qp_fail(qp, start, "cannot expand attribute name");
     return iri;

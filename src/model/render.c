@@ -34,6 +34,7 @@ typedef struct lang_range {
 typedef struct rctx {
     const render_opts_t *o;
     const ld_context_t  *ctx;
+    uint64_t             ctx_serial;   /* ld_context_serial(ctx): memo key (addresses get reused) */
     fmt_t                fmt;
     bool                 sys;
     bool                 has_lang;
@@ -56,7 +57,7 @@ static const char *compact(const rctx_t *r, const char *iri)
 #define KEY_MEMO     256
 #define KEY_MEMO_MAX 46
 static __thread struct {
-    const ld_context_t *ctx;
+    uint64_t            ctx_serial;
     const char         *iri;
     uint8_t             len;
     char                text[KEY_MEMO_MAX + 1];
@@ -64,8 +65,8 @@ static __thread struct {
 
 static void wr_name_key(json_writer_t *w, const rctx_t *r, const char *iri)
 {
-    size_t slot = (size_t)(cr_hash_ptr(iri) ^ ((uintptr_t)r->ctx >> 4)) & (KEY_MEMO - 1);
-    if (key_memo[slot].iri == iri && key_memo[slot].ctx == r->ctx) {
+    size_t slot = (size_t)(cr_hash_ptr(iri) ^ (r->ctx_serial * 0x9e3779b97f4a7c15ULL)) & (KEY_MEMO - 1);
+    if (key_memo[slot].iri == iri && key_memo[slot].ctx_serial == r->ctx_serial) {
         jw_key_raw(w, key_memo[slot].text, key_memo[slot].len);
         return;
     }
@@ -85,7 +86,7 @@ static void wr_name_key(json_writer_t *w, const rctx_t *r, const char *iri)
     key_memo[slot].text[n + 1] = '"';
     key_memo[slot].text[n + 2] = ':';
     key_memo[slot].len = (uint8_t)(n + 3);
-    key_memo[slot].ctx = r->ctx;
+    key_memo[slot].ctx_serial = r->ctx_serial;
     key_memo[slot].iri = iri;
     jw_key_raw(w, key_memo[slot].text, key_memo[slot].len);
 }
@@ -603,6 +604,7 @@ static void rctx_init(rctx_t *r, const render_opts_t *o)
 {
     r->o        = o;
     r->ctx      = o->ctx ? o->ctx : ld_core();
+    r->ctx_serial = ld_context_serial(r->ctx);
     r->fmt      = o->format;
     r->sys      = o->sys_attrs;
     lang_parse(r, o->lang);
@@ -652,7 +654,7 @@ static void wr_context(json_writer_t *w, const render_opts_t *o)
 /* ------------------------------------------------------- render cache */
 
 typedef struct render_cache {
-    const ld_context_t *ctx;
+    uint64_t            ctx_serial;       /* ld_context_serial: contexts may be evicted */
     uint32_t            len;
     uint8_t             format;
     char                text[];
@@ -698,7 +700,7 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
         return;
     }
     render_cache_t *rc = cr_xmalloc(need);
-    rc->ctx = o->ctx;
+    rc->ctx_serial = ld_context_serial(o->ctx);
     rc->format = (uint8_t)o->format;
     rc->len = (uint32_t)len;
     memcpy(rc->text, text, len);
@@ -721,7 +723,7 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
         return;
     }
     const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
-    if (rc && rc->ctx == o->ctx && rc->format == o->format) {
+    if (rc && rc->ctx_serial == ld_context_serial(o->ctx) && rc->format == o->format) {
         __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
         jw_raw(w, rc->text, rc->len);
         return;

@@ -41,7 +41,8 @@ static void *ts_atom(bs_parser_t *bp)
                 bp->pos < bp->len ? "expected an entity type" : "expected an entity type, found the end");
         return NULL;
     }
-    const char *name = ld_expandn(bp->ud, bp->s + start, bp->pos - start);
+    /* lookup only: a selection interns nothing; an unknown type matches nothing */
+    const char *name = ld_expandn_lookup(bp->ud, bp->s + start, bp->pos - start, bp->a);
     if (!name)
         bs_fail(bp, PB_BAD_REQUEST_DATA, start, "cannot expand the entity type");
     return (void *)name;

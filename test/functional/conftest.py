@@ -58,7 +58,7 @@ class Broker:
         if not os.path.exists(binp):
             raise RuntimeError("broker binary %s does not exist (build it with make)" % binp)
         self.port = free_port()
-        tag = "-".join(f.strip("-") for f in self.flags) or "default"
+        tag = "-".join(f.strip("-") for f in self.flags).replace("/", "_") or "default"
         self.stderr_path = os.path.join(self.logdir, "coraine-%s-%d.log" % (tag[:60], self.port))
         errf = open(self.stderr_path, "wb")
         cmd = [binp, "-fg", "--port", str(self.port), "--bind", "127.0.0.1", "--logLevel", "warn"] + self.flags

@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 __builtin_trap();
             const char *slash = strrchr(link, '/');
             if (slash)
-                (void)ld_served_context(slash + 1);
+                (void)ld_served_context(a, slash + 1);
         } else if (p.kind == PB_NONE || !p.detail[0]) {
             __builtin_trap();                       /* a failure must say why */
         }

@@ -287,11 +287,11 @@ static void test_cache_and_served(void **state)
     assert_int_equal(strncmp(link, prefix, strlen(prefix)), 0);
     const char *id = link + strlen(prefix);
     assert_int_equal(strlen(id), 16);
-    const char *served = ld_served_context(id);
+    const char *served = ld_served_context(A, id);
     assert_non_null(served);
     assert_string_equal(served, "{\"@context\":{\"x1\":\"http://ex.org/x1\",\"y1\":\"http://ex.org/y1\"}}");
-    assert_null(ld_served_context("0000000000000000"));
-    assert_null(ld_served_context("nope"));
+    assert_null(ld_served_context(A, "0000000000000000"));
+    assert_null(ld_served_context(A, "nope"));
     assert_string_not_equal(ld_context_link(d), link);
 
     ld_set_base_url("http://broker.example:9090/");
@@ -453,6 +453,7 @@ static int srv_setup(void **state)
     assert_int_equal(pthread_create(&srv_thread, NULL, srv_main, NULL), 0);
     cr_config.context_timeout_ms = 3000;
     cr_config.context_retries = 0;
+    cr_config.context_failure_ttl_ms = 10000;
     return 0;
 }
 
@@ -613,7 +614,7 @@ static void test_remote_failures(void **state)
     assert_null(ld_from_link(dead, &p));
     ld_get_stats(&s3);
     assert_int_equal(s3.download_failures, s2.download_failures + 1);
-    ld_fetch_set_failure_ttl(LD_FAILURE_TTL_MS);
+    ld_fetch_set_failure_ttl(-1);          /* back to --contextFailureTtl */
 
     /* a document that is not a context, invalid content, a loop */
     memset(&p, 0, sizeof p);
@@ -640,6 +641,149 @@ static void test_remote_failures(void **state)
     ld_set_offline(false);
 }
 
+/* ld_map: removal by backward shift keeps every other value findable. */
+static bool eq_int(const void *val, const void *key)
+{
+    return *(const int *)val == *(const int *)key;
+}
+
+static void test_map_del(void **state)
+{
+    (void)state;
+    ld_map_t m = { 0 };
+    static int v[1000];
+    for (int i = 0; i < 1000; i++) {
+        v[i] = i;
+        assert_true(ld_map_put(&m, (uint64_t)(i % 37), &v[i]));
+    }
+    for (int i = 0; i < 1000; i += 2)
+        ld_map_del(&m, (uint64_t)(i % 37), &v[i]);
+    assert_int_equal(m.count, 500);
+    for (int i = 0; i < 1000; i++) {
+        void *f = ld_map_find(&m, (uint64_t)(i % 37), eq_int, &i);
+        if (i % 2)
+            assert_ptr_equal(f, &v[i]);
+        else
+            assert_null(f);
+    }
+    ld_map_free(&m);
+}
+
+static bool egress_ok(const char *host, const char *addr)
+{
+    char why[160];
+    struct sockaddr_storage ss = { 0 };
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    if (!addr) {
+        return egress_check_host(host, NULL, why, sizeof why);
+    } else if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+    } else {
+        assert_int_equal(inet_pton(AF_INET6, addr, &s6->sin6_addr), 1);
+        s6->sin6_family = AF_INET6;
+    }
+    return egress_check_host(host, (struct sockaddr *)&ss, why, sizeof why);
+}
+
+static void test_egress_policy(void **state)
+{
+    (void)state;
+    char err[200];
+    assert_true(egress_configure("", "", err, sizeof err));
+    assert_false(egress_ok(NULL, "169.254.169.254"));
+    assert_false(egress_ok(NULL, "169.254.1.1"));
+    assert_false(egress_ok(NULL, "fe80::1"));
+    assert_false(egress_ok(NULL, "::ffff:169.254.169.254"));    /* v4-mapped */
+    assert_false(egress_ok(NULL, "fd00:ec2::254"));
+    assert_false(egress_ok("metadata.google.internal", NULL));
+    assert_false(egress_ok("METADATA.google.internal.", "8.8.8.8"));
+    assert_true(egress_ok(NULL, "127.0.0.1"));
+    assert_true(egress_ok(NULL, "::1"));
+    assert_true(egress_ok("ctx.example.org", "93.184.216.34"));
+
+    /* an allow lifts one built-in refusal; the rest stays */
+    assert_true(egress_configure("169.254.169.254", "", err, sizeof err));
+    assert_true(egress_ok(NULL, "169.254.169.254"));
+    assert_false(egress_ok(NULL, "169.254.169.253"));
+    /* deny everything but one network: the longest prefix decides */
+    assert_true(egress_configure("10.1.0.0/16", "0.0.0.0/0,::/0", err, sizeof err));
+    assert_true(egress_ok(NULL, "10.1.2.3"));
+    assert_false(egress_ok(NULL, "10.2.0.1"));
+    assert_false(egress_ok(NULL, "127.0.0.1"));
+    /* host rules decide before addresses; on a tie deny wins */
+    assert_true(egress_configure("ok.evil.example", "*.evil.example,10.0.0.0/8,10.0.0.0/8", err, sizeof err));
+    assert_false(egress_ok("a.evil.example", "8.8.8.8"));
+    assert_true(egress_ok("ok.evil.example", "10.0.0.1"));
+    assert_true(egress_configure("10.0.0.0/8", "10.0.0.0/8", err, sizeof err));
+    assert_false(egress_ok(NULL, "10.0.0.1"));
+    /* bad rules are refused at start */
+    assert_false(egress_configure("10.0.0.0/99", "", err, sizeof err));
+    assert_non_null(strstr(err, "10.0.0.0/99"));
+    assert_false(egress_configure("", "http://x", err, sizeof err));
+    assert_true(egress_configure("", "", err, sizeof err));
+}
+
+/* Read-only expansion: an unknown name is not interned and equals no
+ * interned name; a known one comes back interned. */
+static void test_expand_lookup(void **state)
+{
+    (void)state;
+    const ld_context_t *core = ld_core();
+    size_t n0 = intern_count();
+    const char *u = ld_expand_lookup(core, "zzNeverWritten4711", A);
+    assert_string_equal(u, DFLT "zzNeverWritten4711");
+    assert_null(intern_find(u, strlen(u)));
+    const char *v = ld_expand_lookup(core, "urn:zz:never:4711", A);
+    assert_string_equal(v, "urn:zz:never:4711");
+    assert_int_equal(intern_count(), n0);
+    assert_ptr_equal(ld_expand_lookup(core, "location", A), ld_expand(core, "location"));
+    const char *w = ld_expand(core, "zzNeverWritten4711");              /* a write interns */
+    assert_ptr_equal(ld_expand_lookup(core, "zzNeverWritten4711", A), w);
+}
+
+static void no_wake(void *arg)
+{
+    (void)arg;
+}
+
+/* Eviction: a small cache keeps working for new contexts and frees old ones,
+ * but never one that a request has pinned. */
+static void test_eviction_with_pins(void **state)
+{
+    (void)state;
+    int saved = cr_config.context_cache_mb;
+    cr_config.context_cache_mb = 1;                 /* 512 KiB for built contexts */
+    arena_t *qa = arena_new(4096);
+    ld_req_t *q = ld_req_new(qa, cr_mono_ns() + 1000000000LL, no_wake, NULL);
+    problem_t p = { 0 };
+    const ld_context_t *x = ld_req_from_json(q, J("{\"pinnedTerm\": \"http://pin.example/t\"}"), &p);
+    assert_non_null(x);
+    uint64_t serial = ld_context_serial(x);
+    ld_stats_t s0, s1;
+    ld_get_stats(&s0);
+    size_t names = intern_count();
+    for (int i = 0; i < 3000; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"t%d\": \"http://evict.example/%d\"}", i, i);
+        assert_non_null(ctx_ok(text));
+    }
+    assert_int_equal(intern_count(), names);        /* user contexts intern nothing */
+    ld_get_stats(&s1);
+    assert_true(s1.evictions > s0.evictions);
+    assert_true(s1.cached_bytes <= 512 * 1024);
+    /* still usable, although evicted (ASan checks it was not freed) */
+    assert_string_equal(ld_expand(x, "pinnedTerm"), "http://pin.example/t");
+    assert_string_equal(ld_compact_name(x, ld_expand(x, "pinnedTerm")), "pinnedTerm");
+    /* the request finds its own contexts again, evicted or not */
+    assert_ptr_equal(ld_req_from_json(q, J("{\"pinnedTerm\": \"http://pin.example/t\"}"), &p), x);
+    arena_free(qa);                                 /* the pin goes: freed now */
+    const ld_context_t *again = ctx_ok("{\"pinnedTerm\": \"http://pin.example/t\"}");
+    assert_true(ld_context_serial(again) != serial);
+    assert_string_equal(ld_expand(again, "pinnedTerm"), "http://pin.example/t");
+    cr_config.context_cache_mb = saved;
+}
+
 int main(void)
 {
     A = arena_new(1 << 16);
@@ -661,6 +805,10 @@ int main(void)
         cmocka_unit_test(test_remote_single_download),
         cmocka_unit_test(test_remote_nested),
         cmocka_unit_test(test_remote_failures),
+        cmocka_unit_test(test_map_del),
+        cmocka_unit_test(test_egress_policy),
+        cmocka_unit_test(test_expand_lookup),
+        cmocka_unit_test(test_eviction_with_pins),
     };
     int rc = cmocka_run_group_tests_name("ld", tests, srv_setup, srv_teardown);
     ld_shutdown();
