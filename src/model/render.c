@@ -31,15 +31,19 @@ typedef struct lang_range {
     double      q;
 } lang_range_t;
 
-typedef struct rctx {
+typedef struct rctx rctx_t;
+struct rctx {
     const render_opts_t *o;
+    const cr_entity_t   *e;         /* the entity rendered (its attrs are the top level) */
+    const rctx_t        *parent;    /* the linking entity's (4.5.23), NULL at the root */
+    unsigned             depth;     /* of linked entity retrieval: 0 at the root */
     const ld_context_t  *ctx;
     fmt_t                fmt;
     bool                 sys;
     bool                 has_lang;
     size_t               n_ranges;
     lang_range_t         ranges[LANG_MAX_RANGES];
-} rctx_t;
+};
 
 /* ------------------------------------------------------------- helpers */
 
@@ -125,6 +129,8 @@ static bool in_list(const char **list, size_t n, const char *name, bool by_text)
 /* 4.21: with pick only the listed members, with omit all but the listed. */
 static bool projected(const render_opts_t *o, const char *name, bool by_text)
 {
+    if (o->pick_tree || o->omit_tree)
+        return projection_keeps(o->pick_tree, name, false) && projection_keeps(o->omit_tree, name, true);
     if (o->n_pick && !in_list(o->pick, o->n_pick, name, by_text))
         return false;
     if (o->n_omit && in_list(o->omit, o->n_omit, name, by_text))
@@ -219,6 +225,32 @@ static const json_t *lang_pick(const rctx_t *r, const json_t *map)
 
 /* --------------------------------------------------------- attributes */
 
+/* attrs are the entity's own (not sub-attributes)? */
+static bool top_level(const rctx_t *r, const cr_attr_t *attrs)
+{
+    return r->e && attrs >= r->e->attrs && attrs < r->e->attrs + r->e->n_attrs;
+}
+
+/* 4.5.5: the instance is one of the datasetIds asked for ("@none": the default). */
+static bool instance_kept(const rctx_t *r, const cr_attr_t *a)
+{
+    const render_opts_t *o = r->o;
+
+    for (size_t i = 0; i < o->n_dataset_ids; i++) {
+        const char *d = o->dataset_ids[i];
+
+        if (a->dataset_id ? strcmp(d, a->dataset_id) == 0 : strcmp(d, "@none") == 0)
+            return true;
+    }
+    return o->n_dataset_ids == 0;
+}
+
+/* An instance rendered: at the top level, one of the datasetIds asked for. */
+static bool instance_shown(const rctx_t *r, const cr_attr_t *attrs, size_t i)
+{
+    return !r->o->n_dataset_ids || !top_level(r, attrs) || instance_kept(r, &attrs[i]);
+}
+
 static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
                          size_t n, size_t first);
 
@@ -235,6 +267,14 @@ static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *a
             continue;
         if (top && !projected(r->o, attrs[i].name, false))
             continue;
+        if (top && r->o->n_dataset_ids) {
+            size_t k = i;
+
+            while (k < n && (attrs[k].name != attrs[i].name || !instance_shown(r, attrs, k)))
+                k++;
+            if (k == n)
+                continue;           /* 4.5.5: no instance left, the attribute is left out */
+        }
         wr_name_key(w, r, attrs[i].name);
         render_group(w, r, attrs, n, i);
     }
@@ -303,9 +343,137 @@ static void wr_json(json_writer_t *w, const json_t *v)
         jw_null(w);
 }
 
+/* ------------------------------------------ linked entities (4.5.23.2) */
+
+static void render_entity_at(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o,
+                             const rctx_t *parent);
+
+/* A Relationship of the entity whose targets are inlined: a top-level
+ * Relationship or ListRelationship, projected, above joinLevel. */
+static bool joins(const rctx_t *r, const cr_attr_t *a)
+{
+    const render_join_t *j = r->o->join;
+
+    return j && r->depth < j->level && (a->kind == ATTR_RELATIONSHIP || a->kind == ATTR_LISTRELATIONSHIP) &&
+           top_level(r, a);
+}
+
+/* The linked entity with this id, unless it was encountered already (an
+ * entity on the path from the root, or one of containedBy: 5.7.1.5) or is
+ * not held here. */
+static const cr_entity_t *linked(const rctx_t *r, const json_t *uri)
+{
+    const render_join_t *j = r->o->join;
+
+    if (!json_is_string(uri))
+        return NULL;
+    for (size_t i = 0; i < j->n_seen; i++)
+        if (strcmp(j->seen[i], uri->str) == 0)
+            return NULL;
+    for (const rctx_t *q = r; q; q = q->parent)
+        if (strcmp(q->e->id, uri->str) == 0)
+            return NULL;
+    return j->find(j->ud, uri->str);
+}
+
+/* The target URIs of a Relationship (a string or an array) or a
+ * ListRelationship ([{"object": uri}, ...]), one by one. */
+static const json_t *target_at(const cr_attr_t *a, const json_t *el)
+{
+    if (a->kind == ATTR_LISTRELATIONSHIP && json_is_object(el))
+        return json_get(el, "object");
+    return el;
+}
+
+/* The linked entity t, reached through relationship a, projected as the
+ * nested terms say and in the format and options of the linking entity. */
+static void render_linked(json_writer_t *w, const rctx_t *r, const cr_attr_t *a, const cr_entity_t *t)
+{
+    render_opts_t lo = *r->o;
+
+    lo.context_json = NULL;
+    lo.pick_tree    = projection_link(r->o->pick_tree, a->name, false);
+    lo.omit_tree    = projection_link(r->o->omit_tree, a->name, true);
+    if (r->depth + 1 >= r->o->join->level && !lo.pick && !lo.omit && !lo.pick_tree && !lo.omit_tree &&
+        !lo.n_dataset_ids) {
+        lo.join = NULL;         /* a plain entity: the render cache may serve it */
+        entity_render(w, t, &lo);
+        return;
+    }
+    render_entity_at(w, t, &lo, r);
+}
+
+/* Any linked entity for a? */
+static bool any_linked(const rctx_t *r, const cr_attr_t *a)
+{
+    if (!json_is_array(a->value))
+        return linked(r, target_at(a, a->value)) != NULL;
+    json_foreach(el, a->value)
+        if (linked(r, target_at(a, el)))
+            return true;
+    return false;
+}
+
+/* "entity" (Relationship: one entity, or an array for several objects) or
+ * "entityList" (ListRelationship), holding the linked entities held here. */
+static void wr_linked_member(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
+{
+    if (!any_linked(r, a))
+        return;
+    if (a->kind == ATTR_RELATIONSHIP && !json_is_array(a->value)) {
+        JW_KEY_LIT(w, "entity");
+        render_linked(w, r, a, linked(r, a->value));
+        return;
+    }
+    if (a->kind == ATTR_LISTRELATIONSHIP)
+        JW_KEY_LIT(w, "entityList");
+    else
+        JW_KEY_LIT(w, "entity");
+    jw_array_begin(w);
+    json_foreach(el, a->value) {
+        const cr_entity_t *t = linked(r, target_at(a, el));
+
+        if (t)
+            render_linked(w, r, a, t);
+    }
+    jw_array_end(w);
+}
+
+/* keyValues (4.5.23.2 with 4.5.4): the Relationship's value is the linked
+ * entity (each target not held here stays its URI). */
+static void wr_linked_value(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
+{
+    if (!json_is_array(a->value)) {
+        const cr_entity_t *t = linked(r, a->value);
+
+        if (t)
+            render_linked(w, r, a, t);
+        else
+            jw_value(w, a->value);
+        return;
+    }
+    jw_array_begin(w);
+    json_foreach(el, a->value) {
+        const json_t      *uri = target_at(a, el);
+        const cr_entity_t *t   = linked(r, uri);
+
+        if (t)
+            render_linked(w, r, a, t);
+        else if (uri)
+            jw_value(w, uri);
+        else
+            jw_value(w, el);
+    }
+    jw_array_end(w);
+}
+
 /* The simplified (keyValues) value of one instance (4.5.4). */
 static void render_simplified(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
 {
+    if (joins(r, a)) {
+        wr_linked_value(w, r, a);
+        return;
+    }
     switch ((attr_kind_t)a->kind) {
     case ATTR_LANGUAGEPROPERTY:
         if (r->has_lang) {
@@ -462,6 +630,8 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         case ATTR_RELATIONSHIP:
             JW_KEY_LIT(w, "object");
             wr_json(w, a->value);
+            if (joins(r, a))
+                wr_linked_member(w, r, a);
             break;
         case ATTR_LANGUAGEPROPERTY:
             JW_KEY_LIT(w, "languageMap");
@@ -478,6 +648,8 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         case ATTR_LISTRELATIONSHIP:
             JW_KEY_LIT(w, "objectList");
             wr_object_list(w, a->value, !concise);
+            if (joins(r, a))
+                wr_linked_member(w, r, a);
             break;
         case ATTR_JSONPROPERTY:
             JW_KEY_LIT(w, "json");
@@ -521,9 +693,11 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
     size_t      count = 0;
 
     for (size_t i = first; i < n; i++)
-        if (attrs[i].name == name)
+        if (attrs[i].name == name && instance_shown(r, attrs, i))
             count++;
     if (count == 1) {
+        while (!instance_shown(r, attrs, first) || attrs[first].name != name)
+            first++;
         render_instance(w, r, &attrs[first]);
         return;
     }
@@ -534,7 +708,7 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
         JW_KEY_LIT(w, "dataset");
         jw_object_begin(w);
         for (size_t i = first; i < n; i++) {
-            if (attrs[i].name != name)
+            if (attrs[i].name != name || !instance_shown(r, attrs, i))
                 continue;
             jw_key(w, attrs[i].dataset_id ? attrs[i].dataset_id : "@none");
             render_simplified(w, r, &attrs[i]);
@@ -545,7 +719,7 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
     }
     jw_array_begin(w);
     for (size_t i = first; i < n; i++)
-        if (attrs[i].name == name)
+        if (attrs[i].name == name && instance_shown(r, attrs, i))
             render_instance(w, r, &attrs[i]);
     jw_array_end(w);
 }
@@ -555,6 +729,9 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
 static void rctx_init(rctx_t *r, const render_opts_t *o)
 {
     r->o        = o;
+    r->e        = NULL;
+    r->parent   = NULL;
+    r->depth    = 0;
     r->ctx      = o->ctx ? o->ctx : ld_core();
     r->fmt      = o->format;
     r->sys      = o->sys_attrs;
@@ -636,7 +813,7 @@ static bool cacheable(const cr_entity_t *e, const render_opts_t *o)
 {
     /* frozen (refs > 0; other threads change refs atomically) */
     return __atomic_load_n(&e->refs, __ATOMIC_RELAXED) > 0 && cr_config.render_cache_mb > 0 && !o->sys_attrs && !o->pick && !o->omit && !o->lang &&
-           !o->context_json;
+           !o->context_json && !o->pick_tree && !o->omit_tree && !o->n_dataset_ids && !o->join;
 }
 
 /* Keeps text as e's cached rendering when e has none yet and the budget
@@ -702,9 +879,18 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
 
 static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
 {
+    render_entity_at(w, e, o, NULL);
+}
+
+static void render_entity_at(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o,
+                             const rctx_t *parent)
+{
     rctx_t r;
 
     rctx_init(&r, o);
+    r.e      = e;
+    r.parent = parent;
+    r.depth  = parent ? parent->depth + 1 : 0;
     jw_object_begin(w);
     if (projected(o, "@id", true)) {
         JW_KEY_LIT(w, "id");
@@ -745,6 +931,7 @@ void entity_render_geojson(json_writer_t *w, const cr_entity_t *e, const render_
     const json_t *geo;
 
     rctx_init(&r, o);
+    r.e = e;
     geo = feature_geometry(e, o->geoproperty ? o->geoproperty : MN.location);
 
     jw_object_begin(w);
