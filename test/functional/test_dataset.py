@@ -78,3 +78,56 @@ def test_5_6_2_4_update_attrs_scope_on_entity_with_scope_replaces(cli):
     r = cli.patch("/entities/%s/attrs" % eid, {"scope": "/B"})
     assert r.status_code == 204, r.text
     assert cli.entity(eid)["scope"] == "/B"
+
+
+# ---- 4.5.5 / 5.7.1.4 / 5.7.2.4: the datasetId parameter --------------------
+
+def test_5_7_1_4_dataset_id_keeps_only_listed_instances(cli):
+    eid = three_instances(cli)
+    e = cli.entity(eid, params={"datasetId": DS1})
+    # b has no DS1 instance and c only the default: left out, the entity still returned
+    assert_json_equal(e, entity(eid, "T", a=prop(1, datasetId=DS1)))
+
+
+def test_5_7_1_4_dataset_id_none_is_the_default_instance(cli):
+    eid = three_instances(cli)
+    e = cli.entity(eid, params={"datasetId": "@none," + DS2})
+    assert_json_equal(e, entity(eid, "T", a=[prop(0), prop(2, datasetId=DS2)], b=prop(5, datasetId=DS2),
+                                c=prop(7)), unordered=True)
+
+
+def test_5_7_1_4_dataset_id_matching_nothing_returns_entity(cli):
+    eid = three_instances(cli)
+    assert cli.entity(eid, params={"datasetId": "urn:ngsi-ld:ds:none"}) == {"id": eid, "type": "T"}
+
+
+def test_5_7_1_4_dataset_id_key_values(cli):
+    eid = three_instances(cli)
+    e = cli.entity(eid, params={"datasetId": "@none," + DS1, "format": "keyValues"})
+    assert e == {"id": eid, "type": "T", "a": {"dataset": {"@none": 0, DS1: 1}}, "c": 7}
+
+
+def test_5_7_2_4_query_dataset_id(cli):
+    eid = three_instances(cli)
+    got = cli.get("/entities", params={"type": "T", "datasetId": DS2}).json()
+    assert_json_equal(got, [entity(eid, "T", a=prop(2, datasetId=DS2), b=prop(5, datasetId=DS2))])
+
+
+def test_5_2_23_query_body_dataset_id(cli):
+    eid = three_instances(cli)
+    r = cli.post("/entityOperations/query", {"type": "Query", "entities": [{"type": "T"}], "datasetId": [DS1]})
+    assert r.status_code == 200, r.text
+    assert_json_equal(r.json(), [entity(eid, "T", a=prop(1, datasetId=DS1))])
+
+
+def test_6_5_3_1_dataset_id_must_be_uris(cli):
+    eid = three_instances(cli)
+    assert_problem(cli.get("/entities/" + eid, params={"datasetId": "not a uri"}), 400, "BadRequestData")
+    assert_problem(cli.get("/entities", params={"type": "T", "datasetId": ""}), 400, "BadRequestData")
+
+
+def test_5_7_1_4_dataset_id_is_not_cached_as_plain_rendering(cli):
+    eid = three_instances(cli)
+    full = cli.entity(eid)
+    cli.entity(eid, params={"datasetId": DS1})
+    assert cli.entity(eid) == full
