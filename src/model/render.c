@@ -31,8 +31,20 @@ typedef struct lang_range {
     double      q;
 } lang_range_t;
 
+/* Where the Relationships of an entity's plain rendering end (after their
+ * "object" / "objectList" value): the points where inline Linked Entity
+ * retrieval inserts an "entity" member into the cached text. */
+#define LINK_REC_MAX 32
+typedef struct link_rec {
+    uint16_t n;
+    bool     overflow;          /* more than LINK_REC_MAX: not spliceable */
+    uint32_t off[LINK_REC_MAX];
+    uint16_t attr[LINK_REC_MAX];
+} link_rec_t;
+
 typedef struct rctx rctx_t;
 struct rctx {
+    link_rec_t          *rec;       /* NULL, or recording the link points (render cache fill) */
     const render_opts_t *o;
     const cr_entity_t   *e;         /* the entity rendered (its attrs are the top level) */
     const rctx_t        *parent;    /* the linking entity's (4.5.23), NULL at the root */
@@ -346,7 +358,7 @@ static void wr_json(json_writer_t *w, const json_t *v)
 /* ------------------------------------------ linked entities (4.5.23.2) */
 
 static void render_entity_at(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o,
-                             const rctx_t *parent);
+                             const rctx_t *parent, link_rec_t *rec);
 
 /* A Relationship of the entity whose targets are inlined: a top-level
  * Relationship or ListRelationship, projected, above joinLevel. */
@@ -400,7 +412,7 @@ static void render_linked(json_writer_t *w, const rctx_t *r, const cr_attr_t *a,
         entity_render(w, t, &lo);
         return;
     }
-    render_entity_at(w, t, &lo, r);
+    render_entity_at(w, t, &lo, r, NULL);
 }
 
 /* Any linked entity for a? */
@@ -437,6 +449,22 @@ static void wr_linked_member(json_writer_t *w, const rctx_t *r, const cr_attr_t 
             render_linked(w, r, a, t);
     }
     jw_array_end(w);
+}
+
+/* Notes the end of a top-level Relationship's value in the text written so far. */
+static void link_record(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
+{
+    link_rec_t *rec = r->rec;
+
+    if (!top_level(r, a))
+        return;
+    if (rec->n == LINK_REC_MAX || w->sb->len > UINT32_MAX) {
+        rec->overflow = true;
+        return;
+    }
+    rec->off[rec->n]  = (uint32_t)w->sb->len;
+    rec->attr[rec->n] = (uint16_t)(a - r->e->attrs);
+    rec->n++;
 }
 
 /* keyValues (4.5.23.2 with 4.5.4): the Relationship's value is the linked
@@ -630,6 +658,8 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         case ATTR_RELATIONSHIP:
             JW_KEY_LIT(w, "object");
             wr_json(w, a->value);
+            if (r->rec)
+                link_record(w, r, a);
             if (joins(r, a))
                 wr_linked_member(w, r, a);
             break;
@@ -648,6 +678,8 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         case ATTR_LISTRELATIONSHIP:
             JW_KEY_LIT(w, "objectList");
             wr_object_list(w, a->value, !concise);
+            if (r->rec)
+                link_record(w, r, a);
             if (joins(r, a))
                 wr_linked_member(w, r, a);
             break;
@@ -729,6 +761,7 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
 static void rctx_init(rctx_t *r, const render_opts_t *o)
 {
     r->o        = o;
+    r->rec      = NULL;
     r->e        = NULL;
     r->parent   = NULL;
     r->depth    = 0;
@@ -784,9 +817,17 @@ static void wr_context(json_writer_t *w, const render_opts_t *o)
 typedef struct render_cache {
     const ld_context_t *ctx;
     uint32_t            len;
+    uint32_t            size;       /* of the block */
     uint8_t             format;
-    char                text[];
+    uint8_t             links_ok;   /* the link points below are all of them */
+    uint16_t            n_links;
+    /* n_links offsets (uint32_t), n_links attribute indexes (uint16_t), then the text */
+    uint32_t            data[];
 } render_cache_t;
+
+#define RC_OFF(rc)  ((const uint32_t *)(rc)->data)
+#define RC_ATTR(rc) ((const uint16_t *)((rc)->data + (rc)->n_links))
+#define RC_TEXT(rc) ((const char *)(RC_ATTR(rc) + (rc)->n_links))
 
 static size_t   rc_bytes;                 /* atomics */
 static uint64_t rc_entries, rc_hits, rc_misses;
@@ -796,7 +837,7 @@ void render_cache_release(void *p)
     render_cache_t *rc = p;
     if (!rc)
         return;
-    __atomic_sub_fetch(&rc_bytes, sizeof *rc + rc->len, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&rc_bytes, rc->size, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&rc_entries, 1, __ATOMIC_RELAXED);
     free(rc);
 }
@@ -819,9 +860,10 @@ static bool cacheable(const cr_entity_t *e, const render_opts_t *o)
 /* Keeps text as e's cached rendering when e has none yet and the budget
  * allows; the entity is shared and otherwise immutable: the pointer is set
  * once, by compare-and-swap. */
-static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char *text, size_t len)
+static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char *text, size_t len,
+                        const link_rec_t *rec)
 {
-    size_t need = sizeof(render_cache_t) + len;
+    size_t need = sizeof(render_cache_t) + rec->n * (sizeof(uint32_t) + sizeof(uint16_t)) + len;
     size_t limit = (size_t)cr_config.render_cache_mb << 20;
     if (len > UINT32_MAX || __atomic_add_fetch(&rc_bytes, need, __ATOMIC_RELAXED) > limit) {
         __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);
@@ -835,7 +877,12 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
     rc->ctx = o->ctx;
     rc->format = (uint8_t)o->format;
     rc->len = (uint32_t)len;
-    memcpy(rc->text, text, len);
+    rc->size = (uint32_t)need;
+    rc->links_ok = !rec->overflow;
+    rc->n_links = rec->n;
+    memcpy((uint32_t *)RC_OFF(rc), rec->off, rec->n * sizeof *rec->off);
+    memcpy((uint16_t *)RC_ATTR(rc), rec->attr, rec->n * sizeof *rec->attr);
+    memcpy((char *)RC_TEXT(rc), text, len);
     void *expected = NULL;
     if (__atomic_compare_exchange_n(&((cr_entity_t *)e)->render_cache, &expected, rc, false, __ATOMIC_RELEASE,
                                     __ATOMIC_RELAXED)) {
@@ -847,9 +894,87 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
 }
 
 static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);
+static void render_entity_rec(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o, link_rec_t *rec);
+
+/* Inline join on a plain rendering (normalized or concise, nothing else
+ * asked): the entity's cached text with an "entity" member spliced in after
+ * each Relationship that has linked entities, so that a join costs the
+ * linked entities, not a new rendering of the linking one. */
+static bool spliceable(const cr_entity_t *e, const render_opts_t *o)
+{
+    return o->join && o->format != FMT_KEYVALUES && !o->sys_attrs && !o->pick && !o->omit && !o->lang &&
+           !o->context_json && !o->pick_tree && !o->omit_tree && !o->n_dataset_ids &&
+           __atomic_load_n(&e->refs, __ATOMIC_RELAXED) > 0;
+}
+
+static void splice(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o, const char *text, size_t len,
+                   size_t n_links, const uint32_t *off, const uint16_t *attr)
+{
+    rctx_t        r;
+    json_writer_t tw;               /* inside the entity object: a member follows */
+    size_t        pos = 0;
+    bool          started = false;
+
+    rctx_init(&r, o);
+    r.e = e;
+    jw_init(&tw, w->sb);
+    tw.depth = 1;
+    tw.need_comma[1] = 1;
+    for (size_t k = 0; k < n_links; k++) {
+        const cr_attr_t *a = &e->attrs[attr[k]];
+
+        if (!joins(&r, a) || !any_linked(&r, a))
+            continue;
+        if (!started)
+            jw_raw(w, text, off[k]);
+        else
+            sb_add(w->sb, text + pos, off[k] - pos);
+        started = true;
+        pos = off[k];
+        wr_linked_member(&tw, &r, a);
+    }
+    if (!started)
+        jw_raw(w, text, len);
+    else
+        sb_add(w->sb, text + pos, len - pos);
+}
+
+static void render_joined(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    render_opts_t plain = *o;
+    plain.join = NULL;
+    const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
+    if (rc && rc->ctx == o->ctx && rc->format == o->format && rc->links_ok) {
+        __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
+        splice(w, e, o, RC_TEXT(rc), rc->len, rc->n_links, RC_OFF(rc), RC_ATTR(rc));
+        return;
+    }
+    sbuf_t        tmp;
+    json_writer_t tw;
+    link_rec_t    rec;
+    rec.n = 0;
+    rec.overflow = false;
+    sb_init(&tmp, w->sb->a, 512);
+    jw_init(&tw, &tmp);
+    render_entity_rec(&tw, e, &plain, &rec);
+    if (!rc && cacheable(e, &plain)) {
+        __atomic_add_fetch(&rc_misses, 1, __ATOMIC_RELAXED);
+        cache_offer(e, &plain, tmp.p, tmp.len, &rec);
+    }
+    if (rec.overflow)
+        render_entity(w, e, o);
+    else
+        splice(w, e, o, tmp.p, tmp.len, rec.n, rec.off, rec.attr);
+    if (!tmp.a)
+        sb_release(&tmp);
+}
 
 void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
 {
+    if (spliceable(e, o)) {
+        render_joined(w, e, o);
+        return;
+    }
     if (!cacheable(e, o)) {
         render_entity(w, e, o);
         return;
@@ -857,7 +982,7 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
     const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
     if (rc && rc->ctx == o->ctx && rc->format == o->format) {
         __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
-        jw_raw(w, rc->text, rc->len);
+        jw_raw(w, RC_TEXT(rc), rc->len);
         return;
     }
     __atomic_add_fetch(&rc_misses, 1, __ATOMIC_RELAXED);
@@ -870,24 +995,33 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
     json_writer_t tw;
     sb_init(&tmp, w->sb->a, 512);
     jw_init(&tw, &tmp);
-    render_entity(&tw, e, o);
+    link_rec_t rec;
+    rec.n = 0;
+    rec.overflow = false;
+    render_entity_rec(&tw, e, o, &rec);
     jw_raw(w, tmp.p, tmp.len);
-    cache_offer(e, o, tmp.p, tmp.len);
+    cache_offer(e, o, tmp.p, tmp.len, &rec);
     if (!tmp.a)
         sb_release(&tmp);
 }
 
 static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
 {
-    render_entity_at(w, e, o, NULL);
+    render_entity_at(w, e, o, NULL, NULL);
+}
+
+static void render_entity_rec(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o, link_rec_t *rec)
+{
+    render_entity_at(w, e, o, NULL, rec);
 }
 
 static void render_entity_at(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o,
-                             const rctx_t *parent)
+                             const rctx_t *parent, link_rec_t *rec)
 {
     rctx_t r;
 
     rctx_init(&r, o);
+    r.rec    = rec;
     r.e      = e;
     r.parent = parent;
     r.depth  = parent ? parent->depth + 1 : 0;

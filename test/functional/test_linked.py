@@ -204,3 +204,24 @@ def test_4_5_23_sub_attribute_relationships_are_not_followed(cli):
     cli.create(entity(b, "T", n=prop(1)))
     cli.create(entity(a, "T", p=prop(1, by=rel(b))))
     assert cli.entity(a, params={"join": "inline"})["p"] == prop(1, by=rel(b))
+
+
+def test_4_5_23_2_inline_spliced_into_cached_text_equals_full_rendering(cli):
+    """The plain answer of a join splices "entity" members into the cached
+    rendering of the linking entity; with a projection naming every member the
+    entity is rendered in full: both must be the same document."""
+    w = vehicle_world(cli)
+    a2 = uid("Person")
+    cli.create(entity(a2, "Person", name=prop("Carol")))
+    cli.post("/entities/%s/attrs" % w["v"], {"passengers": rel(a2, datasetId="urn:ngsi-ld:ds:1")})
+    everything = "id,type,brand,isParked,passengers,route,name,operatedBy"  # linked ones: name, operatedBy
+    for fmt in ("normalized", "concise"):
+        for _ in range(2):      # the first read fills the render cache, the second splices into it
+            spliced = cli.entity(w["v"], params={"join": "inline", "format": fmt})
+            full = cli.entity(w["v"], params={"join": "inline", "format": fmt, "pick": everything})
+            assert_json_equal(spliced, full)
+    inst = cli.entity(w["v"], params={"join": "inline"})["passengers"]
+    assert_json_equal([x.get("entity") for x in inst],
+                      [[{"id": w["a"], "type": "Person", "name": prop("Alice")},
+                        {"id": w["b"], "type": "Person", "name": prop("Bob")}],
+                       {"id": a2, "type": "Person", "name": prop("Carol")}], unordered=True)
