@@ -55,7 +55,6 @@ typedef struct api_view {
     unsigned      join_level;
     const char  **contained_by;
     size_t        n_contained_by;
-    render_join_t rj;           /* ro.join points here while rendering inline */
 } api_view_t;
 
 /* Reads format/options/attrs/pick/omit/lang/geometryProperty/join/joinLevel/
@@ -67,6 +66,8 @@ typedef struct api_view_text {
     const char *attrs, *pick, *omit, *join, *join_level, *contained_by, *dataset_id;
 } api_view_text_t;
 bool api_view_set(request_t *r, const ld_context_t *ctx, const api_view_text_t *t, api_view_t *v, problem_t *p);
+/* The same from the query string (one pass over it), then api_view_check. */
+bool api_view_params(request_t *r, const ld_context_t *ctx, api_view_t *v, problem_t *p);
 /* The rules between them: pick or omit with attrs, braces without join or
  * deeper than joinLevel: BadRequestData. */
 bool api_view_check(const api_view_t *v, problem_t *p);

@@ -153,12 +153,7 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
     }
     v->ro.sys_attrs = api_option(r, "sysAttrs");
 
-    api_view_text_t t = {
-        .attrs = req_param(r, "attrs"), .pick = req_param(r, "pick"), .omit = req_param(r, "omit"),
-        .join = req_param(r, "join"), .join_level = req_param(r, "joinLevel"),
-        .contained_by = req_param(r, "containedBy"), .dataset_id = req_param(r, "datasetId"),
-    };
-    if (!api_view_set(r, ctx, &t, v, p) || !api_view_check(v, p)) return false;
+    if (!api_view_params(r, ctx, v, p)) return false;
     const char *lang = req_param(r, "lang");
     if (lang) {
         if (!*lang) return problem_set(p, PB_BAD_REQUEST_DATA, "lang must not be empty");

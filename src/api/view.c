@@ -102,6 +102,35 @@ bool api_view_set(request_t *r, const ld_context_t *ctx, const api_view_text_t *
     return true;
 }
 
+bool api_view_params(request_t *r, const ld_context_t *ctx, api_view_t *v, problem_t *p)
+{
+    api_view_text_t t = {0};
+    bool            any = false;
+
+    /* one pass over the query string rather than a lookup per name (the
+     * retrieve and query fast paths read them on every request) */
+    for (int i = 0; i < r->nparams; i++) {
+        const char  *k = r->params[i].key;
+        const char **slot = NULL;
+        switch (k[0]) {
+        case 'a': if (!strcmp(k, "attrs")) slot = &t.attrs; break;
+        case 'p': if (!strcmp(k, "pick")) slot = &t.pick; break;
+        case 'o': if (!strcmp(k, "omit")) slot = &t.omit; break;
+        case 'j': if (!strcmp(k, "join")) slot = &t.join; else if (!strcmp(k, "joinLevel")) slot = &t.join_level; break;
+        case 'c': if (!strcmp(k, "containedBy")) slot = &t.contained_by; break;
+        case 'd': if (!strcmp(k, "datasetId")) slot = &t.dataset_id; break;
+        default: break;
+        }
+        if (slot && !*slot) {           /* the first one, as req_param() */
+            *slot = r->params[i].value;
+            r->params_used |= 1u << i;
+            any = true;
+        }
+    }
+    if (!any) return true;
+    return api_view_set(r, ctx, &t, v, p) && api_view_check(v, p);
+}
+
 bool api_view_check(const api_view_t *v, problem_t *p)
 {
     const render_opts_t *o = &v->ro;
@@ -132,11 +161,20 @@ static void render_one(json_writer_t *w, const api_view_t *v, const cr_entity_t 
 bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_t *const *items, size_t n,
                 bool array, problem_t *p)
 {
-    ops_linked_t  l = {0};
     json_writer_t w;
     bool          flat = v->join == API_JOIN_FLAT;
     bool          geo = v->accept == ACC_GEOJSON;
     bool          collection = geo && (array || flat);
+
+    if (v->join == API_JOIN_NONE && !collection) {      /* the plain answer: as direct as it can be */
+        jw_init(&w, &r->out);
+        if (array) jw_array_begin(&w);
+        for (size_t i = 0; i < n; i++) render_one(&w, v, items[i], &v->ro);
+        if (array) jw_array_end(&w);
+        return true;
+    }
+    ops_linked_t  l = {0};
+    render_join_t rj;
     render_opts_t ro = v->ro;
 
     if (v->join != API_JOIN_NONE && n) {
@@ -146,9 +184,9 @@ bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_
                         .pick = v->ro.pick_tree, .omit = v->ro.omit_tree};
         if (!ops_join_fetch(&rq, items, n, &j, &l, p)) return false;
         if (!flat) {
-            v->rj = (render_join_t){.find = ops_linked_find, .ud = &l, .level = j.level,
-                                    .seen = v->contained_by, .n_seen = v->n_contained_by};
-            ro.join = &v->rj;
+            rj = (render_join_t){.find = ops_linked_find, .ud = &l, .level = j.level,
+                                 .seen = v->contained_by, .n_seen = v->n_contained_by};
+            ro.join = &rj;
         }
     }
     jw_init(&w, &r->out);
@@ -176,7 +214,6 @@ bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_
         }
         jw_object_end(&w);
     }
-    v->ro.join = NULL;
     ops_linked_release(&l);
     return true;
 }

@@ -53,6 +53,8 @@ struct rctx {
     fmt_t                fmt;
     bool                 sys;
     bool                 has_lang;
+    bool                 proj;      /* some projection (pick, omit, attrs) */
+    bool                 ds;        /* a datasetId selection */
     size_t               n_ranges;
     lang_range_t         ranges[LANG_MAX_RANGES];
 };
@@ -258,9 +260,9 @@ static bool instance_kept(const rctx_t *r, const cr_attr_t *a)
 }
 
 /* An instance rendered: at the top level, one of the datasetIds asked for. */
-static bool instance_shown(const rctx_t *r, const cr_attr_t *attrs, size_t i)
+static inline bool instance_shown(const rctx_t *r, const cr_attr_t *attrs, size_t i)
 {
-    return !r->o->n_dataset_ids || !top_level(r, attrs) || instance_kept(r, &attrs[i]);
+    return !r->ds || !top_level(r, attrs) || instance_kept(r, &attrs[i]);
 }
 
 static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
@@ -277,9 +279,9 @@ static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *a
             seen = attrs[j].name == attrs[i].name;
         if (seen)
             continue;
-        if (top && !projected(r->o, attrs[i].name, false))
+        if (top && r->proj && !projected(r->o, attrs[i].name, false))
             continue;
-        if (top && r->o->n_dataset_ids) {
+        if (top && r->ds) {
             size_t k = i;
 
             while (k < n && (attrs[k].name != attrs[i].name || !instance_shown(r, attrs, k)))
@@ -362,7 +364,7 @@ static void render_entity_at(json_writer_t *w, const cr_entity_t *e, const rende
 
 /* A Relationship of the entity whose targets are inlined: a top-level
  * Relationship or ListRelationship, projected, above joinLevel. */
-static bool joins(const rctx_t *r, const cr_attr_t *a)
+static inline bool joins(const rctx_t *r, const cr_attr_t *a)
 {
     const render_join_t *j = r->o->join;
 
@@ -758,10 +760,12 @@ static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *att
 
 /* ------------------------------------------------------------- entity */
 
-static void rctx_init(rctx_t *r, const render_opts_t *o)
+static inline void rctx_init(rctx_t *r, const render_opts_t *o)
 {
     r->o        = o;
     r->rec      = NULL;
+    r->proj     = o->n_pick || o->n_omit || o->pick_tree || o->omit_tree;
+    r->ds       = o->n_dataset_ids != 0;
     r->e        = NULL;
     r->parent   = NULL;
     r->depth    = 0;
@@ -850,7 +854,7 @@ void render_cache_get_stats(render_cache_stats_t *st)
     st->misses = __atomic_load_n(&rc_misses, __ATOMIC_RELAXED);
 }
 
-static bool cacheable(const cr_entity_t *e, const render_opts_t *o)
+static inline bool cacheable(const cr_entity_t *e, const render_opts_t *o)
 {
     /* frozen (refs > 0; other threads change refs atomically) */
     return __atomic_load_n(&e->refs, __ATOMIC_RELAXED) > 0 && cr_config.render_cache_mb > 0 && !o->sys_attrs && !o->pick && !o->omit && !o->lang &&
@@ -880,8 +884,10 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
     rc->size = (uint32_t)need;
     rc->links_ok = !rec->overflow;
     rc->n_links = rec->n;
-    memcpy((uint32_t *)RC_OFF(rc), rec->off, rec->n * sizeof *rec->off);
-    memcpy((uint16_t *)RC_ATTR(rc), rec->attr, rec->n * sizeof *rec->attr);
+    if (rec->n) {
+        memcpy((uint32_t *)RC_OFF(rc), rec->off, rec->n * sizeof *rec->off);
+        memcpy((uint16_t *)RC_ATTR(rc), rec->attr, rec->n * sizeof *rec->attr);
+    }
     memcpy((char *)RC_TEXT(rc), text, len);
     void *expected = NULL;
     if (__atomic_compare_exchange_n(&((cr_entity_t *)e)->render_cache, &expected, rc, false, __ATOMIC_RELEASE,
