@@ -175,6 +175,8 @@ bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_
     }
     ops_linked_t  l = {0};
     render_join_t rj;
+    size_t        left = OPS_JOIN_MAX_ENTITIES;
+    bool          over = false;
     render_opts_t ro = v->ro;
 
     if (v->join != API_JOIN_NONE && n) {
@@ -185,7 +187,8 @@ bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_
         if (!ops_join_fetch(&rq, items, n, &j, &l, p)) return false;
         if (!flat) {
             rj = (render_join_t){.find = ops_linked_find, .ud = &l, .level = j.level,
-                                 .seen = v->contained_by, .n_seen = v->n_contained_by};
+                                 .seen = v->contained_by, .n_seen = v->n_contained_by,
+                                 .left = &left, .over = &over};
             ro.join = &rj;
         }
     }
@@ -215,5 +218,11 @@ bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_
         jw_object_end(&w);
     }
     ops_linked_release(&l);
+    if (over) {
+        sb_clear(&r->out);
+        return problem_set(p, PB_TOO_MANY_RESULTS,
+                           "the answer would inline more than %d linked entities (4.5.23): lower joinLevel "
+                           "or use join=flat", OPS_JOIN_MAX_ENTITIES);
+    }
     return true;
 }

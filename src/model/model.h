@@ -218,6 +218,11 @@ typedef struct render_join {
     unsigned            level;          /* joinLevel >= 1 */
     const char        **seen;           /* containedBy: never inlined */
     size_t              n_seen;
+    /* How many more linked entities may be inlined (paths through shared
+     * entities multiply); past it nothing more is and *over is set, for the
+     * caller to refuse the answer. */
+    size_t             *left;
+    bool               *over;
 } render_join_t;
 
 typedef struct render_opts {

@@ -387,7 +387,12 @@ static const cr_entity_t *linked(const rctx_t *r, const json_t *uri)
     for (const rctx_t *q = r; q; q = q->parent)
         if (strcmp(q->e->id, uri->str) == 0)
             return NULL;
-    return j->find(j->ud, uri->str);
+    const cr_entity_t *t = j->find(j->ud, uri->str);
+    if (t && *j->left == 0) {
+        *j->over = true;
+        return NULL;
+    }
+    return t;
 }
 
 /* The target URIs of a Relationship (a string or an array) or a
@@ -405,6 +410,7 @@ static void render_linked(json_writer_t *w, const rctx_t *r, const cr_attr_t *a,
 {
     render_opts_t lo = *r->o;
 
+    (*r->o->join->left)--;
     lo.context_json = NULL;
     lo.pick_tree    = projection_link(r->o->pick_tree, a->name, false);
     lo.omit_tree    = projection_link(r->o->omit_tree, a->name, true);

@@ -22,9 +22,6 @@
 
 #include <string.h>
 
-/* Past this many linked entities in one answer the request is refused
- * rather than building an unbounded payload. */
-#define JOIN_MAX_ENTITIES 10000
 
 static size_t slot_of(const ops_linked_t *l, const char *id)
 {
@@ -172,9 +169,9 @@ static bool fetch(const ops_req_t *rq, ops_linked_t *l, const batch_t *b, proble
         if (e)
             push(l, e, b->pick[i], b->omit[i]);
     }
-    if (l->n > JOIN_MAX_ENTITIES)
+    if (l->n > OPS_JOIN_MAX_ENTITIES)
         return problem_set(p, PB_TOO_MANY_RESULTS, "the linked entities of this answer exceed %d (4.5.23)",
-                           JOIN_MAX_ENTITIES);
+                           OPS_JOIN_MAX_ENTITIES);
     return true;
 }
 

@@ -238,6 +238,9 @@ typedef struct ops_linked {
     arena_t             *a;
 } ops_linked_t;
 
+/* At most this many linked entities are fetched, or inlined, for one
+ * answer (TooManyResults past it). */
+#define OPS_JOIN_MAX_ENTITIES 10000
 bool ops_join_fetch(const ops_req_t *rq, cr_entity_t *const *roots, size_t n_roots, const ops_join_t *j,
                     ops_linked_t *l, problem_t *p);
 /* The entity with that id among the roots and the fetched ones (render_join_t.find). */

@@ -225,3 +225,25 @@ def test_4_5_23_2_inline_spliced_into_cached_text_equals_full_rendering(cli):
                       [[{"id": w["a"], "type": "Person", "name": prop("Alice")},
                         {"id": w["b"], "type": "Person", "name": prop("Bob")}],
                        {"id": a2, "type": "Person", "name": prop("Carol")}], unordered=True)
+
+
+def test_4_5_23_2_inline_answer_is_bounded(cli):
+    """Paths through shared entities multiply: 5 layers of 10 entities, each
+    linking all 10 of the next, inline 111,110 entities at joinLevel 5. The
+    answer is refused (403 TooManyResults) rather than built; flat lists each
+    entity once."""
+    layers = [[uid("L%d" % k) for _ in range(10)] for k in range(5)]
+    ents = []
+    for k, layer in enumerate(layers):
+        for eid in layer:
+            attrs = {"next": rel(layers[k + 1])} if k + 1 < len(layers) else {}
+            ents.append(entity(eid, "Layer", **attrs))
+    root = uid("Root")
+    ents.append(entity(root, "Root", next=rel(layers[0])))
+    cli.batch_create(ents)
+    assert_problem(cli.get("/entities/" + root, params={"join": "inline", "joinLevel": "5"}), 403, "TooManyResults")
+    r = cli.get("/entities/" + root, params={"join": "inline", "joinLevel": "3"})
+    assert r.status_code == 200
+    assert len(r.json()["next"]["entity"][0]["next"]["entity"]) == 10
+    flat = cli.get("/entities/" + root, params={"join": "flat", "joinLevel": "5"}).json()
+    assert len(flat) == 51
