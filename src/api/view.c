@@ -183,7 +183,14 @@ bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_
         ops_req_t  rq = api_req(r, ctx);
         ops_join_t j = {.flat = flat, .level = v->join_level ? v->join_level : 1,
                         .contained_by = v->contained_by, .n_contained_by = v->n_contained_by,
-                        .pick = v->ro.pick_tree, .omit = v->ro.omit_tree};
+                        .pick = v->ro.pick_tree, .omit = v->ro.omit_tree,
+                        .dataset_ids = v->ro.dataset_ids, .n_dataset_ids = v->ro.n_dataset_ids};
+        if (!j.pick && v->ro.n_pick) {      /* attrs: a flat pick list (id, type and the names) */
+            projection_t *pr = arena_calloc(r->arena, sizeof *pr);
+            pr->names = v->ro.pick;
+            pr->n = v->ro.n_pick;
+            j.pick = pr;
+        }
         if (!ops_join_fetch(&rq, items, n, &j, &l, p)) return false;
         if (!flat) {
             rj = (render_join_t){.find = ops_linked_find, .ud = &l, .level = j.level,

@@ -13,7 +13,8 @@
  * references are released with ops_linked_release, after rendering.
  *
  * Which relationships are followed: for a flat answer only the ones the
- * projection keeps (a dropped relationship adds nothing to the array); for
+ * projection and the datasetId selection keep (a relationship not shown adds
+ * nothing to the array); for
  * inline ones, all of them, because the projection of an entity depends on
  * the path it is reached by while each entity is fetched once (the renderer
  * picks what it shows).
@@ -111,15 +112,25 @@ static void target(ops_linked_t *l, batch_t *b, const json_t *uri, const project
 }
 
 /* The targets of e's relationships not seen yet go into b. */
+/* The instance is one of the datasetIds (4.5.5; "@none": the default)? */
+static bool instance_kept(const ops_join_t *j, const cr_attr_t *a)
+{
+    for (size_t i = 0; i < j->n_dataset_ids; i++)
+        if (a->dataset_id ? !strcmp(j->dataset_ids[i], a->dataset_id) : !strcmp(j->dataset_ids[i], "@none"))
+            return true;
+    return j->n_dataset_ids == 0;
+}
+
 static void targets_of(ops_linked_t *l, batch_t *b, const cr_entity_t *e, const projection_t *pk,
-                       const projection_t *om, bool flat)
+                       const projection_t *om, const ops_join_t *j)
 {
     for (size_t i = 0; i < e->n_attrs; i++) {
         const cr_attr_t *a = &e->attrs[i];
 
         if (a->kind != ATTR_RELATIONSHIP && a->kind != ATTR_LISTRELATIONSHIP)
             continue;
-        if (flat && (!projection_keeps(pk, a->name, false) || !projection_keeps(om, a->name, true)))
+        if (j->flat && (!projection_keeps(pk, a->name, false) || !projection_keeps(om, a->name, true) ||
+                        !instance_kept(j, a)))
             continue;
         const projection_t *spk = projection_link(pk, a->name, false);
         const projection_t *som = projection_link(om, a->name, true);
@@ -178,8 +189,6 @@ static bool fetch(const ops_req_t *rq, ops_linked_t *l, const batch_t *b, proble
 bool ops_join_fetch(const ops_req_t *rq, cr_entity_t *const *roots, size_t n_roots, const ops_join_t *j,
                     ops_linked_t *l, problem_t *p)
 {
-    bool flat = j->flat;
-
     memset(l, 0, sizeof *l);
     l->a = rq->arena;
     for (size_t i = 0; i < j->n_contained_by; i++)
@@ -193,10 +202,10 @@ bool ops_join_fetch(const ops_req_t *rq, cr_entity_t *const *roots, size_t n_roo
 
         if (level == 1) {
             for (size_t i = 0; i < n_roots; i++)
-                targets_of(l, &b, roots[i], j->pick, j->omit, flat);
+                targets_of(l, &b, roots[i], j->pick, j->omit, j);
         } else {
             for (size_t i = from; i < to; i++)
-                targets_of(l, &b, l->items[i], l->pick[i], l->omit[i], flat);
+                targets_of(l, &b, l->items[i], l->pick[i], l->omit[i], j);
         }
         if (!b.n)
             break;

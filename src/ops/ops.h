@@ -223,6 +223,8 @@ typedef struct ops_join {
     const char        **contained_by;
     size_t              n_contained_by;
     const projection_t *pick, *omit;
+    const char        **dataset_ids;    /* flat: only the relationship instances kept (4.5.5); 0: all */
+    size_t              n_dataset_ids;
 } ops_join_t;
 
 /* The linked entities (references) in the order they were found (breadth

@@ -247,3 +247,18 @@ def test_4_5_23_2_inline_answer_is_bounded(cli):
     assert len(r.json()["next"]["entity"][0]["next"]["entity"]) == 10
     flat = cli.get("/entities/" + root, params={"join": "flat", "joinLevel": "5"}).json()
     assert len(flat) == 51
+
+
+def test_4_5_23_3_flat_follows_only_relationships_shown(cli):
+    """attrs and datasetId leave relationships out of the answer: their
+    targets are not appended either."""
+    a, b, c = uid("A"), uid("B"), uid("C")
+    cli.create(entity(b, "T", n=prop(1)))
+    cli.create(entity(c, "T", n=prop(2)))
+    cli.create(entity(a, "T", n=prop(0), x=rel(b), y=rel(c, datasetId="urn:ngsi-ld:ds:1")))
+    ids = [e["id"] for e in cli.get("/entities/" + a, params={"join": "flat", "attrs": "x"}).json()]
+    assert ids == [a, b]
+    ids = [e["id"] for e in cli.get("/entities/" + a, params={"join": "flat", "datasetId": "urn:ngsi-ld:ds:1"}).json()]
+    assert ids == [a, c]
+    ids = [e["id"] for e in cli.get("/entities/" + a, params={"join": "flat"}).json()]
+    assert ids == [a, b, c]
