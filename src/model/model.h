@@ -207,7 +207,8 @@ projection_t *projection_parse(arena_t *a, const char *text, const ld_context_t 
  * same list (it applies to every entity of the payload, 5.7.1.5), for omit
  * the root's own names. NULL stays NULL. */
 const projection_t *projection_link(const projection_t *pr, const char *rel, bool omit);
-/* rel is projected by pr (pick: listed; omit: not listed)? NULL: yes. */
+/* name is projected by pr (pick: listed; omit: neither listed in pr nor
+ * among the root's own terms)? NULL: yes. */
 bool projection_keeps(const projection_t *pr, const char *name, bool omit);
 
 /* Inline Linked Entity retrieval (4.5.23.2): how the renderer finds the
@@ -256,6 +257,10 @@ typedef struct render_cache_stats {
 } render_cache_stats_t;
 void render_cache_get_stats(render_cache_stats_t *st);
 void render_cache_release(void *rc);     /* model-internal: entity_unref frees with it */
+
+/* 4.5.5: the instance is one of the datasetIds ("@none": the default
+ * instance); any instance when n is 0. */
+bool attr_instance_selected(const cr_attr_t *a, const char *const *dataset_ids, size_t n);
 
 /* GeoJSON Feature (4.5.16 / 4.5.17 for keyValues). */
 void entity_render_geojson(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);

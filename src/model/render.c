@@ -245,24 +245,21 @@ static bool top_level(const rctx_t *r, const cr_attr_t *attrs)
     return r->e && attrs >= r->e->attrs && attrs < r->e->attrs + r->e->n_attrs;
 }
 
-/* 4.5.5: the instance is one of the datasetIds asked for ("@none": the default). */
-static bool instance_kept(const rctx_t *r, const cr_attr_t *a)
+bool attr_instance_selected(const cr_attr_t *a, const char *const *dataset_ids, size_t n)
 {
-    const render_opts_t *o = r->o;
-
-    for (size_t i = 0; i < o->n_dataset_ids; i++) {
-        const char *d = o->dataset_ids[i];
+    for (size_t i = 0; i < n; i++) {
+        const char *d = dataset_ids[i];
 
         if (a->dataset_id ? strcmp(d, a->dataset_id) == 0 : strcmp(d, "@none") == 0)
             return true;
     }
-    return o->n_dataset_ids == 0;
+    return n == 0;
 }
 
 /* An instance rendered: at the top level, one of the datasetIds asked for. */
 static inline bool instance_shown(const rctx_t *r, const cr_attr_t *attrs, size_t i)
 {
-    return !r->ds || !top_level(r, attrs) || instance_kept(r, &attrs[i]);
+    return !r->ds || !top_level(r, attrs) || attr_instance_selected(&attrs[i], r->o->dataset_ids, r->o->n_dataset_ids);
 }
 
 static void render_group(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,

@@ -83,20 +83,22 @@ typedef struct batch {
     size_t               n, cap;
 } batch_t;
 
+/* An arena array of n elements moved to one of ncap. */
+static void *regrow(arena_t *a, const void *old, size_t n, size_t ncap, size_t size)
+{
+    void *nv = arena_alloc(a, ncap * size);
+    if (n)
+        memcpy(nv, old, n * size);
+    return nv;
+}
+
 static void batch_add(arena_t *a, batch_t *b, const char *id, const projection_t *pk, const projection_t *om)
 {
     if (b->n == b->cap) {
-        size_t ncap = b->cap ? b->cap * 2 : 32;
-        const char         **ni = arena_alloc(a, ncap * sizeof *ni);
-        const projection_t **np = arena_alloc(a, ncap * sizeof *np);
-        const projection_t **no = arena_alloc(a, ncap * sizeof *no);
-        if (b->n) {
-            memcpy(ni, b->ids, b->n * sizeof *ni);
-            memcpy(np, b->pick, b->n * sizeof *np);
-            memcpy(no, b->omit, b->n * sizeof *no);
-        }
-        b->ids = ni; b->pick = np; b->omit = no;
-        b->cap = ncap;
+        b->cap  = b->cap ? b->cap * 2 : 32;
+        b->ids  = regrow(a, b->ids, b->n, b->cap, sizeof *b->ids);
+        b->pick = regrow(a, b->pick, b->n, b->cap, sizeof *b->pick);
+        b->omit = regrow(a, b->omit, b->n, b->cap, sizeof *b->omit);
     }
     b->ids[b->n] = id;
     b->pick[b->n] = pk;
@@ -112,15 +114,6 @@ static void target(ops_linked_t *l, batch_t *b, const json_t *uri, const project
 }
 
 /* The targets of e's relationships not seen yet go into b. */
-/* The instance is one of the datasetIds (4.5.5; "@none": the default)? */
-static bool instance_kept(const ops_join_t *j, const cr_attr_t *a)
-{
-    for (size_t i = 0; i < j->n_dataset_ids; i++)
-        if (a->dataset_id ? !strcmp(j->dataset_ids[i], a->dataset_id) : !strcmp(j->dataset_ids[i], "@none"))
-            return true;
-    return j->n_dataset_ids == 0;
-}
-
 static void targets_of(ops_linked_t *l, batch_t *b, const cr_entity_t *e, const projection_t *pk,
                        const projection_t *om, const ops_join_t *j)
 {
@@ -130,7 +123,7 @@ static void targets_of(ops_linked_t *l, batch_t *b, const cr_entity_t *e, const 
         if (a->kind != ATTR_RELATIONSHIP && a->kind != ATTR_LISTRELATIONSHIP)
             continue;
         if (j->flat && (!projection_keeps(pk, a->name, false) || !projection_keeps(om, a->name, true) ||
-                        !instance_kept(j, a)))
+                        !attr_instance_selected(a, j->dataset_ids, j->n_dataset_ids)))
             continue;
         const projection_t *spk = projection_link(pk, a->name, false);
         const projection_t *som = projection_link(om, a->name, true);
@@ -147,17 +140,10 @@ static void targets_of(ops_linked_t *l, batch_t *b, const cr_entity_t *e, const 
 static void push(ops_linked_t *l, cr_entity_t *e, const projection_t *pk, const projection_t *om)
 {
     if (l->n == l->cap) {
-        size_t               ncap = l->cap ? l->cap * 2 : 32;
-        cr_entity_t        **ni = arena_alloc(l->a, ncap * sizeof *ni);
-        const projection_t **np = arena_alloc(l->a, ncap * sizeof *np);
-        const projection_t **no = arena_alloc(l->a, ncap * sizeof *no);
-        if (l->n) {
-            memcpy(ni, l->items, l->n * sizeof *ni);
-            memcpy(np, l->pick, l->n * sizeof *np);
-            memcpy(no, l->omit, l->n * sizeof *no);
-        }
-        l->items = ni; l->pick = np; l->omit = no;
-        l->cap = ncap;
+        l->cap   = l->cap ? l->cap * 2 : 32;
+        l->items = regrow(l->a, l->items, l->n, l->cap, sizeof *l->items);
+        l->pick  = regrow(l->a, l->pick, l->n, l->cap, sizeof *l->pick);
+        l->omit  = regrow(l->a, l->omit, l->n, l->cap, sizeof *l->omit);
     }
     l->items[l->n] = e;
     l->pick[l->n] = pk;
