@@ -1,9 +1,10 @@
 /*
  * api.h - the HTTP binding of the NGSI-LD API (clause 6): one file per
  * resource (entities, attrs, batch, query, types, admin), their route table,
- * and the helpers they share (api_common.c): @context resolution (6.3.5),
- * body parsing, the options of rendering (format, options, pick/omit/attrs,
- * lang, Accept) and replies.
+ * and the helpers they share: @context resolution (6.3.5), body parsing, the
+ * options of rendering (format, options, lang, Accept) and replies
+ * (api_common.c); the projection, datasetId and Linked Entity parameters and
+ * the rendering of entity answers with them (view.c).
  *
  * A handler reads the query string and headers into typed values, resolves
  * the @context, parses the body, calls one operation of ops/ (ops.h) and

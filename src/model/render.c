@@ -16,6 +16,16 @@
  * object keyed by datasetId with "@none" for the default (keyValues, 4.5.4).
  * Grouping the instances scans the attributes before each one: O(n^2)
  * pointer comparisons, negligible for the tens of attributes entities carry.
+ * The datasetId selection (4.5.5) keeps only some instances.
+ *
+ * Inline Linked Entity retrieval (4.5.23.2): under a top-level Relationship
+ * whose targets the operation fetched (render_join_t), an "entity" /
+ * "entityList" member (keyValues: the value itself) renders them, nested
+ * projections (projection.c) applied, recursively to joinLevel; the path
+ * from the root is the list of entities encountered, so cycles end. A plain
+ * inline answer does not render the linking entity again: its cached text
+ * keeps the offsets where its Relationships end, and the linked entities
+ * are spliced in there.
  */
 #include "model.h"
 
