@@ -262,3 +262,24 @@ def test_4_5_23_3_flat_follows_only_relationships_shown(cli):
     assert ids == [a, c]
     ids = [e["id"] for e in cli.get("/entities/" + a, params={"join": "flat"}).json()]
     assert ids == [a, b, c]
+
+
+def test_5_7_1_5_inline_geojson_feature_holds_linked_entity(cli):
+    w = vehicle_world(cli)
+    r = cli.get("/entities/" + w["v"], params={"join": "inline"}, headers={"Accept": "application/geo+json"})
+    assert r.status_code == 200, r.text
+    f = r.json()
+    assert f["type"] == "Feature"
+    assert f["properties"]["isParked"]["entity"]["id"] == w["pk"]
+
+
+def test_6_4_3_2_inline_pagination_links_keep_join(cli):
+    for i in range(3):
+        tid, eid = uid("Tgt"), uid("Src")
+        cli.create(entity(tid, "Tgt", n=prop(i)))
+        cli.create(entity(eid, "Src", to=rel(tid)))
+    r = cli.get("/entities", params={"type": "Src", "join": "inline", "limit": "2", "count": "true"})
+    assert r.status_code == 200, r.text
+    assert r.headers["NGSILD-Results-Count"] == "3"
+    assert all("entity" in x["to"] for x in r.json())
+    assert "join=inline" in r.headers["Link"]
