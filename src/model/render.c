@@ -963,7 +963,11 @@ static void render_joined(json_writer_t *w, const cr_entity_t *e, const render_o
     render_opts_t plain = *o;
     plain.join = NULL;
     const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
-    if (rc && rc->ctx == o->ctx && rc->format == o->format && rc->links_ok) {
+    if (rc && rc->ctx == o->ctx && rc->format == o->format) {
+        if (!rc->links_ok) {            /* too many Relationships to note: rendered in full */
+            render_entity(w, e, o);
+            return;
+        }
         __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
         splice(w, e, o, RC_TEXT(rc), rc->len, rc->n_links, RC_OFF(rc), RC_ATTR(rc));
         return;

@@ -283,3 +283,15 @@ def test_6_4_3_2_inline_pagination_links_keep_join(cli):
     assert r.headers["NGSILD-Results-Count"] == "3"
     assert all("entity" in x["to"] for x in r.json())
     assert "join=inline" in r.headers["Link"]
+
+
+def test_4_5_23_2_inline_with_many_relationships(cli):
+    """More Relationships than the render cache notes link points for: the
+    linking entity is rendered in full, every target inlined."""
+    tgt = uid("Tgt")
+    cli.create(entity(tgt, "Tgt", n=prop(1)))
+    eid = uid("Many")
+    cli.create(entity(eid, "Many", **{"r%d" % i: rel(tgt) for i in range(40)}))
+    for _ in range(2):      # the first read fills the cache
+        e = cli.entity(eid, params={"join": "inline"})
+        assert all(e["r%d" % i]["entity"]["id"] == tgt for i in range(40))
