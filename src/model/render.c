@@ -897,9 +897,9 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
     rc->size = (uint32_t)need;
     rc->links_ok = !rec->overflow;
     rc->n_links = rec->n;
-    if (rec->n) {
-        memcpy((uint32_t *)RC_OFF(rc), rec->off, rec->n * sizeof *rec->off);
-        memcpy((uint16_t *)RC_ATTR(rc), rec->attr, rec->n * sizeof *rec->attr);
+    for (size_t i = 0; i < rec->n; i++) {      /* a few: no memcpy call */
+        ((uint32_t *)RC_OFF(rc))[i]  = rec->off[i];
+        ((uint16_t *)RC_ATTR(rc))[i] = rec->attr[i];
     }
     memcpy((char *)RC_TEXT(rc), text, len);
     void *expected = NULL;
