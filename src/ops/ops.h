@@ -37,7 +37,7 @@
  * Only ops/ calls the store (store.h). Each operation calls it from one
  * place in its own file (the ?type= precondition: ops_check_type; query:
  * ops_query; discovery: ops_discover; purge: ops_purge and its drop/keep
- * helper), so that moving to a new store call (a precondition inside the
+ * helper; linked entities: fetch() in join.c, a query by ids), so that moving to a new store call (a precondition inside the
  * atomic step, discovery from the indexes, several entity selectors)
  * changes one place.
  */
