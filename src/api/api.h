@@ -1,9 +1,10 @@
 /*
  * api.h - the HTTP binding of the NGSI-LD API (clause 6): one file per
  * resource (entities, attrs, batch, query, types, admin), their route table,
- * and the helpers they share (api_common.c): @context resolution (6.3.5),
- * body parsing, the options of rendering (format, options, pick/omit/attrs,
- * lang, Accept) and replies.
+ * and the helpers they share: @context resolution (6.3.5), body parsing, the
+ * options of rendering (format, options, lang, Accept) and replies
+ * (api_common.c); the projection, datasetId and Linked Entity parameters and
+ * the rendering of entity answers with them (view.c).
  *
  * A handler reads the query string and headers into typed values, resolves
  * the @context, parses the body, calls one operation of ops/ (ops.h) and
@@ -50,10 +51,39 @@ typedef struct api_view {
     bool          count;        /* options/count=true */
     const char  **attrs;        /* the attrs parameter, expanded (NULL: none) */
     size_t        n_attrs;
+    /* pick (4.21): the attribute names it picks (not id, type, scope); an
+     * entity must have one of them (retrieve: else 404; query: else left out) */
+    const char  **pick_attrs;
+    size_t        n_pick_attrs;
+    bool          has_pick;     /* pick given (members only: no attribute to match) */
+    /* Linked Entity retrieval (4.5.23): join (0: none), joinLevel, containedBy */
+    enum { API_JOIN_NONE = 0, API_JOIN_INLINE, API_JOIN_FLAT } join;
+    unsigned      join_level;
+    const char  **contained_by;
+    size_t        n_contained_by;
 } api_view_t;
 
-/* Reads format/options/attrs/pick/omit/lang/geometryProperty into v. */
+/* Reads format/options/attrs/pick/omit/lang/geometryProperty/join/joinLevel/
+ * containedBy/datasetId into v, and checks them together (api_view_check). */
 bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t *v, problem_t *p);
+/* The projection and linked entity parameters as text (from the query
+ * string, or a Query body): each non-NULL one replaces what v holds. */
+typedef struct api_view_text {
+    const char *attrs, *pick, *omit, *join, *join_level, *contained_by, *dataset_id;
+} api_view_text_t;
+bool api_view_set(request_t *r, const ld_context_t *ctx, const api_view_text_t *t, api_view_t *v, problem_t *p);
+/* The same from the query string (one pass over it), then api_view_check. */
+bool api_view_params(request_t *r, const ld_context_t *ctx, api_view_t *v, problem_t *p);
+/* The rules between them: pick or omit with attrs, braces without join or
+ * deeper than joinLevel: BadRequestData. */
+bool api_view_check(const api_view_t *v, problem_t *p);
+/* Renders one entity (array false) or a page (array true) as v says:
+ * JSON-LD or GeoJSON (a FeatureCollection for a page or a flat join), with
+ * join=inline the linked entities under their Relationships, with join=flat
+ * appended. The linked entities are fetched first (a failure: false with p,
+ * nothing written). Call after api_view_context. */
+bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_t *const *items, size_t n,
+                bool array, problem_t *p);
 /* Adds the Link header (json) for ctx, or sets ro.context_json (ld+json). */
 void api_view_context(request_t *r, const ld_context_t *ctx, api_view_t *v);
 /* Comma-separated list of names -> expanded, interned array. */

@@ -189,30 +189,7 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
     }
     v->ro.sys_attrs = api_option(r, "sysAttrs");
 
-    const char *attrs = req_param(r, "attrs");
-    const char *pick = req_param(r, "pick");
-    const char *omit = req_param(r, "omit");
-    if (pick && omit) return problem_set(p, PB_BAD_REQUEST_DATA, "pick and omit cannot be used together (4.21)");
-    if (attrs && *attrs) {
-        /* attrs keeps id and type: it only selects attributes */
-        const char **names; size_t n;
-        if (!api_name_list(r, ctx, attrs, &names, &n, false, p)) return false;
-        const char **all = arena_alloc(r->arena, (n + 2) * sizeof *all);
-        all[0] = "@id"; all[1] = "@type";
-        memcpy(all + 2, names, n * sizeof *names);
-        v->ro.pick = all;
-        v->ro.n_pick = n + 2;
-        v->attrs = names;
-        v->n_attrs = n;
-    }
-    if (pick) {
-        if (!*pick) return problem_set(p, PB_BAD_REQUEST_DATA, "pick must not be empty");
-        if (!api_name_list(r, ctx, pick, &v->ro.pick, &v->ro.n_pick, true, p)) return false;
-    }
-    if (omit) {
-        if (!*omit) return problem_set(p, PB_BAD_REQUEST_DATA, "omit must not be empty");
-        if (!api_name_list(r, ctx, omit, &v->ro.omit, &v->ro.n_omit, true, p)) return false;
-    }
+    if (!api_view_params(r, ctx, v, p)) return false;
     const char *lang = req_param(r, "lang");
     if (lang) {
         if (!*lang) return problem_set(p, PB_BAD_REQUEST_DATA, "lang must not be empty");

@@ -44,7 +44,9 @@ void api_entity_get(request_t *r)
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    ops_retrieve_t o = {.type = req_param(r, "type"), .attrs = v.attrs, .n_attrs = v.n_attrs};
+    ops_retrieve_t o = {.type = req_param(r, "type"), .attrs = v.attrs, .n_attrs = v.n_attrs,
+                        .pick = v.ro.pick_tree ? v.ro.pick_tree->names : NULL,
+                        .n_pick = v.ro.pick_tree ? v.ro.pick_tree->n : 0};
     const char *local = req_param(r, "local");
     if (local && strcmp(local, "true") && strcmp(local, "false")) {
         problem_set(&p, PB_BAD_REQUEST_DATA, "local must be true or false");
@@ -56,11 +58,9 @@ void api_entity_get(request_t *r)
     cr_entity_t *e = ops_entity_retrieve(&rq, id, &o, &p);
     if (!e) goto fail;
     api_view_context(r, ctx, &v);
-    json_writer_t w;
-    jw_init(&w, &r->out);
-    if (v.accept == ACC_GEOJSON) entity_render_geojson(&w, e, &v.ro);
-    else entity_render(&w, e, &v.ro);
+    bool ok = api_render(r, ctx, &v, &e, 1, false, &p);
     entity_unref(e);
+    if (!ok) goto fail;
     reply_body(r, 200, v.ctype);
     return;
 fail:

@@ -116,31 +116,13 @@ static void add_page_link(request_t *r, const char *rel, size_t offset, size_t l
     reply_header(r, "Link", sb.p);
 }
 
-static void answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, const ld_context_t *ctx,
-                        api_view_t *v)
+static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, const ld_context_t *ctx,
+                        api_view_t *v, problem_t *p)
 {
-    json_writer_t w;
     api_view_context(r, ctx, v);
-    jw_init(&w, &r->out);
-    if (v->accept == ACC_GEOJSON) {
-        render_opts_t ro = v->ro;
-        ro.context_json = NULL;
-        jw_object_begin(&w);
-        jw_key(&w, "type");
-        jw_string(&w, "FeatureCollection");
-        jw_key(&w, "features");
-        jw_array_begin(&w);
-        for (size_t i = 0; i < pg->n; i++) entity_render_geojson(&w, pg->items[i], &ro);
-        jw_array_end(&w);
-        if (v->ro.context_json) {
-            jw_key(&w, "@context");
-            jw_raw(&w, v->ro.context_json, strlen(v->ro.context_json));
-        }
-        jw_object_end(&w);
-    } else {
-        jw_array_begin(&w);
-        for (size_t i = 0; i < pg->n; i++) entity_render(&w, pg->items[i], &v->ro);
-        jw_array_end(&w);
+    if (!api_render(r, ctx, v, pg->items, pg->n, true, p)) {
+        ops_page_release(pg);
+        return false;
     }
     if (qy->count) {
         char *n = arena_printf(r->arena, "%zu", pg->count);
@@ -151,6 +133,7 @@ static void answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, con
         add_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
     ops_page_release(pg);
     reply_body(r, 200, v->ctype);
+    return true;
 }
 
 /* count=true|false, or options=count (4.13) */
@@ -170,9 +153,13 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
     ops_req_t rq = api_req(r, ctx);
+    /* a query with pick keeps the entities that have a picked attribute, as with attrs (4.21) */
+    if (v->n_pick_attrs && !qy->f.n_attrs) {
+        qy->f.attrs = v->pick_attrs;
+        qy->f.n_attrs = v->n_pick_attrs;
+    }
     if (!ops_query(&rq, qy, &pg, p)) return false;
-    answer_page(r, qy, &pg, ctx, v);
-    return true;
+    return answer_page(r, qy, &pg, ctx, v, p);
 }
 
 void api_entities_query(request_t *r)
@@ -245,6 +232,21 @@ static bool selector_from_json(request_t *r, const ld_context_t *ctx, const json
     return true;
 }
 
+/* A Query member given as a string or an array of strings, as one comma-separated text. */
+static const char *body_list_text(request_t *r, const json_t *m)
+{
+    if (json_is_string(m)) return *m->str ? m->str : NULL;
+    if (!json_is_array(m) || m->len == 0) return NULL;
+    sbuf_t sb;
+    sb_init(&sb, r->arena, 64);
+    json_foreach(a, m) {
+        if (!json_is_string(a) || !*a->str) return NULL;
+        if (sb.len) sb_addc(&sb, ',');
+        sb_adds(&sb, a->str);
+    }
+    return sb.p;
+}
+
 static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t *b, ops_query_t *qy,
                             api_view_t *v, problem_t *p)
 {
@@ -283,26 +285,30 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
             if (!(qy->f.geo = geoq_from_json(r->arena, rel->str, geom, coords, gprop ? gprop->str : NULL, ctx, p)))
                 return false;
             any = true;
-        } else if (!strcmp(k, "attrs") || !strcmp(k, "pick") || !strcmp(k, "omit")) {
-            if (!json_is_array(m) || m->len == 0)
-                return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-empty array of names", k);
-            const char **names = arena_alloc(r->arena, (m->len + 2) * sizeof *names);
-            size_t       n = 0;
-            bool         is_attrs = !strcmp(k, "attrs");
-            if (is_attrs) { names[n++] = "@id"; names[n++] = "@type"; }
-            json_foreach(a, m) {
-                if (!json_is_string(a) || (!model_valid_name(a->str) && !strchr(a->str, ':')))
-                    return problem_set(p, PB_BAD_REQUEST_DATA, "%s must hold attribute names", k);
-                names[n++] = (!is_attrs && (!strcmp(a->str, "id") || !strcmp(a->str, "@id"))) ? "@id"
-                           : (!is_attrs && (!strcmp(a->str, "type") || !strcmp(a->str, "@type"))) ? "@type"
-                           : ld_expand(ctx, a->str);
-            }
-            if (is_attrs) {
-                qy->f.attrs = names + 2; qy->f.n_attrs = n - 2;
-                if (!v->ro.pick) { v->ro.pick = names; v->ro.n_pick = n; }
+        } else if (!strcmp(k, "attrs") || !strcmp(k, "pick") || !strcmp(k, "omit") || !strcmp(k, "datasetId") ||
+                   !strcmp(k, "containedBy")) {
+            /* an array of strings (attrs: names; pick/omit: terms of 4.21), or one string */
+            const char *text = body_list_text(r, m);
+            if (!text) return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a string or a non-empty array of strings", k);
+            api_view_text_t vt = {0};
+            if (!strcmp(k, "attrs")) vt.attrs = text;
+            else if (!strcmp(k, "pick")) vt.pick = text;
+            else if (!strcmp(k, "omit")) vt.omit = text;
+            else if (!strcmp(k, "datasetId")) vt.dataset_id = text;
+            else vt.contained_by = text;
+            if (!api_view_set(r, ctx, &vt, v, p)) return false;
+            if (vt.attrs) {
+                qy->f.attrs = v->attrs;
+                qy->f.n_attrs = v->n_attrs;
                 any = true;
-            } else if (!strcmp(k, "pick")) { v->ro.pick = names; v->ro.n_pick = n; }
-            else { v->ro.omit = names; v->ro.n_omit = n; }
+            }
+        } else if (!strcmp(k, "join")) {
+            if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "join must be a string");
+            if (!api_view_set(r, ctx, &(api_view_text_t){.join = m->str}, v, p)) return false;
+        } else if (!strcmp(k, "joinLevel")) {
+            if (m->type != JSON_NUMBER) return problem_set(p, PB_BAD_REQUEST_DATA, "joinLevel must be a positive integer");
+            char *text = arena_printf(r->arena, "%.17g", json_number(m));
+            if (!api_view_set(r, ctx, &(api_view_text_t){.join_level = text}, v, p)) return false;
         } else if (!strcmp(k, "lang")) {
             if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "lang must be a string");
             v->ro.lang = m->str;
@@ -333,6 +339,7 @@ void api_batch_query(request_t *r)
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
     if (!read_count(r, &qy, &p)) goto fail;
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
+    if (!api_view_check(&v, &p)) goto fail;
     if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;
     return;
 fail:

@@ -41,7 +41,7 @@ static bool discover(request_t *r, bool type, bool named, const ld_context_t **c
     }
     (void)req_param(r, "local");
     if (!api_no_unknown_params(r, p)) return false;
-    const char *name = named ? ld_expand(*ctx, r->pathv[0]) : NULL;
+    const char *name = named ? ld_expand_lookup(*ctx, r->pathv[0], r->arena) : NULL;   /* a read: interns nothing */
     ops_req_t   rq = api_req(r, *ctx);
     return ops_discover(&rq, type ? name : NULL, type ? NULL : name, named ? r->pathv[0] : NULL, d, p);
 }

@@ -877,7 +877,7 @@ static void build_polys(arena_t *a, geoq_t *g, const json_t *coords)
     }
 }
 
-static const char *geoq_property_name(const char *geoproperty, const ld_context_t *ctx)
+static const char *geoq_property_name(arena_t *a, const char *geoproperty, const ld_context_t *ctx)
 {
     if (!geoproperty || !*geoproperty) {
         if (MN.location)
@@ -886,7 +886,7 @@ static const char *geoq_property_name(const char *geoproperty, const ld_context_
     }
     if (!ctx)
         ctx = ld_core();
-    return ld_expand(ctx, geoproperty);
+    return ld_expand_lookup(ctx, geoproperty, a);   /* a query: interns nothing */
 }
 
 /* The common part of geoq_parse and geoq_from_json: coords is the parsed
@@ -923,7 +923,7 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
         !within_budget(&g->box, geo_type_names[t], "geo-query", p))
         return NULL;
 
-    g->property = geoq_property_name(geoproperty, ctx);
+    g->property = geoq_property_name(a, geoproperty, ctx);
     if (!g->property) {
         problem_set(p, BRD, "Invalid geoproperty '%.64s'", geoproperty);
         return NULL;

@@ -509,8 +509,10 @@ static void apply_scope(work_t *w, cr_entity_t *ne, const cr_entity_t *old,
         }
         return;
     }
-    if (mode == 2 && !old->scope)
+    if (mode == 2 && !old->scope) {     /* 5.6.2.4: ignored, and said so */
+        outcome_add(w, MN.scope, false, "the entity has no scope to replace (5.6.2.4)");
         return;
+    }
     if (mode == 1 && old->scope) {
         json_t *u = scope_union(w->a, old->scope, patch->scope);
 
@@ -593,11 +595,15 @@ static bool op_attr_level(work_t *w, const cr_entity_t *old, const cr_entity_t *
     cr_attr_t  na;
 
     if (op == OP_PARTIAL_ATTR) {
-        /* 5.6.4.4: the type may be given but must not change; the whole
-         * attribute cannot be deleted this way, only sub-attributes. */
-        if (pa->is_null)
-            return problem_set(p, PB_BAD_REQUEST_DATA,
-                               "a partial update cannot delete attribute %s (use DELETE)", name);
+        /* 5.6.4.4 / 5.5.8: an NGSI-LD Null value (object, languageMap...)
+         * deletes the targeted instance; the type may be given but must
+         * not change. */
+        if (pa->is_null) {
+            w->state[hit] = SLOT_DELETED;
+            w->changed    = true;
+            outcome_add(w, name, true, NULL);
+            return true;
+        }
         if (pa->kind && pa->kind != cur->kind)
             return problem_set(p, PB_BAD_REQUEST_DATA,
                                "attribute %s is a %s: its type cannot change to %s",

@@ -194,6 +194,50 @@ cr_entity_t *entity_apply(arena_t *a, const cr_entity_t *old, const cr_entity_t 
 
 typedef enum { FMT_NORMALIZED = 0, FMT_CONCISE, FMT_KEYVALUES } fmt_t;
 
+/* The Attribute Projection Language of 4.21 (projection.c): a pick or omit
+ * list as a tree. A node lists the entity members it names (expanded
+ * attribute names, "@id", "@type", MN.scope): for pick every term, for omit
+ * the terms without braces (`rel{...}` omits nothing of the linking
+ * entity). links[i]{sub[i]} are the nested terms, the projection of the
+ * entities linked through relationship links[i] (4.5.23). */
+typedef struct projection projection_t;
+struct projection {
+    const char        **names;  size_t n;
+    const char        **links;
+    projection_t      **sub;    size_t n_links;
+    const projection_t *base;   /* omit: the root's own names, for entities no term reaches */
+    unsigned            depth;  /* deepest nesting of braces (0: a plain list) */
+};
+#define PROJECTION_MAX_DEPTH 16
+/* Parses pick (omit false) or omit text (',' and '|' separate; id, type,
+ * scope name the entity members): BadRequestData for a syntax error, an
+ * invalid name or nesting beyond PROJECTION_MAX_DEPTH. */
+projection_t *projection_parse(arena_t *a, const char *text, const ld_context_t *ctx, bool omit,
+                               problem_t *p);
+/* The projection of an entity linked from one projected with pr through
+ * relationship rel: the nested term rel{...} if any; else, for pick, the
+ * same list (it applies to every entity of the payload, 5.7.1.5), for omit
+ * the root's own names. NULL stays NULL. */
+const projection_t *projection_link(const projection_t *pr, const char *rel, bool omit);
+/* name is projected by pr (pick: listed; omit: neither listed in pr nor
+ * among the root's own terms)? NULL: yes. */
+bool projection_keeps(const projection_t *pr, const char *name, bool omit);
+
+/* Inline Linked Entity retrieval (4.5.23.2): how the renderer finds the
+ * linked entities the operation fetched. */
+typedef struct render_join {
+    const cr_entity_t *(*find)(const void *ud, const char *id);   /* NULL: not held */
+    const void         *ud;
+    unsigned            level;          /* joinLevel >= 1 */
+    const char        **seen;           /* containedBy: never inlined */
+    size_t              n_seen;
+    /* How many more linked entities may be inlined (paths through shared
+     * entities multiply); past it nothing more is and *over is set, for the
+     * caller to refuse the answer. */
+    size_t             *left;
+    bool               *over;
+} render_join_t;
+
 typedef struct render_opts {
     const ld_context_t *ctx;     /* names are compacted with it */
     fmt_t        format;
@@ -205,6 +249,13 @@ typedef struct render_opts {
     const char  *lang;           /* 4.15 language filter, NULL = none */
     const char  *context_json;   /* when set, an "@context" member with this JSON text is added (ld+json) */
     const char  *geoproperty;    /* GeoJSON output: the geometry attribute (expanded), NULL = location */
+    /* The pick/omit trees behind pick/omit, for linked entities (NULL: the
+     * flat lists apply to them as well). */
+    const projection_t *pick_tree, *omit_tree;
+    /* 4.5.5 datasetId parameter: only these instances ("@none": the default
+     * one); an attribute with none left is left out. 0: all. */
+    const char **dataset_ids; size_t n_dataset_ids;
+    const render_join_t *join;   /* inline linked entities (4.5.23.2), NULL = none */
 } render_opts_t;
 
 void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);
@@ -218,6 +269,10 @@ typedef struct render_cache_stats {
 } render_cache_stats_t;
 void render_cache_get_stats(render_cache_stats_t *st);
 void render_cache_release(void *rc);     /* model-internal: entity_unref frees with it */
+
+/* 4.5.5: the instance is one of the datasetIds ("@none": the default
+ * instance); any instance when n is 0. */
+bool attr_instance_selected(const cr_attr_t *a, const char *const *dataset_ids, size_t n);
 
 /* GeoJSON Feature (4.5.16 / 4.5.17 for keyValues). */
 void entity_render_geojson(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);

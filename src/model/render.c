@@ -16,6 +16,16 @@
  * object keyed by datasetId with "@none" for the default (keyValues, 4.5.4).
  * Grouping the instances scans the attributes before each one: O(n^2)
  * pointer comparisons, negligible for the tens of attributes entities carry.
+ * The datasetId selection (4.5.5) keeps only some instances.
+ *
+ * Inline Linked Entity retrieval (4.5.23.2): under a top-level Relationship
+ * whose targets the operation fetched (render_join_t), an "entity" /
+ * "entityList" member (keyValues: the value itself) renders them, nested
+ * projections (projection.c) applied, recursively to joinLevel; the path
+ * from the root is the list of entities encountered, so cycles end. A plain
+ * inline answer does not render the linking entity again: its cached text
+ * keeps the offsets where its Relationships end, and the linked entities
+ * are spliced in there.
  */
 #include "model.h"
 
@@ -31,16 +41,34 @@ typedef struct lang_range {
     double      q;
 } lang_range_t;
 
-typedef struct rctx {
+/* Where the Relationships of an entity's plain rendering end (after their
+ * "object" / "objectList" value): the points where inline Linked Entity
+ * retrieval inserts an "entity" member into the cached text. */
+#define LINK_REC_MAX 32
+typedef struct link_rec {
+    uint16_t n;
+    bool     overflow;          /* more than LINK_REC_MAX: not spliceable */
+    uint32_t off[LINK_REC_MAX];
+    uint16_t attr[LINK_REC_MAX];
+} link_rec_t;
+
+typedef struct rctx rctx_t;
+struct rctx {
+    link_rec_t          *rec;       /* NULL, or recording the link points (render cache fill) */
     const render_opts_t *o;
+    const cr_entity_t   *e;         /* the entity rendered (its attrs are the top level) */
+    const rctx_t        *parent;    /* the linking entity's (4.5.23), NULL at the root */
+    unsigned             depth;     /* of linked entity retrieval: 0 at the root */
     const ld_context_t  *ctx;
     uint64_t             ctx_serial;   /* ld_context_serial(ctx): memo key (addresses get reused) */
     fmt_t                fmt;
     bool                 sys;
     bool                 has_lang;
+    bool                 proj;      /* some projection (pick, omit, attrs) */
+    bool                 ds;        /* a datasetId selection */
     size_t               n_ranges;
     lang_range_t         ranges[LANG_MAX_RANGES];
-} rctx_t;
+};
 
 /* ------------------------------------------------------------- helpers */
 
@@ -126,6 +154,8 @@ static bool in_list(const char **list, size_t n, const char *name, bool by_text)
 /* 4.21: with pick only the listed members, with omit all but the listed. */
 static bool projected(const render_opts_t *o, const char *name, bool by_text)
 {
+    if (o->pick_tree || o->omit_tree)
+        return projection_keeps(o->pick_tree, name, false) && projection_keeps(o->omit_tree, name, true);
     if (o->n_pick && !in_list(o->pick, o->n_pick, name, by_text))
         return false;
     if (o->n_omit && in_list(o->omit, o->n_omit, name, by_text))
@@ -246,6 +276,30 @@ static void render_group(json_writer_t *w, const rctx_t *r, const group_t *g, si
  * time (a scan was quadratic: 65,535 attributes took 12 s to render). */
 #define MEMBERS_SCAN 32
 
+/* attrs are the entity's own (not sub-attributes)? */
+static bool top_level(const rctx_t *r, const cr_attr_t *attrs)
+{
+    return r->e && attrs >= r->e->attrs && attrs < r->e->attrs + r->e->n_attrs;
+}
+
+bool attr_instance_selected(const cr_attr_t *a, const char *const *dataset_ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *d = dataset_ids[i];
+
+        if (a->dataset_id ? strcmp(d, a->dataset_id) == 0 : strcmp(d, "@none") == 0)
+            return true;
+    }
+    return n == 0;
+}
+
+/* An instance rendered: at the top level, one of the datasetIds asked for. */
+static inline bool instance_shown(const rctx_t *r, const cr_attr_t *attrs, size_t i)
+{
+    return !r->ds || !top_level(r, attrs) || attr_instance_selected(&attrs[i], r->o->dataset_ids, r->o->n_dataset_ids);
+}
+
+
 /* Sub-attributes (and, at the top, attributes) as members, grouped by name. */
 static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *attrs,
                            size_t n, bool top)
@@ -288,8 +342,16 @@ static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *a
                 seen = attrs[j].name == attrs[i].name;
         if (seen)
             continue;
-        if (top && !projected(r->o, attrs[i].name, false))
+        if (top && r->proj && !projected(r->o, attrs[i].name, false))
             continue;
+        if (top && r->ds) {
+            size_t k = i;
+
+            while (k < n && (attrs[k].name != attrs[i].name || !instance_shown(r, attrs, k)))
+                k++;
+            if (k == n)
+                continue;           /* 4.5.5: no instance left, the attribute is left out */
+        }
         wr_name_key(w, r, attrs[i].name);
         render_group(w, r, &g, i);
     }
@@ -359,9 +421,159 @@ static void wr_json(json_writer_t *w, const json_t *v)
         jw_null(w);
 }
 
+/* ------------------------------------------ linked entities (4.5.23.2) */
+
+static void render_entity_at(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o,
+                             const rctx_t *parent, link_rec_t *rec);
+
+/* A Relationship of the entity whose targets are inlined: a top-level
+ * Relationship or ListRelationship, projected, above joinLevel. */
+static inline bool joins(const rctx_t *r, const cr_attr_t *a)
+{
+    const render_join_t *j = r->o->join;
+
+    return j && r->depth < j->level && (a->kind == ATTR_RELATIONSHIP || a->kind == ATTR_LISTRELATIONSHIP) &&
+           top_level(r, a);
+}
+
+/* The linked entity with this id, unless it was encountered already (an
+ * entity on the path from the root, or one of containedBy: 5.7.1.5) or is
+ * not held here. */
+static const cr_entity_t *linked(const rctx_t *r, const json_t *uri)
+{
+    const render_join_t *j = r->o->join;
+
+    if (!json_is_string(uri))
+        return NULL;
+    for (size_t i = 0; i < j->n_seen; i++)
+        if (strcmp(j->seen[i], uri->str) == 0)
+            return NULL;
+    for (const rctx_t *q = r; q; q = q->parent)
+        if (strcmp(q->e->id, uri->str) == 0)
+            return NULL;
+    const cr_entity_t *t = j->find(j->ud, uri->str);
+    if (t && *j->left == 0) {
+        *j->over = true;
+        return NULL;
+    }
+    return t;
+}
+
+/* The target URIs of a Relationship (a string or an array) or a
+ * ListRelationship ([{"object": uri}, ...]), one by one. */
+static const json_t *target_at(const cr_attr_t *a, const json_t *el)
+{
+    if (a->kind == ATTR_LISTRELATIONSHIP && json_is_object(el))
+        return json_get(el, "object");
+    return el;
+}
+
+/* The linked entity t, reached through relationship a, projected as the
+ * nested terms say and in the format and options of the linking entity. */
+static void render_linked(json_writer_t *w, const rctx_t *r, const cr_attr_t *a, const cr_entity_t *t)
+{
+    render_opts_t lo = *r->o;
+
+    (*r->o->join->left)--;
+    lo.context_json = NULL;
+    lo.pick_tree    = projection_link(r->o->pick_tree, a->name, false);
+    lo.omit_tree    = projection_link(r->o->omit_tree, a->name, true);
+    if (r->depth + 1 >= r->o->join->level && !lo.pick && !lo.omit && !lo.pick_tree && !lo.omit_tree &&
+        !lo.n_dataset_ids) {
+        lo.join = NULL;         /* a plain entity: the render cache may serve it */
+        entity_render(w, t, &lo);
+        return;
+    }
+    render_entity_at(w, t, &lo, r, NULL);
+}
+
+/* Any linked entity for a? */
+static bool any_linked(const rctx_t *r, const cr_attr_t *a)
+{
+    if (!json_is_array(a->value))
+        return linked(r, target_at(a, a->value)) != NULL;
+    json_foreach(el, a->value)
+        if (linked(r, target_at(a, el)))
+            return true;
+    return false;
+}
+
+/* "entity" (Relationship: one entity, or an array for several objects) or
+ * "entityList" (ListRelationship), holding the linked entities held here. */
+static void wr_linked_member(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
+{
+    if (!any_linked(r, a))
+        return;
+    if (a->kind == ATTR_RELATIONSHIP && !json_is_array(a->value)) {
+        JW_KEY_LIT(w, "entity");
+        render_linked(w, r, a, linked(r, a->value));
+        return;
+    }
+    if (a->kind == ATTR_LISTRELATIONSHIP)
+        JW_KEY_LIT(w, "entityList");
+    else
+        JW_KEY_LIT(w, "entity");
+    jw_array_begin(w);
+    json_foreach(el, a->value) {
+        const cr_entity_t *t = linked(r, target_at(a, el));
+
+        if (t)
+            render_linked(w, r, a, t);
+    }
+    jw_array_end(w);
+}
+
+/* Notes the end of a top-level Relationship's value in the text written so far. */
+static void link_record(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
+{
+    link_rec_t *rec = r->rec;
+
+    if (!top_level(r, a))
+        return;
+    if (rec->n == LINK_REC_MAX || w->sb->len > UINT32_MAX) {
+        rec->overflow = true;
+        return;
+    }
+    rec->off[rec->n]  = (uint32_t)w->sb->len;
+    rec->attr[rec->n] = (uint16_t)(a - r->e->attrs);
+    rec->n++;
+}
+
+/* keyValues (4.5.23.2 with 4.5.4): the Relationship's value is the linked
+ * entity (each target not held here stays its URI). */
+static void wr_linked_value(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
+{
+    if (!json_is_array(a->value)) {
+        const cr_entity_t *t = linked(r, a->value);
+
+        if (t)
+            render_linked(w, r, a, t);
+        else
+            jw_value(w, a->value);
+        return;
+    }
+    jw_array_begin(w);
+    json_foreach(el, a->value) {
+        const json_t      *uri = target_at(a, el);
+        const cr_entity_t *t   = linked(r, uri);
+
+        if (t)
+            render_linked(w, r, a, t);
+        else if (uri)
+            jw_value(w, uri);
+        else
+            jw_value(w, el);
+    }
+    jw_array_end(w);
+}
+
 /* The simplified (keyValues) value of one instance (4.5.4). */
 static void render_simplified(json_writer_t *w, const rctx_t *r, const cr_attr_t *a)
 {
+    if (joins(r, a)) {
+        wr_linked_value(w, r, a);
+        return;
+    }
     switch ((attr_kind_t)a->kind) {
     case ATTR_LANGUAGEPROPERTY:
         if (r->has_lang) {
@@ -518,6 +730,10 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         case ATTR_RELATIONSHIP:
             JW_KEY_LIT(w, "object");
             wr_json(w, a->value);
+            if (r->rec)
+                link_record(w, r, a);
+            if (joins(r, a))
+                wr_linked_member(w, r, a);
             break;
         case ATTR_LANGUAGEPROPERTY:
             JW_KEY_LIT(w, "languageMap");
@@ -534,6 +750,10 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         case ATTR_LISTRELATIONSHIP:
             JW_KEY_LIT(w, "objectList");
             wr_object_list(w, a->value, !concise);
+            if (r->rec)
+                link_record(w, r, a);
+            if (joins(r, a))
+                wr_linked_member(w, r, a);
             break;
         case ATTR_JSONPROPERTY:
             JW_KEY_LIT(w, "json");
@@ -573,9 +793,15 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
 static void render_group(json_writer_t *w, const rctx_t *r, const group_t *g, size_t first)
 {
     const cr_attr_t *attrs = g->attrs;
+    size_t           count = 0, only = first;   /* instances shown (4.5.5: datasetId), up to 2 */
 
-    if (group_next(g, first) == g->n) {
-        render_instance(w, r, &attrs[first]);
+    for (size_t i = first; i < g->n && count < 2; i = group_next(g, i))
+        if (instance_shown(r, attrs, i)) {
+            if (!count) only = i;
+            count++;
+        }
+    if (count == 1) {
+        render_instance(w, r, &attrs[only]);
         return;
     }
 
@@ -585,6 +811,8 @@ static void render_group(json_writer_t *w, const rctx_t *r, const group_t *g, si
         JW_KEY_LIT(w, "dataset");
         jw_object_begin(w);
         for (size_t i = first; i < g->n; i = group_next(g, i)) {
+            if (!instance_shown(r, attrs, i))
+                continue;
             jw_key(w, attrs[i].dataset_id ? attrs[i].dataset_id : "@none");
             render_simplified(w, r, &attrs[i]);
         }
@@ -594,15 +822,22 @@ static void render_group(json_writer_t *w, const rctx_t *r, const group_t *g, si
     }
     jw_array_begin(w);
     for (size_t i = first; i < g->n; i = group_next(g, i))
-        render_instance(w, r, &attrs[i]);
+        if (instance_shown(r, attrs, i))
+            render_instance(w, r, &attrs[i]);
     jw_array_end(w);
 }
 
 /* ------------------------------------------------------------- entity */
 
-static void rctx_init(rctx_t *r, const render_opts_t *o)
+static inline void rctx_init(rctx_t *r, const render_opts_t *o)
 {
     r->o        = o;
+    r->rec      = NULL;
+    r->proj     = o->n_pick || o->n_omit || o->pick_tree || o->omit_tree;
+    r->ds       = o->n_dataset_ids != 0;
+    r->e        = NULL;
+    r->parent   = NULL;
+    r->depth    = 0;
     r->ctx      = o->ctx ? o->ctx : ld_core();
     r->ctx_serial = ld_context_serial(r->ctx);
     r->fmt      = o->format;
@@ -656,9 +891,17 @@ static void wr_context(json_writer_t *w, const render_opts_t *o)
 typedef struct render_cache {
     uint64_t            ctx_serial;       /* ld_context_serial: contexts may be evicted */
     uint32_t            len;
+    uint32_t            size;       /* of the block */
     uint8_t             format;
-    char                text[];
+    uint8_t             links_ok;   /* the link points below are all of them */
+    uint16_t            n_links;
+    /* n_links offsets (uint32_t), n_links attribute indexes (uint16_t), then the text */
+    uint32_t            data[];
 } render_cache_t;
+
+#define RC_OFF(rc)  ((const uint32_t *)(rc)->data)
+#define RC_ATTR(rc) ((const uint16_t *)((rc)->data + (rc)->n_links))
+#define RC_TEXT(rc) ((const char *)(RC_ATTR(rc) + (rc)->n_links))
 
 static size_t   rc_bytes;                 /* atomics */
 static uint64_t rc_entries, rc_hits, rc_misses;
@@ -668,7 +911,7 @@ void render_cache_release(void *p)
     render_cache_t *rc = p;
     if (!rc)
         return;
-    __atomic_sub_fetch(&rc_bytes, sizeof *rc + rc->len, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&rc_bytes, rc->size, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&rc_entries, 1, __ATOMIC_RELAXED);
     free(rc);
 }
@@ -681,19 +924,20 @@ void render_cache_get_stats(render_cache_stats_t *st)
     st->misses = __atomic_load_n(&rc_misses, __ATOMIC_RELAXED);
 }
 
-static bool cacheable(const cr_entity_t *e, const render_opts_t *o)
+static inline bool cacheable(const cr_entity_t *e, const render_opts_t *o)
 {
     /* frozen (refs > 0; other threads change refs atomically) */
     return __atomic_load_n(&e->refs, __ATOMIC_RELAXED) > 0 && cr_config.render_cache_mb > 0 && !o->sys_attrs && !o->pick && !o->omit && !o->lang &&
-           !o->context_json;
+           !o->context_json && !o->pick_tree && !o->omit_tree && !o->n_dataset_ids && !o->join;
 }
 
 /* Keeps text as e's cached rendering when e has none yet and the budget
  * allows; the entity is shared and otherwise immutable: the pointer is set
  * once, by compare-and-swap. */
-static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char *text, size_t len)
+static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char *text, size_t len,
+                        const link_rec_t *rec)
 {
-    size_t need = sizeof(render_cache_t) + len;
+    size_t need = sizeof(render_cache_t) + rec->n * (sizeof(uint32_t) + sizeof(uint16_t)) + len;
     size_t limit = (size_t)cr_config.render_cache_mb << 20;
     if (len > UINT32_MAX || __atomic_add_fetch(&rc_bytes, need, __ATOMIC_RELAXED) > limit) {
         __atomic_sub_fetch(&rc_bytes, need, __ATOMIC_RELAXED);
@@ -703,7 +947,14 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
     rc->ctx_serial = ld_context_serial(o->ctx);
     rc->format = (uint8_t)o->format;
     rc->len = (uint32_t)len;
-    memcpy(rc->text, text, len);
+    rc->size = (uint32_t)need;
+    rc->links_ok = !rec->overflow;
+    rc->n_links = rec->n;
+    for (size_t i = 0; i < rec->n; i++) {      /* a few: no memcpy call */
+        ((uint32_t *)RC_OFF(rc))[i]  = rec->off[i];
+        ((uint16_t *)RC_ATTR(rc))[i] = rec->attr[i];
+    }
+    memcpy((char *)RC_TEXT(rc), text, len);
     void *expected = NULL;
     if (__atomic_compare_exchange_n(&((cr_entity_t *)e)->render_cache, &expected, rc, false, __ATOMIC_RELEASE,
                                     __ATOMIC_RELAXED)) {
@@ -715,9 +966,91 @@ static void cache_offer(const cr_entity_t *e, const render_opts_t *o, const char
 }
 
 static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o);
+static void render_entity_rec(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o, link_rec_t *rec);
+
+/* Inline join on a plain rendering (normalized or concise, nothing else
+ * asked): the entity's cached text with an "entity" member spliced in after
+ * each Relationship that has linked entities, so that a join costs the
+ * linked entities, not a new rendering of the linking one. */
+static bool spliceable(const cr_entity_t *e, const render_opts_t *o)
+{
+    return o->join && o->format != FMT_KEYVALUES && !o->sys_attrs && !o->pick && !o->omit && !o->lang &&
+           !o->context_json && !o->pick_tree && !o->omit_tree && !o->n_dataset_ids &&
+           __atomic_load_n(&e->refs, __ATOMIC_RELAXED) > 0;
+}
+
+static void splice(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o, const char *text, size_t len,
+                   size_t n_links, const uint32_t *off, const uint16_t *attr)
+{
+    rctx_t        r;
+    json_writer_t tw;               /* inside the entity object: a member follows */
+    size_t        pos = 0;
+    bool          started = false;
+
+    rctx_init(&r, o);
+    r.e = e;
+    jw_init(&tw, w->sb);
+    tw.depth = 1;
+    tw.need_comma[1] = 1;
+    for (size_t k = 0; k < n_links; k++) {
+        const cr_attr_t *a = &e->attrs[attr[k]];
+
+        if (!joins(&r, a) || !any_linked(&r, a))
+            continue;
+        if (!started)
+            jw_raw(w, text, off[k]);
+        else
+            sb_add(w->sb, text + pos, off[k] - pos);
+        started = true;
+        pos = off[k];
+        wr_linked_member(&tw, &r, a);
+    }
+    if (!started)
+        jw_raw(w, text, len);
+    else
+        sb_add(w->sb, text + pos, len - pos);
+}
+
+static void render_joined(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    render_opts_t plain = *o;
+    plain.join = NULL;
+    const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
+    if (rc && rc->ctx_serial == ld_context_serial(o->ctx) && rc->format == o->format) {
+        if (!rc->links_ok) {            /* too many Relationships to note: rendered in full */
+            render_entity(w, e, o);
+            return;
+        }
+        __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
+        splice(w, e, o, RC_TEXT(rc), rc->len, rc->n_links, RC_OFF(rc), RC_ATTR(rc));
+        return;
+    }
+    sbuf_t        tmp;
+    json_writer_t tw;
+    link_rec_t    rec;
+    rec.n = 0;
+    rec.overflow = false;
+    sb_init(&tmp, w->sb->a, 512);
+    jw_init(&tw, &tmp);
+    render_entity_rec(&tw, e, &plain, &rec);
+    if (!rc && cacheable(e, &plain)) {
+        __atomic_add_fetch(&rc_misses, 1, __ATOMIC_RELAXED);
+        cache_offer(e, &plain, tmp.p, tmp.len, &rec);
+    }
+    if (rec.overflow)
+        render_entity(w, e, o);
+    else
+        splice(w, e, o, tmp.p, tmp.len, rec.n, rec.off, rec.attr);
+    if (!tmp.a)
+        sb_release(&tmp);
+}
 
 void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
 {
+    if (spliceable(e, o)) {
+        render_joined(w, e, o);
+        return;
+    }
     if (!cacheable(e, o)) {
         render_entity(w, e, o);
         return;
@@ -725,7 +1058,7 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
     const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
     if (rc && rc->ctx_serial == ld_context_serial(o->ctx) && rc->format == o->format) {
         __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
-        jw_raw(w, rc->text, rc->len);
+        jw_raw(w, RC_TEXT(rc), rc->len);
         return;
     }
     __atomic_add_fetch(&rc_misses, 1, __ATOMIC_RELAXED);
@@ -738,18 +1071,36 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
     json_writer_t tw;
     sb_init(&tmp, w->sb->a, 512);
     jw_init(&tw, &tmp);
-    render_entity(&tw, e, o);
+    link_rec_t rec;
+    rec.n = 0;
+    rec.overflow = false;
+    render_entity_rec(&tw, e, o, &rec);
     jw_raw(w, tmp.p, tmp.len);
-    cache_offer(e, o, tmp.p, tmp.len);
+    cache_offer(e, o, tmp.p, tmp.len, &rec);
     if (!tmp.a)
         sb_release(&tmp);
 }
 
 static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
 {
+    render_entity_at(w, e, o, NULL, NULL);
+}
+
+static void render_entity_rec(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o, link_rec_t *rec)
+{
+    render_entity_at(w, e, o, NULL, rec);
+}
+
+static void render_entity_at(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o,
+                             const rctx_t *parent, link_rec_t *rec)
+{
     rctx_t r;
 
     rctx_init(&r, o);
+    r.rec    = rec;
+    r.e      = e;
+    r.parent = parent;
+    r.depth  = parent ? parent->depth + 1 : 0;
     jw_object_begin(w);
     if (projected(o, "@id", true)) {
         JW_KEY_LIT(w, "id");
@@ -790,6 +1141,7 @@ void entity_render_geojson(json_writer_t *w, const cr_entity_t *e, const render_
     const json_t *geo;
 
     rctx_init(&r, o);
+    r.e = e;
     geo = feature_geometry(e, o->geoproperty ? o->geoproperty : MN.location);
 
     jw_object_begin(w);

@@ -72,6 +72,7 @@ bool ops_attr_delete(const ops_req_t *rq, const char *id, const char *name, cons
     if (!ops_check_attr_name(name, false, p)) return false;
     if (dataset_id && !model_valid_uri(dataset_id))
         return problem_set(p, PB_BAD_REQUEST_DATA, "datasetId '%s' is not a URI", dataset_id);
-    op_args_t args = {.attr_name = ld_expand(rq->ctx, name), .dataset_id = dataset_id, .delete_all = delete_all};
+    /* the attribute must exist (else 404): a name never stored is not interned */
+    op_args_t args = {.attr_name = ld_expand_lookup(rq->ctx, name, rq->arena), .dataset_id = dataset_id, .delete_all = delete_all};
     return store_modify(rq->store, rq->tenant, id, OP_DELETE_ATTR, NULL, &args, NULL, rq->arena, p);
 }

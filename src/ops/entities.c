@@ -66,6 +66,15 @@ static bool retrieve_matches(const ops_req_t *rq, const cr_entity_t *e, const op
         for (size_t i = 0; i < o->n_attrs && !any; i++) any = entity_attr_any(e, o->attrs[i]) != NULL;
         if (!any) return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity %s has none of the attributes asked for", e->id);
     }
+    if (o->n_pick) {    /* pick is attrs' successor: nothing left of the entity -> 404 (5.7.1.4) */
+        bool any = false;
+        for (size_t i = 0; i < o->n_pick && !any; i++) {
+            const char *m = o->pick[i];
+            any = !strcmp(m, "@id") || !strcmp(m, "@type") || (m == MN.scope ? e->scope != NULL
+                                                                             : entity_attr_any(e, m) != NULL);
+        }
+        if (!any) return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity %s has none of the members picked", e->id);
+    }
     return true;
 }
 

@@ -37,7 +37,7 @@
  * Only ops/ calls the store (store.h). Each operation calls it from one
  * place in its own file (the ?type= precondition: ops_check_type; query:
  * ops_query; discovery: ops_discover; purge: ops_purge and its drop/keep
- * helper), so that moving to a new store call (a precondition inside the
+ * helper; linked entities: fetch() in join.c, a query by ids), so that moving to a new store call (a precondition inside the
  * atomic step, discovery from the indexes, several entity selectors)
  * changes one place.
  */
@@ -90,6 +90,10 @@ typedef struct ops_retrieve {
     const char  *type;
     const char **attrs;
     size_t       n_attrs;
+    /* pick (4.21): the entity members ("@id", "@type", MN.scope, expanded
+     * attribute names) of which the entity must have one, else ResourceNotFound */
+    const char **pick;
+    size_t       n_pick;
 } ops_retrieve_t;
 cr_entity_t *ops_entity_retrieve(const ops_req_t *rq, const char *id, const ops_retrieve_t *o, problem_t *p);
 
@@ -203,6 +207,47 @@ typedef struct ops_page {
 bool ops_query_check(const ops_query_t *qy, problem_t *p);
 bool ops_query(const ops_req_t *rq, const ops_query_t *qy, ops_page_t *pg, problem_t *p);
 void ops_page_release(ops_page_t *pg);
+
+/* ------------------------------------------------------ join.c */
+
+/* Linked Entity retrieval (4.5.23): the entities that the Relationships and
+ * ListRelationships of the matched entities (the roots) target, and theirs,
+ * up to `level` hops, each fetched once (one store call per level for all
+ * the new targets of that level). Only the relationships the projection
+ * keeps are followed (pick/omit trees, projection_link for each hop).
+ * containedBy ids are taken as encountered already: never fetched. A target
+ * not held here is simply not in the result. */
+typedef struct ops_join {
+    bool                flat;           /* join=flat (else inline) */
+    unsigned            level;          /* joinLevel, >= 1 */
+    const char        **contained_by;
+    size_t              n_contained_by;
+    const projection_t *pick, *omit;
+    const char        **dataset_ids;    /* flat: only the relationship instances kept (4.5.5); 0: all */
+    size_t              n_dataset_ids;
+} ops_join_t;
+
+/* The linked entities (references) in the order they were found (breadth
+ * first: the order of a flat answer, 4.5.23.3), with the projection each
+ * was reached with, and an index by id over them and the roots. */
+typedef struct ops_linked {
+    cr_entity_t        **items;
+    const projection_t **pick, **omit;
+    size_t               n, cap;
+    const char         **slot_id;       /* open addressing over ids: roots, targets, containedBy */
+    const cr_entity_t  **slot_e;        /* NULL: not held here (or containedBy) */
+    size_t               nslot, used;
+    arena_t             *a;
+} ops_linked_t;
+
+/* At most this many linked entities are fetched, or inlined, for one
+ * answer (TooManyResults past it). */
+#define OPS_JOIN_MAX_ENTITIES 10000
+bool ops_join_fetch(const ops_req_t *rq, cr_entity_t *const *roots, size_t n_roots, const ops_join_t *j,
+                    ops_linked_t *l, problem_t *p);
+/* The entity with that id among the roots and the fetched ones (render_join_t.find). */
+const cr_entity_t *ops_linked_find(const void *l, const char *id);
+void ops_linked_release(ops_linked_t *l);
 
 /* ------------------------------------------------------ purge.c */
 

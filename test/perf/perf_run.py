@@ -9,6 +9,8 @@ Shapes (wrk on loopback, keep-alive):
   query     GET /ngsi-ld/v1/entities?type=Vehicle&q=speed>50&limit=20 over N entities
   create    POST /ngsi-ld/v1/entities (a new Vehicle per request)
   patch     PATCH /ngsi-ld/v1/entities/{one of the N} (a merge of speed; not in the default set)
+  join      the query page with join=inline (4.5.23): each of the 20 Vehicles
+            links one Parking of its own, inlined under isParked
 The shapes are alternated RUNS times, so the machine's drift spreads over
 all of them; the report gives the median requests/s of each and the ratios.
 
@@ -69,6 +71,12 @@ def vehicle(i):
     }
 
 
+def parking(i):
+    return {"id": "urn:ngsi-ld:Parking:%d" % i, "type": "Parking",
+            "name": {"type": "Property", "value": "Parking %d" % i},
+            "spots": {"type": "Property", "value": 100 + i}}
+
+
 def post(url, body):
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
@@ -77,6 +85,7 @@ def post(url, body):
 
 
 def load(base, n, chunk=1000):
+    post(base + "/ngsi-ld/v1/entityOperations/create", [parking(i) for i in range(50)])
     for start in range(0, n, chunk):
         post(base + "/ngsi-ld/v1/entityOperations/create",
              [vehicle(i) for i in range(start, min(n, start + chunk))])
@@ -182,6 +191,7 @@ def main():
             "query": (base + "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20", None),
             "create": (base + "/ngsi-ld/v1/entities", os.path.join(ROOT, "test/perf/create.lua")),
             "patch": (base + "/", os.path.join(ROOT, "test/perf/patch.lua")),
+            "join": (base + "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20&join=inline", None),
         }
         shapes = a.shapes.split(",")
         res = {s: [] for s in shapes}
@@ -204,7 +214,7 @@ def main():
         print()
         if "trivial" in med and "retrieve" in med:
             print("- retrieve / trivial responder: %.2f" % (med["retrieve"] / med["trivial"]))
-        for s in ("query", "create"):
+        for s in ("query", "create", "join"):
             if s in med and "retrieve" in med:
                 print("- %s / retrieve: %.2f" % (s, med[s] / med["retrieve"]))
         if "trivial20" in med and "query" in med:

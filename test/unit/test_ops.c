@@ -8,8 +8,9 @@
  * the batch operations (per-entity failures in body order, error records
  * only for failures, whole-request failures that write nothing, upsert's
  * created list), query pages (next page, count, offset, several
- * selectors, --maxLimit), purge (all, drop, keep), discovery, and the one
- * ProblemDetails rendering (jw_problem).
+ * selectors, --maxLimit), purge (all, drop, keep), discovery, linked entity
+ * retrieval (ops_join_fetch), and the one ProblemDetails rendering
+ * (jw_problem).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -477,6 +478,78 @@ static void test_discovery(void **state)
 
 /* ------------------------------------------------------------- problems */
 
+/* Linked entity retrieval (4.5.23): breadth first, each target once, one
+ * store query per level, missing targets and containedBy skipped, cycles
+ * ended, the projection of each entity by the path that first reached it. */
+static void mk_linked(const char *id, const char *links)
+{
+    ops_req_t   rq = req();
+    problem_t   p = {0};
+    const char *got;
+    assert_true(ops_entity_create(&rq, J("{\"id\":\"%s\",\"type\":\"J\",\"to\":{\"type\":\"Relationship\","
+                                         "\"object\":%s}}", id, links), &got, &p));
+}
+
+static void test_join(void **state)
+{
+    (void)state;
+    ops_req_t     rq = req();
+    problem_t     p = {0};
+    store_stats_t s0, s1;
+    ops_linked_t  l;
+
+    mk_linked("urn:J:root", "[\"urn:J:a\",\"urn:J:b\",\"urn:J:missing\"]");
+    mk_linked("urn:J:a", "\"urn:J:c\"");
+    mk_linked("urn:J:b", "[\"urn:J:c\",\"urn:J:root\"]");
+    mk_linked("urn:J:c", "\"urn:J:a\"");
+    cr_entity_t *root = ops_entity_retrieve(&rq, "urn:J:root", &(ops_retrieve_t){0}, &p);
+    assert_non_null(root);
+
+    store_get_stats(S, &s0);
+    ops_join_t j = {.level = 5};
+    assert_true(ops_join_fetch(&rq, &root, 1, &j, &l, &p));
+    store_get_stats(S, &s1);
+    /* levels: {a, b, missing}, {c}, then nothing new: two store queries */
+    assert_int_equal(s1.queries - s0.queries, 2);
+    assert_int_equal(l.n, 3);
+    assert_string_equal(l.items[0]->id, "urn:J:a");
+    assert_string_equal(l.items[1]->id, "urn:J:b");
+    assert_string_equal(l.items[2]->id, "urn:J:c");
+    assert_ptr_equal(ops_linked_find(&l, "urn:J:root"), root);
+    assert_ptr_equal(ops_linked_find(&l, "urn:J:c"), l.items[2]);
+    assert_null(ops_linked_find(&l, "urn:J:missing"));
+    assert_null(ops_linked_find(&l, "urn:J:other"));
+    ops_linked_release(&l);
+
+    /* joinLevel 1; containedBy b: only a */
+    const char *seen[] = {"urn:J:b"};
+    j = (ops_join_t){.level = 1, .contained_by = seen, .n_contained_by = 1};
+    assert_true(ops_join_fetch(&rq, &root, 1, &j, &l, &p));
+    assert_int_equal(l.n, 1);
+    assert_string_equal(l.items[0]->id, "urn:J:a");
+    assert_null(ops_linked_find(&l, "urn:J:b"));
+    ops_linked_release(&l);
+
+    /* flat follows only what the projection keeps: omit=to leaves nothing to follow */
+    projection_t *om = projection_parse(A, "to", ld_core(), true, &p);
+    assert_non_null(om);
+    j = (ops_join_t){.flat = true, .level = 3, .omit = om};
+    assert_true(ops_join_fetch(&rq, &root, 1, &j, &l, &p));
+    assert_int_equal(l.n, 0);
+    ops_linked_release(&l);
+
+    /* pick to{to}: the linked entities are reached with the nested term */
+    projection_t *pk = projection_parse(A, "id,to{to}", ld_core(), false, &p);
+    assert_non_null(pk);
+    j = (ops_join_t){.flat = true, .level = 2, .pick = pk};
+    assert_true(ops_join_fetch(&rq, &root, 1, &j, &l, &p));
+    assert_int_equal(l.n, 3);
+    assert_ptr_equal(l.pick[0], pk->sub[0]);
+    assert_ptr_equal(l.pick[2], pk->sub[0]);   /* c, via a: {to} has no nested term, the same list */
+    ops_linked_release(&l);
+    entity_unref(root);
+}
+
 static void test_problem_rendering(void **state)
 {
     problem_t     p = {0};
@@ -513,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_batch_error_records),
         cmocka_unit_test(test_query_and_purge),
         cmocka_unit_test(test_discovery),
+        cmocka_unit_test(test_join),
         cmocka_unit_test(test_problem_rendering),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
