@@ -2,11 +2,13 @@
  * store.h - the Store interface (DESIGN.md "Store interface").
  *
  * One interface, implemented by corDB (src/store/cordb/, in RAM now, on disk
- * later) and later by MongoDB. A store knows nothing of HTTP: it keeps frozen
+ * later) and later by MongoDB, through a table of operations (store_backend_t)
+ * chosen by --database. A store knows nothing of HTTP: it keeps frozen
  * entities (model.h) per tenant, indexes them, and applies the model's
- * operations under its lock. Every mutation produces a Change (before/after)
- * which is handed to the registered change hooks (notify/, history/) after
- * the lock is released.
+ * operations in one atomic step per write. Every committed write is a Change
+ * in its tenant's ordered stream, handed to the change hooks (the on-disk log,
+ * notify/, history/) in commit order after the lock is released (the
+ * contract is below).
  *
  * Tenants: tenant NULL or "" is the default tenant. A write creates the tenant
  * on first use; a read of a tenant never written fails with NonexistentTenant.
@@ -185,7 +187,9 @@ cr_entity_t *store_get(store_t *s, const char *tenant, const char *id, problem_t
  * ResourceNotFound when the entity (or the attribute for *_ATTR ops) is not
  * there; NonexistentTenant for a tenant never written. res gets per-attribute
  * outcomes (207 responses); when res reports every attribute notUpdated, the
- * entity is left as it is and no Change is emitted. */
+ * entity is left as it is and no Change is emitted. args->if_type (may be
+ * NULL): the entity must match it, checked in the same atomic step (?type=);
+ * otherwise ResourceNotFound and nothing changes. */
 bool store_modify(store_t *s, const char *tenant, const char *id, entity_op_t op,
                   const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
                   arena_t *scratch, problem_t *p);

@@ -59,7 +59,7 @@ def measure(binary, a):
         b.terminate()
         b.wait()
     time.sleep(0.5)
-    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], capture_output=True,
+    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out], capture_output=True,
                          text=True).stdout
     res = {}
     for f in FUNCS:

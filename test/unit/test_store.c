@@ -1922,6 +1922,36 @@ static void test_selectors_types(void **state)
     assert_true(store_types(s, "se", count_type, &ntypes, &p));
     assert_int_equal(ntypes, 3);
 
+    /* Selectors the indexes cannot serve (an id, or a type) under a plain
+     * type list: the type list's walk, long enough to pause and resume. */
+    for (int i = 0; i < 700; i++)
+        assert_true(store_create(s, "se", mk(a, arena_printf(a, "urn:S:m%03d", i), T_B, NULL, NULL,
+                                             0, NULL, 0), &p));
+    memset(&f, 0, sizeof(f));
+    sel[0]       = (entity_selector_t){ .id = "urn:S:m650" };
+    sel[1]       = (entity_selector_t){ .types = types_filter(a, T_C)->types, .id = NULL };
+    sel[1].id_pattern = filter_compile_pattern(a, "m00[12]$", &p);
+    f.types = types_filter(a, T_B "," T_C)->types;
+    f.sel   = sel;
+    f.n_sel = 2;
+    f.limit = 100;
+    f.count = true;
+    assert_true(store_select(s, "se", &f, a, &pg, &p));
+    assert_string_equal(page_ids(a, &pg), "urn:S:m650");
+    store_page_release(&pg);
+    sel[1].types = NULL;                        /* {id} or {idPattern}: no index */
+    assert_true(store_select(s, "se", &f, a, &pg, &p));
+    assert_string_equal(page_ids(a, &pg), "urn:S:m001 urn:S:m002 urn:S:m650");
+    store_page_release(&pg);
+    {
+        size_t n = 0;
+
+        assert_true(store_purge(s, "se", &f, &n, &p));
+        assert_int_equal(n, 3);
+    }
+    memset(sel, 0, sizeof(sel));
+    memset(&f, 0, sizeof(f));
+
     /* The attribute index: names come and go with the entities having them. */
     ntypes = 0;
     assert_true(store_attributes(s, "se", count_type, &ntypes, &p));

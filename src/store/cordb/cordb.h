@@ -256,6 +256,7 @@ typedef struct cdb_scan {
     uint32_t            pos;
     uint64_t            epoch;      /* t->compactions when paused */
     int64_t             last_ct;    /* createdAt of the last candidate (resume point) */
+    bool                sel_types;  /* SCAN_TYPES over the selectors' types (not f->types) */
     /* ids, geo: sorted slot numbers */
     uint32_t           *sv;
     size_t              n_sv;

@@ -438,6 +438,7 @@ static bool scan_by_selectors(cdb_scan_t *sc, const entity_filter_t *f, arena_t 
         n_all += n;
     }
     scan_by_types(sc, all, n_all);
+    sc->sel_types = true;
     if (f->geo)
         scan_try_geo(sc, f->geo, a);
     return true;
@@ -653,7 +654,7 @@ void cdb_scan_resume(cdb_scan_t *sc)
         const char  *all[CDB_SCAN_MAX_TYPES];
         size_t       n = 0;
 
-        if (f->n_sel && !(f->ids && f->n_ids)) {
+        if (sc->sel_types) {
             for (size_t i = 0; i < f->n_sel; i++) {
                 size_t k = typesel_types(f->sel[i].types, &types);
 
