@@ -71,8 +71,12 @@ bool api_view_set(request_t *r, const ld_context_t *ctx, const api_view_text_t *
         v->has_pick = true;
         v->pick_attrs = arena_alloc(r->arena, pr->n * sizeof *v->pick_attrs);
         v->n_pick_attrs = 0;
-        for (size_t i = 0; i < pr->n; i++)
-            if (!is_member(pr->names[i])) v->pick_attrs[v->n_pick_attrs++] = pr->names[i];
+        bool every = false;             /* id or type picked: every entity has something picked */
+        for (size_t i = 0; i < pr->n; i++) {
+            if (!strcmp(pr->names[i], "@id") || !strcmp(pr->names[i], "@type")) every = true;
+            else if (!is_member(pr->names[i])) v->pick_attrs[v->n_pick_attrs++] = pr->names[i];
+        }
+        if (every) v->n_pick_attrs = 0;
     }
     if (t->omit) {
         if (!*t->omit) return problem_set(p, PB_BAD_REQUEST_DATA, "omit must not be empty");
