@@ -140,7 +140,8 @@ def broker_factory(tmp_path_factory):
     reports = []
     for key, b in _BROKERS.items():
         log = b.read_log()
-        for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+        for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer",
+                       "WARNING: ThreadSanitizer"):
             i = log.find(marker)
             if i >= 0:
                 reports.append("broker %s: %s" % (" ".join(key) or "default", log[max(0, i - 200):i + 3000]))
