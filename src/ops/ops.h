@@ -35,7 +35,7 @@
  * be released by the caller (entity_unref / ops_page_release).
  *
  * Only ops/ calls the store (store.h). Each operation calls it from one
- * place in its own file (the ?type= precondition: ops_check_type; query:
+ * place in its own file (query:
  * ops_query; discovery: ops_discover; purge: ops_purge and its drop/keep
  * helper; linked entities: fetch() in join.c, a query by ids), so that moving to a new store call (a precondition inside the
  * atomic step, discovery from the indexes, several entity selectors)
@@ -71,12 +71,11 @@ bool ops_check_id(const char *id, problem_t *p);
  * createdAt, modifiedAt). */
 bool ops_check_attr_name(const char *name, bool writing, problem_t *p);
 /* The precondition ?type= of an operation by id (Tables 6.5.3.2-1,
- * 6.6.3.x-1): entity id must be of the type selection `type` (4.17 text,
- * expanded with rq->ctx), else ResourceNotFound. true when type is NULL.
- * Known limit: read before the write, so a concurrent change of the
- * entity's types in between is not seen (the store will check it inside its
- * atomic step). */
-bool ops_check_type(const ops_req_t *rq, const char *id, const char *type, problem_t *p);
+ * 6.6.3.x-1): type (4.17 text, expanded with rq->ctx; NULL: none) parsed
+ * into *ts (NULL when type is NULL) for the store, which checks it in the
+ * same atomic step as the write (op_args_t.if_type, store_delete_if): an
+ * entity of another type is ResourceNotFound and nothing changes. */
+bool ops_if_type(const ops_req_t *rq, const char *type, const typesel_t **ts, problem_t *p);
 
 /* ------------------------------------------------------ entities.c */
 
@@ -97,32 +96,36 @@ typedef struct ops_retrieve {
 } ops_retrieve_t;
 cr_entity_t *ops_entity_retrieve(const ops_req_t *rq, const char *id, const ops_retrieve_t *o, problem_t *p);
 
-/* Delete Entity (5.6.6). */
-bool ops_entity_delete(const ops_req_t *rq, const char *id, problem_t *p);
+/* Delete Entity (5.6.6). type: the ?type= precondition (ops_if_type), or NULL. */
+bool ops_entity_delete(const ops_req_t *rq, const char *id, const char *type, problem_t *p);
 
 /* Merge Entity (5.6.17): key_values takes the values alone (each attribute
  * keeps its type), lang makes plain strings the text of that language,
- * observed_at (0: none) re-stamps the attributes that have one. */
+ * observed_at (0: none) re-stamps the attributes that have one; type: the
+ * ?type= precondition (ops_if_type), or NULL. */
 typedef struct ops_merge {
     bool        key_values;
     const char *lang;
     int64_t     observed_at;
+    const char *type;
 } ops_merge_t;
 bool ops_entity_merge(const ops_req_t *rq, const char *id, const json_t *body, const ops_merge_t *o,
                       problem_t *p);
 
-/* Replace Entity (5.6.18): body is the whole new entity (type required). */
-bool ops_entity_replace(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
+/* Replace Entity (5.6.18): body is the whole new entity (type required);
+ * type: the ?type= precondition (ops_if_type), or NULL. */
+bool ops_entity_replace(const ops_req_t *rq, const char *id, const json_t *body, const char *type, problem_t *p);
 
 /* ------------------------------------------------------ attrs.c */
 
 /* Append Entity Attributes (5.6.3) and Update Entity Attributes (5.6.2):
  * res gets the per-attribute outcome (an UpdateResult, 5.2.18) when some
- * attribute was not updated (res->n_not_updated > 0). */
+ * attribute was not updated (res->n_not_updated > 0). type: the ?type=
+ * precondition (ops_if_type), or NULL. */
 bool ops_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, bool no_overwrite,
+                      const char *type, op_result_t *res, problem_t *p);
+bool ops_attrs_update(const ops_req_t *rq, const char *id, const json_t *body, const char *type,
                       op_result_t *res, problem_t *p);
-bool ops_attrs_update(const ops_req_t *rq, const char *id, const json_t *body, op_result_t *res,
-                      problem_t *p);
 /* Partial Attribute Update (5.6.4) and Replace Attribute (5.6.19): body is
  * the attribute (its "@context" member, if any, is ignored). */
 bool ops_attr_patch(const ops_req_t *rq, const char *id, const char *name, json_t *body, problem_t *p);

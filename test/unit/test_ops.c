@@ -137,21 +137,32 @@ static void test_entity_lifecycle(void **state)
     assert_int_equal(speed_of("urn:t:1"), 42);
 
     /* replace needs the type */
-    assert_false(ops_entity_replace(&rq, "urn:t:1", J("{\"speed\":{\"type\":\"Property\",\"value\":1}}"), &p));
+    assert_false(ops_entity_replace(&rq, "urn:t:1", J("{\"speed\":{\"type\":\"Property\",\"value\":1}}"), NULL, &p));
     assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
-    assert_true(ops_entity_replace(&rq, "urn:t:1", J("{\"type\":\"Car\",\"speed\":{\"type\":\"Property\",\"value\":7}}"), &p));
+    assert_true(ops_entity_replace(&rq, "urn:t:1", J("{\"type\":\"Car\",\"speed\":{\"type\":\"Property\",\"value\":7}}"), NULL, &p));
     assert_int_equal(speed_of("urn:t:1"), 7);
 
     /* the ?type= precondition */
-    assert_true(ops_check_type(&rq, "urn:t:1", NULL, &p));
-    assert_true(ops_check_type(&rq, "urn:t:1", "Car", &p));
-    assert_false(ops_check_type(&rq, "urn:t:1", "Vehicle", &p));
+    /* the ?type= precondition, checked by the store in the write's atomic step */
+    assert_false(ops_entity_replace(&rq, "urn:t:1", J("{\"type\":\"Car\",\"speed\":{\"type\":\"Property\",\"value\":8}}"),
+                                    "Vehicle", &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(speed_of("urn:t:1"), 7);
+    assert_false(ops_entity_merge(&rq, "urn:t:1", J("{\"speed\":9}"), &(ops_merge_t){.key_values = true, .type = "Vehicle"}, &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_false(ops_attrs_update(&rq, "urn:t:1", J("{\"speed\":{\"type\":\"Property\",\"value\":9}}"), "Vehicle", &(op_result_t){0}, &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(speed_of("urn:t:1"), 7);
+    assert_true(ops_entity_merge(&rq, "urn:t:1", J("{\"speed\":9}"), &(ops_merge_t){.key_values = true, .type = "Car|Vehicle"}, &p));
+    assert_int_equal(speed_of("urn:t:1"), 9);
+    assert_false(ops_entity_delete(&rq, "urn:t:1", "Vehicle", &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(speed_of("urn:t:1"), 9);
 
-    assert_true(ops_entity_delete(&rq, "urn:t:1", &p));
-    assert_false(ops_entity_delete(&rq, "urn:t:1", &p));
+    assert_true(ops_entity_delete(&rq, "urn:t:1", NULL, &p));
+    assert_false(ops_entity_delete(&rq, "urn:t:1", NULL, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
-    assert_false(ops_entity_delete(&rq, "bad id", &p));
+    assert_false(ops_entity_delete(&rq, "bad id", NULL, &p));
     assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
 
     /* a tenant never written */
@@ -174,15 +185,15 @@ static void test_attributes(void **state)
     /* append with noOverwrite: speed is not updated, colour is */
     assert_true(ops_attrs_append(&rq, "urn:t:a",
                                  J("{\"speed\":{\"type\":\"Property\",\"value\":5},"
-                                   "\"colour\":{\"type\":\"Property\",\"value\":\"red\"}}"), true, &res, &p));
+                                   "\"colour\":{\"type\":\"Property\",\"value\":\"red\"}}"), true, NULL, &res, &p));
     assert_int_equal(res.n_not_updated, 1);
     assert_int_equal(res.n_updated, 1);
     assert_int_equal(speed_of("urn:t:a"), 1);
-    assert_false(ops_attrs_append(&rq, "urn:t:a", J("{}"), false, &res, &p));
+    assert_false(ops_attrs_append(&rq, "urn:t:a", J("{}"), false, NULL, &res, &p));
     assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
 
     memset(&res, 0, sizeof res);
-    assert_true(ops_attrs_update(&rq, "urn:t:a", J("{\"speed\":{\"type\":\"Property\",\"value\":6}}"), &res, &p));
+    assert_true(ops_attrs_update(&rq, "urn:t:a", J("{\"speed\":{\"type\":\"Property\",\"value\":6}}"), NULL, &res, &p));
     assert_int_equal(res.n_not_updated, 0);
     assert_int_equal(speed_of("urn:t:a"), 6);
 
@@ -201,7 +212,7 @@ static void test_attributes(void **state)
     assert_int_equal(speed_of("urn:t:a"), INT64_MIN);
     assert_false(ops_attr_delete(&rq, "urn:t:a", "speed", NULL, false, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
-    assert_true(ops_entity_delete(&rq, "urn:t:a", &p));
+    assert_true(ops_entity_delete(&rq, "urn:t:a", NULL, &p));
 }
 
 /* ------------------------------------------------------------- batch */
@@ -421,7 +432,7 @@ static void test_query_and_purge(void **state)
     qy = query_of("Odd", 20, 0, false);
     const char *speed = intern_cstr(NS "speed");
     assert_true(ops_attrs_append(&rq, "urn:q:1", J("{\"colour\":{\"type\":\"Property\",\"value\":\"red\"}}"), false,
-                                 &(op_result_t){0}, &p));
+                                 NULL, &(op_result_t){0}, &p));
     assert_true(ops_purge(&rq, &qy.f, &speed, 1, true, &deleted, &p));     /* keep speed: colour goes */
     assert_int_equal(deleted, 0);
     cr_entity_t *e = ops_entity_retrieve(&rq, "urn:q:1", &(ops_retrieve_t){0}, &p);
