@@ -230,6 +230,7 @@ typedef struct cr_config {
     int         max_json_depth;      /* --maxJsonDepth */
     int         max_attributes;      /* --maxAttributes per entity */
     int         max_geo_vertices;    /* --maxGeoVertices per geometry (GeoProperty value, geo-query); 0: none */
+    int         max_batch_size;      /* --maxBatchSize: entities in one batch operation */
     int         max_limit;           /* --maxLimit: largest page size */
     int         render_cache_mb;     /* --renderCache MiB of cached entity renderings (0: off) */
     int         default_limit;       /* limit when none is given (20) */
