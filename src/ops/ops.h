@@ -185,16 +185,16 @@ bool ops_batch_delete(const ops_req_t *rq, const json_t *ids, ops_batch_result_t
 /* ------------------------------------------------------ query.c */
 
 /* Query Entities (5.7.2): f (the common part: ids, idPattern, type, q, geo,
- * scope, attrs) and the EntitySelectors sel[0..nsel) (an entity matches one
- * of them and f; one selector stands for f's ids, idPattern and type, so
- * that the store can use its indexes), a page (limit/offset, 4.12) and the
- * count (4.13). */
+ * scope, attrs) and the EntitySelectors sel[0..nsel) of POST
+ * /entityOperations/query (an entity matches one of them and f; they go to
+ * the store as f.sel, which serves them from its id and type indexes), a
+ * page (limit/offset, 4.12) and the count (4.13). */
 typedef struct ops_query {
-    entity_filter_t  f;
-    entity_filter_t *sel;
-    size_t           nsel;
-    size_t           limit, offset;
-    bool             count;
+    entity_filter_t    f;
+    entity_selector_t *sel;
+    size_t             nsel;
+    size_t             limit, offset;
+    bool               count;
 } ops_query_t;
 
 /* A page of references in creation order; more: a next page exists;

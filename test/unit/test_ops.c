@@ -399,19 +399,31 @@ static void test_query_and_purge(void **state)
     qy = query_of(NULL, 20, 0, true);
     qy.sel = arena_calloc(A, 2 * sizeof *qy.sel);
     qy.nsel = 2;
-    qy.sel[0].ids = (const char *[]){"urn:q:3"};
-    qy.sel[0].n_ids = 1;
+    qy.sel[0].id = "urn:q:3";
     assert_non_null(qy.sel[0].types = typesel_parse(A, "Odd", ld_core(), &p));
     assert_non_null(qy.sel[1].types = typesel_parse(A, "Even", ld_core(), &p));
-    qy.sel[1].ids = (const char *[]){"urn:q:0"};
-    qy.sel[1].n_ids = 1;
+    qy.sel[1].id = "urn:q:0";
     assert_true(ops_query(&rq, &qy, &pg, &p));
     assert_int_equal(pg.n, 2);
     assert_int_equal(pg.count, 2);
     assert_string_equal(pg.items[0]->id, "urn:q:0");
     assert_string_equal(pg.items[1]->id, "urn:q:3");
     ops_page_release(&pg);
-    qy.nsel = 1;   /* one selector: its ids and type stand for f's */
+    /* selectors by type only (the type index), paginated: the count stays exact */
+    qy.sel[0].id = qy.sel[1].id = NULL;
+    qy.limit = 1;
+    qy.offset = 1;
+    assert_true(ops_query(&rq, &qy, &pg, &p));
+    assert_int_equal(pg.n, 1);
+    assert_true(pg.more);
+    assert_int_equal(pg.count, 5);
+    assert_string_equal(pg.items[0]->id, "urn:q:1");
+    ops_page_release(&pg);
+    qy.limit = 20;
+    qy.offset = 0;
+    qy.sel[0].id = "urn:q:3";
+    qy.sel[1].id = "urn:q:0";
+    qy.nsel = 1;   /* one selector */
     assert_true(ops_query(&rq, &qy, &pg, &p));
     assert_int_equal(pg.n, 1);
     assert_string_equal(pg.items[0]->id, "urn:q:3");
