@@ -286,15 +286,18 @@ typedef struct ops_names {
 /* The entry of an interned name, added when absent. */
 ops_name_t *ops_names_get(ops_names_t *s, const char *name);
 
-/* Discovery (5.7.5-5.7.10): the types and attributes of the tenant's
- * entities. only_type (expanded): only entities of that type, and ResourceNotFound
- * when none; only_attr (expanded): only that attribute, ResourceNotFound
- * when no entity has it. `name` is the name as asked, for the message. */
+/* Discovery (5.7.5-5.7.10): the types (types true) or the attributes of
+ * the tenant's entities. name NULL: the list of names (d->types or
+ * d->attrs; from the store's indexes unless details); details: with the
+ * related names, kinds and counts (a walk over the entities). name (as
+ * asked, expanded with rq->ctx): only that type, with the attributes of its
+ * entities in d->attrs, or only that attribute; ResourceNotFound when no
+ * entity has it. */
 typedef struct ops_discovery {
     ops_names_t types, attrs;
 } ops_discovery_t;
-bool ops_discover(const ops_req_t *rq, const char *only_type, const char *only_attr, const char *name,
-                  ops_discovery_t *d, problem_t *p);
+bool ops_discover(const ops_req_t *rq, bool types, const char *name, bool details, ops_discovery_t *d,
+                  problem_t *p);
 
 /* ------------------------------------------------------ statistics */
 

@@ -470,7 +470,17 @@ static void test_discovery(void **state)
     /* urn:q:0, 2, 4 (Even, speed) are left from the previous test */
     create("urn:d:1", "Other", 1);
     const char *even = intern_cstr(NS "Even"), *speed = intern_cstr(NS "speed");
-    assert_true(ops_discover(&rq, NULL, NULL, NULL, &d, &p));
+    /* the lists: from the indexes */
+    assert_true(ops_discover(&rq, true, NULL, false, &d, &p));
+    assert_int_equal(d.types.n, 2);
+    assert_int_equal(d.attrs.n, 0);
+    assert_ptr_equal(ops_names_get(&d.types, even)->name, even);
+    assert_int_equal(d.types.n, 2);
+    assert_true(ops_discover(&rq, false, NULL, false, &d, &p));
+    assert_int_equal(d.attrs.n, 1);
+    assert_ptr_equal(d.attrs.v[0].name, speed);
+    /* details: a walk */
+    assert_true(ops_discover(&rq, true, NULL, true, &d, &p));
     assert_int_equal(d.types.n, 2);
     assert_ptr_equal(d.types.v[0].name, even);
     assert_int_equal(d.types.v[0].count, 3);
@@ -478,20 +488,25 @@ static void test_discovery(void **state)
     assert_int_equal(d.attrs.v[0].count, 4);
     assert_int_equal(d.attrs.v[0].n_rel, 2);
     assert_true(d.attrs.v[0].kinds & (1u << ATTR_PROPERTY));
+    /* one attribute: the entities that have it */
+    assert_true(ops_discover(&rq, false, "speed", false, &d, &p));
+    assert_int_equal(d.attrs.n, 1);
+    assert_int_equal(d.attrs.v[0].count, 4);
+    assert_int_equal(d.attrs.v[0].n_rel, 2);
 
-    assert_true(ops_discover(&rq, even, NULL, "Even", &d, &p));
+    assert_true(ops_discover(&rq, true, "Even", false, &d, &p));
     assert_int_equal(d.types.n, 1);
     assert_int_equal(d.types.v[0].n_rel, 1);
     assert_ptr_equal(d.types.v[0].rel[0], speed);
     assert_ptr_equal(ops_names_get(&d.attrs, speed)->name, speed);
 
-    assert_false(ops_discover(&rq, intern_cstr(NS "Nope"), NULL, "Nope", &d, &p));
+    assert_false(ops_discover(&rq, true, "Nope", false, &d, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
-    assert_false(ops_discover(&rq, NULL, intern_cstr(NS "nope"), "nope", &d, &p));
+    assert_false(ops_discover(&rq, false, "nope", false, &d, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
     ops_req_t none = rq;
     none.tenant = "nobody";
-    assert_false(ops_discover(&none, NULL, NULL, NULL, &d, &p));
+    assert_false(ops_discover(&none, true, NULL, false, &d, &p));
     assert_int_equal(p.kind, PB_NONEXISTENT_TENANT);
 
     store_stats_t st;
