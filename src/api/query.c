@@ -113,7 +113,9 @@ static void add_page_link(request_t *r, const char *rel, size_t offset, size_t l
         sb_addc(&sb, '&');
     }
     sb_printf(&sb, "limit=%zu&offset=%zu>; rel=\"%s\"; type=\"%s\"", limit, offset, rel, ctype);
-    reply_header(r, "Link", sb.p);
+    /* a long query repeated in the link may not fit in the connection's
+     * memory: the page is answered without it (doc/api.md, pagination) */
+    if (sizeof "Link: \r\n" - 1 + sb.len <= reply_header_room(r)) reply_header(r, "Link", sb.p);
 }
 
 static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, const ld_context_t *ctx,

@@ -108,6 +108,7 @@ struct http_server {
 #define HTTP_POOL_RECORD  64      /* pool bytes per header line (struct MHD_HTTP_Header, aligned) */
 #define HTTP_POOL_SLACK   1024    /* the read buffer grows by this much (libmicrohttpd's increment) */
 #define HTTP_MHD_HEAD     256     /* what libmicrohttpd adds: status line, Date, Connection, Content-Length */
+#define HTTP_TYPE_RESERVE 96      /* a Content-Type header (reply_header_room) */
 
 static struct {
     atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
@@ -610,6 +611,19 @@ void reply_header(request_t *r, const char *name, const char *value)
         return;
     }
     r->out_headers[r->n_out_headers++] = (http_header_t){name, value};
+}
+
+size_t reply_header_room(const request_t *r)
+{
+    const conn_t *cn = r->priv;
+    if (!cn) return SIZE_MAX;
+    /* what send_reply counts, with room for the Content-Type and the
+     * NGSILD-Tenant echo that come after the handler */
+    size_t head = HTTP_MHD_HEAD + HTTP_TYPE_RESERVE + (r->tenant ? strlen(r->tenant) + 20 : 0);
+    for (int i = 0; i < r->n_out_headers; i++)
+        head += strlen(r->out_headers[i].name) + strlen(r->out_headers[i].value) + 4;
+    if (r->n_out_headers >= HTTP_MAX_OUT_HEADERS - 1 || cn->pool_used + head >= HTTP_POOL_SIZE) return 0;
+    return HTTP_POOL_SIZE - cn->pool_used - head;
 }
 
 void reply_status(request_t *r, int status)
