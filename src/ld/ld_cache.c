@@ -100,8 +100,7 @@ static ld_context_t *build_core(void)
 {
     ld_builder_t b;
     problem_t p = { 0 };
-    if (!ld_builder_init(&b, NULL))
-        return NULL;
+    ld_builder_init(&b, NULL);
     size_t n = (size_t)(cr_core_context_end - cr_core_context_start);
     char err[128];
     json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = 0 };
@@ -119,8 +118,6 @@ static ld_context_t *build_core(void)
     }
     ld_context_t *c = ld_builder_freeze(&b, true);
     ld_builder_free(&b);
-    if (!c)
-        return NULL;
     if (!c->vocab || strcmp(c->vocab, LD_DEFAULT_VOCAB) != 0)
         LOG_W("ld: the core @vocab is %s, expected " LD_DEFAULT_VOCAB, c->vocab ? c->vocab : "(none)");
     c->link = LD_CORE_CONTEXT_URL;
@@ -294,8 +291,6 @@ static void evict_contexts(const ld_context_t *keep)
         return;
     size_t n;
     void **v = ld_map_by_age(&g_ctx, NULL, ctx_used, &n);
-    if (!v)
-        return;
     for (size_t i = 0; i < n && g_ctx_bytes > limit / 4 * 3; i++) {
         ld_context_t *c = v[i];
         if (c == keep)
@@ -339,16 +334,9 @@ static const ld_context_t *cache_insert(ld_req_t *q, ld_context_t *c, ld_map_eq_
     }
     c->used_ms = mono_ms();
     c->bytes = arena_used(c->arena) + sizeof(void *) * 4;   /* + its map slots */
-    if (!ld_map_put(&g_ctx, c->key_hash, c)) {
-        /* out of memory: the context works for this request, uncached */
-        LOG_E("ld: out of memory caching a @context");
-        pthread_rwlock_unlock(&g_rw);
-        if (q)
-            arena_on_free(q->a, ctx_unref, c);      /* the only reference */
-        return c;
-    }
-    if (c->served_id && !ld_map_put(&g_served, cr_hash(c->served_id, 16), c))
-        LOG_E("ld: out of memory indexing a served @context");
+    ld_map_put(&g_ctx, c->key_hash, c);
+    if (c->served_id)
+        ld_map_put(&g_served, cr_hash(c->served_id, 16), c);
     g_ctx_bytes += c->bytes;
     if (q)
         __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
@@ -369,10 +357,7 @@ static ld_context_t *build(ld_req_t *q, const json_t *value, problem_t *p)
         return NULL;
     }
     ld_builder_t b;
-    if (!ld_builder_init(&b, core)) {
-        problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
-        return NULL;
-    }
+    ld_builder_init(&b, core);
     if (q) {
         b.waiter = &q->w;
         b.max_docs = b.max_docs > q->docs ? b.max_docs - q->docs : 0;
@@ -392,9 +377,7 @@ static ld_context_t *build(ld_req_t *q, const json_t *value, problem_t *p)
         ok = false;
     } else if (ok) {
         c = ld_builder_freeze(&b, false);
-        if (!c)
-            problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
-        else if (q) {
+        if (q) {
             q->docs += b.docs;
             q->bytes += b.doc_bytes;
         }

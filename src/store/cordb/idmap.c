@@ -74,9 +74,7 @@ bool cdb_idmap_reserve(cdb_idmap_t *m, uint32_t more)
     if (cap > (1u << 31))
         return false;
 
-    ne = malloc((size_t)cap * sizeof(*ne));
-    if (!ne)
-        return false;
+    ne = cr_xmalloc((size_t)cap * sizeof(*ne));
     idmap_empty(ne, (uint32_t)cap);
     for (uint32_t i = 0; i < m->cap; i++)
         if (m->e[i].v != CDB_NONE)
