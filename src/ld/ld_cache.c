@@ -191,17 +191,10 @@ static const char *base_url(void)
 
 /* ------------------------------------------------------------ cache keys */
 
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-/* Structural hash consistent with json_equal: member order does not count. */
+/* Structural hash consistent with json_equal: member order does not count.
+ * Every step is keyed (cr_hash_u64): the trees are inline @contexts a client
+ * sends, and a fixed mix of numbers and arrays would let it aim many at one
+ * bucket of the memo and the cache. */
 static uint64_t tree_hash(const json_t *v)
 {
     switch (v->type) {
@@ -214,23 +207,23 @@ static uint64_t tree_hash(const json_t *v)
             d = 0;                                  /* -0 == 0 */
         uint64_t bits;
         memcpy(&bits, &d, sizeof bits);
-        return mix64(bits ^ 0x1004);
+        return cr_hash_u64(bits ^ 0x1004);
     }
     case JSON_STRING:
-        return mix64(cr_hash(v->str, v->len) ^ 0x1005);
+        return cr_hash_u64(cr_hash(v->str, v->len) ^ 0x1005);
     case JSON_ARRAY: {
         uint64_t h = 0x1006;
         json_foreach(c, v)
-            h = mix64(h * 31 + tree_hash(c));
+            h = cr_hash_u64(h * 31 + tree_hash(c));
         return h;
     }
     default: {
         uint64_t sum = 0x1007;
         json_foreach(c, v) {
             const char *k = c->key ? c->key : "";
-            sum += mix64(cr_hash(k, strlen(k)) ^ (tree_hash(c) * 3));
+            sum += cr_hash_u64(cr_hash(k, strlen(k)) ^ (tree_hash(c) * 3));
         }
-        return mix64(sum);
+        return cr_hash_u64(sum);
     }
     }
 }

@@ -119,12 +119,11 @@ static inline uint64_t cell_key(uint32_t cx, uint32_t cy)
     return (uint64_t)cx << 32 | cy;
 }
 
+/* Keyed (cr_hash's per-process secret): cell keys come from coordinates a
+ * client chooses, and a fixed mix would let it aim them at one bucket. */
 static inline uint32_t cell_hash(uint64_t key)
 {
-    key ^= key >> 31;
-    key *= 0x9e3779b97f4a7c15ULL;
-    key ^= key >> 29;
-    return (uint32_t)key;
+    return (uint32_t)cr_hash_u64(key);
 }
 
 /* The cell column of a longitude (or row of a latitude shifted by `off`):
