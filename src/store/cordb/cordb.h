@@ -61,13 +61,15 @@ typedef const char *(*cdb_key_fn)(const void *ud, uint32_t v);
 
 typedef struct cdb_idmap_entry {
     uint32_t h;                 /* hash bits */
-    uint32_t v;                 /* CDB_NONE = empty */
+    uint32_t v;                 /* value + 1; 0 = empty (idmap.c) */
 } cdb_idmap_entry_t;
 
 typedef struct cdb_idmap {
     cdb_idmap_entry_t *e;
     uint32_t           cap;     /* power of two, or 0 */
-    uint32_t           n;
+    uint32_t           n;       /* entries, in both tables */
+    cdb_idmap_entry_t *old;     /* while growing: the table being drained into e */
+    uint32_t           old_cap, mig;   /* its capacity, the next bucket to move */
     cdb_key_fn         key_of;
     const void        *ud;
 } cdb_idmap_t;
