@@ -34,12 +34,13 @@
  * (cr_entity_t * from ops_entity_retrieve, the items of an ops_page_t) must
  * be released by the caller (entity_unref / ops_page_release).
  *
- * Only ops/ calls the store (store.h). Each operation calls it from one
- * place in its own file (query:
- * ops_query; discovery: ops_discover; purge: ops_purge and its drop/keep
- * helper; linked entities: fetch() in join.c, a query by ids), so that moving to a new store call (a precondition inside the
- * atomic step, discovery from the indexes, several entity selectors)
- * changes one place.
+ * Only ops/ calls the store (store.h), and each operation from one place in
+ * its own file (query: ops_query; discovery: ops_discover; purge: ops_purge
+ * and its drop/keep helper; linked entities: fetch() in join.c, a query by
+ * ids; batches: one store_batch). The store does what needs its indexes or
+ * its atomic step: the ?type= precondition (op_args_t.if_type,
+ * store_delete_if), discovery lists (store_types, store_attributes), several
+ * entity selectors (entity_filter_t.sel), a batch as one group of changes.
  */
 #ifndef CORAINE_OPS_H
 #define CORAINE_OPS_H
@@ -175,8 +176,12 @@ typedef struct ops_batch_result {
 } ops_batch_result_t;
 
 /* The batch operations. false (with p) only when the request as a whole is
- * invalid (an empty batch, a null member); then nothing was written. Each
- * entity is validated and written on its own, in order. */
+ * invalid (an empty batch, a null member, more than --maxBatchSize
+ * entities: BadRequestData; a tenant never written without a creating
+ * entity: NonexistentTenant); then nothing was written. Each entity is
+ * validated on its own, then the valid ones are written in ONE store_batch
+ * (one atomic step, one group of changes for the hooks), in order, each
+ * succeeding or failing on its own. */
 bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_member_t *m, size_t n,
                      const ops_batch_opts_t *o, ops_batch_result_t *res, problem_t *p);
 /* Batch Delete (5.6.10): ids is the body, an array of entity ids. */
