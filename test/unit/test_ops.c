@@ -320,6 +320,60 @@ static void test_batch(void **state)
 
 /* Section 5 of issue 10: a batch allocates an error record only for an
  * entity that fails (it used to reserve one ProblemDetails per entity). */
+/* A batch hands its changes to the hooks as ONE group (store_batch), and a
+ * batch above --maxBatchSize is refused whole. */
+typedef struct groups {
+    int    calls;
+    size_t last_n;
+    uint64_t first_seq;
+} groups_t;
+
+static void group_hook(void *ud, const store_change_t *g, size_t n)
+{
+    groups_t *gs = ud;
+    gs->calls++;
+    gs->last_n = n;
+    gs->first_seq = g[0].seq;
+}
+
+static void test_batch_one_group(void **state)
+{
+    problem_t          p = {0};
+    ops_batch_result_t res;
+    groups_t           gs = {0};
+    (void)state;
+
+    store_t *s = store_open(&p);
+    assert_non_null(s);
+    store_add_hook(s, group_hook, &gs);
+    ops_req_t rq = {.store = s, .tenant = "grp", .ctx = ld_core(), .arena = A};
+    json_t   *body = J("[{\"id\":\"urn:g:1\",\"type\":\"T\"}, 7, {\"id\":\"urn:g:2\",\"type\":\"T\"},"
+                       " {\"id\":\"urn:g:3\",\"type\":\"T\"}]");
+    assert_true(ops_batch_write(&rq, OPS_BATCH_CREATE, members(body, -1, NULL), body->len, &(ops_batch_opts_t){0},
+                                &res, &p));
+    assert_int_equal(res.n_ok, 3);
+    assert_int_equal(gs.calls, 1);                /* three creates, one group */
+    assert_int_equal(gs.last_n, 3);
+    assert_int_equal(gs.first_seq, 1);
+    assert_true(ops_batch_delete(&rq, J("[\"urn:g:1\", \"urn:g:none\", \"urn:g:3\"]"), &res, &p));
+    assert_int_equal(res.n_ok, 2);
+    assert_int_equal(res.n_errors, 1);
+    assert_int_equal(gs.calls, 2);
+    assert_int_equal(gs.last_n, 2);
+    assert_int_equal(gs.first_seq, 4);
+
+    int max = cr_config.max_batch_size;
+    cr_config.max_batch_size = 2;
+    assert_false(ops_batch_write(&rq, OPS_BATCH_UPSERT, members(body, -1, NULL), body->len,
+                                 &(ops_batch_opts_t){.replace = true}, &res, &p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    assert_false(ops_batch_delete(&rq, J("[\"urn:g:2\", \"urn:g:4\", \"urn:g:5\"]"), &res, &p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    assert_int_equal(gs.calls, 2);                /* nothing written */
+    cr_config.max_batch_size = max;
+    store_close(s);
+}
+
 static void test_batch_error_records(void **state)
 {
     ops_req_t          rq = req();
@@ -622,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_attributes),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_batch_error_records),
+        cmocka_unit_test(test_batch_one_group),
         cmocka_unit_test(test_query_and_purge),
         cmocka_unit_test(test_discovery),
         cmocka_unit_test(test_join),
