@@ -99,10 +99,6 @@ bool api_option(request_t *r, const char *word);
 ops_req_t api_req(request_t *r, const ld_context_t *ctx);
 /* A body object and its @context (api_body, then api_context); NULL with p. */
 json_t *api_body_context(request_t *r, const ld_context_t **ctx, problem_t *p);
-/* ?type= on an operation by id: the entity must match that type selection,
- * expanded with the Link @context (else ResourceNotFound); true when there is
- * no type parameter. */
-bool api_check_type_param(request_t *r, const char *id, problem_t *p);
 /* 204, or 207 with an UpdateResult (5.2.18) when some attribute was not updated. */
 void api_reply_update_result(request_t *r, const op_result_t *res);
 

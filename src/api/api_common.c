@@ -247,19 +247,6 @@ json_t *api_body_context(request_t *r, const ld_context_t **ctx, problem_t *p)
     return *ctx ? body : NULL;
 }
 
-/* ?type= on an operation by id (Tables 6.5.3.2-1, 6.6.3.x-1). The type names
- * expand with the Link @context (an ld+json body's own context is not read
- * yet). */
-bool api_check_type_param(request_t *r, const char *id, problem_t *p)
-{
-    const char *type = req_param(r, "type");
-    if (!type) return true;
-    const ld_context_t *ctx = api_context(r, NULL, p);
-    if (!ctx) return false;
-    ops_req_t rq = api_req(r, ctx);
-    return ops_check_type(&rq, id, type, p);
-}
-
 void api_reply_update_result(request_t *r, const op_result_t *res)
 {
     json_writer_t w;

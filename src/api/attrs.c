@@ -20,13 +20,14 @@ static void attrs_write(request_t *r, bool append)
     if (!ops_check_id(id, &p)) goto fail;
     if (append) no_overwrite = api_option(r, "noOverwrite");
     else (void)req_param(r, "options");
-    if (!api_check_type_param(r, id, &p)) goto fail;   /* 6.6.3.1/6.6.3.2 ?type= */
+    const char *type = req_param(r, "type");   /* 6.6.3.1/6.6.3.2 ?type=, checked by the store */
     if (!api_no_unknown_params(r, &p)) goto fail;
     const ld_context_t *ctx;
     json_t             *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     ops_req_t rq = api_req(r, ctx);
-    if (append ? !ops_attrs_append(&rq, id, body, no_overwrite, &res, &p) : !ops_attrs_update(&rq, id, body, &res, &p))
+    if (append ? !ops_attrs_append(&rq, id, body, no_overwrite, type, &res, &p)
+               : !ops_attrs_update(&rq, id, body, type, &res, &p))
         goto fail;
     api_reply_update_result(r, &res);
     return;

@@ -73,10 +73,12 @@ void api_entity_delete(request_t *r)
     const char *id = r->pathv[0];
     if (!ops_check_id(id, &p)) goto fail;
     (void)req_param(r, "local");
-    if (!api_check_type_param(r, id, &p)) goto fail;
+    const char         *type = req_param(r, "type");   /* ?type=: checked by the store in its atomic step */
+    const ld_context_t *ctx = NULL;
     if (!api_no_unknown_params(r, &p)) goto fail;
-    ops_req_t rq = api_req(r, NULL);
-    if (!ops_entity_delete(&rq, id, &p)) goto fail;
+    if (type && !(ctx = api_context(r, NULL, &p))) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_entity_delete(&rq, id, type, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:
@@ -116,7 +118,7 @@ void api_entity_merge(request_t *r)
         problem_set(&p, PB_BAD_REQUEST_DATA, "lang must be one language tag, not '%s'", o.lang);
         goto fail;
     }
-    if (!api_check_type_param(r, r->pathv[0], &p)) goto fail;
+    o.type = req_param(r, "type");
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = entity_body(r, &ctx, &p);
     if (!body) goto fail;
@@ -132,12 +134,12 @@ void api_entity_replace(request_t *r)
 {
     problem_t p = {0};
     const ld_context_t *ctx;
-    if (!api_check_type_param(r, r->pathv[0], &p)) goto fail;
+    const char *type = req_param(r, "type");
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = entity_body(r, &ctx, &p);
     if (!body) goto fail;
     ops_req_t rq = api_req(r, ctx);
-    if (!ops_entity_replace(&rq, r->pathv[0], body, &p)) goto fail;
+    if (!ops_entity_replace(&rq, r->pathv[0], body, type, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:

@@ -113,7 +113,9 @@ static void add_page_link(request_t *r, const char *rel, size_t offset, size_t l
         sb_addc(&sb, '&');
     }
     sb_printf(&sb, "limit=%zu&offset=%zu>; rel=\"%s\"; type=\"%s\"", limit, offset, rel, ctype);
-    reply_header(r, "Link", sb.p);
+    /* a long query repeated in the link may not fit in the connection's
+     * memory: the page is answered without it (doc/api.md, pagination) */
+    if (sizeof "Link: \r\n" - 1 + sb.len <= reply_header_room(r)) reply_header(r, "Link", sb.p);
 }
 
 static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, const ld_context_t *ctx,
@@ -207,7 +209,7 @@ fail:
 
 /* ------------------------------------------------------------ POST query */
 
-static bool selector_from_json(request_t *r, const ld_context_t *ctx, const json_t *s, entity_filter_t *f,
+static bool selector_from_json(request_t *r, const ld_context_t *ctx, const json_t *s, entity_selector_t *f,
                                problem_t *p)
 {
     if (!json_is_object(s)) return problem_set(p, PB_BAD_REQUEST_DATA, "each member of entities must be an object");
@@ -215,9 +217,7 @@ static bool selector_from_json(request_t *r, const ld_context_t *ctx, const json
         if (!strcmp(m->key, "id") || !strcmp(m->key, "@id")) {
             if (!json_is_string(m) || !model_valid_uri(m->str))
                 return problem_set(p, PB_BAD_REQUEST_DATA, "entities[].id must be a URI");
-            f->ids = arena_alloc(r->arena, sizeof *f->ids);
-            f->ids[0] = m->str;
-            f->n_ids = 1;
+            f->id = m->str;
         } else if (!strcmp(m->key, "idPattern")) {
             if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "entities[].idPattern must be a string");
             if (!(f->id_pattern = filter_compile_pattern(r->arena, m->str, p))) return false;

@@ -3,8 +3,9 @@
  * /attributes/{attrId} (6.25-6.28; operations 5.7.5-5.7.10; representations
  * 4.5.10-4.5.15), with details=true: the HTTP binding of ops/discovery.c.
  *
- * The operation gathers the sets of names; they are rendered here with the
- * names compacted by the request's @context.
+ * The operation gathers the sets of names (the lists from the store's
+ * indexes); they are rendered here with the names compacted by the
+ * request's @context.
  */
 #include "api.h"
 
@@ -41,9 +42,8 @@ static bool discover(request_t *r, bool type, bool named, const ld_context_t **c
     }
     (void)req_param(r, "local");
     if (!api_no_unknown_params(r, p)) return false;
-    const char *name = named ? ld_expand_lookup(*ctx, r->pathv[0], r->arena) : NULL;   /* a read: interns nothing */
-    ops_req_t   rq = api_req(r, *ctx);
-    return ops_discover(&rq, type ? name : NULL, type ? NULL : name, named ? r->pathv[0] : NULL, d, p);
+    ops_req_t rq = api_req(r, *ctx);
+    return ops_discover(&rq, type, named ? r->pathv[0] : NULL, details && *details, d, p);
 }
 
 static void end_object(json_writer_t *w, api_view_t *v)

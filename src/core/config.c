@@ -47,6 +47,7 @@ static flag_t flags[] = {
     {"maxJsonDepth", F_INT, &cr_config.max_json_depth, "64", NULL, "deepest JSON nesting accepted (at most " CR_STR(CR_JSON_DEPTH_MAX) ")"},
     {"maxAttributes", F_INT, &cr_config.max_attributes, "1000", NULL, "attributes per entity (at most " CR_STR(CR_ATTRS_MAX) ")"},
     {"maxGeoVertices", F_INT, &cr_config.max_geo_vertices, "2048", NULL, "positions in one geometry (GeoProperty value or geo-query; 0: no limit)"},
+    {"maxBatchSize", F_INT, &cr_config.max_batch_size, "1000", NULL, "entities in one batch operation (400 beyond; at least 1)"},
     {"maxLimit", F_INT, &cr_config.max_limit, "1000", NULL, "largest page size (limit) of a query"},
     {"renderCache", F_INT, &cr_config.render_cache_mb, "256", NULL, "MiB of cached entity renderings (0: none)"},
     {"defaultLimit", F_INT, &cr_config.default_limit, "20", NULL, "page size when a query gives no limit"},
@@ -228,6 +229,10 @@ bool cr_config_load(int argc, char **argv)
         return false;
     }
     if (cr_config.default_limit > cr_config.max_limit) cr_config.default_limit = cr_config.max_limit;
+    if (cr_config.max_batch_size < 1) {
+        fprintf(stderr, "coraine: --maxBatchSize must be at least 1\n");
+        return false;
+    }
     char err[200];
     if (!egress_configure(cr_config.egress_allow, cr_config.egress_deny, err, sizeof err)) {
         fprintf(stderr, "coraine: %s\n", err);

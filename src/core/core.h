@@ -97,6 +97,13 @@ uint64_t cr_hash(const void *data, size_t len);
  * content addresses that outlive the process, never for a table keyed by
  * client strings. */
 uint64_t cr_hash_stable(const void *data, size_t len);
+/* cr_hash of a 64-bit value (keyed likewise): for tables keyed by numbers a
+ * client chooses (geo cells from coordinates) and for combining hashes of
+ * parts (a JSON tree) so that the whole stays keyed. */
+static inline uint64_t cr_hash_u64(uint64_t x)
+{
+    return cr_hash(&x, sizeof x);
+}
 static inline uint64_t cr_hash_ptr(const void *p)
 {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -230,6 +237,7 @@ typedef struct cr_config {
     int         max_json_depth;      /* --maxJsonDepth */
     int         max_attributes;      /* --maxAttributes per entity */
     int         max_geo_vertices;    /* --maxGeoVertices per geometry (GeoProperty value, geo-query); 0: none */
+    int         max_batch_size;      /* --maxBatchSize: entities in one batch operation */
     int         max_limit;           /* --maxLimit: largest page size */
     int         render_cache_mb;     /* --renderCache MiB of cached entity renderings (0: off) */
     int         default_limit;       /* limit when none is given (20) */

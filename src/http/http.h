@@ -137,6 +137,12 @@ void         req_resume(req_token_t *t);
 
 /* ---- replies */
 void reply_header(request_t *r, const char *name, const char *value);
+/* The room (bytes of "Name: value\r\n") left for more answer headers: the
+ * connection's memory holds the request head and then the answer's head,
+ * and an answer whose head does not fit is replaced by a 500. A handler
+ * with an optional long header (a pagination Link repeating the query)
+ * leaves it out when it does not fit. SIZE_MAX outside a connection. */
+size_t reply_header_room(const request_t *r);
 void reply_status(request_t *r, int status);                  /* no body */
 /* A body is in r->out; sets status and Content-Type. */
 void reply_body(request_t *r, int status, const char *content_type);

@@ -27,10 +27,8 @@ struct router {
 
 router_t *router_new(const http_route_t *routes, size_t n)
 {
-    router_t *rt = calloc(1, sizeof *rt);
-    if (!rt) return NULL;
-    rt->r = calloc(n, sizeof *rt->r);
-    if (!rt->r) { free(rt); return NULL; }
+    router_t *rt = cr_xcalloc(1, sizeof *rt);
+    rt->r = cr_xcalloc(n, sizeof *rt->r);
     rt->n = n;
     for (size_t i = 0; i < n; i++) {
         route_c    *c = &rt->r[i];

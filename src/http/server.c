@@ -108,6 +108,7 @@ struct http_server {
 #define HTTP_POOL_RECORD  64      /* pool bytes per header line (struct MHD_HTTP_Header, aligned) */
 #define HTTP_POOL_SLACK   1024    /* the read buffer grows by this much (libmicrohttpd's increment) */
 #define HTTP_MHD_HEAD     256     /* what libmicrohttpd adds: status line, Date, Connection, Content-Length */
+#define HTTP_TYPE_RESERVE 96      /* a Content-Type header (reply_header_room) */
 
 static struct {
     atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
@@ -277,8 +278,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
     (void)cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        conn_t *cn = calloc(1, sizeof *cn);
-        if (!cn) return;
+        conn_t *cn = cr_xcalloc(1, sizeof *cn);
         cn->arena = arena_new(16384);
         if (!ci) { arena_free(cn->arena); free(cn); return; }
         cn->fd = ci->connect_fd;
@@ -612,6 +612,19 @@ void reply_header(request_t *r, const char *name, const char *value)
     r->out_headers[r->n_out_headers++] = (http_header_t){name, value};
 }
 
+size_t reply_header_room(const request_t *r)
+{
+    const conn_t *cn = r->priv;
+    if (!cn) return SIZE_MAX;
+    /* what send_reply counts, with room for the Content-Type and the
+     * NGSILD-Tenant echo that come after the handler */
+    size_t head = HTTP_MHD_HEAD + HTTP_TYPE_RESERVE + (r->tenant ? strlen(r->tenant) + 20 : 0);
+    for (int i = 0; i < r->n_out_headers; i++)
+        head += strlen(r->out_headers[i].name) + strlen(r->out_headers[i].value) + 4;
+    if (r->n_out_headers >= HTTP_MAX_OUT_HEADERS - 1 || cn->pool_used + head >= HTTP_POOL_SIZE) return 0;
+    return HTTP_POOL_SIZE - cn->pool_used - head;
+}
+
 void reply_status(request_t *r, int status)
 {
     r->status = status;
@@ -914,7 +927,7 @@ static void body_free(void *arg)
     cn->body.len = cn->body.cap = 0;
 }
 
-static bool body_append(conn_t *cn, const char *data, size_t n)
+static void body_append(conn_t *cn, const char *data, size_t n)
 {
     sbuf_t *b = &cn->body;
     size_t  need = b->len + n + 1;
@@ -928,20 +941,17 @@ static bool body_append(conn_t *cn, const char *data, size_t n)
             if (b->len) memcpy(np, b->p, b->len);
             b->a = cn->arena;
         } else if (!b->p || b->a) {           /* leaves the arena */
-            np = malloc(cap);
-            if (!np) return false;
+            np = cr_xmalloc(cap);
             if (b->len) memcpy(np, b->p, b->len);
             arena_on_free(cn->arena, body_free, cn);
             b->a = NULL;
         } else {
-            np = realloc(b->p, cap);
-            if (!np) return false;
+            np = cr_xrealloc(b->p, cap);
         }
         b->p = np;
         b->cap = cap;
     }
     sb_add(b, data, n);   /* fits: never grows here */
-    return true;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -986,11 +996,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         if (!cn->too_large) {
             if (cn->body.len + *upload_size > cr_config.max_body_size) cn->too_large = true;
-            else if (!body_append(cn, upload_data, *upload_size)) {
-                LOG_E("http: out of memory for a request body of %zu bytes", cn->body.len + *upload_size);
-                if (!cn->req.status) reply_error(&cn->req, PB_INTERNAL_ERROR, "out of memory for the request body");
-                cn->too_large = true;   /* read and drop the rest */
-            }
+            else body_append(cn, upload_data, *upload_size);
         }
         *upload_size = 0;
         return MHD_YES;
@@ -1037,8 +1043,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p)
 {
-    http_server_t *srv = calloc(1, sizeof *srv);
-    if (!srv) { problem_set(p, PB_INTERNAL_ERROR, "out of memory"); return NULL; }
+    http_server_t *srv = cr_xcalloc(1, sizeof *srv);
     srv->router = router_new(routes, n_routes);
     if (!srv->router) { free(srv); problem_set(p, PB_INTERNAL_ERROR, "bad route table"); return NULL; }
 

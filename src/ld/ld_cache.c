@@ -100,8 +100,7 @@ static ld_context_t *build_core(void)
 {
     ld_builder_t b;
     problem_t p = { 0 };
-    if (!ld_builder_init(&b, NULL))
-        return NULL;
+    ld_builder_init(&b, NULL);
     size_t n = (size_t)(cr_core_context_end - cr_core_context_start);
     char err[128];
     json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = 0 };
@@ -119,8 +118,6 @@ static ld_context_t *build_core(void)
     }
     ld_context_t *c = ld_builder_freeze(&b, true);
     ld_builder_free(&b);
-    if (!c)
-        return NULL;
     if (!c->vocab || strcmp(c->vocab, LD_DEFAULT_VOCAB) != 0)
         LOG_W("ld: the core @vocab is %s, expected " LD_DEFAULT_VOCAB, c->vocab ? c->vocab : "(none)");
     c->link = LD_CORE_CONTEXT_URL;
@@ -194,17 +191,10 @@ static const char *base_url(void)
 
 /* ------------------------------------------------------------ cache keys */
 
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-/* Structural hash consistent with json_equal: member order does not count. */
+/* Structural hash consistent with json_equal: member order does not count.
+ * Every step is keyed (cr_hash_u64): the trees are inline @contexts a client
+ * sends, and a fixed mix of numbers and arrays would let it aim many at one
+ * bucket of the memo and the cache. */
 static uint64_t tree_hash(const json_t *v)
 {
     switch (v->type) {
@@ -217,23 +207,23 @@ static uint64_t tree_hash(const json_t *v)
             d = 0;                                  /* -0 == 0 */
         uint64_t bits;
         memcpy(&bits, &d, sizeof bits);
-        return mix64(bits ^ 0x1004);
+        return cr_hash_u64(bits ^ 0x1004);
     }
     case JSON_STRING:
-        return mix64(cr_hash(v->str, v->len) ^ 0x1005);
+        return cr_hash_u64(cr_hash(v->str, v->len) ^ 0x1005);
     case JSON_ARRAY: {
         uint64_t h = 0x1006;
         json_foreach(c, v)
-            h = mix64(h * 31 + tree_hash(c));
+            h = cr_hash_u64(h * 31 + tree_hash(c));
         return h;
     }
     default: {
         uint64_t sum = 0x1007;
         json_foreach(c, v) {
             const char *k = c->key ? c->key : "";
-            sum += mix64(cr_hash(k, strlen(k)) ^ (tree_hash(c) * 3));
+            sum += cr_hash_u64(cr_hash(k, strlen(k)) ^ (tree_hash(c) * 3));
         }
-        return mix64(sum);
+        return cr_hash_u64(sum);
     }
     }
 }
@@ -294,8 +284,6 @@ static void evict_contexts(const ld_context_t *keep)
         return;
     size_t n;
     void **v = ld_map_by_age(&g_ctx, NULL, ctx_used, &n);
-    if (!v)
-        return;
     for (size_t i = 0; i < n && g_ctx_bytes > limit / 4 * 3; i++) {
         ld_context_t *c = v[i];
         if (c == keep)
@@ -339,16 +327,9 @@ static const ld_context_t *cache_insert(ld_req_t *q, ld_context_t *c, ld_map_eq_
     }
     c->used_ms = mono_ms();
     c->bytes = arena_used(c->arena) + sizeof(void *) * 4;   /* + its map slots */
-    if (!ld_map_put(&g_ctx, c->key_hash, c)) {
-        /* out of memory: the context works for this request, uncached */
-        LOG_E("ld: out of memory caching a @context");
-        pthread_rwlock_unlock(&g_rw);
-        if (q)
-            arena_on_free(q->a, ctx_unref, c);      /* the only reference */
-        return c;
-    }
-    if (c->served_id && !ld_map_put(&g_served, cr_hash(c->served_id, 16), c))
-        LOG_E("ld: out of memory indexing a served @context");
+    ld_map_put(&g_ctx, c->key_hash, c);
+    if (c->served_id)
+        ld_map_put(&g_served, cr_hash(c->served_id, 16), c);
     g_ctx_bytes += c->bytes;
     if (q)
         __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
@@ -369,10 +350,7 @@ static ld_context_t *build(ld_req_t *q, const json_t *value, problem_t *p)
         return NULL;
     }
     ld_builder_t b;
-    if (!ld_builder_init(&b, core)) {
-        problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
-        return NULL;
-    }
+    ld_builder_init(&b, core);
     if (q) {
         b.waiter = &q->w;
         b.max_docs = b.max_docs > q->docs ? b.max_docs - q->docs : 0;
@@ -392,9 +370,7 @@ static ld_context_t *build(ld_req_t *q, const json_t *value, problem_t *p)
         ok = false;
     } else if (ok) {
         c = ld_builder_freeze(&b, false);
-        if (!c)
-            problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
-        else if (q) {
+        if (q) {
             q->docs += b.docs;
             q->bytes += b.doc_bytes;
         }

@@ -30,9 +30,7 @@ static const char *intern_concat(const char *a, size_t al, const char *b, size_t
 {
     char stack[512];
     size_t n = al + bl;
-    char *buf = n <= sizeof stack ? stack : malloc(n);
-    if (!buf)
-        return NULL;
+    char *buf = n <= sizeof stack ? stack : cr_xmalloc(n);
     memcpy(buf, a, al);
     memcpy(buf + al, b, bl);
     const char *r = intern(buf, n);
@@ -371,14 +369,13 @@ const char *ld_term_type(const ld_context_t *c, const char *expanded_iri)
 
 /* ------------------------------------------------------ builder: terms */
 
-bool ld_builder_init(ld_builder_t *b, const ld_context_t *core)
+void ld_builder_init(ld_builder_t *b, const ld_context_t *core)
 {
     memset(b, 0, sizeof *b);
     b->core = core;
     b->max_docs = cr_config.context_max_docs > 0 ? (unsigned)cr_config.context_max_docs : LD_MAX_REMOTE_DOCS;
     b->max_bytes = ld_max_doc_bytes();
     b->tmp = arena_new(16384);
-    return b->tmp != NULL;
 }
 
 void ld_builder_free(ld_builder_t *b)
@@ -403,13 +400,11 @@ static ld_bterm_t *bterm_find(const ld_builder_t *b, const char *t, size_t len, 
     }
 }
 
-static bool bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char *iri, const char *type)
+static void bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char *iri, const char *type)
 {
     if ((b->count + 1) * 2 > b->cap) {
         size_t ncap = b->cap ? b->cap * 2 : 64;
-        ld_bterm_t *nt = calloc(ncap, sizeof *nt);
-        if (!nt)
-            return false;
+        ld_bterm_t *nt = cr_xcalloc(ncap, sizeof *nt);
         for (size_t i = 0; i < b->cap; i++) {
             if (!b->terms[i].term)
                 continue;
@@ -429,7 +424,6 @@ static bool bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char 
     if (!b->terms[i].term)
         b->count++;
     b->terms[i] = (ld_bterm_t){ .term = term, .iri = iri, .type = type, .hash = h };
-    return true;
 }
 
 /* ------------------------------------------- builder: one local context */
@@ -684,8 +678,7 @@ static bool add_object(ld_builder_t *b, const json_t *obj, problem_t *p)
         if (b->core && find_term(b->core, e->key, e->klen, e->hash))
             continue;                               /* core terms are protected */
         const char *term = bstr(b, e->key, e->klen);
-        if (!bterm_set(b, term, e->hash, e->iri, e->type))
-            return problem_set(p, PB_INTERNAL_ERROR, "@context: out of memory");
+        bterm_set(b, term, e->hash, e->iri, e->type);
     }
     return true;
 }
@@ -805,8 +798,6 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
         cap <<= 1;
 
     arena_t *a = arena_new(4096 + n * (sizeof(ld_def_t) + 2 * 2 * sizeof(uint32_t)));
-    if (!a)
-        return NULL;
     static uint64_t serials;
     ld_context_t *c = arena_calloc(a, sizeof *c);
     c->arena = a;

@@ -321,10 +321,7 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
         size_t ncap = b->cap ? b->cap : 16384;
         while (ncap < b->len + n + 1)
             ncap *= 2;
-        char *np = realloc(b->p, ncap);
-        if (!np)
-            return 0;
-        b->p = np;
+        b->p = cr_xrealloc(b->p, ncap);
         b->cap = ncap;
     }
     memcpy(b->p + b->len, data, n);
@@ -437,7 +434,7 @@ static long get_following(CURL *h, const char *url, int64_t deadline, struct cur
                           sock_ctx_t *sc, char *reason, size_t rlen)
 {
     char errbuf[CURL_ERROR_SIZE];
-    char *cur = strdup(url);
+    char *cur = cr_xstrdup(url);
     long status = 0;
     for (int hop = 0; cur; hop++) {
         if (!url_allowed(cur, reason, rlen))
@@ -493,14 +490,12 @@ static long get_following(CURL *h, const char *url, int64_t deadline, struct cur
                 break;
             }
             free(cur);
-            cur = strdup(next);                     /* next belongs to the handle */
+            cur = cr_xstrdup(next);                 /* next belongs to the handle */
             status = 0;
             continue;
         }
         break;
     }
-    if (!cur)
-        snprintf(reason, rlen, "out of memory");
     free(cur);
     return status;
 }
@@ -549,13 +544,8 @@ static bool download(CURL *h, const char *url, char **text, size_t *len, char *r
         free(body.p);
         return false;
     }
-    if (!body.p) {                                  /* empty body */
-        body.p = calloc(1, 1);
-        if (!body.p) {
-            snprintf(reason, rlen, "out of memory");
-            return false;
-        }
-    }
+    if (!body.p)                                    /* empty body */
+        body.p = cr_xcalloc(1, 1);
     *text = body.p;
     *len = body.len;
     return true;
@@ -597,8 +587,6 @@ static void evict_docs(const ld_doc_t *keep)
         return;
     size_t n;
     void **v = ld_map_by_age(&g_docs, doc_done, doc_used, &n);
-    if (!v)
-        return;
     for (size_t i = 0; i < n && g_doc_bytes > limit / 4 * 3; i++) {
         if (v[i] == keep)
             continue;                               /* its waiters are about to read it */
@@ -723,18 +711,9 @@ int ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, ld_w
                 rc = LD_DOC_ERROR;
                 break;
             }
-            d = calloc(1, sizeof *d);
-            if (d && !(d->url = strdup(url))) {
-                free(d);
-                d = NULL;
-            }
-            if (!d || !ld_map_put(&g_docs, h, d)) {
-                if (d)
-                    free_doc(d);
-                problem_set(p, PB_INTERNAL_ERROR, "@context %.300s: out of memory", url);
-                rc = LD_DOC_ERROR;
-                break;
-            }
+            d = cr_xcalloc(1, sizeof *d);
+            d->url = cr_xstrdup(url);
+            ld_map_put(&g_docs, h, d);
             d->url_len = ulen;
             d->hash = h;
             d->bytes = sizeof *d + ulen + 1;

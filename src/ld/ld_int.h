@@ -35,13 +35,13 @@ typedef struct ld_map {
 
 typedef bool (*ld_map_eq_fn)(const void *val, const void *key);
 void *ld_map_find(const ld_map_t *m, uint64_t hash, ld_map_eq_fn eq, const void *key);
-bool  ld_map_put(ld_map_t *m, uint64_t hash, void *val);       /* false on OOM */
+void  ld_map_put(ld_map_t *m, uint64_t hash, void *val);
 void  ld_map_del(ld_map_t *m, uint64_t hash, const void *val); /* removes that value */
 void  ld_map_free(ld_map_t *m);
 /* Calls fn for every value (in slot order). */
 void  ld_map_each(const ld_map_t *m, void (*fn)(void *val, void *ud), void *ud);
 /* The values for which want(val) (NULL: all), least recently used first
- * (by used(val)), for eviction: a malloc'ed array of *n, NULL on OOM. */
+ * (by used(val)), for eviction: a malloc'ed array of *n. */
 void **ld_map_by_age(const ld_map_t *m, bool (*want)(const void *val), int64_t (*used)(const void *val),
                      size_t *n);
 
@@ -121,12 +121,12 @@ typedef struct ld_builder {
     bool        pending;        /* a document is being downloaded: try again later */
 } ld_builder_t;
 
-bool ld_builder_init(ld_builder_t *b, const ld_context_t *core);
+void ld_builder_init(ld_builder_t *b, const ld_context_t *core);
 void ld_builder_free(ld_builder_t *b);
 /* Adds one @context value (URL string, object, array, null) with JSON-LD
  * semantics. Remote URLs are fetched through ld_fetch(). */
 bool ld_builder_add(ld_builder_t *b, const json_t *value, problem_t *p);
-/* A new context (in its own arena) with the builder's terms; NULL on OOM.
+/* A new context (in its own arena) with the builder's terms.
  * is_core: the table is the core itself. */
 ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core);
 void ld_context_free(ld_context_t *c);

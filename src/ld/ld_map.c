@@ -33,13 +33,11 @@ static void insert_slot(struct ld_slot *slots, size_t cap, uint64_t hash, void *
     slots[i].val = val;
 }
 
-bool ld_map_put(ld_map_t *m, uint64_t hash, void *val)
+void ld_map_put(ld_map_t *m, uint64_t hash, void *val)
 {
     if ((m->count + 1) * 2 > m->cap) {
         size_t ncap = m->cap ? m->cap * 2 : 64;
-        struct ld_slot *ns = calloc(ncap, sizeof *ns);
-        if (!ns)
-            return false;
+        struct ld_slot *ns = cr_xcalloc(ncap, sizeof *ns);
         for (size_t i = 0; i < m->cap; i++)
             if (m->slots[i].val)
                 insert_slot(ns, ncap, m->slots[i].hash, m->slots[i].val);
@@ -49,7 +47,6 @@ bool ld_map_put(ld_map_t *m, uint64_t hash, void *val)
     }
     insert_slot(m->slots, m->cap, hash, val);
     m->count++;
-    return true;
 }
 
 void ld_map_free(ld_map_t *m)
@@ -108,9 +105,7 @@ static int by_age(const void *a, const void *b)
 void **ld_map_by_age(const ld_map_t *m, bool (*want)(const void *val), int64_t (*used)(const void *val),
                      size_t *n)
 {
-    aged_t *v = malloc((m->count ? m->count : 1) * sizeof *v);
-    if (!v)
-        return NULL;
+    aged_t *v = cr_xreallocarray(NULL, m->count ? m->count : 1, sizeof *v);
     size_t k = 0;
     for (size_t i = 0; i < m->cap; i++) {
         void *val = m->slots[i].val;
@@ -118,8 +113,8 @@ void **ld_map_by_age(const ld_map_t *m, bool (*want)(const void *val), int64_t (
             v[k++] = (aged_t){ used(val), val };
     }
     qsort(v, k, sizeof *v, by_age);
-    void **out = malloc((k ? k : 1) * sizeof *out);
-    for (size_t i = 0; out && i < k; i++)
+    void **out = cr_xreallocarray(NULL, k ? k : 1, sizeof *out);
+    for (size_t i = 0; i < k; i++)
         out[i] = v[i].val;
     free(v);
     *n = k;

@@ -10,9 +10,9 @@
 
 /* Append and update share everything but the operation. */
 static bool attrs_write(const ops_req_t *rq, const char *id, const json_t *body, entity_op_t op,
-                        const op_args_t *args, op_result_t *res, problem_t *p)
+                        op_args_t *args, const char *type, op_result_t *res, problem_t *p)
 {
-    if (!ops_check_id(id, p)) return false;
+    if (!ops_check_id(id, p) || !ops_if_type(rq, type, &args->if_type, p)) return false;
     unsigned     flags = EP_FRAGMENT | (op == OP_UPDATE_ATTRS ? EP_MERGE : 0);
     cr_entity_t *patch = entity_parse(rq->arena, body, rq->ctx, flags, cr_now_us(), p);
     if (!patch) return false;
@@ -22,14 +22,15 @@ static bool attrs_write(const ops_req_t *rq, const char *id, const json_t *body,
 }
 
 bool ops_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, bool no_overwrite,
-                      op_result_t *res, problem_t *p)
+                      const char *type, op_result_t *res, problem_t *p)
 {
-    return attrs_write(rq, id, body, OP_APPEND_ATTRS, &(op_args_t){.no_overwrite = no_overwrite}, res, p);
+    return attrs_write(rq, id, body, OP_APPEND_ATTRS, &(op_args_t){.no_overwrite = no_overwrite}, type, res, p);
 }
 
-bool ops_attrs_update(const ops_req_t *rq, const char *id, const json_t *body, op_result_t *res, problem_t *p)
+bool ops_attrs_update(const ops_req_t *rq, const char *id, const json_t *body, const char *type, op_result_t *res,
+                      problem_t *p)
 {
-    return attrs_write(rq, id, body, OP_UPDATE_ATTRS, &(op_args_t){0}, res, p);
+    return attrs_write(rq, id, body, OP_UPDATE_ATTRS, &(op_args_t){0}, type, res, p);
 }
 
 /* Partial update and replace of one attribute: the body is the attribute. */

@@ -2,11 +2,16 @@
  * batch.c - the batch operations: create (5.6.7), upsert (5.6.8), update
  * (5.6.9), delete (5.6.10) and merge (5.6.20).
  *
- * Each entity of the batch is validated and written on its own: a failing
- * entity is reported in the BatchOperationResult (5.2.17) with its
- * ProblemDetails and changes nothing of itself, and never stops the others.
- * The ids of the successes are pointers into the body (an array of n
- * pointers); an error record is allocated only when an entity fails.
+ * Each entity of the batch is validated on its own, then all the valid ones
+ * are written in ONE store_batch(): one atomic step of the tenant, whose
+ * changes reach the hooks as one group. A failing entity is reported in the
+ * BatchOperationResult (5.2.17) with its ProblemDetails and changes nothing
+ * of itself, and never stops the others. The ids of the successes are
+ * pointers into the body (an array of n pointers); an error record is
+ * allocated only when an entity fails (the per-item records the store
+ * fills live in a scratch arena freed before returning). A batch holds at
+ * most --maxBatchSize entities (BadRequestData beyond: the atomic step
+ * holds the tenant's write lock for all of them).
  */
 #include "ops.h"
 
@@ -71,16 +76,67 @@ static bool batch_valid(size_t n, bool has_null, problem_t *p)
     return true;
 }
 
-/* One entity of an update batch: an attribute not updated fails the entity. */
-static bool member_update(const ops_req_t *rq, const cr_entity_t *d, bool no_overwrite, problem_t *p)
+/* A batch above --maxBatchSize is refused whole: its atomic step holds the
+ * tenant's write lock for every entity of it (store_batch). */
+static bool batch_size_ok(size_t n, problem_t *p)
 {
-    op_result_t res = {0};
-    op_args_t   args = {.no_overwrite = no_overwrite};
-    if (!store_modify(rq->store, rq->tenant, d->id, OP_APPEND_ATTRS, d, &args, &res, rq->arena, p)) return false;
-    if (!res.n_not_updated) return true;
-    return problem_set(p, PB_BAD_REQUEST_DATA, "%zu attribute(s) not updated%s%s", res.n_not_updated,
-                       res.items && res.n ? ": " : "",
-                       res.n ? res.items[0].reason ? res.items[0].reason : "" : "");
+    if (n > (size_t)cr_config.max_batch_size)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "the batch holds %zu entities, more than %d (--maxBatchSize)", n,
+                           cr_config.max_batch_size);
+    return true;
+}
+
+/* The outcome of one item after store_batch: an update that left an
+ * attribute not updated fails the entity (5.6.9.4). */
+static bool item_ok(store_batch_item_t *it, problem_t *p)
+{
+    if (!it->ok) {
+        *p = it->problem;
+        return false;
+    }
+    const op_result_t *r = it->res;
+    if (!r || !r->n_not_updated) return true;
+    const char *why = r->n && r->items[0].reason ? r->items[0].reason : "";
+    return problem_set(p, PB_BAD_REQUEST_DATA, "%zu attribute(s) not updated%s%s", r->n_not_updated, *why ? ": " : "", why);
+}
+
+/* The items that passed validation go to the store in one store_batch()
+ * (one atomic step, one group of changes for the hooks); the items, their
+ * problems and the store's scratch live in a scratch arena freed at the
+ * end, so that what stays in rq->arena is the ok ids and one record per
+ * failure. idx[k]: the member of item k; item_of[i]: the item of member i,
+ * or SIZE_MAX when member i failed before (its problem in pre[i]). */
+static bool batch_run(const ops_req_t *rq, size_t n, store_batch_item_t *items, size_t n_items, const size_t *item_of,
+                      const problem_t *const *pre, const char *const *ids, arena_t *scratch, ops_batch_result_t *res,
+                      problem_t *p)
+{
+    if (n_items && !store_batch(rq->store, rq->tenant, items, n_items, scratch, p)) return false;
+    for (size_t i = 0; i < n; i++) {
+        problem_t ep = {0};
+        if (item_of[i] == SIZE_MAX) {
+            result_fail(rq, res, ids[i], pre[i]);
+            continue;
+        }
+        store_batch_item_t *it = &items[item_of[i]];
+        if (!item_ok(it, &ep)) {
+            result_fail(rq, res, ids[i], &ep);
+            continue;
+        }
+        res->ok[res->n_ok++] = ids[i];
+        if (it->created) res->created[res->n_created++] = ids[i];
+    }
+    return true;
+}
+
+static store_batch_kind_t item_kind(ops_batch_kind_t kind, const ops_batch_opts_t *o)
+{
+    switch (kind) {
+    case OPS_BATCH_CREATE: return STORE_B_CREATE;
+    case OPS_BATCH_UPSERT: return o->replace ? STORE_B_UPSERT_REPLACE : STORE_B_UPSERT;
+    case OPS_BATCH_UPDATE: return STORE_B_UPDATE;
+    case OPS_BATCH_MERGE:  break;
+    }
+    return STORE_B_MERGE;
 }
 
 bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_member_t *m, size_t n,
@@ -88,41 +144,39 @@ bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_membe
 {
     bool has_null = false;
     for (size_t i = 0; i < n; i++) has_null |= !m[i].body || m[i].body->type == JSON_NULL;
-    if (!batch_valid(n, has_null, p)) return false;
+    if (!batch_valid(n, has_null, p) || !batch_size_ok(n, p)) return false;
     result_init(rq, res, n, kind == OPS_BATCH_CREATE || kind == OPS_BATCH_UPSERT);
 
-    int64_t  now = cr_now_us();
-    unsigned flags = kind == OPS_BATCH_CREATE || kind == OPS_BATCH_UPSERT ? EP_CREATE : EP_FRAGMENT;
+    arena_t             *scratch = arena_new(n * (sizeof(store_batch_item_t) + 64));
+    store_batch_item_t  *items = arena_calloc(scratch, n * sizeof *items);
+    size_t              *item_of = arena_alloc(scratch, n * sizeof *item_of);
+    const problem_t    **pre = arena_calloc(scratch, n * sizeof *pre);
+    const char         **ids = arena_alloc(scratch, n * sizeof *ids);
+    size_t               k = 0;
+    int64_t              now = cr_now_us();
+    unsigned             flags = kind == OPS_BATCH_CREATE || kind == OPS_BATCH_UPSERT ? EP_CREATE : EP_FRAGMENT;
     if (kind == OPS_BATCH_MERGE) flags |= EP_MERGE;
     for (size_t i = 0; i < n; i++) {
         problem_t    ep = {0};
         cr_entity_t *d = member_parse(rq, &m[i], flags, now, &ep);
-        bool         ok = false, created = false;
-        if (d) {
-            switch (kind) {
-            case OPS_BATCH_CREATE:
-                ok = created = store_create(rq->store, rq->tenant, d, &ep);
-                break;
-            case OPS_BATCH_UPSERT:
-                ok = store_upsert(rq->store, rq->tenant, d, o->replace, &created, rq->arena, &ep);
-                break;
-            case OPS_BATCH_UPDATE:
-                ok = member_update(rq, d, o->no_overwrite, &ep);
-                break;
-            case OPS_BATCH_MERGE:
-                ok = store_modify(rq->store, rq->tenant, d->id, OP_MERGE_ENTITY, d, &(op_args_t){0}, NULL,
-                                  rq->arena, &ep);
-                break;
-            }
-        }
-        if (!ok) {
-            result_fail(rq, res, member_id(m[i].body), &ep);
+        ids[i] = d ? d->id : member_id(m[i].body);
+        item_of[i] = SIZE_MAX;
+        if (!d) {
+            problem_t *kept = arena_alloc(scratch, sizeof *kept);
+            *kept = ep;
+            pre[i] = kept;
             continue;
         }
-        res->ok[res->n_ok++] = d->id;
-        if (created) res->created[res->n_created++] = d->id;
+        store_batch_item_t *it = &items[k];
+        it->kind = item_kind(kind, o);
+        it->draft = d;
+        it->args.no_overwrite = kind == OPS_BATCH_UPDATE && o->no_overwrite;
+        if (kind == OPS_BATCH_UPDATE) it->res = arena_calloc(scratch, sizeof *it->res);
+        item_of[i] = k++;
     }
-    return true;
+    bool ok = batch_run(rq, n, items, k, item_of, pre, ids, scratch, res, p);
+    arena_free(scratch);
+    return ok;
 }
 
 bool ops_batch_delete(const ops_req_t *rq, const json_t *ids, ops_batch_result_t *res, problem_t *p)
@@ -130,18 +184,32 @@ bool ops_batch_delete(const ops_req_t *rq, const json_t *ids, ops_batch_result_t
     bool has_null = false;
     if (!json_is_array(ids)) return problem_set(p, PB_BAD_REQUEST_DATA, "the body must be a JSON array");
     json_foreach(e, ids) has_null |= e->type == JSON_NULL;
-    if (!batch_valid(ids->len, has_null, p)) return false;
+    if (!batch_valid(ids->len, has_null, p) || !batch_size_ok(ids->len, p)) return false;
     result_init(rq, res, ids->len, false);
+
+    size_t               n = ids->len, i = 0, k = 0;
+    arena_t             *scratch = arena_new(n * (sizeof(store_batch_item_t) + 64));
+    store_batch_item_t  *items = arena_calloc(scratch, n * sizeof *items);
+    size_t              *item_of = arena_alloc(scratch, n * sizeof *item_of);
+    const problem_t    **pre = arena_calloc(scratch, n * sizeof *pre);
+    const char         **idv = arena_alloc(scratch, n * sizeof *idv);
     json_foreach(e, ids) {
         problem_t ep = {0};
-        if (!json_is_string(e)) {
+        idv[i] = json_is_string(e) ? e->str : NULL;
+        item_of[i] = SIZE_MAX;
+        if (!idv[i])
             problem_set(&ep, PB_BAD_REQUEST_DATA, "each member of a batch delete must be an entity id (a string)");
-            result_fail(rq, res, NULL, &ep);
-        } else if (ops_check_id(e->str, &ep) && store_delete(rq->store, rq->tenant, e->str, &ep)) {
-            res->ok[res->n_ok++] = e->str;
-        } else {
-            result_fail(rq, res, e->str, &ep);
+        if (!idv[i] || !ops_check_id(idv[i], &ep)) {
+            problem_t *kept = arena_alloc(scratch, sizeof *kept);
+            *kept = ep;
+            pre[i++] = kept;
+            continue;
         }
+        items[k].kind = STORE_B_DELETE;
+        items[k].id = idv[i];
+        item_of[i++] = k++;
     }
-    return true;
+    bool ok = batch_run(rq, n, items, k, item_of, pre, idv, scratch, res, p);
+    arena_free(scratch);
+    return ok;
 }

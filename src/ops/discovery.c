@@ -1,9 +1,12 @@
 /*
  * discovery.c - what the entities of a tenant say of their types and
  * attributes (5.7.5-5.7.10: EntityTypeList, EntityType, EntityTypeInfo,
- * AttributeList, Attribute), gathered in one pass over the entities
- * (store_foreach) into insertion-ordered sets of interned names in the
- * request arena. Cost: O(entities) per call; discovery is not a hot path.
+ * AttributeList, Attribute) as insertion-ordered sets of interned names in
+ * the request arena. The lists of names come from the store's type and
+ * attribute indexes (O(names)); details and the named forms gather from the
+ * entities (store_foreach, in chunks of the read lock): /types/{type}
+ * through the type index, /attributes/{attr} over the entities that have
+ * it, details=true over all.
  */
 #include "ops.h"
 
@@ -67,6 +70,8 @@ typedef struct gather {
     const char      *only_attr;       /* only this attribute */
 } gather_t;
 
+/* One entity: its types with their attributes, its attributes with their
+ * types (details, /types/{type}, /attributes/{attr}). */
 static void gather_one(void *ud, const cr_entity_t *e)
 {
     gather_t        *g = ud;
@@ -89,15 +94,35 @@ static void gather_one(void *ud, const cr_entity_t *e)
     }
 }
 
-bool ops_discover(const ops_req_t *rq, const char *only_type, const char *only_attr, const char *name,
-                  ops_discovery_t *d, problem_t *p)
+/* The names alone (GET /types, GET /attributes): from the store's indexes. */
+static void name_one(void *ud, const char *name)
 {
-    gather_t g = {.d = d, .only_type = only_type, .only_attr = only_attr};
+    ops_names_get(ud, name);
+}
+
+bool ops_discover(const ops_req_t *rq, bool types, const char *name, bool details, ops_discovery_t *d,
+                  problem_t *p)
+{
     memset(d, 0, sizeof *d);
     d->types.a = d->attrs.a = rq->arena;
-    if (!store_foreach(rq->store, rq->tenant, NULL, gather_one, &g, p)) return false;
-    if (only_type && d->types.n == 0) return problem_set(p, PB_RESOURCE_NOT_FOUND, "no entity of type %s", name);
-    if (only_attr && d->attrs.n == 0)
+    if (!name && !details)
+        return types ? store_types(rq->store, rq->tenant, name_one, &d->types, p)
+                     : store_attributes(rq->store, rq->tenant, name_one, &d->attrs, p);
+
+    /* a name of the path: a read interns nothing (an unknown name matches no entity) */
+    const char     *only = name ? ld_expand_lookup(rq->ctx, name, rq->arena) : NULL;
+    gather_t        g = {.d = d, .only_type = types ? only : NULL, .only_attr = types ? NULL : only};
+    entity_filter_t f = {0};
+    if (g.only_attr) {          /* entities that have the attribute */
+        f.attrs = &g.only_attr;
+        f.n_attrs = 1;
+    } else if (g.only_type && !strpbrk(name, ",;|()")) {   /* the type index (a name, not a selection) */
+        problem_t ignored;
+        f.types = typesel_parse(rq->arena, name, rq->ctx, &ignored);
+    }
+    if (!store_foreach(rq->store, rq->tenant, only ? &f : NULL, gather_one, &g, p)) return false;
+    if (g.only_type && d->types.n == 0) return problem_set(p, PB_RESOURCE_NOT_FOUND, "no entity of type %s", name);
+    if (g.only_attr && d->attrs.n == 0)
         return problem_set(p, PB_RESOURCE_NOT_FOUND, "no entity has an attribute %s", name);
     return true;
 }

@@ -1,7 +1,8 @@
 /*
  * entities.c - the operations on one entity by id: create (5.6.1),
  * retrieve (5.7.1), delete (5.6.6), merge (5.6.17), replace (5.6.18), and
- * the validators and the ?type= precondition they share with attrs.c.
+ * the validators and the ?type= precondition they share with attrs.c (a
+ * type selection handed to the store, which checks it in its atomic step).
  *
  * Each operation validates and parses the body into a draft (model/) and
  * then calls the store once; nothing is written before all is validated.
@@ -30,17 +31,12 @@ bool ops_check_attr_name(const char *name, bool writing, problem_t *p)
     return true;
 }
 
-bool ops_check_type(const ops_req_t *rq, const char *id, const char *type, problem_t *p)
+bool ops_if_type(const ops_req_t *rq, const char *type, const typesel_t **ts, problem_t *p)
 {
+    *ts = NULL;
     if (!type) return true;
-    typesel_t *ts = typesel_parse(rq->arena, type, rq->ctx, p);
-    if (!ts) return false;
-    cr_entity_t *e = store_get(rq->store, rq->tenant, id, p);
-    if (!e) return false;
-    bool ok = typesel_match(ts, e);
-    entity_unref(e);
-    if (!ok) return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity %s is not of type %s", id, type);
-    return true;
+    *ts = typesel_parse(rq->arena, type, rq->ctx, p);
+    return *ts != NULL;
 }
 
 bool ops_entity_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p)
@@ -90,10 +86,11 @@ cr_entity_t *ops_entity_retrieve(const ops_req_t *rq, const char *id, const ops_
     return e;
 }
 
-bool ops_entity_delete(const ops_req_t *rq, const char *id, problem_t *p)
+bool ops_entity_delete(const ops_req_t *rq, const char *id, const char *type, problem_t *p)
 {
-    if (!ops_check_id(id, p)) return false;
-    return store_delete(rq->store, rq->tenant, id, p);
+    const typesel_t *ts;
+    if (!ops_check_id(id, p) || !ops_if_type(rq, type, &ts, p)) return false;
+    return store_delete_if(rq->store, rq->tenant, id, ts, p);
 }
 
 /* The body of merge/replace: id and type, when given, must agree with the
@@ -118,17 +115,19 @@ bool ops_entity_merge(const ops_req_t *rq, const char *id, const json_t *body, c
 {
     op_args_t    args = {.observed_at = o->observed_at};
     cr_entity_t *patch = entity_fragment(rq, id, body, EP_MERGE, p);
-    if (!patch) return false;
+    if (!patch || !ops_if_type(rq, o->type, &args.if_type, p)) return false;
     entity_patch_simplified(rq->arena, patch, o->key_values, o->lang);
     return store_modify(rq->store, rq->tenant, id, OP_MERGE_ENTITY, patch, &args, NULL, rq->arena, p);
 }
 
-bool ops_entity_replace(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+bool ops_entity_replace(const ops_req_t *rq, const char *id, const json_t *body, const char *type, problem_t *p)
 {
+    op_args_t    args = {0};
     cr_entity_t *patch = entity_fragment(rq, id, body, 0, p);
     if (!patch) return false;
     if (patch->n_types == 0) return problem_set(p, PB_BAD_REQUEST_DATA, "replacing an entity needs its type (5.6.18)");
-    return store_modify(rq->store, rq->tenant, id, OP_REPLACE_ENTITY, patch, &(op_args_t){0}, NULL, rq->arena, p);
+    if (!ops_if_type(rq, type, &args.if_type, p)) return false;
+    return store_modify(rq->store, rq->tenant, id, OP_REPLACE_ENTITY, patch, &args, NULL, rq->arena, p);
 }
 
 void ops_stats(store_t *s, store_stats_t *st)

@@ -34,12 +34,13 @@
  * (cr_entity_t * from ops_entity_retrieve, the items of an ops_page_t) must
  * be released by the caller (entity_unref / ops_page_release).
  *
- * Only ops/ calls the store (store.h). Each operation calls it from one
- * place in its own file (the ?type= precondition: ops_check_type; query:
- * ops_query; discovery: ops_discover; purge: ops_purge and its drop/keep
- * helper; linked entities: fetch() in join.c, a query by ids), so that moving to a new store call (a precondition inside the
- * atomic step, discovery from the indexes, several entity selectors)
- * changes one place.
+ * Only ops/ calls the store (store.h), and each operation from one place in
+ * its own file (query: ops_query; discovery: ops_discover; purge: ops_purge
+ * and its drop/keep helper; linked entities: fetch() in join.c, a query by
+ * ids; batches: one store_batch). The store does what needs its indexes or
+ * its atomic step: the ?type= precondition (op_args_t.if_type,
+ * store_delete_if), discovery lists (store_types, store_attributes), several
+ * entity selectors (entity_filter_t.sel), a batch as one group of changes.
  */
 #ifndef CORAINE_OPS_H
 #define CORAINE_OPS_H
@@ -71,12 +72,11 @@ bool ops_check_id(const char *id, problem_t *p);
  * createdAt, modifiedAt). */
 bool ops_check_attr_name(const char *name, bool writing, problem_t *p);
 /* The precondition ?type= of an operation by id (Tables 6.5.3.2-1,
- * 6.6.3.x-1): entity id must be of the type selection `type` (4.17 text,
- * expanded with rq->ctx), else ResourceNotFound. true when type is NULL.
- * Known limit: read before the write, so a concurrent change of the
- * entity's types in between is not seen (the store will check it inside its
- * atomic step). */
-bool ops_check_type(const ops_req_t *rq, const char *id, const char *type, problem_t *p);
+ * 6.6.3.x-1): type (4.17 text, expanded with rq->ctx; NULL: none) parsed
+ * into *ts (NULL when type is NULL) for the store, which checks it in the
+ * same atomic step as the write (op_args_t.if_type, store_delete_if): an
+ * entity of another type is ResourceNotFound and nothing changes. */
+bool ops_if_type(const ops_req_t *rq, const char *type, const typesel_t **ts, problem_t *p);
 
 /* ------------------------------------------------------ entities.c */
 
@@ -97,32 +97,36 @@ typedef struct ops_retrieve {
 } ops_retrieve_t;
 cr_entity_t *ops_entity_retrieve(const ops_req_t *rq, const char *id, const ops_retrieve_t *o, problem_t *p);
 
-/* Delete Entity (5.6.6). */
-bool ops_entity_delete(const ops_req_t *rq, const char *id, problem_t *p);
+/* Delete Entity (5.6.6). type: the ?type= precondition (ops_if_type), or NULL. */
+bool ops_entity_delete(const ops_req_t *rq, const char *id, const char *type, problem_t *p);
 
 /* Merge Entity (5.6.17): key_values takes the values alone (each attribute
  * keeps its type), lang makes plain strings the text of that language,
- * observed_at (0: none) re-stamps the attributes that have one. */
+ * observed_at (0: none) re-stamps the attributes that have one; type: the
+ * ?type= precondition (ops_if_type), or NULL. */
 typedef struct ops_merge {
     bool        key_values;
     const char *lang;
     int64_t     observed_at;
+    const char *type;
 } ops_merge_t;
 bool ops_entity_merge(const ops_req_t *rq, const char *id, const json_t *body, const ops_merge_t *o,
                       problem_t *p);
 
-/* Replace Entity (5.6.18): body is the whole new entity (type required). */
-bool ops_entity_replace(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
+/* Replace Entity (5.6.18): body is the whole new entity (type required);
+ * type: the ?type= precondition (ops_if_type), or NULL. */
+bool ops_entity_replace(const ops_req_t *rq, const char *id, const json_t *body, const char *type, problem_t *p);
 
 /* ------------------------------------------------------ attrs.c */
 
 /* Append Entity Attributes (5.6.3) and Update Entity Attributes (5.6.2):
  * res gets the per-attribute outcome (an UpdateResult, 5.2.18) when some
- * attribute was not updated (res->n_not_updated > 0). */
+ * attribute was not updated (res->n_not_updated > 0). type: the ?type=
+ * precondition (ops_if_type), or NULL. */
 bool ops_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, bool no_overwrite,
+                      const char *type, op_result_t *res, problem_t *p);
+bool ops_attrs_update(const ops_req_t *rq, const char *id, const json_t *body, const char *type,
                       op_result_t *res, problem_t *p);
-bool ops_attrs_update(const ops_req_t *rq, const char *id, const json_t *body, op_result_t *res,
-                      problem_t *p);
 /* Partial Attribute Update (5.6.4) and Replace Attribute (5.6.19): body is
  * the attribute (its "@context" member, if any, is ignored). */
 bool ops_attr_patch(const ops_req_t *rq, const char *id, const char *name, json_t *body, problem_t *p);
@@ -172,8 +176,12 @@ typedef struct ops_batch_result {
 } ops_batch_result_t;
 
 /* The batch operations. false (with p) only when the request as a whole is
- * invalid (an empty batch, a null member); then nothing was written. Each
- * entity is validated and written on its own, in order. */
+ * invalid (an empty batch, a null member, more than --maxBatchSize
+ * entities: BadRequestData; a tenant never written without a creating
+ * entity: NonexistentTenant); then nothing was written. Each entity is
+ * validated on its own, then the valid ones are written in ONE store_batch
+ * (one atomic step, one group of changes for the hooks), in order, each
+ * succeeding or failing on its own. */
 bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_member_t *m, size_t n,
                      const ops_batch_opts_t *o, ops_batch_result_t *res, problem_t *p);
 /* Batch Delete (5.6.10): ids is the body, an array of entity ids. */
@@ -182,16 +190,16 @@ bool ops_batch_delete(const ops_req_t *rq, const json_t *ids, ops_batch_result_t
 /* ------------------------------------------------------ query.c */
 
 /* Query Entities (5.7.2): f (the common part: ids, idPattern, type, q, geo,
- * scope, attrs) and the EntitySelectors sel[0..nsel) (an entity matches one
- * of them and f; one selector stands for f's ids, idPattern and type, so
- * that the store can use its indexes), a page (limit/offset, 4.12) and the
- * count (4.13). */
+ * scope, attrs) and the EntitySelectors sel[0..nsel) of POST
+ * /entityOperations/query (an entity matches one of them and f; they go to
+ * the store as f.sel, which serves them from its id and type indexes), a
+ * page (limit/offset, 4.12) and the count (4.13). */
 typedef struct ops_query {
-    entity_filter_t  f;
-    entity_filter_t *sel;
-    size_t           nsel;
-    size_t           limit, offset;
-    bool             count;
+    entity_filter_t    f;
+    entity_selector_t *sel;
+    size_t             nsel;
+    size_t             limit, offset;
+    bool               count;
 } ops_query_t;
 
 /* A page of references in creation order; more: a next page exists;
@@ -283,15 +291,18 @@ typedef struct ops_names {
 /* The entry of an interned name, added when absent. */
 ops_name_t *ops_names_get(ops_names_t *s, const char *name);
 
-/* Discovery (5.7.5-5.7.10): the types and attributes of the tenant's
- * entities. only_type (expanded): only entities of that type, and ResourceNotFound
- * when none; only_attr (expanded): only that attribute, ResourceNotFound
- * when no entity has it. `name` is the name as asked, for the message. */
+/* Discovery (5.7.5-5.7.10): the types (types true) or the attributes of
+ * the tenant's entities. name NULL: the list of names (d->types or
+ * d->attrs; from the store's indexes unless details); details: with the
+ * related names, kinds and counts (a walk over the entities). name (as
+ * asked, expanded with rq->ctx): only that type, with the attributes of its
+ * entities in d->attrs, or only that attribute; ResourceNotFound when no
+ * entity has it. */
 typedef struct ops_discovery {
     ops_names_t types, attrs;
 } ops_discovery_t;
-bool ops_discover(const ops_req_t *rq, const char *only_type, const char *only_attr, const char *name,
-                  ops_discovery_t *d, problem_t *p);
+bool ops_discover(const ops_req_t *rq, bool types, const char *name, bool details, ops_discovery_t *d,
+                  problem_t *p);
 
 /* ------------------------------------------------------ statistics */
 

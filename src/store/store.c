@@ -45,21 +45,6 @@ struct store {
     _Atomic uint64_t       creates, updates, deletes, queries;
 };
 
-/* ------------------------------------------------------ out of memory */
-
-/* The store's one out-of-memory policy for what it cannot do without: log
- * and abort (to become core's cr_xmalloc when it exists). */
-static void *store_xmalloc(size_t n)
-{
-    void *v = malloc(n ? n : 1);
-
-    if (!v) {
-        LOG_E("store: out of memory (%zu bytes); aborting", n);
-        abort();
-    }
-    return v;
-}
-
 /* ------------------------------------------------------------ streams */
 
 typedef struct pending {
@@ -80,7 +65,7 @@ struct store_stream {
 
 store_stream_t *store_stream_new(void)
 {
-    store_stream_t *st = store_xmalloc(sizeof(*st));
+    store_stream_t *st = cr_xmalloc(sizeof(*st));
 
     if (pthread_mutex_init(&st->mu, NULL) != 0 || pthread_cond_init(&st->cv, NULL) != 0) {
         LOG_E("store: cannot create a stream's mutex; aborting");
@@ -205,7 +190,7 @@ static void store_deliver(store_t *s, store_change_t *g, size_t n)
     for (size_t i = 0; i < n; i++)
         need += (g[i].before ? g[i].before->n_attrs : 0) + (g[i].after ? g[i].after->n_attrs : 0);
     if (need > STORE_REFS_STACK)
-        refs = store_xmalloc(need * sizeof(*refs));
+        refs = cr_xreallocarray(NULL, need, sizeof(*refs));
     r = refs;
     for (size_t i = 0; i < n; i++)
         r = diff_change(&g[i], r);
@@ -301,11 +286,7 @@ store_t *store_open(problem_t *p)
         return NULL;
     }
 
-    s = calloc(1, sizeof(*s));
-    if (!s) {
-        problem_set(p, PB_INTERNAL_ERROR, "store: out of memory");
-        return NULL;
-    }
+    s = cr_xcalloc(1, sizeof(*s));
     s->be = be;
     s->db = be->open(p);
     if (!s->db) {

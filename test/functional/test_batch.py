@@ -321,3 +321,27 @@ def test_6_23_invalid_query_is_400(qdata, body):
 def test_6_3_4_query_post_accept_html_is_406(qdata):
     r = qdata.post(OPS + "query", {"type": "Query", "entities": [{"type": "Vehicle"}]}, accept="text/html")
     assert r.status_code == 406
+
+
+# ---- the batch bound (--maxBatchSize) -----------------------------------------------
+
+@pytest.mark.parametrize("op", ["create", "upsert", "update", "merge", "delete"])
+def test_5_6_7_batch_above_max_batch_size_is_400_and_changes_nothing(broker_factory, make_client, op):
+    c = make_client(broker_factory("--maxBatchSize", "3"))
+    ids = [uid() for _ in range(4)]
+    c.batch_create([entity(i, "T", v=prop(1)) for i in ids[:3]])   # 3 is within the bound
+    body = ids if op == "delete" else [entity(i, "T", v=prop(2)) for i in ids]
+    r = c.post(OPS + op, body)
+    assert_problem(r, 400, "BadRequestData")
+    assert "maxBatchSize" in r.json()["detail"]
+    for i in ids[:3]:
+        assert c.entity(i)["v"] == prop(1)
+    assert_problem(c.get("/entities/" + ids[3]), 404, "ResourceNotFound")
+
+
+def test_6_16_batch_on_a_tenant_never_written_is_404_nonexistent_tenant(make_client, broker):
+    c = make_client(broker)
+    r = c.post(OPS + "update", [entity(uid(), "T", v=prop(1))])
+    assert_problem(r, 404, "NonexistentTenant")
+    r = c.post(OPS + "delete", [uid()])
+    assert_problem(r, 404, "NonexistentTenant")

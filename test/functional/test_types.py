@@ -133,3 +133,18 @@ def test_6_25_ld_json_has_context(t):
     assert r.status_code == 200
     assert media_type(r) == "application/ld+json"
     assert "@context" in r.json()
+
+
+def test_6_27_attributes_follow_attribute_deletions(cli):
+    """GET /attributes comes from the attribute index: a name leaves the list
+    when the last instance of it goes (attribute delete or entity delete)."""
+    a, b = "urn:ngsi-ld:AD:1", "urn:ngsi-ld:AD:2"
+    cli.create(entity(a, "AD", colour=prop("red"), weight=prop(1)))
+    cli.create(entity(b, "AD", colour=prop("blue")))
+    assert sorted(cli.get("/attributes").json()["attributeList"]) == ["colour", "weight"]
+    assert cli.delete("/entities/%s/attrs/weight" % a).status_code == 204
+    assert cli.get("/attributes").json()["attributeList"] == ["colour"]
+    assert_problem(cli.get("/attributes/weight"), 404, "ResourceNotFound")
+    assert cli.delete("/entities/" + a).status_code == 204
+    assert cli.get("/attributes/colour").json()["attributeCount"] == 1
+    assert cli.get("/types").json()["typeList"] == ["AD"]

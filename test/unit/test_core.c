@@ -132,7 +132,7 @@ static void hash_keyed(void **state)
 {
     (void)state;
     const char *k = "urn:ngsi-ld:Vehicle:A4567";
-    char        cmd[64], out[3][32];
+    char        cmd[64], out[3][48];
     snprintf(cmd, sizeof cmd, "/proc/%d/exe --print-hash", (int)getpid());
     for (int i = 0; i < 2; i++) {
         FILE *f = popen(cmd, "r");
@@ -140,8 +140,12 @@ static void hash_keyed(void **state)
         assert_non_null(fgets(out[i], sizeof out[i], f));
         pclose(f);
     }
-    snprintf(out[2], sizeof out[2], "%016llx\n", (unsigned long long)cr_hash(k, strlen(k)));
+    snprintf(out[2], sizeof out[2], "%016llx %016llx\n", (unsigned long long)cr_hash(k, strlen(k)),
+             (unsigned long long)cr_hash_u64(42));
     assert_true(strcmp(out[0], out[1]) != 0 || strcmp(out[1], out[2]) != 0);
+    /* cr_hash_u64 (geo cells, JSON trees) is keyed too: its half differs as well */
+    assert_true(strcmp(out[0] + 17, out[1] + 17) != 0 || strcmp(out[1] + 17, out[2] + 17) != 0);
+    assert_true(cr_hash_u64(1) != cr_hash_u64(2));
     /* the stable variant is the same everywhere */
     assert_true(cr_hash_stable(k, strlen(k)) == cr_hash_stable(k, strlen(k)));
     assert_true(cr_hash_stable(k, strlen(k)) != cr_hash(k, strlen(k)));
@@ -313,7 +317,7 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--print-hash")) {        /* for hash_keyed */
         const char *k = "urn:ngsi-ld:Vehicle:A4567";
-        printf("%016llx\n", (unsigned long long)cr_hash(k, strlen(k)));
+        printf("%016llx %016llx\n", (unsigned long long)cr_hash(k, strlen(k)), (unsigned long long)cr_hash_u64(42));
         return 0;
     }
     const struct CMUnitTest tests[] = {

@@ -137,21 +137,32 @@ static void test_entity_lifecycle(void **state)
     assert_int_equal(speed_of("urn:t:1"), 42);
 
     /* replace needs the type */
-    assert_false(ops_entity_replace(&rq, "urn:t:1", J("{\"speed\":{\"type\":\"Property\",\"value\":1}}"), &p));
+    assert_false(ops_entity_replace(&rq, "urn:t:1", J("{\"speed\":{\"type\":\"Property\",\"value\":1}}"), NULL, &p));
     assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
-    assert_true(ops_entity_replace(&rq, "urn:t:1", J("{\"type\":\"Car\",\"speed\":{\"type\":\"Property\",\"value\":7}}"), &p));
+    assert_true(ops_entity_replace(&rq, "urn:t:1", J("{\"type\":\"Car\",\"speed\":{\"type\":\"Property\",\"value\":7}}"), NULL, &p));
     assert_int_equal(speed_of("urn:t:1"), 7);
 
     /* the ?type= precondition */
-    assert_true(ops_check_type(&rq, "urn:t:1", NULL, &p));
-    assert_true(ops_check_type(&rq, "urn:t:1", "Car", &p));
-    assert_false(ops_check_type(&rq, "urn:t:1", "Vehicle", &p));
+    /* the ?type= precondition, checked by the store in the write's atomic step */
+    assert_false(ops_entity_replace(&rq, "urn:t:1", J("{\"type\":\"Car\",\"speed\":{\"type\":\"Property\",\"value\":8}}"),
+                                    "Vehicle", &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(speed_of("urn:t:1"), 7);
+    assert_false(ops_entity_merge(&rq, "urn:t:1", J("{\"speed\":9}"), &(ops_merge_t){.key_values = true, .type = "Vehicle"}, &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_false(ops_attrs_update(&rq, "urn:t:1", J("{\"speed\":{\"type\":\"Property\",\"value\":9}}"), "Vehicle", &(op_result_t){0}, &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(speed_of("urn:t:1"), 7);
+    assert_true(ops_entity_merge(&rq, "urn:t:1", J("{\"speed\":9}"), &(ops_merge_t){.key_values = true, .type = "Car|Vehicle"}, &p));
+    assert_int_equal(speed_of("urn:t:1"), 9);
+    assert_false(ops_entity_delete(&rq, "urn:t:1", "Vehicle", &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(speed_of("urn:t:1"), 9);
 
-    assert_true(ops_entity_delete(&rq, "urn:t:1", &p));
-    assert_false(ops_entity_delete(&rq, "urn:t:1", &p));
+    assert_true(ops_entity_delete(&rq, "urn:t:1", NULL, &p));
+    assert_false(ops_entity_delete(&rq, "urn:t:1", NULL, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
-    assert_false(ops_entity_delete(&rq, "bad id", &p));
+    assert_false(ops_entity_delete(&rq, "bad id", NULL, &p));
     assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
 
     /* a tenant never written */
@@ -174,15 +185,15 @@ static void test_attributes(void **state)
     /* append with noOverwrite: speed is not updated, colour is */
     assert_true(ops_attrs_append(&rq, "urn:t:a",
                                  J("{\"speed\":{\"type\":\"Property\",\"value\":5},"
-                                   "\"colour\":{\"type\":\"Property\",\"value\":\"red\"}}"), true, &res, &p));
+                                   "\"colour\":{\"type\":\"Property\",\"value\":\"red\"}}"), true, NULL, &res, &p));
     assert_int_equal(res.n_not_updated, 1);
     assert_int_equal(res.n_updated, 1);
     assert_int_equal(speed_of("urn:t:a"), 1);
-    assert_false(ops_attrs_append(&rq, "urn:t:a", J("{}"), false, &res, &p));
+    assert_false(ops_attrs_append(&rq, "urn:t:a", J("{}"), false, NULL, &res, &p));
     assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
 
     memset(&res, 0, sizeof res);
-    assert_true(ops_attrs_update(&rq, "urn:t:a", J("{\"speed\":{\"type\":\"Property\",\"value\":6}}"), &res, &p));
+    assert_true(ops_attrs_update(&rq, "urn:t:a", J("{\"speed\":{\"type\":\"Property\",\"value\":6}}"), NULL, &res, &p));
     assert_int_equal(res.n_not_updated, 0);
     assert_int_equal(speed_of("urn:t:a"), 6);
 
@@ -201,7 +212,7 @@ static void test_attributes(void **state)
     assert_int_equal(speed_of("urn:t:a"), INT64_MIN);
     assert_false(ops_attr_delete(&rq, "urn:t:a", "speed", NULL, false, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
-    assert_true(ops_entity_delete(&rq, "urn:t:a", &p));
+    assert_true(ops_entity_delete(&rq, "urn:t:a", NULL, &p));
 }
 
 /* ------------------------------------------------------------- batch */
@@ -309,6 +320,60 @@ static void test_batch(void **state)
 
 /* Section 5 of issue 10: a batch allocates an error record only for an
  * entity that fails (it used to reserve one ProblemDetails per entity). */
+/* A batch hands its changes to the hooks as ONE group (store_batch), and a
+ * batch above --maxBatchSize is refused whole. */
+typedef struct groups {
+    int    calls;
+    size_t last_n;
+    uint64_t first_seq;
+} groups_t;
+
+static void group_hook(void *ud, const store_change_t *g, size_t n)
+{
+    groups_t *gs = ud;
+    gs->calls++;
+    gs->last_n = n;
+    gs->first_seq = g[0].seq;
+}
+
+static void test_batch_one_group(void **state)
+{
+    problem_t          p = {0};
+    ops_batch_result_t res;
+    groups_t           gs = {0};
+    (void)state;
+
+    store_t *s = store_open(&p);
+    assert_non_null(s);
+    store_add_hook(s, group_hook, &gs);
+    ops_req_t rq = {.store = s, .tenant = "grp", .ctx = ld_core(), .arena = A};
+    json_t   *body = J("[{\"id\":\"urn:g:1\",\"type\":\"T\"}, 7, {\"id\":\"urn:g:2\",\"type\":\"T\"},"
+                       " {\"id\":\"urn:g:3\",\"type\":\"T\"}]");
+    assert_true(ops_batch_write(&rq, OPS_BATCH_CREATE, members(body, -1, NULL), body->len, &(ops_batch_opts_t){0},
+                                &res, &p));
+    assert_int_equal(res.n_ok, 3);
+    assert_int_equal(gs.calls, 1);                /* three creates, one group */
+    assert_int_equal(gs.last_n, 3);
+    assert_int_equal(gs.first_seq, 1);
+    assert_true(ops_batch_delete(&rq, J("[\"urn:g:1\", \"urn:g:none\", \"urn:g:3\"]"), &res, &p));
+    assert_int_equal(res.n_ok, 2);
+    assert_int_equal(res.n_errors, 1);
+    assert_int_equal(gs.calls, 2);
+    assert_int_equal(gs.last_n, 2);
+    assert_int_equal(gs.first_seq, 4);
+
+    int max = cr_config.max_batch_size;
+    cr_config.max_batch_size = 2;
+    assert_false(ops_batch_write(&rq, OPS_BATCH_UPSERT, members(body, -1, NULL), body->len,
+                                 &(ops_batch_opts_t){.replace = true}, &res, &p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    assert_false(ops_batch_delete(&rq, J("[\"urn:g:2\", \"urn:g:4\", \"urn:g:5\"]"), &res, &p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    assert_int_equal(gs.calls, 2);                /* nothing written */
+    cr_config.max_batch_size = max;
+    store_close(s);
+}
+
 static void test_batch_error_records(void **state)
 {
     ops_req_t          rq = req();
@@ -388,19 +453,31 @@ static void test_query_and_purge(void **state)
     qy = query_of(NULL, 20, 0, true);
     qy.sel = arena_calloc(A, 2 * sizeof *qy.sel);
     qy.nsel = 2;
-    qy.sel[0].ids = (const char *[]){"urn:q:3"};
-    qy.sel[0].n_ids = 1;
+    qy.sel[0].id = "urn:q:3";
     assert_non_null(qy.sel[0].types = typesel_parse(A, "Odd", ld_core(), &p));
     assert_non_null(qy.sel[1].types = typesel_parse(A, "Even", ld_core(), &p));
-    qy.sel[1].ids = (const char *[]){"urn:q:0"};
-    qy.sel[1].n_ids = 1;
+    qy.sel[1].id = "urn:q:0";
     assert_true(ops_query(&rq, &qy, &pg, &p));
     assert_int_equal(pg.n, 2);
     assert_int_equal(pg.count, 2);
     assert_string_equal(pg.items[0]->id, "urn:q:0");
     assert_string_equal(pg.items[1]->id, "urn:q:3");
     ops_page_release(&pg);
-    qy.nsel = 1;   /* one selector: its ids and type stand for f's */
+    /* selectors by type only (the type index), paginated: the count stays exact */
+    qy.sel[0].id = qy.sel[1].id = NULL;
+    qy.limit = 1;
+    qy.offset = 1;
+    assert_true(ops_query(&rq, &qy, &pg, &p));
+    assert_int_equal(pg.n, 1);
+    assert_true(pg.more);
+    assert_int_equal(pg.count, 5);
+    assert_string_equal(pg.items[0]->id, "urn:q:1");
+    ops_page_release(&pg);
+    qy.limit = 20;
+    qy.offset = 0;
+    qy.sel[0].id = "urn:q:3";
+    qy.sel[1].id = "urn:q:0";
+    qy.nsel = 1;   /* one selector */
     assert_true(ops_query(&rq, &qy, &pg, &p));
     assert_int_equal(pg.n, 1);
     assert_string_equal(pg.items[0]->id, "urn:q:3");
@@ -421,7 +498,7 @@ static void test_query_and_purge(void **state)
     qy = query_of("Odd", 20, 0, false);
     const char *speed = intern_cstr(NS "speed");
     assert_true(ops_attrs_append(&rq, "urn:q:1", J("{\"colour\":{\"type\":\"Property\",\"value\":\"red\"}}"), false,
-                                 &(op_result_t){0}, &p));
+                                 NULL, &(op_result_t){0}, &p));
     assert_true(ops_purge(&rq, &qy.f, &speed, 1, true, &deleted, &p));     /* keep speed: colour goes */
     assert_int_equal(deleted, 0);
     cr_entity_t *e = ops_entity_retrieve(&rq, "urn:q:1", &(ops_retrieve_t){0}, &p);
@@ -447,7 +524,17 @@ static void test_discovery(void **state)
     /* urn:q:0, 2, 4 (Even, speed) are left from the previous test */
     create("urn:d:1", "Other", 1);
     const char *even = intern_cstr(NS "Even"), *speed = intern_cstr(NS "speed");
-    assert_true(ops_discover(&rq, NULL, NULL, NULL, &d, &p));
+    /* the lists: from the indexes */
+    assert_true(ops_discover(&rq, true, NULL, false, &d, &p));
+    assert_int_equal(d.types.n, 2);
+    assert_int_equal(d.attrs.n, 0);
+    assert_ptr_equal(ops_names_get(&d.types, even)->name, even);
+    assert_int_equal(d.types.n, 2);
+    assert_true(ops_discover(&rq, false, NULL, false, &d, &p));
+    assert_int_equal(d.attrs.n, 1);
+    assert_ptr_equal(d.attrs.v[0].name, speed);
+    /* details: a walk */
+    assert_true(ops_discover(&rq, true, NULL, true, &d, &p));
     assert_int_equal(d.types.n, 2);
     assert_ptr_equal(d.types.v[0].name, even);
     assert_int_equal(d.types.v[0].count, 3);
@@ -455,20 +542,25 @@ static void test_discovery(void **state)
     assert_int_equal(d.attrs.v[0].count, 4);
     assert_int_equal(d.attrs.v[0].n_rel, 2);
     assert_true(d.attrs.v[0].kinds & (1u << ATTR_PROPERTY));
+    /* one attribute: the entities that have it */
+    assert_true(ops_discover(&rq, false, "speed", false, &d, &p));
+    assert_int_equal(d.attrs.n, 1);
+    assert_int_equal(d.attrs.v[0].count, 4);
+    assert_int_equal(d.attrs.v[0].n_rel, 2);
 
-    assert_true(ops_discover(&rq, even, NULL, "Even", &d, &p));
+    assert_true(ops_discover(&rq, true, "Even", false, &d, &p));
     assert_int_equal(d.types.n, 1);
     assert_int_equal(d.types.v[0].n_rel, 1);
     assert_ptr_equal(d.types.v[0].rel[0], speed);
     assert_ptr_equal(ops_names_get(&d.attrs, speed)->name, speed);
 
-    assert_false(ops_discover(&rq, intern_cstr(NS "Nope"), NULL, "Nope", &d, &p));
+    assert_false(ops_discover(&rq, true, "Nope", false, &d, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
-    assert_false(ops_discover(&rq, NULL, intern_cstr(NS "nope"), "nope", &d, &p));
+    assert_false(ops_discover(&rq, false, "nope", false, &d, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
     ops_req_t none = rq;
     none.tenant = "nobody";
-    assert_false(ops_discover(&none, NULL, NULL, NULL, &d, &p));
+    assert_false(ops_discover(&none, true, NULL, false, &d, &p));
     assert_int_equal(p.kind, PB_NONEXISTENT_TENANT);
 
     store_stats_t st;
@@ -584,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_attributes),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_batch_error_records),
+        cmocka_unit_test(test_batch_one_group),
         cmocka_unit_test(test_query_and_purge),
         cmocka_unit_test(test_discovery),
         cmocka_unit_test(test_join),

@@ -619,6 +619,50 @@ static void test_idmap_churn(void **state)
     cdb_idmap_free(&m);
 }
 
+/* Growth is incremental: while entries move from the old table to the new
+ * one, finds, inserts and removes (in either table) stay exact. */
+static void test_idmap_incremental_growth(void **state)
+{
+    enum { N = 20000 };
+    static char keys[N][16];
+    static bool in[N];
+    cdb_idmap_t m;
+    bool        saw_growth = false;
+
+    (void)state;
+    for (int i = 0; i < N; i++)
+        snprintf(keys[i], sizeof(keys[i]), "g%d", i);
+    cdb_idmap_init(&m, churn_key, keys);
+    for (uint32_t i = 0; i < N; i++) {
+        assert_true(cdb_idmap_reserve(&m, 1));
+        cdb_idmap_insert(&m, cdb_hash_key(keys[i], strlen(keys[i])), i);
+        in[i] = true;
+        saw_growth |= m.old != NULL;
+        if (i % 3 == 0 && in[i / 2]) {      /* removes hit both tables */
+            assert_true(cdb_idmap_remove(&m, cdb_hash_key(keys[i / 2], strlen(keys[i / 2])), i / 2));
+            in[i / 2] = false;
+            assert_false(cdb_idmap_remove(&m, cdb_hash_key(keys[i / 2], strlen(keys[i / 2])), i / 2));
+        }
+        if (i % 1000 == 999 || m.old) {
+            uint32_t n = 0;
+
+            for (uint32_t k = 0; k <= i; k += m.old ? 7 : 1) {
+                uint32_t f = cdb_idmap_find(&m, keys[k], cdb_hash_key(keys[k], strlen(keys[k])));
+
+                assert_int_equal(f, in[k] ? k : CDB_NONE);
+            }
+            for (uint32_t k = 0; k <= i; k++)
+                n += in[k];
+            assert_int_equal(m.n, n);
+        }
+    }
+    assert_true(saw_growth);
+    assert_null(m.old);                     /* drained long before the next doubling */
+    cdb_idmap_clear(&m);
+    assert_int_equal(cdb_idmap_find(&m, keys[1], cdb_hash_key(keys[1], strlen(keys[1]))), CDB_NONE);
+    cdb_idmap_free(&m);
+}
+
 /* What an entity costs in the store (doc/cordb.md "What an entity costs"):
  * an id, one type, two integer Properties. */
 static void test_memory_per_entity(void **state)
@@ -2118,6 +2162,7 @@ int main(void)
         cmocka_unit_test(test_type_changes),
         cmocka_unit_test(test_order_and_compaction),
         cmocka_unit_test(test_idmap_churn),
+        cmocka_unit_test(test_idmap_incremental_growth),
         cmocka_unit_test(test_memory_per_entity),
         cmocka_unit_test(test_tenants),
         cmocka_unit_test(test_purge_foreach),

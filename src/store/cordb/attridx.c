@@ -80,9 +80,7 @@ bool cdb_attridx_reserve(cdb_attridx_t *ai, const cr_entity_t *old, const cr_ent
     cap = ai->cap ? ai->cap : ATTRIDX_MIN_CAP;
     while ((uint64_t)(ai->n + more) * 4 > (uint64_t)cap * 3)
         cap *= 2;
-    ne = calloc(cap, sizeof(*ne));
-    if (!ne)
-        return false;
+    ne = cr_xcalloc(cap, sizeof(*ne));
     for (uint32_t i = 0; i < ai->cap; i++)
         if (ai->e[i].name)
             *attridx_bucket(ne, cap, ai->e[i].name) = ai->e[i];

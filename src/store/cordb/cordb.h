@@ -61,13 +61,15 @@ typedef const char *(*cdb_key_fn)(const void *ud, uint32_t v);
 
 typedef struct cdb_idmap_entry {
     uint32_t h;                 /* hash bits */
-    uint32_t v;                 /* CDB_NONE = empty */
+    uint32_t v;                 /* value + 1; 0 = empty (idmap.c) */
 } cdb_idmap_entry_t;
 
 typedef struct cdb_idmap {
     cdb_idmap_entry_t *e;
     uint32_t           cap;     /* power of two, or 0 */
-    uint32_t           n;
+    uint32_t           n;       /* entries, in both tables */
+    cdb_idmap_entry_t *old;     /* while growing: the table being drained into e */
+    uint32_t           old_cap, mig;   /* its capacity, the next bucket to move */
     cdb_key_fn         key_of;
     const void        *ud;
 } cdb_idmap_t;
@@ -75,7 +77,8 @@ typedef struct cdb_idmap {
 uint32_t cdb_hash_key(const char *key, size_t len);
 void     cdb_idmap_init(cdb_idmap_t *m, cdb_key_fn key_of, const void *ud);
 void     cdb_idmap_free(cdb_idmap_t *m);
-/* Makes room for `more` insertions without allocating again; false on OOM. */
+/* Makes room for `more` insertions without allocating again; false beyond
+ * 2^31 buckets (out of memory aborts, core.h). */
 bool     cdb_idmap_reserve(cdb_idmap_t *m, uint32_t more);
 uint32_t cdb_idmap_find(const cdb_idmap_t *m, const char *key, uint32_t h);
 /* Inserts v under hash h; the key must be absent and room reserved. */
@@ -102,7 +105,8 @@ typedef struct cdb_typeidx {
 void               cdb_typeidx_init(cdb_typeidx_t *ti);
 void               cdb_typeidx_free(cdb_typeidx_t *ti);
 const cdb_tlist_t *cdb_typeidx_get(const cdb_typeidx_t *ti, const char *type);
-/* Room for one more slot in type's list (creates the list); false on OOM. */
+/* Room for one more slot in type's list (creates the list); false beyond
+ * the table's and the list's size limits (out of memory aborts). */
 bool               cdb_typeidx_reserve(cdb_typeidx_t *ti, const char *type);
 /* Adds slot to type's list (room reserved), keeping it ascending and free of
  * duplicates: O(1) when slot is the largest, else a binary search and a move. */
@@ -126,7 +130,8 @@ typedef struct cdb_attridx {
 
 void   cdb_attridx_init(cdb_attridx_t *ai);
 void   cdb_attridx_free(cdb_attridx_t *ai);
-/* Room for the names e has and old (NULL: none) has not; false on OOM. */
+/* Room for the names e has and old (NULL: none) has not; never false (out
+ * of memory aborts; the bool stays for tenant.c's callers). */
 bool   cdb_attridx_reserve(cdb_attridx_t *ai, const cr_entity_t *old, const cr_entity_t *e);
 /* old -> e (either NULL: insert, remove); never allocates once reserved. */
 void   cdb_attridx_update(cdb_attridx_t *ai, const cr_entity_t *old, const cr_entity_t *e);
@@ -180,7 +185,7 @@ bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entit
 void cdb_geoidx_update(cdb_geoidx_t *gi, uint32_t slot, const cr_entity_t *old,
                        const cr_entity_t *e);
 /* Re-chooses the level of grids whose size changed by 2x since the last
- * choice (a rebuild from the slots; on OOM the current grid stays). */
+ * choice (a rebuild from the slots). */
 void cdb_geoidx_maybe_regrid(cdb_geoidx_t *gi, const cdb_slot_t *slots, uint32_t n_slots);
 /* Compaction: every entry v becomes map[v] (an increasing map). */
 void cdb_geoidx_renumber(cdb_geoidx_t *gi, const uint32_t *map);

@@ -22,8 +22,9 @@
  * GEO_OCC_HIGH one level finer, kept only when that cuts the candidates a
  * one-cell query reads by a quarter (it does not for entities stacked on one
  * spot). A rebuild is O(entries) and happens at most once per doubling or
- * halving, so it is O(1) amortized per write; it allocates the new grid
- * before dropping the old one, so running out of memory leaves the old grid.
+ * halving, so it is O(1) amortized per write; it builds the new grid before
+ * dropping the old one (out of memory aborts, core.h; a grid beyond the
+ * table's size limit is not built and the old one stays).
  *
  * Every write reserves room first (cdb_geoidx_reserve), then applies the
  * difference between the old and the new version (cdb_geoidx_update): cells
@@ -81,9 +82,7 @@ static bool vec_reserve(cdb_gcell_t *c)
     if (c->cap >= UINT32_MAX / 2)
         return false;
     cap = c->cap < GEO_VEC_MIN ? GEO_VEC_MIN : c->cap + (c->cap + 1) / 2;
-    nv  = realloc(c->v, (size_t)cap * sizeof(*nv));
-    if (!nv)
-        return false;
+    nv  = cr_xrealloc(c->v, (size_t)cap * sizeof(*nv));
     c->v   = nv;
     c->cap = cap;
     return true;
@@ -120,12 +119,11 @@ static inline uint64_t cell_key(uint32_t cx, uint32_t cy)
     return (uint64_t)cx << 32 | cy;
 }
 
+/* Keyed (cr_hash's per-process secret): cell keys come from coordinates a
+ * client chooses, and a fixed mix would let it aim them at one bucket. */
 static inline uint32_t cell_hash(uint64_t key)
 {
-    key ^= key >> 31;
-    key *= 0x9e3779b97f4a7c15ULL;
-    key ^= key >> 29;
-    return (uint32_t)key;
+    return (uint32_t)cr_hash_u64(key);
 }
 
 /* The cell column of a longitude (or row of a latitude shifted by `off`):
@@ -174,11 +172,7 @@ static bool table_grow(cdb_geogrid_t *g, uint32_t more)
     }
     if (cap == g->cap)
         return true;
-    g->cells = malloc((size_t)cap * sizeof(*g->cells));
-    if (!g->cells) {
-        g->cells = old;
-        return false;
-    }
+    g->cells = cr_xmalloc((size_t)cap * sizeof(*g->cells));
     for (uint32_t i = 0; i < cap; i++)
         g->cells[i] = (cdb_gcell_t){ .key = CDB_GEO_FREE };
     g->cap = cap;
@@ -385,7 +379,7 @@ const cdb_geogrid_t *cdb_geoidx_get(const cdb_geoidx_t *gi, const char *prop)
 }
 
 /* A grid for every GeoProperty name of e (or the overflow mark). */
-static bool geoidx_add_grids(cdb_geoidx_t *gi, const cr_entity_t *e)
+static void geoidx_add_grids(cdb_geoidx_t *gi, const cr_entity_t *e)
 {
     for (uint16_t i = 0; i < e->n_attrs; i++) {
         const cr_attr_t *at = &e->attrs[i];
@@ -398,16 +392,11 @@ static bool geoidx_add_grids(cdb_geoidx_t *gi, const cr_entity_t *e)
         }
         if (gi->n == gi->cap) {
             uint32_t       cap = gi->cap ? gi->cap * 2 : 2;
-            cdb_geogrid_t *ng  = realloc(gi->g, (size_t)cap * sizeof(*ng));
-
-            if (!ng)
-                return false;
-            gi->g   = ng;
+            gi->g   = cr_xrealloc(gi->g, (size_t)cap * sizeof(*gi->g));
             gi->cap = cap;
         }
         grid_init(&gi->g[gi->n++], at->name, GEO_LEVEL_START);
     }
-    return true;
 }
 
 bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entity_t *e)
@@ -416,8 +405,7 @@ bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entit
 
     if (!e)
         return true;
-    if (!geoidx_add_grids(gi, e))
-        return false;
+    geoidx_add_grids(gi, e);
     for (uint32_t i = 0; i < gi->n; i++) {
         cdb_geogrid_t *g = &gi->g[i];
 
@@ -465,7 +453,8 @@ void cdb_geoidx_renumber(cdb_geoidx_t *gi, const uint32_t *map)
 
 /* ------------------------------------------------------------ the level */
 
-/* A grid for g->prop at `level`, built from the slots; false on OOM. */
+/* A grid for g->prop at `level`, built from the slots; false beyond the
+ * table's size limit. */
 static bool grid_build(cdb_geogrid_t *out, const cdb_geogrid_t *g, int level,
                        const cdb_slot_t *slots, uint32_t n_slots)
 {

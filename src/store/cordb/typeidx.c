@@ -64,9 +64,7 @@ static bool typeidx_grow(cdb_typeidx_t *ti)
 
     if (cap > (1u << 30))
         return false;
-    nt.t = calloc(cap, sizeof(*nt.t));
-    if (!nt.t)
-        return false;
+    nt.t = cr_xcalloc(cap, sizeof(*nt.t));
     for (uint32_t i = 0; i < ti->cap; i++)
         if (ti->t[i].type)
             *typeidx_bucket(&nt, ti->t[i].type) = ti->t[i];
@@ -96,9 +94,7 @@ bool cdb_typeidx_reserve(cdb_typeidx_t *ti, const char *type)
     if (l->cap >= UINT32_MAX / 2)
         return false;
     cap = l->cap < TLIST_MIN_CAP ? TLIST_MIN_CAP : l->cap + l->cap / 2;
-    nv  = realloc(l->v, (size_t)cap * sizeof(*nv));
-    if (!nv)
-        return false;
+    nv  = cr_xrealloc(l->v, (size_t)cap * sizeof(*nv));
     l->v   = nv;
     l->cap = cap;
     return true;
@@ -146,12 +142,8 @@ void cdb_typeidx_trim(cdb_typeidx_t *ti)
             l->v   = NULL;
             l->cap = 0;
         } else if (l->type && l->cap > 64 && l->n < l->cap / 4) {
-            uint32_t *nv = realloc(l->v, (size_t)l->n * 2 * sizeof(*nv));
-
-            if (nv) {           /* shrinking failed: keep the larger block */
-                l->v   = nv;
-                l->cap = l->n * 2;
-            }
+            l->v   = cr_xrealloc(l->v, (size_t)l->n * 2 * sizeof(*l->v));
+            l->cap = l->n * 2;
         }
     }
 }
