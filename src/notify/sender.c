@@ -1,0 +1,190 @@
+/*
+ * sender.c - what a notification looks like on the wire (5.3.1, 6.3.8 HTTP
+ * binding): the Notification body with the entities rendered by model/
+ * (entity_render: the formats and projections of the entity API, compacted
+ * with the subscription's jsonldContext), and the HTTP POST through a
+ * libcurl easy handle kept per lane, so each lane is one keep-alive
+ * connection to its endpoint.
+ */
+#include "notify_int.h"
+
+#include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
+
+static atomic_uint_fast64_t g_notification_seq;
+
+static void render_deleted_attrs(sbuf_t *sb, size_t start, const notify_job_t *j, const render_opts_t *ro)
+{
+    /* the entity's object is sb[start..len): reopen it and add each deleted
+     * attribute as NGSI-LD Null (DISPUTED.md: the whole entity, the attribute
+     * as a Property whose value is "urn:ngsi-ld:null") */
+    if (sb->len <= start || sb->p[sb->len - 1] != '}') return;
+    sb->len--;
+    for (uint32_t i = 0; i < j->n_deleted; i++) {
+        sb_addc(sb, ',');
+        const char *name = ld_compact_name(ro->ctx, j->deleted[i]);
+        json_render_string(sb, name, strlen(name));
+        if (ro->format == FMT_NORMALIZED) sb_adds(sb, ":{\"type\":\"Property\",\"value\":\"urn:ngsi-ld:null\"}");
+        else sb_adds(sb, ":\"urn:ngsi-ld:null\"");
+    }
+    sb_addc(sb, '}');
+    sb->p[sb->len] = '\0';
+}
+
+static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, const render_opts_t *ro, bool geo)
+{
+    const cr_entity_t *e = j->e;
+    if (j->entity_deleted) {
+        char at[32];
+        cr_datetime_format(j->at, at);
+        jw_object_begin(w);
+        jw_key(w, "id");
+        jw_string(w, e->id);
+        jw_key(w, "type");
+        if (e->n_types == 1) jw_string(w, ld_compact_name(ro->ctx, e->types[0]));
+        else {
+            jw_array_begin(w);
+            for (uint16_t i = 0; i < e->n_types; i++) jw_string(w, ld_compact_name(ro->ctx, e->types[i]));
+            jw_array_end(w);
+        }
+        jw_key(w, "deletedAt");
+        jw_string(w, at);
+        if (ro->context_json) {
+            jw_key(w, "@context");
+            jw_raw(w, ro->context_json, strlen(ro->context_json));
+        }
+        jw_object_end(w);
+        return;
+    }
+    size_t start = sb->len;
+    if (geo) entity_render_geojson(w, e, ro);
+    else entity_render(w, e, ro);
+    if (j->n_deleted && !geo) render_deleted_attrs(sb, start, j, ro);
+}
+
+const char *notify_render(const notify_job_t *j, sbuf_t *sb)
+{
+    const notify_sub_t *s = j->sub;
+    render_opts_t       ro = s->ro;
+    json_writer_t       w;
+    char                now[32], id[64];
+    bool                geo = s->accept == SUB_ACC_GEOJSON;
+
+    if (s->accept == SUB_ACC_LDJSON) ro.context_json = ld_context_value_json(s->out_ctx);
+    cr_datetime_format(cr_now_us(), now);
+    uint64_t n = atomic_fetch_add(&g_notification_seq, 1);
+    snprintf(id, sizeof id, "urn:ngsi-ld:Notification:%016llx%08llx", (unsigned long long)cr_hash(&n, sizeof n),
+             (unsigned long long)(n & 0xffffffff));
+    jw_init(&w, sb);
+    jw_object_begin(&w);
+    jw_key(&w, "id");
+    jw_string(&w, id);
+    jw_key(&w, "type");
+    jw_string(&w, "Notification");
+    jw_key(&w, "subscriptionId");
+    jw_string(&w, s->id);
+    jw_key(&w, "notifiedAt");
+    jw_string(&w, now);
+    jw_key(&w, "data");
+    if (geo) {
+        jw_object_begin(&w);
+        jw_key(&w, "type");
+        jw_string(&w, "FeatureCollection");
+        jw_key(&w, "features");
+    }
+    jw_array_begin(&w);
+    render_entity(&w, sb, j, &ro, geo);
+    jw_array_end(&w);
+    if (geo) jw_object_end(&w);
+    if (s->accept == SUB_ACC_LDJSON) {
+        jw_key(&w, "@context");
+        jw_raw(&w, ro.context_json, strlen(ro.context_json));
+    }
+    jw_object_end(&w);
+    return s->accept == SUB_ACC_LDJSON ? "application/ld+json" : s->accept == SUB_ACC_GEOJSON ? "application/geo+json"
+                                                                                            : "application/json";
+}
+
+/* ------------------------------------------------------------ HTTP */
+
+bool notify_http_init(problem_t *p)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return problem_set(p, PB_INTERNAL_ERROR, "cannot initialise libcurl");
+    return true;
+}
+
+void notify_http_shutdown(void)
+{
+    curl_global_cleanup();
+}
+
+void notify_conn_free(void *conn)
+{
+    if (conn) curl_easy_cleanup(conn);
+}
+
+static size_t discard(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    (void)ptr;
+    (void)ud;
+    return size * nmemb;
+}
+
+bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                      long timeout_ms)
+{
+    CURL *c = *conn;
+    if (!c) {
+        if (!(c = curl_easy_init())) return false;
+        *conn = c;
+    }
+    curl_easy_reset(c);       /* keeps the connection cache: the next POST reuses the connection */
+    char               line[2048];
+    struct curl_slist *h = NULL, *t;
+    bool               ok = false;
+
+    snprintf(line, sizeof line, "Content-Type: %s", ctype);
+    if (!(t = curl_slist_append(h, line))) goto out;
+    h = t;
+    if (!(t = curl_slist_append(h, "Expect:"))) goto out;
+    h = t;
+    if (!strcmp(ctype, "application/json")) {
+        snprintf(line, sizeof line,
+                 "Link: <%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"",
+                 ld_context_link(s->out_ctx));
+        if (!(t = curl_slist_append(h, line))) goto out;
+        h = t;
+    }
+    if (*s->tenant) {
+        snprintf(line, sizeof line, "NGSILD-Tenant: %s", s->tenant);
+        if (!(t = curl_slist_append(h, line))) goto out;
+        h = t;
+    }
+    for (size_t i = 0; i < s->n_receiver_info; i++) {
+        snprintf(line, sizeof line, "%s: %s", s->receiver_info[i].name, s->receiver_info[i].value);
+        if (!(t = curl_slist_append(h, line))) goto out;
+        h = t;
+    }
+    curl_easy_setopt(c, CURLOPT_URL, s->uri);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    long     code = 0;
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    else LOG_D("notify %s: %s", s->uri, curl_easy_strerror(rc));
+    ok = rc == CURLE_OK && code >= 200 && code < 300;
+out:
+    curl_slist_free_all(h);
+    return ok;
+}

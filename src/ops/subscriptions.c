@@ -1,0 +1,91 @@
+/*
+ * subscriptions.c - the subscription operations (5.8.1 Create, 5.8.2
+ * Update, 5.8.3 Retrieve, 5.8.4 Query, 5.8.5 Delete Subscription).
+ *
+ * The subscription document is validated and parsed by notify/ (one parser
+ * for create, update and restart); the engine's registry is the index the
+ * matcher reads. Tenants: a subscription belongs to the tenant of its
+ * request; reading a tenant that has neither entities nor subscriptions is
+ * NonexistentTenant, as for entities (4.14).
+ */
+#include "ops.h"
+
+#include "../notify/notify.h"
+
+static bool tenant_known(const ops_req_t *rq, problem_t *p)
+{
+    size_t total = 0, n;
+    if (!rq->tenant || !*rq->tenant || store_tenant_exists(rq->store, rq->tenant)) return true;
+    notify_list(rq->tenant, 0, 0, rq->arena, &n, &total);
+    if (total) return true;
+    return problem_set(p, PB_NONEXISTENT_TENANT, "tenant '%s' does not exist", rq->tenant);
+}
+
+bool ops_sub_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p)
+{
+    if (!json_is_object(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "a subscription must be a JSON object");
+    const json_t *given = json_get(body, "id");
+    if (given && (!json_is_string(given) || !model_valid_uri(given->str)))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "id must be a URI");
+    int64_t       now = cr_now_us();
+    size_t        len;
+    char         *doc = notify_doc_new(rq->arena, body, rq->ctx, now, &len);
+    notify_sub_t *s = notify_sub_build(rq->tenant, doc, len, now, p);
+    if (!s) return false;
+    *id = arena_strdup(rq->arena, notify_sub_id(s));
+    bool ok = notify_add(s, p);
+    notify_sub_unref(s);
+    return ok;
+}
+
+notify_sub_t *ops_sub_retrieve(const ops_req_t *rq, const char *id, problem_t *p)
+{
+    if (!ops_check_id(id, p)) return NULL;
+    notify_sub_t *s = notify_find(rq->tenant, id);
+    if (!s) {
+        if (tenant_known(rq, p)) problem_set(p, PB_RESOURCE_NOT_FOUND, "no subscription '%s'", id);
+        return NULL;
+    }
+    return s;
+}
+
+bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+{
+    if (!json_is_object(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "the update must be a JSON object");
+    if (!body->len || (body->len == 1 && json_get(body, "@context")))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "the update names no member of the subscription");
+    notify_sub_t *old = ops_sub_retrieve(rq, id, p);
+    if (!old) return false;
+    size_t      stored_len, len;
+    const char *stored = notify_sub_doc(old, &stored_len);
+    int64_t     now = cr_now_us();
+    char       *doc = notify_doc_patch(rq->arena, stored, stored_len, body, now, &len, p);
+    notify_sub_unref(old);
+    if (!doc) return false;
+    notify_sub_t *s = notify_sub_build(rq->tenant, doc, len, now, p);
+    if (!s) return false;
+    bool ok = notify_replace(s, p);
+    notify_sub_unref(s);
+    return ok;
+}
+
+bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p)
+{
+    if (!ops_check_id(id, p)) return false;
+    if (notify_remove(rq->tenant, id, p)) return true;
+    problem_t q = {0};
+    if (!tenant_known(rq, &q)) *p = q;
+    return false;
+}
+
+notify_sub_t **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
+                             problem_t *p)
+{
+    if (limit > (size_t)cr_config.max_limit) {
+        problem_set(p, PB_TOO_MANY_RESULTS, "limit %zu is above the maximum page size %d (--maxLimit)", limit,
+                    cr_config.max_limit);
+        return NULL;
+    }
+    if (!tenant_known(rq, p)) return NULL;
+    return notify_list(rq->tenant, offset, limit, rq->arena, n, total);
+}
