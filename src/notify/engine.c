@@ -342,6 +342,15 @@ notify_sub_t *notify_find(const char *tenant, const char *id)
     return s;
 }
 
+bool notify_tenant_known(const char *tenant)
+{
+    tenant = intern_cstr(tenant ? tenant : "");
+    pthread_rwlock_rdlock(&g_rw);
+    bool known = treg_get(tenant, false) != NULL;
+    pthread_rwlock_unlock(&g_rw);
+    return known;
+}
+
 static int by_order(const void *a, const void *b)
 {
     const notify_sub_t *x = *(notify_sub_t *const *)a, *y = *(notify_sub_t *const *)b;

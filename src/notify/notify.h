@@ -104,6 +104,9 @@ notify_sub_t *notify_find(const char *tenant, const char *id);
 notify_sub_t **notify_list(const char *tenant, size_t offset, size_t limit, arena_t *a, size_t *n,
                            size_t *total);
 
+/* A subscription was ever created in this tenant (it then exists, 4.14). */
+bool          notify_tenant_known(const char *tenant);
+
 /* ---------------------------------------------------------- statistics */
 
 typedef struct notify_stats {

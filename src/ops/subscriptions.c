@@ -14,10 +14,8 @@
 
 static bool tenant_known(const ops_req_t *rq, problem_t *p)
 {
-    size_t total = 0, n;
     if (!rq->tenant || !*rq->tenant || store_tenant_exists(rq->store, rq->tenant)) return true;
-    notify_list(rq->tenant, 0, 0, rq->arena, &n, &total);
-    if (total) return true;
+    if (notify_tenant_known(rq->tenant)) return true;
     return problem_set(p, PB_NONEXISTENT_TENANT, "tenant '%s' does not exist", rq->tenant);
 }
 
