@@ -70,6 +70,8 @@ int main(int argc, char **argv)
         store_close(store);
         return 1;
     }
+    size_t n_subs = ops_sub_restore(store);
+    if (n_subs) LOG_I("%zu subscriptions restored", n_subs);
     api_init(store);
 
     size_t              n;

@@ -3,14 +3,22 @@
  * Update, 5.8.3 Retrieve, 5.8.4 Query, 5.8.5 Delete Subscription).
  *
  * The subscription document is validated and parsed by notify/ (one parser
- * for create, update and restart); the engine's registry is the index the
- * matcher reads. Tenants: a subscription belongs to the tenant of its
+ * for create, update and restart); it is kept in the store
+ * (store_obj_*, kind STORE_OBJ_SUBSCRIPTION), so every backend and corDB on
+ * disk keep it, and the engine's registry is the parsed index the matcher
+ * reads, rebuilt from the store at start (ops_sub_restore). The writes of
+ * subscriptions are serialised (g_write: they are rare), so that the store
+ * and the registry always agree. Tenants: a subscription belongs to the tenant of its
  * request; reading a tenant that has neither entities nor subscriptions is
  * NonexistentTenant, as for entities (4.14).
  */
 #include "ops.h"
 
 #include "../notify/notify.h"
+
+#include <pthread.h>
+
+static pthread_mutex_t g_write = PTHREAD_MUTEX_INITIALIZER;
 
 static bool tenant_known(const ops_req_t *rq, problem_t *p)
 {
@@ -31,7 +39,13 @@ bool ops_sub_create(const ops_req_t *rq, const json_t *body, const char **id, pr
     notify_sub_t *s = notify_sub_build(rq->tenant, doc, len, now, p);
     if (!s) return false;
     *id = arena_strdup(rq->arena, notify_sub_id(s));
-    bool ok = notify_add(s, p);
+    pthread_mutex_lock(&g_write);
+    bool ok = store_obj_put(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, *id, doc, len, true, p);
+    if (ok && !(ok = notify_add(s, p))) {
+        problem_t q = {0};
+        store_obj_delete(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, *id, &q);
+    }
+    pthread_mutex_unlock(&g_write);
     notify_sub_unref(s);
     return ok;
 }
@@ -62,7 +76,10 @@ bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, pro
     if (!doc) return false;
     notify_sub_t *s = notify_sub_build(rq->tenant, doc, len, now, p);
     if (!s) return false;
-    bool ok = notify_replace(s, p);
+    pthread_mutex_lock(&g_write);
+    bool ok = notify_replace(s, p) &&
+              store_obj_put(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, notify_sub_id(s), doc, len, false, p);
+    pthread_mutex_unlock(&g_write);
     notify_sub_unref(s);
     return ok;
 }
@@ -70,10 +87,11 @@ bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, pro
 bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p)
 {
     if (!ops_check_id(id, p)) return false;
-    if (notify_remove(rq->tenant, id, p)) return true;
-    problem_t q = {0};
-    if (!tenant_known(rq, &q)) *p = q;
-    return false;
+    pthread_mutex_lock(&g_write);
+    bool ok = store_obj_delete(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, id, p);
+    if (ok) notify_remove(rq->tenant, id, p);
+    pthread_mutex_unlock(&g_write);
+    return ok;
 }
 
 notify_sub_t **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
@@ -86,4 +104,21 @@ notify_sub_t **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, s
     }
     if (!tenant_known(rq, p)) return NULL;
     return notify_list(rq->tenant, offset, limit, rq->arena, n, total);
+}
+
+static void restore_one(void *ud, const char *tenant, const char *id, const char *json, size_t len)
+{
+    size_t   *n = ud;
+    problem_t p = {0};
+    notify_sub_t *s = notify_sub_build(tenant, json, len, 0, &p);
+    if (!s || !notify_add(s, &p)) LOG_E("subscription '%s' of tenant '%s' is not restored: %s", id, tenant, p.detail);
+    else (*n)++;
+    notify_sub_unref(s);
+}
+
+size_t ops_sub_restore(store_t *s)
+{
+    size_t n = 0;
+    store_obj_foreach(s, STORE_OBJ_SUBSCRIPTION, restore_one, &n);
+    return n;
 }
