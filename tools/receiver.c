@@ -32,7 +32,7 @@ typedef struct entry {
     struct entry *next;
     char         *key;
     uint64_t      count;
-    char         *last;       /* order check: the last modifiedAt */
+    int64_t       last;       /* order check: the last modifiedAt (µs), 0: none */
 } entry_t;
 
 typedef struct map {
@@ -75,7 +75,6 @@ static void map_clear(map_t *m)
             entry_t *e = m->b[i];
             m->b[i] = e->next;
             free(e->key);
-            free(e->last);
             free(e);
         }
     }
@@ -118,19 +117,14 @@ static void count_entity(const char *sub, const json_t *e)
         const json_t *props = json_get(e, "properties");
         if (props) mod = modified_at(props);
     }
-    if (!mod) return;
+    int64_t us;
+    if (!mod || !cr_datetime_parse(mod, &us)) return;
     char key[1024];
     snprintf(key, sizeof key, "%s\n%s", sub, id->str);
     entry_t *o = map_get(&g_order, key);
-    if (o->last) {
-        int c = strcmp(mod, o->last);
-        if (c == 0) g_duplicates++;
-        else if (c < 0) g_out_of_order++;
-    }
-    if (!o->last || strcmp(mod, o->last) > 0) {
-        free(o->last);
-        o->last = strdup(mod);
-    }
+    if (o->last == us) g_duplicates++;
+    else if (o->last > us) g_out_of_order++;
+    else o->last = us;
 }
 
 static void count_body(const char *body, size_t len, const char *headers)
