@@ -10,14 +10,17 @@
  *   GET  /notifications  the last 1000 notifications: [{"headers", "body"}]
  *   POST /reset          clears everything
  *
- *   receiver --port N [--delay MS] [--never]
+ *   receiver --port N [--delay MS] [--never] [--mqtt HOST:PORT --topic T]
  * --delay answers every notification after MS ms; --never never answers
  * (the connection is held until the receiver stops). Both for the
- * slow-receiver tests. SIGTERM/SIGINT stop it.
+ * slow-receiver tests. --mqtt also subscribes to topic T (QoS 2) on that
+ * MQTT broker and counts the bodies of the notification envelopes (7.2) it
+ * gets there, their "metadata" kept as the headers. SIGTERM/SIGINT stop it.
  */
 #include "json/json.h"
 
 #include <microhttpd.h>
+#include <mosquitto.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -273,6 +276,58 @@ static void on_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_
     *state = NULL;
 }
 
+/* ---- MQTT subscriber mode */
+
+static const char *g_topic;
+
+static void mq_on_connect(struct mosquitto *m, void *ud, int rc)
+{
+    (void)ud;
+    if (rc == 0) mosquitto_subscribe(m, NULL, g_topic, 2);
+}
+
+static void mq_on_message(struct mosquitto *m, void *ud, const struct mosquitto_message *msg)
+{
+    (void)m;
+    (void)ud;
+    arena_t *a = arena_new(4096);
+    char     err[128];
+    json_t  *env = json_parse_copy(a, msg->payload, (size_t)msg->payloadlen, &(json_limits_t){0}, err, sizeof err);
+    const json_t *body = env ? json_get(env, "body") : NULL, *meta = env ? json_get(env, "metadata") : NULL;
+    sbuf_t b, h;
+    sb_init(&b, a, 1024);
+    sb_init(&h, a, 256);
+    if (body) json_render(&b, body);
+    else sb_adds(&b, "null");
+    if (meta) json_render(&h, meta);
+    else sb_adds(&h, "{}");
+    count_body(b.p, b.len, h.p);
+    arena_free(a);
+}
+
+static struct mosquitto *mqtt_start(const char *hostport)
+{
+    char host[256];
+    int  port = 1883;
+    snprintf(host, sizeof host, "%s", hostport);
+    char *c = strrchr(host, ':');
+    if (c) {
+        *c = '\0';
+        port = atoi(c + 1);
+    }
+    mosquitto_lib_init();
+    struct mosquitto *m = mosquitto_new(NULL, true, NULL);
+    if (!m) return NULL;
+    mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+    mosquitto_connect_callback_set(m, mq_on_connect);
+    mosquitto_message_callback_set(m, mq_on_message);
+    if (mosquitto_connect(m, host, port, 30) != MOSQ_ERR_SUCCESS || mosquitto_loop_start(m) != MOSQ_ERR_SUCCESS) {
+        mosquitto_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -281,13 +336,16 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-    int port = 0;
+    int         port = 0;
+    const char *mqtt = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--port") && i + 1 < argc) port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mqtt") && i + 1 < argc) mqtt = argv[++i];
+        else if (!strcmp(argv[i], "--topic") && i + 1 < argc) g_topic = argv[++i];
         else if (!strcmp(argv[i], "--delay") && i + 1 < argc) g_delay_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--never")) g_never = 1;
         else {
-            fprintf(stderr, "usage: receiver --port N [--delay MS] [--never]\n");
+            fprintf(stderr, "usage: receiver --port N [--delay MS] [--never] [--mqtt HOST:PORT --topic T]\n");
             return 2;
         }
     }
@@ -309,8 +367,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "receiver: cannot listen on port %d\n", port);
         return 1;
     }
+    struct mosquitto *mq = NULL;
+    if (mqtt) {
+        if (!g_topic) g_topic = "#";
+        if (!(mq = mqtt_start(mqtt))) {
+            fprintf(stderr, "receiver: cannot connect to the MQTT broker %s\n", mqtt);
+            MHD_stop_daemon(d);
+            return 1;
+        }
+    }
     fprintf(stderr, "receiver: listening on %d%s\n", port, g_never ? " (never answers)" : "");
     while (!g_stop) pause();
+    if (mq) {
+        mosquitto_disconnect(mq);
+        mosquitto_loop_stop(mq, true);
+        mosquitto_destroy(mq);
+        mosquitto_lib_cleanup();
+    }
     if (g_never) _exit(0);      /* held connections: do not wait for them */
     MHD_stop_daemon(d);
     return 0;

@@ -65,6 +65,11 @@ struct notify_sub {
     int                 accept;           /* ACC_JSON / ACC_LDJSON / ACC_GEOJSON (http.h values) */
     sub_header_t       *receiver_info; size_t n_receiver_info;
     long                timeout_ms;       /* 0: --notifierTimeout */
+    /* MQTT (7.2): mqtt[s]://[user[:pass]@]host[:port]/topic */
+    bool                mqtt, mq_tls, mqtt_v5;
+    int                 mqtt_qos;
+    const char         *mq_host, *mq_user, *mq_pass, *mq_topic;
+    int                 mq_port;
 
     /* engine */
     sub_counters_t     *c;
@@ -99,6 +104,13 @@ void notify_http_shutdown(void);
 bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
                       long timeout_ms);
 void notify_conn_free(void *conn);
+
+/* mqtt.c: the same for MQTT endpoints (7.2); post wraps the body in the envelope. */
+bool notify_mqtt_init(problem_t *p);
+void notify_mqtt_shutdown(void);
+bool notify_mqtt_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                      long timeout_ms);
+void notify_mqtt_free(void *conn);
 
 /* engine.c: a subscription's last reference lets go of its endpoint. */
 void notify_sub_engine_release(notify_sub_t *s);

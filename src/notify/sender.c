@@ -108,21 +108,37 @@ const char *notify_render(const notify_job_t *j, sbuf_t *sb)
 
 /* ------------------------------------------------------------ HTTP */
 
+/* A lane's connection: a libcurl easy handle (HTTP) or an MQTT client;
+ * an endpoint's URI fixes which, so a lane only ever has one of them. */
+typedef struct conn {
+    CURL *curl;
+    void *mqtt;
+} conn_t;
+
 bool notify_http_init(problem_t *p)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return problem_set(p, PB_INTERNAL_ERROR, "cannot initialise libcurl");
+    if (!notify_mqtt_init(p)) {
+        curl_global_cleanup();
+        return false;
+    }
     return true;
 }
 
 void notify_http_shutdown(void)
 {
+    notify_mqtt_shutdown();
     curl_global_cleanup();
 }
 
 void notify_conn_free(void *conn)
 {
-    if (conn) curl_easy_cleanup(conn);
+    conn_t *c = conn;
+    if (!c) return;
+    if (c->curl) curl_easy_cleanup(c->curl);
+    notify_mqtt_free(c->mqtt);
+    free(c);
 }
 
 static size_t discard(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -135,10 +151,13 @@ static size_t discard(char *ptr, size_t size, size_t nmemb, void *ud)
 bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
                       long timeout_ms)
 {
-    CURL *c = *conn;
+    conn_t *cn = *conn;
+    if (!cn) *conn = cn = cr_xcalloc(1, sizeof *cn);
+    if (s->mqtt) return notify_mqtt_post(&cn->mqtt, s, body, len, ctype, timeout_ms);
+    CURL *c = cn->curl;
     if (!c) {
         if (!(c = curl_easy_init())) return false;
-        *conn = c;
+        cn->curl = c;
     }
     curl_easy_reset(c);       /* keeps the connection cache: the next POST reuses the connection */
     char               line[2048];

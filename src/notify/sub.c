@@ -147,6 +147,49 @@ static bool key_values(arena_t *a, const json_t *v, const char *what, sub_header
     return true;
 }
 
+/* mqtt[s]://[user[:pass]@]host[:port]/topic[/subtopic]* (7.2) */
+static bool mqtt_uri(notify_sub_t *s, const char *uri, problem_t *p)
+{
+    s->mqtt = true;
+    s->mq_tls = !strncmp(uri, "mqtts://", 8);
+    const char *a = uri + (s->mq_tls ? 8 : 7), *slash = strchr(a, '/');
+    if (!slash || !slash[1])
+        return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.uri: an MQTT endpoint needs a topic (7.2)");
+    s->mq_topic = arena_strdup(s->a, slash + 1);
+    char *auth = arena_strndup(s->a, a, (size_t)(slash - a)), *at = strrchr(auth, '@'), *host = auth;
+    if (at) {
+        *at = '\0';
+        host = at + 1;
+        char *colon = strchr(auth, ':');
+        if (colon) {
+            *colon = '\0';
+            s->mq_pass = colon + 1;
+        }
+        s->mq_user = auth;
+    }
+    s->mq_port = s->mq_tls ? 8883 : 1883;
+    char *port = host[0] == '[' ? strstr(host, "]:") : strrchr(host, ':');
+    if (port) {
+        if (host[0] == '[') port++;
+        *port = '\0';
+        char *end;
+        long  v = strtol(port + 1, &end, 10);
+        if (*end || v <= 0 || v > 65535)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.uri: bad MQTT port");
+        s->mq_port = (int)v;
+    }
+    if (host[0] == '[') {
+        size_t l = strlen(host);
+        if (l < 3 || host[l - 1] != ']') return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.uri: bad MQTT host");
+        host[l - 1] = '\0';
+        host++;
+    }
+    if (!*host) return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.uri: an MQTT endpoint needs a host");
+    s->mq_host = host;
+    s->mqtt_v5 = true;           /* Table 7.2-1: mqtt5.0 by default */
+    return true;
+}
+
 static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
 {
     static const char *const known[] = {"uri", "accept", "receiverInfo", "notifierInfo", "timeout", "cooldown", NULL};
@@ -157,9 +200,11 @@ static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
     const json_t *uri = json_get(ep, "uri");
     if (!json_is_string(uri) || !uri_ok(uri->str))
         return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.uri must be a URI");
-    if (strncmp(uri->str, "http://", 7) && strncmp(uri->str, "https://", 8))
+    if (!strncmp(uri->str, "mqtt://", 7) || !strncmp(uri->str, "mqtts://", 8)) {
+        if (!mqtt_uri(s, uri->str, p)) return false;
+    } else if (strncmp(uri->str, "http://", 7) && strncmp(uri->str, "https://", 8))
         return problem_set(p, PB_BAD_REQUEST_DATA,
-                           "notification.endpoint.uri: '%s': this broker notifies http:// and https:// endpoints",
+                           "notification.endpoint.uri: '%s': endpoints are http://, https://, mqtt:// or mqtts://",
                            uri->str);
     s->uri = uri->str;
     s->accept = SUB_ACC_JSON;
@@ -176,6 +221,17 @@ static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
         !key_values(s->a, v, "receiverInfo", &s->receiver_info, &s->n_receiver_info, p)) return false;
     sub_header_t *ni; size_t nni;
     if ((v = json_get(ep, "notifierInfo")) && !key_values(s->a, v, "notifierInfo", &ni, &nni, p)) return false;
+    for (size_t i = 0; v && i < nni; i++) {
+        if (!strcmp(ni[i].name, "MQTT-QoS")) {
+            if (strlen(ni[i].value) != 1 || ni[i].value[0] < '0' || ni[i].value[0] > '2')
+                return problem_set(p, PB_BAD_REQUEST_DATA, "notifierInfo: MQTT-QoS must be 0, 1 or 2");
+            s->mqtt_qos = ni[i].value[0] - '0';
+        } else if (!strcmp(ni[i].name, "MQTT-Version")) {
+            if (!strcmp(ni[i].value, "mqtt3.1.1")) s->mqtt_v5 = false;
+            else if (!strcmp(ni[i].value, "mqtt5.0")) s->mqtt_v5 = true;
+            else return problem_set(p, PB_BAD_REQUEST_DATA, "notifierInfo: MQTT-Version must be mqtt3.1.1 or mqtt5.0");
+        }
+    }
     if ((v = json_get(ep, "timeout"))) {
         if (!json_is_number(v) || json_number(v) <= 0 || json_number(v) > 3600000)
             return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.timeout must be a positive number of ms");
