@@ -408,13 +408,18 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     uint32_t nd = 0;
     if (!deleted_entity && ch->after && ch->before && (s->triggers & TRG_ATTR_DELETED))
         for (uint32_t i = 0; i < ch->n_deleted; i++) nd += watched(s, &ch->deleted[i], 1);
-    notify_job_t *j = cr_xmalloc(sizeof *j + nd * sizeof(char *));
+    uint32_t nc = s->show_changes && ch->before && ch->after ? ch->n_updated : 0;
+    notify_job_t *j = cr_xmalloc(sizeof *j + nc * sizeof(store_attr_ref_t) + nd * sizeof(char *));
     j->next = NULL;
+    j->before = NULL;
+    j->n_changed = nc;
+    j->changed = (store_attr_ref_t *)(j + 1);
+    if (nc) memcpy(j->changed, ch->updated, nc * sizeof *j->changed);
     j->sub = s;
     j->e = (cr_entity_t *)e;
     j->entity_deleted = deleted_entity;
     j->at = ch->at;
-    j->deleted = (const char **)(j + 1);
+    j->deleted = (const char **)(j->changed + nc);
     j->n_deleted = 0;
     if (nd)
         for (uint32_t i = 0; i < ch->n_deleted; i++)
@@ -435,6 +440,7 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     }
     notify_sub_ref(s);
     entity_ref(j->e);
+    if (nc) entity_ref(j->before = ch->before);
     if (l->tail) l->tail->next = j;
     else l->head = j;
     l->tail = j;
@@ -527,6 +533,7 @@ static void on_changes(void *ud, const store_change_t *g, size_t n)
 static void job_free(notify_job_t *j)
 {
     entity_unref(j->e);
+    if (j->before) entity_unref(j->before);
     notify_sub_unref(j->sub);
     free(j);
 }

@@ -91,6 +91,9 @@ typedef struct notify_job {
     int64_t            at;               /* commit time */
     const char       **deleted;          /* attributeDeleted: the removed names (interned), in the job block */
     uint32_t           n_deleted;
+    cr_entity_t       *before;           /* showChanges: a reference to the previous version, else NULL */
+    store_attr_ref_t  *changed;          /* showChanges: the updated instances (point into e), in the job block */
+    uint32_t           n_changed;
 } notify_job_t;
 
 /* sender.c: renders the notification of job into sb (the body) and returns

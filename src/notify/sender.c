@@ -32,6 +32,71 @@ static void render_deleted_attrs(sbuf_t *sb, size_t start, const notify_job_t *j
     sb->p[sb->len] = '\0';
 }
 
+/* showChanges (5.2.14): each updated attribute also carries its value
+ * before the change (previousValue, previousObject, previousLanguageMap,
+ * previousVocab, previousValueList, previousObjectList, previousJson). The
+ * rendered entity is parsed back and completed: only subscriptions that
+ * ask for showChanges pay for it. */
+static const char *previous_member(const char *member)
+{
+    static const char *const map[][2] = {{"value", "previousValue"}, {"object", "previousObject"},
+        {"languageMap", "previousLanguageMap"}, {"vocab", "previousVocab"}, {"valueList", "previousValueList"},
+        {"objectList", "previousObjectList"}, {"json", "previousJson"}};
+    for (size_t i = 0; i < CR_ARRAY_LEN(map); i++)
+        if (!strcmp(member, map[i][0])) return map[i][1];
+    return NULL;
+}
+
+static void add_previous(arena_t *a, json_t *inst, const cr_attr_t *prev, const render_opts_t *ro)
+{
+    if (!json_is_object(inst) || !prev) return;
+    sbuf_t        sb;
+    json_writer_t w;
+    char          err[64];
+    render_opts_t o = *ro;
+    o.format = FMT_NORMALIZED;
+    o.sys_attrs = false;
+    o.pick = o.omit = NULL;
+    o.n_pick = o.n_omit = 0;
+    o.context_json = NULL;
+    sb_init(&sb, a, 256);
+    jw_init(&w, &sb);
+    attr_render(&w, prev, &o);
+    json_t *pv = json_parse_copy(a, sb.p, sb.len, &(json_limits_t){0}, err, sizeof err);
+    for (json_t *m = pv && json_is_object(pv) ? pv->child : NULL; m; m = m->next) {
+        const char *k = previous_member(m->key);
+        if (k) {
+            json_remove(inst, k);
+            json_add(inst, k, json_clone(a, m));
+        }
+    }
+}
+
+static void render_changes(sbuf_t *sb, size_t start, const notify_job_t *j, const render_opts_t *ro)
+{
+    arena_t *a = arena_new(4096);
+    char     err[64];
+    json_t  *e = json_parse_copy(a, sb->p + start, sb->len - start, &(json_limits_t){0}, err, sizeof err);
+    if (e && json_is_object(e)) {
+        for (uint32_t i = 0; i < j->n_changed; i++) {
+            const store_attr_ref_t *r = &j->changed[i];
+            json_t *v = json_get(e, ld_compact_name(ro->ctx, r->name));
+            const cr_attr_t *prev = entity_attr(j->before, r->name, r->dataset_id);
+            if (json_is_object(v)) {
+                if (!r->dataset_id) add_previous(a, v, prev, ro);
+            } else if (json_is_array(v))
+                for (json_t *inst = v->child; inst; inst = inst->next) {
+                    const json_t *ds = json_get(inst, "datasetId");
+                    if ((!ds && !r->dataset_id) || (json_is_string(ds) && r->dataset_id && !strcmp(ds->str, r->dataset_id)))
+                        add_previous(a, inst, prev, ro);
+                }
+        }
+        sb->len = start;
+        json_render(sb, e);
+    }
+    arena_free(a);
+}
+
 static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, const render_opts_t *ro, bool geo)
 {
     const cr_entity_t *e = j->e;
@@ -61,6 +126,7 @@ static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, c
     if (geo) entity_render_geojson(w, e, ro);
     else entity_render(w, e, ro);
     if (j->n_deleted && !geo) render_deleted_attrs(sb, start, j, ro);
+    if (j->n_changed && !geo && ro->format == FMT_NORMALIZED) render_changes(sb, start, j, ro);
 }
 
 const char *notify_render(const notify_job_t *j, sbuf_t *sb)

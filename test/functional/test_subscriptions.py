@@ -395,3 +395,25 @@ def test_statistics_count_notifications(cli, rcv):
     rcv.wait(1)
     st = cli.get("/statistics").json()["notifications"]
     assert st["sent"] >= 1 and st["subscriptions"] >= 1 and "droppedQueueFull" in st
+
+
+def test_5_2_14_show_changes_previous_value(cli, rcv):
+    create_sub(cli, sub(rcv.uri, notification={"showChanges": True, "sysAttrs": False}))
+    eid = uid()
+    cli.create(entity(eid, "Car", speed=prop(1), owner={"type": "Relationship", "object": "urn:a"}))
+    rcv.wait(1)
+    assert "previousValue" not in rcv.notifications()[0]["body"]["data"][0]["speed"]
+    cli.patch("/entities/%s/attrs" % eid, {"speed": prop(2), "owner": {"type": "Relationship", "object": "urn:b"}})
+    d = data(rcv, 2)[1]["data"][0]
+    assert d["speed"]["value"] == 2 and d["speed"]["previousValue"] == 1
+    assert d["owner"]["object"] == "urn:b" and d["owner"]["previousObject"] == "urn:a"
+
+
+def test_notification_geojson(cli, rcv):
+    create_sub(cli, sub(rcv.uri, notification={"endpoint": {"uri": rcv.uri, "accept": "application/geo+json"}}))
+    cli.create(entity(uid(), "Car", location={"type": "GeoProperty", "value": {"type": "Point", "coordinates": [1, 2]}}))
+    rcv.wait(1)
+    n = rcv.notifications()[0]
+    assert n["headers"]["Content-Type"] == "application/geo+json"
+    assert n["body"]["data"]["type"] == "FeatureCollection"
+    assert n["body"]["data"]["features"][0]["geometry"]["coordinates"] == [1, 2]
