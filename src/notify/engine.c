@@ -181,8 +181,8 @@ static treg_t *treg_get(const char *tenant, bool create)
 static void index_op(treg_t *t, notify_sub_t *s, bool add)
 {
     void (*op)(smap_t *, const char *, notify_sub_t *) = add ? smap_add : smap_del;
-    bool other = s->n_sel == 0;
-    for (size_t i = 0; i < s->n_sel; i++) {
+    bool other = s->n_sel == 0 || s->interval_us;   /* the ticker walks `others` for periodic ones */
+    for (size_t i = 0; i < s->n_sel && !s->interval_us; i++) {
         const entity_selector_t *sel = &s->sel[i];
         const char *const       *types;
         size_t                   nt;
@@ -403,6 +403,8 @@ static bool selected(const notify_sub_t *s, const cr_entity_t *e)
     return false;
 }
 
+static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key);
+
 static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t *e, bool deleted_entity)
 {
     uint32_t nd = 0;
@@ -411,6 +413,8 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     uint32_t nc = s->show_changes && ch->before && ch->after ? ch->n_updated : 0;
     notify_job_t *j = cr_xmalloc(sizeof *j + nc * sizeof(store_attr_ref_t) + nd * sizeof(char *));
     j->next = NULL;
+    j->many = NULL;
+    j->n_many = 0;
     j->before = NULL;
     j->n_changed = nc;
     j->changed = (store_attr_ref_t *)(j + 1);
@@ -425,22 +429,32 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
         for (uint32_t i = 0; i < ch->n_deleted; i++)
             if (watched(s, &ch->deleted[i], 1)) j->deleted[j->n_deleted++] = ch->deleted[i].name;
 
+    if (nc) j->before = ch->before;
+    queue_job(s, j, cr_hash(e->id, strlen(e->id)));
+}
+
+/* Queues j on its lane (the hash of the subscription and key) and takes the
+ * job's references (sub, e, before); a full queue drops it, counted. */
+static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key)
+{
     endpoint_t *ep = s->ep;
-    uint64_t    h = cr_hash_ptr(s->c) ^ cr_hash(e->id, strlen(e->id));
+    uint64_t    h = cr_hash_ptr(s->c) ^ key;
     lane_t     *l = &ep->lanes[h % ep->n_lanes];
     size_t      max = cr_config.notifier_queue_size > 0 ? (size_t)cr_config.notifier_queue_size : 1;
 
     pthread_mutex_lock(&g_qmu);
     if (g_stopping || ep->queued >= max) {
         pthread_mutex_unlock(&g_qmu);
+        for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
+        free(j->many);
         free(j);
         atomic_fetch_add(&s->c->dropped_full, 1);
         atomic_fetch_add(&G.dropped_full, 1);
         return;
     }
     notify_sub_ref(s);
-    entity_ref(j->e);
-    if (nc) entity_ref(j->before = ch->before);
+    if (j->e) entity_ref(j->e);
+    if (j->before) entity_ref(j->before);
     if (l->tail) l->tail->next = j;
     else l->head = j;
     l->tail = j;
@@ -460,7 +474,7 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
 static void consider(notify_sub_t *s, const store_change_t *ch)
 {
     const cr_entity_t *e = ch->after ? ch->after : ch->before;
-    if (!s->active || atomic_load_explicit(&s->removed, memory_order_relaxed)) return;
+    if (s->interval_us || !s->active || atomic_load_explicit(&s->removed, memory_order_relaxed)) return;
     if (s->expires_at != CR_NO_TIME && ch->at >= s->expires_at) return;
     if (!selected(s, e)) return;
 
@@ -532,7 +546,9 @@ static void on_changes(void *ud, const store_change_t *g, size_t n)
 
 static void job_free(notify_job_t *j)
 {
-    entity_unref(j->e);
+    if (j->e) entity_unref(j->e);
+    for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
+    free(j->many);
     if (j->before) entity_unref(j->before);
     notify_sub_unref(j->sub);
     free(j);
@@ -608,6 +624,109 @@ static void *sender_main(void *arg)
     return NULL;
 }
 
+/* ------------------------------------------------------- timeInterval
+ * The ticker thread sends each periodic subscription's notification (every
+ * matching entity, at most --maxLimit of them, in one notification) when
+ * its time comes: first one interval after it is created, then every
+ * interval (a late tick does not send twice). */
+
+static notify_source_fn g_source;
+static void            *g_source_ud;
+static pthread_t        g_ticker;
+static bool             g_ticker_on;
+static pthread_cond_t   g_tick_cv = PTHREAD_COND_INITIALIZER;
+
+void notify_set_source(notify_source_fn fn, void *ud)
+{
+    g_source = fn;
+    g_source_ud = ud;
+}
+
+typedef struct collect {
+    cr_entity_t **v;
+    uint32_t      n, cap;
+} collect_t;
+
+static void collect_one(void *ud, const cr_entity_t *e)
+{
+    collect_t *c = ud;
+    if (c->n >= c->cap) return;
+    entity_ref((cr_entity_t *)e);
+    c->v[c->n++] = (cr_entity_t *)e;
+}
+
+static void periodic_send(notify_sub_t *s, int64_t now)
+{
+    collect_t c = {.cap = cr_config.max_limit > 0 ? (uint32_t)cr_config.max_limit : 1000};
+    c.v = cr_xmalloc(c.cap * sizeof *c.v);
+    entity_filter_t f = {.sel = s->sel, .n_sel = s->n_sel, .q = s->q, .geo = s->geo, .scope = s->scope};
+    if (g_source) g_source(g_source_ud, s->tenant, &f, collect_one, &c);
+    if (!c.n) {
+        free(c.v);
+        return;
+    }
+    atomic_fetch_add(&s->c->due, 1);
+    atomic_fetch_add(&G.due, 1);
+    notify_job_t *j = cr_xcalloc(1, sizeof *j);
+    j->sub = s;
+    j->at = now;
+    j->many = c.v;
+    j->n_many = c.n;
+    j->changed = NULL;
+    j->deleted = NULL;
+    queue_job(s, j, 0);
+}
+
+static void *ticker_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_qmu);
+    while (!g_stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&g_tick_cv, &g_qmu, &ts);
+        if (g_stopping) break;
+        pthread_mutex_unlock(&g_qmu);
+
+        /* the due subscriptions, referenced, then sent without the registry lock */
+        int64_t        now = cr_now_us();
+        notify_sub_t **due = NULL;
+        size_t         n_due = 0, cap = 0;
+        pthread_rwlock_rdlock(&g_rw);
+        for (size_t i = 0; i < g_n_tenants; i++) {
+            treg_t *t = g_tenants[i];
+            for (size_t k = 0; k < t->n_others; k++) {
+                notify_sub_t *s = t->others[k];
+                if (!s->interval_us) continue;
+                if (!s->next_at) s->next_at = now + s->interval_us;
+                if (now < s->next_at) continue;
+                s->next_at += s->interval_us * ((now - s->next_at) / s->interval_us + 1);
+                if (!s->active || (s->expires_at != CR_NO_TIME && now >= s->expires_at)) continue;
+                if (n_due == cap) {
+                    cap = cap ? cap * 2 : 8;
+                    due = cr_xreallocarray(due, cap, sizeof *due);
+                }
+                notify_sub_ref(s);
+                due[n_due++] = s;
+            }
+        }
+        pthread_rwlock_unlock(&g_rw);
+        for (size_t i = 0; i < n_due; i++) {
+            periodic_send(due[i], now);
+            notify_sub_unref(due[i]);
+        }
+        free(due);
+        pthread_mutex_lock(&g_qmu);
+    }
+    pthread_mutex_unlock(&g_qmu);
+    return NULL;
+}
+
 /* ------------------------------------------------------- start / stop */
 
 bool notify_start(store_t *s, problem_t *p)
@@ -622,6 +741,11 @@ bool notify_start(store_t *s, problem_t *p)
             notify_stop();
             return problem_set(p, PB_INTERNAL_ERROR, "cannot start the notifier threads");
         }
+    if (pthread_create(&g_ticker, NULL, ticker_main, NULL) != 0) {
+        notify_stop();
+        return problem_set(p, PB_INTERNAL_ERROR, "cannot start the notifier's ticker");
+    }
+    g_ticker_on = true;
     g_running = true;
     return true;
 }
@@ -632,6 +756,11 @@ void notify_stop(void)
     pthread_mutex_lock(&g_qmu);
     g_stopping = true;
     pthread_cond_broadcast(&g_qcv);
+    pthread_cond_broadcast(&g_tick_cv);
+    pthread_mutex_unlock(&g_qmu);
+    if (g_ticker_on) pthread_join(g_ticker, NULL);
+    g_ticker_on = false;
+    pthread_mutex_lock(&g_qmu);
     while (g_queued && cr_mono_ns() < deadline) {
         pthread_mutex_unlock(&g_qmu);
         struct timespec ts = {0, 10 * 1000000};

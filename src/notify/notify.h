@@ -86,6 +86,14 @@ char *notify_doc_new(arena_t *a, const json_t *body, const ld_context_t *ctx, in
 char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const json_t *patch, int64_t now,
                        size_t *len, problem_t *p);
 
+/* Periodic notification (timeInterval) reads the entities through this
+ * source, set by ops/ at start (only ops/ calls the store): fn(fud, e) for
+ * each entity of tenant matching f, under the store's read lock (fn only
+ * takes a reference). false when the tenant has no entities. */
+typedef bool (*notify_source_fn)(void *ud, const char *tenant, const entity_filter_t *f,
+                                 void (*fn)(void *fud, const cr_entity_t *e), void *fud);
+void notify_set_source(notify_source_fn fn, void *ud);
+
 /* ---------------------------------------------------- the registry (engine.c) */
 
 /* Adds s (the registry takes its own reference). AlreadyExists when the id

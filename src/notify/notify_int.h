@@ -76,6 +76,7 @@ struct notify_sub {
     struct endpoint    *ep;
     atomic_bool         removed;
     uint64_t            mark;             /* the change seq it was last matched for (tenant hooks are serial) */
+    int64_t             next_at;          /* timeInterval: the next periodic notification (µs; ticker only) */
 };
 
 #define SUB_ACC_JSON    1
@@ -91,6 +92,8 @@ typedef struct notify_job {
     int64_t            at;               /* commit time */
     const char       **deleted;          /* attributeDeleted: the removed names (interned), in the job block */
     uint32_t           n_deleted;
+    cr_entity_t      **many;             /* timeInterval: the matching entities (references), e NULL */
+    uint32_t           n_many;
     cr_entity_t       *before;           /* showChanges: a reference to the previous version, else NULL */
     store_attr_ref_t  *changed;          /* showChanges: the updated instances (point into e), in the job block */
     uint32_t           n_changed;

@@ -160,7 +160,10 @@ const char *notify_render(const notify_job_t *j, sbuf_t *sb)
         jw_key(&w, "features");
     }
     jw_array_begin(&w);
-    render_entity(&w, sb, j, &ro, geo);
+    if (j->e) render_entity(&w, sb, j, &ro, geo);
+    for (uint32_t i = 0; i < j->n_many; i++)
+        if (geo) entity_render_geojson(&w, j->many[i], &ro);
+        else entity_render(&w, j->many[i], &ro);
     jw_array_end(&w);
     if (geo) jw_object_end(&w);
     if (s->accept == SUB_ACC_LDJSON) {

@@ -443,6 +443,8 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         const char **names; size_t nn;
         if ((v = json_get(t, *k)) && !name_array(s->a, v, s->ctx, *k, &names, &nn, p)) goto fail;
     }
+    if ((v = json_get(t, "notificationTrigger")) && json_get(t, "timeInterval"))
+        BAD("notificationTrigger does not apply to a periodic (timeInterval) subscription");
     if ((v = json_get(t, "expiresAt"))) {
         if (!time_member(v, "expiresAt", &s->expires_at, p)) goto fail;
         if (now && s->expires_at <= now) BAD("expiresAt is in the past");
@@ -456,9 +458,9 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         if (watched) BAD("timeInterval and watchedAttributes exclude each other");
         if (s->throttle_us) BAD("timeInterval and throttling exclude each other");
         if (!ents) BAD("timeInterval needs entities");
-        problem_set(p, PB_OPERATION_NOT_SUPPORTED,
-                    "periodic notification (timeInterval) is not supported by this broker yet");
-        goto fail;
+        if (json_number(v) > 1e9) BAD("timeInterval is too large");
+        s->interval_us = (int64_t)(json_number(v) * 1e6);
+        if (s->interval_us < 1000) s->interval_us = 1000;
     }
     if ((v = json_get(t, "temporalQ"))) BAD("temporalQ is not a member of a Subscription (it is of a context source one)");
     if (!ents && !watched) BAD("a subscription needs entities or watchedAttributes (or both)");

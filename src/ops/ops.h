@@ -267,8 +267,8 @@ bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, pro
 bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p);
 /* Query (5.8.4): the tenant's subscriptions in creation order, a page of
  * references in rq->arena (unref each); *total: all of them. */
-/* At start (after notify_start): the stored subscriptions into the engine;
- * answers how many. One that no longer validates is logged and left out. */
+/* At start (after notify_start): gives the engine its entity source for
+ * periodic notifications and the stored subscriptions; answers how many. One that no longer validates is logged and left out. */
 size_t ops_sub_restore(store_t *s);
 struct notify_sub **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
                                   problem_t *p);

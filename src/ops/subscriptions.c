@@ -116,9 +116,19 @@ static void restore_one(void *ud, const char *tenant, const char *id, const char
     notify_sub_unref(s);
 }
 
+/* The entities of a periodic notification (notify_source_fn). */
+static bool periodic_source(void *ud, const char *tenant, const entity_filter_t *f,
+                            void (*fn)(void *fud, const cr_entity_t *e), void *fud)
+{
+    problem_t p = {0};
+    if (tenant && *tenant && !store_tenant_exists(ud, tenant)) return false;
+    return store_foreach(ud, tenant, f, fn, fud, &p);
+}
+
 size_t ops_sub_restore(store_t *s)
 {
     size_t n = 0;
+    notify_set_source(periodic_source, s);
     store_obj_foreach(s, STORE_OBJ_SUBSCRIPTION, restore_one, &n);
     return n;
 }
