@@ -56,6 +56,7 @@ static flag_t flags[] = {
     {"notifierQueueSize", F_INT, &cr_config.notifier_queue_size, "100000", NULL, "queued notifications per endpoint (beyond: dropped, counted)"},
     {"notifierInflight", F_INT, &cr_config.notifier_inflight, "4", NULL, "connections per notification endpoint (each in commit order)"},
     {"notifierTimeout", F_INT, &cr_config.notifier_timeout_ms, "5000", NULL, "ms for one notification (endpoint.timeout overrides)"},
+    {"notifierBatch", F_INT, &cr_config.notifier_batch, "64", NULL, "queued changes (distinct entities) of one subscription sent in one notification"},
     {"notifierDrain", F_INT, &cr_config.notifier_drain_ms, "2000", NULL, "ms to deliver queued notifications at shutdown"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };

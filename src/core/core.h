@@ -240,6 +240,7 @@ typedef struct cr_config {
     int         notifier_inflight;   /* --notifierInflight: connections (ordered lanes) per endpoint */
     int         notifier_timeout_ms; /* --notifierTimeout: ms for one notification */
     int         notifier_drain_ms;   /* --notifierDrain: ms to drain the queues at shutdown */
+    int         notifier_batch;      /* --notifierBatch: queued changes of one subscription sent as one notification */
 } cr_config_t;
 
 extern cr_config_t cr_config;

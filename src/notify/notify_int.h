@@ -99,9 +99,9 @@ typedef struct notify_job {
     uint32_t           n_changed;
 } notify_job_t;
 
-/* sender.c: renders the notification of job into sb (the body) and returns
- * its Content-Type. */
-const char *notify_render(const notify_job_t *job, sbuf_t *sb);
+/* sender.c: renders ONE notification for jobs[0..n) (of one subscription,
+ * in order: their entities are its data) into sb and returns its Content-Type. */
+const char *notify_render(notify_job_t *const *jobs, size_t n, sbuf_t *sb);
 
 /* sender.c: the HTTP client. A connection (*conn, created on first use) is
  * one lane's keep-alive connection; post answers true for a 2xx. */

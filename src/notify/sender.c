@@ -129,9 +129,9 @@ static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, c
     if (j->n_changed && !geo && ro->format == FMT_NORMALIZED) render_changes(sb, start, j, ro);
 }
 
-const char *notify_render(const notify_job_t *j, sbuf_t *sb)
+const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
 {
-    const notify_sub_t *s = j->sub;
+    const notify_sub_t *s = jobs[0]->sub;
     render_opts_t       ro = s->ro;
     json_writer_t       w;
     char                now[32], id[64];
@@ -160,10 +160,13 @@ const char *notify_render(const notify_job_t *j, sbuf_t *sb)
         jw_key(&w, "features");
     }
     jw_array_begin(&w);
-    if (j->e) render_entity(&w, sb, j, &ro, geo);
-    for (uint32_t i = 0; i < j->n_many; i++)
-        if (geo) entity_render_geojson(&w, j->many[i], &ro);
-        else entity_render(&w, j->many[i], &ro);
+    for (size_t k = 0; k < n_jobs; k++) {
+        const notify_job_t *j = jobs[k];
+        if (j->e) render_entity(&w, sb, j, &ro, geo);
+        for (uint32_t i = 0; i < j->n_many; i++)
+            if (geo) entity_render_geojson(&w, j->many[i], &ro);
+            else entity_render(&w, j->many[i], &ro);
+    }
     jw_array_end(&w);
     if (geo) jw_object_end(&w);
     if (s->accept == SUB_ACC_LDJSON) {
