@@ -9,6 +9,10 @@ Vehicles (perf_run.py's shape), then measures:
             count and the broker's /statistics give delivered notifications
             per second (from the first PATCH to the last arrival), and how
             many were dropped (queue full) or failed
+  knee      an open-model driver offers PATCHes of that entity at fixed rates
+            (--rates, per s) to --knee-subs subscriptions for --duration s:
+            delivered / due and dropped at each rate; the knee is the highest
+            rate delivered 100 % with nothing dropped
   writes    wrk -t2 -c16 PATCH of random Vehicles for --duration s, with no
             subscription and then with one subscription on type Vehicle that
             every write notifies; requests/s, p50 and p99 side by side
@@ -19,6 +23,7 @@ Vehicles (perf_run.py's shape), then measures:
 Benchmarks never fail CI; loopback only; bounded by --duration per phase.
 """
 import argparse
+import http.client
 import json
 import os
 import re
@@ -78,6 +83,26 @@ def settle(rbase, quiet=0.5, timeout=120):
     return last, t_last
 
 
+def offer(port, eid, rate, duration):
+    """Open model: a PATCH every 1/rate s (on schedule, whatever the answers
+    take, up to what one client connection can send); the number sent."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    t0, sent = time.time(), 0
+    while True:
+        due_at = t0 + sent / rate
+        now = time.time()
+        if due_at - t0 >= duration:
+            break
+        if due_at > now:
+            time.sleep(due_at - now)
+        c.request("PATCH", "/ngsi-ld/v1/entities/%s/attrs" % eid,
+                  body='{"speed":{"type":"Property","value":%d}}' % sent,
+                  headers={"Content-Type": "application/json"})
+        c.getresponse().read()
+        sent += 1
+    return sent, time.time() - t0
+
+
 def stats(base):
     return get(base + "/statistics")["notifications"]
 
@@ -89,6 +114,8 @@ def main():
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--fanout", default="1,50,500")
     ap.add_argument("--broker-flags", default="")
+    ap.add_argument("--knee-subs", type=int, default=50)
+    ap.add_argument("--rates", default="100,200,400,800,1600")
     a = ap.parse_args()
     receiver = os.path.join(os.path.dirname(a.bin), "tools", "receiver")
     patch1 = os.path.join(HERE, "patch_one.lua")
@@ -120,8 +147,23 @@ def main():
         finally:
             b.terminate(); r.terminate(); b.wait(); r.wait()
 
+    print("\nknee: %d subscriptions on one entity, PATCHes offered at a fixed rate for %d s" % (a.knee_subs, a.duration))
+    print("%8s %8s %10s %12s %10s %9s" % ("rate/s", "sent", "due", "delivered", "delivered%", "dropped"))
+    for rate in [int(x) for x in a.rates.split(",")]:
+        b, r, base, rbase = fresh()
+        try:
+            for _ in range(a.knee_subs):
+                subscribe(base, rbase + "/n", [{"id": "urn:ngsi-ld:Vehicle:0", "type": "Vehicle"}])
+            sent, _ = offer(int(base.rsplit(":", 1)[1]), "urn:ngsi-ld:Vehicle:0", rate, a.duration)
+            n, _ = settle(rbase)
+            st = stats(base)
+            print("%8d %8d %10d %12d %9.1f%% %9d" % (rate, sent, st["due"], n, 100.0 * n / max(st["due"], 1),
+                                                    st["droppedQueueFull"]))
+        finally:
+            b.terminate(); r.terminate(); b.wait(); r.wait()
+
     print("\nwrites: wrk -t2 -c16 PATCH of random Vehicles (of %d) for %d s" % (a.entities, a.duration))
-    print("%-26s %10s %9s %9s %11s" % ("", "req/s", "p50 µs", "p99 µs", "notified"))
+    print("%-26s %10s %9s %9s %14s %14s" % ("", "req/s", "p50 µs", "p99 µs", "notifications", "entities sent"))
     for label, with_sub in (("no subscription", False), ("1 subscription (all)", True)):
         b, r, base, rbase = fresh()
         try:
@@ -129,7 +171,8 @@ def main():
                 subscribe(base, rbase + "/n", [{"type": "Vehicle"}])
             rps, total, lat, bad = wrk(base + "/", a.duration, 16, 2, patch, [str(a.entities)])
             n, _ = settle(rbase) if with_sub else (0, 0)
-            print("%-26s %10.0f %9.0f %9.0f %11d" % (label, rps, lat["50"] or 0, lat["99"] or 0, n))
+            ents = get(rbase + "/count")["entities"]
+            print("%-26s %10.0f %9.0f %9.0f %14d %14d" % (label, rps, lat["50"] or 0, lat["99"] or 0, n, ents))
         finally:
             b.terminate(); r.terminate(); b.wait(); r.wait()
 
