@@ -147,7 +147,9 @@ typedef struct endpoint {
     lane_t          *lanes;
 } endpoint_t;
 
-static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_INITIALIZER;
+/* writers first: a steady stream of matching writes must not starve the
+ * subscription operations (the matcher never takes the lock twice) */
+static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static treg_t         **g_tenants;
 static size_t           g_n_tenants;
 static atomic_size_t    g_n_subs;
