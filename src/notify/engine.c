@@ -125,6 +125,8 @@ typedef struct treg {
     smap_t         by_type;     /* entity type (expanded) -> subscriptions selecting it */
     notify_sub_t **others;      /* idPattern / complex type selections / no entities */
     size_t         n_others, cap_others;
+    notify_sub_t **periodic;    /* timeInterval: the ticker's, never matched against changes */
+    size_t         n_periodic, cap_periodic;
     size_t         n_subs;
 } treg_t;
 
@@ -165,7 +167,7 @@ static int              g_n_threads;
 static size_t           g_queued;
 
 static struct {
-    atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_shutdown, dropped_deleted, throttled;
+    atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_shutdown, dropped_deleted, dropped_expired, throttled;
 } G;
 
 static treg_t *treg_get(const char *tenant, bool create)
@@ -180,11 +182,33 @@ static treg_t *treg_get(const char *tenant, bool create)
     return t;
 }
 
+static void list_op(notify_sub_t ***v, size_t *n, size_t *cap, notify_sub_t *s, bool add)
+{
+    if (add) {
+        if (*n == *cap) {
+            *cap = *cap ? *cap * 2 : 8;
+            *v = cr_xreallocarray(*v, *cap, sizeof **v);
+        }
+        (*v)[(*n)++] = s;
+        return;
+    }
+    for (size_t k = 0; k < *n; k++)
+        if ((*v)[k] == s) {
+            memmove(*v + k, *v + k + 1, (*n - k - 1) * sizeof **v);
+            (*n)--;
+            return;
+        }
+}
+
 static void index_op(treg_t *t, notify_sub_t *s, bool add)
 {
     void (*op)(smap_t *, const char *, notify_sub_t *) = add ? smap_add : smap_del;
-    bool other = s->n_sel == 0 || s->interval_us;   /* the ticker walks `others` for periodic ones */
-    for (size_t i = 0; i < s->n_sel && !s->interval_us; i++) {
+    if (s->interval_us) {
+        list_op(&t->periodic, &t->n_periodic, &t->cap_periodic, s, add);
+        return;
+    }
+    bool other = s->n_sel == 0;
+    for (size_t i = 0; i < s->n_sel; i++) {
         const entity_selector_t *sel = &s->sel[i];
         const char *const       *types;
         size_t                   nt;
@@ -193,20 +217,7 @@ static void index_op(treg_t *t, notify_sub_t *s, bool add)
             for (size_t k = 0; k < nt; k++) op(&t->by_type, types[k], s);
         else other = true;
     }
-    if (!other) return;
-    if (add) {
-        if (t->n_others == t->cap_others) {
-            t->cap_others = t->cap_others ? t->cap_others * 2 : 8;
-            t->others = cr_xreallocarray(t->others, t->cap_others, sizeof *t->others);
-        }
-        t->others[t->n_others++] = s;
-    } else
-        for (size_t k = 0; k < t->n_others; k++)
-            if (t->others[k] == s) {
-                memmove(t->others + k, t->others + k + 1, (t->n_others - k - 1) * sizeof *t->others);
-                t->n_others--;
-                break;
-            }
+    if (other) list_op(&t->others, &t->n_others, &t->cap_others, s, add);
 }
 
 /* The endpoint of uri, created with --notifierInflight lanes (g_rw held for writing). */
@@ -477,7 +488,6 @@ static void consider(notify_sub_t *s, const store_change_t *ch)
 {
     const cr_entity_t *e = ch->after ? ch->after : ch->before;
     if (s->interval_us || !s->active || atomic_load_explicit(&s->removed, memory_order_relaxed)) return;
-    if (s->expires_at != CR_NO_TIME && ch->at >= s->expires_at) return;
     if (!selected(s, e)) return;
 
     bool due = false, deleted_entity = false;
@@ -495,6 +505,11 @@ static void consider(notify_sub_t *s, const store_change_t *ch)
     if (s->q && !q_match(s->q, e)) return;
     if (s->geo && !geoq_match(s->geo, e)) return;
     if (s->scope && !scopeq_match(s->scope, e)) return;
+    if (s->expires_at != CR_NO_TIME && ch->at >= s->expires_at) {
+        atomic_fetch_add(&s->c->dropped_expired, 1);    /* would have been due: counted, not sent */
+        atomic_fetch_add(&G.dropped_expired, 1);
+        return;
+    }
     atomic_fetch_add(&s->c->due, 1);
     atomic_fetch_add(&G.due, 1);
     if (s->throttle_us) {
@@ -718,9 +733,8 @@ static void *ticker_main(void *arg)
         pthread_rwlock_rdlock(&g_rw);
         for (size_t i = 0; i < g_n_tenants; i++) {
             treg_t *t = g_tenants[i];
-            for (size_t k = 0; k < t->n_others; k++) {
-                notify_sub_t *s = t->others[k];
-                if (!s->interval_us) continue;
+            for (size_t k = 0; k < t->n_periodic; k++) {
+                notify_sub_t *s = t->periodic[k];
                 if (!s->next_at) s->next_at = now + s->interval_us;
                 if (now < s->next_at) continue;
                 s->next_at += s->interval_us * ((now - s->next_at) / s->interval_us + 1);
@@ -832,6 +846,7 @@ void notify_stop(void)
         smap_free(&t->by_eid);
         smap_free(&t->by_type);
         free(t->others);
+        free(t->periodic);
         free(t);
     }
     free(g_tenants);
@@ -853,6 +868,7 @@ void notify_get_stats(notify_stats_t *st)
     st->dropped_queue_full = atomic_load(&G.dropped_full);
     st->dropped_shutdown = atomic_load(&G.dropped_shutdown);
     st->dropped_deleted = atomic_load(&G.dropped_deleted);
+    st->dropped_expired = atomic_load(&G.dropped_expired);
     st->throttled = atomic_load(&G.throttled);
     pthread_mutex_lock(&g_qmu);
     st->queued = g_queued;

@@ -122,6 +122,7 @@ typedef struct notify_stats {
     uint64_t due;                 /* notifications the matcher found due */
     uint64_t sent, failed;        /* delivered (2xx) / not */
     uint64_t dropped_queue_full, dropped_shutdown, dropped_deleted;
+    uint64_t dropped_expired;     /* changes that would have been due after expiresAt */
     uint64_t throttled;           /* due changes not sent because of throttling */
     uint64_t queued;              /* now waiting in the queues */
     uint64_t endpoints;

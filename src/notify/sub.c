@@ -616,6 +616,10 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
                 jw_int(w, (int64_t)atomic_load(&c->dropped_full));
                 jw_key(w, "shutdown");
                 jw_int(w, (int64_t)atomic_load(&c->dropped_shutdown));
+                jw_key(w, "expired");
+                jw_int(w, (int64_t)atomic_load(&c->dropped_expired));
+                jw_key(w, "deleted");
+                jw_int(w, (int64_t)atomic_load(&c->dropped_deleted));
                 jw_key(w, "throttled");
                 jw_int(w, (int64_t)atomic_load(&c->throttled));
                 jw_object_end(w);

@@ -362,6 +362,8 @@ def test_expires_at_turns_expired(cli, rcv):
     cli.create(entity(uid(), "Car", speed=prop(1)))
     time.sleep(0.3)
     assert rcv.count()["notifications"] == 0
+    n = cli.get("/subscriptions/" + sid).json()["notification"]
+    assert n["coraine:dropped"]["expired"] == 1 and n["timesSent"] == 0
 
 
 def test_throttling(cli, rcv):
