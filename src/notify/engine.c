@@ -418,6 +418,18 @@ static bool selected(const notify_sub_t *s, const cr_entity_t *e)
 
 static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key);
 
+/* A lane with jobs and no sender joins the ready list (g_qmu held). */
+static void lane_ready(lane_t *l)
+{
+    if (l->ready) return;
+    l->ready = true;
+    l->next_ready = NULL;
+    if (g_ready_tail) g_ready_tail->next_ready = l;
+    else g_ready_head = l;
+    g_ready_tail = l;
+    pthread_cond_signal(&g_qcv);
+}
+
 static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t *e, bool deleted_entity)
 {
     uint32_t nd = 0;
@@ -473,14 +485,7 @@ static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key)
     l->tail = j;
     ep->queued++;
     g_queued++;
-    if (!l->busy && !l->ready) {
-        l->ready = true;
-        l->next_ready = NULL;
-        if (g_ready_tail) g_ready_tail->next_ready = l;
-        else g_ready_head = l;
-        g_ready_tail = l;
-        pthread_cond_signal(&g_qcv);
-    }
+    if (!l->busy) lane_ready(l);
     pthread_mutex_unlock(&g_qmu);
 }
 
@@ -639,14 +644,7 @@ static void *sender_main(void *arg)
 
         pthread_mutex_lock(&g_qmu);
         l->busy = false;
-        if (l->head && !l->ready) {
-            l->ready = true;
-            l->next_ready = NULL;
-            if (g_ready_tail) g_ready_tail->next_ready = l;
-            else g_ready_head = l;
-            g_ready_tail = l;
-            pthread_cond_signal(&g_qcv);
-        }
+        if (l->head) lane_ready(l);
         pthread_mutex_unlock(&g_qmu);
         for (size_t k = 0; k < n; k++) job_free(batch[k]);   /* may release the endpoint: after the lane */
         pthread_mutex_lock(&g_qmu);

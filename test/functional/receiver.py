@@ -72,3 +72,13 @@ class Receiver:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def wait_failed(cli, sid, timeout=10.0):
+    """The subscription's notification members once a notification failed."""
+    deadline = time.time() + timeout
+    while True:
+        n = cli.get("/subscriptions/" + sid).json()["notification"]
+        if n["timesFailed"] or time.time() > deadline:
+            return n
+        time.sleep(0.05)

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from ngsi import NGSI_NULL, assert_problem, entity, prop, uid
-from receiver import Receiver
+from receiver import Receiver, wait_failed
 
 
 @pytest.fixture
@@ -382,12 +382,7 @@ def test_failing_endpoint_is_counted(cli):
     from ngsi import free_port
     sid = create_sub(cli, sub("http://127.0.0.1:%d/none" % free_port()))
     cli.create(entity(uid(), "Car", speed=prop(1)))
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        n = cli.get("/subscriptions/" + sid).json()["notification"]
-        if n["timesFailed"]:
-            break
-        time.sleep(0.05)
+    n = wait_failed(cli, sid)
     assert n["timesFailed"] == 1 and n["status"] == "failed" and "lastFailure" in n
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ngsi import assert_problem, entity, free_port, prop, uid
-from receiver import Receiver
+from receiver import Receiver, wait_failed
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
@@ -82,12 +82,7 @@ def test_7_2_ld_json_and_receiver_info_in_metadata(cli, mosquitto, mrcv):
 def test_7_2_unreachable_broker_is_counted_failed(cli):
     sid = mqtt_sub(cli, "mqtt://127.0.0.1:%d/ngsi/x" % free_port())
     cli.create(entity(uid(), "Car", speed=prop(1)))
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        n = cli.get("/subscriptions/" + sid).json()["notification"]
-        if n["timesFailed"]:
-            break
-        time.sleep(0.05)
+    n = wait_failed(cli, sid)
     assert n["timesFailed"] == 1 and n["status"] == "failed"
 
 
