@@ -436,25 +436,24 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     if (!deleted_entity && ch->after && ch->before && (s->triggers & TRG_ATTR_DELETED))
         for (uint32_t i = 0; i < ch->n_deleted; i++) nd += watched(s, &ch->deleted[i], 1);
     uint32_t nc = s->show_changes && ch->before && ch->after ? ch->n_updated : 0;
-    notify_job_t *j = cr_xmalloc(sizeof *j + nc * sizeof(store_attr_ref_t) + nd * sizeof(char *));
+    notify_job_t *j = cr_xmalloc(sizeof *j + (nc + nd) * sizeof(store_attr_ref_t));
     j->next = NULL;
     j->many = NULL;
     j->n_many = 0;
-    j->before = NULL;
-    j->n_changed = nc;
-    j->changed = (store_attr_ref_t *)(j + 1);
-    if (nc) memcpy(j->changed, ch->updated, nc * sizeof *j->changed);
     j->sub = s;
     j->e = (cr_entity_t *)e;
     j->entity_deleted = deleted_entity;
     j->at = ch->at;
-    j->deleted = (const char **)(j->changed + nc);
+    j->n_changed = nc;
+    j->changed = (store_attr_ref_t *)(j + 1);
+    if (nc) memcpy(j->changed, ch->updated, nc * sizeof *j->changed);
+    j->deleted = j->changed + nc;
     j->n_deleted = 0;
     if (nd)
         for (uint32_t i = 0; i < ch->n_deleted; i++)
-            if (watched(s, &ch->deleted[i], 1)) j->deleted[j->n_deleted++] = ch->deleted[i].name;
-
-    if (nc) j->before = ch->before;
+            if (watched(s, &ch->deleted[i], 1)) j->deleted[j->n_deleted++] = ch->deleted[i];
+    /* the previous version, for showChanges and for the type of a deleted attribute */
+    j->before = nc || nd ? ch->before : NULL;
     queue_job(s, j, cr_hash(e->id, strlen(e->id)));
 }
 

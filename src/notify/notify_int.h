@@ -90,11 +90,11 @@ typedef struct notify_job {
     cr_entity_t       *e;                /* a reference: after, or before for a delete */
     bool               entity_deleted;
     int64_t            at;               /* commit time */
-    const char       **deleted;          /* attributeDeleted: the removed names (interned), in the job block */
+    store_attr_ref_t  *deleted;          /* attributeDeleted: the removed instances (point into before), in the job block */
     uint32_t           n_deleted;
     cr_entity_t      **many;             /* timeInterval: the matching entities (references), e NULL */
     uint32_t           n_many;
-    cr_entity_t       *before;           /* showChanges: a reference to the previous version, else NULL */
+    cr_entity_t       *before;           /* showChanges / attributeDeleted: a reference to the previous version, else NULL */
     store_attr_ref_t  *changed;          /* showChanges: the updated instances (point into e), in the job block */
     uint32_t           n_changed;
 } notify_job_t;

@@ -14,29 +14,26 @@
 
 static atomic_uint_fast64_t g_notification_seq;
 
-static void render_deleted_attrs(sbuf_t *sb, size_t start, const notify_job_t *j, const render_opts_t *ro)
+/* The entity as rendered, completed (only for the jobs that need it, so
+ * the others are a plain entity_render): attributeDeleted - each deleted
+ * instance with its own type and NGSI-LD Null as its value member
+ * (DISPUTED.md; "urn:ngsi-ld:null" alone in concise/keyValues); showChanges
+ * (5.2.14, normalized) - each updated or deleted attribute also carries its
+ * value before the change (previousValue, previousObject, ...). The rendered
+ * entity is parsed back and rendered again. */
+static const char *value_member(attr_kind_t k)
 {
-    /* the entity's object is sb[start..len): reopen it and add each deleted
-     * attribute as NGSI-LD Null (DISPUTED.md: the whole entity, the attribute
-     * as a Property whose value is "urn:ngsi-ld:null") */
-    if (sb->len <= start || sb->p[sb->len - 1] != '}') return;
-    sb->len--;
-    for (uint32_t i = 0; i < j->n_deleted; i++) {
-        sb_addc(sb, ',');
-        const char *name = ld_compact_name(ro->ctx, j->deleted[i]);
-        json_render_string(sb, name, strlen(name));
-        if (ro->format == FMT_NORMALIZED) sb_adds(sb, ":{\"type\":\"Property\",\"value\":\"urn:ngsi-ld:null\"}");
-        else sb_adds(sb, ":\"urn:ngsi-ld:null\"");
+    switch (k) {
+    case ATTR_RELATIONSHIP:     return "object";
+    case ATTR_LANGUAGEPROPERTY: return "languageMap";
+    case ATTR_VOCABPROPERTY:    return "vocab";
+    case ATTR_LISTPROPERTY:     return "valueList";
+    case ATTR_LISTRELATIONSHIP: return "objectList";
+    case ATTR_JSONPROPERTY:     return "json";
+    default:                    return "value";
     }
-    sb_addc(sb, '}');
-    sb->p[sb->len] = '\0';
 }
 
-/* showChanges (5.2.14): each updated attribute also carries its value
- * before the change (previousValue, previousObject, previousLanguageMap,
- * previousVocab, previousValueList, previousObjectList, previousJson). The
- * rendered entity is parsed back and completed: only subscriptions that
- * ask for showChanges pay for it. */
 static const char *previous_member(const char *member)
 {
     static const char *const map[][2] = {{"value", "previousValue"}, {"object", "previousObject"},
@@ -47,6 +44,7 @@ static const char *previous_member(const char *member)
     return NULL;
 }
 
+/* Adds prev's value member(s) to inst as previous* members. */
 static void add_previous(arena_t *a, json_t *inst, const cr_attr_t *prev, const render_opts_t *ro)
 {
     if (!json_is_object(inst) || !prev) return;
@@ -72,25 +70,64 @@ static void add_previous(arena_t *a, json_t *inst, const cr_attr_t *prev, const 
     }
 }
 
-static void render_changes(sbuf_t *sb, size_t start, const notify_job_t *j, const render_opts_t *ro)
+/* The instance of member v (an object or an array of them) with datasetId ds. */
+static json_t *instance(json_t *v, const char *ds)
+{
+    if (json_is_object(v)) {
+        const json_t *d = json_get(v, "datasetId");
+        return (!d && !ds) || (json_is_string(d) && ds && !strcmp(d->str, ds)) ? v : NULL;
+    }
+    for (json_t *i = json_is_array(v) ? v->child : NULL; i; i = i->next)
+        if (instance(i, ds)) return i;
+    return NULL;
+}
+
+static void add_deleted(arena_t *a, json_t *e, const store_attr_ref_t *r, const notify_job_t *j,
+                        const render_opts_t *ro, bool show)
+{
+    const char      *name = ld_compact_name(ro->ctx, r->name);
+    const cr_attr_t *prev = j->before ? entity_attr(j->before, r->name, r->dataset_id) : NULL;
+    json_t          *inst;
+    if (ro->format != FMT_NORMALIZED) inst = json_new_string(a, "urn:ngsi-ld:null");
+    else {
+        attr_kind_t kind = prev ? (attr_kind_t)prev->kind : ATTR_PROPERTY;
+        inst = json_new(a, JSON_OBJECT);
+        json_add(inst, "type", json_new_string(a, attr_kind_name(kind)));
+        json_t *null = json_new_string(a, "urn:ngsi-ld:null");
+        if (kind == ATTR_LANGUAGEPROPERTY) {
+            json_t *m = json_new(a, JSON_OBJECT);
+            json_add(m, "@none", null);
+            null = m;
+        }
+        json_add(inst, value_member(kind), null);
+        if (r->dataset_id) json_add(inst, "datasetId", json_new_string(a, r->dataset_id));
+        if (show) add_previous(a, inst, prev, ro);
+    }
+    json_t *cur = json_get(e, name);
+    if (!cur) json_add(e, name, inst);
+    else if (json_is_array(cur)) json_add(cur, NULL, inst);
+    else {
+        json_t *arr = json_new(a, JSON_ARRAY);
+        json_remove(e, name);
+        json_add(arr, NULL, json_clone(a, cur));
+        json_add(arr, NULL, inst);
+        json_add(e, name, arr);
+    }
+}
+
+static void complete_entity(sbuf_t *sb, size_t start, const notify_job_t *j, const render_opts_t *ro)
 {
     arena_t *a = arena_new(4096);
     char     err[64];
     json_t  *e = json_parse_copy(a, sb->p + start, sb->len - start, &(json_limits_t){0}, err, sizeof err);
+    bool     show = j->sub->show_changes && ro->format == FMT_NORMALIZED;
     if (e && json_is_object(e)) {
-        for (uint32_t i = 0; i < j->n_changed; i++) {
+        for (uint32_t i = 0; show && i < j->n_changed; i++) {
             const store_attr_ref_t *r = &j->changed[i];
-            json_t *v = json_get(e, ld_compact_name(ro->ctx, r->name));
-            const cr_attr_t *prev = entity_attr(j->before, r->name, r->dataset_id);
-            if (json_is_object(v)) {
-                if (!r->dataset_id) add_previous(a, v, prev, ro);
-            } else if (json_is_array(v))
-                for (json_t *inst = v->child; inst; inst = inst->next) {
-                    const json_t *ds = json_get(inst, "datasetId");
-                    if ((!ds && !r->dataset_id) || (json_is_string(ds) && r->dataset_id && !strcmp(ds->str, r->dataset_id)))
-                        add_previous(a, inst, prev, ro);
-                }
+            add_previous(a, instance(json_get(e, ld_compact_name(ro->ctx, r->name)), r->dataset_id),
+                         entity_attr(j->before, r->name, r->dataset_id), ro);
         }
+        for (uint32_t i = 0; i < j->n_deleted; i++) add_deleted(a, e, &j->deleted[i], j, ro, show);
         sb->len = start;
         json_render(sb, e);
     }
@@ -125,8 +162,7 @@ static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, c
     size_t start = sb->len;
     if (geo) entity_render_geojson(w, e, ro);
     else entity_render(w, e, ro);
-    if (j->n_deleted && !geo) render_deleted_attrs(sb, start, j, ro);
-    if (j->n_changed && !geo && ro->format == FMT_NORMALIZED) render_changes(sb, start, j, ro);
+    if (!geo && (j->n_deleted || (j->n_changed && ro->format == FMT_NORMALIZED))) complete_entity(sb, start, j, ro);
 }
 
 const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)

@@ -344,6 +344,35 @@ def test_triggers_attribute_deleted_sends_null(cli, rcv):
     assert rcv.settle()["notifications"] == 1
 
 
+def test_attribute_deleted_keeps_its_type_and_show_changes(cli, rcv):
+    create_sub(cli, sub(rcv.uri, notificationTrigger=["attributeDeleted"],
+                        notification={"showChanges": True, "sysAttrs": False}))
+    eid = uid()
+    cli.create(entity(eid, "Car", owner={"type": "Relationship", "object": "urn:a"},
+                      title={"type": "LanguageProperty", "languageMap": {"en": "x"}},
+                      name=[prop("n0"), prop("n1", datasetId="urn:ds:1")]))
+    cli.delete("/entities/%s/attrs/owner" % eid)
+    d = data(rcv, 1)[0]["data"][0]
+    assert d["owner"] == {"type": "Relationship", "object": NGSI_NULL, "previousObject": "urn:a"}
+    cli.delete("/entities/%s/attrs/title" % eid)
+    d = data(rcv, 2)[1]["data"][0]
+    assert d["title"] == {"type": "LanguageProperty", "languageMap": {"@none": NGSI_NULL},
+                          "previousLanguageMap": {"en": "x"}}
+    cli.delete("/entities/%s/attrs/name" % eid, params={"datasetId": "urn:ds:1"})
+    d = data(rcv, 3)[2]["data"][0]
+    assert d["name"] == [{"type": "Property", "value": "n0"},
+                         {"type": "Property", "value": NGSI_NULL, "datasetId": "urn:ds:1", "previousValue": "n1"}]
+
+
+def test_attribute_deleted_key_values(cli, rcv):
+    create_sub(cli, sub(rcv.uri, notificationTrigger=["attributeDeleted"],
+                        notification={"format": "keyValues", "sysAttrs": False}))
+    eid = uid()
+    cli.create(entity(eid, "Car", speed=prop(1), brand=prop("b")))
+    cli.delete("/entities/%s/attrs/brand" % eid)
+    assert data(rcv, 1)[0]["data"][0] == {"id": eid, "type": "Car", "speed": 1, "brand": NGSI_NULL}
+
+
 def test_default_triggers_skip_attribute_deletion(cli, rcv):
     create_sub(cli, sub(rcv.uri))
     eid = uid()
