@@ -46,13 +46,15 @@ void api_sub_get(request_t *r)
     problem_t p = {0};
     bool      ld;
     if (!sub_accept(r, &ld, &p)) goto fail;
+    if (!api_options_valid(r, "sysAttrs", &p)) goto fail;
+    bool sys = api_option(r, "sysAttrs");
     if (!api_no_unknown_params(r, &p)) goto fail;
     ops_req_t     rq = api_req(r, NULL);
     notify_sub_t *s = ops_sub_retrieve(&rq, r->pathv[0], &p);
     if (!s) goto fail;
     json_writer_t w;
     jw_init(&w, &r->out);
-    notify_sub_render(&w, s, ld);
+    notify_sub_render(&w, s, ld, sys);
     if (!ld) {
         sbuf_t link;
         sb_init(&link, r->arena, 256);
@@ -97,8 +99,8 @@ void api_sub_query(request_t *r)
     if (!sub_accept(r, &ld, &p)) goto fail;
     if (!page_param(r, "limit", (size_t)cr_config.default_limit, &limit, &p)) goto fail;
     if (!page_param(r, "offset", 0, &offset, &p)) goto fail;
-    if (!api_options_valid(r, "count", &p)) goto fail;
-    bool count = api_option(r, "count");
+    if (!api_options_valid(r, "count,sysAttrs", &p)) goto fail;
+    bool count = api_option(r, "count"), sys = api_option(r, "sysAttrs");
     const char *cnt = req_param(r, "count");
     if (cnt) {
         if (strcmp(cnt, "true") && strcmp(cnt, "false")) {
@@ -119,7 +121,7 @@ void api_sub_query(request_t *r)
     jw_init(&w, &r->out);
     jw_array_begin(&w);
     for (size_t i = 0; i < n; i++) {
-        notify_sub_render(&w, v[i], ld);
+        notify_sub_render(&w, v[i], ld, sys);
         notify_sub_unref(v[i]);
     }
     jw_array_end(&w);

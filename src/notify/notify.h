@@ -71,8 +71,9 @@ const char   *notify_sub_doc(const notify_sub_t *s, size_t *len);
 /* The subscription as GET /subscriptions/{id} answers it (5.2.12): the stored
  * members, jsonldContext, status, and the notification's read-only members
  * (status, timesSent, timesFailed, lastNotification, lastSuccess, lastFailure)
- * and coraine's counters (due, dropped). with_context: add "@context". */
-void          notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context);
+ * (status once one was attempted). with_context: add "@context"; sys_attrs:
+ * createdAt, modifiedAt and coraine's counters (coraine:due, coraine:dropped). */
+void          notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context, bool sys_attrs);
 /* The @context the subscription's members are written in. */
 const ld_context_t *notify_sub_context(const notify_sub_t *s);
 

@@ -584,13 +584,14 @@ static void jw_time(json_writer_t *w, const char *key, int64_t us)
     jw_string(w, buf);
 }
 
-void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context)
+void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context, bool sys_attrs)
 {
     const sub_counters_t *c = s->c;
     int64_t now = cr_now_us();
     jw_object_begin(w);
     for (const json_t *m = s->tree->child; m; m = m->next) {
         if (!strcmp(m->key, "@context") && !with_context) continue;
+        if ((!strcmp(m->key, "createdAt") || !strcmp(m->key, "modifiedAt")) && !sys_attrs) continue;
         if (!strcmp(m->key, "notification")) {
             jw_key(w, "notification");
             jw_object_begin(w);
@@ -599,8 +600,11 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
                 jw_value(w, n);
             }
             if (c) {
-                jw_key(w, "status");
-                jw_string(w, atomic_load(&c->failing) ? "failed" : "ok");
+                /* status only once a notification was attempted (5.2.14: the last attempt's outcome) */
+                if (atomic_load(&c->last_notification)) {
+                    jw_key(w, "status");
+                    jw_string(w, atomic_load(&c->failing) ? "failed" : "ok");
+                }
                 jw_key(w, "timesSent");
                 jw_int(w, (int64_t)atomic_load(&c->sent));
                 jw_key(w, "timesFailed");
@@ -608,6 +612,8 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
                 jw_time(w, "lastNotification", atomic_load(&c->last_notification));
                 jw_time(w, "lastSuccess", atomic_load(&c->last_success));
                 jw_time(w, "lastFailure", atomic_load(&c->last_failure));
+            }
+            if (c && sys_attrs) {
                 jw_key(w, "coraine:due");
                 jw_int(w, (int64_t)atomic_load(&c->due));
                 jw_key(w, "coraine:dropped");
@@ -633,10 +639,6 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
     if (!json_get(s->tree, "jsonldContext")) {
         jw_key(w, "jsonldContext");
         jw_string(w, ld_context_link(s->out_ctx));
-    }
-    if (!json_get(s->tree, "isActive")) {
-        jw_key(w, "isActive");
-        jw_bool(w, true);
     }
     jw_key(w, "status");
     jw_string(w, s->expires_at != CR_NO_TIME && s->expires_at <= now ? "expired" : s->active ? "active" : "paused");

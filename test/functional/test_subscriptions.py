@@ -48,10 +48,14 @@ def test_5_8_1_create_answers_201_with_location(cli, rcv):
     assert g.status_code == 200
     b = g.json()
     assert b["id"] == sid and b["type"] == "Subscription"
-    assert b["status"] == "active" and b["isActive"] is True
+    assert b["status"] == "active"
     assert b["notification"]["endpoint"]["uri"] == rcv.uri
-    assert b["notification"]["timesSent"] == 0 and b["notification"]["status"] == "ok"
+    assert b["notification"]["timesSent"] == 0 and b["notification"]["timesFailed"] == 0
+    assert "status" not in b["notification"]          # no notification attempted yet
     assert "jsonldContext" in b
+    assert "createdAt" not in b and "isActive" not in b
+    s = cli.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()
+    assert "createdAt" in s and "modifiedAt" in s and s["notification"]["coraine:due"] == 0
 
 
 def test_5_8_1_generated_id(cli, rcv):
@@ -391,7 +395,7 @@ def test_expires_at_turns_expired(cli, rcv):
     cli.create(entity(uid(), "Car", speed=prop(1)))
     time.sleep(0.3)
     assert rcv.count()["notifications"] == 0
-    n = cli.get("/subscriptions/" + sid).json()["notification"]
+    n = cli.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()["notification"]
     assert n["coraine:dropped"]["expired"] == 1 and n["timesSent"] == 0
 
 

@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_writer_t w;
     sb_init(&out, A, 1024);
     jw_init(&w, &out);
-    notify_sub_render(&w, s, true);
+    notify_sub_render(&w, s, true, true);
 
     size_t      dlen, plen;
     const char *stored = notify_sub_doc(s, &dlen);
