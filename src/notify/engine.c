@@ -433,7 +433,7 @@ static void lane_ready(lane_t *l)
 static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t *e, bool deleted_entity)
 {
     uint32_t nd = 0;
-    if (!deleted_entity && ch->after && ch->before && (s->triggers & TRG_ATTR_DELETED))
+    if (!deleted_entity && ch->before && (s->triggers & TRG_ATTR_DELETED))
         for (uint32_t i = 0; i < ch->n_deleted; i++) nd += watched(s, &ch->deleted[i], 1);
     uint32_t nc = s->show_changes && ch->before && ch->after ? ch->n_updated : 0;
     notify_job_t *j = cr_xmalloc(sizeof *j + (nc + nd) * sizeof(store_attr_ref_t));
@@ -443,6 +443,7 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     j->sub = s;
     j->e = (cr_entity_t *)e;
     j->entity_deleted = deleted_entity;
+    j->entity_gone = !ch->after;
     j->at = ch->at;
     j->n_changed = nc;
     j->changed = (store_attr_ref_t *)(j + 1);
@@ -499,7 +500,9 @@ static void consider(notify_sub_t *s, const store_change_t *ch)
     if (!ch->before) {
         due = (t & TRG_ENTITY_CREATED) || ((t & TRG_ATTR_CREATED) && watched(s, ch->created, ch->n_created));
     } else if (!ch->after) {
+        /* entityDeleted; else attributeDeleted for its watched attributes (the suite's 046_22_12) */
         due = deleted_entity = (t & TRG_ENTITY_DELETED) != 0;
+        if (!due) due = (t & TRG_ATTR_DELETED) && watched(s, ch->deleted, ch->n_deleted);
     } else {
         due = ((t & TRG_ATTR_CREATED) && watched(s, ch->created, ch->n_created)) ||
               ((t & TRG_ATTR_UPDATED) && watched(s, ch->updated, ch->n_updated)) ||

@@ -88,7 +88,8 @@ typedef struct notify_job {
     struct notify_job *next;
     notify_sub_t      *sub;              /* a reference */
     cr_entity_t       *e;                /* a reference: after, or before for a delete */
-    bool               entity_deleted;
+    bool               entity_deleted;   /* entityDeleted: id, type, deletedAt */
+    bool               entity_gone;      /* an entity deletion notified for its deleted attributes */
     int64_t            at;               /* commit time */
     store_attr_ref_t  *deleted;          /* attributeDeleted: the removed instances (point into before), in the job block */
     uint32_t           n_deleted;

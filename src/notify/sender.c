@@ -101,6 +101,15 @@ static void add_deleted(arena_t *a, json_t *e, const store_attr_ref_t *r, const 
         }
         json_add(inst, value_member(kind), null);
         if (r->dataset_id) json_add(inst, "datasetId", json_new_string(a, r->dataset_id));
+        if (ro->sys_attrs && prev) {
+            char t[32];
+            cr_datetime_format(prev->created_at, t);
+            json_add(inst, "createdAt", json_new_stringn(a, t, strlen(t)));
+            cr_datetime_format(prev->modified_at, t);
+            json_add(inst, "modifiedAt", json_new_stringn(a, t, strlen(t)));
+            cr_datetime_format(j->at, t);
+            json_add(inst, "deletedAt", json_new_stringn(a, t, strlen(t)));
+        }
         if (show) add_previous(a, inst, prev, ro);
     }
     json_t *cur = json_get(e, name);
@@ -137,8 +146,9 @@ static void complete_entity(sbuf_t *sb, size_t start, const notify_job_t *j, con
 static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, const render_opts_t *ro, bool geo)
 {
     const cr_entity_t *e = j->e;
-    if (j->entity_deleted) {
-        char at[32];
+    if (j->entity_deleted || j->entity_gone) {
+        char   at[32];
+        size_t start = sb->len;
         cr_datetime_format(j->at, at);
         jw_object_begin(w);
         jw_key(w, "id");
@@ -150,6 +160,15 @@ static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, c
             for (uint16_t i = 0; i < e->n_types; i++) jw_string(w, ld_compact_name(ro->ctx, e->types[i]));
             jw_array_end(w);
         }
+        if (ro->sys_attrs) {
+            char t[32];
+            cr_datetime_format(e->created_at, t);
+            jw_key(w, "createdAt");
+            jw_string(w, t);
+            cr_datetime_format(e->modified_at, t);
+            jw_key(w, "modifiedAt");
+            jw_string(w, t);
+        }
         jw_key(w, "deletedAt");
         jw_string(w, at);
         if (ro->context_json) {
@@ -157,6 +176,7 @@ static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, c
             jw_raw(w, ro->context_json, strlen(ro->context_json));
         }
         jw_object_end(w);
+        if (j->entity_gone && !j->entity_deleted && j->n_deleted && !geo) complete_entity(sb, start, j, ro);
         return;
     }
     size_t start = sb->len;

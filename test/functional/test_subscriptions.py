@@ -329,6 +329,28 @@ def test_triggers_entity_deleted(cli, rcv):
     assert "speed" not in d[0]
 
 
+def test_triggers_entity_deleted_sys_attrs(cli, rcv):
+    create_sub(cli, sub(rcv.uri, notificationTrigger=["entityDeleted"],
+                        notification={"format": "keyValues", "sysAttrs": True}))
+    eid = uid()
+    cli.create(entity(eid, "Car", speed=prop(1)))
+    cli.delete("/entities/" + eid)
+    d = data(rcv, 1)[0]["data"][0]
+    assert sorted(d) == ["createdAt", "deletedAt", "id", "modifiedAt", "type"]
+
+
+def test_entity_deletion_with_attribute_deleted_trigger(cli, rcv):
+    create_sub(cli, sub(rcv.uri, notificationTrigger=["attributeDeleted"], watchedAttributes=["speed"],
+                        notification={"sysAttrs": False}))
+    eid = uid()
+    cli.create(entity(eid, "Car", speed=prop(1), brand=prop("b")))
+    cli.delete("/entities/" + eid)
+    d = data(rcv, 1)[0]["data"][0]
+    assert d["id"] == eid and "deletedAt" in d
+    assert d["speed"] == {"type": "Property", "value": NGSI_NULL}
+    assert "brand" not in d
+
+
 def test_triggers_entity_created_only(cli, rcv):
     create_sub(cli, sub(rcv.uri, notificationTrigger=["entityCreated"]))
     eid = uid()
@@ -343,7 +365,9 @@ def test_triggers_attribute_deleted_sends_null(cli, rcv):
     cli.create(entity(eid, "Car", speed=prop(1), brand=prop("b")))
     assert cli.delete("/entities/%s/attrs/brand" % eid).status_code == 204
     d = data(rcv, 1)[0]["data"][0]
-    assert d["brand"] == {"type": "Property", "value": NGSI_NULL}
+    b = d["brand"]
+    assert b["type"] == "Property" and b["value"] == NGSI_NULL   # with sysAttrs: its times, and deletedAt
+    assert b["deletedAt"] >= b["modifiedAt"] and "createdAt" in b
     assert d["speed"]["value"] == 1
     assert rcv.settle()["notifications"] == 1
 
