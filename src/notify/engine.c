@@ -432,9 +432,12 @@ static void lane_ready(lane_t *l)
 
 static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t *e, bool deleted_entity)
 {
+    /* the deleted instances to show: the watched ones for attributeDeleted;
+     * every one for entityDeleted with showChanges (their previous values) */
+    bool     all = deleted_entity && s->show_changes;
     uint32_t nd = 0;
-    if (!deleted_entity && ch->before && (s->triggers & TRG_ATTR_DELETED))
-        for (uint32_t i = 0; i < ch->n_deleted; i++) nd += watched(s, &ch->deleted[i], 1);
+    if ((!deleted_entity && ch->before && (s->triggers & TRG_ATTR_DELETED)) || all)
+        for (uint32_t i = 0; i < ch->n_deleted; i++) nd += all || watched(s, &ch->deleted[i], 1);
     uint32_t nc = s->show_changes && ch->before && ch->after ? ch->n_updated : 0;
     notify_job_t *j = cr_xmalloc(sizeof *j + (nc + nd) * sizeof(store_attr_ref_t));
     j->next = NULL;
@@ -452,7 +455,7 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     j->n_deleted = 0;
     if (nd)
         for (uint32_t i = 0; i < ch->n_deleted; i++)
-            if (watched(s, &ch->deleted[i], 1)) j->deleted[j->n_deleted++] = ch->deleted[i];
+            if (all || watched(s, &ch->deleted[i], 1)) j->deleted[j->n_deleted++] = ch->deleted[i];
     /* the previous version, for showChanges and for the type of a deleted attribute */
     j->before = nc || nd ? ch->before : NULL;
     queue_job(s, j, cr_hash(e->id, strlen(e->id)));

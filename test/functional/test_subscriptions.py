@@ -339,6 +339,18 @@ def test_triggers_entity_deleted_sys_attrs(cli, rcv):
     assert sorted(d) == ["createdAt", "deletedAt", "id", "modifiedAt", "type"]
 
 
+def test_entity_deleted_show_changes_previous_values(cli, rcv):
+    create_sub(cli, sub(rcv.uri, notificationTrigger=["entityDeleted"],
+                        notification={"showChanges": True, "sysAttrs": False}))
+    eid = uid()
+    cli.create(entity(eid, "Car", speed=prop(1), owner={"type": "Relationship", "object": "urn:a"}))
+    cli.delete("/entities/" + eid)
+    d = data(rcv, 1)[0]["data"][0]
+    assert d["speed"] == {"type": "Property", "value": NGSI_NULL, "previousValue": 1}
+    assert d["owner"] == {"type": "Relationship", "object": NGSI_NULL, "previousObject": "urn:a"}
+    assert "deletedAt" in d
+
+
 def test_entity_deletion_with_attribute_deleted_trigger(cli, rcv):
     create_sub(cli, sub(rcv.uri, notificationTrigger=["attributeDeleted"], watchedAttributes=["speed"],
                         notification={"sysAttrs": False}))
