@@ -111,6 +111,7 @@ void api_statistics(request_t *r)
     jw_key(&w, "droppedDeleted"); jw_int(&w, (int64_t)ns.dropped_deleted);
     jw_key(&w, "droppedShutdown"); jw_int(&w, (int64_t)ns.dropped_shutdown);
     jw_key(&w, "droppedExpired"); jw_int(&w, (int64_t)ns.dropped_expired);
+    jw_key(&w, "droppedEndpointFailing"); jw_int(&w, (int64_t)ns.dropped_failing);
     jw_key(&w, "throttled"); jw_int(&w, (int64_t)ns.throttled);
     jw_key(&w, "queued"); jw_int(&w, (int64_t)ns.queued);
     jw_key(&w, "endpoints"); jw_int(&w, (int64_t)ns.endpoints);

@@ -147,7 +147,17 @@ typedef struct endpoint {
     size_t           queued;        /* under g_qmu */
     size_t           n_lanes;
     lane_t          *lanes;
+    /* a failing endpoint: after FAIL_STREAK failures in a row its
+     * notifications are dropped (counted "endpointFailing") without being
+     * tried, for a backoff that doubles from 1 s to 30 s while it keeps
+     * failing; so a dead endpoint holds a sender thread for one timeout per
+     * backoff, not one per notification */
+    atomic_int       fail_streak;
+    atomic_int       backoff_ms;
+    _Atomic int64_t  retry_at_ms;
 } endpoint_t;
+
+#define FAIL_STREAK 3
 
 /* writers first: a steady stream of matching writes must not starve the
  * subscription operations (the matcher never takes the lock twice) */
@@ -167,7 +177,8 @@ static int              g_n_threads;
 static size_t           g_queued;
 
 static struct {
-    atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_shutdown, dropped_deleted, dropped_expired, throttled;
+    atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_shutdown, dropped_deleted, dropped_expired, dropped_failing,
+                         throttled;
 } G;
 
 static treg_t *treg_get(const char *tenant, bool create)
@@ -591,22 +602,36 @@ static void deliver(lane_t *l, notify_job_t **jobs, size_t n, sbuf_t *body)
         atomic_fetch_add(&G.dropped_deleted, n);
         return;
     }
+    endpoint_t *ep = l->ep;
+    if (atomic_load(&ep->fail_streak) >= FAIL_STREAK && cr_now_ms() < atomic_load(&ep->retry_at_ms)) {
+        atomic_fetch_add(&c->dropped_failing, n);
+        atomic_fetch_add(&G.dropped_failing, n);
+        return;
+    }
     sb_clear(body);
     const char *ctype = notify_render(jobs, n, body);
     long        tmo = s->timeout_ms ? s->timeout_ms : cr_config.notifier_timeout_ms;
-    int64_t     now = cr_now_us();
     bool        ok = notify_http_post(&l->conn, s, body->p, body->len, ctype, tmo);
+    int64_t     now = cr_now_us();
     atomic_store(&c->last_notification, now);
     if (ok) {
         atomic_fetch_add(&c->sent, 1);
         atomic_fetch_add(&G.sent, 1);
         atomic_store(&c->last_success, now);
         atomic_store(&c->failing, 0);
+        atomic_store(&ep->fail_streak, 0);
+        atomic_store(&ep->backoff_ms, 0);
     } else {
         atomic_fetch_add(&c->failed, 1);
         atomic_fetch_add(&G.failed, 1);
         atomic_store(&c->last_failure, now);
         atomic_store(&c->failing, 1);
+        if (atomic_fetch_add(&ep->fail_streak, 1) + 1 >= FAIL_STREAK) {
+            int b = atomic_load(&ep->backoff_ms);
+            b = b ? (b >= 15000 ? 30000 : b * 2) : 1000;
+            atomic_store(&ep->backoff_ms, b);
+            atomic_store(&ep->retry_at_ms, cr_now_ms() + b);
+        }
     }
 }
 
@@ -872,6 +897,7 @@ void notify_get_stats(notify_stats_t *st)
     st->dropped_shutdown = atomic_load(&G.dropped_shutdown);
     st->dropped_deleted = atomic_load(&G.dropped_deleted);
     st->dropped_expired = atomic_load(&G.dropped_expired);
+    st->dropped_failing = atomic_load(&G.dropped_failing);
     st->throttled = atomic_load(&G.throttled);
     pthread_mutex_lock(&g_qmu);
     st->queued = g_queued;

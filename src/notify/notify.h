@@ -124,6 +124,7 @@ typedef struct notify_stats {
     uint64_t sent, failed;        /* delivered (2xx) / not */
     uint64_t dropped_queue_full, dropped_shutdown, dropped_deleted;
     uint64_t dropped_expired;     /* changes that would have been due after expiresAt */
+    uint64_t dropped_failing;     /* not tried: the endpoint failed FAIL_STREAK times in a row, backing off */
     uint64_t throttled;           /* due changes not sent because of throttling */
     uint64_t queued;              /* now waiting in the queues */
     uint64_t endpoints;

@@ -22,7 +22,8 @@ enum {
  * them), updated with atomics by the matcher and the senders. Times in µs. */
 typedef struct sub_counters {
     atomic_int      refs;
-    atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_deleted, dropped_shutdown, dropped_expired, throttled;
+    atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_deleted, dropped_shutdown, dropped_expired,
+                         dropped_failing, throttled;
     _Atomic int64_t last_notification, last_success, last_failure;
     _Atomic int64_t last_due;          /* throttling: the commit time of the last due change */
     atomic_int      failing;           /* notification.status: 1 failed, 0 ok */

@@ -626,6 +626,8 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
                 jw_int(w, (int64_t)atomic_load(&c->dropped_expired));
                 jw_key(w, "deleted");
                 jw_int(w, (int64_t)atomic_load(&c->dropped_deleted));
+                jw_key(w, "endpointFailing");
+                jw_int(w, (int64_t)atomic_load(&c->dropped_failing));
                 jw_key(w, "throttled");
                 jw_int(w, (int64_t)atomic_load(&c->throttled));
                 jw_object_end(w);

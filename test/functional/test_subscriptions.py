@@ -455,6 +455,26 @@ def test_failing_endpoint_is_counted(cli):
     assert n["timesFailed"] == 1 and n["status"] == "failed" and "lastFailure" in n
 
 
+def test_dead_endpoint_backs_off_and_counts(cli):
+    from ngsi import free_port
+    sid = create_sub(cli, sub("http://127.0.0.1:%d/none" % free_port()))
+    eid = uid()
+    cli.create(entity(eid, "Car", speed=prop(0)))
+    for i in range(9):
+        time.sleep(0.05)      # one at a time: each its own notification
+        cli.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 1)})
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        n = cli.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()["notification"]
+        if n["timesFailed"] + n["coraine:dropped"]["endpointFailing"] == n["coraine:due"] == 10:
+            break
+        time.sleep(0.05)
+    # three tries, then the endpoint backs off for 1 s: the rest is dropped and counted, not tried
+    assert n["coraine:due"] == 10
+    assert n["timesFailed"] + n["coraine:dropped"]["endpointFailing"] == 10
+    assert n["timesFailed"] >= 3 and n["coraine:dropped"]["endpointFailing"] >= 1
+
+
 def test_statistics_count_notifications(cli, rcv):
     create_sub(cli, sub(rcv.uri))
     cli.create(entity(uid(), "Car", speed=prop(1)))
