@@ -18,7 +18,7 @@ ifeq ($(CC),cc)
 CC      := gcc
 endif
 
-PKGS    := libmicrohttpd libcurl libpcre2-8
+PKGS    := libmicrohttpd libcurl libpcre2-8 libmosquitto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(shell geos-config --clibs 2>/dev/null)
 
@@ -58,8 +58,16 @@ CORE_CONTEXT := src/ld/ngsi-ld-core-context-v1.8.jsonld
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 
-.PHONY: all run test asan tsan unit functional fuzz perf install deps clean
-all: $(BUILD)/coraine
+.PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools
+all: $(BUILD)/coraine tools
+
+# ---- tools/: the notification receiver (tests and benchmarks use it)
+TOOL_SRCS := $(wildcard tools/*.c)
+TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
+tools: $(TOOL_BINS)
+$(BUILD)/tools/%: tools/%.c $(BUILD)/libcoraine.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDEXTRA) -o $@ $< $(BUILD)/libcoraine.a $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

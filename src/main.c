@@ -7,6 +7,7 @@
 #include "http/http.h"
 #include "ld/ld.h"
 #include "model/model.h"
+#include "notify/notify.h"
 #include "store/store.h"
 
 #include <signal.h>
@@ -64,6 +65,13 @@ int main(int argc, char **argv)
         LOG_E("cannot open the store: %s", p.detail);
         return 1;
     }
+    if (!notify_start(store, &p)) {
+        LOG_E("cannot start the notifier: %s", p.detail);
+        store_close(store);
+        return 1;
+    }
+    size_t n_subs = ops_sub_restore(store);
+    if (n_subs) LOG_I("%zu subscriptions restored", n_subs);
     api_init(store);
 
     size_t              n;
@@ -71,6 +79,7 @@ int main(int argc, char **argv)
     http_server_t      *srv = http_start(routes, n, &p);
     if (!srv) {
         LOG_E("%s", p.detail);
+        notify_stop();
         store_close(store);
         return 1;
     }
@@ -89,6 +98,7 @@ int main(int argc, char **argv)
     LOG_I("stopping");
     ld_stop();                 /* requests waiting for a @context download answer now */
     http_stop(srv);
+    notify_stop();
     store_close(store);
     ld_shutdown();
     return 0;

@@ -6,6 +6,8 @@
  */
 #include "api.h"
 
+#include "../notify/notify.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +102,23 @@ void api_statistics(request_t *r)
     jw_key(&w, "hits"); jw_int(&w, (int64_t)rs.hits);
     jw_key(&w, "misses"); jw_int(&w, (int64_t)rs.misses);
     jw_key(&w, "limitBytes"); jw_int(&w, (int64_t)cr_config.render_cache_mb << 20);
+    jw_object_end(&w);
+    notify_stats_t ns;
+    notify_get_stats(&ns);
+    jw_key(&w, "notifications");
+    jw_object_begin(&w);
+    jw_key(&w, "subscriptions"); jw_int(&w, (int64_t)ns.subscriptions);
+    jw_key(&w, "due"); jw_int(&w, (int64_t)ns.due);
+    jw_key(&w, "sent"); jw_int(&w, (int64_t)ns.sent);
+    jw_key(&w, "failed"); jw_int(&w, (int64_t)ns.failed);
+    jw_key(&w, "droppedQueueFull"); jw_int(&w, (int64_t)ns.dropped_queue_full);
+    jw_key(&w, "droppedDeleted"); jw_int(&w, (int64_t)ns.dropped_deleted);
+    jw_key(&w, "droppedShutdown"); jw_int(&w, (int64_t)ns.dropped_shutdown);
+    jw_key(&w, "droppedExpired"); jw_int(&w, (int64_t)ns.dropped_expired);
+    jw_key(&w, "droppedEndpointFailing"); jw_int(&w, (int64_t)ns.dropped_failing);
+    jw_key(&w, "throttled"); jw_int(&w, (int64_t)ns.throttled);
+    jw_key(&w, "queued"); jw_int(&w, (int64_t)ns.queued);
+    jw_key(&w, "endpoints"); jw_int(&w, (int64_t)ns.endpoints);
     jw_object_end(&w);
     jw_key(&w, "internedNames"); jw_int(&w, (int64_t)intern_count());
     jw_object_end(&w);

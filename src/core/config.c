@@ -63,6 +63,12 @@ static flag_t flags[] = {
     {"egressDeny", F_STR, &cr_config.egress_deny, "", NULL, "addresses, CIDRs, host names the broker never connects to"},
     {"history", F_STR, &cr_config.history, "none", "none|corDB|timescale", "where attribute history is kept (this build: none)"},
     {"logFile", F_STR, &cr_config.log_file, "", NULL, "log to this file instead of stderr"},
+    {"notifierThreads", F_INT, &cr_config.notifier_threads, "16", NULL, "notification sender threads"},
+    {"notifierQueueSize", F_INT, &cr_config.notifier_queue_size, "100000", NULL, "queued notifications per endpoint (beyond: dropped, counted)"},
+    {"notifierInflight", F_INT, &cr_config.notifier_inflight, "4", NULL, "connections per notification endpoint (each in commit order)"},
+    {"notifierTimeout", F_INT, &cr_config.notifier_timeout_ms, "5000", NULL, "ms for one notification (endpoint.timeout overrides)"},
+    {"notifierBatch", F_INT, &cr_config.notifier_batch, "64", NULL, "queued changes (distinct entities) of one subscription sent in one notification"},
+    {"notifierDrain", F_INT, &cr_config.notifier_drain_ms, "2000", NULL, "ms to deliver queued notifications at shutdown"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };
 

@@ -255,6 +255,12 @@ typedef struct cr_config {
     const char *log_file;            /* --logFile */
     int         log_level;           /* --logLevel error|warn|info|debug */
     const char *bind_address;        /* --bind (127.0.0.1 / 0.0.0.0) */
+    int         notifier_threads;    /* --notifierThreads: notification sender threads */
+    int         notifier_queue_size; /* --notifierQueueSize: queued notifications per endpoint */
+    int         notifier_inflight;   /* --notifierInflight: connections (ordered lanes) per endpoint */
+    int         notifier_timeout_ms; /* --notifierTimeout: ms for one notification */
+    int         notifier_drain_ms;   /* --notifierDrain: ms to drain the queues at shutdown */
+    int         notifier_batch;      /* --notifierBatch: queued changes of one subscription sent as one notification */
 } cr_config_t;
 
 extern cr_config_t cr_config;

@@ -308,4 +308,25 @@ bool ops_discover(const ops_req_t *rq, bool types, const char *name, bool detail
 
 void ops_stats(store_t *s, store_stats_t *st);
 
+/* ------------------------------------------------------ subscriptions.c */
+
+/* Subscriptions (5.8.1-5.8.5). A subscription is notify/'s notify_sub_t
+ * (render it with notify_sub_render, release with notify_sub_unref). */
+struct notify_sub;
+/* Create (5.8.1): body is the Subscription, rq->ctx its @context; *id gets its id. */
+bool ops_sub_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p);
+/* Retrieve (5.8.3): a reference, or NULL (BadRequestData, ResourceNotFound, NonexistentTenant). */
+struct notify_sub *ops_sub_retrieve(const ops_req_t *rq, const char *id, problem_t *p);
+/* Update (5.8.2, 5.5.8): the members of body replace the subscription's. */
+bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
+/* Delete (5.8.5). */
+bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p);
+/* Query (5.8.4): the tenant's subscriptions in creation order, a page of
+ * references in rq->arena (unref each); *total: all of them. */
+/* At start (after notify_start): gives the engine its entity source for
+ * periodic notifications and the stored subscriptions; answers how many. One that no longer validates is logged and left out. */
+size_t ops_sub_restore(store_t *s);
+struct notify_sub **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
+                                  problem_t *p);
+
 #endif

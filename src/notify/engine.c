@@ -1,0 +1,906 @@
+/*
+ * engine.c - the notification engine: the registry and index of
+ * subscriptions, the matcher (a store hook), the bounded per-endpoint queues
+ * and the sender threads (notify.h tells the design).
+ *
+ * Locks:
+ *  - g_rw (rwlock) guards the registry and the index; the matcher reads it,
+ *    the subscription operations write it (rare);
+ *  - g_qmu guards every queue, lane and the ready list; it is held for a few
+ *    pointer moves only, never while rendering or sending.
+ * The matcher never blocks on an endpoint: a full queue is a counted drop.
+ */
+#include "notify_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------------------------------- a string map
+ * Open addressing with linear probing and backward-shift deletion; a key
+ * maps to a short vector of subscriptions. */
+typedef struct bucket {
+    char          *key;          /* owned; NULL: empty */
+    uint64_t       h;
+    notify_sub_t **v;
+    size_t         n, cap;
+} bucket_t;
+
+typedef struct smap {
+    bucket_t *b;
+    size_t    nb, used;
+} smap_t;
+
+static bucket_t *smap_find(const smap_t *m, const char *key, uint64_t h)
+{
+    if (!m->nb) return NULL;
+    for (size_t i = h & (m->nb - 1);; i = (i + 1) & (m->nb - 1)) {
+        bucket_t *b = &m->b[i];
+        if (!b->key) return NULL;
+        if (b->h == h && !strcmp(b->key, key)) return b;
+    }
+}
+
+static void smap_grow(smap_t *m)
+{
+    smap_t n = {.nb = m->nb ? m->nb * 2 : 16};
+    n.b = cr_xcalloc(n.nb, sizeof *n.b);
+    for (size_t i = 0; i < m->nb; i++) {
+        if (!m->b[i].key) continue;
+        size_t j = m->b[i].h & (n.nb - 1);
+        while (n.b[j].key) j = (j + 1) & (n.nb - 1);
+        n.b[j] = m->b[i];
+    }
+    n.used = m->used;
+    free(m->b);
+    *m = n;
+}
+
+static void smap_add(smap_t *m, const char *key, notify_sub_t *s)
+{
+    uint64_t  h = cr_hash(key, strlen(key));
+    bucket_t *b = smap_find(m, key, h);
+    if (!b) {
+        if ((m->used + 1) * 4 > m->nb * 3) smap_grow(m);
+        size_t i = h & (m->nb - 1);
+        while (m->b[i].key) i = (i + 1) & (m->nb - 1);
+        b = &m->b[i];
+        b->key = cr_xstrdup(key);
+        b->h = h;
+        m->used++;
+    }
+    if (b->n == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 2;
+        b->v = cr_xreallocarray(b->v, b->cap, sizeof *b->v);
+    }
+    b->v[b->n++] = s;
+}
+
+static void smap_del(smap_t *m, const char *key, notify_sub_t *s)
+{
+    uint64_t  h = cr_hash(key, strlen(key));
+    bucket_t *b = smap_find(m, key, h);
+    if (!b) return;
+    for (size_t k = 0; k < b->n; k++)
+        if (b->v[k] == s) {
+            memmove(b->v + k, b->v + k + 1, (b->n - k - 1) * sizeof *b->v);
+            b->n--;
+            break;
+        }
+    if (b->n) return;
+    free(b->key);
+    free(b->v);
+    size_t i = (size_t)(b - m->b);
+    memset(b, 0, sizeof *b);
+    m->used--;
+    /* backward shift: move later entries of the run into the hole */
+    for (size_t j = (i + 1) & (m->nb - 1); m->b[j].key; j = (j + 1) & (m->nb - 1)) {
+        size_t home = m->b[j].h & (m->nb - 1);
+        bool   move = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+        if (move) {
+            m->b[i] = m->b[j];
+            memset(&m->b[j], 0, sizeof m->b[j]);
+            i = j;
+        }
+    }
+}
+
+static void smap_free(smap_t *m)
+{
+    for (size_t i = 0; i < m->nb; i++) {
+        free(m->b[i].key);
+        free(m->b[i].v);
+    }
+    free(m->b);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------- the registry */
+
+typedef struct treg {
+    const char    *tenant;      /* interned */
+    smap_t         by_id;       /* subscription id -> the subscription */
+    smap_t         by_eid;      /* entity id -> subscriptions with that id in a selector */
+    smap_t         by_type;     /* entity type (expanded) -> subscriptions selecting it */
+    notify_sub_t **others;      /* idPattern / complex type selections / no entities */
+    size_t         n_others, cap_others;
+    notify_sub_t **periodic;    /* timeInterval: the ticker's, never matched against changes */
+    size_t         n_periodic, cap_periodic;
+    size_t         n_subs;
+} treg_t;
+
+/* An endpoint: one notification URI, its lanes (ordered queues, one
+ * connection each) and its bound. */
+typedef struct lane {
+    struct endpoint *ep;
+    notify_job_t    *head, *tail;
+    struct lane     *next_ready;
+    bool             busy, ready;
+    void            *conn;          /* the lane's HTTP connection (sender.c), used by the busy sender only */
+} lane_t;
+
+typedef struct endpoint {
+    struct endpoint *next;
+    char            *uri;
+    int              refs;          /* subscriptions using it (under g_rw write lock + g_qmu) */
+    size_t           queued;        /* under g_qmu */
+    size_t           n_lanes;
+    lane_t          *lanes;
+    /* a failing endpoint: after FAIL_STREAK failures in a row its
+     * notifications are dropped (counted "endpointFailing") without being
+     * tried, for a backoff that doubles from 1 s to 30 s while it keeps
+     * failing; so a dead endpoint holds a sender thread for one timeout per
+     * backoff, not one per notification */
+    atomic_int       fail_streak;
+    atomic_int       backoff_ms;
+    _Atomic int64_t  retry_at_ms;
+} endpoint_t;
+
+#define FAIL_STREAK 3
+
+/* writers first: a steady stream of matching writes must not starve the
+ * subscription operations (the matcher never takes the lock twice) */
+static pthread_rwlock_t g_rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static treg_t         **g_tenants;
+static size_t           g_n_tenants;
+static atomic_size_t    g_n_subs;
+
+static pthread_mutex_t  g_qmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t   g_qcv = PTHREAD_COND_INITIALIZER;
+static lane_t          *g_ready_head, *g_ready_tail;
+static endpoint_t      *g_endpoints;
+static size_t           g_n_endpoints;
+static bool             g_running, g_stopping, g_abort;
+static pthread_t       *g_threads;
+static int              g_n_threads;
+static size_t           g_queued;
+
+static struct {
+    atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_shutdown, dropped_deleted, dropped_expired, dropped_failing,
+                         throttled;
+} G;
+
+static treg_t *treg_get(const char *tenant, bool create)
+{
+    for (size_t i = 0; i < g_n_tenants; i++)
+        if (g_tenants[i]->tenant == tenant) return g_tenants[i];
+    if (!create) return NULL;
+    g_tenants = cr_xreallocarray(g_tenants, g_n_tenants + 1, sizeof *g_tenants);
+    treg_t *t = cr_xcalloc(1, sizeof *t);
+    t->tenant = tenant;
+    g_tenants[g_n_tenants++] = t;
+    return t;
+}
+
+static void list_op(notify_sub_t ***v, size_t *n, size_t *cap, notify_sub_t *s, bool add)
+{
+    if (add) {
+        if (*n == *cap) {
+            *cap = *cap ? *cap * 2 : 8;
+            *v = cr_xreallocarray(*v, *cap, sizeof **v);
+        }
+        (*v)[(*n)++] = s;
+        return;
+    }
+    for (size_t k = 0; k < *n; k++)
+        if ((*v)[k] == s) {
+            memmove(*v + k, *v + k + 1, (*n - k - 1) * sizeof **v);
+            (*n)--;
+            return;
+        }
+}
+
+static void index_op(treg_t *t, notify_sub_t *s, bool add)
+{
+    void (*op)(smap_t *, const char *, notify_sub_t *) = add ? smap_add : smap_del;
+    if (s->interval_us) {
+        list_op(&t->periodic, &t->n_periodic, &t->cap_periodic, s, add);
+        return;
+    }
+    bool other = s->n_sel == 0;
+    for (size_t i = 0; i < s->n_sel; i++) {
+        const entity_selector_t *sel = &s->sel[i];
+        const char *const       *types;
+        size_t                   nt;
+        if (sel->id) op(&t->by_eid, sel->id, s);
+        else if ((nt = typesel_types(sel->types, &types)) > 0)
+            for (size_t k = 0; k < nt; k++) op(&t->by_type, types[k], s);
+        else other = true;
+    }
+    if (other) list_op(&t->others, &t->n_others, &t->cap_others, s, add);
+}
+
+/* The endpoint of uri, created with --notifierInflight lanes (g_rw held for writing). */
+static endpoint_t *endpoint_get(const char *uri)
+{
+    pthread_mutex_lock(&g_qmu);
+    endpoint_t *ep;
+    for (ep = g_endpoints; ep; ep = ep->next)
+        if (!strcmp(ep->uri, uri)) break;
+    if (!ep) {
+        ep = cr_xcalloc(1, sizeof *ep);
+        ep->uri = cr_xstrdup(uri);
+        ep->n_lanes = cr_config.notifier_inflight > 0 ? (size_t)cr_config.notifier_inflight : 1;
+        ep->lanes = cr_xcalloc(ep->n_lanes, sizeof *ep->lanes);
+        for (size_t i = 0; i < ep->n_lanes; i++) ep->lanes[i].ep = ep;
+        ep->next = g_endpoints;
+        g_endpoints = ep;
+        g_n_endpoints++;
+    }
+    ep->refs++;
+    pthread_mutex_unlock(&g_qmu);
+    return ep;
+}
+
+static void endpoint_free(endpoint_t *ep)
+{
+    for (size_t i = 0; i < ep->n_lanes; i++) notify_conn_free(ep->lanes[i].conn);
+    free(ep->lanes);
+    free(ep->uri);
+    free(ep);
+}
+
+/* Drops a subscription's hold on its endpoint; the endpoint goes with its
+ * last subscription (no job can be queued then: each holds a subscription). */
+static void endpoint_release(endpoint_t *ep)
+{
+    pthread_mutex_lock(&g_qmu);
+    bool last = --ep->refs == 0;
+    if (last) {
+        for (endpoint_t **pp = &g_endpoints; *pp; pp = &(*pp)->next)
+            if (*pp == ep) {
+                *pp = ep->next;
+                break;
+            }
+        g_n_endpoints--;
+    }
+    pthread_mutex_unlock(&g_qmu);
+    if (last) endpoint_free(ep);
+}
+
+void notify_sub_engine_release(notify_sub_t *s)
+{
+    if (s->ep) endpoint_release(s->ep);
+    s->ep = NULL;
+}
+
+static notify_sub_t *find_locked(treg_t *t, const char *id)
+{
+    bucket_t *b = t ? smap_find(&t->by_id, id, cr_hash(id, strlen(id))) : NULL;
+    return b && b->n ? b->v[0] : NULL;
+}
+
+bool notify_add(notify_sub_t *s, problem_t *p)
+{
+    pthread_rwlock_wrlock(&g_rw);
+    treg_t *t = treg_get(s->tenant, true);
+    if (find_locked(t, s->id)) {
+        pthread_rwlock_unlock(&g_rw);
+        return problem_set(p, PB_ALREADY_EXISTS, "subscription '%s' already exists", s->id);
+    }
+    if (!s->c) s->c = sub_counters_new();
+    s->ep = endpoint_get(s->uri);
+    notify_sub_ref(s);
+    smap_add(&t->by_id, s->id, s);
+    index_op(t, s, true);
+    t->n_subs++;
+    atomic_fetch_add(&g_n_subs, 1);
+    pthread_rwlock_unlock(&g_rw);
+    return true;
+}
+
+static void unlink_locked(treg_t *t, notify_sub_t *old)
+{
+    smap_del(&t->by_id, old->id, old);
+    index_op(t, old, false);
+}
+
+bool notify_replace(notify_sub_t *s, problem_t *p)
+{
+    pthread_rwlock_wrlock(&g_rw);
+    treg_t       *t = treg_get(s->tenant, false);
+    notify_sub_t *old = find_locked(t, s->id);
+    if (!old) {
+        pthread_rwlock_unlock(&g_rw);
+        return problem_set(p, PB_RESOURCE_NOT_FOUND, "no subscription '%s'", s->id);
+    }
+    unlink_locked(t, old);
+    s->c = old->c;
+    atomic_fetch_add(&s->c->refs, 1);
+    s->ep = endpoint_get(s->uri);
+    notify_sub_ref(s);
+    smap_add(&t->by_id, s->id, s);
+    index_op(t, s, true);
+    pthread_rwlock_unlock(&g_rw);
+    notify_sub_unref(old);
+    return true;
+}
+
+bool notify_remove(const char *tenant, const char *id, problem_t *p)
+{
+    tenant = intern_cstr(tenant ? tenant : "");
+    pthread_rwlock_wrlock(&g_rw);
+    treg_t       *t = treg_get(tenant, false);
+    notify_sub_t *old = find_locked(t, id);
+    if (!old) {
+        pthread_rwlock_unlock(&g_rw);
+        return problem_set(p, PB_RESOURCE_NOT_FOUND, "no subscription '%s'", id);
+    }
+    unlink_locked(t, old);
+    atomic_store(&old->removed, true);
+    t->n_subs--;
+    atomic_fetch_sub(&g_n_subs, 1);
+    pthread_rwlock_unlock(&g_rw);
+    notify_sub_unref(old);
+    return true;
+}
+
+notify_sub_t *notify_find(const char *tenant, const char *id)
+{
+    tenant = intern_cstr(tenant ? tenant : "");
+    pthread_rwlock_rdlock(&g_rw);
+    notify_sub_t *s = find_locked(treg_get(tenant, false), id);
+    if (s) notify_sub_ref(s);
+    pthread_rwlock_unlock(&g_rw);
+    return s;
+}
+
+bool notify_tenant_known(const char *tenant)
+{
+    tenant = intern_cstr(tenant ? tenant : "");
+    pthread_rwlock_rdlock(&g_rw);
+    bool known = treg_get(tenant, false) != NULL;
+    pthread_rwlock_unlock(&g_rw);
+    return known;
+}
+
+static int by_order(const void *a, const void *b)
+{
+    const notify_sub_t *x = *(notify_sub_t *const *)a, *y = *(notify_sub_t *const *)b;
+    return x->c->order < y->c->order ? -1 : x->c->order > y->c->order;
+}
+
+notify_sub_t **notify_list(const char *tenant, size_t offset, size_t limit, arena_t *a, size_t *n, size_t *total)
+{
+    tenant = intern_cstr(tenant ? tenant : "");
+    pthread_rwlock_rdlock(&g_rw);
+    treg_t        *t = treg_get(tenant, false);
+    size_t         all = t ? t->n_subs : 0, k = 0;
+    notify_sub_t **v = arena_alloc(a, (all ? all : 1) * sizeof *v);
+    for (size_t i = 0; t && i < t->by_id.nb; i++)
+        if (t->by_id.b[i].key && t->by_id.b[i].n) v[k++] = t->by_id.b[i].v[0];
+    qsort(v, k, sizeof *v, by_order);
+    size_t from = offset < k ? offset : k, to = limit < k - from ? from + limit : k;
+    for (size_t i = from; i < to; i++) notify_sub_ref(v[i]);
+    pthread_rwlock_unlock(&g_rw);
+    *total = k;
+    *n = to - from;
+    return v + from;
+}
+
+/* ------------------------------------------------------- the matcher */
+
+static bool watched(const notify_sub_t *s, const store_attr_ref_t *r, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        bool name_ok = !s->n_watched, ds_ok = !s->n_dataset_ids;
+        for (size_t k = 0; k < s->n_watched && !name_ok; k++) name_ok = s->watched[k] == r[i].name;
+        for (size_t k = 0; k < s->n_dataset_ids && !ds_ok; k++)
+            ds_ok = r[i].dataset_id ? !strcmp(r[i].dataset_id, s->dataset_ids[k])
+                                    : !strcmp(s->dataset_ids[k], "urn:ngsi-ld:default");
+        if (name_ok && ds_ok) return true;
+    }
+    return false;
+}
+
+static bool selected(const notify_sub_t *s, const cr_entity_t *e)
+{
+    if (!s->n_sel) return true;
+    for (size_t i = 0; i < s->n_sel; i++) {
+        const entity_selector_t *sel = &s->sel[i];
+        if (sel->id && strcmp(sel->id, e->id)) continue;
+        if (sel->id_pattern && !filter_regex_match(sel->id_pattern, e->id, strlen(e->id))) continue;
+        if (sel->types && !typesel_match(sel->types, e)) continue;
+        return true;
+    }
+    return false;
+}
+
+static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key);
+
+/* A lane with jobs and no sender joins the ready list (g_qmu held). */
+static void lane_ready(lane_t *l)
+{
+    if (l->ready) return;
+    l->ready = true;
+    l->next_ready = NULL;
+    if (g_ready_tail) g_ready_tail->next_ready = l;
+    else g_ready_head = l;
+    g_ready_tail = l;
+    pthread_cond_signal(&g_qcv);
+}
+
+static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t *e, bool deleted_entity)
+{
+    /* the deleted instances to show: the watched ones for attributeDeleted;
+     * every one for entityDeleted with showChanges (their previous values) */
+    bool     all = deleted_entity && s->show_changes;
+    uint32_t nd = 0;
+    if ((!deleted_entity && ch->before && (s->triggers & TRG_ATTR_DELETED)) || all)
+        for (uint32_t i = 0; i < ch->n_deleted; i++) nd += all || watched(s, &ch->deleted[i], 1);
+    uint32_t nc = s->show_changes && ch->before && ch->after ? ch->n_updated : 0;
+    notify_job_t *j = cr_xmalloc(sizeof *j + (nc + nd) * sizeof(store_attr_ref_t));
+    j->next = NULL;
+    j->many = NULL;
+    j->n_many = 0;
+    j->sub = s;
+    j->e = (cr_entity_t *)e;
+    j->entity_deleted = deleted_entity;
+    j->entity_gone = !ch->after;
+    j->at = ch->at;
+    j->n_changed = nc;
+    j->changed = (store_attr_ref_t *)(j + 1);
+    if (nc) memcpy(j->changed, ch->updated, nc * sizeof *j->changed);
+    j->deleted = j->changed + nc;
+    j->n_deleted = 0;
+    if (nd)
+        for (uint32_t i = 0; i < ch->n_deleted; i++)
+            if (all || watched(s, &ch->deleted[i], 1)) j->deleted[j->n_deleted++] = ch->deleted[i];
+    /* the previous version, for showChanges and for the type of a deleted attribute */
+    j->before = nc || nd ? ch->before : NULL;
+    queue_job(s, j, cr_hash(e->id, strlen(e->id)));
+}
+
+/* Queues j on its lane (the hash of the subscription and key) and takes the
+ * job's references (sub, e, before); a full queue drops it, counted. */
+static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key)
+{
+    endpoint_t *ep = s->ep;
+    uint64_t    h = cr_hash_ptr(s->c) ^ key;
+    lane_t     *l = &ep->lanes[h % ep->n_lanes];
+    size_t      max = cr_config.notifier_queue_size > 0 ? (size_t)cr_config.notifier_queue_size : 1;
+
+    pthread_mutex_lock(&g_qmu);
+    if (g_stopping || ep->queued >= max) {
+        pthread_mutex_unlock(&g_qmu);
+        for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
+        free(j->many);
+        free(j);
+        atomic_fetch_add(&s->c->dropped_full, 1);
+        atomic_fetch_add(&G.dropped_full, 1);
+        return;
+    }
+    notify_sub_ref(s);
+    if (j->e) entity_ref(j->e);
+    if (j->before) entity_ref(j->before);
+    if (l->tail) l->tail->next = j;
+    else l->head = j;
+    l->tail = j;
+    ep->queued++;
+    g_queued++;
+    if (!l->busy) lane_ready(l);
+    pthread_mutex_unlock(&g_qmu);
+}
+
+static void consider(notify_sub_t *s, const store_change_t *ch)
+{
+    const cr_entity_t *e = ch->after ? ch->after : ch->before;
+    if (s->interval_us || !s->active || atomic_load_explicit(&s->removed, memory_order_relaxed)) return;
+    if (!selected(s, e)) return;
+
+    bool due = false, deleted_entity = false;
+    unsigned t = s->triggers;
+    if (!ch->before) {
+        due = (t & TRG_ENTITY_CREATED) || ((t & TRG_ATTR_CREATED) && watched(s, ch->created, ch->n_created));
+    } else if (!ch->after) {
+        /* entityDeleted; else attributeDeleted for its watched attributes (the suite's 046_22_12) */
+        due = deleted_entity = (t & TRG_ENTITY_DELETED) != 0;
+        if (!due) due = (t & TRG_ATTR_DELETED) && watched(s, ch->deleted, ch->n_deleted);
+    } else {
+        due = ((t & TRG_ATTR_CREATED) && watched(s, ch->created, ch->n_created)) ||
+              ((t & TRG_ATTR_UPDATED) && watched(s, ch->updated, ch->n_updated)) ||
+              ((t & TRG_ATTR_DELETED) && watched(s, ch->deleted, ch->n_deleted));
+    }
+    if (!due) return;
+    if (s->q && !q_match(s->q, e)) return;
+    if (s->geo && !geoq_match(s->geo, e)) return;
+    if (s->scope && !scopeq_match(s->scope, e)) return;
+    if (s->expires_at != CR_NO_TIME && ch->at >= s->expires_at) {
+        atomic_fetch_add(&s->c->dropped_expired, 1);    /* would have been due: counted, not sent */
+        atomic_fetch_add(&G.dropped_expired, 1);
+        return;
+    }
+    atomic_fetch_add(&s->c->due, 1);
+    atomic_fetch_add(&G.due, 1);
+    if (s->throttle_us) {
+        int64_t last = atomic_load(&s->c->last_due);
+        if (last && ch->at - last < s->throttle_us) {
+            atomic_fetch_add(&s->c->throttled, 1);
+            atomic_fetch_add(&G.throttled, 1);
+            return;
+        }
+        atomic_store(&s->c->last_due, ch->at);
+    }
+    enqueue(s, ch, e, deleted_entity);
+}
+
+static void match_bucket(const smap_t *m, const char *key, const store_change_t *ch)
+{
+    bucket_t *b = smap_find(m, key, cr_hash(key, strlen(key)));
+    for (size_t i = 0; b && i < b->n; i++) {
+        notify_sub_t *s = b->v[i];
+        if (s->mark == ch->seq) continue;
+        s->mark = ch->seq;
+        consider(s, ch);
+    }
+}
+
+static void on_changes(void *ud, const store_change_t *g, size_t n)
+{
+    (void)ud;
+    if (!atomic_load_explicit(&g_n_subs, memory_order_relaxed) || !n) return;
+    const char *tenant = intern_cstr(g[0].tenant ? g[0].tenant : "");
+    pthread_rwlock_rdlock(&g_rw);
+    treg_t *t = treg_get(tenant, false);
+    for (size_t c = 0; t && t->n_subs && c < n; c++) {
+        const store_change_t *ch = &g[c];
+        const cr_entity_t    *e = ch->after ? ch->after : ch->before;
+        if (!ch->seq || !e) continue;
+        if (t->by_eid.used) match_bucket(&t->by_eid, e->id, ch);
+        if (t->by_type.used)
+            for (uint16_t k = 0; k < e->n_types; k++) match_bucket(&t->by_type, e->types[k], ch);
+        for (size_t k = 0; k < t->n_others; k++) {
+            notify_sub_t *s = t->others[k];
+            if (s->mark == ch->seq) continue;
+            s->mark = ch->seq;
+            consider(s, ch);
+        }
+    }
+    pthread_rwlock_unlock(&g_rw);
+}
+
+/* ------------------------------------------------------- the senders */
+
+static void job_free(notify_job_t *j)
+{
+    if (j->e) entity_unref(j->e);
+    for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
+    free(j->many);
+    if (j->before) entity_unref(j->before);
+    notify_sub_unref(j->sub);
+    free(j);
+}
+
+static void deliver(lane_t *l, notify_job_t **jobs, size_t n, sbuf_t *body)
+{
+    notify_job_t   *j = jobs[0];
+    notify_sub_t   *s = j->sub;
+    sub_counters_t *c = s->c;
+    if (atomic_load(&s->removed)) {
+        atomic_fetch_add(&c->dropped_deleted, n);
+        atomic_fetch_add(&G.dropped_deleted, n);
+        return;
+    }
+    endpoint_t *ep = l->ep;
+    if (atomic_load(&ep->fail_streak) >= FAIL_STREAK && cr_now_ms() < atomic_load(&ep->retry_at_ms)) {
+        atomic_fetch_add(&c->dropped_failing, n);
+        atomic_fetch_add(&G.dropped_failing, n);
+        return;
+    }
+    sb_clear(body);
+    const char *ctype = notify_render(jobs, n, body);
+    long        tmo = s->timeout_ms ? s->timeout_ms : cr_config.notifier_timeout_ms;
+    bool        ok = notify_http_post(&l->conn, s, body->p, body->len, ctype, tmo);
+    int64_t     now = cr_now_us();
+    atomic_store(&c->last_notification, now);
+    if (ok) {
+        atomic_fetch_add(&c->sent, 1);
+        atomic_fetch_add(&G.sent, 1);
+        atomic_store(&c->last_success, now);
+        atomic_store(&c->failing, 0);
+        atomic_store(&ep->fail_streak, 0);
+        atomic_store(&ep->backoff_ms, 0);
+    } else {
+        atomic_fetch_add(&c->failed, 1);
+        atomic_fetch_add(&G.failed, 1);
+        atomic_store(&c->last_failure, now);
+        atomic_store(&c->failing, 1);
+        if (atomic_fetch_add(&ep->fail_streak, 1) + 1 >= FAIL_STREAK) {
+            int b = atomic_load(&ep->backoff_ms);
+            b = b ? (b >= 15000 ? 30000 : b * 2) : 1000;
+            atomic_store(&ep->backoff_ms, b);
+            atomic_store(&ep->retry_at_ms, cr_now_ms() + b);
+        }
+    }
+}
+
+static void *sender_main(void *arg)
+{
+    (void)arg;
+    sbuf_t body;
+    sb_init(&body, NULL, 4096);
+    size_t         batch_max = cr_config.notifier_batch > 0 ? (size_t)cr_config.notifier_batch : 1;
+    notify_job_t **batch = cr_xmalloc(batch_max * sizeof *batch);
+    pthread_mutex_lock(&g_qmu);
+    for (;;) {
+        while (!g_ready_head && !g_stopping) pthread_cond_wait(&g_qcv, &g_qmu);
+        if (g_abort || (!g_ready_head && g_stopping)) break;
+        lane_t *l = g_ready_head;
+        g_ready_head = l->next_ready;
+        if (!g_ready_head) g_ready_tail = NULL;
+        l->ready = false;
+        l->busy = true;
+        /* one notification for the jobs at the head of the lane that are of
+         * the same subscription and of distinct entities (at most
+         * --notifierBatch): their order is kept, and a busy endpoint gets
+         * fewer, fuller requests */
+        size_t n = 0;
+        while (l->head && n < batch_max) {
+            notify_job_t *j = l->head;
+            if (n && (j->sub != batch[0]->sub || !j->e || !batch[0]->e)) break;
+            bool seen = false;
+            for (size_t k = 0; k < n && !seen; k++) seen = batch[k]->e == j->e || !strcmp(batch[k]->e->id, j->e->id);
+            if (seen) break;
+            l->head = j->next;
+            if (!l->head) l->tail = NULL;
+            batch[n++] = j;
+        }
+        l->ep->queued -= n;
+        g_queued -= n;
+        pthread_mutex_unlock(&g_qmu);
+
+        deliver(l, batch, n, &body);
+
+        pthread_mutex_lock(&g_qmu);
+        l->busy = false;
+        if (l->head) lane_ready(l);
+        pthread_mutex_unlock(&g_qmu);
+        for (size_t k = 0; k < n; k++) job_free(batch[k]);   /* may release the endpoint: after the lane */
+        pthread_mutex_lock(&g_qmu);
+    }
+    pthread_mutex_unlock(&g_qmu);
+    free(batch);
+    sb_release(&body);
+    return NULL;
+}
+
+/* ------------------------------------------------------- timeInterval
+ * The ticker thread sends each periodic subscription's notification (every
+ * matching entity, at most --maxLimit of them, in one notification) when
+ * its time comes: first one interval after it is created, then every
+ * interval (a late tick does not send twice). */
+
+static notify_source_fn g_source;
+static void            *g_source_ud;
+static pthread_t        g_ticker;
+static bool             g_ticker_on;
+static pthread_cond_t   g_tick_cv = PTHREAD_COND_INITIALIZER;
+
+void notify_set_source(notify_source_fn fn, void *ud)
+{
+    g_source = fn;
+    g_source_ud = ud;
+}
+
+typedef struct collect {
+    cr_entity_t **v;
+    uint32_t      n, cap;
+} collect_t;
+
+static void collect_one(void *ud, const cr_entity_t *e)
+{
+    collect_t *c = ud;
+    if (c->n >= c->cap) return;
+    entity_ref((cr_entity_t *)e);
+    c->v[c->n++] = (cr_entity_t *)e;
+}
+
+static void periodic_send(notify_sub_t *s, int64_t now)
+{
+    collect_t c = {.cap = cr_config.max_limit > 0 ? (uint32_t)cr_config.max_limit : 1000};
+    c.v = cr_xmalloc(c.cap * sizeof *c.v);
+    entity_filter_t f = {.sel = s->sel, .n_sel = s->n_sel, .q = s->q, .geo = s->geo, .scope = s->scope};
+    if (g_source) g_source(g_source_ud, s->tenant, &f, collect_one, &c);
+    if (!c.n) {
+        free(c.v);
+        return;
+    }
+    atomic_fetch_add(&s->c->due, 1);
+    atomic_fetch_add(&G.due, 1);
+    notify_job_t *j = cr_xcalloc(1, sizeof *j);
+    j->sub = s;
+    j->at = now;
+    j->many = c.v;
+    j->n_many = c.n;
+    j->changed = NULL;
+    j->deleted = NULL;
+    queue_job(s, j, 0);
+}
+
+static void *ticker_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_qmu);
+    while (!g_stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&g_tick_cv, &g_qmu, &ts);
+        if (g_stopping) break;
+        pthread_mutex_unlock(&g_qmu);
+
+        /* the due subscriptions, referenced, then sent without the registry lock */
+        int64_t        now = cr_now_us();
+        notify_sub_t **due = NULL;
+        size_t         n_due = 0, cap = 0;
+        pthread_rwlock_rdlock(&g_rw);
+        for (size_t i = 0; i < g_n_tenants; i++) {
+            treg_t *t = g_tenants[i];
+            for (size_t k = 0; k < t->n_periodic; k++) {
+                notify_sub_t *s = t->periodic[k];
+                if (!s->next_at) s->next_at = now + s->interval_us;
+                if (now < s->next_at) continue;
+                s->next_at += s->interval_us * ((now - s->next_at) / s->interval_us + 1);
+                if (!s->active || (s->expires_at != CR_NO_TIME && now >= s->expires_at)) continue;
+                if (n_due == cap) {
+                    cap = cap ? cap * 2 : 8;
+                    due = cr_xreallocarray(due, cap, sizeof *due);
+                }
+                notify_sub_ref(s);
+                due[n_due++] = s;
+            }
+        }
+        pthread_rwlock_unlock(&g_rw);
+        for (size_t i = 0; i < n_due; i++) {
+            periodic_send(due[i], now);
+            notify_sub_unref(due[i]);
+        }
+        free(due);
+        pthread_mutex_lock(&g_qmu);
+    }
+    pthread_mutex_unlock(&g_qmu);
+    return NULL;
+}
+
+/* ------------------------------------------------------- start / stop */
+
+bool notify_start(store_t *s, problem_t *p)
+{
+    if (!notify_http_init(p)) return false;
+    store_add_hook(s, on_changes, NULL);
+    g_n_threads = cr_config.notifier_threads > 0 ? cr_config.notifier_threads : 1;
+    g_threads = cr_xcalloc((size_t)g_n_threads, sizeof *g_threads);
+    for (int i = 0; i < g_n_threads; i++)
+        if (pthread_create(&g_threads[i], NULL, sender_main, NULL) != 0) {
+            g_n_threads = i;
+            notify_stop();
+            return problem_set(p, PB_INTERNAL_ERROR, "cannot start the notifier threads");
+        }
+    if (pthread_create(&g_ticker, NULL, ticker_main, NULL) != 0) {
+        notify_stop();
+        return problem_set(p, PB_INTERNAL_ERROR, "cannot start the notifier's ticker");
+    }
+    g_ticker_on = true;
+    g_running = true;
+    return true;
+}
+
+void notify_stop(void)
+{
+    int64_t deadline = cr_mono_ns() + (int64_t)cr_config.notifier_drain_ms * 1000000;
+    pthread_mutex_lock(&g_qmu);
+    g_stopping = true;
+    pthread_cond_broadcast(&g_qcv);
+    pthread_cond_broadcast(&g_tick_cv);
+    pthread_mutex_unlock(&g_qmu);
+    if (g_ticker_on) pthread_join(g_ticker, NULL);
+    g_ticker_on = false;
+    pthread_mutex_lock(&g_qmu);
+    while (g_queued && cr_mono_ns() < deadline) {
+        pthread_mutex_unlock(&g_qmu);
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&g_qmu);
+    }
+    g_abort = true;
+    pthread_cond_broadcast(&g_qcv);
+    pthread_mutex_unlock(&g_qmu);
+    for (int i = 0; i < g_n_threads; i++) pthread_join(g_threads[i], NULL);
+    free(g_threads);
+    g_threads = NULL;
+    g_n_threads = 0;
+
+    /* what is left is dropped, and counted */
+    pthread_mutex_lock(&g_qmu);
+    notify_job_t *left = NULL;
+    for (endpoint_t *ep = g_endpoints; ep; ep = ep->next)
+        for (size_t i = 0; i < ep->n_lanes; i++) {
+            lane_t *l = &ep->lanes[i];
+            while (l->head) {
+                notify_job_t *j = l->head;
+                l->head = j->next;
+                j->next = left;
+                left = j;
+            }
+            l->tail = NULL;
+            l->ready = false;
+            ep->queued = 0;
+        }
+    g_ready_head = g_ready_tail = NULL;
+    g_queued = 0;
+    pthread_mutex_unlock(&g_qmu);
+    size_t n_left = 0;
+    while (left) {
+        notify_job_t *j = left;
+        left = j->next;
+        atomic_fetch_add(&j->sub->c->dropped_shutdown, 1);
+        atomic_fetch_add(&G.dropped_shutdown, 1);
+        job_free(j);
+        n_left++;
+    }
+    if (n_left) LOG_W("notifier: %zu notifications not delivered at shutdown (dropped, counted)", n_left);
+
+    pthread_rwlock_wrlock(&g_rw);
+    for (size_t i = 0; i < g_n_tenants; i++) {
+        treg_t *t = g_tenants[i];
+        for (size_t k = 0; k < t->by_id.nb; k++)
+            if (t->by_id.b[k].key && t->by_id.b[k].n) notify_sub_unref(t->by_id.b[k].v[0]);
+        smap_free(&t->by_id);
+        smap_free(&t->by_eid);
+        smap_free(&t->by_type);
+        free(t->others);
+        free(t->periodic);
+        free(t);
+    }
+    free(g_tenants);
+    g_tenants = NULL;
+    g_n_tenants = 0;
+    atomic_store(&g_n_subs, 0);
+    pthread_rwlock_unlock(&g_rw);
+    if (g_running) notify_http_shutdown();
+    g_running = false;
+}
+
+void notify_get_stats(notify_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->subscriptions = atomic_load(&g_n_subs);
+    st->due = atomic_load(&G.due);
+    st->sent = atomic_load(&G.sent);
+    st->failed = atomic_load(&G.failed);
+    st->dropped_queue_full = atomic_load(&G.dropped_full);
+    st->dropped_shutdown = atomic_load(&G.dropped_shutdown);
+    st->dropped_deleted = atomic_load(&G.dropped_deleted);
+    st->dropped_expired = atomic_load(&G.dropped_expired);
+    st->dropped_failing = atomic_load(&G.dropped_failing);
+    st->throttled = atomic_load(&G.throttled);
+    pthread_mutex_lock(&g_qmu);
+    st->queued = g_queued;
+    st->endpoints = g_n_endpoints;
+    pthread_mutex_unlock(&g_qmu);
+}

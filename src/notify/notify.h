@@ -1,0 +1,134 @@
+/*
+ * notify.h - subscriptions (5.2.12) and their notifications (5.3.1, 5.8):
+ * the subscription model (parse, validate, render), the engine that matches
+ * every committed change against them and delivers notifications over HTTP.
+ *
+ * Who calls what:
+ *  - main.c: notify_start() after store_open() and before the first write
+ *    (it registers the store hook), notify_stop() at exit (drains the queues
+ *    for at most --notifierDrain ms, then drops and counts what is left);
+ *  - ops/subscriptions.c (the operations 5.8.1-5.8.5): notify_sub_build()
+ *    on the stored document, notify_add()/notify_replace()/notify_remove(),
+ *    notify_find()/notify_list() and notify_sub_render(). ops/ persists the
+ *    document through the store; notify/ keeps its parsed in-memory index.
+ *
+ * The stored document of a subscription is its JSON as the client gave it
+ * (terms compact, as in the request) with "id", "type", "@context" (the
+ * context of the request that created it) and the system members added.
+ * notify_sub_build() validates and parses that document; the same call serves
+ * creation, update (on the merged document) and the rebuild at start.
+ *
+ * The engine (engine.c):
+ *  - index: per tenant, subscriptions by entity id, by entity type, and a
+ *    short list for the others (idPattern without a type list, no entities);
+ *    a change is matched against the candidates of its entity only;
+ *  - matcher: the store hook, on the writer's thread, in the tenant's commit
+ *    order: trigger, watchedAttributes, selectors, q/geoQ/scopeQ, status,
+ *    throttling; a due notification becomes a job (references to the
+ *    subscription and the entity version, no rendering) queued on its
+ *    endpoint; a job that finds the queue full is dropped and counted there,
+ *    before the write is answered;
+ *  - endpoints: one per notification URI, with --notifierInflight lanes; the
+ *    jobs of one (subscription, entity) always take the same lane, so they are
+ *    sent in commit order; a lane is one keep-alive HTTP connection (a libcurl
+ *    easy handle kept for the lane) and sends one notification at a time;
+ *  - senders: --notifierThreads threads take ready lanes; a slow endpoint holds
+ *    at most its own lanes' threads (--notifierInflight each).
+ *
+ * Every count is kept per subscription (timesSent, timesFailed, due, dropped)
+ * and over all of them (/statistics).
+ */
+#ifndef CORAINE_NOTIFY_H
+#define CORAINE_NOTIFY_H
+
+#include "../core/core.h"
+#include "../json/json.h"
+#include "../ld/ld.h"
+#include "../model/model.h"
+#include "../store/store.h"
+
+typedef struct notify_sub notify_sub_t;
+
+/* Starts the engine on store s: the hook, the sender threads. */
+bool notify_start(store_t *s, problem_t *p);
+/* Stops accepting jobs, lets the senders drain for at most --notifierDrain
+ * ms, counts the rest as dropped (shutdown), joins the threads, frees all. */
+void notify_stop(void);
+
+/* ------------------------------------------------------- the model (sub.c) */
+
+/* Validates the stored document (see above) of a subscription of tenant
+ * (NULL/"": default) and builds it (refs = 1). Errors: BadRequestData with a
+ * detail naming the member (5.2.12 - 5.2.15), LdContextNotAvailable when the
+ * @context cannot be had. `now` decides whether expiresAt is in the past
+ * (0: not checked, for the rebuild at start). */
+notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len, int64_t now, problem_t *p);
+void          notify_sub_ref(notify_sub_t *s);
+void          notify_sub_unref(notify_sub_t *s);
+const char   *notify_sub_id(const notify_sub_t *s);
+/* The stored document (NUL-terminated). */
+const char   *notify_sub_doc(const notify_sub_t *s, size_t *len);
+/* The subscription as GET /subscriptions/{id} answers it (5.2.12): the stored
+ * members, jsonldContext, status, and the notification's read-only members
+ * (status, timesSent, timesFailed, lastNotification, lastSuccess, lastFailure)
+ * (status once one was attempted). with_context: add "@context"; sys_attrs:
+ * createdAt, modifiedAt and coraine's counters (coraine:due, coraine:dropped). */
+void          notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context, bool sys_attrs);
+/* The @context the subscription's members are written in. */
+const ld_context_t *notify_sub_context(const notify_sub_t *s);
+
+/* Builds the stored document for a new subscription from a request body:
+ * adds "id" (a generated urn:ngsi-ld:Subscription:<uuid> when absent), the
+ * "@context" (ctx's value) and createdAt/modifiedAt, in arena a. */
+char *notify_doc_new(arena_t *a, const json_t *body, const ld_context_t *ctx, int64_t now, size_t *len);
+/* The document of an update (5.5.8: the members of patch replace those of the
+ * stored document; id, type and @context stay): in arena a. BadRequestData
+ * when patch changes the id or type. */
+char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const json_t *patch, int64_t now,
+                       size_t *len, problem_t *p);
+
+/* Periodic notification (timeInterval) reads the entities through this
+ * source, set by ops/ at start (only ops/ calls the store): fn(fud, e) for
+ * each entity of tenant matching f, under the store's read lock (fn only
+ * takes a reference). false when the tenant has no entities. */
+typedef bool (*notify_source_fn)(void *ud, const char *tenant, const entity_filter_t *f,
+                                 void (*fn)(void *fud, const cr_entity_t *e), void *fud);
+void notify_set_source(notify_source_fn fn, void *ud);
+
+/* ---------------------------------------------------- the registry (engine.c) */
+
+/* Adds s (the registry takes its own reference). AlreadyExists when the id
+ * is taken in its tenant. */
+bool          notify_add(notify_sub_t *s, problem_t *p);
+/* Replaces the subscription with s's id by s, keeping its counters;
+ * ResourceNotFound when there is none. */
+bool          notify_replace(notify_sub_t *s, problem_t *p);
+/* Removes it: no notification is sent for it any more (queued ones are
+ * skipped). ResourceNotFound when there is none. */
+bool          notify_remove(const char *tenant, const char *id, problem_t *p);
+/* A reference (notify_sub_unref it), or NULL. */
+notify_sub_t *notify_find(const char *tenant, const char *id);
+/* The tenant's subscriptions in creation order: references in an array of
+ * arena a (unref each), skipping offset, at most limit; *total gets all. */
+notify_sub_t **notify_list(const char *tenant, size_t offset, size_t limit, arena_t *a, size_t *n,
+                           size_t *total);
+
+/* A subscription was ever created in this tenant (it then exists, 4.14). */
+bool          notify_tenant_known(const char *tenant);
+
+/* ---------------------------------------------------------- statistics */
+
+typedef struct notify_stats {
+    uint64_t subscriptions;
+    uint64_t due;                 /* notifications the matcher found due */
+    uint64_t sent, failed;        /* delivered (2xx) / not */
+    uint64_t dropped_queue_full, dropped_shutdown, dropped_deleted;
+    uint64_t dropped_expired;     /* changes that would have been due after expiresAt */
+    uint64_t dropped_failing;     /* not tried: the endpoint failed FAIL_STREAK times in a row, backing off */
+    uint64_t throttled;           /* due changes not sent because of throttling */
+    uint64_t queued;              /* now waiting in the queues */
+    uint64_t endpoints;
+} notify_stats_t;
+void notify_get_stats(notify_stats_t *st);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * notify_int.h - what the files of notify/ share: the parsed subscription,
+ * its counters, and the sender's entry points. Not for other modules.
+ */
+#ifndef CORAINE_NOTIFY_INT_H
+#define CORAINE_NOTIFY_INT_H
+
+#include "notify.h"
+
+#include <stdatomic.h>
+
+enum {
+    TRG_ENTITY_CREATED = 1 << 0,
+    TRG_ENTITY_UPDATED = 1 << 1,
+    TRG_ENTITY_DELETED = 1 << 2,
+    TRG_ATTR_CREATED   = 1 << 3,
+    TRG_ATTR_UPDATED   = 1 << 4,
+    TRG_ATTR_DELETED   = 1 << 5,
+};
+
+/* The counters of a subscription: shared by its versions (an update keeps
+ * them), updated with atomics by the matcher and the senders. Times in µs. */
+typedef struct sub_counters {
+    atomic_int      refs;
+    atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_deleted, dropped_shutdown, dropped_expired,
+                         dropped_failing, throttled;
+    _Atomic int64_t last_notification, last_success, last_failure;
+    _Atomic int64_t last_due;          /* throttling: the commit time of the last due change */
+    atomic_int      failing;           /* notification.status: 1 failed, 0 ok */
+    uint64_t        order;             /* creation order in the registry */
+} sub_counters_t;
+
+typedef struct sub_header {
+    const char *name, *value;
+} sub_header_t;
+
+struct endpoint;
+
+struct notify_sub {
+    atomic_int          refs;
+    arena_t            *a;                /* everything below but counters and ep */
+    char               *doc;              /* the stored document */
+    size_t              doc_len;
+    json_t             *tree;             /* doc parsed */
+    const char         *tenant;           /* interned, "" = default */
+    const char         *id;
+    const ld_context_t *ctx;              /* the members' @context */
+    const ld_context_t *out_ctx;          /* jsonldContext: notifications are compacted with it */
+
+    entity_selector_t  *sel;  size_t n_sel;
+    const char        **watched; size_t n_watched;   /* expanded, interned */
+    const char        **dataset_ids; size_t n_dataset_ids;
+    unsigned            triggers;         /* TRG_*, entityUpdated folded into the attribute ones */
+    q_expr_t           *q;
+    geoq_t             *geo;
+    scopeq_t           *scope;
+    bool                active;
+    int64_t             expires_at;       /* CR_NO_TIME: never */
+    int64_t             throttle_us;      /* 0: none */
+    int64_t             interval_us;      /* timeInterval, 0: none */
+
+    /* notification */
+    render_opts_t       ro;               /* format, sysAttrs, pick/omit, lang, ctx = out_ctx */
+    bool                show_changes;
+    const char         *uri;
+    int                 accept;           /* ACC_JSON / ACC_LDJSON / ACC_GEOJSON (http.h values) */
+    sub_header_t       *receiver_info; size_t n_receiver_info;
+    long                timeout_ms;       /* 0: --notifierTimeout */
+    /* MQTT (7.2): mqtt[s]://[user[:pass]@]host[:port]/topic */
+    bool                mqtt, mq_tls, mqtt_v5;
+    int                 mqtt_qos;
+    const char         *mq_host, *mq_user, *mq_pass, *mq_topic;
+    int                 mq_port;
+
+    /* engine */
+    sub_counters_t     *c;
+    struct endpoint    *ep;
+    atomic_bool         removed;
+    uint64_t            mark;             /* the change seq it was last matched for (tenant hooks are serial) */
+    int64_t             next_at;          /* timeInterval: the next periodic notification (µs; ticker only) */
+};
+
+#define SUB_ACC_JSON    1
+#define SUB_ACC_LDJSON  2
+#define SUB_ACC_GEOJSON 4
+
+/* A due notification (engine.c queues it, sender.c sends it). */
+typedef struct notify_job {
+    struct notify_job *next;
+    notify_sub_t      *sub;              /* a reference */
+    cr_entity_t       *e;                /* a reference: after, or before for a delete */
+    bool               entity_deleted;   /* entityDeleted: id, type, deletedAt */
+    bool               entity_gone;      /* an entity deletion notified for its deleted attributes */
+    int64_t            at;               /* commit time */
+    store_attr_ref_t  *deleted;          /* attributeDeleted: the removed instances (point into before), in the job block */
+    uint32_t           n_deleted;
+    cr_entity_t      **many;             /* timeInterval: the matching entities (references), e NULL */
+    uint32_t           n_many;
+    cr_entity_t       *before;           /* showChanges / attributeDeleted: a reference to the previous version, else NULL */
+    store_attr_ref_t  *changed;          /* showChanges: the updated instances (point into e), in the job block */
+    uint32_t           n_changed;
+} notify_job_t;
+
+/* sender.c: renders ONE notification for jobs[0..n) (of one subscription,
+ * in order: their entities are its data) into sb and returns its Content-Type. */
+const char *notify_render(notify_job_t *const *jobs, size_t n, sbuf_t *sb);
+
+/* sender.c: the HTTP client. A connection (*conn, created on first use) is
+ * one lane's keep-alive connection; post answers true for a 2xx. */
+bool notify_http_init(problem_t *p);
+void notify_http_shutdown(void);
+bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                      long timeout_ms);
+void notify_conn_free(void *conn);
+
+/* mqtt.c: the same for MQTT endpoints (7.2); post wraps the body in the envelope. */
+bool notify_mqtt_init(problem_t *p);
+void notify_mqtt_shutdown(void);
+bool notify_mqtt_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                      long timeout_ms);
+void notify_mqtt_free(void *conn);
+
+/* engine.c: a subscription's last reference lets go of its endpoint. */
+void notify_sub_engine_release(notify_sub_t *s);
+
+/* counters */
+sub_counters_t *sub_counters_new(void);
+void            sub_counters_unref(sub_counters_t *c);
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * subscriptions.c - the subscription operations (5.8.1 Create, 5.8.2
+ * Update, 5.8.3 Retrieve, 5.8.4 Query, 5.8.5 Delete Subscription).
+ *
+ * The subscription document is validated and parsed by notify/ (one parser
+ * for create, update and restart); it is kept in the store
+ * (store_obj_*, kind STORE_OBJ_SUBSCRIPTION), so every backend and corDB on
+ * disk keep it, and the engine's registry is the parsed index the matcher
+ * reads, rebuilt from the store at start (ops_sub_restore). The writes of
+ * subscriptions are serialised (g_write: they are rare), so that the store
+ * and the registry always agree. Tenants: a subscription belongs to the tenant of its
+ * request; reading a tenant that has neither entities nor subscriptions is
+ * NonexistentTenant, as for entities (4.14).
+ */
+#include "ops.h"
+
+#include "../notify/notify.h"
+
+#include <pthread.h>
+
+static pthread_mutex_t g_write = PTHREAD_MUTEX_INITIALIZER;
+
+static bool tenant_known(const ops_req_t *rq, problem_t *p)
+{
+    if (!rq->tenant || !*rq->tenant || store_tenant_exists(rq->store, rq->tenant)) return true;
+    if (notify_tenant_known(rq->tenant)) return true;
+    return problem_set(p, PB_NONEXISTENT_TENANT, "tenant '%s' does not exist", rq->tenant);
+}
+
+bool ops_sub_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p)
+{
+    if (!json_is_object(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "a subscription must be a JSON object");
+    const json_t *given = json_get(body, "id");
+    if (given && (!json_is_string(given) || !model_valid_uri(given->str)))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "id must be a URI");
+    int64_t       now = cr_now_us();
+    size_t        len;
+    char         *doc = notify_doc_new(rq->arena, body, rq->ctx, now, &len);
+    notify_sub_t *s = notify_sub_build(rq->tenant, doc, len, now, p);
+    if (!s) return false;
+    *id = arena_strdup(rq->arena, notify_sub_id(s));
+    pthread_mutex_lock(&g_write);
+    bool ok = store_obj_put(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, *id, doc, len, true, p);
+    if (ok && !(ok = notify_add(s, p))) {
+        problem_t q = {0};
+        store_obj_delete(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, *id, &q);
+    }
+    pthread_mutex_unlock(&g_write);
+    notify_sub_unref(s);
+    return ok;
+}
+
+notify_sub_t *ops_sub_retrieve(const ops_req_t *rq, const char *id, problem_t *p)
+{
+    if (!ops_check_id(id, p)) return NULL;
+    notify_sub_t *s = notify_find(rq->tenant, id);
+    if (!s) {
+        if (tenant_known(rq, p)) problem_set(p, PB_RESOURCE_NOT_FOUND, "no subscription '%s'", id);
+        return NULL;
+    }
+    return s;
+}
+
+bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+{
+    if (!json_is_object(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "the update must be a JSON object");
+    if (!body->len || (body->len == 1 && json_get(body, "@context")))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "the update names no member of the subscription");
+    notify_sub_t *old = ops_sub_retrieve(rq, id, p);
+    if (!old) return false;
+    size_t      stored_len, len;
+    const char *stored = notify_sub_doc(old, &stored_len);
+    int64_t     now = cr_now_us();
+    char       *doc = notify_doc_patch(rq->arena, stored, stored_len, body, now, &len, p);
+    notify_sub_unref(old);
+    if (!doc) return false;
+    notify_sub_t *s = notify_sub_build(rq->tenant, doc, len, now, p);
+    if (!s) return false;
+    pthread_mutex_lock(&g_write);
+    bool ok = notify_replace(s, p) &&
+              store_obj_put(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, notify_sub_id(s), doc, len, false, p);
+    pthread_mutex_unlock(&g_write);
+    notify_sub_unref(s);
+    return ok;
+}
+
+bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p)
+{
+    if (!ops_check_id(id, p)) return false;
+    pthread_mutex_lock(&g_write);
+    bool ok = store_obj_delete(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, id, p);
+    if (ok) notify_remove(rq->tenant, id, p);
+    pthread_mutex_unlock(&g_write);
+    return ok;
+}
+
+notify_sub_t **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
+                             problem_t *p)
+{
+    if (limit > (size_t)cr_config.max_limit) {
+        problem_set(p, PB_TOO_MANY_RESULTS, "limit %zu is above the maximum page size %d (--maxLimit)", limit,
+                    cr_config.max_limit);
+        return NULL;
+    }
+    if (!tenant_known(rq, p)) return NULL;
+    return notify_list(rq->tenant, offset, limit, rq->arena, n, total);
+}
+
+static void restore_one(void *ud, const char *tenant, const char *id, const char *json, size_t len)
+{
+    size_t   *n = ud;
+    problem_t p = {0};
+    notify_sub_t *s = notify_sub_build(tenant, json, len, 0, &p);
+    if (!s || !notify_add(s, &p)) LOG_E("subscription '%s' of tenant '%s' is not restored: %s", id, tenant, p.detail);
+    else (*n)++;
+    notify_sub_unref(s);
+}
+
+/* The entities of a periodic notification (notify_source_fn). */
+static bool periodic_source(void *ud, const char *tenant, const entity_filter_t *f,
+                            void (*fn)(void *fud, const cr_entity_t *e), void *fud)
+{
+    problem_t p = {0};
+    if (tenant && *tenant && !store_tenant_exists(ud, tenant)) return false;
+    return store_foreach(ud, tenant, f, fn, fud, &p);
+}
+
+size_t ops_sub_restore(store_t *s)
+{
+    size_t n = 0;
+    notify_set_source(periodic_source, s);
+    store_obj_foreach(s, STORE_OBJ_SUBSCRIPTION, restore_one, &n);
+    return n;
+}

@@ -1,0 +1,101 @@
+"""MQTT notifications (7.2) through a real mosquitto started on a free
+loopback port, received by tools/receiver in its MQTT subscriber mode."""
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from ngsi import assert_problem, entity, free_port, prop, uid
+from receiver import Receiver, wait_failed
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+
+@pytest.fixture(scope="module")
+def mosquitto(tmp_path_factory):
+    if not os.path.exists(MOSQUITTO):
+        pytest.skip("mosquitto is not installed (scripts/deps.sh installs it)")
+    port = free_port()
+    conf = tmp_path_factory.mktemp("mqtt") / "mosquitto.conf"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\n" % port)
+    p = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    yield port
+    p.terminate()
+    p.wait(5)
+
+
+@pytest.fixture
+def mrcv(mosquitto):
+    r = Receiver("--mqtt", "127.0.0.1:%d" % mosquitto, "--topic", "ngsi/#")
+    time.sleep(0.2)           # its SUBSCRIBE reaches mosquitto
+    yield r
+    r.stop()
+
+
+def mqtt_sub(cli, uri, notifier_info=None, **notification):
+    ep = {"uri": uri}
+    if notifier_info:
+        ep["notifierInfo"] = [{"key": k, "value": v} for k, v in notifier_info.items()]
+    n = {"endpoint": notification.pop("endpoint", ep), "sysAttrs": True}
+    n.update(notification)
+    r = cli.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "Car"}], "notification": n})
+    assert r.status_code == 201, r.text
+    return r.headers["Location"].rsplit("/", 1)[1]
+
+
+@pytest.mark.parametrize("qos", ["0", "1", "2"])
+@pytest.mark.parametrize("version", ["mqtt3.1.1", "mqtt5.0"])
+def test_7_2_qos_and_versions(cli, mosquitto, mrcv, qos, version):
+    sid = mqtt_sub(cli, "mqtt://127.0.0.1:%d/ngsi/%s" % (mosquitto, uid("t")),
+                   {"MQTT-QoS": qos, "MQTT-Version": version})
+    eid = uid()
+    cli.create(entity(eid, "Car", speed=prop(1)))
+    for i in range(5):
+        cli.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 2)})
+    c = mrcv.wait(6, timeout=10)
+    assert c["notifications"] == 6 and c["outOfOrder"] == 0 and c["duplicates"] == 0
+    n = mrcv.notifications()[0]
+    assert n["headers"]["Content-Type"] == "application/json"
+    assert "json-ld#context" in n["headers"]["Link"]
+    assert n["headers"]["NGSILD-Tenant"] == cli.tenant
+    assert n["body"]["subscriptionId"] == sid and n["body"]["data"][0]["id"] == eid
+    assert cli.get("/subscriptions/" + sid).json()["notification"]["timesSent"] == 6
+
+
+def test_7_2_ld_json_and_receiver_info_in_metadata(cli, mosquitto, mrcv):
+    mqtt_sub(cli, "mqtt://127.0.0.1:%d/ngsi/ld" % mosquitto,
+             endpoint={"uri": "mqtt://127.0.0.1:%d/ngsi/ld" % mosquitto, "accept": "application/ld+json",
+                       "receiverInfo": [{"key": "X-Who", "value": "me"}]})
+    cli.create(entity(uid(), "Car", speed=prop(1)))
+    mrcv.wait(1)
+    n = mrcv.notifications()[0]
+    assert n["headers"]["Content-Type"] == "application/ld+json"
+    assert n["headers"]["X-Who"] == "me"
+    assert "Link" not in n["headers"]
+    assert "@context" in n["body"]["data"][0]
+
+
+def test_7_2_unreachable_broker_is_counted_failed(cli):
+    sid = mqtt_sub(cli, "mqtt://127.0.0.1:%d/ngsi/x" % free_port())
+    cli.create(entity(uid(), "Car", speed=prop(1)))
+    n = wait_failed(cli, sid)
+    assert n["timesFailed"] == 1 and n["status"] == "failed"
+
+
+@pytest.mark.parametrize("uri,info", [
+    ("mqtt://127.0.0.1:1883", None),                      # no topic
+    ("mqtt://127.0.0.1:99999/t", None),                   # bad port
+    ("mqtt://127.0.0.1/t", {"MQTT-QoS": "3"}),
+    ("mqtt://127.0.0.1/t", {"MQTT-Version": "mqtt4"}),
+])
+def test_7_2_invalid_mqtt_endpoints(cli, uri, info):
+    ep = {"uri": uri}
+    if info:
+        ep["notifierInfo"] = [{"key": k, "value": v} for k, v in info.items()]
+    r = cli.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "Car"}],
+                                    "notification": {"endpoint": ep}})
+    assert_problem(r, 400, "BadRequestData")
