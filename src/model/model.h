@@ -286,7 +286,13 @@ typedef struct typesel  typesel_t;   /* type selection (4.17) */
 typedef struct scopeq   scopeq_t;    /* scopeQ (4.19) */
 typedef struct geoq     geoq_t;      /* geo-query (4.10) */
 
+/* q_parse and typesel_parse are for a request's query: names are looked up
+ * only (an unknown name matches nothing and is not remembered). The _stored
+ * variants are for filters kept beyond the request (subscriptions,
+ * registrations): their names are interned, so that entities written later
+ * match them. */
 q_expr_t  *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
+q_expr_t  *q_parse_stored(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
 bool       q_match(const q_expr_t *q, const cr_entity_t *e);
 
 typedef struct geoq_params {
@@ -313,6 +319,7 @@ const char *geoq_property(const geoq_t *g);
 bool        geoq_bbox(const geoq_t *g, double box[4]);
 
 typesel_t *typesel_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
+typesel_t *typesel_parse_stored(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
 bool       typesel_match(const typesel_t *t, const cr_entity_t *e);
 /* When the selection is a plain disjunction of types (a,b|c with no ';'),
  * their expanded names (so the store can walk its type index); else 0. */

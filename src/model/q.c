@@ -133,7 +133,16 @@ typedef struct q_parser {
     problem_t          *p;
     int                 depth;
     bool                failed;
+    bool                intern;     /* a stored filter: names interned (else looked up only) */
 } q_parser_t;
+
+/* A name of the query: looked up only for a request's query (an unknown name
+ * matches nothing and is not remembered), interned for a stored filter
+ * (q_parse_stored), which must match entities written later. */
+static const char *qp_expand(const q_parser_t *qp, const char *s, size_t n)
+{
+    return qp->intern ? ld_expandn(qp->ctx, s, n) : ld_expandn_lookup(qp->ctx, s, n, qp->a);
+}
 
 static bool qp_fail_kind(q_parser_t *qp, problem_kind_t kind, size_t at, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -363,7 +372,7 @@ static const char *q_expand_value(const q_parser_t *qp, const char *s, size_t n)
     for (size_t i = 1; i < n; i++)
         if (!q_name_char((unsigned char)s[i]))
             return NULL;
-    return ld_expandn_lookup(qp->ctx, s, n, qp->a);
+    return qp_expand(qp, s, n);
 }
 
 /* One literal at pos. */
@@ -594,7 +603,7 @@ static const char *qp_name(q_parser_t *qp)
     }
     while (qp->pos < qp->len && q_name_char((unsigned char)qp->s[qp->pos]))
         qp->pos++;
-    iri = ld_expandn_lookup(qp->ctx, qp->s + start, qp->pos - start, qp->a);
+    iri = qp_expand(qp, qp->s + start, qp->pos - start);
     if (!iri)
         qp_fail(qp, start, "cannot expand attribute name");
     return iri;
@@ -810,7 +819,8 @@ static q_expr_t *qp_or(q_parser_t *qp)
     return qp_chain(qp, '|', QN_OR, qp_and);
 }
 
-q_expr_t *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p)
+static q_expr_t *q_parse_names(arena_t *a, const char *text, const ld_context_t *ctx, bool intern,
+                               problem_t *p)
 {
     q_parser_t qp;
     q_expr_t  *x;
@@ -836,6 +846,7 @@ q_expr_t *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem
     qp.len = len;
     qp.ctx = ctx ? ctx : ld_core();
     qp.p = p;
+    qp.intern = intern;
 
     qp_blank(&qp);
     if (qp.pos == qp.len) {
@@ -852,6 +863,16 @@ q_expr_t *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem
         return NULL;
     }
     return x;
+}
+
+q_expr_t *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p)
+{
+    return q_parse_names(a, text, ctx, false, p);
+}
+
+q_expr_t *q_parse_stored(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p)
+{
+    return q_parse_names(a, text, ctx, true, p);
 }
 
 /* ============================================================= evaluator */

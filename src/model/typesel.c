@@ -31,7 +31,7 @@ static inline bool ts_stop(unsigned char c)
            c == '}' || c == '^' || c == 0x7f;
 }
 
-static void *ts_atom(bs_parser_t *bp)
+static void *ts_atom_names(bs_parser_t *bp, bool intern)
 {
     size_t start = bp->pos;
     while (bp->pos < bp->len && !ts_stop((unsigned char)bp->s[bp->pos]))
@@ -41,16 +41,29 @@ static void *ts_atom(bs_parser_t *bp)
                 bp->pos < bp->len ? "expected an entity type" : "expected an entity type, found the end");
         return NULL;
     }
-    /* lookup only: a selection interns nothing; an unknown type matches nothing */
-    const char *name = ld_expandn_lookup(bp->ud, bp->s + start, bp->pos - start, bp->a);
+    /* a request's selection looks names up only (an unknown type matches
+     * nothing and is not remembered); a stored one interns them */
+    const char *name = intern ? ld_expandn(bp->ud, bp->s + start, bp->pos - start)
+                              : ld_expandn_lookup(bp->ud, bp->s + start, bp->pos - start, bp->a);
     if (!name)
         bs_fail(bp, PB_BAD_REQUEST_DATA, start, "cannot expand the entity type");
     return (void *)name;
 }
 
-typesel_t *typesel_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p)
+static void *ts_atom(bs_parser_t *bp)
 {
-    bs_parser_t bp = {.a = a, .p = p, .what = "type", .atom = ts_atom, .ud = (void *)(ctx ? ctx : ld_core())};
+    return ts_atom_names(bp, false);
+}
+
+static void *ts_atom_stored(bs_parser_t *bp)
+{
+    return ts_atom_names(bp, true);
+}
+
+static typesel_t *typesel_parse_with(arena_t *a, const char *text, const ld_context_t *ctx,
+                                     void *(*atom)(bs_parser_t *), problem_t *p)
+{
+    bs_parser_t bp = {.a = a, .p = p, .what = "type", .atom = atom, .ud = (void *)(ctx ? ctx : ld_core())};
     typesel_t  *t = arena_calloc(a, sizeof(*t));
 
     t->root = bs_parse(&bp, text);
@@ -81,6 +94,16 @@ typesel_t *typesel_parse(arena_t *a, const char *text, const ld_context_t *ctx, 
         }
     }
     return t;
+}
+
+typesel_t *typesel_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p)
+{
+    return typesel_parse_with(a, text, ctx, ts_atom, p);
+}
+
+typesel_t *typesel_parse_stored(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p)
+{
+    return typesel_parse_with(a, text, ctx, ts_atom_stored, p);
 }
 
 static bool ts_has_type(const void *type, const void *entity)

@@ -308,7 +308,7 @@ static bool selector_parse(notify_sub_t *s, const json_t *v, entity_selector_t *
     memset(out, 0, sizeof *out);
     if (!json_is_string(type) || !type->len)
         return problem_set(p, PB_BAD_REQUEST_DATA, "entities: each entry needs a type (5.2.33)");
-    if (!(out->types = typesel_parse(s->a, type->str, s->ctx, p))) return false;
+    if (!(out->types = typesel_parse_stored(s->a, type->str, s->ctx, p))) return false;
     if (id) {
         if (!json_is_string(id) || !uri_ok(id->str))
             return problem_set(p, PB_BAD_REQUEST_DATA, "entities: id must be a URI");
@@ -409,7 +409,7 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
     if ((v = json_get(t, "notificationTrigger")) && !trigger_parse(s, v, p)) goto fail;
     if ((v = json_get(t, "q"))) {
         if (!json_is_string(v) || !v->len) BAD("q must be a non-empty string");
-        if (!(s->q = q_parse(s->a, pct_decode(s->a, v->str), s->ctx, p))) goto fail;
+        if (!(s->q = q_parse_stored(s->a, pct_decode(s->a, v->str), s->ctx, p))) goto fail;
     }
     if ((v = json_get(t, "geoQ"))) {
         if (!json_is_object(v)) BAD("geoQ must be an object");
@@ -420,6 +420,7 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         const json_t *rel = json_get(v, "georel"), *gp = json_get(v, "geoproperty");
         if (!json_is_string(rel)) BAD("geoQ.georel must be a string");
         if (gp && !json_is_string(gp)) BAD("geoQ.geoproperty must be a string");
+        if (gp) (void)ld_expand(s->ctx, gp->str);   /* stored: the name is interned, the query finds it */
         if (!(s->geo = geoq_from_json(s->a, rel->str, json_get(v, "geometry"), json_get(v, "coordinates"),
                                       gp ? gp->str : NULL, s->ctx, p))) goto fail;
     }

@@ -530,3 +530,16 @@ def test_5_2_12_time_interval_periodic(cli, rcv):
     n1 = rcv.count()["notifications"]
     time.sleep(1.3)
     assert rcv.count()["notifications"] == n1
+
+
+def test_5_8_1_names_unknown_until_later_still_match(cli, rcv):
+    # a subscription is stored: its type, q and watched names must match the
+    # entities written after it, even when nothing of those names existed yet
+    # (a request's query only looks names up; a stored filter interns them)
+    t, a = "T" + uid("x").replace(":", "")[-10:], "a" + uid("x").replace(":", "")[-10:]
+    create_sub(cli, {"type": "Subscription", "entities": [{"type": t}], "q": a + ">1",
+                     "watchedAttributes": [a], "notification": {"endpoint": {"uri": rcv.uri}}})
+    cli.create(entity(uid(), t, **{a: prop(5)}))
+    cli.create(entity(uid(), t, **{a: prop(0)}))
+    c = rcv.settle()
+    assert c["notifications"] == 1
