@@ -511,6 +511,57 @@ bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_
     return ok;
 }
 
+/* ------------------------------------------------------------ objects */
+
+static bool obj_kind_ok(store_obj_kind_t kind, problem_t *p)
+{
+    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CONTEXT)
+        return true;
+    return problem_set(p, PB_INTERNAL_ERROR, "store: unknown object kind %d", (int)kind);
+}
+
+static bool obj_id_ok(const char *id, problem_t *p)
+{
+    if (id && *id)
+        return true;
+    return problem_set(p, PB_BAD_REQUEST_DATA, "a stored object needs an id");
+}
+
+bool store_obj_put(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id,
+                   const char *json, size_t len, bool create_only, problem_t *p)
+{
+    if (!obj_kind_ok(kind, p) || !obj_id_ok(id, p))
+        return false;
+    if (!json && len)
+        return problem_set(p, PB_INTERNAL_ERROR, "store: object '%.200s' without its text", id);
+    return s->be->obj_put(s->db, tenant, (int)kind, id, json ? json : "", len, create_only, p);
+}
+
+bool store_obj_delete(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id,
+                      problem_t *p)
+{
+    if (!obj_kind_ok(kind, p) || !obj_id_ok(id, p))
+        return false;
+    return s->be->obj_delete(s->db, tenant, (int)kind, id, p);
+}
+
+char *store_obj_get(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id,
+                    arena_t *a, size_t *len, problem_t *p)
+{
+    if (!obj_kind_ok(kind, p) || !obj_id_ok(id, p))
+        return NULL;
+    return s->be->obj_get(s->db, tenant, (int)kind, id, a, len, p);
+}
+
+void store_obj_foreach(store_t *s, store_obj_kind_t kind,
+                       void (*fn)(void *ud, const char *tenant, const char *id, const char *json,
+                                  size_t len),
+                       void *ud)
+{
+    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CONTEXT)
+        s->be->obj_foreach(s->db, (int)kind, fn, ud);
+}
+
 /* ----------------------------------------------------------- statistics */
 
 void store_get_stats(store_t *s, store_stats_t *st)

@@ -143,6 +143,16 @@ typedef struct store_backend {
     bool  (*attributes)(void *db, const char *tenant, void (*fn)(void *ud, const char *name),
                         void *ud, problem_t *p);
     void  (*stats)(void *db, uint64_t *entities, uint64_t *tenants);
+    /* stored objects (store_obj_*) */
+    bool  (*obj_put)(void *db, const char *tenant, int kind, const char *id, const char *json,
+                     size_t len, bool create_only, problem_t *p);
+    bool  (*obj_delete)(void *db, const char *tenant, int kind, const char *id, problem_t *p);
+    char *(*obj_get)(void *db, const char *tenant, int kind, const char *id, arena_t *a,
+                     size_t *len, problem_t *p);
+    void  (*obj_foreach)(void *db, int kind,
+                         void (*fn)(void *ud, const char *tenant, const char *id, const char *json,
+                                    size_t len),
+                         void *ud);
 } store_backend_t;
 
 /* For backends: a tenant's stream (never fails: out of memory aborts). */
@@ -280,6 +290,27 @@ bool store_attributes(store_t *s, const char *tenant, void (*fn)(void *ud, const
  * entities created during a long purge may or may not be deleted. */
 bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_t *deleted,
                  problem_t *p);
+
+/* ------------------------------------------------------------ objects
+ *
+ * Stored objects beside the entities (subscriptions, registrations, hosted @contexts):
+ * per tenant, an id, a kind and a JSON text. Every backend keeps them (corDB in RAM and on disk, MongoDB).
+ * Object writes do not go through the change hooks; on disk they are logged
+ * and recovered like entities. Ids are unique per (tenant, kind). */
+typedef enum { STORE_OBJ_SUBSCRIPTION = 1, STORE_OBJ_REGISTRATION = 2, STORE_OBJ_CONTEXT = 3 } store_obj_kind_t;
+/* Creates (create_only: AlreadyExists when the id is taken) or replaces object id; creates the tenant (4.14). */
+bool  store_obj_put(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id,
+                    const char *json, size_t len, bool create_only, problem_t *p);
+/* ResourceNotFound when absent (NonexistentTenant for a tenant never written). */
+bool  store_obj_delete(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id, problem_t *p);
+/* The JSON text copied into arena a (NUL-terminated), or NULL with ResourceNotFound / NonexistentTenant. */
+char *store_obj_get(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id, arena_t *a,
+                    size_t *len, problem_t *p);
+/* Every object of the kind over all tenants (tenant "" = default), in creation order per tenant; fn must
+ * not call the store. Used at start, after recovery, to rebuild in-memory indexes, and by listings. */
+void  store_obj_foreach(store_t *s, store_obj_kind_t kind,
+                        void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                        void *ud);
 
 /* ----------------------------------------------------------- statistics */
 

@@ -2076,6 +2076,110 @@ static void test_q_view(void **state)
     arena_free(a);
 }
 
+/* ------------------------------------------------------------- objects */
+
+typedef struct obj_seen {
+    char   line[64][96];
+    size_t n;
+} obj_seen_t;
+
+static void obj_collect(void *ud, const char *tenant, const char *id, const char *json, size_t len)
+{
+    obj_seen_t *o = ud;
+
+    if (o->n < 64)
+        snprintf(o->line[o->n++], sizeof(o->line[0]), "%s|%s|%.*s", tenant, id, (int)len, json);
+}
+
+static void test_objects(void **state)
+{
+    store_t   *s = open_store();
+    arena_t   *a = arena_new(1024);
+    problem_t  p = { 0 };
+    obj_seen_t seen = { 0 };
+    size_t     len;
+    char      *j;
+
+    (void)state;
+    /* a tenant never written */
+    assert_null(store_obj_get(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s1", a, &len, &p));
+    assert_int_equal(p.kind, PB_NONEXISTENT_TENANT);
+    assert_false(store_obj_delete(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s1", &p));
+    assert_int_equal(p.kind, PB_NONEXISTENT_TENANT);
+
+    /* put creates the tenant; create_only refuses a taken id; ids are per kind */
+    assert_true(store_obj_put(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s1", "{\"a\":1}", 7, true, &p));
+    assert_true(store_tenant_exists(s, "t1"));
+    assert_false(store_obj_put(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s1", "{}", 2, true, &p));
+    assert_int_equal(p.kind, PB_ALREADY_EXISTS);
+    assert_true(store_obj_put(s, "t1", STORE_OBJ_REGISTRATION, "urn:s1", "{\"r\":1}", 7, true, &p));
+    assert_true(store_obj_put(s, NULL, STORE_OBJ_SUBSCRIPTION, "urn:s0", "[0]", 3, false, &p));
+    assert_true(store_obj_put(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s2", "[2]", 3, true, &p));
+    /* replace keeps the creation order */
+    assert_true(store_obj_put(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s1", "[1]", 3, false, &p));
+
+    j = store_obj_get(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s1", a, &len, &p);
+    assert_non_null(j);
+    assert_int_equal(len, 3);
+    assert_string_equal(j, "[1]");
+    j = store_obj_get(s, "t1", STORE_OBJ_REGISTRATION, "urn:s1", a, &len, &p);
+    assert_string_equal(j, "{\"r\":1}");
+    assert_null(store_obj_get(s, "t1", STORE_OBJ_CONTEXT, "urn:s1", a, &len, &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+
+    store_obj_foreach(s, STORE_OBJ_SUBSCRIPTION, obj_collect, &seen);
+    assert_int_equal(seen.n, 3);
+    assert_string_equal(seen.line[0], "|urn:s0|[0]");
+    assert_string_equal(seen.line[1], "t1|urn:s1|[1]");
+    assert_string_equal(seen.line[2], "t1|urn:s2|[2]");
+
+    assert_true(store_obj_delete(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s1", &p));
+    assert_false(store_obj_delete(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s1", &p));
+    assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
+    assert_non_null(store_obj_get(s, "t1", STORE_OBJ_REGISTRATION, "urn:s1", a, &len, &p));
+
+    /* churn: compaction keeps the order and the map */
+    for (int i = 0; i < 200; i++) {
+        char id[32];
+
+        snprintf(id, sizeof(id), "urn:c%d", i);
+        assert_true(store_obj_put(s, "t2", STORE_OBJ_CONTEXT, id, id, strlen(id), true, &p));
+    }
+    for (int i = 0; i < 200; i++) {
+        char id[32];
+
+        if (i % 10 == 7)
+            continue;
+        snprintf(id, sizeof(id), "urn:c%d", i);
+        assert_true(store_obj_delete(s, "t2", STORE_OBJ_CONTEXT, id, &p));
+    }
+    memset(&seen, 0, sizeof(seen));
+    store_obj_foreach(s, STORE_OBJ_CONTEXT, obj_collect, &seen);
+    assert_int_equal(seen.n, 20);
+    assert_string_equal(seen.line[0], "t2|urn:c7|urn:c7");
+    assert_string_equal(seen.line[19], "t2|urn:c197|urn:c197");
+    assert_non_null(store_obj_get(s, "t2", STORE_OBJ_CONTEXT, "urn:c107", a, &len, &p));
+    /* the last object gone: the table is given back, the tenant stays */
+    for (int i = 7; i < 200; i += 10) {
+        char id[32];
+
+        snprintf(id, sizeof(id), "urn:c%d", i);
+        assert_true(store_obj_delete(s, "t2", STORE_OBJ_CONTEXT, id, &p));
+    }
+    assert_true(store_tenant_exists(s, "t2"));
+    assert_true(store_obj_put(s, "t2", STORE_OBJ_CONTEXT, "urn:x", "", 0, true, &p));
+    j = store_obj_get(s, "t2", STORE_OBJ_CONTEXT, "urn:x", a, &len, &p);
+    assert_string_equal(j, "");
+
+    /* bad arguments */
+    assert_false(store_obj_put(s, "t1", STORE_OBJ_SUBSCRIPTION, "", "{}", 2, true, &p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    assert_false(store_obj_put(s, "t1", (store_obj_kind_t)9, "urn:y", "{}", 2, true, &p));
+
+    arena_free(a);
+    store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2103,6 +2207,7 @@ int main(void)
         cmocka_unit_test(test_selectors_types),
         cmocka_unit_test(test_scan_chunks),
         cmocka_unit_test(test_q_view),
+        cmocka_unit_test(test_objects),
     };
 
     return cmocka_run_group_tests(tests, group_setup, NULL);

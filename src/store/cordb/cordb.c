@@ -189,6 +189,25 @@ void cdb_tenants(cdb_t *db, void (*fn)(void *ud, const char *tenant), void *ud)
     pthread_rwlock_unlock(&db->tlock);
 }
 
+cdb_tenant_t *cdb_tenant_get(cdb_t *db, const char *tenant, problem_t *p)
+{
+    return tenant_get(db, tenant, p);
+}
+
+cdb_tenant_t *cdb_tenant_open(cdb_t *db, const char *tenant, problem_t *p)
+{
+    return tenant_open(db, tenant, p);
+}
+
+void cdb_tenant_each(cdb_t *db, void (*fn)(void *ud, cdb_tenant_t *t), void *ud)
+{
+    fn(ud, db->dflt);
+    pthread_rwlock_rdlock(&db->tlock);
+    for (uint32_t i = 0; i < db->n_tenants; i++)
+        fn(ud, db->tenants[i]);
+    pthread_rwlock_unlock(&db->tlock);
+}
+
 /* ------------------------------------------------------------ entities */
 
 static bool oom(problem_t *p, const char *what)
@@ -206,6 +225,11 @@ static void tenant_wrlock(cdb_tenant_t *t)
     atomic_fetch_add_explicit(&t->wwait, 1, memory_order_relaxed);
     pthread_rwlock_wrlock(&t->lock);
     atomic_fetch_sub_explicit(&t->wwait, 1, memory_order_relaxed);
+}
+
+void cdb_tenant_wrlock(cdb_tenant_t *t)
+{
+    tenant_wrlock(t);
 }
 
 /* Between two chunks of a scan (no lock held): let waiting writers take the
@@ -935,6 +959,31 @@ static void be_stats(void *db, uint64_t *entities, uint64_t *tenants)
     cdb_stats(db, entities, tenants);
 }
 
+static bool be_obj_put(void *db, const char *tenant, int kind, const char *id, const char *json,
+                       size_t len, bool create_only, problem_t *p)
+{
+    return cdb_obj_put(db, tenant, kind, id, json, len, create_only, p);
+}
+
+static bool be_obj_delete(void *db, const char *tenant, int kind, const char *id, problem_t *p)
+{
+    return cdb_obj_delete(db, tenant, kind, id, p);
+}
+
+static char *be_obj_get(void *db, const char *tenant, int kind, const char *id, arena_t *a,
+                        size_t *len, problem_t *p)
+{
+    return cdb_obj_get(db, tenant, kind, id, a, len, p);
+}
+
+static void be_obj_foreach(void *db, int kind,
+                           void (*fn)(void *ud, const char *tenant, const char *id,
+                                      const char *json, size_t len),
+                           void *ud)
+{
+    cdb_obj_foreach(db, kind, fn, ud);
+}
+
 const store_backend_t cdb_backend = {
     .name          = "corDB",
     .open          = be_open,
@@ -953,4 +1002,8 @@ const store_backend_t cdb_backend = {
     .types         = be_types,
     .attributes    = be_attributes,
     .stats         = be_stats,
+    .obj_put       = be_obj_put,
+    .obj_delete    = be_obj_delete,
+    .obj_get       = be_obj_get,
+    .obj_foreach   = be_obj_foreach,
 };

@@ -199,6 +199,23 @@ struct cdb_slot {
     cr_entity_t *cur;           /* NULL: deleted (tombstone until compaction) */
 };
 
+/* Stored objects of a tenant (objects.c): creation order with tombstones,
+ * an id map keyed by kind + id. Guarded by the tenant lock. */
+typedef struct cdb_obj {
+    char   *key;                /* kind byte ('0' + kind), then the id, NUL-terminated */
+    char   *json;               /* NUL-terminated */
+    size_t  len;
+} cdb_obj_t;
+
+typedef struct cdb_objs {
+    cdb_obj_t  **v;             /* creation order; NULL: deleted */
+    uint32_t     n, cap, live;
+    cdb_idmap_t  ids;           /* key -> index in v */
+} cdb_objs_t;
+
+void cdb_objs_init(cdb_objs_t *o);
+void cdb_objs_free(cdb_objs_t *o);
+
 typedef struct cdb_tenant {
     pthread_rwlock_t lock;
     _Atomic uint32_t wwait;     /* writers waiting for the lock (scans yield to them) */
@@ -213,6 +230,7 @@ typedef struct cdb_tenant {
     cdb_typeidx_t    types;
     cdb_attridx_t    attrs;
     cdb_geoidx_t     geo;
+    cdb_objs_t       objs;      /* subscriptions, registrations, contexts */
     uint64_t         compactions;   /* also the scan epoch: slots renumbered or released */
     uint64_t         releases;      /* times the emptied tenant gave back its memory */
     _Atomic uint64_t geo_scans;     /* scans that took the geo index (readers: atomic) */
@@ -324,6 +342,23 @@ bool cdb_foreach(cdb_t *db, const char *tenant, const entity_filter_t *f,
                  void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p);
 
 void cdb_stats(cdb_t *db, uint64_t *entities, uint64_t *tenants);
+
+/* Stored objects (store_obj_*, objects.c): under the tenant lock. */
+bool  cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const char *json,
+                  size_t len, bool create_only, problem_t *p);
+bool  cdb_obj_delete(cdb_t *db, const char *tenant, int kind, const char *id, problem_t *p);
+char *cdb_obj_get(cdb_t *db, const char *tenant, int kind, const char *id, arena_t *a,
+                  size_t *len, problem_t *p);
+void  cdb_obj_foreach(cdb_t *db, int kind,
+                      void (*fn)(void *ud, const char *tenant, const char *id, const char *json,
+                                 size_t len),
+                      void *ud);
+/* For objects.c: the tenant (created: open) or NULL with p; the tenants in
+ * order (the default first) under the tenant table's read lock. */
+cdb_tenant_t *cdb_tenant_get(cdb_t *db, const char *tenant, problem_t *p);
+cdb_tenant_t *cdb_tenant_open(cdb_t *db, const char *tenant, problem_t *p);
+void          cdb_tenant_each(cdb_t *db, void (*fn)(void *ud, cdb_tenant_t *t), void *ud);
+void          cdb_tenant_wrlock(cdb_tenant_t *t);
 
 /* The shape of one tenant, for tests and /statistics. false: no such tenant. */
 typedef struct cdb_shape {

@@ -56,6 +56,7 @@ cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers)
     cdb_typeidx_init(&t->types);
     cdb_attridx_init(&t->attrs);
     cdb_geoidx_init(&t->geo);
+    cdb_objs_init(&t->objs);
     t->stream = store_stream_new();
     return t;
 
@@ -77,12 +78,15 @@ void cdb_tenant_free(cdb_tenant_t *t)
     cdb_typeidx_free(&t->types);
     cdb_attridx_free(&t->attrs);
     cdb_geoidx_free(&t->geo);
+    cdb_objs_free(&t->objs);
     store_stream_free(t->stream);
     pthread_rwlock_destroy(&t->lock);
     free(t->name);
     free(t);
 }
 
+/* The entity tables only: the tenant's stored objects (t->objs) are content
+ * of their own, kept; objects.c gives their table back when the last goes. */
 void cdb_tenant_release(cdb_tenant_t *t)
 {
     if (t->n_live)

@@ -1,0 +1,235 @@
+/*
+ * objects.c - corDB's stored objects beside the entities: subscriptions,
+ * registrations and hosted @contexts (store.h "objects"), per tenant.
+ *
+ * A tenant keeps them in one array in creation order (a replace keeps the
+ * place; a delete leaves a NULL until more than half are dead, then the array
+ * is compacted and the id map rebuilt), and an id map whose key is the kind
+ * as one byte followed by the id, so that ids are unique per kind. The JSON
+ * text is copied; the store never parses it. Everything happens under the
+ * tenant lock (write for put and delete, read for get and foreach); objects
+ * are few and small next to entities, so no work is moved outside it.
+ * When the last object of a tenant goes, the table is given back.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cordb.h"
+
+static const char *objs_key_of(const void *ud, uint32_t v)
+{
+    const cdb_objs_t *o = ud;
+
+    return o->v[v]->key;
+}
+
+void cdb_objs_init(cdb_objs_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    cdb_idmap_init(&o->ids, objs_key_of, o);
+}
+
+static void obj_free(cdb_obj_t *ob)
+{
+    if (!ob)
+        return;
+    free(ob->key);
+    free(ob->json);
+    free(ob);
+}
+
+void cdb_objs_free(cdb_objs_t *o)
+{
+    for (uint32_t i = 0; i < o->n; i++)
+        obj_free(o->v[i]);
+    free(o->v);
+    cdb_idmap_free(&o->ids);
+    cdb_objs_init(o);
+}
+
+/* kind byte + id, NUL-terminated, malloc'ed. */
+static char *obj_key(int kind, const char *id, size_t *klen)
+{
+    size_t n = strlen(id);
+    char  *k = cr_xmalloc(n + 2);
+
+    k[0] = (char)('0' + kind);
+    memcpy(k + 1, id, n + 1);
+    *klen = n + 1;
+    return k;
+}
+
+static uint32_t objs_find(const cdb_objs_t *o, const char *key, size_t klen)
+{
+    return cdb_idmap_find(&o->ids, key, cdb_hash_key(key, klen));
+}
+
+/* Slides the live objects down (creation order kept) and rebuilds the map. */
+static void objs_maybe_compact(cdb_objs_t *o)
+{
+    uint32_t n = 0;
+
+    if (!o->live) {
+        cdb_objs_free(o);
+        return;
+    }
+    if (o->n < 32 || (o->n - o->live) * 2 <= o->n)
+        return;
+    for (uint32_t i = 0; i < o->n; i++)
+        if (o->v[i])
+            o->v[n++] = o->v[i];
+    o->n = n;
+    cdb_idmap_clear(&o->ids);
+    for (uint32_t i = 0; i < n; i++)
+        cdb_idmap_insert(&o->ids, cdb_hash_key(o->v[i]->key, strlen(o->v[i]->key)), i);
+}
+
+static bool obj_not_found(problem_t *p, int kind, const char *id)
+{
+    static const char *const what[] = { "object", "subscription", "registration", "@context" };
+
+    return problem_set(p, PB_RESOURCE_NOT_FOUND, "%s '%.400s' not found",
+                       what[kind >= 1 && kind <= 3 ? kind : 0], id);
+}
+
+bool cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const char *json,
+                 size_t len, bool create_only, problem_t *p)
+{
+    cdb_tenant_t *t = cdb_tenant_open(db, tenant, p);
+    cdb_objs_t   *o;
+    cdb_obj_t    *ob;
+    size_t        klen;
+    char         *key, *text;
+    uint32_t      i;
+
+    if (!t)
+        return false;
+    key  = obj_key(kind, id, &klen);
+    text = cr_xmalloc(len + 1);
+    memcpy(text, json, len);
+    text[len] = '\0';
+
+    cdb_tenant_wrlock(t);
+    o = &t->objs;
+    i = objs_find(o, key, klen);
+    if (i != CDB_NONE) {
+        if (create_only) {
+            pthread_rwlock_unlock(&t->lock);
+            free(key);
+            free(text);
+            return problem_set(p, PB_ALREADY_EXISTS, "'%.400s' already exists", id);
+        }
+        ob = o->v[i];
+        free(ob->json);
+        ob->json = text;
+        ob->len  = len;
+        pthread_rwlock_unlock(&t->lock);
+        free(key);
+        return true;
+    }
+    if (o->n == o->cap) {
+        uint32_t cap = o->cap ? o->cap * 2 : 8;
+
+        o->v   = cr_xreallocarray(o->v, cap, sizeof(*o->v));
+        o->cap = cap;
+    }
+    if (!cdb_idmap_reserve(&o->ids, 1))
+        cr_oom("corDB object index", sizeof(cdb_idmap_entry_t));
+    ob       = cr_xmalloc(sizeof(*ob));
+    ob->key  = key;
+    ob->json = text;
+    ob->len  = len;
+    o->v[o->n] = ob;
+    cdb_idmap_insert(&o->ids, cdb_hash_key(key, klen), o->n);
+    o->n++;
+    o->live++;
+    pthread_rwlock_unlock(&t->lock);
+    return true;
+}
+
+bool cdb_obj_delete(cdb_t *db, const char *tenant, int kind, const char *id, problem_t *p)
+{
+    cdb_tenant_t *t = cdb_tenant_get(db, tenant, p);
+    cdb_obj_t    *ob = NULL;
+    size_t        klen;
+    char         *key;
+    uint32_t      i;
+
+    if (!t)
+        return false;
+    key = obj_key(kind, id, &klen);
+    cdb_tenant_wrlock(t);
+    i = objs_find(&t->objs, key, klen);
+    if (i != CDB_NONE) {
+        ob = t->objs.v[i];
+        cdb_idmap_remove(&t->objs.ids, cdb_hash_key(key, klen), i);
+        t->objs.v[i] = NULL;
+        t->objs.live--;
+        objs_maybe_compact(&t->objs);
+    }
+    pthread_rwlock_unlock(&t->lock);
+    free(key);
+    if (!ob)
+        return obj_not_found(p, kind, id);
+    obj_free(ob);
+    return true;
+}
+
+char *cdb_obj_get(cdb_t *db, const char *tenant, int kind, const char *id, arena_t *a,
+                  size_t *len, problem_t *p)
+{
+    cdb_tenant_t *t = cdb_tenant_get(db, tenant, p);
+    char         *key, *out = NULL;
+    size_t        klen;
+    uint32_t      i;
+
+    if (len)
+        *len = 0;
+    if (!t)
+        return NULL;
+    key = obj_key(kind, id, &klen);
+    pthread_rwlock_rdlock(&t->lock);
+    i = objs_find(&t->objs, key, klen);
+    if (i != CDB_NONE) {
+        const cdb_obj_t *ob = t->objs.v[i];
+
+        out = arena_strndup(a, ob->json, ob->len);
+        if (len)
+            *len = ob->len;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    free(key);
+    if (!out)
+        obj_not_found(p, kind, id);
+    return out;
+}
+
+typedef struct obj_each {
+    char kind;
+    void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len);
+    void *ud;
+} obj_each_t;
+
+static void obj_each_tenant(void *ud, cdb_tenant_t *t)
+{
+    obj_each_t *e = ud;
+
+    pthread_rwlock_rdlock(&t->lock);
+    for (uint32_t i = 0; i < t->objs.n; i++) {
+        const cdb_obj_t *ob = t->objs.v[i];
+
+        if (ob && ob->key[0] == e->kind)
+            e->fn(e->ud, t->name, ob->key + 1, ob->json, ob->len);
+    }
+    pthread_rwlock_unlock(&t->lock);
+}
+
+void cdb_obj_foreach(cdb_t *db, int kind,
+                     void (*fn)(void *ud, const char *tenant, const char *id, const char *json,
+                                size_t len),
+                     void *ud)
+{
+    obj_each_t e = { .kind = (char)('0' + kind), .fn = fn, .ud = ud };
+
+    cdb_tenant_each(db, obj_each_tenant, &e);
+}
