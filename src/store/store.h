@@ -23,6 +23,7 @@
 
 struct store_batch_item;
 struct store_page;
+struct store_snapshot_info;
 
 typedef struct store store_t;
 typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (store.c) */
@@ -95,6 +96,7 @@ typedef struct store_change {
     const store_attr_ref_t *created, *updated, *deleted;   /* filled by store.c before the hooks */
     uint32_t                n_created, n_updated, n_deleted;
     store_stream_t         *stream;   /* backend-set: the tenant's stream (store_stream_new) */
+    uint64_t                be_aux;   /* the backend's own (corDB: where a delete can be undone) */
 } store_change_t;
 
 typedef void (*store_hook_fn)(void *ud, const store_change_t *group, size_t n);
@@ -153,6 +155,7 @@ typedef struct store_backend {
                          void (*fn)(void *ud, const char *tenant, const char *id, const char *json,
                                     size_t len),
                          void *ud);
+    bool  (*snapshot)(void *db, struct store_snapshot_info *info, problem_t *p);
 } store_backend_t;
 
 /* For backends: a tenant's stream (never fails: out of memory aborts). */
@@ -311,6 +314,20 @@ char *store_obj_get(store_t *s, const char *tenant, store_obj_kind_t kind, const
 void  store_obj_foreach(store_t *s, store_obj_kind_t kind,
                         void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
                         void *ud);
+
+/* ------------------------------------------------------------ snapshots */
+
+typedef struct store_snapshot_info {
+    uint64_t seq;               /* every log record up to seq is in it */
+    uint64_t entities, objects, bytes;
+    double   ms;                /* how long it took */
+    char     file[256];
+} store_snapshot_info_t;
+
+/* Writes a snapshot of the store on disk now (POST /admin/snapshot), from
+ * the immutable versions: writers go on meanwhile. OperationNotSupported
+ * for a store in RAM; 503 when the disk fails. */
+bool store_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p);
 
 /* ----------------------------------------------------------- statistics */
 

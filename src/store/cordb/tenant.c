@@ -188,6 +188,27 @@ cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
     return old;
 }
 
+void cdb_tenant_restore(cdb_tenant_t *t, uint32_t s, uint64_t epoch, cr_entity_t *e)
+{
+    if ((uint32_t)epoch == (uint32_t)t->compactions && s < t->n_slots && !t->slots[s].cur) {
+        /* The tombstone is still there: the entity goes back to its place. */
+        if (!cdb_idmap_reserve(&t->ids, 1) || !cdb_tenant_reserve_update(t, NULL, e))
+            cr_oom("corDB index (undo)", sizeof(cdb_idmap_entry_t));
+        t->slots[s].cur = e;
+        t->n_live++;
+        cdb_idmap_insert(&t->ids, cdb_hash_key(e->id, strlen(e->id)), s);
+        for (uint16_t i = 0; i < e->n_types; i++)
+            cdb_typeidx_add(&t->types, e->types[i], s);
+        cdb_attridx_update(&t->attrs, NULL, e);
+        if (t->geo.n)
+            cdb_geoidx_update(&t->geo, s, NULL, e);
+        return;
+    }
+    if (!cdb_tenant_reserve(t, e))
+        cr_oom("corDB index (undo)", sizeof(cdb_slot_t));
+    cdb_tenant_insert(t, e);
+}
+
 cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s)
 {
     cr_entity_t *old = t->slots[s].cur;
