@@ -252,4 +252,10 @@ bool ops_discover(const ops_req_t *rq, const char *only_type, const char *only_a
 
 void ops_stats(store_t *s, store_stats_t *st);
 
+/* ------------------------------------------------------ administration */
+
+/* POST /admin/snapshot: a snapshot of the store on disk now (ops/snapshot.c).
+ * OperationNotSupported for a store in RAM; 503 when the disk fails. */
+bool ops_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p);
+
 #endif

@@ -589,7 +589,10 @@ bool store_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p)
 
 void store_get_stats(store_t *s, store_stats_t *st)
 {
+    memset(st, 0, sizeof(*st));
     s->be->stats(s->db, &st->entities, &st->tenants);
+    if (s->be->disk_stats)
+        s->be->disk_stats(s->db, st);
     st->creates = atomic_load_explicit(&s->creates, memory_order_relaxed);
     st->updates = atomic_load_explicit(&s->updates, memory_order_relaxed);
     st->deletes = atomic_load_explicit(&s->deletes, memory_order_relaxed);

@@ -24,6 +24,7 @@
 struct store_batch_item;
 struct store_page;
 struct store_snapshot_info;
+struct store_stats;
 
 typedef struct store store_t;
 typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (store.c) */
@@ -145,6 +146,7 @@ typedef struct store_backend {
     bool  (*attributes)(void *db, const char *tenant, void (*fn)(void *ud, const char *name),
                         void *ud, problem_t *p);
     void  (*stats)(void *db, uint64_t *entities, uint64_t *tenants);
+    void  (*disk_stats)(void *db, struct store_stats *st);   /* NULL: nothing on disk */
     /* stored objects (store_obj_*) */
     bool  (*obj_put)(void *db, const char *tenant, int kind, const char *id, const char *json,
                      size_t len, bool create_only, problem_t *p);
@@ -335,6 +337,10 @@ typedef struct store_stats {
     uint64_t entities;          /* over all tenants */
     uint64_t tenants;
     uint64_t creates, updates, deletes, queries;
+    /* on disk (corDB --dbDir): the log; writes per fsync = groupsSynced / fsyncs (always) */
+    bool     on_disk, log_failed;
+    uint64_t log_records, log_bytes, log_appends, log_fsyncs, log_fsync_groups, log_failures;
+    uint64_t snapshots;
 } store_stats_t;
 void store_get_stats(store_t *s, store_stats_t *st);
 

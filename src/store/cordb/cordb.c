@@ -1190,6 +1190,25 @@ static char *be_obj_get(void *db, const char *tenant, int kind, const char *id, 
     return cdb_obj_get(db, tenant, kind, id, a, len, p);
 }
 
+static void be_disk_stats(void *vdb, store_stats_t *st)
+{
+    cdb_t          *db = vdb;
+    cdb_log_stats_t ls;
+
+    if (!db->log)
+        return;
+    cdb_log_get_stats(db->log, &ls);
+    st->on_disk          = true;
+    st->log_failed       = ls.failed;
+    st->log_records      = ls.records;
+    st->log_bytes        = ls.bytes;
+    st->log_appends      = ls.appends;
+    st->log_fsyncs       = ls.fsyncs;
+    st->log_fsync_groups = ls.fsync_groups;
+    st->log_failures     = ls.failures;
+    st->snapshots        = ls.snapshots;
+}
+
 static bool be_snapshot(void *db, store_snapshot_info_t *info, problem_t *p)
 {
     return cdb_snapshot(db, info, p);
@@ -1226,4 +1245,5 @@ const store_backend_t cdb_backend = {
     .obj_get       = be_obj_get,
     .obj_foreach   = be_obj_foreach,
     .snapshot      = be_snapshot,
+    .disk_stats    = be_disk_stats,
 };
