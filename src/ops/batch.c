@@ -2,7 +2,9 @@
  * batch.c - the batch operations: create (5.6.7), upsert (5.6.8), update
  * (5.6.9), delete (5.6.10) and merge (5.6.20).
  *
- * Each entity of the batch is validated and written on its own: a failing
+ * Each entity of the batch is validated on its own, and the valid ones are
+ * written in ONE store_batch (one atomic step, one group of the change
+ * stream and of corDB's log, recovered whole or not at all); a failing
  * entity is reported in the BatchOperationResult (5.2.17) with its
  * ProblemDetails and changes nothing of itself, and never stops the others.
  * The ids of the successes are pointers into the body (an array of n
@@ -72,15 +74,31 @@ static bool batch_valid(size_t n, bool has_null, problem_t *p)
 }
 
 /* One entity of an update batch: an attribute not updated fails the entity. */
-static bool member_update(const ops_req_t *rq, const cr_entity_t *d, bool no_overwrite, problem_t *p)
+static bool member_update_result(const op_result_t *res, problem_t *p)
 {
-    op_result_t res = {0};
-    op_args_t   args = {.no_overwrite = no_overwrite};
-    if (!store_modify(rq->store, rq->tenant, d->id, OP_APPEND_ATTRS, d, &args, &res, rq->arena, p)) return false;
-    if (!res.n_not_updated) return true;
-    return problem_set(p, PB_BAD_REQUEST_DATA, "%zu attribute(s) not updated%s%s", res.n_not_updated,
-                       res.items && res.n ? ": " : "",
-                       res.n ? res.items[0].reason ? res.items[0].reason : "" : "");
+    if (!res->n_not_updated) return true;
+    return problem_set(p, PB_BAD_REQUEST_DATA, "%zu attribute(s) not updated%s%s", res->n_not_updated,
+                       res->items && res->n ? ": " : "",
+                       res->n ? res->items[0].reason ? res->items[0].reason : "" : "");
+}
+
+/* The batch as ONE store_batch (one atomic step, one group of the change
+ * stream and of corDB's log: all of it recovered or none). false only when
+ * the store is unavailable (503: nothing applied); a batch the store could
+ * not run at all (a nonexistent tenant, the tenant limit) fails each member. */
+static bool batch_run(const ops_req_t *rq, store_batch_item_t *it, size_t k, problem_t *p)
+{
+    problem_t bp = {0};
+    if (store_batch(rq->store, rq->tenant, it, k, rq->arena, &bp)) return true;
+    if (bp.kind == PB_HTTP && bp.status == 503) {
+        *p = bp;
+        return false;
+    }
+    for (size_t i = 0; i < k; i++) {
+        it[i].ok      = false;
+        it[i].problem = bp;
+    }
+    return true;
 }
 
 bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_member_t *m, size_t n,
@@ -94,33 +112,45 @@ bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_membe
     int64_t  now = cr_now_us();
     unsigned flags = kind == OPS_BATCH_CREATE || kind == OPS_BATCH_UPSERT ? EP_CREATE : EP_FRAGMENT;
     if (kind == OPS_BATCH_MERGE) flags |= EP_MERGE;
+    store_batch_item_t *it  = arena_calloc(rq->arena, n * sizeof *it);
+    size_t             *pos = arena_alloc(rq->arena, n * sizeof *pos);   /* item -> member */
+    problem_t          *ep  = arena_calloc(rq->arena, n * sizeof *ep);
+    op_result_t        *ur  = arena_calloc(rq->arena, n * sizeof *ur);
+    cr_entity_t       **d   = arena_calloc(rq->arena, n * sizeof *d);
+    size_t              k   = 0;
     for (size_t i = 0; i < n; i++) {
-        problem_t    ep = {0};
-        cr_entity_t *d = member_parse(rq, &m[i], flags, now, &ep);
-        bool         ok = false, created = false;
-        if (d) {
-            switch (kind) {
-            case OPS_BATCH_CREATE:
-                ok = created = store_create(rq->store, rq->tenant, d, &ep);
-                break;
-            case OPS_BATCH_UPSERT:
-                ok = store_upsert(rq->store, rq->tenant, d, o->replace, &created, rq->arena, &ep);
-                break;
-            case OPS_BATCH_UPDATE:
-                ok = member_update(rq, d, o->no_overwrite, &ep);
-                break;
-            case OPS_BATCH_MERGE:
-                ok = store_modify(rq->store, rq->tenant, d->id, OP_MERGE_ENTITY, d, &(op_args_t){0}, NULL,
-                                  rq->arena, &ep);
-                break;
-            }
+        d[i] = member_parse(rq, &m[i], flags, now, &ep[i]);
+        if (!d[i]) continue;
+        store_batch_item_t *x = &it[k];
+        x->draft = d[i];
+        switch (kind) {
+        case OPS_BATCH_CREATE: x->kind = STORE_B_CREATE; break;
+        case OPS_BATCH_UPSERT: x->kind = o->replace ? STORE_B_UPSERT_REPLACE : STORE_B_UPSERT; break;
+        case OPS_BATCH_UPDATE:
+            x->kind = STORE_B_UPDATE;
+            x->args.no_overwrite = o->no_overwrite;
+            x->res = &ur[i];
+            break;
+        case OPS_BATCH_MERGE: x->kind = STORE_B_MERGE; break;
+        }
+        pos[k++] = i;
+    }
+    if (k && !batch_run(rq, it, k, p)) return false;
+    for (size_t j = 0, i = 0; i < n; i++) {
+        bool ok = false, created = false;
+        if (d[i] && j < k && pos[j] == i) {
+            store_batch_item_t *x = &it[j++];
+            ok      = x->ok;
+            created = x->created;
+            if (!ok) ep[i] = x->problem;
+            else if (kind == OPS_BATCH_UPDATE) ok = member_update_result(&ur[i], &ep[i]);
         }
         if (!ok) {
-            result_fail(rq, res, member_id(m[i].body), &ep);
+            result_fail(rq, res, member_id(m[i].body), &ep[i]);
             continue;
         }
-        res->ok[res->n_ok++] = d->id;
-        if (created) res->created[res->n_created++] = d->id;
+        res->ok[res->n_ok++] = d[i]->id;
+        if (created) res->created[res->n_created++] = d[i]->id;
     }
     return true;
 }
@@ -132,16 +162,33 @@ bool ops_batch_delete(const ops_req_t *rq, const json_t *ids, ops_batch_result_t
     json_foreach(e, ids) has_null |= e->type == JSON_NULL;
     if (!batch_valid(ids->len, has_null, p)) return false;
     result_init(rq, res, ids->len, false);
+    size_t              n  = ids->len, k = 0, i = 0;
+    store_batch_item_t *it = arena_calloc(rq->arena, n * sizeof *it);
+    problem_t          *ep = arena_calloc(rq->arena, n * sizeof *ep);
+    bool               *in = arena_calloc(rq->arena, n * sizeof *in);
     json_foreach(e, ids) {
-        problem_t ep = {0};
         if (!json_is_string(e)) {
-            problem_set(&ep, PB_BAD_REQUEST_DATA, "each member of a batch delete must be an entity id (a string)");
-            result_fail(rq, res, NULL, &ep);
-        } else if (ops_check_id(e->str, &ep) && store_delete(rq->store, rq->tenant, e->str, &ep)) {
-            res->ok[res->n_ok++] = e->str;
-        } else {
-            result_fail(rq, res, e->str, &ep);
+            problem_set(&ep[i], PB_BAD_REQUEST_DATA, "each member of a batch delete must be an entity id (a string)");
+        } else if (ops_check_id(e->str, &ep[i])) {
+            it[k].kind = STORE_B_DELETE;
+            it[k].id   = e->str;
+            k++;
+            in[i] = true;
         }
+        i++;
+    }
+    if (k && !batch_run(rq, it, k, p)) return false;
+    i = 0;
+    size_t j = 0;
+    json_foreach(e, ids) {
+        if (in[i]) {
+            store_batch_item_t *x = &it[j++];
+            if (x->ok) res->ok[res->n_ok++] = e->str;
+            else result_fail(rq, res, e->str, &x->problem);
+        } else {
+            result_fail(rq, res, json_is_string(e) ? e->str : NULL, &ep[i]);
+        }
+        i++;
     }
     return true;
 }

@@ -743,6 +743,26 @@ cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p)
     }
 }
 
+bool cdb_log_sync(cdb_log_t *l, uint64_t *upto, problem_t *p)
+{
+    pthread_mutex_lock(&l->mu);
+    *upto = l->next_seq - 1;
+    for (;;) {
+        if (l->synced_seq >= *upto) {
+            pthread_mutex_unlock(&l->mu);
+            return true;
+        }
+        if (l->failed) {
+            pthread_mutex_unlock(&l->mu);
+            return log_503(p, "sync", EIO);
+        }
+        if (!l->syncing)
+            log_sync_locked(l);
+        else
+            pthread_cond_wait(&l->cv, &l->mu);
+    }
+}
+
 void cdb_log_undone(cdb_log_t *l, cdb_logw_t *w)
 {
     pthread_mutex_lock(&l->mu);

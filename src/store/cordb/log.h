@@ -113,6 +113,9 @@ bool       cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
  * cdb_log_undone. Other modes: OK at once. */
 cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p);
 void       cdb_log_undone(cdb_log_t *l, cdb_logw_t *w);
+/* Every record appended so far on disk (*upto: the last); false (503) when
+ * the log is failed or the fsync fails. */
+bool       cdb_log_sync(cdb_log_t *l, uint64_t *upto, problem_t *p);
 
 /* Snapshots: rolls the log over to a new segment and returns the last seq
  * the old segments hold (every record up to it is in memory now: the caller

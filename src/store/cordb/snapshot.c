@@ -10,7 +10,9 @@
  * afterwards may be newer than seq (writers go on): that is harmless because
  * replaying the log after seq is idempotent (a record sets a version or
  * removes an id), so snapshot + log after seq = the state at the end of the
- * log. Creation order is kept: each tenant's entities are written in slot
+ * log, provided the records of those newer versions are on disk before the
+ * snapshot is installed (cdb_log_sync: else a crash could leave a snapshot
+ * holding part of a batch whose records were lost). Creation order is kept: each tenant's entities are written in slot
  * order. A tenant is read in chunks of CDB_SCAN_CHUNK under its read lock:
  * each chunk takes references (pins the versions), drops the lock, and only
  * then encodes and writes them.
@@ -152,7 +154,7 @@ bool cdb_snapshot(cdb_t *db, store_snapshot_info_t *info, problem_t *p)
     struct timespec t0, t1;
     snap_t          sn = { .fd = -1 };
     tlist_t         tl = { 0 };
-    uint64_t        seq;
+    uint64_t        seq, upto;
     uint32_t        seg;
     char            tmp[4096], path[4096], head[CDB_MAGIC_LEN + 8];
     size_t          at;
@@ -199,6 +201,16 @@ bool cdb_snapshot(cdb_t *db, store_snapshot_info_t *info, problem_t *p)
     }
     if (fdatasync(sn.fd) != 0) {
         snap_fail(p, "sync", tmp, errno);
+        goto done;
+    }
+    /* The versions read may be newer than seq, up to the last record logged
+     * now: those records must be on disk before the snapshot is installed,
+     * else a snapshot could hold part of a batch (or a write) whose records
+     * a crash then loses. With them on disk, replaying the log after seq
+     * makes every entity exact again. */
+    if (!cdb_log_sync(log, &upto, p)) {
+        if (p)
+            p->kind = PB_HTTP, p->status = 503;
         goto done;
     }
     close(sn.fd);
