@@ -43,6 +43,31 @@ static void put_cstr(sbuf_t *sb, const char *s)
     cr_put_str(sb, s, strlen(s));
 }
 
+/* Names (types, attribute names, objectType: expanded IRIs) lose a common
+ * prefix: varint (length << 2 | prefix), then the rest. */
+static const struct { const char *s; size_t n; } prefixes[] = {
+    { "", 0 },
+#define P(x) { x, sizeof(x) - 1 }
+    P("https://uri.etsi.org/ngsi-ld/default-context/"),
+    P("https://uri.etsi.org/ngsi-ld/"),
+    P("https://smartdatamodels.org/"),
+#undef P
+};
+
+static void put_name(sbuf_t *sb, const char *s)
+{
+    size_t   n = strlen(s);
+    unsigned k = 0;
+
+    for (unsigned i = 1; i < CR_ARRAY_LEN(prefixes); i++)
+        if (n >= prefixes[i].n && !memcmp(s, prefixes[i].s, prefixes[i].n)) {
+            k = i;
+            break;
+        }
+    cr_put_varint(sb, (uint64_t)(n - prefixes[k].n) << 2 | k);
+    sb_add(sb, s + prefixes[k].n, n - prefixes[k].n);
+}
+
 static void put_opt(sbuf_t *sb, const char *s)
 {
     if (!s) {
@@ -89,7 +114,7 @@ static void put_attr(sbuf_t *sb, const cr_attr_t *a)
     unsigned flags = (a->value ? AF_VALUE : 0) | (a->unit_code ? AF_UNIT : 0) |
                      (a->object_type ? AF_OTYPE : 0) | (a->observed_at != CR_NO_TIME ? AF_OBSERVED : 0);
 
-    put_cstr(sb, a->name);
+    put_name(sb, a->name);
     put_opt(sb, a->dataset_id);
     sb_addc(sb, (char)a->kind);
     sb_addc(sb, (char)flags);
@@ -98,7 +123,7 @@ static void put_attr(sbuf_t *sb, const cr_attr_t *a)
     if (a->unit_code)
         put_cstr(sb, a->unit_code);
     if (a->object_type)
-        put_cstr(sb, a->object_type);
+        put_name(sb, a->object_type);
     if (a->observed_at != CR_NO_TIME)
         put_svarint(sb, a->observed_at);
     put_svarint(sb, a->created_at);
@@ -113,7 +138,7 @@ void entity_encode(sbuf_t *sb, const cr_entity_t *e)
     put_cstr(sb, e->id);
     cr_put_varint(sb, e->n_types);
     for (uint16_t i = 0; i < e->n_types; i++)
-        put_cstr(sb, e->types[i]);
+        put_name(sb, e->types[i]);
     put_svarint(sb, e->created_at);
     put_svarint(sb, e->modified_at);
     if (e->scope)
@@ -189,11 +214,22 @@ static char *get_dup(cr_reader_t *r, arena_t *a)
     return arena_strndup(a, s, n);
 }
 
-static const char *get_interned(cr_reader_t *r, arena_t *a)
+static const char *get_name(cr_reader_t *r, arena_t *a)
 {
-    char *s = get_dup(r, a);
+    uint64_t v = cr_get_varint(r), len = v >> 2;
+    unsigned k = (unsigned)(v & 3);
+    char    *s;
 
-    return s ? intern_cstr(s) : NULL;
+    if (r->bad || k >= CR_ARRAY_LEN(prefixes) || len > (uint64_t)(r->end - r->p) || memchr(r->p, '\0', (size_t)len)) {
+        r->bad = true;
+        return NULL;
+    }
+    s = arena_alloc(a, prefixes[k].n + (size_t)len + 1);
+    memcpy(s, prefixes[k].s, prefixes[k].n);
+    memcpy(s + prefixes[k].n, r->p, (size_t)len);
+    s[prefixes[k].n + len] = '\0';
+    r->p += len;
+    return intern_cstr(s);
 }
 
 static char *get_opt(cr_reader_t *r, arena_t *a)
@@ -295,7 +331,7 @@ static bool get_attr(cr_reader_t *r, arena_t *a, cr_attr_t *at, int depth)
     memset(at, 0, sizeof(*at));
     if (depth > CR_JSON_DEPTH_MAX)
         return r->bad = true, false;
-    at->name       = get_interned(r, a);
+    at->name       = get_name(r, a);
     at->dataset_id = get_opt(r, a);
     kind  = get_byte(r);
     flags = get_byte(r);
@@ -307,7 +343,7 @@ static bool get_attr(cr_reader_t *r, arena_t *a, cr_attr_t *at, int depth)
     if (flags & AF_UNIT)
         at->unit_code = get_dup(r, a);
     if (flags & AF_OTYPE)
-        at->object_type = get_interned(r, a);
+        at->object_type = get_name(r, a);
     at->observed_at = (flags & AF_OBSERVED) ? get_svarint(r) : CR_NO_TIME;
     at->created_at  = get_svarint(r);
     at->modified_at = get_svarint(r);
@@ -337,7 +373,7 @@ cr_entity_t *entity_decode(arena_t *a, const void *buf, size_t len)
     e->n_types = (uint16_t)n;
     e->types   = arena_alloc(a, n * sizeof(*e->types));
     for (uint64_t i = 0; i < n; i++)
-        if (!(e->types[i] = get_interned(&r, a)))
+        if (!(e->types[i] = get_name(&r, a)))
             return NULL;
     e->created_at  = get_svarint(&r);
     e->modified_at = get_svarint(&r);
