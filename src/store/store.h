@@ -1,8 +1,8 @@
 /*
  * store.h - the Store interface (DESIGN.md "Store interface").
  *
- * One interface, implemented by corDB (src/store/cordb/, in RAM now, on disk
- * later) and later by MongoDB. A store knows nothing of HTTP: it keeps frozen
+ * One interface, implemented by corDB (src/store/cordb/, in RAM, or on disk
+ * with --dbDir: doc/cordb.md "On disk") and later by MongoDB. A store knows nothing of HTTP: it keeps frozen
  * entities (model.h) per tenant, indexes them, and applies the model's
  * operations under its lock. Every mutation produces a Change (before/after)
  * which is handed to the registered change hooks (notify/, history/) after
@@ -34,7 +34,9 @@ typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (stor
  * Every committed write is a Change. A tenant's changes form ONE stream:
  *  - seq: 1, 2, 3 ... per tenant, dense (no gaps), assigned in the backend's
  *    atomic step (under corDB's tenant write lock); a write that fails or
- *    changes nothing takes no number;
+ *    changes nothing takes no number (one undone after a failed log write or
+ *    fsync gives its number back: it is always the tenant's latest); seqs
+ *    count from 1 again after a restart (the log has its own, global seq);
  *  - at: the commit time (µs since the epoch), per tenant strictly increasing
  *    (max(clock, last + 1)), stamped in the same atomic step; it is the
  *    after-version's modifiedAt (and createdAt on a create), so modifiedAt
@@ -58,8 +60,18 @@ typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (stor
  *    groups before it (of other writers) first, or wait while another writer
  *    runs them: a slow hook delays the writers of its tenant, never readers;
  *  - reply: a store_* write call returns after every hook has returned for
- *    its change(s), so a hook that persists (the on-disk log) runs before the
- *    client gets its answer;
+ *    its change(s);
+ *  - durability (corDB on disk, --dbDir): the log is not a hook. Its records
+ *    are written INSIDE the atomic step (under the tenant's write lock,
+ *    after the new versions are built, before any reader can see them), so
+ *    the log is in commit order per tenant and a failed write is undone in
+ *    the same step (the call fails with 503, nothing applied, no seq taken).
+ *    With --dbSync always the backend then waits for the group's fsync with
+ *    no lock held, and only then returns (so the hooks run after the write
+ *    is durable); if that fsync fails, the backend undoes the group (in
+ *    reverse log order over all writers), gives its seqs back and fails
+ *    with 503: the hooks never see it. A reader may see such a version for
+ *    the microseconds between its commit and the failed fsync;
  *  - references: the group and everything it points to (entities, names,
  *    attribute arrays) are valid only during the call; keep an entity with
  *    entity_ref(); names are interned (valid for the process), datasetIds
@@ -238,9 +250,11 @@ typedef struct store_batch_item {
 
 /* Applies every item in ONE atomic step of the tenant (items fail or succeed
  * one by one, as 6.14 - 6.18 say: a failed item changes nothing and does not
- * stop the others) and hands the committed changes to the hooks as one group.
+ * stop the others) and hands the committed changes to the hooks as one group
+ * (on disk: one group of log records, recovered whole or not at all).
  * false (p) only when nothing could run: NonexistentTenant for a batch with no
- * creating item on a tenant never written, the --maxTenants limit. The atomic
+ * creating item on a tenant never written, the --maxTenants limit, or (503,
+ * PB_HTTP) the log on disk failed: then no item was applied. The atomic
  * step holds the tenant's write lock for the whole batch: callers bound n
  * (the API's batch limit). */
 bool store_batch(store_t *s, const char *tenant, store_batch_item_t *items, size_t n,

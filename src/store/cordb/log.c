@@ -340,6 +340,7 @@ struct cdb_log {
     pthread_t       thread, snap_thread;
     bool            snap_thread_on;
 
+    time_t          last_fail_log;  /* second of the last "write failed" line */
     /* statistics (under mu) */
     uint64_t        appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
 };
@@ -669,8 +670,15 @@ bool cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
             l->failed = true;
             LOG_E("corDB: the log cannot be cut back after a failed write (%s)", strerror(errno));
         }
+        /* One line per second at most while the disk fails (each write is
+         * answered 503 and logged by http/ anyway). */
+        bool say = l->last_fail_log != time(NULL);
+
+        l->last_fail_log = time(NULL);
         pthread_mutex_unlock(&l->mu);
-        LOG_W("corDB: a log write failed (%s): answered 503", strerror(err));
+        if (say)
+            LOG_W("corDB: a log write failed (%s): answered 503 (more may follow, not logged)",
+                  strerror(err));
         return log_503(p, "write", err);
     }
     l->end += sb->len;
