@@ -285,6 +285,15 @@ static void fill(store_t *s, arena_t *a)
     it[2].id    = "urn:v:404";
     assert_true(store_batch(s, NULL, it, 3, a, &p));
     assert_true(it[0].ok && it[1].ok && !it[2].ok);
+    /* a purge of a tenant: one group per chunk */
+    for (int i = 0; i < 5; i++)
+        assert_true(store_create(s, "t2", draft(a, arena_printf(a, "{\"id\":\"urn:p:%d\",\"type\":\"" T_V "\"}", i)), &p));
+    {
+        size_t gone = 0;
+
+        assert_true(store_purge(s, "t2", NULL, &gone, &p));
+        assert_int_equal(gone, 5);
+    }
     assert_true(store_obj_put(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s:1", "{\"q\":1}", 7, true, &p));
     assert_true(store_obj_put(s, NULL, STORE_OBJ_CONTEXT, "urn:c:1", "[]", 2, true, &p));
     assert_true(store_obj_delete(s, NULL, STORE_OBJ_CONTEXT, "urn:c:1", &p));
@@ -312,6 +321,7 @@ static void check_filled_n(store_t *s, arena_t *a, uint64_t n_entities)
     assert_string_equal(store_obj_get(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s:1", a, &len, &p),
                         "{\"q\":1}");
     assert_null(store_obj_get(s, NULL, STORE_OBJ_CONTEXT, "urn:c:1", a, &len, &p));
+    assert_null(store_get(s, "t2", "urn:p:3", &p));
     store_get_stats(s, &st);
     assert_int_equal(st.entities, n_entities);
 }
@@ -535,6 +545,37 @@ static void test_snapshots(void **state)
     arena_free(a);
 }
 
+/* --dbSnapshotSize: the log's thread takes a snapshot by itself. */
+static void test_snapshot_size(void **state)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = { 0 };
+    store_t  *s;
+
+    (void)state;
+    s = open_disk("none", &p);
+    assert_non_null(s);
+    store_close(s);
+    cr_config.db_snapshot_size = 4096;
+    s = store_open(&p);
+    cr_config.db_snapshot_size = 0;
+    assert_non_null(s);
+    for (int i = 0; i < 100; i++)
+        assert_true(store_create(s, NULL, draft(a, arena_printf(a, "{\"id\":\"urn:z:%d\",\"type\":\"" T_V "\","
+                                                      "\"" A_S "\":{\"type\":\"Property\",\"value\":%d}}", i, i)), &p));
+    for (int k = 0; k < 200 && !count_files("snap-"); k++)
+        usleep(10000);
+    assert_true(count_files("snap-") >= 1);
+    store_close(s);
+    s = open_disk("none", &p);
+    assert_non_null(s);
+    cr_entity_t *e = store_get(s, NULL, "urn:z:99", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    store_close(s);
+    arena_free(a);
+}
+
 static void test_ram_no_snapshot(void **state)
 {
     problem_t p = { 0 };
@@ -560,6 +601,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_middle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_size, setup, teardown),
         cmocka_unit_test(test_ram_no_snapshot),
     };
 
