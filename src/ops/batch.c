@@ -94,9 +94,11 @@ static bool batch_run(const ops_req_t *rq, store_batch_item_t *it, size_t k, pro
         *p = bp;
         return false;
     }
+    problem_t *q = arena_alloc(rq->arena, sizeof *q);
+    *q = bp;
     for (size_t i = 0; i < k; i++) {
         it[i].ok      = false;
-        it[i].problem = bp;
+        it[i].problem = q;
     }
     return true;
 }
@@ -114,13 +116,18 @@ bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_membe
     if (kind == OPS_BATCH_MERGE) flags |= EP_MERGE;
     store_batch_item_t *it  = arena_calloc(rq->arena, n * sizeof *it);
     size_t             *pos = arena_alloc(rq->arena, n * sizeof *pos);   /* item -> member */
-    problem_t          *ep  = arena_calloc(rq->arena, n * sizeof *ep);
-    op_result_t        *ur  = arena_calloc(rq->arena, n * sizeof *ur);
     cr_entity_t       **d   = arena_calloc(rq->arena, n * sizeof *d);
+    problem_t         **ep  = arena_calloc(rq->arena, n * sizeof *ep);   /* parse failures only */
+    op_result_t        *ur  = kind == OPS_BATCH_UPDATE ? arena_calloc(rq->arena, n * sizeof *ur) : NULL;
     size_t              k   = 0;
     for (size_t i = 0; i < n; i++) {
-        d[i] = member_parse(rq, &m[i], flags, now, &ep[i]);
-        if (!d[i]) continue;
+        problem_t mp = {0};
+        d[i] = member_parse(rq, &m[i], flags, now, &mp);
+        if (!d[i]) {
+            ep[i]  = arena_alloc(rq->arena, sizeof *ep[i]);
+            *ep[i] = mp;
+            continue;
+        }
         store_batch_item_t *x = &it[k];
         x->draft = d[i];
         switch (kind) {
@@ -137,16 +144,18 @@ bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_membe
     }
     if (k && !batch_run(rq, it, k, p)) return false;
     for (size_t j = 0, i = 0; i < n; i++) {
-        bool ok = false, created = false;
+        bool       ok = false, created = false;
+        problem_t  up = {0};
+        problem_t *why = ep[i];
         if (d[i] && j < k && pos[j] == i) {
             store_batch_item_t *x = &it[j++];
             ok      = x->ok;
             created = x->created;
-            if (!ok) ep[i] = x->problem;
-            else if (kind == OPS_BATCH_UPDATE) ok = member_update_result(&ur[i], &ep[i]);
+            if (!ok) why = x->problem;
+            else if (kind == OPS_BATCH_UPDATE && !(ok = member_update_result(&ur[i], &up))) why = &up;
         }
         if (!ok) {
-            result_fail(rq, res, member_id(m[i].body), &ep[i]);
+            result_fail(rq, res, member_id(m[i].body), why);
             continue;
         }
         res->ok[res->n_ok++] = d[i]->id;
@@ -162,33 +171,29 @@ bool ops_batch_delete(const ops_req_t *rq, const json_t *ids, ops_batch_result_t
     json_foreach(e, ids) has_null |= e->type == JSON_NULL;
     if (!batch_valid(ids->len, has_null, p)) return false;
     result_init(rq, res, ids->len, false);
-    size_t              n  = ids->len, k = 0, i = 0;
+    size_t              n  = ids->len, k = 0;
     store_batch_item_t *it = arena_calloc(rq->arena, n * sizeof *it);
-    problem_t          *ep = arena_calloc(rq->arena, n * sizeof *ep);
-    bool               *in = arena_calloc(rq->arena, n * sizeof *in);
     json_foreach(e, ids) {
-        if (!json_is_string(e)) {
-            problem_set(&ep[i], PB_BAD_REQUEST_DATA, "each member of a batch delete must be an entity id (a string)");
-        } else if (ops_check_id(e->str, &ep[i])) {
+        if (json_is_string(e) && ops_check_id(e->str, NULL)) {
             it[k].kind = STORE_B_DELETE;
             it[k].id   = e->str;
             k++;
-            in[i] = true;
         }
-        i++;
     }
     if (k && !batch_run(rq, it, k, p)) return false;
-    i = 0;
     size_t j = 0;
     json_foreach(e, ids) {
-        if (in[i]) {
+        problem_t ep = {0};
+        if (!json_is_string(e)) {
+            problem_set(&ep, PB_BAD_REQUEST_DATA, "each member of a batch delete must be an entity id (a string)");
+            result_fail(rq, res, NULL, &ep);
+        } else if (!ops_check_id(e->str, &ep)) {
+            result_fail(rq, res, e->str, &ep);
+        } else {
             store_batch_item_t *x = &it[j++];
             if (x->ok) res->ok[res->n_ok++] = e->str;
-            else result_fail(rq, res, e->str, &x->problem);
-        } else {
-            result_fail(rq, res, json_is_string(e) ? e->str : NULL, &ep[i]);
+            else result_fail(rq, res, e->str, x->problem);
         }
-        i++;
     }
     return true;
 }

@@ -245,7 +245,7 @@ typedef struct store_batch_item {
     bool               ok;
     bool               created; /* UPSERT*: a new entity */
     op_result_t       *res;     /* UPDATE: per-attribute outcomes (caller's, may be NULL) */
-    problem_t          problem; /* when !ok */
+    problem_t         *problem; /* when !ok: why (in the scratch arena; only failures cost one) */
 } store_batch_item_t;
 
 /* Applies every item in ONE atomic step of the tenant (items fail or succeed

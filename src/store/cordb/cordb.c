@@ -820,6 +820,17 @@ bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *
 
 /* ---------------------------------------------------------------- batches */
 
+/* A failed item's problem, kept in the scratch arena (only failures cost one). */
+static problem_t *batch_problem(arena_t *scratch, const problem_t *p)
+{
+    problem_t *q = arena_alloc(scratch, sizeof(*q));
+
+    *q = *p;
+    if (q->kind == PB_NONE)
+        problem_set(q, PB_INTERNAL_ERROR, "corDB: a batch item failed without a reason");
+    return q;
+}
+
 bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t n,
                arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p)
 {
@@ -843,69 +854,73 @@ bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t 
     frozen = arena_calloc(scratch, (n ? n : 1) * sizeof(*frozen));
     for (size_t i = 0; i < n; i++) {
         store_batch_item_t *it = &items[i];
+        problem_t           ip = { 0 };
 
-        it->ok = false;
+        it->ok      = false;
         it->created = false;
-        memset(&it->problem, 0, sizeof(it->problem));
+        it->problem = NULL;
         if (it->kind == STORE_B_UPDATE || it->kind == STORE_B_MERGE) {
-            if (!it->draft || !it->draft->id) {
-                problem_set(&it->problem, PB_BAD_REQUEST_DATA, "an entity needs an id");
-                continue;
-            }
-        } else if (it->kind != STORE_B_DELETE && !check_draft(it->draft, &it->problem)) {
-            continue;
+            if (!it->draft || !it->draft->id)
+                problem_set(&ip, PB_BAD_REQUEST_DATA, "an entity needs an id");
+        } else if (it->kind != STORE_B_DELETE) {
+            check_draft(it->draft, &ip);
         }
-        if (it->kind == STORE_B_CREATE || it->kind == STORE_B_UPSERT ||
-            it->kind == STORE_B_UPSERT_REPLACE) {
+        if (ip.kind == PB_NONE && (it->kind == STORE_B_CREATE || it->kind == STORE_B_UPSERT ||
+                                   it->kind == STORE_B_UPSERT_REPLACE)) {
             frozen[i] = entity_freeze(it->draft);
             if (!frozen[i])
-                oom(&it->problem, "entity");
+                oom(&ip, "entity");
         }
+        if (ip.kind != PB_NONE)
+            it->problem = batch_problem(scratch, &ip);
     }
 
     tenant_wrlock(t);
     for (size_t i = 0; i < n; i++) {
         store_batch_item_t *it = &items[i];
         store_change_t     *ch = &group[k];
+        problem_t           ip = { 0 };
         uint32_t            s;
 
-        if (it->problem.kind != PB_NONE)
+        if (it->problem)
             continue;
         change_none(ch);
         switch (it->kind) {
         case STORE_B_CREATE:
-            if ((it->ok = insert_locked(db, t, frozen[i], ch, &it->problem)))
+            if ((it->ok = insert_locked(db, t, frozen[i], ch, &ip)))
                 frozen[i] = NULL;
             it->created = it->ok;
             break;
         case STORE_B_UPSERT:
         case STORE_B_UPSERT_REPLACE:
             it->ok = upsert_locked(db, t, &frozen[i], it->draft, it->kind == STORE_B_UPSERT_REPLACE,
-                                   &it->created, scratch, ch, &it->problem);
+                                   &it->created, scratch, ch, &ip);
             break;
         case STORE_B_UPDATE:
         case STORE_B_MERGE:
             s = cdb_tenant_find(t, it->draft->id);
             if (s == CDB_NONE) {
-                not_found(&it->problem, it->draft->id);
+                not_found(&ip, it->draft->id);
                 break;
             }
             it->ok = modify_locked(t, s, it->kind == STORE_B_UPDATE ? OP_APPEND_ATTRS
                                                                    : OP_MERGE_ENTITY,
-                                   it->draft, &it->args, it->res, scratch, ch, &it->problem);
+                                   it->draft, &it->args, it->res, scratch, ch, &ip);
             break;
         case STORE_B_DELETE:
             s = it->id ? cdb_tenant_find(t, it->id) : CDB_NONE;
             if (s == CDB_NONE) {
-                not_found(&it->problem, it->id ? it->id : "");
+                not_found(&ip, it->id ? it->id : "");
                 break;
             }
-            it->ok = delete_locked(db, t, s, NULL, STORE_OP_DELETE, ch, &it->problem);
+            it->ok = delete_locked(db, t, s, NULL, STORE_OP_DELETE, ch, &ip);
             break;
         default:
-            problem_set(&it->problem, PB_INTERNAL_ERROR, "corDB: unknown batch operation %d",
+            problem_set(&ip, PB_INTERNAL_ERROR, "corDB: unknown batch operation %d",
                         (int)it->kind);
         }
+        if (!it->ok)
+            it->problem = batch_problem(scratch, &ip);
         if (it->ok && ch->seq)
             k++;
     }
