@@ -345,19 +345,42 @@ struct cdb_log {
     uint64_t        appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
 };
 
-static __thread sbuf_t tl_buf;
+/* Each writer thread's group buffer, freed when the thread exits. */
+static pthread_key_t  buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+
+static void buf_free(void *v)
+{
+    sbuf_t *sb = v;
+
+    sb_release(sb);
+    free(sb);
+}
+
+static void buf_key_init(void)
+{
+    if (pthread_key_create(&buf_key, buf_free) != 0)
+        cr_oom("corDB log buffer key", 0);
+}
 
 sbuf_t *cdb_log_buf(void)
 {
-    if (!tl_buf.p)
-        sb_init(&tl_buf, NULL, 4096);
-    /* Give back what one huge batch grew it to. */
-    if (tl_buf.cap > (8u << 20)) {
-        sb_release(&tl_buf);
-        sb_init(&tl_buf, NULL, 4096);
+    sbuf_t *sb;
+
+    pthread_once(&buf_once, buf_key_init);
+    sb = pthread_getspecific(buf_key);
+    if (!sb) {
+        sb = cr_xmalloc(sizeof(*sb));
+        sb_init(sb, NULL, 4096);
+        pthread_setspecific(buf_key, sb);
     }
-    sb_clear(&tl_buf);
-    return &tl_buf;
+    /* Give back what one huge batch grew it to. */
+    if (sb->cap > (8u << 20)) {
+        sb_release(sb);
+        sb_init(sb, NULL, 4096);
+    }
+    sb_clear(sb);
+    return sb;
 }
 
 const char *cdb_log_dir(const cdb_log_t *l) { return l->dir; }
