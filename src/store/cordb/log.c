@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../model/codec.h"
 #include "log.h"
 
 /* ------------------------------------------------------------ CRC32C */
@@ -135,19 +136,6 @@ static uint64_t get_u64(const uint8_t *p)
     return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
 }
 
-static void put_varint(sbuf_t *sb, uint64_t v)
-{
-    char b[10];
-    int  n = 0;
-
-    while (v >= 0x80) {
-        b[n++] = (char)(v | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (char)v;
-    sb_add(sb, b, (size_t)n);
-}
-
 size_t cdb_rec_begin(sbuf_t *sb, int kind, const char *tenant)
 {
     size_t start = sb->len, tn = tenant ? strlen(tenant) : 0;
@@ -155,8 +143,7 @@ size_t cdb_rec_begin(sbuf_t *sb, int kind, const char *tenant)
 
     head[16] = (char)kind;
     sb_add(sb, head, sizeof(head));
-    put_varint(sb, tn);
-    sb_add(sb, tenant ? tenant : "", tn);
+    cr_put_str(sb, tenant ? tenant : "", tn);
     return start;
 }
 
@@ -182,28 +169,12 @@ size_t cdb_rec_seal(char *buf, size_t len, uint64_t seq)
     return n;
 }
 
-static uint64_t read_varint(const uint8_t **pp, const uint8_t *end, bool *bad)
-{
-    uint64_t v = 0;
-
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*pp >= end)
-            break;
-        uint8_t b = *(*pp)++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-    }
-    *bad = true;
-    return 0;
-}
-
 cdb_parse_t cdb_rec_parse(const uint8_t *buf, size_t avail, cdb_rec_t *r)
 {
     uint32_t       len;
-    const uint8_t *p, *end;
-    bool           bad = false;
-    uint64_t       tn;
+    cr_reader_t    rd;
+    const char    *tname;
+    size_t         tn;
 
     if (avail < 8)
         return CDB_PARSE_SHORT;
@@ -217,15 +188,14 @@ cdb_parse_t cdb_rec_parse(const uint8_t *buf, size_t avail, cdb_rec_t *r)
     r->seq   = get_u64(buf + 8);
     r->kind  = buf[16];
     r->flags = buf[17];
-    p   = buf + CDB_REC_HEAD;
-    end = buf + 8 + len;
-    tn  = read_varint(&p, end, &bad);
-    if (bad || tn > (uint64_t)(end - p))
+    rd    = (cr_reader_t){ .p = buf + CDB_REC_HEAD, .end = buf + 8 + len };
+    tname = cr_get_str(&rd, &tn);
+    if (!tname)
         return CDB_PARSE_BAD;
-    r->tenant      = (const char *)p;
-    r->tenant_len  = (size_t)tn;
-    r->payload     = p + tn;
-    r->payload_len = (size_t)(end - r->payload);
+    r->tenant      = tname;
+    r->tenant_len  = tn;
+    r->payload     = rd.p;
+    r->payload_len = (size_t)(rd.end - rd.p);
     r->size        = 8 + (size_t)len;
     return CDB_PARSE_OK;
 }
