@@ -45,26 +45,55 @@ void api_version(request_t *r)
     reply_body(r, 200, "application/json");
 }
 
+/* GET /admin/snapshot: the last snapshot; POST: start one (202), in the
+ * store's thread (202, with the last one). A backup polls GET until
+ * `running` is false and `seq` is past the one POST answered. */
+static void snapshot_reply(request_t *r, int status, const store_snapshot_info_t *si, bool running)
+{
+    json_writer_t w;
+
+    jw_init(&w, &r->out);
+    jw_object_begin(&w);
+    jw_key(&w, "running"); jw_bool(&w, running);
+    if (si->file[0]) {
+        jw_key(&w, "file"); jw_string(&w, si->file);
+        jw_key(&w, "seq"); jw_int(&w, (int64_t)si->seq);
+        jw_key(&w, "entities"); jw_int(&w, (int64_t)si->entities);
+        jw_key(&w, "objects"); jw_int(&w, (int64_t)si->objects);
+        jw_key(&w, "bytes"); jw_int(&w, (int64_t)si->bytes);
+        jw_key(&w, "ms"); jw_number(&w, si->ms);
+    }
+    if (si->error[0]) {
+        jw_key(&w, "error"); jw_string(&w, si->error);
+    }
+    jw_object_end(&w);
+    reply_body(r, status, "application/json");
+}
+
+void api_admin_snapshot_get(request_t *r)
+{
+    store_snapshot_info_t si;
+    problem_t             p = { 0 };
+    bool                  running;
+
+    if (!ops_snapshot_last(api_store, &si, &running, &p)) {
+        reply_problem(r, &p);
+        return;
+    }
+    snapshot_reply(r, 200, &si, running);
+}
+
 void api_admin_snapshot(request_t *r)
 {
     store_snapshot_info_t si;
     problem_t             p = { 0 };
-    json_writer_t         w;
+    bool                  running;
 
-    if (!ops_snapshot(api_store, &si, &p)) {
+    if (!ops_snapshot_last(api_store, &si, &running, &p) || !ops_snapshot_start(api_store, &p)) {
         reply_problem(r, &p);
         return;
     }
-    jw_init(&w, &r->out);
-    jw_object_begin(&w);
-    jw_key(&w, "file"); jw_string(&w, si.file);
-    jw_key(&w, "seq"); jw_int(&w, (int64_t)si.seq);
-    jw_key(&w, "entities"); jw_int(&w, (int64_t)si.entities);
-    jw_key(&w, "objects"); jw_int(&w, (int64_t)si.objects);
-    jw_key(&w, "bytes"); jw_int(&w, (int64_t)si.bytes);
-    jw_key(&w, "ms"); jw_number(&w, si.ms);
-    jw_object_end(&w);
-    reply_body(r, 200, "application/json");
+    snapshot_reply(r, 202, &si, true);
 }
 
 void api_statistics(request_t *r)

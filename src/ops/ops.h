@@ -254,8 +254,10 @@ void ops_stats(store_t *s, store_stats_t *st);
 
 /* ------------------------------------------------------ administration */
 
-/* POST /admin/snapshot: a snapshot of the store on disk now (ops/snapshot.c).
- * OperationNotSupported for a store in RAM; 503 when the disk fails. */
-bool ops_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p);
+/* POST /admin/snapshot: a snapshot of the store on disk, started in the
+ * store's thread (ops/snapshot.c); GET /admin/snapshot: the last one.
+ * OperationNotSupported for a store in RAM. */
+bool ops_snapshot_start(store_t *s, problem_t *p);
+bool ops_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, problem_t *p);
 
 #endif

@@ -585,6 +585,24 @@ bool store_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p)
     return s->be->snapshot(s->db, info ? info : &tmp, p);
 }
 
+bool store_snapshot_start(store_t *s, problem_t *p)
+{
+    if (!s->be->snapshot_start)
+        return problem_set(p, PB_OPERATION_NOT_SUPPORTED, "the %s store takes no snapshots",
+                           s->be->name);
+    return s->be->snapshot_start(s->db, p);
+}
+
+bool store_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, problem_t *p)
+{
+    memset(info, 0, sizeof(*info));
+    *running = false;
+    if (!s->be->snapshot_last)
+        return problem_set(p, PB_OPERATION_NOT_SUPPORTED, "the %s store takes no snapshots",
+                           s->be->name);
+    return s->be->snapshot_last(s->db, info, running, p);
+}
+
 /* ----------------------------------------------------------- statistics */
 
 void store_get_stats(store_t *s, store_stats_t *st)

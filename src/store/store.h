@@ -170,6 +170,8 @@ typedef struct store_backend {
                                     size_t len),
                          void *ud);
     bool  (*snapshot)(void *db, struct store_snapshot_info *info, problem_t *p);
+    bool  (*snapshot_start)(void *db, problem_t *p);
+    bool  (*snapshot_last)(void *db, struct store_snapshot_info *info, bool *running, problem_t *p);
 } store_backend_t;
 
 /* For backends: a tenant's stream (never fails: out of memory aborts). */
@@ -337,13 +339,20 @@ typedef struct store_snapshot_info {
     uint64_t seq;               /* every log record up to seq is in it */
     uint64_t entities, objects, bytes;
     double   ms;                /* how long it took */
-    char     file[256];
+    char     file[256];         /* "" before the first snapshot */
+    char     error[256];        /* store_snapshot_last: why the last one failed, "" if it did not */
 } store_snapshot_info_t;
 
-/* Writes a snapshot of the store on disk now (POST /admin/snapshot), from
- * the immutable versions: writers go on meanwhile. OperationNotSupported
- * for a store in RAM; 503 when the disk fails. */
+/* Writes a snapshot of the store on disk now and returns when it is
+ * installed, from the immutable versions: writers go on meanwhile.
+ * OperationNotSupported for a store in RAM; 503 when the disk fails. */
 bool store_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p);
+/* POST /admin/snapshot: the same in the store's own thread, returning at
+ * once (an HTTP thread must not be held for seconds: its other connections
+ * would wait); GET /admin/snapshot: the last one (running: one is being
+ * written). */
+bool store_snapshot_start(store_t *s, problem_t *p);
+bool store_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, problem_t *p);
 
 /* ----------------------------------------------------------- statistics */
 

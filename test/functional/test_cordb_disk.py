@@ -107,6 +107,20 @@ def dbdir(tmp_path):
     return str(tmp_path / "db")
 
 
+def snapshot(b):
+    """POST /admin/snapshot (202: started in the store's thread), then GET until it is done."""
+    r = requests.post(b.base + "/admin/snapshot", timeout=15)
+    assert r.status_code == 202, r.text
+    before = r.json().get("seq", -1)
+    deadline = time.time() + 30
+    while True:
+        g = requests.get(b.base + "/admin/snapshot", timeout=15).json()
+        if not g["running"] and (g.get("seq", -1) > before or g.get("error")):
+            return g
+        assert time.time() < deadline, "the snapshot did not finish"
+        time.sleep(0.02)
+
+
 def assert_503(r):
     assert r.status_code == 503, r.text
     pd = r.json()
@@ -146,9 +160,8 @@ def test_admin_snapshot(dbdir, tmp_path):
     try:
         for i in range(20):
             assert b.create("urn:s:%d" % i, i).status_code == 201
-        r = requests.post(b.base + "/admin/snapshot", timeout=15)
-        assert r.status_code == 200, r.text
-        assert r.json()["entities"] == 20 and r.json()["file"].endswith(".cdb")
+        g = snapshot(b)
+        assert g["entities"] == 20 and g["file"].endswith(".cdb") and "error" not in g
         assert b.patch("urn:s:3", 33).status_code == 204
     finally:
         b.stop()
@@ -161,9 +174,10 @@ def test_admin_snapshot(dbdir, tmp_path):
 
 
 def test_admin_snapshot_in_ram(broker):
-    r = requests.post(broker.base + "/admin/snapshot", timeout=15)
-    assert r.status_code == 422
-    assert r.json()["type"].endswith("OperationNotSupported")
+    for r in (requests.post(broker.base + "/admin/snapshot", timeout=15),
+              requests.get(broker.base + "/admin/snapshot", timeout=15)):
+        assert r.status_code == 422
+        assert r.json()["type"].endswith("OperationNotSupported")
 
 
 @pytest.mark.parametrize("sync", ["always", "interval"])
@@ -231,13 +245,13 @@ def test_crash_during_snapshot(dbdir, tmp_path):
     try:
         for i in range(10):
             assert b.create("urn:c:%d" % i, i).status_code == 201
-        assert requests.post(b.base + "/admin/snapshot", timeout=15).status_code == 200
+        snapshot(b)
         for i in range(10, 20):
             assert b.create("urn:c:%d" % i, i).status_code == 201
         assert b.patch("urn:c:0", 100).status_code == 204
         (faults / "snapcrash").write_text("1")
         try:
-            requests.post(b.base + "/admin/snapshot", timeout=15)
+            assert requests.post(b.base + "/admin/snapshot", timeout=15).status_code == 202
         except requests.RequestException:
             pass
         b.proc.wait(timeout=15)

@@ -6,6 +6,7 @@ start of an empty store.
   python3 test/perf/disk_bench.py ingest   [--duration 5] [--connections 50] [--runs 1]
   python3 test/perf/disk_bench.py recovery [--entities 1000000]
   python3 test/perf/disk_bench.py empty
+  python3 test/perf/disk_bench.py snapshot-p99 [--entities 1000000] [--duration 5]
 
 ingest: for each configuration (RAM, always, interval, none), a fresh broker
 (a fresh --dbDir), 10,000 Vehicles loaded, then wrk runs creates (a new
@@ -63,6 +64,18 @@ def timed_start(port, flags, logpath):
 def stats(port):
     with urllib.request.urlopen("http://127.0.0.1:%d/statistics" % port, timeout=10) as r:
         return json.load(r)["store"]
+
+
+def snapshot(base):
+    """POST /admin/snapshot, then GET /admin/snapshot until it is done: its answer."""
+    with urllib.request.urlopen(urllib.request.Request(base + "/admin/snapshot", method="POST"), timeout=60) as r:
+        before = json.load(r).get("seq", -1)
+    while True:
+        with urllib.request.urlopen(base + "/admin/snapshot", timeout=60) as r:
+            g = json.load(r)
+        if not g["running"] and (g.get("seq", -1) > before or g.get("error")):
+            return g
+        time.sleep(0.01)
 
 
 def stop(p):
@@ -139,8 +152,7 @@ def recovery(a):
         return p, secs, float(ms[0]), int(ms[1])
 
     p, s_log, ms_log, n = restart()
-    with urllib.request.urlopen(urllib.request.Request(base + "/admin/snapshot", method="POST"), timeout=600) as r:
-        snap = json.load(r)
+    snap = snapshot(base)
     stop(p)
     # drop the log the snapshot covers (a second snapshot would remove it: see doc/cordb.md)
     snap_bytes = snap["bytes"]
@@ -154,6 +166,39 @@ def recovery(a):
         s_snap, ms_snap, snap_bytes, snap_bytes / max(n2, 1)))
     print("snapshot written in %.0f ms" % snap["ms"])
     shutil.rmtree(work, ignore_errors=True)
+
+
+def snapshot_p99(a):
+    """PATCH p99 over N entities, without and during snapshots (POST /admin/snapshot,
+    written by the store's thread, back to back while wrk runs)."""
+    import threading
+    work = tempfile.mkdtemp(prefix="coraine-snapp99-")
+    port = perf_run.free_port()
+    p = start(port, ["--dbDir", os.path.join(work, "db"), "--dbSnapshotSize", "0"], os.path.join(work, "broker.log"))
+    base = "http://127.0.0.1:%d" % port
+    perf_run.wait_up(base + "/version")
+    perf_run.load(base, a.entities)
+    script, args = os.path.join(HERE, "patch.lua"), [str(a.entities)]
+    rps0, _, p99_0 = perf_run.wrk(base + "/", a.duration, a.connections, a.threads, script, args)
+    stop_flag, snaps = [False], []
+
+    def snapper():
+        while not stop_flag[0]:
+            snaps.append(snapshot(base)["ms"])
+
+    th = threading.Thread(target=snapper)
+    th.start()
+    rps1, _, p99_1 = perf_run.wrk(base + "/", a.duration, a.connections, a.threads, script, args)
+    stop_flag[0] = True
+    th.join()
+    stop(p)
+    shutil.rmtree(work, ignore_errors=True)
+    print("| %d entities | PATCHes/s | p99 (ms) |" % a.entities)
+    print("|---|---|---|")
+    print("| no snapshot | %.0f | %.1f |" % (rps0, p99_0 / 1000))
+    print("| snapshots back to back (%d, %.0f ms each) | %.0f | %.1f |" % (
+        len(snaps), statistics.median(snaps) if snaps else 0, rps1, p99_1 / 1000))
+    print("p99 ratio: %.2f" % (p99_1 / p99_0))
 
 
 def empty(a):
@@ -173,7 +218,7 @@ def empty(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["ingest", "recovery", "empty"])
+    ap.add_argument("what", choices=["ingest", "recovery", "empty", "snapshot-p99"])
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--connections", type=int, default=50)
@@ -183,7 +228,7 @@ def main():
     a = ap.parse_args()
     if a.bin:
         perf_run.BIN = a.bin
-    {"ingest": ingest, "recovery": recovery, "empty": empty}[a.what](a)
+    {"ingest": ingest, "recovery": recovery, "empty": empty, "snapshot-p99": snapshot_p99}[a.what](a)
 
 
 if __name__ == "__main__":

@@ -302,7 +302,7 @@ void cdb_tenant_wrlock(cdb_tenant_t *t)
 
 /* Between two chunks of a scan (no lock held): let waiting writers take the
  * lock first. Bounded: a scan is never stalled for long. */
-static void scan_yield(cdb_tenant_t *t)
+void cdb_scan_yield(cdb_tenant_t *t)
 {
     for (int i = 0; i < 64 && atomic_load_explicit(&t->wwait, memory_order_relaxed); i++)
         sched_yield();
@@ -314,7 +314,7 @@ static size_t scan_breathe(cdb_tenant_t *t, cdb_scan_t *sc)
 {
     cdb_scan_pause(sc);
     pthread_rwlock_unlock(&t->lock);
-    scan_yield(t);
+    cdb_scan_yield(t);
     pthread_rwlock_rdlock(&t->lock);
     cdb_scan_resume(sc);
     return CDB_SCAN_CHUNK;
@@ -803,7 +803,7 @@ bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *
         }
         if (!e)
             break;
-        scan_yield(t);
+        cdb_scan_yield(t);
         tenant_wrlock(t);
         cdb_scan_resume(&sc);
     }
@@ -1229,6 +1229,16 @@ static bool be_snapshot(void *db, store_snapshot_info_t *info, problem_t *p)
     return cdb_snapshot(db, info, p);
 }
 
+static bool be_snapshot_start(void *db, problem_t *p)
+{
+    return cdb_snapshot_start(db, p);
+}
+
+static bool be_snapshot_last(void *db, store_snapshot_info_t *info, bool *running, problem_t *p)
+{
+    return cdb_snapshot_last(db, info, running, p);
+}
+
 static void be_obj_foreach(void *db, int kind,
                            void (*fn)(void *ud, const char *tenant, const char *id,
                                       const char *json, size_t len),
@@ -1260,5 +1270,7 @@ const store_backend_t cdb_backend = {
     .obj_get       = be_obj_get,
     .obj_foreach   = be_obj_foreach,
     .snapshot      = be_snapshot,
+    .snapshot_start = be_snapshot_start,
+    .snapshot_last = be_snapshot_last,
     .disk_stats    = be_disk_stats,
 };

@@ -363,6 +363,9 @@ cdb_tenant_t *cdb_tenant_get(cdb_t *db, const char *tenant, problem_t *p);
 cdb_tenant_t *cdb_tenant_open(cdb_t *db, const char *tenant, problem_t *p);
 void          cdb_tenant_each(cdb_t *db, void (*fn)(void *ud, cdb_tenant_t *t), void *ud);
 void          cdb_tenant_wrlock(cdb_tenant_t *t);
+/* Between two read-locked chunks (no lock held): lets waiting writers in
+ * first (the reader-preferring lock would let a scan starve them). */
+void          cdb_scan_yield(cdb_tenant_t *t);
 struct cdb_log *cdb_db_log(cdb_t *db);      /* NULL: in RAM */
 void            cdb_set_log(cdb_t *db, struct cdb_log *log);
 
@@ -375,6 +378,9 @@ bool   cdb_replay_put(cdb_t *db, const char *tenant, cr_entity_t *e, problem_t *
 void   cdb_replay_del(cdb_t *db, const char *tenant, const char *id);
 /* A snapshot now (snapshot.c); from the log's thread or POST /admin/snapshot. */
 bool   cdb_snapshot(cdb_t *db, store_snapshot_info_t *info, problem_t *p);
+/* The same in the log's snapshot thread (returns at once), and the last one's outcome. */
+bool   cdb_snapshot_start(cdb_t *db, problem_t *p);
+bool   cdb_snapshot_last(cdb_t *db, store_snapshot_info_t *info, bool *running, problem_t *p);
 
 /* The shape of one tenant, for tests and /statistics. false: no such tenant. */
 typedef struct cdb_shape {

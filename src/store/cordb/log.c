@@ -744,6 +744,20 @@ cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p)
     }
 }
 
+bool cdb_log_want_snapshot(cdb_log_t *l)
+{
+    bool ok;
+
+    pthread_mutex_lock(&l->mu);
+    ok = l->snap_thread_on;
+    if (ok) {
+        l->snap_wanted = true;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
 bool cdb_log_sync(cdb_log_t *l, uint64_t *upto, problem_t *p)
 {
     pthread_mutex_lock(&l->mu);

@@ -113,6 +113,8 @@ bool       cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
  * cdb_log_undone. Other modes: OK at once. */
 cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p);
 void       cdb_log_undone(cdb_log_t *l, cdb_logw_t *w);
+/* Asks the log's snapshot thread for a snapshot now (false: it has none). */
+bool       cdb_log_want_snapshot(cdb_log_t *l);
 /* Every record appended so far on disk (*upto: the last); false (503) when
  * the log is failed or the fsync fails. */
 bool       cdb_log_sync(cdb_log_t *l, uint64_t *upto, problem_t *p);

@@ -34,11 +34,17 @@
 #include "log.h"
 
 static pthread_mutex_t snap_mu = PTHREAD_MUTEX_INITIALIZER;
+/* The last snapshot's outcome (for GET /admin/snapshot), under last_mu. */
+static pthread_mutex_t        last_mu = PTHREAD_MUTEX_INITIALIZER;
+static store_snapshot_info_t  last_info;
+static bool                   last_running, last_ok, last_any;
+static char                   last_error[256];
 
 typedef struct snap {
     int      fd;
     sbuf_t   sb;
     uint64_t n, bytes, entities, objects;
+    uint64_t synced;            /* bytes written back (sync_file_range) */
     int      err;               /* errno of the first failed write */
 } snap_t;
 
@@ -74,6 +80,17 @@ static void snap_flush(snap_t *sn, bool force)
     }
     sn->bytes += sn->sb.len;
     sb_clear(&sn->sb);
+    /* Write back as we go (every 8 MiB, waiting for the range before): a
+     * snapshot of a large store would otherwise fill the page cache with
+     * dirty pages, and the kernel then throttles every writer of the
+     * process, the log's pwrite under a tenant's write lock included. */
+    if (!sn->err && sn->bytes - sn->synced >= (8u << 20)) {
+        sync_file_range(sn->fd, (off_t)sn->synced, (off_t)(sn->bytes - sn->synced),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                        SYNC_FILE_RANGE_WAIT_AFTER);
+        posix_fadvise(sn->fd, 0, (off_t)sn->bytes, POSIX_FADV_DONTNEED);
+        sn->synced = sn->bytes;
+    }
 }
 
 static void snap_tenant(snap_t *sn, cdb_tenant_t *t)
@@ -117,6 +134,7 @@ static void snap_tenant(snap_t *sn, cdb_tenant_t *t)
         snap_flush(sn, false);
         if (k < CDB_SCAN_CHUNK)
             break;
+        cdb_scan_yield(t);
         pthread_rwlock_rdlock(&t->lock);
         cdb_scan_resume(&sc);
     }
@@ -166,6 +184,9 @@ bool cdb_snapshot(cdb_t *db, store_snapshot_info_t *info, problem_t *p)
                            "corDB runs in RAM (no --dbDir): there is nothing to snapshot to");
     dir = cdb_log_dir(log);
     pthread_mutex_lock(&snap_mu);
+    pthread_mutex_lock(&last_mu);
+    last_running = true;
+    pthread_mutex_unlock(&last_mu);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!cdb_log_roll(log, &seq, &seg, p)) {
         if (p)
@@ -226,14 +247,16 @@ bool cdb_snapshot(cdb_t *db, store_snapshot_info_t *info, problem_t *p)
     cdb_log_snapshot_done(log, seq, seg);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     ok = true;
-    if (info) {
-        info->seq      = seq;
-        info->entities = sn.entities;
-        info->objects  = sn.objects;
-        info->bytes    = sn.bytes + sizeof(head);
-        info->ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-        snprintf(info->file, sizeof(info->file), "%.255s", path);
-    }
+    pthread_mutex_lock(&last_mu);
+    last_info.seq      = seq;
+    last_info.entities = sn.entities;
+    last_info.objects  = sn.objects;
+    last_info.bytes    = sn.bytes + sizeof(head);
+    last_info.ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    snprintf(last_info.file, sizeof(last_info.file), "%.255s", path);
+    if (info)
+        *info = last_info;
+    pthread_mutex_unlock(&last_mu);
     LOG_I("corDB: snapshot %s: %llu entities, %llu objects, %llu bytes", path,
           (unsigned long long)sn.entities, (unsigned long long)sn.objects,
           (unsigned long long)(sn.bytes + sizeof(head)));
@@ -245,6 +268,43 @@ done:
     if (sn.sb.p)
         sb_release(&sn.sb);
     free(tl.v);
+    pthread_mutex_lock(&last_mu);
+    last_running = false;
+    last_any     = true;
+    last_ok      = ok;
+    snprintf(last_error, sizeof(last_error), "%.255s", ok || !p ? "" : p->detail);
+    pthread_mutex_unlock(&last_mu);
     pthread_mutex_unlock(&snap_mu);
     return ok;
+}
+
+bool cdb_snapshot_start(cdb_t *db, problem_t *p)
+{
+    cdb_log_t *log = cdb_db_log(db);
+
+    if (!log)
+        return problem_set(p, PB_OPERATION_NOT_SUPPORTED,
+                           "corDB runs in RAM (no --dbDir): there is nothing to snapshot to");
+    if (!cdb_log_want_snapshot(log))
+        return problem_set(p, PB_INTERNAL_ERROR, "corDB: the snapshot thread is not running");
+    return true;
+}
+
+bool cdb_snapshot_last(cdb_t *db, store_snapshot_info_t *info, bool *running, problem_t *p)
+{
+    bool any;
+
+    if (!cdb_db_log(db))
+        return problem_set(p, PB_OPERATION_NOT_SUPPORTED,
+                           "corDB runs in RAM (no --dbDir): there are no snapshots");
+    pthread_mutex_lock(&last_mu);
+    *info    = last_info;
+    *running = last_running;
+    any      = last_any;
+    if (any && !last_ok)
+        snprintf(info->error, sizeof(info->error), "%s", last_error);
+    else
+        info->error[0] = '\0';
+    pthread_mutex_unlock(&last_mu);
+    return true;
 }
