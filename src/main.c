@@ -10,7 +10,6 @@
 #include "store/store.h"
 
 #include <signal.h>
-#include <strings.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,14 +61,6 @@ int main(int argc, char **argv)
         return 1;
     }
     api_init(store);
-    /* --dbSync always: a writer waits for its group's fsync on its HTTP
-     * thread, and group commit shares one fsync among the writers waiting at
-     * once: with one thread per core there would be one or two of them. */
-    if (cr_config.db_dir && cr_config.db_sync && !strcasecmp(cr_config.db_sync, "always") &&
-        cr_config.connection_pool_size == 0) {
-        cr_config.connection_pool_size = 16;
-        LOG_I("--dbSync always: 16 HTTP threads (group commit; --connectionPoolSize to change)");
-    }
 
     size_t              n;
     const http_route_t *routes = api_routes(&n);

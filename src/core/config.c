@@ -215,6 +215,12 @@ bool cr_config_load(int argc, char **argv)
     if (cr_config.connection_pool_size == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cr_config.connection_pool_size = n > 0 ? (int)n : 2;
+        /* --dbSync always: a writer waits for its group's fsync on its HTTP
+         * thread, and group commit shares one fsync among the writers
+         * waiting at once: one thread per core would leave one or two. */
+        if (cr_config.db_dir && cr_config.db_sync && !strcmp(cr_config.db_sync, "always") &&
+            cr_config.connection_pool_size < 16)
+            cr_config.connection_pool_size = 16;
     }
     if (cr_config.port < 1 || cr_config.port > 65535) {
         fprintf(stderr, "coraine: --port must be 1..65535\n");
