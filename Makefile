@@ -9,6 +9,8 @@
 #   make functional functional tests (pytest) against build/release/coraine
 #   make fuzz       libFuzzer targets (clang)       -> build/fuzz/fuzz_*
 #   make perf       benchmark programs              -> build/release/perf/*
+#   make crash      corDB crash loop (kill -9 against --dbSync always; CRASH_ITERATIONS=100)
+#   make faultshim  the LD_PRELOAD fault injector of the disk tests -> build/<variant>/faultshim.so
 #   make install    /usr/local/bin/coraine
 
 VARIANT ?= release
@@ -58,7 +60,7 @@ CORE_CONTEXT := src/ld/ngsi-ld-core-context-v1.8.jsonld
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 
-.PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools
+.PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools crash faultshim
 all: $(BUILD)/coraine tools
 
 # ---- tools/: the notification receiver (tests and benchmarks use it)
@@ -105,8 +107,19 @@ tsan:
 unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
-functional: all
-	CORAINE_BIN=$(CURDIR)/$(BUILD)/coraine python3 -m pytest -q test/functional
+functional: all faultshim
+	CORAINE_BIN=$(CURDIR)/$(BUILD)/coraine CORAINE_FAULTSHIM=$(CURDIR)/$(BUILD)/faultshim.so \
+	    python3 -m pytest -q test/functional
+
+# ---- corDB on disk: fault injection (LD_PRELOAD) and the crash loop
+faultshim: $(BUILD)/faultshim.so
+$(BUILD)/faultshim.so: test/crash/faultshim.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -shared -o $@ $< -ldl
+
+CRASH_ITERATIONS ?= 100
+crash: all
+	CORAINE_BIN=$(CURDIR)/$(BUILD)/coraine python3 test/crash/crash_loop.py --iterations $(CRASH_ITERATIONS)
 
 test: deps
 	$(MAKE) all

@@ -45,10 +45,6 @@ int main(int argc, char **argv)
         LOG_E("--history %s: attribute history is not part of this build yet; use --history none", cr_config.history);
         return 2;
     }
-    if (cr_config.db_dir) {
-        LOG_E("--dbDir: corDB on disk is not part of this build yet; corDB runs in RAM without --dbDir");
-        return 2;
-    }
 
     if (!ld_init()) {
         LOG_E("cannot load the core @context");
@@ -90,8 +86,9 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    LOG_I("coraine listening on %s:%d (store %s in RAM, %d HTTP threads)", cr_config.bind_address, cr_config.port,
-          cr_config.database, cr_config.connection_pool_size);
+    LOG_I("coraine listening on %s:%d (store %s %s%s, %d HTTP threads)", cr_config.bind_address, cr_config.port,
+          cr_config.database, cr_config.db_dir ? "on disk in " : "in RAM",
+          cr_config.db_dir ? cr_config.db_dir : "", cr_config.connection_pool_size);
 
     while (!stop_requested) pause();
 

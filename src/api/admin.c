@@ -1,6 +1,7 @@
 /*
  * admin.c - the broker about itself: GET /version (what was built, how),
- * GET /statistics (request, store and @context counters), and the @context
+ * GET /statistics (request, store and @context counters), POST
+ * /admin/snapshot (a snapshot of corDB on disk now), and the @context
  * documents this broker serves for inline contexts (GET
  * /ngsi-ld/v1/jsonldContexts/{id}, the target of the Link headers it sends).
  */
@@ -46,6 +47,57 @@ void api_version(request_t *r)
     reply_body(r, 200, "application/json");
 }
 
+/* GET /admin/snapshot: the last snapshot; POST: start one (202), in the
+ * store's thread (202, with the last one). A backup polls GET until
+ * `running` is false and `seq` is past the one POST answered. */
+static void snapshot_reply(request_t *r, int status, const store_snapshot_info_t *si, bool running)
+{
+    json_writer_t w;
+
+    jw_init(&w, &r->out);
+    jw_object_begin(&w);
+    jw_key(&w, "running"); jw_bool(&w, running);
+    if (si->file[0]) {
+        jw_key(&w, "file"); jw_string(&w, si->file);
+        jw_key(&w, "seq"); jw_int(&w, (int64_t)si->seq);
+        jw_key(&w, "entities"); jw_int(&w, (int64_t)si->entities);
+        jw_key(&w, "objects"); jw_int(&w, (int64_t)si->objects);
+        jw_key(&w, "bytes"); jw_int(&w, (int64_t)si->bytes);
+        jw_key(&w, "ms"); jw_number(&w, si->ms);
+    }
+    if (si->error[0]) {
+        jw_key(&w, "error"); jw_string(&w, si->error);
+    }
+    jw_object_end(&w);
+    reply_body(r, status, "application/json");
+}
+
+void api_admin_snapshot_get(request_t *r)
+{
+    store_snapshot_info_t si;
+    problem_t             p = { 0 };
+    bool                  running;
+
+    if (!ops_snapshot_last(api_store, &si, &running, &p)) {
+        reply_problem(r, &p);
+        return;
+    }
+    snapshot_reply(r, 200, &si, running);
+}
+
+void api_admin_snapshot(request_t *r)
+{
+    store_snapshot_info_t si;
+    problem_t             p = { 0 };
+    bool                  running;
+
+    if (!ops_snapshot_last(api_store, &si, &running, &p) || !ops_snapshot_start(api_store, &p)) {
+        reply_problem(r, &p);
+        return;
+    }
+    snapshot_reply(r, 202, &si, true);
+}
+
 void api_statistics(request_t *r)
 {
     http_stats_t  hs;
@@ -81,6 +133,19 @@ void api_statistics(request_t *r)
     jw_key(&w, "updates"); jw_int(&w, (int64_t)ss.updates);
     jw_key(&w, "deletes"); jw_int(&w, (int64_t)ss.deletes);
     jw_key(&w, "queries"); jw_int(&w, (int64_t)ss.queries);
+    if (ss.on_disk) {
+        jw_key(&w, "disk");
+        jw_object_begin(&w);
+        jw_key(&w, "logRecords"); jw_int(&w, (int64_t)ss.log_records);
+        jw_key(&w, "logBytes"); jw_int(&w, (int64_t)ss.log_bytes);
+        jw_key(&w, "logWrites"); jw_int(&w, (int64_t)ss.log_appends);
+        jw_key(&w, "fsyncs"); jw_int(&w, (int64_t)ss.log_fsyncs);
+        jw_key(&w, "groupsSynced"); jw_int(&w, (int64_t)ss.log_fsync_groups);
+        jw_key(&w, "failures"); jw_int(&w, (int64_t)ss.log_failures);
+        jw_key(&w, "snapshots"); jw_int(&w, (int64_t)ss.snapshots);
+        jw_key(&w, "failed"); jw_bool(&w, ss.log_failed);
+        jw_object_end(&w);
+    }
     jw_object_end(&w);
     jw_key(&w, "contexts");
     jw_object_begin(&w);

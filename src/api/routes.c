@@ -28,6 +28,8 @@ void api_attributes_list(request_t *r);
 void api_attribute_get(request_t *r);
 void api_version(request_t *r);
 void api_statistics(request_t *r);
+void api_admin_snapshot(request_t *r);
+void api_admin_snapshot_get(request_t *r);
 void api_context_get(request_t *r);
 void api_sub_create(request_t *r);
 void api_sub_query(request_t *r);
@@ -58,6 +60,7 @@ static const http_route_t routes[] = {
     {V1 "/jsonldContexts/{id}",             api_context_get,     NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/statistics",                         api_statistics,      NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
+    {"/admin/snapshot",                     api_admin_snapshot_get, api_admin_snapshot, NULL,         NULL,             NULL,             HR_NO_BODY_CHECKS},
 };
 
 void api_init(store_t *store)

@@ -34,10 +34,13 @@ static flag_t flags[] = {
     {"port", F_INT, &cr_config.port, "1026", NULL, "TCP port to listen on"},
     {"bind", F_STR, &cr_config.bind_address, "0.0.0.0", NULL, "address to listen on"},
     {"database", F_STR, &cr_config.database, "corDB", "corDB|mongoc", "entity store (this build: corDB)"},
-    {"dbDir", F_STR, &cr_config.db_dir, "", NULL, "corDB on disk in this directory (not in this build: RAM only)"},
-    {"dbSync", F_STR, &cr_config.db_sync, "interval", "always|interval|none", "corDB on disk: when the log is fsynced"},
+    {"dbDir", F_STR, &cr_config.db_dir, "", NULL, "corDB on disk in this directory (a log and snapshots; none: RAM only)"},
+    {"dbSync", F_STR, &cr_config.db_sync, "interval", "always|interval|none", "corDB on disk: when the log is fsynced (doc/cordb.md)"},
+    {"dbSyncInterval", F_INT, &cr_config.db_sync_interval_ms, "100", NULL, "corDB on disk, --dbSync interval: ms between two fsyncs of the log"},
+    {"dbSnapshotSize", F_SIZE, &cr_config.db_snapshot_size, "64M", NULL, "corDB on disk: bytes of log after which a snapshot is written, k/M/G suffixes (0: only on demand)"},
+    {"dbRecover", F_STR, &cr_config.db_recover, "stop", "stop|truncate", "corDB on disk: a corrupt log record stops the start (stop) or the log is cut there (truncate)"},
     {"dbLockPrefer", F_STR, &cr_config.db_lock_prefer, "reads", "reads|writes", "corDB store lock: who goes first when both wait"},
-    {"connectionPoolSize", F_INT, &cr_config.connection_pool_size, "0", NULL, "HTTP worker threads (0: one per core)"},
+    {"connectionPoolSize", F_INT, &cr_config.connection_pool_size, "0", NULL, "HTTP worker threads (0: one per core; 16 with --dbSync always)"},
     {"maxConnections", F_INT, &cr_config.max_connections, "4096", NULL, "concurrent client connections (503 beyond)"},
     {"maxTenants", F_INT, &cr_config.max_tenants, "10000", NULL, "tenants, the default one included"},
     {"requestTimeout", F_INT, &cr_config.request_timeout, "30", NULL, "seconds an idle connection is kept"},
@@ -229,6 +232,12 @@ bool cr_config_load(int argc, char **argv)
     if (cr_config.connection_pool_size == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cr_config.connection_pool_size = n > 0 ? (int)n : 2;
+        /* --dbSync always: a writer waits for its group's fsync on its HTTP
+         * thread, and group commit shares one fsync among the writers
+         * waiting at once: one thread per core would leave one or two. */
+        if (cr_config.db_dir && cr_config.db_sync && !strcmp(cr_config.db_sync, "always") &&
+            cr_config.connection_pool_size < 16)
+            cr_config.connection_pool_size = 16;
     }
     if (cr_config.port < 1 || cr_config.port > 65535) {
         fprintf(stderr, "coraine: --port must be 1..65535\n");

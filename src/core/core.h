@@ -226,6 +226,9 @@ typedef struct cr_config {
     const char *database;            /* --database corDB|mongoc */
     const char *db_dir;              /* --dbDir (NULL: RAM) */
     const char *db_sync;             /* --dbSync always|interval|none */
+    int         db_sync_interval_ms; /* --dbSyncInterval */
+    size_t      db_snapshot_size;    /* --dbSnapshotSize (0: on demand only) */
+    const char *db_recover;          /* --dbRecover stop|truncate */
     const char *db_lock_prefer;      /* --dbLockPrefer reads|writes */
     int         connection_pool_size;/* --connectionPoolSize (cores) */
     int         max_connections;     /* --maxConnections */

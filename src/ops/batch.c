@@ -11,7 +11,10 @@
  * allocated only when an entity fails (the per-item records the store
  * fills live in a scratch arena freed before returning). A batch holds at
  * most --maxBatchSize entities (BadRequestData beyond: the atomic step
- * holds the tenant's write lock for all of them).
+ * holds the tenant's write lock for all of them). One store_batch is also
+ * one group of corDB's log, recovered whole or not at all; when the store
+ * cannot run it (the log failed: 503, a tenant never written, the tenant
+ * limit), nothing is applied and the request fails as a whole.
  */
 #include "ops.h"
 
@@ -91,7 +94,7 @@ static bool batch_size_ok(size_t n, problem_t *p)
 static bool item_ok(store_batch_item_t *it, problem_t *p)
 {
     if (!it->ok) {
-        *p = it->problem;
+        *p = *it->problem;
         return false;
     }
     const op_result_t *r = it->res;

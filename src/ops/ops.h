@@ -328,5 +328,12 @@ bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p);
 size_t ops_sub_restore(store_t *s);
 struct notify_sub **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
                                   problem_t *p);
+/* ------------------------------------------------------ administration */
+
+/* POST /admin/snapshot: a snapshot of the store on disk, started in the
+ * store's thread (ops/snapshot.c); GET /admin/snapshot: the last one.
+ * OperationNotSupported for a store in RAM. */
+bool ops_snapshot_start(store_t *s, problem_t *p);
+bool ops_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, problem_t *p);
 
 #endif

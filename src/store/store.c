@@ -4,7 +4,7 @@
  * attribute lists of each change), and the operation counters.
  *
  * store_open() picks the backend table from cr_config.database: corDB (the
- * default, src/store/cordb/) or mongoc (MongoDB, not built yet: opening it
+ * default, src/store/cordb/: in RAM, or on disk with --dbDir) or mongoc (MongoDB, not built yet: opening it
  * fails with OperationNotSupported). Every store_* call goes through the table.
  *
  * Ordered delivery. A backend numbers a tenant's changes 1, 2, 3 ... in its
@@ -272,10 +272,17 @@ store_t *store_open(problem_t *p)
                         db);
         return NULL;
     }
-    if (cr_config.db_dir && *cr_config.db_dir) {
-        problem_set(p, PB_OPERATION_NOT_SUPPORTED,
-                    "--dbDir %.200s: corDB on disk is not built yet; run without --dbDir (RAM)",
-                    cr_config.db_dir);
+    if (cr_config.db_sync && *cr_config.db_sync && strcasecmp(cr_config.db_sync, "always") != 0 &&
+        strcasecmp(cr_config.db_sync, "interval") != 0 && strcasecmp(cr_config.db_sync, "none") != 0) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--dbSync %.100s: expected always, interval or none",
+                    cr_config.db_sync);
+        return NULL;
+    }
+    if (cr_config.db_recover && *cr_config.db_recover &&
+        strcasecmp(cr_config.db_recover, "stop") != 0 &&
+        strcasecmp(cr_config.db_recover, "truncate") != 0) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--dbRecover %.100s: expected stop or truncate",
+                    cr_config.db_recover);
         return NULL;
     }
     if (cr_config.db_lock_prefer && *cr_config.db_lock_prefer &&
@@ -293,7 +300,10 @@ store_t *store_open(problem_t *p)
         free(s);
         return NULL;
     }
-    LOG_I("store: %s in RAM, lock preference %s, at most %d tenants", be->name,
+    LOG_I("store: %s %s%s%s%s, lock preference %s, at most %d tenants", be->name,
+          cr_config.db_dir ? "on disk in " : "in RAM", cr_config.db_dir ? cr_config.db_dir : "",
+          cr_config.db_dir ? ", --dbSync " : "",
+          cr_config.db_dir ? (cr_config.db_sync ? cr_config.db_sync : "interval") : "",
           cr_config.db_lock_prefer && !strcasecmp(cr_config.db_lock_prefer, "writes") ? "writes"
                                                                                       : "reads",
           cr_config.max_tenants);
@@ -543,11 +553,45 @@ void store_obj_foreach(store_t *s, store_obj_kind_t kind,
         s->be->obj_foreach(s->db, (int)kind, fn, ud);
 }
 
+/* ------------------------------------------------------------ snapshots */
+
+bool store_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p)
+{
+    store_snapshot_info_t tmp;
+
+    memset(info ? info : &tmp, 0, sizeof(tmp));
+    if (!s->be->snapshot)
+        return problem_set(p, PB_OPERATION_NOT_SUPPORTED, "the %s store takes no snapshots",
+                           s->be->name);
+    return s->be->snapshot(s->db, info ? info : &tmp, p);
+}
+
+bool store_snapshot_start(store_t *s, problem_t *p)
+{
+    if (!s->be->snapshot_start)
+        return problem_set(p, PB_OPERATION_NOT_SUPPORTED, "the %s store takes no snapshots",
+                           s->be->name);
+    return s->be->snapshot_start(s->db, p);
+}
+
+bool store_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, problem_t *p)
+{
+    memset(info, 0, sizeof(*info));
+    *running = false;
+    if (!s->be->snapshot_last)
+        return problem_set(p, PB_OPERATION_NOT_SUPPORTED, "the %s store takes no snapshots",
+                           s->be->name);
+    return s->be->snapshot_last(s->db, info, running, p);
+}
+
 /* ----------------------------------------------------------- statistics */
 
 void store_get_stats(store_t *s, store_stats_t *st)
 {
+    memset(st, 0, sizeof(*st));
     s->be->stats(s->db, &st->entities, &st->tenants);
+    if (s->be->disk_stats)
+        s->be->disk_stats(s->db, st);
     st->creates = atomic_load_explicit(&s->creates, memory_order_relaxed);
     st->updates = atomic_load_explicit(&s->updates, memory_order_relaxed);
     st->deletes = atomic_load_explicit(&s->deletes, memory_order_relaxed);

@@ -1,9 +1,9 @@
 /*
  * store.h - the Store interface (DESIGN.md "Store interface").
  *
- * One interface, implemented by corDB (src/store/cordb/, in RAM now, on disk
- * later) and later by MongoDB, through a table of operations (store_backend_t)
- * chosen by --database. A store knows nothing of HTTP: it keeps frozen
+ * One interface, implemented by corDB (src/store/cordb/, in RAM, or on disk
+ * with --dbDir: doc/cordb.md "On disk") and later by MongoDB, through a table
+ * of operations (store_backend_t) chosen by --database. A store knows nothing of HTTP: it keeps frozen
  * entities (model.h) per tenant, indexes them, and applies the model's
  * operations in one atomic step per write. Every committed write is a Change
  * in its tenant's ordered stream, handed to the change hooks (the on-disk log,
@@ -25,6 +25,8 @@
 
 struct store_batch_item;
 struct store_page;
+struct store_snapshot_info;
+struct store_stats;
 
 typedef struct store store_t;
 typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (store.c) */
@@ -34,7 +36,9 @@ typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (stor
  * Every committed write is a Change. A tenant's changes form ONE stream:
  *  - seq: 1, 2, 3 ... per tenant, dense (no gaps), assigned in the backend's
  *    atomic step (under corDB's tenant write lock); a write that fails or
- *    changes nothing takes no number;
+ *    changes nothing takes no number (one undone after a failed log write or
+ *    fsync gives its number back: it is always the tenant's latest); seqs
+ *    count from 1 again after a restart (the log has its own, global seq);
  *  - at: the commit time (µs since the epoch), per tenant strictly increasing
  *    (max(clock, last + 1)), stamped in the same atomic step; it is the
  *    after-version's modifiedAt (and createdAt on a create), so modifiedAt
@@ -58,8 +62,18 @@ typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (stor
  *    groups before it (of other writers) first, or wait while another writer
  *    runs them: a slow hook delays the writers of its tenant, never readers;
  *  - reply: a store_* write call returns after every hook has returned for
- *    its change(s), so a hook that persists (the on-disk log) runs before the
- *    client gets its answer;
+ *    its change(s);
+ *  - durability (corDB on disk, --dbDir): the log is not a hook. Its records
+ *    are written INSIDE the atomic step (under the tenant's write lock,
+ *    after the new versions are built, before any reader can see them), so
+ *    the log is in commit order per tenant and a failed write is undone in
+ *    the same step (the call fails with 503, nothing applied, no seq taken).
+ *    With --dbSync always the backend then waits for the group's fsync with
+ *    no lock held, and only then returns (so the hooks run after the write
+ *    is durable); if that fsync fails, the backend undoes the group (in
+ *    reverse log order over all writers), gives its seqs back and fails
+ *    with 503: the hooks never see it. A reader may see such a version for
+ *    the microseconds between its commit and the failed fsync;
  *  - references: the group and everything it points to (entities, names,
  *    attribute arrays) are valid only during the call; keep an entity with
  *    entity_ref(); names are interned (valid for the process), datasetIds
@@ -97,6 +111,7 @@ typedef struct store_change {
     const store_attr_ref_t *created, *updated, *deleted;   /* filled by store.c before the hooks */
     uint32_t                n_created, n_updated, n_deleted;
     store_stream_t         *stream;   /* backend-set: the tenant's stream (store_stream_new) */
+    uint64_t                be_aux;   /* the backend's own (corDB: where a delete can be undone) */
 } store_change_t;
 
 typedef void (*store_hook_fn)(void *ud, const store_change_t *group, size_t n);
@@ -145,6 +160,7 @@ typedef struct store_backend {
     bool  (*attributes)(void *db, const char *tenant, void (*fn)(void *ud, const char *name),
                         void *ud, problem_t *p);
     void  (*stats)(void *db, uint64_t *entities, uint64_t *tenants);
+    void  (*disk_stats)(void *db, struct store_stats *st);   /* NULL: nothing on disk */
     /* stored objects (store_obj_*) */
     bool  (*obj_put)(void *db, const char *tenant, int kind, const char *id, const char *json,
                      size_t len, bool create_only, problem_t *p);
@@ -155,6 +171,9 @@ typedef struct store_backend {
                          void (*fn)(void *ud, const char *tenant, const char *id, const char *json,
                                     size_t len),
                          void *ud);
+    bool  (*snapshot)(void *db, struct store_snapshot_info *info, problem_t *p);
+    bool  (*snapshot_start)(void *db, problem_t *p);
+    bool  (*snapshot_last)(void *db, struct store_snapshot_info *info, bool *running, problem_t *p);
 } store_backend_t;
 
 /* For backends: a tenant's stream (never fails: out of memory aborts). */
@@ -232,14 +251,16 @@ typedef struct store_batch_item {
     bool               ok;
     bool               created; /* UPSERT*: a new entity */
     op_result_t       *res;     /* UPDATE: per-attribute outcomes (caller's, may be NULL) */
-    problem_t          problem; /* when !ok */
+    problem_t         *problem; /* when !ok: why (in the scratch arena; only failures cost one) */
 } store_batch_item_t;
 
 /* Applies every item in ONE atomic step of the tenant (items fail or succeed
  * one by one, as 6.14 - 6.18 say: a failed item changes nothing and does not
- * stop the others) and hands the committed changes to the hooks as one group.
+ * stop the others) and hands the committed changes to the hooks as one group
+ * (on disk: one group of log records, recovered whole or not at all).
  * false (p) only when nothing could run: NonexistentTenant for a batch with no
- * creating item on a tenant never written, the --maxTenants limit. The atomic
+ * creating item on a tenant never written, the --maxTenants limit, or (503,
+ * PB_HTTP) the log on disk failed: then no item was applied. The atomic
  * step holds the tenant's write lock for the whole batch: callers bound n
  * (the API's batch limit). */
 bool store_batch(store_t *s, const char *tenant, store_batch_item_t *items, size_t n,
@@ -316,12 +337,37 @@ void  store_obj_foreach(store_t *s, store_obj_kind_t kind,
                         void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
                         void *ud);
 
+/* ------------------------------------------------------------ snapshots */
+
+typedef struct store_snapshot_info {
+    uint64_t seq;               /* every log record up to seq is in it */
+    uint64_t entities, objects, bytes;
+    double   ms;                /* how long it took */
+    char     file[256];         /* "" before the first snapshot */
+    char     error[256];        /* store_snapshot_last: why the last one failed, "" if it did not */
+} store_snapshot_info_t;
+
+/* Writes a snapshot of the store on disk now and returns when it is
+ * installed, from the immutable versions: writers go on meanwhile.
+ * OperationNotSupported for a store in RAM; 503 when the disk fails. */
+bool store_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p);
+/* POST /admin/snapshot: the same in the store's own thread, returning at
+ * once (an HTTP thread must not be held for seconds: its other connections
+ * would wait); GET /admin/snapshot: the last one (running: one is being
+ * written). */
+bool store_snapshot_start(store_t *s, problem_t *p);
+bool store_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, problem_t *p);
+
 /* ----------------------------------------------------------- statistics */
 
 typedef struct store_stats {
     uint64_t entities;          /* over all tenants */
     uint64_t tenants;
     uint64_t creates, updates, deletes, queries;
+    /* on disk (corDB --dbDir): the log; writes per fsync = groupsSynced / fsyncs (always) */
+    bool     on_disk, log_failed;
+    uint64_t log_records, log_bytes, log_appends, log_fsyncs, log_fsync_groups, log_failures;
+    uint64_t snapshots;
 } store_stats_t;
 void store_get_stats(store_t *s, store_stats_t *st);
 

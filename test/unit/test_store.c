@@ -1780,7 +1780,7 @@ static void test_change_attrs(void **state)
     assert_true(store_batch(s, "ca", it, 4, a, &p));
     assert_int_equal(as.n, 3);
     assert_true(it[0].ok && it[1].ok && it[2].ok && !it[3].ok);
-    assert_int_equal(it[3].problem.kind, PB_ALREADY_EXISTS);
+    assert_int_equal(it[3].problem->kind, PB_ALREADY_EXISTS);
 
     /* update (append), merge, delete; a missing entity fails alone */
     memset(it, 0, sizeof(it));
@@ -1794,7 +1794,7 @@ static void test_change_attrs(void **state)
     it[3].draft = mk(a, "urn:C:none", NULL, NULL, "x", 9, NULL, 0);
     assert_true(store_batch(s, "ca", it, 4, a, &p));
     assert_true(it[0].ok && it[1].ok && it[2].ok && !it[3].ok);
-    assert_int_equal(it[3].problem.kind, PB_RESOURCE_NOT_FOUND);
+    assert_int_equal(it[3].problem->kind, PB_RESOURCE_NOT_FOUND);
     assert_int_equal(as.n, 3);
     assert_int_equal(as.op, STORE_OP_DELETE);
     {

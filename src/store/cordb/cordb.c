@@ -29,7 +29,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../../model/codec.h"
 #include "cordb.h"
+#include "log.h"
 
 struct cdb {
     pthread_rwlock_t tlock;         /* guards tenants / n_tenants / by_name */
@@ -40,6 +42,7 @@ struct cdb {
     bool             prefer_writers;
     uint32_t         max_tenants;   /* named ones; UINT32_MAX: no limit */
     _Atomic uint64_t entities;
+    cdb_log_t       *log;           /* on disk (--dbDir); NULL: in RAM */
 };
 
 static const char *cdb_tenant_key_of(const void *ud, uint32_t v)
@@ -76,10 +79,18 @@ cdb_t *cdb_open(bool prefer_writers, problem_t *p)
     return db;
 }
 
+void cdb_set_log(cdb_t *db, struct cdb_log *log)
+{
+    db->log = log;
+}
+
 void cdb_close(cdb_t *db)
 {
     if (!db)
         return;
+    /* The log first: its threads (a snapshot) may be reading the tenants. */
+    cdb_log_close(db->log);
+    db->log = NULL;
     for (uint32_t i = 0; i < db->n_tenants; i++)
         cdb_tenant_free(db->tenants[i]);
     free(db->tenants);
@@ -199,6 +210,11 @@ cdb_tenant_t *cdb_tenant_open(cdb_t *db, const char *tenant, problem_t *p)
     return tenant_open(db, tenant, p);
 }
 
+struct cdb_log *cdb_db_log(cdb_t *db)
+{
+    return db->log;
+}
+
 void cdb_tenant_each(cdb_t *db, void (*fn)(void *ud, cdb_tenant_t *t), void *ud)
 {
     fn(ud, db->dflt);
@@ -206,6 +222,58 @@ void cdb_tenant_each(cdb_t *db, void (*fn)(void *ud, cdb_tenant_t *t), void *ud)
     for (uint32_t i = 0; i < db->n_tenants; i++)
         fn(ud, db->tenants[i]);
     pthread_rwlock_unlock(&db->tlock);
+}
+
+/* ------------------------------------------------------------ recovery */
+
+static void tenant_wrlock(cdb_tenant_t *t);
+static void after_deletes(cdb_tenant_t *t);
+
+bool cdb_replay_put(cdb_t *db, const char *tenant, cr_entity_t *e, problem_t *p)
+{
+    cdb_tenant_t *t = tenant_open(db, tenant, p);
+    uint32_t      s;
+
+    if (!t) {
+        entity_unref(e);
+        return false;
+    }
+    tenant_wrlock(t);
+    s = cdb_tenant_find(t, e->id);
+    if (s == CDB_NONE) {
+        if (!cdb_tenant_reserve(t, e))
+            cr_oom("corDB index (recovery)", sizeof(cdb_slot_t));
+        cdb_tenant_insert(t, e);
+        atomic_fetch_add_explicit(&db->entities, 1, memory_order_relaxed);
+    } else {
+        if (!cdb_tenant_reserve_update(t, t->slots[s].cur, e))
+            cr_oom("corDB index (recovery)", 0);
+        entity_unref(cdb_tenant_swap(t, s, e));
+    }
+    /* The clock goes on after every time recovered (modifiedAt never goes back). */
+    if (e->modified_at > t->last_at)
+        t->last_at = e->modified_at;
+    if (e->created_at > t->last_at)
+        t->last_at = e->created_at;
+    pthread_rwlock_unlock(&t->lock);
+    return true;
+}
+
+void cdb_replay_del(cdb_t *db, const char *tenant, const char *id)
+{
+    cdb_tenant_t *t = tenant_get(db, tenant, NULL);
+    uint32_t      s;
+
+    if (!t)
+        return;
+    tenant_wrlock(t);
+    s = cdb_tenant_find(t, id);
+    if (s != CDB_NONE) {
+        entity_unref(cdb_tenant_remove(t, s));
+        atomic_fetch_sub_explicit(&db->entities, 1, memory_order_relaxed);
+        after_deletes(t);
+    }
+    pthread_rwlock_unlock(&t->lock);
 }
 
 /* ------------------------------------------------------------ entities */
@@ -234,7 +302,7 @@ void cdb_tenant_wrlock(cdb_tenant_t *t)
 
 /* Between two chunks of a scan (no lock held): let waiting writers take the
  * lock first. Bounded: a scan is never stalled for long. */
-static void scan_yield(cdb_tenant_t *t)
+void cdb_scan_yield(cdb_tenant_t *t)
 {
     for (int i = 0; i < 64 && atomic_load_explicit(&t->wwait, memory_order_relaxed); i++)
         sched_yield();
@@ -246,7 +314,7 @@ static size_t scan_breathe(cdb_tenant_t *t, cdb_scan_t *sc)
 {
     cdb_scan_pause(sc);
     pthread_rwlock_unlock(&t->lock);
-    scan_yield(t);
+    cdb_scan_yield(t);
     pthread_rwlock_rdlock(&t->lock);
     cdb_scan_resume(sc);
     return CDB_SCAN_CHUNK;
@@ -292,6 +360,114 @@ static void stamp_new(cr_entity_t *e, int64_t at)
     stamp_attrs(e->attrs, e->n_attrs, at);
 }
 
+/* ------------------------------------------------------------ the log
+ *
+ * On disk, every locked step ends with log_group() before the unlock: the
+ * committed changes become one group of records (the new version, or the id
+ * of a delete), written before any reader can see them (readers wait for
+ * the write lock). When the write fails, undo_locked() takes the changes
+ * back, still under the lock, and the write is answered 503: nothing
+ * applied, nothing seen. With --dbSync always, the writer then waits for the
+ * group's fsync after the unlock (log_wait): if that fsync fails, it takes
+ * the lock again and undoes its changes, in reverse log order (log.c). */
+
+/* The changes g[0..n) as a group of records in the thread's buffer. */
+static sbuf_t *group_records(cdb_tenant_t *t, const store_change_t *g, size_t n)
+{
+    sbuf_t *sb = cdb_log_buf();
+
+    for (size_t i = 0; i < n; i++) {
+        size_t at;
+
+        if (!g[i].seq)
+            continue;
+        if (g[i].after) {
+            at = cdb_rec_begin(sb, CDB_REC_PUT, t->name);
+            entity_encode(sb, g[i].after);
+        } else {
+            at = cdb_rec_begin(sb, CDB_REC_DEL, t->name);
+            cr_put_str(sb, g[i].before->id, strlen(g[i].before->id));
+        }
+        cdb_rec_end(sb, at);
+    }
+    return sb;
+}
+
+static void after_deletes(cdb_tenant_t *t);
+
+/* Under t's write lock: takes the committed changes g[0..n) back, last
+ * first (they are the tenant's latest), and drops their references. */
+static void undo_locked(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n)
+{
+    for (size_t i = n; i-- > 0;) {
+        store_change_t *ch = &g[i];
+        uint32_t        s;
+
+        if (!ch->seq)
+            continue;
+        if (ch->before && ch->after) {
+            s = cdb_tenant_find(t, ch->after->id);
+            if (!cdb_tenant_reserve_update(t, ch->after, ch->before))
+                cr_oom("corDB index (undo)", 0);
+            entity_ref(ch->before);
+            entity_unref(cdb_tenant_swap(t, s, ch->before));
+        } else if (ch->after) {
+            s = cdb_tenant_find(t, ch->after->id);
+            entity_unref(cdb_tenant_remove(t, s));
+            atomic_fetch_sub_explicit(&db->entities, 1, memory_order_relaxed);
+        } else {
+            entity_ref(ch->before);
+            cdb_tenant_restore(t, (uint32_t)ch->be_aux, ch->be_aux >> 32, ch->before);
+            atomic_fetch_add_explicit(&db->entities, 1, memory_order_relaxed);
+        }
+        t->seq--;
+        if (ch->before)
+            entity_unref(ch->before);
+        if (ch->after)
+            entity_unref(ch->after);
+        ch->before = ch->after = NULL;
+        ch->seq    = 0;
+    }
+    after_deletes(t);
+}
+
+/* Under t's write lock, after the step committed g[0..n): logs them; on a
+ * failed write undoes them (false, p: 503). No log, or nothing committed:
+ * true at once. */
+static bool log_group(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, cdb_logw_t *w,
+                      problem_t *p)
+{
+    bool any = false;
+
+    w->linked = false;
+    if (CR_LIKELY(!db->log))
+        return true;
+    for (size_t i = 0; i < n && !any; i++)
+        any = g[i].seq != 0;
+    if (!any)
+        return true;
+    if (cdb_log_append(db->log, group_records(t, g, n), w, p))
+        return true;
+    undo_locked(db, t, g, n);
+    return false;
+}
+
+/* No lock held, after log_group: --dbSync always waits for the group's
+ * fsync; a failed one undoes the group (false, p: 503). */
+static bool log_wait(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, cdb_logw_t *w,
+                     problem_t *p)
+{
+    if (CR_LIKELY(!w->linked))
+        return true;
+    if (cdb_log_wait(db->log, w, p) == CDB_WAIT_OK)
+        return true;
+    tenant_wrlock(t);
+    undo_locked(db, t, g, n);
+    pthread_rwlock_unlock(&t->lock);
+    cdb_log_undone(db->log, w);
+    return false;
+}
+
 /* Under t's write lock: inserts the frozen e (the caller's reference goes to
  * the slot) and commits a create; false (p) when the id is taken or on OOM. */
 static bool insert_locked(cdb_t *db, cdb_tenant_t *t, cr_entity_t *e, store_change_t *ch,
@@ -324,6 +500,7 @@ bool cdb_create(cdb_t *db, const char *tenant, const cr_entity_t *draft, store_c
 {
     cdb_tenant_t *t;
     cr_entity_t  *e;
+    cdb_logw_t    w;
     bool          ok;
 
     change_none(ch);
@@ -339,10 +516,15 @@ bool cdb_create(cdb_t *db, const char *tenant, const cr_entity_t *draft, store_c
     }
     tenant_wrlock(t);
     ok = insert_locked(db, t, e, ch, p);
+    if (ok && !log_group(db, t, ch, 1, &w, p))
+        ok = false, e = NULL;               /* undone: the slot's reference is gone */
     pthread_rwlock_unlock(&t->lock);
-    if (!ok)
-        entity_unref(e);
-    return ok;
+    if (!ok) {
+        if (e)
+            entity_unref(e);
+        return false;
+    }
+    return log_wait(db, t, ch, 1, &w, p);
 }
 
 static bool type_mismatch(problem_t *p, const char *id)
@@ -415,6 +597,7 @@ bool cdb_upsert(cdb_t *db, const char *tenant, const cr_entity_t *draft, bool re
 {
     cdb_tenant_t *t;
     cr_entity_t  *e;
+    cdb_logw_t    w;
     bool          ok;
 
     change_none(ch);
@@ -431,10 +614,12 @@ bool cdb_upsert(cdb_t *db, const char *tenant, const cr_entity_t *draft, bool re
     }
     tenant_wrlock(t);
     ok = upsert_locked(db, t, &e, draft, replace, created, scratch, ch, p);
+    if (ok)
+        ok = log_group(db, t, ch, 1, &w, p);
     pthread_rwlock_unlock(&t->lock);
     if (e)
         entity_unref(e);                    /* frozen for a create that did not happen */
-    return ok;
+    return ok && log_wait(db, t, ch, 1, &w, p);
 }
 
 cr_entity_t *cdb_get(cdb_t *db, const char *tenant, const char *id, problem_t *p)
@@ -488,14 +673,16 @@ bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
 {
     cdb_tenant_t *t;
     uint32_t      s;
+    cdb_logw_t    w;
     bool          ok;
 
     change_none(ch);
     if (!write_lock_entity(db, tenant, id, &t, &s, p))
         return false;
-    ok = modify_locked(t, s, op, patch, args, res, scratch, ch, p);
+    ok = modify_locked(t, s, op, patch, args, res, scratch, ch, p) &&
+         log_group(db, t, ch, 1, &w, p);
     pthread_rwlock_unlock(&t->lock);
-    return ok;
+    return ok && log_wait(db, t, ch, 1, &w, p);
 }
 
 /* Under the write lock: after the last delete, the tenant gives its tables
@@ -518,6 +705,7 @@ static bool delete_locked(cdb_t *db, cdb_tenant_t *t, uint32_t s, const typesel_
         return type_mismatch(p, old->id);
     old = cdb_tenant_remove(t, s);
     tenant_commit(t, ch, op, tenant_clock(t), old, NULL);
+    ch->be_aux = (uint64_t)(uint32_t)t->compactions << 32 | s;     /* for undo_locked */
     atomic_fetch_sub_explicit(&db->entities, 1, memory_order_relaxed);
     return true;
 }
@@ -527,16 +715,18 @@ bool cdb_delete(cdb_t *db, const char *tenant, const char *id, const typesel_t *
 {
     cdb_tenant_t *t;
     uint32_t      s;
+    cdb_logw_t    w;
     bool          ok;
 
     change_none(ch);
     if (!write_lock_entity(db, tenant, id, &t, &s, p))
         return false;
-    ok = delete_locked(db, t, s, if_type, STORE_OP_DELETE, ch, p);
+    ok = delete_locked(db, t, s, if_type, STORE_OP_DELETE, ch, p) &&
+         log_group(db, t, ch, 1, &w, p);
     if (ok)
         after_deletes(t);
     pthread_rwlock_unlock(&t->lock);
-    return ok;
+    return ok && log_wait(db, t, ch, 1, &w, p);
 }
 
 static bool filter_ok(const entity_filter_t *f, const cr_entity_t *e)
@@ -560,6 +750,7 @@ bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *
     cdb_tenant_t  *t = tenant_get(db, tenant, p);
     store_change_t group[STORE_PURGE_CHUNK];
     cr_entity_t   *e = NULL;
+    cdb_logw_t     w;
     cdb_scan_t     sc;
     uint32_t       s;
     size_t         total = 0;
@@ -583,11 +774,24 @@ bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *
             if (filter_ok(f, e))
                 delete_locked(db, t, s, NULL, STORE_OP_PURGE, &group[n++], NULL);
         }
+        if (n && !log_group(db, t, group, n, &w, p)) {
+            /* Undone (the scan goes on after the last candidate: it resumes
+             * nowhere, the purge stops here with 503). */
+            n = 0;
+            ok = false;
+            e = NULL;
+        }
         if (e)
             cdb_scan_pause(&sc);
         else
             after_deletes(t);
         pthread_rwlock_unlock(&t->lock);
+        if (!ok)
+            break;
+        if (n && !log_wait(db, t, group, n, &w, p)) {
+            ok = false;
+            break;
+        }
 
         if (n && emit)
             emit(ud, group, n);
@@ -599,7 +803,7 @@ bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *
         }
         if (!e)
             break;
-        scan_yield(t);
+        cdb_scan_yield(t);
         tenant_wrlock(t);
         cdb_scan_resume(&sc);
     }
@@ -616,12 +820,24 @@ bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *
 
 /* ---------------------------------------------------------------- batches */
 
+/* A failed item's problem, kept in the scratch arena (only failures cost one). */
+static problem_t *batch_problem(arena_t *scratch, const problem_t *p)
+{
+    problem_t *q = arena_alloc(scratch, sizeof(*q));
+
+    *q = *p;
+    if (q->kind == PB_NONE)
+        problem_set(q, PB_INTERNAL_ERROR, "corDB: a batch item failed without a reason");
+    return q;
+}
+
 bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t n,
                arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p)
 {
     cdb_tenant_t *t;
     cr_entity_t **frozen;
-    bool          creates = false, deletes = false;
+    cdb_logw_t    w;
+    bool          creates = false, deletes = false, logged;
     size_t        k = 0;
 
     *n_group = 0;
@@ -638,72 +854,77 @@ bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t 
     frozen = arena_calloc(scratch, (n ? n : 1) * sizeof(*frozen));
     for (size_t i = 0; i < n; i++) {
         store_batch_item_t *it = &items[i];
+        problem_t           ip = { 0 };
 
-        it->ok = false;
+        it->ok      = false;
         it->created = false;
-        memset(&it->problem, 0, sizeof(it->problem));
+        it->problem = NULL;
         if (it->kind == STORE_B_UPDATE || it->kind == STORE_B_MERGE) {
-            if (!it->draft || !it->draft->id) {
-                problem_set(&it->problem, PB_BAD_REQUEST_DATA, "an entity needs an id");
-                continue;
-            }
-        } else if (it->kind != STORE_B_DELETE && !check_draft(it->draft, &it->problem)) {
-            continue;
+            if (!it->draft || !it->draft->id)
+                problem_set(&ip, PB_BAD_REQUEST_DATA, "an entity needs an id");
+        } else if (it->kind != STORE_B_DELETE) {
+            check_draft(it->draft, &ip);
         }
-        if (it->kind == STORE_B_CREATE || it->kind == STORE_B_UPSERT ||
-            it->kind == STORE_B_UPSERT_REPLACE) {
+        if (ip.kind == PB_NONE && (it->kind == STORE_B_CREATE || it->kind == STORE_B_UPSERT ||
+                                   it->kind == STORE_B_UPSERT_REPLACE)) {
             frozen[i] = entity_freeze(it->draft);
             if (!frozen[i])
-                oom(&it->problem, "entity");
+                oom(&ip, "entity");
         }
+        if (ip.kind != PB_NONE)
+            it->problem = batch_problem(scratch, &ip);
     }
 
     tenant_wrlock(t);
     for (size_t i = 0; i < n; i++) {
         store_batch_item_t *it = &items[i];
         store_change_t     *ch = &group[k];
+        problem_t           ip = { 0 };
         uint32_t            s;
 
-        if (it->problem.kind != PB_NONE)
+        if (it->problem)
             continue;
         change_none(ch);
         switch (it->kind) {
         case STORE_B_CREATE:
-            if ((it->ok = insert_locked(db, t, frozen[i], ch, &it->problem)))
+            if ((it->ok = insert_locked(db, t, frozen[i], ch, &ip)))
                 frozen[i] = NULL;
             it->created = it->ok;
             break;
         case STORE_B_UPSERT:
         case STORE_B_UPSERT_REPLACE:
             it->ok = upsert_locked(db, t, &frozen[i], it->draft, it->kind == STORE_B_UPSERT_REPLACE,
-                                   &it->created, scratch, ch, &it->problem);
+                                   &it->created, scratch, ch, &ip);
             break;
         case STORE_B_UPDATE:
         case STORE_B_MERGE:
             s = cdb_tenant_find(t, it->draft->id);
             if (s == CDB_NONE) {
-                not_found(&it->problem, it->draft->id);
+                not_found(&ip, it->draft->id);
                 break;
             }
             it->ok = modify_locked(t, s, it->kind == STORE_B_UPDATE ? OP_APPEND_ATTRS
                                                                    : OP_MERGE_ENTITY,
-                                   it->draft, &it->args, it->res, scratch, ch, &it->problem);
+                                   it->draft, &it->args, it->res, scratch, ch, &ip);
             break;
         case STORE_B_DELETE:
             s = it->id ? cdb_tenant_find(t, it->id) : CDB_NONE;
             if (s == CDB_NONE) {
-                not_found(&it->problem, it->id ? it->id : "");
+                not_found(&ip, it->id ? it->id : "");
                 break;
             }
-            it->ok = delete_locked(db, t, s, NULL, STORE_OP_DELETE, ch, &it->problem);
+            it->ok = delete_locked(db, t, s, NULL, STORE_OP_DELETE, ch, &ip);
             break;
         default:
-            problem_set(&it->problem, PB_INTERNAL_ERROR, "corDB: unknown batch operation %d",
+            problem_set(&ip, PB_INTERNAL_ERROR, "corDB: unknown batch operation %d",
                         (int)it->kind);
         }
+        if (!it->ok)
+            it->problem = batch_problem(scratch, &ip);
         if (it->ok && ch->seq)
             k++;
     }
+    logged = log_group(db, t, group, k, &w, p);
     if (deletes)
         after_deletes(t);
     pthread_rwlock_unlock(&t->lock);
@@ -711,6 +932,12 @@ bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t 
     for (size_t i = 0; i < n; i++)
         if (frozen[i])
             entity_unref(frozen[i]);
+    if (!logged || !log_wait(db, t, group, k, &w, p)) {
+        /* Undone as a whole: no item applied, the batch answered 503. */
+        for (size_t i = 0; i < n; i++)
+            items[i].ok = items[i].created = false;
+        return false;
+    }
     *n_group = k;
     return true;
 }
@@ -876,6 +1103,8 @@ static void *be_open(problem_t *p)
 {
     bool pref = cr_config.db_lock_prefer && strcasecmp(cr_config.db_lock_prefer, "writes") == 0;
 
+    if (cr_config.db_dir && *cr_config.db_dir)
+        return cdb_open_disk(pref, p);
     return cdb_open(pref, p);
 }
 
@@ -976,6 +1205,40 @@ static char *be_obj_get(void *db, const char *tenant, int kind, const char *id, 
     return cdb_obj_get(db, tenant, kind, id, a, len, p);
 }
 
+static void be_disk_stats(void *vdb, store_stats_t *st)
+{
+    cdb_t          *db = vdb;
+    cdb_log_stats_t ls;
+
+    if (!db->log)
+        return;
+    cdb_log_get_stats(db->log, &ls);
+    st->on_disk          = true;
+    st->log_failed       = ls.failed;
+    st->log_records      = ls.records;
+    st->log_bytes        = ls.bytes;
+    st->log_appends      = ls.appends;
+    st->log_fsyncs       = ls.fsyncs;
+    st->log_fsync_groups = ls.fsync_groups;
+    st->log_failures     = ls.failures;
+    st->snapshots        = ls.snapshots;
+}
+
+static bool be_snapshot(void *db, store_snapshot_info_t *info, problem_t *p)
+{
+    return cdb_snapshot(db, info, p);
+}
+
+static bool be_snapshot_start(void *db, problem_t *p)
+{
+    return cdb_snapshot_start(db, p);
+}
+
+static bool be_snapshot_last(void *db, store_snapshot_info_t *info, bool *running, problem_t *p)
+{
+    return cdb_snapshot_last(db, info, running, p);
+}
+
 static void be_obj_foreach(void *db, int kind,
                            void (*fn)(void *ud, const char *tenant, const char *id,
                                       const char *json, size_t len),
@@ -1006,4 +1269,8 @@ const store_backend_t cdb_backend = {
     .obj_delete    = be_obj_delete,
     .obj_get       = be_obj_get,
     .obj_foreach   = be_obj_foreach,
+    .snapshot      = be_snapshot,
+    .snapshot_start = be_snapshot_start,
+    .snapshot_last = be_snapshot_last,
+    .disk_stats    = be_disk_stats,
 };

@@ -262,6 +262,10 @@ cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e);
  * cdb_tenant_maybe_compact() when done. */
 cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s);
 bool         cdb_tenant_maybe_compact(cdb_tenant_t *t);   /* true when it compacted */
+/* Undo of a delete: e (the tenant takes the caller's reference) back into
+ * slot s when the slots were not renumbered since (epoch: t->compactions at
+ * the delete), else appended (its place in creation order is then lost). */
+void         cdb_tenant_restore(cdb_tenant_t *t, uint32_t s, uint64_t epoch, cr_entity_t *e);
 /* With no live entity left: frees the slot array and the three indexes (the
  * tenant itself, its lock, name, clock and stream stay). Bumps the epoch. */
 void         cdb_tenant_release(cdb_tenant_t *t);
@@ -365,6 +369,24 @@ cdb_tenant_t *cdb_tenant_get(cdb_t *db, const char *tenant, problem_t *p);
 cdb_tenant_t *cdb_tenant_open(cdb_t *db, const char *tenant, problem_t *p);
 void          cdb_tenant_each(cdb_t *db, void (*fn)(void *ud, cdb_tenant_t *t), void *ud);
 void          cdb_tenant_wrlock(cdb_tenant_t *t);
+/* Between two read-locked chunks (no lock held): lets waiting writers in
+ * first (the reader-preferring lock would let a scan starve them). */
+void          cdb_scan_yield(cdb_tenant_t *t);
+struct cdb_log *cdb_db_log(cdb_t *db);      /* NULL: in RAM */
+void            cdb_set_log(cdb_t *db, struct cdb_log *log);
+
+/* On disk (recover.c): opens --dbDir, recovers (the newest valid snapshot,
+ * then the log after it), and starts the log. */
+cdb_t *cdb_open_disk(bool prefer_writers, problem_t *p);
+/* Recovery's writes: no log, no change, idempotent. put takes e (frozen,
+ * one reference); the tenant's clock moves past e's times. */
+bool   cdb_replay_put(cdb_t *db, const char *tenant, cr_entity_t *e, problem_t *p);
+void   cdb_replay_del(cdb_t *db, const char *tenant, const char *id);
+/* A snapshot now (snapshot.c); from the log's thread or POST /admin/snapshot. */
+bool   cdb_snapshot(cdb_t *db, store_snapshot_info_t *info, problem_t *p);
+/* The same in the log's snapshot thread (returns at once), and the last one's outcome. */
+bool   cdb_snapshot_start(cdb_t *db, problem_t *p);
+bool   cdb_snapshot_last(cdb_t *db, store_snapshot_info_t *info, bool *running, problem_t *p);
 
 /* The shape of one tenant, for tests and /statistics. false: no such tenant. */
 typedef struct cdb_shape {

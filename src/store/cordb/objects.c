@@ -10,11 +10,19 @@
  * tenant lock (write for put and delete, read for get and foreach); objects
  * are few and small next to entities, so no work is moved outside it.
  * When the last object of a tenant goes, the table is given back.
+ *
+ * On disk, a put or delete is one record (log.h), written under the lock
+ * before the change is made (a failed write: 503, nothing changed); with
+ * --dbSync always the writer waits for its fsync after the unlock, and a
+ * failed fsync takes the change back (the old text, or the deleted object
+ * appended again).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../model/codec.h"
 #include "cordb.h"
+#include "log.h"
 
 static const char *objs_key_of(const void *ud, uint32_t v)
 {
@@ -84,6 +92,56 @@ static void objs_maybe_compact(cdb_objs_t *o)
         cdb_idmap_insert(&o->ids, cdb_hash_key(o->v[i]->key, strlen(o->v[i]->key)), i);
 }
 
+/* Under the tenant lock: appends a new object (takes key and text). */
+static void objs_add(cdb_objs_t *o, cdb_obj_t *ob)
+{
+    if (o->n == o->cap) {
+        uint32_t cap = o->cap ? o->cap * 2 : 8;
+
+        o->v   = cr_xreallocarray(o->v, cap, sizeof(*o->v));
+        o->cap = cap;
+    }
+    if (!cdb_idmap_reserve(&o->ids, 1))
+        cr_oom("corDB object index", sizeof(cdb_idmap_entry_t));
+    o->v[o->n] = ob;
+    cdb_idmap_insert(&o->ids, cdb_hash_key(ob->key, strlen(ob->key)), o->n);
+    o->n++;
+    o->live++;
+}
+
+/* Under the tenant lock: removes the object at i and returns it. */
+static cdb_obj_t *objs_take(cdb_objs_t *o, uint32_t i)
+{
+    cdb_obj_t *ob = o->v[i];
+
+    cdb_idmap_remove(&o->ids, cdb_hash_key(ob->key, strlen(ob->key)), i);
+    o->v[i] = NULL;
+    o->live--;
+    objs_maybe_compact(o);
+    return ob;
+}
+
+/* Under the tenant lock, on disk: logs a put (json) or a delete (json NULL). */
+static bool obj_log(cdb_t *db, cdb_tenant_t *t, int kind, const char *id, const char *json,
+                    size_t len, cdb_logw_t *w, problem_t *p)
+{
+    cdb_log_t *log = cdb_db_log(db);
+    sbuf_t    *sb;
+    size_t     at;
+
+    w->linked = false;
+    if (!log)
+        return true;
+    sb = cdb_log_buf();
+    at = cdb_rec_begin(sb, json ? CDB_REC_OBJ_PUT : CDB_REC_OBJ_DEL, t->name);
+    cr_put_varint(sb, (uint64_t)kind);
+    cr_put_str(sb, id, strlen(id));
+    if (json)
+        cr_put_str(sb, json, len);
+    cdb_rec_end(sb, at);
+    return cdb_log_append(log, sb, w, p);
+}
+
 static bool obj_not_found(problem_t *p, int kind, const char *id)
 {
     static const char *const what[] = { "object", "subscription", "registration", "@context" };
@@ -98,8 +156,9 @@ bool cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const 
     cdb_tenant_t *t = cdb_tenant_open(db, tenant, p);
     cdb_objs_t   *o;
     cdb_obj_t    *ob;
-    size_t        klen;
-    char         *key, *text;
+    cdb_logw_t    w;
+    size_t        klen, old_len = 0;
+    char         *key, *text, *old = NULL;
     uint32_t      i;
 
     if (!t)
@@ -112,38 +171,59 @@ bool cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const 
     cdb_tenant_wrlock(t);
     o = &t->objs;
     i = objs_find(o, key, klen);
-    if (i != CDB_NONE) {
-        if (create_only) {
-            pthread_rwlock_unlock(&t->lock);
-            free(key);
-            free(text);
-            return problem_set(p, PB_ALREADY_EXISTS, "'%.400s' already exists", id);
-        }
-        ob = o->v[i];
-        free(ob->json);
-        ob->json = text;
-        ob->len  = len;
+    if (i != CDB_NONE && create_only) {
         pthread_rwlock_unlock(&t->lock);
         free(key);
-        return true;
+        free(text);
+        return problem_set(p, PB_ALREADY_EXISTS, "'%.400s' already exists", id);
     }
-    if (o->n == o->cap) {
-        uint32_t cap = o->cap ? o->cap * 2 : 8;
-
-        o->v   = cr_xreallocarray(o->v, cap, sizeof(*o->v));
-        o->cap = cap;
+    if (!obj_log(db, t, kind, id, text, len, &w, p)) {
+        pthread_rwlock_unlock(&t->lock);
+        free(key);
+        free(text);
+        return false;
     }
-    if (!cdb_idmap_reserve(&o->ids, 1))
-        cr_oom("corDB object index", sizeof(cdb_idmap_entry_t));
-    ob       = cr_xmalloc(sizeof(*ob));
-    ob->key  = key;
-    ob->json = text;
-    ob->len  = len;
-    o->v[o->n] = ob;
-    cdb_idmap_insert(&o->ids, cdb_hash_key(key, klen), o->n);
-    o->n++;
-    o->live++;
+    if (i != CDB_NONE) {
+        ob       = o->v[i];
+        old      = ob->json;
+        old_len  = ob->len;
+        ob->json = text;
+        ob->len  = len;
+        free(key);
+        key = NULL;
+    } else {
+        ob       = cr_xmalloc(sizeof(*ob));
+        ob->key  = key;
+        ob->json = text;
+        ob->len  = len;
+        objs_add(o, ob);
+    }
     pthread_rwlock_unlock(&t->lock);
+
+    if (w.linked && cdb_log_wait(cdb_db_log(db), &w, p) == CDB_WAIT_DOOMED) {
+        size_t k2;
+        char  *k = obj_key(kind, id, &k2);
+
+        cdb_tenant_wrlock(t);
+        i = objs_find(&t->objs, k, k2);
+        if (i != CDB_NONE) {
+            if (old) {                      /* the replaced text comes back */
+                ob = t->objs.v[i];
+                free(ob->json);
+                ob->json = old;
+                ob->len  = old_len;
+                old      = NULL;
+            } else {
+                obj_free(objs_take(&t->objs, i));
+            }
+        }
+        pthread_rwlock_unlock(&t->lock);
+        cdb_log_undone(cdb_db_log(db), &w);
+        free(k);
+        free(old);
+        return false;
+    }
+    free(old);
     return true;
 }
 
@@ -151,6 +231,7 @@ bool cdb_obj_delete(cdb_t *db, const char *tenant, int kind, const char *id, pro
 {
     cdb_tenant_t *t = cdb_tenant_get(db, tenant, p);
     cdb_obj_t    *ob = NULL;
+    cdb_logw_t    w = { 0 };
     size_t        klen;
     char         *key;
     uint32_t      i;
@@ -161,16 +242,24 @@ bool cdb_obj_delete(cdb_t *db, const char *tenant, int kind, const char *id, pro
     cdb_tenant_wrlock(t);
     i = objs_find(&t->objs, key, klen);
     if (i != CDB_NONE) {
-        ob = t->objs.v[i];
-        cdb_idmap_remove(&t->objs.ids, cdb_hash_key(key, klen), i);
-        t->objs.v[i] = NULL;
-        t->objs.live--;
-        objs_maybe_compact(&t->objs);
+        if (!obj_log(db, t, kind, id, NULL, 0, &w, p)) {
+            pthread_rwlock_unlock(&t->lock);
+            free(key);
+            return false;
+        }
+        ob = objs_take(&t->objs, i);
     }
     pthread_rwlock_unlock(&t->lock);
     free(key);
     if (!ob)
         return obj_not_found(p, kind, id);
+    if (w.linked && cdb_log_wait(cdb_db_log(db), &w, p) == CDB_WAIT_DOOMED) {
+        cdb_tenant_wrlock(t);               /* back, at the end of the creation order */
+        objs_add(&t->objs, ob);
+        pthread_rwlock_unlock(&t->lock);
+        cdb_log_undone(cdb_db_log(db), &w);
+        return false;
+    }
     obj_free(ob);
     return true;
 }

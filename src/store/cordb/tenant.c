@@ -154,10 +154,9 @@ bool cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e)
     return cdb_tenant_reserve_update(t, NULL, e);
 }
 
-void cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e)
+/* e (the tenant takes the reference) into the empty slot s and every index. */
+static void tenant_put(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
 {
-    uint32_t s = t->n_slots++;
-
     t->slots[s].cur = e;
     t->n_live++;
     cdb_idmap_insert(&t->ids, cdb_hash_key(e->id, strlen(e->id)), s);
@@ -168,6 +167,11 @@ void cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e)
         cdb_geoidx_update(&t->geo, s, NULL, e);
         cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
     }
+}
+
+void cdb_tenant_insert(cdb_tenant_t *t, cr_entity_t *e)
+{
+    tenant_put(t, t->n_slots++, e);
 }
 
 cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
@@ -186,6 +190,20 @@ cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
         cdb_geoidx_maybe_regrid(&t->geo, t->slots, t->n_slots);
     }
     return old;
+}
+
+void cdb_tenant_restore(cdb_tenant_t *t, uint32_t s, uint64_t epoch, cr_entity_t *e)
+{
+    if ((uint32_t)epoch == (uint32_t)t->compactions && s < t->n_slots && !t->slots[s].cur) {
+        /* The tombstone is still there: the entity goes back to its place. */
+        if (!cdb_idmap_reserve(&t->ids, 1) || !cdb_tenant_reserve_update(t, NULL, e))
+            cr_oom("corDB index (undo)", sizeof(cdb_idmap_entry_t));
+        tenant_put(t, s, e);
+        return;
+    }
+    if (!cdb_tenant_reserve(t, e))
+        cr_oom("corDB index (undo)", sizeof(cdb_slot_t));
+    cdb_tenant_insert(t, e);
 }
 
 cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s)

@@ -1,0 +1,16 @@
+/*
+ * snapshot.c - /admin/snapshot as operations: start a snapshot of corDB on
+ * disk in the store's own thread (e.g. before a backup: doc/cordb.md), and
+ * tell how the last one went.
+ */
+#include "ops.h"
+
+bool ops_snapshot_start(store_t *s, problem_t *p)
+{
+    return store_snapshot_start(s, p);
+}
+
+bool ops_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, problem_t *p)
+{
+    return store_snapshot_last(s, info, running, p);
+}

@@ -1,0 +1,920 @@
+/*
+ * log.c - corDB's write-ahead log on disk (log.h): records, CRC32C, segment
+ * files, the lock file, group commit, the background thread (interval fsyncs,
+ * repairs after a fault, snapshot triggers).
+ *
+ * State under l->mu: the current segment (fd, end = bytes written, synced =
+ * bytes known on disk), the next seq, the last synced seq, the waiters of
+ * --dbSync always (a list in seq order), `syncing` (one thread runs fdatasync
+ * at a time, never holding the mutex) and `failed`.
+ *
+ * Group commit: a waiter whose group is not yet synced and finds nobody
+ * syncing becomes the syncer: it notes the last seq and offset written,
+ * drops the mutex, fdatasyncs, and on success publishes that seq as synced
+ * and wakes everybody: every group appended before its fdatasync began is
+ * covered by that one call. Writers that arrive meanwhile wait for the next.
+ *
+ * Faults. A failed pwrite cuts the segment back to its previous end (nothing
+ * of the group stays) and answers 503. A failed fdatasync cannot tell what
+ * reached the disk (and Linux forgets the error once reported), so in always
+ * mode every record after the last good sync is doomed: the log stops taking
+ * records (503), each doomed writer undoes its change in reverse seq order
+ * (the tail of the waiter list goes first) and answers 503, and the segment
+ * is cut back to the last synced offset. In interval / none mode the writes
+ * were acknowledged already: they stay, the log stops taking records until an
+ * fdatasync succeeds again. The background thread retries the repair every
+ * interval (or 100 ms); writes work again once the disk does.
+ *
+ * Test builds' fault injection needs no hook here: test/crash/faultshim.c
+ * (LD_PRELOAD) fails pwrite / fdatasync of log files on demand.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../model/codec.h"
+#include "log.h"
+
+/* ------------------------------------------------------------ CRC32C */
+
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static bool crc_hw;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const uint8_t *p,
+                                                            size_t n)
+{
+    uint64_t c64 = c;
+
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t v;
+
+        memcpy(&v, p, 8);
+        c64 = __builtin_ia32_crc32di(c64, v);
+    }
+    c = (uint32_t)c64;
+    for (; n; p++, n--)
+        c = __builtin_ia32_crc32qi(c, *p);
+    return c;
+}
+#endif
+
+uint32_t cdb_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    uint32_t       c = ~crc;
+
+    pthread_once(&crc_once, crc_init);
+#if defined(__x86_64__)
+    if (crc_hw)
+        return ~crc_sse42(c, p, len);
+#endif
+    for (; len >= 8; p += 8, len -= 8) {
+        uint32_t lo, hi;
+
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + 4, 4);
+        lo ^= c;
+        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+            crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+    }
+    for (; len; p++, len--)
+        c = (c >> 8) ^ crc_table[0][(c ^ *p) & 0xff];
+    return ~c;
+}
+
+/* ------------------------------------------------------------ records */
+
+static void put_u32(char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (char)(v >> (8 * i));
+}
+
+static void put_u64(char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+size_t cdb_rec_begin(sbuf_t *sb, int kind, const char *tenant)
+{
+    size_t start = sb->len, tn = tenant ? strlen(tenant) : 0;
+    char   head[CDB_REC_HEAD] = { 0 };
+
+    head[16] = (char)kind;
+    sb_add(sb, head, sizeof(head));
+    cr_put_str(sb, tenant ? tenant : "", tn);
+    return start;
+}
+
+void cdb_rec_end(sbuf_t *sb, size_t start)
+{
+    put_u32(sb->p + start, (uint32_t)(sb->len - start - 8));
+}
+
+size_t cdb_rec_seal(char *buf, size_t len, uint64_t seq)
+{
+    size_t off = 0, n = 0;
+
+    while (off < len) {
+        uint32_t rl   = get_u32((const uint8_t *)buf + off);
+        size_t   size = 8 + (size_t)rl;
+
+        put_u64(buf + off + 8, seq++);
+        buf[off + 17] = (char)(off + size < len ? CDB_REC_MORE : 0);
+        put_u32(buf + off + 4, cdb_crc32c(0, buf + off + 8, rl));
+        off += size;
+        n++;
+    }
+    return n;
+}
+
+cdb_parse_t cdb_rec_parse(const uint8_t *buf, size_t avail, cdb_rec_t *r)
+{
+    uint32_t       len;
+    cr_reader_t    rd;
+    const char    *tname;
+    size_t         tn;
+
+    if (avail < 8)
+        return CDB_PARSE_SHORT;
+    len = get_u32(buf);
+    if (len < CDB_REC_HEAD - 8 + 1 || len > CDB_REC_MAX)
+        return CDB_PARSE_BAD;
+    if (avail - 8 < len)
+        return CDB_PARSE_SHORT;
+    if (cdb_crc32c(0, buf + 8, len) != get_u32(buf + 4))
+        return CDB_PARSE_BAD;
+    r->seq   = get_u64(buf + 8);
+    r->kind  = buf[16];
+    r->flags = buf[17];
+    rd    = (cr_reader_t){ .p = buf + CDB_REC_HEAD, .end = buf + 8 + len };
+    tname = cr_get_str(&rd, &tn);
+    if (!tname)
+        return CDB_PARSE_BAD;
+    r->tenant      = tname;
+    r->tenant_len  = tn;
+    r->payload     = rd.p;
+    r->payload_len = (size_t)(rd.end - rd.p);
+    r->size        = 8 + (size_t)len;
+    return CDB_PARSE_OK;
+}
+
+/* ------------------------------------------------------------ files */
+
+void cdb_seg_path(char *buf, size_t n, const char *dir, uint32_t seg)
+{
+    snprintf(buf, n, "%s/log-%08u.cdb", dir, seg);
+}
+
+void cdb_snap_path(char *buf, size_t n, const char *dir, uint64_t seq)
+{
+    snprintf(buf, n, "%s/snap-%016llx.cdb", dir, (unsigned long long)seq);
+}
+
+bool cdb_fsync_dir(const char *dir)
+{
+    int  fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    bool ok;
+
+    if (fd < 0)
+        return false;
+    ok = fsync(fd) == 0;
+    close(fd);
+    return ok;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+bool cdb_list_files(const char *dir, cdb_files_t *out, problem_t *p)
+{
+    DIR           *d = opendir(dir);
+    struct dirent *de;
+    size_t         cap_seg = 0, cap_snap = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (!d)
+        return problem_set(p, PB_INTERNAL_ERROR, "--dbDir %.200s: %s", dir, strerror(errno));
+    while ((de = readdir(d))) {
+        unsigned           seg;
+        unsigned long long seq;
+        int                used = 0;
+
+        if (sscanf(de->d_name, "log-%8u.cdb%n", &seg, &used) == 1 && used == 16 &&
+            !de->d_name[used]) {
+            if (out->n_seg == cap_seg) {
+                cap_seg  = cap_seg ? cap_seg * 2 : 16;
+                out->seg = cr_xreallocarray(out->seg, cap_seg, sizeof(*out->seg));
+            }
+            out->seg[out->n_seg++] = seg;
+        } else if (sscanf(de->d_name, "snap-%16llx.cdb%n", &seq, &used) == 1 && used == 25 &&
+                   !de->d_name[used]) {
+            if (out->n_snap == cap_snap) {
+                cap_snap  = cap_snap ? cap_snap * 2 : 4;
+                out->snap = cr_xreallocarray(out->snap, cap_snap, sizeof(*out->snap));
+            }
+            out->snap[out->n_snap++] = seq;
+        }
+    }
+    closedir(d);
+    if (out->n_seg)
+        qsort(out->seg, out->n_seg, sizeof(*out->seg), cmp_u32);
+    if (out->n_snap)
+        qsort(out->snap, out->n_snap, sizeof(*out->snap), cmp_u64);
+    return true;
+}
+
+void cdb_files_free(cdb_files_t *f)
+{
+    free(f->seg);
+    free(f->snap);
+    memset(f, 0, sizeof(*f));
+}
+
+/* ------------------------------------------------------------ the log */
+
+struct cdb_log {
+    char           *dir;
+    cdb_sync_t      mode;
+    int             interval_ms;
+    size_t          snapshot_size;
+    int             lock_fd;
+
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;             /* waiters, the syncer, the thread */
+    int             fd;             /* the current segment */
+    uint32_t        seg;            /* its number */
+    uint64_t        end;            /* bytes written to it */
+    uint64_t        synced_off;     /* bytes of it known on disk */
+    int             old_fd;         /* the previous segment while its last fsync is pending (roll) */
+    uint64_t        old_end, old_synced_off;
+    uint64_t        next_seq, synced_seq;
+    bool            syncing, failed, stop, started;
+    cdb_logw_t     *head, *tail;    /* always: waiters in seq order */
+    uint64_t        since_snap;     /* bytes appended since the last roll */
+    bool            snap_wanted;
+    void          (*snapshot)(void *ud);
+    void           *snapshot_ud;
+    pthread_t       thread, snap_thread;
+    bool            snap_thread_on;
+
+    time_t          last_fail_log;  /* second of the last "write failed" line */
+    /* statistics (under mu) */
+    uint64_t        appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
+};
+
+/* Each writer thread's group buffer, freed when the thread exits. */
+static pthread_key_t  buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+
+static void buf_free(void *v)
+{
+    sbuf_t *sb = v;
+
+    sb_release(sb);
+    free(sb);
+}
+
+static void buf_key_init(void)
+{
+    if (pthread_key_create(&buf_key, buf_free) != 0)
+        cr_oom("corDB log buffer key", 0);
+}
+
+sbuf_t *cdb_log_buf(void)
+{
+    sbuf_t *sb;
+
+    pthread_once(&buf_once, buf_key_init);
+    sb = pthread_getspecific(buf_key);
+    if (!sb) {
+        sb = cr_xmalloc(sizeof(*sb));
+        sb_init(sb, NULL, 4096);
+        pthread_setspecific(buf_key, sb);
+    }
+    /* Give back what one huge batch grew it to. */
+    if (sb->cap > (8u << 20)) {
+        sb_release(sb);
+        sb_init(sb, NULL, 4096);
+    }
+    sb_clear(sb);
+    return sb;
+}
+
+const char *cdb_log_dir(const cdb_log_t *l) { return l->dir; }
+cdb_sync_t  cdb_log_mode(const cdb_log_t *l) { return l->mode; }
+
+static bool log_503(problem_t *p, const char *what, int err)
+{
+    problem_set(p, PB_HTTP, "the store cannot %s its log on disk (%s): nothing of this write was "
+                "applied; retry when the disk has room or works again", what, strerror(err));
+    if (p)
+        p->status = 503;
+    return false;
+}
+
+cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_t snapshot_size,
+                        problem_t *p)
+{
+    cdb_log_t *l;
+    char       path[4096], pid[32];
+    int        fd, n;
+
+    if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
+        problem_set(p, PB_INTERNAL_ERROR, "--dbDir %.200s: cannot create it: %s", dir,
+                    strerror(errno));
+        return NULL;
+    }
+    snprintf(path, sizeof(path), "%s/LOCK", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        problem_set(p, PB_INTERNAL_ERROR, "--dbDir %.200s: cannot open its lock file: %s", dir,
+                    strerror(errno));
+        return NULL;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char other[32] = "?";
+        ssize_t k = pread(fd, other, sizeof(other) - 1, 0);
+
+        if (k > 0) {
+            other[k] = '\0';
+            other[strcspn(other, "\n")] = '\0';
+        }
+        close(fd);
+        problem_set(p, PB_INTERNAL_ERROR, "--dbDir %.200s is in use by another broker (pid %s): "
+                    "one broker per directory", dir, other);
+        return NULL;
+    }
+    n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        LOG_W("corDB: cannot write the pid into %s: %s", path, strerror(errno));
+
+    l = cr_xcalloc(1, sizeof(*l));
+    l->dir           = cr_xstrdup(dir);
+    l->mode          = mode;
+    l->interval_ms   = interval_ms > 0 ? interval_ms : 100;
+    l->snapshot_size = snapshot_size;
+    l->lock_fd       = fd;
+    l->fd            = -1;
+    l->old_fd        = -1;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    return l;
+}
+
+/* A new empty segment number seg: created with its magic, fsynced, and the
+ * directory fsynced. -1 (errno) on failure. */
+static int seg_create(const char *dir, uint32_t seg)
+{
+    char path[4096];
+    int  fd, err;
+
+    cdb_seg_path(path, sizeof(path), dir, seg);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return -1;
+    if (pwrite(fd, CDB_LOG_MAGIC, CDB_MAGIC_LEN, 0) != CDB_MAGIC_LEN || fdatasync(fd) != 0 ||
+        !cdb_fsync_dir(dir)) {
+        err = errno ? errno : EIO;
+        close(fd);
+        unlink(path);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
+/* Under mu: with the log failed, tries to make the files what the log says
+ * they are (cut back to the good end, fdatasync); clears `failed` on success. */
+static void log_repair_locked(cdb_log_t *l)
+{
+    uint64_t cut     = l->mode == CDB_SYNC_ALWAYS ? l->synced_off : l->end;
+    uint64_t old_cut = l->mode == CDB_SYNC_ALWAYS ? l->old_synced_off : l->old_end;
+
+    if (!l->failed || l->syncing)
+        return;
+    if (l->mode == CDB_SYNC_ALWAYS && l->tail && l->tail->last > l->synced_seq)
+        return;                             /* doomed writers still undoing */
+    if (l->old_fd >= 0) {
+        if (ftruncate(l->old_fd, (off_t)old_cut) != 0 || fdatasync(l->old_fd) != 0)
+            return;
+        close(l->old_fd);
+        l->old_fd = -1;
+    }
+    if (ftruncate(l->fd, (off_t)cut) != 0 || fdatasync(l->fd) != 0)
+        return;
+    l->end        = cut;
+    l->synced_off = cut;
+    l->synced_seq = l->next_seq - 1;
+    l->failed     = false;
+    LOG_W("corDB: the log on disk works again (segment %u, %llu bytes); writes resume", l->seg,
+          (unsigned long long)cut);
+}
+
+/* Under mu, not syncing: fdatasyncs everything written so far without the
+ * mutex (the caller becomes the syncer). */
+static void log_sync_locked(cdb_log_t *l)
+{
+    uint64_t target = l->next_seq - 1, off = l->end;
+    int      fd = l->fd, rc, err;
+    size_t   groups = 0;
+
+    if (target <= l->synced_seq || l->failed)
+        return;
+    for (cdb_logw_t *w = l->head; w; w = w->next)
+        groups += w->last > l->synced_seq && w->last <= target;
+    l->syncing = true;
+    pthread_mutex_unlock(&l->mu);
+    rc  = fdatasync(fd);
+    err = errno;
+    pthread_mutex_lock(&l->mu);
+    l->syncing = false;
+    l->fsyncs++;
+    l->fsync_groups += groups;
+    if (rc == 0) {
+        if (target > l->synced_seq)
+            l->synced_seq = target;
+        if (fd == l->fd && off > l->synced_off)
+            l->synced_off = off;
+    } else {
+        l->failures++;
+        l->failed = true;
+        if (l->mode == CDB_SYNC_ALWAYS) {
+            /* Everything after the last good sync is doomed: it will be cut. */
+            l->end      = l->synced_off;
+            l->next_seq = l->synced_seq + 1;
+            LOG_E("corDB: fdatasync of the log failed (%s): the writes not yet on disk are "
+                  "undone and answered 503; no write until the disk works", strerror(err));
+        } else {
+            LOG_E("corDB: fdatasync of the log failed (%s): writes of the last %d ms may not be "
+                  "on disk; no write until the disk works", strerror(err), l->interval_ms);
+        }
+    }
+    pthread_cond_broadcast(&l->cv);
+}
+
+static void *log_thread(void *ud)
+{
+    cdb_log_t *l = ud;
+
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        struct timespec ts;
+        int             ms = l->mode == CDB_SYNC_INTERVAL ? l->interval_ms : 100;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        if (l->stop)
+            break;
+        if (l->failed)
+            log_repair_locked(l);
+        else if (l->mode == CDB_SYNC_INTERVAL && !l->syncing)
+            log_sync_locked(l);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static void *snap_thread(void *ud)
+{
+    cdb_log_t *l = ud;
+
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        if (!l->snap_wanted) {
+            pthread_cond_wait(&l->cv, &l->mu);
+            continue;
+        }
+        l->snap_wanted = false;
+        pthread_mutex_unlock(&l->mu);
+        l->snapshot(l->snapshot_ud);
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+bool cdb_log_start(cdb_log_t *l, uint64_t next_seq, void (*snapshot)(void *ud), void *ud,
+                   problem_t *p)
+{
+    cdb_files_t f;
+
+    if (!cdb_list_files(l->dir, &f, p))
+        return false;
+    /* Recovery read the last segment whole (and cut a torn tail): appends
+     * go on at its end. */
+    l->end = CDB_MAGIC_LEN;
+    if (f.n_seg) {
+        char        path[4096];
+        struct stat st;
+
+        l->seg = f.seg[f.n_seg - 1];
+        cdb_seg_path(path, sizeof(path), l->dir, l->seg);
+        l->fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (l->fd >= 0 && fstat(l->fd, &st) == 0 && st.st_size >= CDB_MAGIC_LEN) {
+            l->end = (uint64_t)st.st_size;
+        } else if (l->fd >= 0) {
+            close(l->fd);
+            l->fd = -1;
+        }
+    }
+    if (l->fd < 0) {
+        l->seg = f.n_seg ? f.seg[f.n_seg - 1] + 1 : 1;
+        l->fd  = seg_create(l->dir, l->seg);
+    }
+    cdb_files_free(&f);
+    if (l->fd < 0)
+        return problem_set(p, PB_INTERNAL_ERROR, "--dbDir %.200s: cannot create a log segment: %s",
+                           l->dir, strerror(errno));
+    l->synced_off = l->end;
+    l->next_seq    = next_seq;
+    l->synced_seq  = next_seq - 1;
+    l->snapshot    = snapshot;
+    l->snapshot_ud = ud;
+    if (pthread_create(&l->thread, NULL, log_thread, l) != 0)
+        return problem_set(p, PB_INTERNAL_ERROR, "corDB: cannot start the log thread");
+    if (snapshot && pthread_create(&l->snap_thread, NULL, snap_thread, l) == 0)
+        l->snap_thread_on = true;
+    l->started = true;
+    return true;
+}
+
+void cdb_log_close(cdb_log_t *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    if (l->started)
+        pthread_join(l->thread, NULL);
+    if (l->snap_thread_on)
+        pthread_join(l->snap_thread, NULL);
+    if (l->fd >= 0) {
+        if (!l->failed && fdatasync(l->fd) != 0)
+            LOG_E("corDB: fdatasync of the log at close failed: %s", strerror(errno));
+        close(l->fd);
+    }
+    if (l->old_fd >= 0)
+        close(l->old_fd);
+    close(l->lock_fd);              /* releases the flock */
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    free(l->dir);
+    free(l);
+}
+
+static bool pwrite_all(int fd, const char *buf, size_t len, uint64_t off)
+{
+    while (len) {
+        ssize_t k = pwrite(fd, buf, len, (off_t)off);
+
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO;
+            return false;
+        }
+        buf += k;
+        len -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return true;
+}
+
+bool cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
+{
+    size_t n;
+    int    err;
+
+    w->linked = false;
+    pthread_mutex_lock(&l->mu);
+    if (l->failed) {
+        pthread_mutex_unlock(&l->mu);
+        return log_503(p, "write", EIO);
+    }
+    n = cdb_rec_seal(sb->p, sb->len, l->next_seq);
+    if (!pwrite_all(l->fd, sb->p, sb->len, l->end)) {
+        err = errno;
+        l->failures++;
+        /* Nothing of the group may stay: cut back; if even that fails the
+         * log is failed until the background thread manages it. */
+        if (ftruncate(l->fd, (off_t)l->end) != 0) {
+            l->failed = true;
+            LOG_E("corDB: the log cannot be cut back after a failed write (%s)", strerror(errno));
+        }
+        /* One line per second at most while the disk fails (each write is
+         * answered 503 and logged by http/ anyway). */
+        bool say = l->last_fail_log != time(NULL);
+
+        l->last_fail_log = time(NULL);
+        pthread_mutex_unlock(&l->mu);
+        if (say)
+            LOG_W("corDB: a log write failed (%s): answered 503 (more may follow, not logged)",
+                  strerror(err));
+        return log_503(p, "write", err);
+    }
+    l->end += sb->len;
+    l->next_seq += n;
+    l->appends++;
+    l->records += n;
+    l->bytes += sb->len;
+    l->since_snap += sb->len;
+    if (l->snapshot_size && l->since_snap >= l->snapshot_size && !l->snap_wanted &&
+        l->snap_thread_on) {
+        l->since_snap  = 0;
+        l->snap_wanted = true;
+        pthread_cond_broadcast(&l->cv);
+    }
+    if (l->mode == CDB_SYNC_ALWAYS) {
+        w->last   = l->next_seq - 1;
+        w->next   = NULL;
+        w->prev   = l->tail;
+        w->linked = true;
+        if (l->tail)
+            l->tail->next = w;
+        else
+            l->head = w;
+        l->tail = w;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return true;
+}
+
+static void unlink_w(cdb_log_t *l, cdb_logw_t *w)
+{
+    if (!w->linked)
+        return;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        l->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        l->tail = w->prev;
+    w->linked = false;
+}
+
+cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p)
+{
+    if (!w->linked)
+        return CDB_WAIT_OK;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        if (l->synced_seq >= w->last) {
+            unlink_w(l, w);
+            pthread_cond_broadcast(&l->cv);
+            pthread_mutex_unlock(&l->mu);
+            return CDB_WAIT_OK;
+        }
+        if (l->failed) {
+            if (l->tail == w) {             /* my turn to undo (later groups are undone) */
+                pthread_mutex_unlock(&l->mu);
+                log_503(p, "sync", EIO);
+                return CDB_WAIT_DOOMED;
+            }
+            pthread_cond_wait(&l->cv, &l->mu);
+            continue;
+        }
+        if (!l->syncing)
+            log_sync_locked(l);
+        else
+            pthread_cond_wait(&l->cv, &l->mu);
+    }
+}
+
+bool cdb_log_want_snapshot(cdb_log_t *l)
+{
+    bool ok;
+
+    pthread_mutex_lock(&l->mu);
+    ok = l->snap_thread_on;
+    if (ok) {
+        l->snap_wanted = true;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+bool cdb_log_sync(cdb_log_t *l, uint64_t *upto, problem_t *p)
+{
+    pthread_mutex_lock(&l->mu);
+    *upto = l->next_seq - 1;
+    for (;;) {
+        if (l->synced_seq >= *upto) {
+            pthread_mutex_unlock(&l->mu);
+            return true;
+        }
+        if (l->failed) {
+            pthread_mutex_unlock(&l->mu);
+            return log_503(p, "sync", EIO);
+        }
+        if (!l->syncing)
+            log_sync_locked(l);
+        else
+            pthread_cond_wait(&l->cv, &l->mu);
+    }
+}
+
+void cdb_log_undone(cdb_log_t *l, cdb_logw_t *w)
+{
+    pthread_mutex_lock(&l->mu);
+    unlink_w(l, w);
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+bool cdb_log_roll(cdb_log_t *l, uint64_t *upto, uint32_t *first_kept, problem_t *p)
+{
+    uint32_t seg;
+    int      fd, oldfd, rc, err;
+
+    pthread_mutex_lock(&l->mu);
+    seg = l->seg + 1;
+    pthread_mutex_unlock(&l->mu);
+    fd = seg_create(l->dir, seg);
+    if (fd < 0)
+        return problem_set(p, PB_INTERNAL_ERROR, "corDB: cannot create a log segment: %s",
+                           strerror(errno));
+
+    pthread_mutex_lock(&l->mu);
+    while (l->syncing)
+        pthread_cond_wait(&l->cv, &l->mu);
+    if (l->failed || l->old_fd >= 0) {
+        pthread_mutex_unlock(&l->mu);
+        close(fd);
+        return problem_set(p, PB_INTERNAL_ERROR, "corDB: the log is failed; no snapshot now");
+    }
+    /* The old segment's last fsync runs as this thread's sync (syncing set:
+     * writers of always wait for it, then sync the new segment). */
+    oldfd             = l->fd;
+    l->old_fd         = oldfd;
+    l->old_end        = l->end;
+    l->old_synced_off = l->synced_off;
+    l->fd             = fd;
+    l->seg            = seg;
+    l->end = l->synced_off = CDB_MAGIC_LEN;
+    *upto             = l->next_seq - 1;
+    *first_kept       = seg;
+    l->since_snap     = 0;
+    l->syncing        = true;
+    pthread_mutex_unlock(&l->mu);
+
+    rc  = fdatasync(oldfd);
+    err = errno;
+
+    pthread_mutex_lock(&l->mu);
+    l->syncing = false;
+    l->fsyncs++;
+    if (rc == 0) {
+        if (*upto > l->synced_seq)
+            l->synced_seq = *upto;
+        close(oldfd);
+        l->old_fd = -1;
+    } else {
+        l->failures++;
+        l->failed = true;
+        if (l->mode == CDB_SYNC_ALWAYS) {
+            l->old_end  = l->old_synced_off;
+            l->end      = CDB_MAGIC_LEN;
+            l->next_seq = l->synced_seq + 1;
+        }
+        LOG_E("corDB: fdatasync of a log segment failed (%s)", strerror(err));
+    }
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    if (rc != 0)
+        return problem_set(p, PB_INTERNAL_ERROR, "corDB: fdatasync of the log failed: %s",
+                           strerror(err));
+    return true;
+}
+
+void cdb_log_snapshot_done(cdb_log_t *l, uint64_t seq, uint32_t first_after)
+{
+    cdb_files_t f;
+    char        path[4096];
+    uint64_t    prev = 0;
+    uint32_t    keep_from = first_after;
+
+    pthread_mutex_lock(&l->mu);
+    l->snapshots++;
+    pthread_mutex_unlock(&l->mu);
+    if (!cdb_list_files(l->dir, &f, NULL))
+        return;
+    /* Keep this snapshot and the one before it (prev), and every segment
+     * holding a record after prev: a segment can go when the next one's
+     * first record is at most prev + 1. Without an older snapshot, the whole
+     * log stays (the fall-back from this one is the log from the start). */
+    for (size_t i = 0; i < f.n_snap; i++)
+        if (f.snap[i] < seq)
+            prev = f.snap[i];
+    for (size_t i = 0; i < f.n_snap; i++) {
+        if (f.snap[i] < prev) {
+            cdb_snap_path(path, sizeof(path), l->dir, f.snap[i]);
+            unlink(path);
+        }
+    }
+    /* A segment can go when the next one starts at or before prev + 1 (all
+     * its records are in the older snapshot). */
+    for (size_t i = 0; i + 1 < f.n_seg && f.seg[i] < keep_from; i++) {
+        char     next[4096];
+        uint8_t  head[CDB_MAGIC_LEN + 16];
+        int      fd;
+        ssize_t  k;
+        uint64_t first;
+
+        cdb_seg_path(next, sizeof(next), l->dir, f.seg[i + 1]);
+        fd = open(next, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+        k = pread(fd, head, sizeof(head), 0);
+        close(fd);
+        if (k < (ssize_t)sizeof(head))
+            break;              /* the next segment is empty: it holds no first seq yet */
+        first = get_u64(head + CDB_MAGIC_LEN + 8);
+        if (!prev || first > prev + 1)
+            break;
+        cdb_seg_path(path, sizeof(path), l->dir, f.seg[i]);
+        unlink(path);
+    }
+    cdb_fsync_dir(l->dir);
+    cdb_files_free(&f);
+}
+
+void cdb_log_get_stats(cdb_log_t *l, cdb_log_stats_t *st)
+{
+    pthread_mutex_lock(&l->mu);
+    st->appends      = l->appends;
+    st->records      = l->records;
+    st->bytes        = l->bytes;
+    st->fsyncs       = l->fsyncs;
+    st->fsync_groups = l->fsync_groups;
+    st->failures     = l->failures;
+    st->snapshots    = l->snapshots;
+    st->synced_seq   = l->synced_seq;
+    st->next_seq     = l->next_seq;
+    st->failed       = l->failed;
+    pthread_mutex_unlock(&l->mu);
+}

@@ -1,0 +1,167 @@
+/*
+ * faultshim.c - fault injection for corDB's files, as an LD_PRELOAD library
+ * (built by `make faultshim`, used by test/functional/test_cordb_disk.py and
+ * test/crash/crash_loop.py). Nothing of it is in the broker.
+ *
+ * With CORAINE_FAULT_DIR=D in the environment, before each pwrite / write /
+ * fdatasync / fsync on a file of corDB (its name has "/log-" or "/snap-")
+ * the shim looks at D:
+ *   D/write  containing ENOSPC or EIO: the write fails with that errno;
+ *   D/fsync  containing ENOSPC or EIO: fdatasync / fsync fail so;
+ *   D/snapcrash: a write to a snapshot file kills the process (SIGKILL),
+ *            a crash in the middle of a snapshot.
+ * Removing the file ends the fault: the disk "works again".
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static const char *fault_dir(void)
+{
+    static const char *d;
+    static int         done;
+
+    if (!done) {
+        d    = getenv("CORAINE_FAULT_DIR");
+        done = 1;
+    }
+    return d;
+}
+
+/* 0: no fault; else the errno D/name asks for (-1: the file exists). */
+static int fault(const char *name)
+{
+    const char *d = fault_dir();
+    char        path[4096], buf[32] = { 0 };
+    int         fd, saved = errno;
+    ssize_t     n;
+
+    if (!d)
+        return 0;
+    snprintf(path, sizeof(path), "%s/%s", d, name);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return 0;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    errno = saved;
+    if (n > 0 && !strncmp(buf, "ENOSPC", 6))
+        return ENOSPC;
+    if (n > 0 && !strncmp(buf, "EIO", 3))
+        return EIO;
+    return -1;
+}
+
+/* 1: a log segment, 2: a snapshot, 0: another file. */
+static int db_file(int fd)
+{
+    char    link[64], path[4096];
+    ssize_t n;
+    int     saved = errno;
+
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    n = readlink(link, path, sizeof(path) - 1);
+    errno = saved;
+    if (n <= 0)
+        return 0;
+    path[n] = '\0';
+    if (strstr(path, "/log-"))
+        return 1;
+    if (strstr(path, "/snap-"))
+        return 2;
+    return 0;
+}
+
+static int write_fault(int fd)
+{
+    int k;
+
+    if (!fault_dir())
+        return 0;
+    k = db_file(fd);
+    if (!k)
+        return 0;
+    if (k == 2 && fault("snapcrash"))
+        kill(getpid(), SIGKILL);
+    k = fault("write");
+    return k > 0 ? k : 0;
+}
+
+static int sync_fault(int fd)
+{
+    int k;
+
+    if (!fault_dir() || !db_file(fd))
+        return 0;
+    k = fault("fsync");
+    return k > 0 ? k : 0;
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    static ssize_t (*real)(int, const void *, size_t, off_t);
+    int            e = write_fault(fd);
+
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    if (!real)
+        real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+    return real(fd, buf, n, off);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+    return pwrite(fd, buf, n, off);
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    static ssize_t (*real)(int, const void *, size_t);
+    int            e = write_fault(fd);
+
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    if (!real)
+        real = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    return real(fd, buf, n);
+}
+
+int fdatasync(int fd)
+{
+    static int (*real)(int);
+    int        e = sync_fault(fd);
+
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    if (!real)
+        real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    return real(fd);
+}
+
+int fsync(int fd)
+{
+    static int (*real)(int);
+    int        e = sync_fault(fd);
+
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    if (!real)
+        real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    return real(fd);
+}

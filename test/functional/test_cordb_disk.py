@@ -1,0 +1,301 @@
+"""corDB on disk (issue 13) through HTTP: --dbDir keeps entities and objects
+across restarts and kill -9; one broker per directory; POST /admin/snapshot;
+faults injected with the LD_PRELOAD shim (build/<variant>/faultshim.so, `make
+faultshim`): ENOSPC / EIO on write and on fsync are answered 503 with a
+ProblemDetails and nothing applied, reads go on, writes resume once the disk
+works, and nothing acknowledged is lost; a crash in the middle of a snapshot
+recovers from the previous snapshot and the log.
+"""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import requests
+
+from conftest import binary_path, REPO
+from ngsi import free_port
+
+API = "/ngsi-ld/v1"
+JSON = {"Content-Type": "application/json"}
+T = "http://example.org/DiskT"
+A = "http://example.org/v"
+
+
+def shim_path():
+    p = os.environ.get("CORAINE_FAULTSHIM")
+    if p and os.path.exists(p):
+        return p
+    b = os.path.dirname(binary_path())
+    p = os.path.join(b, "faultshim.so")
+    return p if os.path.exists(p) else None
+
+
+class DiskBroker:
+    def __init__(self, dbdir, logdir, flags=(), fault_dir=None, expect_fail=False):
+        self.port = free_port()
+        self.base = "http://127.0.0.1:%d" % self.port
+        self.logpath = os.path.join(logdir, "coraine-disk-%d.log" % self.port)
+        env = dict(os.environ)
+        if fault_dir:
+            env["CORAINE_FAULT_DIR"] = fault_dir
+            shim = shim_path()
+            if not shim:
+                pytest.skip("faultshim.so not built (make faultshim)")
+            env["LD_PRELOAD"] = (shim + " " + env.get("LD_PRELOAD", "")).strip()
+            # an ASan build: the shim comes before the ASan runtime
+            env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").strip(":")
+        cmd = [binary_path(), "-fg", "--port", str(self.port), "--bind", "127.0.0.1",
+               "--logLevel", "info", "--dbDir", dbdir] + list(flags)
+        with open(self.logpath, "wb") as f:
+            self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                if expect_fail:
+                    return
+                raise RuntimeError("broker exited at start: %s" % self.log())
+            try:
+                if requests.get(self.base + "/version", timeout=1).status_code == 200:
+                    if expect_fail:
+                        self.kill()
+                        raise AssertionError("the broker started; it should have refused")
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError("broker did not start")
+
+    def log(self):
+        with open(self.logpath, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=15)
+
+    def create(self, eid, v, tenant=None):
+        h = dict(JSON)
+        if tenant:
+            h["NGSILD-Tenant"] = tenant
+        return requests.post(self.base + API + "/entities", headers=h,
+                             json={"id": eid, "type": T, A: {"type": "Property", "value": v}}, timeout=15)
+
+    def patch(self, eid, v):
+        return requests.patch(self.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                              json={A: {"type": "Property", "value": v}}, timeout=15)
+
+    def value(self, eid, tenant=None):
+        h = {"NGSILD-Tenant": tenant} if tenant else {}
+        r = requests.get(self.base + API + "/entities/" + eid, headers=h, timeout=15)
+        if r.status_code == 404:
+            return None
+        assert r.status_code == 200, r.text
+        return r.json()[A]["value"]
+
+
+@pytest.fixture
+def dbdir(tmp_path):
+    return str(tmp_path / "db")
+
+
+def snapshot(b):
+    """POST /admin/snapshot (202: started in the store's thread), then GET until it is done."""
+    r = requests.post(b.base + "/admin/snapshot", timeout=15)
+    assert r.status_code == 202, r.text
+    before = r.json().get("seq", -1)
+    deadline = time.time() + 30
+    while True:
+        g = requests.get(b.base + "/admin/snapshot", timeout=15).json()
+        if not g["running"] and (g.get("seq", -1) > before or g.get("error")):
+            return g
+        assert time.time() < deadline, "the snapshot did not finish"
+        time.sleep(0.02)
+
+
+def assert_503(r):
+    assert r.status_code == 503, r.text
+    pd = r.json()
+    assert pd["status"] == 503 and pd["title"] and "nothing of this write was applied" in pd["detail"]
+
+
+def test_restart_kill9_and_lock(dbdir, tmp_path):
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"])
+    try:
+        assert b.create("urn:d:1", 1).status_code == 201
+        assert b.create("urn:d:2", 2, tenant="tn").status_code == 201
+        assert b.patch("urn:d:1", 10).status_code == 204
+        r = requests.post(b.base + API + "/entityOperations/create", headers=JSON, timeout=15,
+                          json=[{"id": "urn:d:b%d" % i, "type": T} for i in range(5)])
+        assert r.status_code == 201, r.text
+        assert requests.delete(b.base + API + "/entities/urn:d:b0", timeout=15).status_code == 204
+        # a second broker on the same directory refuses to start, naming the first
+        other = DiskBroker(dbdir, str(tmp_path), expect_fail=True)
+        assert other.proc.returncode != 0
+        assert "in use by another broker (pid %d)" % b.proc.pid in other.log()
+    finally:
+        b.kill()
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"])
+    try:
+        assert b.value("urn:d:1") == 10
+        assert b.value("urn:d:2", tenant="tn") == 2
+        r = requests.get(b.base + API + "/entities", params={"type": T, "limit": 100}, timeout=15)
+        assert sorted(e["id"] for e in r.json()) == ["urn:d:1"] + ["urn:d:b%d" % i for i in range(1, 5)]
+        s = requests.get(b.base + "/statistics", timeout=15).json()["store"]
+        assert s["disk"]["failed"] is False
+    finally:
+        b.stop()
+
+
+def test_admin_snapshot(dbdir, tmp_path):
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "interval"])
+    try:
+        for i in range(20):
+            assert b.create("urn:s:%d" % i, i).status_code == 201
+        g = snapshot(b)
+        assert g["entities"] == 20 and g["file"].endswith(".cdb") and "error" not in g
+        assert b.patch("urn:s:3", 33).status_code == 204
+    finally:
+        b.stop()
+    assert any(n.startswith("snap-") for n in os.listdir(dbdir))
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        assert b.value("urn:s:3") == 33 and b.value("urn:s:19") == 19
+    finally:
+        b.stop()
+
+
+def test_admin_snapshot_in_ram(broker):
+    for r in (requests.post(broker.base + "/admin/snapshot", timeout=15),
+              requests.get(broker.base + "/admin/snapshot", timeout=15)):
+        assert r.status_code == 422
+        assert r.json()["type"].endswith("OperationNotSupported")
+
+
+@pytest.mark.parametrize("sync", ["always", "interval"])
+@pytest.mark.parametrize("err", ["ENOSPC", "EIO"])
+def test_write_fault(dbdir, tmp_path, sync, err):
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", sync, "--dbSyncInterval", "20"], fault_dir=str(faults))
+    try:
+        assert b.create("urn:f:1", 1).status_code == 201
+        (faults / "write").write_text(err)
+        assert_503(b.create("urn:f:2", 2))
+        assert_503(b.patch("urn:f:1", 5))
+        r = requests.post(b.base + API + "/entityOperations/upsert", headers=JSON, timeout=15,
+                          json=[{"id": "urn:f:3", "type": T}, {"id": "urn:f:1", "type": T}])
+        assert_503(r)
+        assert b.value("urn:f:1") == 1               # reads go on, nothing applied
+        assert b.value("urn:f:2") is None and b.value("urn:f:3") is None
+        (faults / "write").unlink()
+        deadline = time.time() + 5
+        while b.create("urn:f:2", 2).status_code != 201:
+            assert time.time() < deadline, "writes did not resume"
+            time.sleep(0.05)
+        assert b.patch("urn:f:1", 7).status_code == 204
+    finally:
+        b.kill()
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        assert b.value("urn:f:1") == 7 and b.value("urn:f:2") == 2 and b.value("urn:f:3") is None
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("err", ["EIO", "ENOSPC"])
+def test_fsync_fault_always(dbdir, tmp_path, err):
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"], fault_dir=str(faults))
+    try:
+        assert b.create("urn:g:1", 1).status_code == 201
+        (faults / "fsync").write_text(err)
+        assert_503(b.patch("urn:g:1", 2))
+        assert_503(b.create("urn:g:2", 2))
+        assert b.value("urn:g:1") == 1 and b.value("urn:g:2") is None   # undone
+        (faults / "fsync").unlink()
+        deadline = time.time() + 5
+        while b.create("urn:g:3", 3).status_code != 201:
+            assert time.time() < deadline, "writes did not resume"
+            time.sleep(0.05)
+        s = requests.get(b.base + "/statistics", timeout=15).json()["store"]["disk"]
+        assert s["failures"] >= 1 and s["failed"] is False
+    finally:
+        b.kill()
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        assert b.value("urn:g:1") == 1 and b.value("urn:g:2") is None and b.value("urn:g:3") == 3
+    finally:
+        b.stop()
+
+
+def test_crash_during_snapshot(dbdir, tmp_path):
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"], fault_dir=str(faults))
+    try:
+        for i in range(10):
+            assert b.create("urn:c:%d" % i, i).status_code == 201
+        snapshot(b)
+        for i in range(10, 20):
+            assert b.create("urn:c:%d" % i, i).status_code == 201
+        assert b.patch("urn:c:0", 100).status_code == 204
+        (faults / "snapcrash").write_text("1")
+        try:
+            assert requests.post(b.base + "/admin/snapshot", timeout=15).status_code == 202
+        except requests.RequestException:
+            pass
+        b.proc.wait(timeout=15)
+        assert b.proc.returncode == -signal.SIGKILL
+    finally:
+        b.kill()
+    assert any(n.endswith(".tmp") for n in os.listdir(dbdir))   # the snapshot it was writing
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        assert b.value("urn:c:0") == 100
+        for i in range(1, 20):
+            assert b.value("urn:c:%d" % i) == i
+    finally:
+        b.stop()
+
+
+def test_torn_tail_and_corrupt_middle(dbdir, tmp_path):
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"])
+    try:
+        for i in range(3):
+            assert b.create("urn:t:%d" % i, i).status_code == 201
+    finally:
+        b.stop()
+    seg = os.path.join(dbdir, "log-00000001.cdb")
+    size = os.path.getsize(seg)
+    with open(seg, "ab") as f:
+        f.write(b"\x50\x00\x00\x00garbage")          # a record cut short
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        assert b.value("urn:t:2") == 2
+        assert "torn tail" in b.log() and "11 bytes dropped" in b.log()
+    finally:
+        b.stop()
+    assert os.path.getsize(seg) == size
+    with open(seg, "r+b") as f:                      # a byte inside the first record
+        f.seek(30)
+        c = f.read(1)
+        f.seek(30)
+        f.write(bytes([c[0] ^ 0xff]))
+    b = DiskBroker(dbdir, str(tmp_path), expect_fail=True)
+    assert "log-00000001.cdb: a corrupt record at offset 8" in b.log()
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbRecover", "truncate"])
+    try:
+        assert b.value("urn:t:0") is None and b.value("urn:t:2") is None
+        assert b.create("urn:t:9", 9).status_code == 201
+    finally:
+        b.stop()

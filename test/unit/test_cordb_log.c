@@ -1,0 +1,609 @@
+/*
+ * test_cordb_log.c - unit tests of corDB on disk (issue 13): CRC32C, the
+ * entity codec (round trip, every truncation refused), the record format
+ * (seal, groups, a bad CRC, a short record), and the store on disk through
+ * store.h: writes of every kind survive a close and a reopen, objects too; a
+ * second broker on the directory is refused; a torn tail is cut; a torn
+ * batch group is dropped whole; a corrupt record in the middle stops the
+ * start with its file and offset, and --dbRecover truncate cuts there;
+ * snapshots with segment roll-over and removal; a corrupt snapshot falls
+ * back to the previous one and the longer log.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "json/json.h"
+#include "ld/ld.h"
+#include "model/codec.h"
+#include "store/store.h"
+#include "store/cordb/log.h"
+
+#define T_V  "http://example.org/Vehicle"
+#define A_S  "http://example.org/speed"
+#define A_L  "http://example.org/location"
+
+static char dir[256];
+
+static int group_setup(void **state)
+{
+    char *argv[] = { "test_cordb_log", NULL };
+
+    (void)state;
+    if (!cr_config_load(1, argv))
+        return -1;
+    cr_log_open(NULL, LOG_ERROR);
+    if (!ld_init())
+        return -1;
+    model_init();
+    return 0;
+}
+
+static void rm_dir(const char *d)
+{
+    DIR           *dd = opendir(d);
+    struct dirent *de;
+    char           path[512];
+
+    if (!dd)
+        return;
+    while ((de = readdir(dd))) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", d, de->d_name);
+        unlink(path);
+    }
+    closedir(dd);
+    rmdir(d);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/coraine-unit-cordb-%d", (int)getpid());
+    rm_dir(dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rm_dir(dir);
+    cr_config.db_dir     = NULL;
+    cr_config.db_recover = "stop";
+    return 0;
+}
+
+static store_t *open_disk(const char *sync, problem_t *p)
+{
+    cr_config.database          = "corDB";
+    cr_config.db_dir            = dir;
+    cr_config.db_sync           = sync;
+    cr_config.db_sync_interval_ms = 20;
+    cr_config.db_snapshot_size  = 0;
+    cr_config.db_lock_prefer    = "reads";
+    return store_open(p);
+}
+
+/* A draft from normalized JSON, expanded with the core context (plus full IRIs). */
+static cr_entity_t *draft(arena_t *a, const char *json)
+{
+    char      err[128];
+    problem_t p = { 0 };
+    json_t   *j = json_parse_copy(a, json, strlen(json), NULL, err, sizeof(err));
+
+    assert_non_null(j);
+    cr_entity_t *e = entity_parse(a, j, ld_core(), EP_CREATE, cr_now_us(), &p);
+    if (!e)
+        fail_msg("entity_parse: %s", p.detail);
+    return e;
+}
+
+static const char *BIG =
+    "{\"id\":\"urn:v:1\",\"type\":[\"" T_V "\",\"http://example.org/Car\"],"
+    "\"scope\":[\"/a/b\",\"/c\"],"
+    "\"" A_S "\":[{\"type\":\"Property\",\"value\":12.5,\"unitCode\":\"KMH\","
+    "\"observedAt\":\"2024-01-02T03:04:05.678Z\","
+    "\"" A_S "acc\":{\"type\":\"Property\",\"value\":{\"a\":[1,2,{\"b\":null,\"c\":true}],\"d\":\"x\"}}},"
+    "{\"type\":\"Property\",\"value\":-7,\"datasetId\":\"urn:ds:2\"}],"
+    "\"" A_L "\":{\"type\":\"GeoProperty\",\"value\":{\"type\":\"Point\",\"coordinates\":[2.35,48.85]}},"
+    "\"http://example.org/owner\":{\"type\":\"Relationship\",\"object\":\"urn:p:1\",\"objectType\":\"http://example.org/P\"},"
+    "\"http://example.org/name\":{\"type\":\"LanguageProperty\",\"languageMap\":{\"fr\":\"voiture\",\"en\":\"car\"}},"
+    "\"http://example.org/list\":{\"type\":\"ListProperty\",\"valueList\":[1,\"two\",3.25]},"
+    "\"http://example.org/j\":{\"type\":\"JsonProperty\",\"json\":{\"k\":[false,0]}}}";
+
+/* --------------------------------------------------------------- CRC */
+
+static void test_crc32c(void **state)
+{
+    (void)state;
+    assert_int_equal(cdb_crc32c(0, "123456789", 9), 0xe3069283u);
+    assert_int_equal(cdb_crc32c(0, "", 0), 0);
+    /* incremental = whole */
+    assert_int_equal(cdb_crc32c(cdb_crc32c(0, "1234", 4), "56789", 5), 0xe3069283u);
+}
+
+/* ------------------------------------------------------------- codec */
+
+static void test_codec(void **state)
+{
+    arena_t     *a = arena_new(4096);
+    cr_entity_t *d = draft(a, BIG), *e, *back, *e2;
+    sbuf_t       s1, s2, r1, r2;
+
+    (void)state;
+    e = entity_freeze(d);
+    sb_init(&s1, NULL, 256);
+    entity_encode(&s1, e);
+    back = entity_decode(a, s1.p, s1.len);
+    assert_non_null(back);
+    e2 = entity_freeze(back);
+    sb_init(&s2, NULL, 256);
+    entity_encode(&s2, e2);
+    assert_int_equal(s1.len, s2.len);
+    assert_memory_equal(s1.p, s2.p, s1.len);
+    assert_int_equal(e2->created_at, e->created_at);
+    assert_int_equal(e2->n_attrs, e->n_attrs);
+    assert_ptr_equal(e2->types[0], e->types[0]);      /* interned again */
+    /* the same rendering */
+    {
+        render_opts_t o = { 0 };
+        json_writer_t w;
+
+        sb_init(&r1, NULL, 256);
+        sb_init(&r2, NULL, 256);
+        o.ctx = ld_core();
+        o.sys_attrs = true;
+        jw_init(&w, &r1);
+        entity_render(&w, e, &o);
+        jw_init(&w, &r2);
+        entity_render(&w, e2, &o);
+        assert_string_equal(r1.p, r2.p);
+        sb_release(&r1);
+        sb_release(&r2);
+    }
+    /* every truncation and a trailing byte are refused */
+    for (size_t n = 0; n < s1.len; n++)
+        assert_null(entity_decode(a, s1.p, n));
+    sb_addc(&s1, 0);
+    assert_null(entity_decode(a, s1.p, s1.len));
+    sb_release(&s1);
+    sb_release(&s2);
+    entity_unref(e);
+    entity_unref(e2);
+    arena_free(a);
+}
+
+/* ------------------------------------------------------------ records */
+
+static void test_records(void **state)
+{
+    sbuf_t    sb;
+    size_t    at, off = 0, n;
+    cdb_rec_t r;
+    int       k = 0;
+
+    (void)state;
+    sb_init(&sb, NULL, 128);
+    for (int i = 0; i < 3; i++) {
+        at = cdb_rec_begin(&sb, CDB_REC_DEL, i ? "tenant1" : "");
+        cr_put_str(&sb, "urn:x", 5);
+        cdb_rec_end(&sb, at);
+    }
+    n = cdb_rec_seal(sb.p, sb.len, 41);
+    assert_int_equal(n, 3);
+    while (off < sb.len) {
+        assert_int_equal(cdb_rec_parse((uint8_t *)sb.p + off, sb.len - off, &r), CDB_PARSE_OK);
+        assert_int_equal(r.seq, 41 + k);
+        assert_int_equal(r.kind, CDB_REC_DEL);
+        assert_int_equal(r.flags & CDB_REC_MORE, k < 2 ? CDB_REC_MORE : 0);
+        assert_int_equal(r.tenant_len, k ? 7 : 0);
+        assert_int_equal(r.payload_len, 6);
+        off += r.size;
+        k++;
+    }
+    /* short: every cut of the first record */
+    assert_int_equal(cdb_rec_parse((uint8_t *)sb.p, sb.len, &r), CDB_PARSE_OK);
+    for (size_t c = 0; c < r.size; c++)
+        assert_int_equal(cdb_rec_parse((uint8_t *)sb.p, c, &r), CDB_PARSE_SHORT);
+    /* a flipped payload byte: bad CRC */
+    sb.p[20] ^= 1;
+    assert_int_equal(cdb_rec_parse((uint8_t *)sb.p, sb.len, &r), CDB_PARSE_BAD);
+    sb.p[20] ^= 1;
+    /* a length beyond the limit */
+    sb.p[3] = (char)0x7f;
+    assert_int_equal(cdb_rec_parse((uint8_t *)sb.p, sb.len, &r), CDB_PARSE_BAD);
+    sb_release(&sb);
+}
+
+/* --------------------------------------------------------- the store */
+
+static const char *seg1(void)
+{
+    static char p[512];
+
+    snprintf(p, sizeof(p), "%s/log-00000001.cdb", dir);
+    return p;
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+static void append_bytes(const char *path, const void *b, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_APPEND);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b, n), (ssize_t)n);
+    close(fd);
+}
+
+static void flip_byte(const char *path, off_t at)
+{
+    int           fd = open(path, O_RDWR);
+    unsigned char c;
+
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, &c, 1, at), 1);
+    c ^= 0x55;
+    assert_int_equal(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+}
+
+static void fill(store_t *s, arena_t *a)
+{
+    problem_t          p = { 0 };
+    store_batch_item_t it[3];
+    op_result_t        res = { 0 };
+
+    assert_true(store_create(s, NULL, draft(a, BIG), &p));
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:v:2\",\"type\":\"" T_V "\"}"), &p));
+    assert_true(store_create(s, "t1", draft(a, "{\"id\":\"urn:v:3\",\"type\":\"" T_V "\","
+                                                 "\"" A_S "\":{\"type\":\"Property\",\"value\":1}}"), &p));
+    assert_true(store_modify(s, "t1", "urn:v:3", OP_UPDATE_ATTRS,
+                             draft(a, "{\"id\":\"urn:v:3\",\"type\":\"" T_V "\","
+                                      "\"" A_S "\":{\"type\":\"Property\",\"value\":2}}"),
+                             &(op_args_t){ 0 }, &res, a, &p));
+    assert_true(store_delete(s, NULL, "urn:v:2", &p));
+    memset(it, 0, sizeof(it));
+    it[0].kind  = STORE_B_CREATE;
+    it[0].draft = draft(a, "{\"id\":\"urn:v:4\",\"type\":\"" T_V "\"}");
+    it[1].kind  = STORE_B_UPSERT_REPLACE;
+    it[1].draft = draft(a, "{\"id\":\"urn:v:5\",\"type\":\"" T_V "\"}");
+    it[2].kind  = STORE_B_DELETE;
+    it[2].id    = "urn:v:404";
+    assert_true(store_batch(s, NULL, it, 3, a, &p));
+    assert_true(it[0].ok && it[1].ok && !it[2].ok);
+    /* a purge of a tenant: one group per chunk */
+    for (int i = 0; i < 5; i++)
+        assert_true(store_create(s, "t2", draft(a, arena_printf(a, "{\"id\":\"urn:p:%d\",\"type\":\"" T_V "\"}", i)), &p));
+    {
+        size_t gone = 0;
+
+        assert_true(store_purge(s, "t2", NULL, &gone, &p));
+        assert_int_equal(gone, 5);
+    }
+    assert_true(store_obj_put(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s:1", "{\"q\":1}", 7, true, &p));
+    assert_true(store_obj_put(s, NULL, STORE_OBJ_CONTEXT, "urn:c:1", "[]", 2, true, &p));
+    assert_true(store_obj_delete(s, NULL, STORE_OBJ_CONTEXT, "urn:c:1", &p));
+}
+
+static void check_filled_n(store_t *s, arena_t *a, uint64_t n_entities)
+{
+    problem_t    p = { 0 };
+    cr_entity_t *e;
+    size_t       len;
+    store_stats_t st;
+
+    e = store_get(s, NULL, "urn:v:1", &p);
+    assert_non_null(e);
+    assert_int_equal(e->n_attrs, 7);
+    entity_unref(e);
+    assert_null(store_get(s, NULL, "urn:v:2", &p));
+    e = store_get(s, "t1", "urn:v:3", &p);
+    assert_non_null(e);
+    assert_int_equal(e->attrs[0].value->i, 2);
+    entity_unref(e);
+    e = store_get(s, NULL, "urn:v:5", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    assert_string_equal(store_obj_get(s, "t1", STORE_OBJ_SUBSCRIPTION, "urn:s:1", a, &len, &p),
+                        "{\"q\":1}");
+    assert_null(store_obj_get(s, NULL, STORE_OBJ_CONTEXT, "urn:c:1", a, &len, &p));
+    assert_null(store_get(s, "t2", "urn:p:3", &p));
+    store_get_stats(s, &st);
+    assert_int_equal(st.entities, n_entities);
+}
+
+static void check_filled(store_t *s, arena_t *a)
+{
+    check_filled_n(s, a, 4);
+}
+
+static void test_reopen(void **state)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = { 0 };
+    store_t  *s, *s2;
+    const char *modes[] = { "always", "interval", "none" };
+
+    (void)state;
+    for (int m = 0; m < 3; m++) {
+        rm_dir(dir);
+        s = open_disk(modes[m], &p);
+        assert_non_null(s);
+        /* one broker per directory */
+        s2 = open_disk(modes[m], &p);
+        assert_null(s2);
+        assert_non_null(strstr(p.detail, "in use by another broker"));
+        fill(s, a);
+        store_close(s);
+        s = open_disk(modes[m], &p);
+        assert_non_null(s);
+        check_filled(s, a);
+        store_close(s);
+        arena_reset(a);
+    }
+    arena_free(a);
+}
+
+static void test_torn_tail(void **state)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = { 0 };
+    store_t  *s;
+    off_t     good;
+    char      junk[40];
+
+    (void)state;
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    fill(s, a);
+    store_close(s);
+    good = file_size(seg1());
+
+    /* a record cut short */
+    memset(junk, 0, sizeof(junk));
+    junk[0] = 100;                          /* len 100, then only 36 bytes */
+    append_bytes(seg1(), junk, sizeof(junk));
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    check_filled(s, a);
+    store_close(s);
+    assert_int_equal(file_size(seg1()), good);
+
+    /* zeros (a file extended, never written) */
+    memset(junk, 0, sizeof(junk));
+    append_bytes(seg1(), junk, sizeof(junk));
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    store_close(s);
+    assert_int_equal(file_size(seg1()), good);
+    arena_free(a);
+}
+
+/* A batch's group whose last record is missing is dropped whole. */
+static void test_torn_group(void **state)
+{
+    arena_t           *a = arena_new(4096);
+    problem_t          p = { 0 };
+    store_t           *s;
+    store_batch_item_t it[3];
+    off_t              before, after;
+    int                fd;
+
+    (void)state;
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:v:0\",\"type\":\"" T_V "\"}"), &p));
+    store_close(s);
+    before = file_size(seg1());
+    s = open_disk("always", &p);
+    memset(it, 0, sizeof(it));
+    for (int i = 0; i < 3; i++) {
+        it[i].kind  = STORE_B_CREATE;
+        it[i].draft = draft(a, arena_printf(a, "{\"id\":\"urn:b:%d\",\"type\":\"" T_V "\"}", i));
+    }
+    assert_true(store_batch(s, NULL, it, 3, a, &p));
+    store_close(s);
+    after = file_size(seg1());
+    /* cut inside the third record */
+    fd = open(seg1(), O_WRONLY);
+    assert_int_equal(ftruncate(fd, after - 5), 0);
+    close(fd);
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    assert_null(store_get(s, NULL, "urn:b:0", &p));
+    assert_null(store_get(s, NULL, "urn:b:1", &p));
+    cr_entity_t *e = store_get(s, NULL, "urn:v:0", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    store_close(s);
+    assert_int_equal(file_size(seg1()), before);
+    arena_free(a);
+}
+
+static void test_corrupt_middle(void **state)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = { 0 };
+    store_t  *s;
+    cr_entity_t *e;
+
+    (void)state;
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:v:0\",\"type\":\"" T_V "\"}"), &p));
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:v:1\",\"type\":\"" T_V "\"}"), &p));
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:v:2\",\"type\":\"" T_V "\"}"), &p));
+    store_close(s);
+    /* a byte of the second record's payload */
+    {
+        int       fd = open(seg1(), O_RDONLY);
+        uint8_t   buf[4096];
+        ssize_t   n = read(fd, buf, sizeof(buf));
+        cdb_rec_t r;
+
+        close(fd);
+        assert_int_equal(cdb_rec_parse(buf + 8, (size_t)n - 8, &r), CDB_PARSE_OK);
+        flip_byte(seg1(), 8 + (off_t)r.size + 25);
+        s = open_disk("always", &p);
+        assert_null(s);
+        assert_non_null(strstr(p.detail, "log-00000001.cdb"));
+        assert_non_null(strstr(p.detail, arena_printf(a, "offset %zu", 8 + r.size)));
+        assert_non_null(strstr(p.detail, "--dbRecover truncate"));
+    }
+    cr_config.db_recover = "truncate";
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    e = store_get(s, NULL, "urn:v:0", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    assert_null(store_get(s, NULL, "urn:v:2", &p));
+    store_close(s);
+    cr_config.db_recover = "stop";
+    s = open_disk("always", &p);            /* cut for good: starts again */
+    assert_non_null(s);
+    store_close(s);
+    arena_free(a);
+}
+
+static size_t count_files(const char *prefix)
+{
+    DIR           *dd = opendir(dir);
+    struct dirent *de;
+    size_t         n = 0;
+
+    while ((de = readdir(dd)))
+        n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    closedir(dd);
+    return n;
+}
+
+static void test_snapshots(void **state)
+{
+    arena_t              *a = arena_new(4096);
+    problem_t             p = { 0 };
+    store_t              *s;
+    store_snapshot_info_t si;
+    cr_entity_t          *e;
+    char                  path[512];
+
+    (void)state;
+    s = open_disk("interval", &p);
+    assert_non_null(s);
+    fill(s, a);
+    assert_true(store_snapshot(s, &si, &p));
+    assert_int_equal(si.entities, 4);
+    assert_int_equal(si.objects, 1);
+    assert_int_equal(count_files("log-"), 2);           /* rolled over */
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:v:6\",\"type\":\"" T_V "\"}"), &p));
+    assert_true(store_snapshot(s, &si, &p));
+    assert_int_equal(count_files("snap-"), 2);
+    assert_true(store_delete(s, NULL, "urn:v:6", &p));
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:v:7\",\"type\":\"" T_V "\"}"), &p));
+    assert_true(store_snapshot(s, &si, &p));
+    /* three snapshots: the oldest goes, and the segments only it needed */
+    assert_int_equal(count_files("snap-"), 2);
+    assert_true(count_files("log-") <= 3);
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:v:8\",\"type\":\"" T_V "\"}"), &p));
+    store_close(s);
+
+    s = open_disk("interval", &p);
+    assert_non_null(s);
+    check_filled_n(s, a, 6);
+    e = store_get(s, NULL, "urn:v:8", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    assert_null(store_get(s, NULL, "urn:v:6", &p));
+    store_close(s);
+
+    /* the newest snapshot corrupt: the previous one and the longer log */
+    snprintf(path, sizeof(path), "%s", si.file);
+    flip_byte(path, 30);
+    s = open_disk("interval", &p);
+    assert_non_null(s);
+    check_filled_n(s, a, 6);
+    e = store_get(s, NULL, "urn:v:7", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    e = store_get(s, NULL, "urn:v:8", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    store_close(s);
+    arena_free(a);
+}
+
+/* --dbSnapshotSize: the log's thread takes a snapshot by itself. */
+static void test_snapshot_size(void **state)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = { 0 };
+    store_t  *s;
+
+    (void)state;
+    s = open_disk("none", &p);
+    assert_non_null(s);
+    store_close(s);
+    cr_config.db_snapshot_size = 4096;
+    s = store_open(&p);
+    cr_config.db_snapshot_size = 0;
+    assert_non_null(s);
+    for (int i = 0; i < 100; i++)
+        assert_true(store_create(s, NULL, draft(a, arena_printf(a, "{\"id\":\"urn:z:%d\",\"type\":\"" T_V "\","
+                                                      "\"" A_S "\":{\"type\":\"Property\",\"value\":%d}}", i, i)), &p));
+    for (int k = 0; k < 200 && !count_files("snap-"); k++)
+        usleep(10000);
+    assert_true(count_files("snap-") >= 1);
+    store_close(s);
+    s = open_disk("none", &p);
+    assert_non_null(s);
+    cr_entity_t *e = store_get(s, NULL, "urn:z:99", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    store_close(s);
+    arena_free(a);
+}
+
+static void test_ram_no_snapshot(void **state)
+{
+    problem_t p = { 0 };
+    store_t  *s;
+
+    (void)state;
+    cr_config.db_dir = NULL;
+    s = store_open(&p);
+    assert_non_null(s);
+    assert_false(store_snapshot(s, NULL, &p));
+    assert_int_equal(p.kind, PB_OPERATION_NOT_SUPPORTED);
+    store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32c),
+        cmocka_unit_test(test_codec),
+        cmocka_unit_test(test_records),
+        cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_torn_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_middle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_size, setup, teardown),
+        cmocka_unit_test(test_ram_no_snapshot),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, NULL);
+}
