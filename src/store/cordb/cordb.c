@@ -54,12 +54,8 @@ static const char *cdb_tenant_key_of(const void *ud, uint32_t v)
 
 cdb_t *cdb_open(bool prefer_writers, problem_t *p)
 {
-    cdb_t *db = calloc(1, sizeof(*db));
+    cdb_t *db = cr_xcalloc(1, sizeof(*db));
 
-    if (!db) {
-        problem_set(p, PB_INTERNAL_ERROR, "corDB: out of memory");
-        return NULL;
-    }
     if (pthread_rwlock_init(&db->tlock, NULL) != 0) {
         free(db);
         problem_set(p, PB_INTERNAL_ERROR, "corDB: cannot create the tenant table lock");
@@ -159,10 +155,8 @@ static cdb_tenant_t *tenant_open(cdb_t *db, const char *tenant, problem_t *p)
     }
     if (db->n_tenants == db->cap_tenants) {
         uint32_t       cap = db->cap_tenants ? db->cap_tenants * 2 : 8;
-        cdb_tenant_t **nt  = realloc(db->tenants, (size_t)cap * sizeof(*nt));
+        cdb_tenant_t **nt  = cr_xreallocarray(db->tenants, cap, sizeof(*nt));
 
-        if (!nt)
-            goto oom;
         db->tenants     = nt;
         db->cap_tenants = cap;
     }
@@ -180,7 +174,7 @@ done:
     return t;
 oom:
     pthread_rwlock_unlock(&db->tlock);
-    problem_set(p, PB_INTERNAL_ERROR, "corDB: out of memory creating tenant '%.200s'", tenant);
+    problem_set(p, PB_INTERNAL_ERROR, "corDB: tenant '%.200s' cannot be created (tenant table at its size limit, or no lock)", tenant);
     return NULL;
 }
 
@@ -278,9 +272,11 @@ void cdb_replay_del(cdb_t *db, const char *tenant, const char *id)
 
 /* ------------------------------------------------------------ entities */
 
+/* An index reservation fails only at a size limit (2^31 id-map buckets,
+ * 2^32 slots...): memory itself never fails here (cr_xmalloc aborts). */
 static bool oom(problem_t *p, const char *what)
 {
-    return problem_set(p, PB_INTERNAL_ERROR, "corDB: out of memory (%s)", what);
+    return problem_set(p, PB_INTERNAL_ERROR, "corDB: the tenant's %s is at its size limit", what);
 }
 
 static bool not_found(problem_t *p, const char *id)

@@ -34,14 +34,8 @@ cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers)
     pthread_rwlockattr_t attr;
     int                  rc;
 
-    t = calloc(1, sizeof(*t));
-    if (!t)
-        return NULL;
-    t->name = strdup(name);
-    if (!t->name) {
-        free(t);
-        return NULL;
-    }
+    t = cr_xcalloc(1, sizeof(*t));
+    t->name = cr_xstrdup(name);
 
     if (pthread_rwlockattr_init(&attr) != 0)
         goto fail;
@@ -143,9 +137,7 @@ bool cdb_tenant_reserve(cdb_tenant_t *t, const cr_entity_t *e)
         cap = t->cap_slots < 16 ? 16 : t->cap_slots + t->cap_slots / 2;
         if (cap >= CDB_NONE || cap < t->cap_slots)
             cap = CDB_NONE - 1;
-        ns = realloc(t->slots, (size_t)cap * sizeof(*ns));
-        if (!ns)
-            return false;
+        ns = cr_xreallocarray(t->slots, cap, sizeof(*ns));
         t->slots     = ns;
         t->cap_slots = cap;
     }
@@ -272,9 +264,7 @@ bool cdb_tenant_maybe_compact(cdb_tenant_t *t)
     /* The geo index keeps exact slot numbers: it needs the renumbering map.
      * Without memory for it, compaction waits (tombstones are only slower). */
     if (t->geo.n) {
-        map = malloc((size_t)t->n_slots * sizeof(*map));
-        if (!map)
-            return false;
+        map = cr_xreallocarray(NULL, t->n_slots, sizeof(*map));
     }
     tenant_compact(t, map);
     if (map) {
@@ -322,9 +312,9 @@ static bool scan_vec_alloc(cdb_scan_t *sc, size_t n, arena_t *a)
         sc->sv = arena_alloc(a, (n ? n : 1) * sizeof(uint32_t));
         return true;
     }
-    sc->sv       = malloc((n ? n : 1) * sizeof(uint32_t));
-    sc->sv_owned = sc->sv != NULL;
-    return sc->sv != NULL;
+    sc->sv       = cr_xreallocarray(NULL, n ? n : 1, sizeof(uint32_t));
+    sc->sv_owned = true;
+    return true;
 }
 
 /* ids[0..n) (or, with sel, the ids of the n selectors) -> sorted slots. */
@@ -422,9 +412,7 @@ static void scan_try_geo(cdb_scan_t *sc, const geoq_t *geo, arena_t *a)
     if (a) {
         sv = arena_alloc(a, est * sizeof(uint32_t));
     } else {
-        sv = malloc(est * sizeof(uint32_t));
-        if (!sv)                /* no memory: the other path is slower but right */
-            return;
+        sv = cr_xreallocarray(NULL, est ? est : 1, sizeof(uint32_t));
         sc->sv_owned = true;
     }
     n = cdb_geogrid_collect(g, box, sv);
