@@ -299,3 +299,31 @@ def test_torn_tail_and_corrupt_middle(dbdir, tmp_path):
         assert b.create("urn:t:9", 9).status_code == 201
     finally:
         b.stop()
+
+
+def test_subscriptions_survive_a_restart_and_notify(dbdir, tmp_path):
+    # 5.8.1 and issue 13: a subscription is a stored object, logged and
+    # recovered like the entities; after kill -9 and a restart it is listed
+    # and notifies again (notify/ rebuilds its index from the store)
+    from receiver import Receiver
+    rcv = Receiver()
+    try:
+        b = DiskBroker(dbdir, str(tmp_path), flags=("--dbSync", "always"))
+        sub = {"id": "urn:ngsi-ld:Subscription:disk1", "type": "Subscription",
+               "entities": [{"type": T}], "notification": {"endpoint": {"uri": rcv.uri}}}
+        r = requests.post(b.base + API + "/subscriptions", headers=JSON, json=sub, timeout=15)
+        assert r.status_code == 201, r.text
+        b.kill()
+        b = DiskBroker(dbdir, str(tmp_path))
+        try:
+            r = requests.get(b.base + API + "/subscriptions/urn:ngsi-ld:Subscription:disk1", timeout=15)
+            assert r.status_code == 200, r.text
+            assert b.create("urn:ngsi-ld:DiskT:sub1", 7).status_code == 201
+            rcv.wait(1, 10)
+            body = rcv.notifications()[0]["body"]
+            assert body["subscriptionId"] == "urn:ngsi-ld:Subscription:disk1"
+            assert body["data"][0]["id"] == "urn:ngsi-ld:DiskT:sub1"
+        finally:
+            b.stop()
+    finally:
+        rcv.stop()
