@@ -101,5 +101,7 @@ ops_req_t api_req(request_t *r, const ld_context_t *ctx);
 json_t *api_body_context(request_t *r, const ld_context_t **ctx, problem_t *p);
 /* 204, or 207 with an UpdateResult (5.2.18) when some attribute was not updated. */
 void api_reply_update_result(request_t *r, const op_result_t *res);
+/* 201 Created with Location: collection (e.g. "/ngsi-ld/v1/entities/") + the id, percent-encoded. */
+void api_reply_created(request_t *r, const char *collection, const char *id);
 
 #endif

@@ -277,3 +277,13 @@ void api_reply_update_result(request_t *r, const op_result_t *res)
     jw_object_end(&w);
     reply_body(r, 207, "application/json");
 }
+
+void api_reply_created(request_t *r, const char *collection, const char *id)
+{
+    sbuf_t loc;
+    sb_init(&loc, r->arena, strlen(collection) + 3 * strlen(id) + 1);
+    sb_adds(&loc, collection);
+    http_url_encode(&loc, id);
+    reply_status(r, 201);
+    reply_header(r, "Location", loc.p);
+}

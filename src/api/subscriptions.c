@@ -21,12 +21,7 @@ void api_sub_create(request_t *r)
     if (!body) goto fail;
     ops_req_t rq = api_req(r, ctx);
     if (!ops_sub_create(&rq, body, &id, &p)) goto fail;
-    sbuf_t loc;
-    sb_init(&loc, r->arena, 64 + strlen(id));
-    sb_adds(&loc, "/ngsi-ld/v1/subscriptions/");
-    http_url_encode(&loc, id);
-    reply_status(r, 201);
-    reply_header(r, "Location", loc.p);
+    api_reply_created(r, "/ngsi-ld/v1/subscriptions/", id);
     return;
 fail:
     reply_problem(r, &p);
