@@ -10,18 +10,11 @@
 #include "notify/notify.h"
 #include "store/store.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
 
 int main(int argc, char **argv)
 {
@@ -40,6 +33,17 @@ int main(int argc, char **argv)
         }
     }
     cr_log_open(cr_config.log_file, cr_config.log_level);
+
+    /* SIGINT and SIGTERM are blocked before any thread starts, so every
+     * thread inherits the mask and only the main thread takes them, in
+     * sigwait() below (a handler with pause() misses a signal delivered to
+     * one of the other threads, and the broker would never stop). */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
 
     if (strcmp(cr_config.history, "none")) {
         LOG_E("--history %s: attribute history is not part of this build yet; use --history none", cr_config.history);
@@ -80,19 +84,14 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
     LOG_I("coraine listening on %s:%d (store %s %s%s, %d HTTP threads)", cr_config.bind_address, cr_config.port,
           cr_config.database, cr_config.db_dir ? "on disk in " : "in RAM",
           cr_config.db_dir ? cr_config.db_dir : "", cr_config.connection_pool_size);
 
-    while (!stop_requested) pause();
+    int sig = 0;
+    while (sigwait(&stop_signals, &sig) != 0) {}
 
-    LOG_I("stopping");
+    LOG_I("stopping (%s)", sig == SIGINT ? "SIGINT" : "SIGTERM");
     ld_stop();                 /* requests waiting for a @context download answer now */
     http_stop(srv);
     notify_stop();

@@ -328,12 +328,6 @@ static struct mosquitto *mqtt_start(const char *hostport)
     return m;
 }
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
-
 int main(int argc, char **argv)
 {
     int         port = 0;
@@ -353,10 +347,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "receiver: --port N is required\n");
         return 2;
     }
-    struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    /* blocked before any thread starts: only sigwait() below takes them */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
     struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                                             MHD_USE_ERROR_LOG,
@@ -377,7 +373,9 @@ int main(int argc, char **argv)
         }
     }
     fprintf(stderr, "receiver: listening on %d%s\n", port, g_never ? " (never answers)" : "");
-    while (!g_stop) pause();
+    int sig = 0;
+    while (sigwait(&stop_signals, &sig) != 0) {}
+    g_stop = 1;                 /* never-answering connections end now */
     if (mq) {
         mosquitto_disconnect(mq);
         mosquitto_loop_stop(mq, true);
