@@ -28,31 +28,26 @@ def start(tmp_path, *flags):
     raise RuntimeError("broker did not start")
 
 
-def test_sigterm_stops_the_broker_every_time(tmp_path):
-    # the old main loop (a flag set by a handler, then pause()) could miss a
-    # signal that came between the test of the flag and pause(), and wait
-    # for ever (CI saw it: a broker that never logged "stopping")
-    for _ in range(5):
-        p, base = start(tmp_path, "--connectionPoolSize", "4")
-        try:
-            assert requests.get(base + "/version", timeout=5).status_code == 200
-            p.send_signal(signal.SIGTERM)
-            p.wait(timeout=10)
-            assert p.returncode == 0
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
-def test_sigint_stops_the_broker(tmp_path):
-    p, base = start(tmp_path)
+def stop_with(tmp_path, sig, *flags):
+    p, base = start(tmp_path, *flags)
     try:
         assert requests.get(base + "/version", timeout=5).status_code == 200
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         p.wait(timeout=10)
         assert p.returncode == 0
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_sigterm_stops_the_broker_every_time(tmp_path):
+    # the old main loop (a flag set by a handler, then pause()) could miss a
+    # signal that came between the test of the flag and pause(), and wait
+    # for ever (CI saw it: a broker that never logged "stopping")
+    for _ in range(5):
+        stop_with(tmp_path, signal.SIGTERM, "--connectionPoolSize", "4")
+
+
+def test_sigint_stops_the_broker(tmp_path):
+    stop_with(tmp_path, signal.SIGINT)
