@@ -54,9 +54,7 @@ int main(int argc, char **argv)
         LOG_E("cannot load the core @context");
         return 1;
     }
-    char base[64];
-    snprintf(base, sizeof base, "http://localhost:%d", cr_config.port);
-    ld_set_base_url(base);
+    ld_set_base_url(cr_config.public_url);
     model_init();
 
     problem_t p = {0};
@@ -72,6 +70,8 @@ int main(int argc, char **argv)
     }
     size_t n_subs = ops_sub_restore(store);
     if (n_subs) LOG_I("%zu subscriptions restored", n_subs);
+    size_t n_ctx = ops_ctx_restore(store);
+    if (n_ctx) LOG_I("%zu hosted @contexts restored", n_ctx);
     api_init(store);
 
     size_t              n;

@@ -1,9 +1,8 @@
 /*
  * admin.c - the broker about itself: GET /version (what was built, how),
  * GET /statistics (request, store and @context counters), POST
- * /admin/snapshot (a snapshot of corDB on disk now), and the @context
- * documents this broker serves for inline contexts (GET
- * /ngsi-ld/v1/jsonldContexts/{id}, the target of the Link headers it sends).
+ * /admin/snapshot (a snapshot of corDB on disk now). The @context documents
+ * it serves are api/contexts.c's.
  */
 #include "api.h"
 
@@ -188,15 +187,4 @@ void api_statistics(request_t *r)
     jw_key(&w, "internedNames"); jw_int(&w, (int64_t)intern_count());
     jw_object_end(&w);
     reply_body(r, 200, "application/json");
-}
-
-void api_context_get(request_t *r)
-{
-    const char *text = ld_served_context(r->arena, r->pathv[0]);
-    if (!text) {
-        reply_error(r, PB_RESOURCE_NOT_FOUND, "no @context with id %s", r->pathv[0]);
-        return;
-    }
-    sb_adds(&r->out, text);
-    reply_body(r, 200, "application/ld+json");
 }

@@ -43,6 +43,10 @@ const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t
  * handler returns at once and runs again later). Errors are left for the
  * per-entity pass. */
 bool api_contexts_ready(request_t *r, const json_t *entities);
+/* The request's @context resolution state (ld.h ld_req_t: its deadline is
+ * --contextTimeout from the request's arrival), for handlers that call ld/
+ * themselves; pending: req_defer(r) and return. */
+ld_req_t *api_ld_req(request_t *r);
 
 typedef struct api_view {
     render_opts_t ro;

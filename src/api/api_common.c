@@ -55,6 +55,11 @@ static ld_req_t *ctx_state(request_t *r)
     return r->ext;
 }
 
+ld_req_t *api_ld_req(request_t *r)
+{
+    return ctx_state(r);
+}
+
 /* A context that is being downloaded defers the request (c is NULL then). */
 static const ld_context_t *settle(request_t *r, const ld_context_t *c)
 {

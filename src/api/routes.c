@@ -30,7 +30,11 @@ void api_version(request_t *r);
 void api_statistics(request_t *r);
 void api_admin_snapshot(request_t *r);
 void api_admin_snapshot_get(request_t *r);
-void api_context_get(request_t *r);
+void api_ctx_list(request_t *r);
+void api_ctx_create(request_t *r);
+void api_ctx_get(request_t *r);
+void api_ctx_delete(request_t *r);
+void api_info_identity(request_t *r);
 void api_sub_create(request_t *r);
 void api_sub_query(request_t *r);
 void api_sub_get(request_t *r);
@@ -57,7 +61,9 @@ static const http_route_t routes[] = {
     {V1 "/attributes/{attrId}",             api_attribute_get,   NULL,              NULL,             NULL,             NULL,             0},
     {V1 "/subscriptions",                   api_sub_query,       api_sub_create,    NULL,             NULL,             NULL,             0},
     {V1 "/subscriptions/{id}",              api_sub_get,         NULL,              NULL,             api_sub_update,   api_sub_delete,   0},
-    {V1 "/jsonldContexts/{id}",             api_context_get,     NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
+    {V1 "/jsonldContexts",                  api_ctx_list,        api_ctx_create,    NULL,             NULL,             NULL,             0},
+    {V1 "/jsonldContexts/{id}",             api_ctx_get,         NULL,              NULL,             NULL,             api_ctx_delete,   0},
+    {V1 "/info/sourceIdentity",             api_info_identity,   NULL,              NULL,             NULL,             NULL,             0},
     {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/statistics",                         api_statistics,      NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/admin/snapshot",                     api_admin_snapshot_get, api_admin_snapshot, NULL,         NULL,             NULL,             HR_NO_BODY_CHECKS},

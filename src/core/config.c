@@ -62,6 +62,10 @@ static flag_t flags[] = {
     {"contextMaxDocs", F_INT, &cr_config.context_max_docs, "16", NULL, "remote @context documents one request may need"},
     {"contextMaxBytes", F_SIZE, &cr_config.context_max_bytes, "4M", NULL, "bytes of remote @context documents one request may read; k/M suffixes"},
     {"contextMaxDepth", F_INT, &cr_config.context_max_depth, "8", NULL, "deepest nesting of remote @contexts"},
+    {"contextHostedMax", F_INT, &cr_config.context_hosted_max, "1000", NULL, "@contexts this broker hosts (POST /jsonldContexts; at least 1)"},
+    {"contextHostedMaxBytes", F_SIZE, &cr_config.context_hosted_max_bytes, "64k", NULL, "largest hosted @context in bytes, k/M suffixes"},
+    {"publicUrl", F_STR, &cr_config.public_url, "", NULL, "scheme://host:port clients reach this broker at: the URLs of the @contexts it serves and its Link headers (none: http://localhost:<port>)"},
+    {"brokerAlias", F_STR, &cr_config.broker_alias, "", NULL, "this broker's contextSourceAlias (/info/sourceIdentity) and Via pseudonym; unique per instance (none: <host name>:<port>)"},
     {"egressAllow", F_STR, &cr_config.egress_allow, "", NULL, "addresses, CIDRs, host names the broker may connect to despite the built-in refusals"},
     {"egressDeny", F_STR, &cr_config.egress_deny, "", NULL, "addresses, CIDRs, host names the broker never connects to"},
     {"history", F_STR, &cr_config.history, "none", "none|corDB|timescale", "where attribute history is kept (this build: none)"},
@@ -182,6 +186,46 @@ void cr_config_usage(FILE *out)
     fprintf(out, "  %-34s %s\n  %-34s %s\n", "--help", "this text", "--version", "version and build");
 }
 
+/* --publicUrl (checked, without a trailing '/') and --brokerAlias with
+ * their defaults; the strings live as long as the process. */
+static bool config_identity(void)
+{
+    static char url[1024], alias[320];
+    const char *u = cr_config.public_url;
+    if (!u || !*u) {
+        snprintf(url, sizeof url, "http://localhost:%d", cr_config.port);
+    } else {
+        size_t n = strlen(u);
+        while (n && u[n - 1] == '/') n--;
+        bool scheme = !strncasecmp(u, "http://", 7) || !strncasecmp(u, "https://", 8);
+        const char *host = scheme ? strstr(u, "//") + 2 : NULL;
+        if (!scheme || n >= sizeof url || !host || (size_t)(host - u) >= n || strpbrk(u, " \t\r\n<>\"?#")) {
+            fprintf(stderr, "coraine: --publicUrl must be http(s)://host[:port][/path], not '%s'\n", u);
+            return false;
+        }
+        memcpy(url, u, n);
+        url[n] = '\0';
+    }
+    cr_config.public_url = url;
+    const char *a = cr_config.broker_alias;
+    if (!a || !*a) {
+        char host[256];
+        if (gethostname(host, sizeof host) != 0 || !host[0]) snprintf(host, sizeof host, "localhost");
+        host[sizeof host - 1] = '\0';
+        snprintf(alias, sizeof alias, "%s:%d", host, cr_config.port);
+    } else {
+        for (const char *c = a; *c; c++)
+            if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == ',' || *c == '"' || *c == '(' || *c == ')') {
+                fprintf(stderr, "coraine: --brokerAlias must be one token (no spaces, commas, quotes or "
+                                "parentheses: it goes into Via headers), not '%s'\n", a);
+                return false;
+            }
+        snprintf(alias, sizeof alias, "%s", a);
+    }
+    cr_config.broker_alias = alias;
+    return true;
+}
+
 static flag_t *find_flag(const char *name)
 {
     for (size_t i = 0; i < CR_ARRAY_LEN(flags); i++)
@@ -192,6 +236,7 @@ static flag_t *find_flag(const char *name)
 bool cr_config_load(int argc, char **argv)
 {
     memset(&cr_config, 0, sizeof cr_config);
+    cr_config.started_ms = cr_now_ms();
     for (size_t i = 0; i < CR_ARRAY_LEN(flags); i++)
         if (!set_flag(&flags[i], flags[i].def, "default")) return false;
 
@@ -248,6 +293,11 @@ bool cr_config_load(int argc, char **argv)
         fprintf(stderr, "coraine: --maxBatchSize must be at least 1\n");
         return false;
     }
+    if (cr_config.context_hosted_max < 1 || cr_config.context_hosted_max_bytes < 16) {
+        fprintf(stderr, "coraine: --contextHostedMax must be at least 1 and --contextHostedMaxBytes at least 16\n");
+        return false;
+    }
+    if (!config_identity()) return false;
     char err[200];
     if (!egress_configure(cr_config.egress_allow, cr_config.egress_deny, err, sizeof err)) {
         fprintf(stderr, "coraine: %s\n", err);

@@ -252,6 +252,13 @@ typedef struct cr_config {
     int         context_max_docs;    /* --contextMaxDocs: remote documents per request */
     size_t      context_max_bytes;   /* --contextMaxBytes: their bytes per request */
     int         context_max_depth;   /* --contextMaxDepth: nesting of remote contexts */
+    int         context_hosted_max;  /* --contextHostedMax: hosted @contexts (POST /jsonldContexts) */
+    size_t      context_hosted_max_bytes; /* --contextHostedMaxBytes: the largest one */
+    const char *public_url;          /* --publicUrl: scheme://host:port clients reach this broker at
+                                      * (the served @contexts' URLs, the Link headers); never NULL after load */
+    const char *broker_alias;        /* --brokerAlias: this instance's contextSourceAlias (5.2.40), the Via
+                                      * pseudonym of forwarding; default host name:port; never NULL after load */
+    int64_t     started_ms;          /* wall clock of cr_config_load: the uptime of /info/sourceIdentity */
     const char *egress_allow;        /* --egressAllow: CIDRs and host names */
     const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */

@@ -130,17 +130,75 @@ const char *ld_term_type(const ld_context_t *c, const char *expanded_iri);
 const char *ld_context_link(const ld_context_t *c);
 const char *ld_context_value_json(const ld_context_t *c);
 
-/* Cached contexts for GET /jsonldContexts (6.30-6.32 use this later): the
- * core (id "core", kind "Cached"), downloaded documents (kind "Cached", url =
- * the original URL, json_text = the downloaded text) and contexts served by
- * us (kind "ImplicitlyCreated"). fn runs under the module's locks: it must
- * not call ld_ functions; copy what it needs. */
-typedef void (*ld_visit_fn)(void *ud, const char *id, const char *url, const char *kind,
-                            int64_t created_ms, const char *json_text);
-void ld_cache_foreach(ld_visit_fn fn, void *ud);
+/* The context of an inline "@context" value, as ld_from_json, held until
+ * arena a is freed (a subscription keeps its contexts this way: neither
+ * eviction nor a DELETE /jsonldContexts frees them under it). */
+const ld_context_t *ld_hold_from_json(arena_t *a, const json_t *context_value, problem_t *p);
+
 /* The JSON text of a context served by us (id from ld_context_link), copied
  * into a; NULL if unknown (or evicted). */
 const char *ld_served_context(arena_t *a, const char *id);
+
+/* ---- stored @contexts (5.13, 6.29, 6.30): what GET /jsonldContexts lists.
+ *
+ *  Cached            the core (localId "core"), and every remote document
+ *                    downloaded (localId: 16 hex digits); not served (5.13.4)
+ *  Hosted            added by POST /jsonldContexts: kept by ops/ in the store,
+ *                    registered here (ld_hosted_put) so that the resolver finds
+ *                    them by their URL without a download
+ *  ImplicitlyCreated contexts that are not one URL (inline objects, arrays),
+ *                    served under <base>/ngsi-ld/v1/jsonldContexts/<id>
+ *
+ * Hosted and ImplicitlyCreated contexts are named by <base>/ngsi-ld/v1/
+ * jsonldContexts/<localId> (ld_set_base_url); such a URL in a Link header or
+ * an @context is resolved here, never fetched. */
+typedef enum { LD_KIND_CACHED = 1, LD_KIND_HOSTED = 2, LD_KIND_IMPLICIT = 4 } ld_kind_t;
+#define LD_KIND_ALL (LD_KIND_CACHED | LD_KIND_HOSTED | LD_KIND_IMPLICIT)
+
+typedef struct ld_info {
+    const char *local_id;       /* copies in the caller's arena */
+    const char *url;            /* Cached: the original URL; else the URL served by us */
+    ld_kind_t   kind;
+    int64_t     created_ms;     /* wall clock */
+    int64_t     expires_ms;     /* Cached documents: when they are downloaded again; else 0 */
+    int64_t     last_used_ms;   /* 0: never used */
+    uint64_t    hits;           /* times a request found it stored (5.13.3.5 numberOfHits) */
+    const char *text;           /* Hosted, ImplicitlyCreated: {"@context": ...}; else NULL */
+} ld_info_t;
+
+/* Every stored context of the kinds (a set of LD_KIND_*), copied into a, as
+ * a malloc'ed array in a; *n entries. Core first, then Cached, Hosted, ImplicitlyCreated. */
+ld_info_t *ld_stored_list(arena_t *a, unsigned kinds, size_t *n);
+/* One stored context by local id or by URL (percent-decoded): the core URLs,
+ * a downloaded document's URL, a URL served by us. false when unknown.
+ * count: this look-up is a hit (a GET /jsonldContexts/{id}); *out shows the
+ * figures from before it. */
+bool ld_stored_find(arena_t *a, const char *id, bool count, ld_info_t *out);
+/* Forgets a Cached document or an ImplicitlyCreated context (by the local id
+ * of ld_stored_find): contexts built from it are dropped too, and built again
+ * (downloading again) when a request names them. Hosted: ld_hosted_remove. */
+bool ld_stored_forget(const ld_info_t *info);
+
+/* Hosted contexts. text is {"@context": value} (the whole stored document);
+ * ld_hosted_put refuses (BadRequestData) beyond --contextHostedMax contexts or
+ * a text above --contextHostedMaxBytes, and checks nothing else: validate first
+ * (ld_req_validate). A new id: ld_hosted_new_id (16 hex digits, unused). */
+bool ld_hosted_put(const char *id, const char *text, size_t len, int64_t created_ms, problem_t *p);
+void ld_hosted_remove(const char *id);
+void ld_hosted_new_id(char id[17]);
+/* The URL a hosted context is served at (<base>/ngsi-ld/v1/jsonldContexts/<id>), in a. */
+const char *ld_hosted_url(arena_t *a, const char *id);
+
+/* Builds the @context value v (an object, array or URL) as a request would,
+ * without caching the result: the check of 5.5.4 before a context is hosted.
+ * Remote documents it names are downloaded (and cached: they are then listed
+ * as Cached). NULL with ld_req_pending(): try again when woken. */
+bool ld_req_validate(ld_req_t *q, const json_t *v, problem_t *p);
+/* Downloads a Cached document again (5.13.5.4 reload) and replaces it once
+ * the new copy is valid JSON with an @context member; the old copy stays on
+ * any failure (LdContextNotAvailable). false with ld_req_pending(): the
+ * download is under way, try again when woken. */
+bool ld_req_reload(ld_req_t *q, const char *url, problem_t *p);
 
 /* Statistics for /statistics: successful and failed downloads, cache hits
  * (built contexts and remote documents), contexts in the cache and their

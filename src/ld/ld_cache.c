@@ -168,6 +168,7 @@ void ld_shutdown(void)
     g_ctx_bytes = 0;
     pthread_rwlock_unlock(&g_rw);
     ld_fetch_shutdown();
+    ld_hosted_free_all();
     ld_context_free(g_core);
     __atomic_store_n(&g_core, NULL, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_init_lock);
@@ -252,21 +253,25 @@ static bool eq_served(const void *val, const void *key)
     return strcmp(c->served_id, key) == 0;
 }
 
-static const ld_context_t *cache_find(ld_req_t *q, uint64_t h, ld_map_eq_fn eq, const void *key)
+/* pin: the arena that holds a reference (a request's, or a subscription's);
+ * q: a request (its look-ups are the hits of 5.13.3.5). */
+static const ld_context_t *cache_find(ld_req_t *q, arena_t *pin, uint64_t h, ld_map_eq_fn eq, const void *key)
 {
     pthread_rwlock_rdlock(&g_rw);
     ld_context_t *c = ld_map_find(&g_ctx, h, eq, key);
     if (c) {
-        if (q)
+        if (pin)
             __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+        if (q)
+            __atomic_add_fetch(&c->hits, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&c->used_ms, mono_ms(), __ATOMIC_RELAXED);
     }
     pthread_rwlock_unlock(&g_rw);
     if (!c)
         return NULL;
     __atomic_fetch_add(&g_ctx_hits, 1, __ATOMIC_RELAXED);
-    if (q)
-        arena_on_free(q->a, ctx_unref, c);          /* the reference taken above */
+    if (pin)
+        arena_on_free(pin, ctx_unref, c);           /* the reference taken above */
     return c;
 }
 
@@ -300,17 +305,17 @@ static void evict_contexts(const ld_context_t *keep)
 
 /* Inserts c (built by this thread) unless an equal context got there first;
  * returns the context to use. Gives served contexts their id and link. */
-static const ld_context_t *cache_insert(ld_req_t *q, ld_context_t *c, ld_map_eq_fn eq, const void *key)
+static const ld_context_t *cache_insert(arena_t *pin, ld_context_t *c, ld_map_eq_fn eq, const void *key)
 {
     pthread_rwlock_wrlock(&g_rw);
     ld_context_t *old = ld_map_find(&g_ctx, c->key_hash, eq, key);
     if (old) {
-        if (q)
+        if (pin)
             __atomic_add_fetch(&old->refs, 1, __ATOMIC_RELAXED);
         pthread_rwlock_unlock(&g_rw);
         ld_context_free(c);
-        if (q)
-            arena_on_free(q->a, ctx_unref, old);
+        if (pin)
+            arena_on_free(pin, ctx_unref, old);
         return old;
     }
     if (c->served_json) {
@@ -331,12 +336,12 @@ static const ld_context_t *cache_insert(ld_req_t *q, ld_context_t *c, ld_map_eq_
     if (c->served_id)
         ld_map_put(&g_served, cr_hash(c->served_id, 16), c);
     g_ctx_bytes += c->bytes;
-    if (q)
+    if (pin)
         __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
     evict_contexts(c);
     pthread_rwlock_unlock(&g_rw);
-    if (q)
-        arena_on_free(q->a, ctx_unref, c);
+    if (pin)
+        arena_on_free(pin, ctx_unref, c);
     return c;
 }
 
@@ -383,7 +388,7 @@ static ld_context_t *build(ld_req_t *q, const json_t *value, problem_t *p)
     return c;
 }
 
-static const ld_context_t *context_for_url(ld_req_t *q, const char *url, size_t len, problem_t *p)
+static const ld_context_t *context_for_url(ld_req_t *q, arena_t *pin, const char *url, size_t len, problem_t *p)
 {
     if (ld_is_core_url(url, len))
         return ld_core();
@@ -392,7 +397,7 @@ static const ld_context_t *context_for_url(ld_req_t *q, const char *url, size_t 
     const ld_context_t *hit = memo_find(q, h, eq_url, &key);
     if (hit)
         return hit;
-    if ((hit = cache_find(q, h, eq_url, &key)))
+    if ((hit = cache_find(q, pin, h, eq_url, &key)))
         return memo_add(q, hit);
 
     if (len > LD_MAX_URL_LEN)
@@ -415,7 +420,7 @@ static const ld_context_t *context_for_url(ld_req_t *q, const char *url, size_t 
     sb_init(&sb, c->arena, len + 8);
     json_render_string(&sb, url, len);
     c->value_json = sb.p;
-    return memo_add(q, cache_insert(q, c, eq_url, &key));
+    return memo_add(q, cache_insert(pin, c, eq_url, &key));
 }
 
 /* The one URL that an array names besides core URLs, or NULL. */
@@ -440,7 +445,7 @@ static bool only_core_urls(const json_t *v)
     return true;
 }
 
-static const ld_context_t *from_json(ld_req_t *q, const json_t *v, problem_t *p)
+static const ld_context_t *from_json(ld_req_t *q, arena_t *pin, const json_t *v, problem_t *p)
 {
     const ld_context_t *core = ld_core();
     if (!core) {
@@ -450,7 +455,7 @@ static const ld_context_t *from_json(ld_req_t *q, const json_t *v, problem_t *p)
     if (!v || v->type == JSON_NULL)
         return core;
     if (v->type == JSON_STRING)
-        return context_for_url(q, v->str, v->len, p);
+        return context_for_url(q, pin, v->str, v->len, p);
     if (v->type != JSON_OBJECT && v->type != JSON_ARRAY) {
         problem_set(p, PB_BAD_REQUEST_DATA, "@context must be a URL string, an object or an array, not a %s",
                     v->type == JSON_NUMBER ? "number" : "boolean");
@@ -463,7 +468,7 @@ static const ld_context_t *from_json(ld_req_t *q, const json_t *v, problem_t *p)
     const ld_context_t *hit = memo_find(q, h, eq_tree, v);
     if (hit)
         return hit;
-    if ((hit = cache_find(q, h, eq_tree, v)))
+    if ((hit = cache_find(q, pin, h, eq_tree, v)))
         return memo_add(q, hit);
 
     ld_context_t *c = build(q, v, p);
@@ -486,7 +491,7 @@ static const ld_context_t *from_json(ld_req_t *q, const json_t *v, problem_t *p)
         sb_addc(&s2, '}');
         c->served_json = s2.p;
     }
-    return memo_add(q, cache_insert(q, c, eq_tree, v));
+    return memo_add(q, cache_insert(pin, c, eq_tree, v));
 }
 
 static const ld_context_t *from_link(ld_req_t *q, const char *link_header, problem_t *p)
@@ -499,12 +504,17 @@ static const ld_context_t *from_link(ld_req_t *q, const char *link_header, probl
     }
     if (!ld_link_parse(link_header, &url, &len, p))
         return NULL;
-    return context_for_url(q, url, len, p);
+    return context_for_url(q, q ? q->a : NULL, url, len, p);
 }
 
 const ld_context_t *ld_from_json(const json_t *v, problem_t *p)
 {
-    return from_json(NULL, v, p);
+    return from_json(NULL, NULL, v, p);
+}
+
+const ld_context_t *ld_hold_from_json(arena_t *a, const json_t *v, problem_t *p)
+{
+    return from_json(NULL, a, v, p);
 }
 
 const ld_context_t *ld_from_link(const char *link_header, problem_t *p)
@@ -540,7 +550,38 @@ const ld_context_t *ld_req_from_link(ld_req_t *q, const char *link_header, probl
 const ld_context_t *ld_req_from_json(ld_req_t *q, const json_t *v, problem_t *p)
 {
     q->pending = false;
-    return from_json(q, v, p);
+    return from_json(q, q->a, v, p);
+}
+
+bool ld_req_validate(ld_req_t *q, const json_t *v, problem_t *p)
+{
+    q->pending = false;
+    if (!v || (v->type != JSON_STRING && v->type != JSON_OBJECT && v->type != JSON_ARRAY))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "@context must be a URL string, an object or an array");
+    ld_context_t *c = build(q, v, p);
+    if (!c)
+        return false;
+    ld_context_free(c);
+    return true;
+}
+
+bool ld_req_reload(ld_req_t *q, const char *url, problem_t *p)
+{
+    q->pending = false;
+    if (cr_mono_ns() >= q->w.deadline_ns) {
+        ld_waiter_release(&q->w);
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s could not be downloaded again within --contextTimeout (%d ms)", url,
+                           ld_timeout_ms());
+    }
+    int rc = ld_doc_reload(url, &q->w, p);
+    if (rc == LD_DOC_PENDING) {
+        q->pending = true;
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context %.300s: being downloaded again", url);
+    }
+    if (rc == LD_DOC_READY)
+        ld_cache_forget_url(url, strlen(url));      /* built again from the new copy at next use */
+    return rc == LD_DOC_READY;
 }
 
 bool ld_req_pending(const ld_req_t *q)
@@ -575,23 +616,127 @@ const char *ld_served_context(arena_t *a, const char *id)
     return text;
 }
 
-static void visit_served(void *val, void *ud)
+/* ------------------------------------------- for the stored @contexts (ld_store.c) */
+
+bool ld_own_url(const char *url, size_t len, char id[17])
 {
-    const ld_context_t *c = val;
-    const ld_visit_t *v = ud;
-    v->fn(v->ud, c->served_id, c->link, "ImplicitlyCreated", c->created_ms, c->served_json);
+    const char *base = base_url();
+    size_t bl = strlen(base), pl = sizeof SERVED_PATH - 1;
+    if (len != bl + pl + 16 || memcmp(url, base, bl) != 0 || memcmp(url + bl, SERVED_PATH, pl) != 0)
+        return false;
+    memcpy(id, url + bl + pl, 16);
+    id[16] = '\0';
+    return true;
 }
 
-void ld_cache_foreach(ld_visit_fn fn, void *ud)
+const char *ld_own_url_of(arena_t *a, const char *id)
+{
+    return arena_printf(a, "%s" SERVED_PATH "%s", base_url(), id);
+}
+
+static int64_t wall_of(int64_t used_mono_ms)
+{
+    return cr_now_ms() - (mono_ms() - used_mono_ms);
+}
+
+void ld_cache_url_usage(const char *url, uint64_t *hits, int64_t *last_used_ms)
+{
+    url_key_t key = { url, strlen(url) };
+    pthread_rwlock_rdlock(&g_rw);
+    const ld_context_t *c = ld_map_find(&g_ctx, cr_hash(url, key.len), eq_url, &key);
+    if (c) {
+        uint64_t h = __atomic_load_n(&c->hits, __ATOMIC_RELAXED);
+        *hits += h;
+        int64_t used = wall_of(__atomic_load_n(&c->used_ms, __ATOMIC_RELAXED));
+        if (h && used > *last_used_ms)
+            *last_used_ms = used;
+    }
+    pthread_rwlock_unlock(&g_rw);
+}
+
+void ld_cache_forget_url(const char *url, size_t len)
+{
+    url_key_t key = { url, len };
+    uint64_t h = cr_hash(url, len);
+    pthread_rwlock_wrlock(&g_rw);
+    ld_context_t *c = ld_map_find(&g_ctx, h, eq_url, &key);
+    if (c) {
+        ld_map_del(&g_ctx, c->key_hash, c);
+        g_ctx_bytes -= c->bytes;
+        ctx_unref(c);                               /* the cache's reference */
+    }
+    pthread_rwlock_unlock(&g_rw);
+}
+
+static void served_info(ld_context_t *c, arena_t *a, ld_info_t *out)
+{
+    out->local_id = arena_strdup(a, c->served_id);
+    out->url = arena_strdup(a, c->link);
+    out->kind = LD_KIND_IMPLICIT;
+    out->created_ms = c->created_ms;
+    out->expires_ms = 0;
+    out->hits = __atomic_load_n(&c->hits, __ATOMIC_RELAXED);
+    out->last_used_ms = out->hits ? wall_of(__atomic_load_n(&c->used_ms, __ATOMIC_RELAXED)) : 0;
+    out->text = arena_strdup(a, c->served_json);
+}
+
+static void list_served(void *val, void *ud)
+{
+    served_info(val, ((ld_infos_t *)ud)->a, ld_infos_add(ud));
+}
+
+void ld_cache_list_served(ld_infos_t *l)
+{
+    pthread_rwlock_rdlock(&g_rw);
+    ld_map_each(&g_served, list_served, l);
+    pthread_rwlock_unlock(&g_rw);
+}
+
+bool ld_cache_find_served(arena_t *a, const char *id, bool count, ld_info_t *out)
+{
+    if (strlen(id) != 16)
+        return false;
+    pthread_rwlock_rdlock(&g_rw);
+    ld_context_t *c = ld_map_find(&g_served, cr_hash(id, 16), eq_served, id);
+    if (c) {
+        served_info(c, a, out);
+        if (count) {
+            __atomic_add_fetch(&c->hits, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&c->used_ms, mono_ms(), __ATOMIC_RELAXED);
+        }
+    }
+    pthread_rwlock_unlock(&g_rw);
+    return c != NULL;
+}
+
+bool ld_cache_forget_served(const char *id)
+{
+    if (strlen(id) != 16)
+        return false;
+    pthread_rwlock_wrlock(&g_rw);
+    ld_context_t *c = ld_map_find(&g_served, cr_hash(id, 16), eq_served, id);
+    if (c) {
+        ld_map_del(&g_served, cr_hash(id, 16), c);
+        ld_map_del(&g_ctx, c->key_hash, c);
+        g_ctx_bytes -= c->bytes;
+        ctx_unref(c);                               /* the cache's reference: requests and subscriptions keep theirs */
+    }
+    pthread_rwlock_unlock(&g_rw);
+    return c != NULL;
+}
+
+void ld_core_info(arena_t *a, ld_info_t *out)
 {
     const ld_context_t *core = ld_core();
-    if (core)
-        fn(ud, "core", core->link, "Cached", core->created_ms, core->served_json);
-    ld_fetch_foreach(fn, ud);
-    ld_visit_t v = { fn, ud };
-    pthread_rwlock_rdlock(&g_rw);
-    ld_map_each(&g_served, visit_served, &v);
-    pthread_rwlock_unlock(&g_rw);
+    out->local_id = "core";
+    out->url = LD_CORE_CONTEXT_URL;
+    out->kind = LD_KIND_CACHED;
+    out->created_ms = core ? core->created_ms : 0;
+    out->expires_ms = 0;
+    out->hits = 0;
+    out->last_used_ms = 0;
+    out->text = NULL;
+    (void)a;
 }
 
 void ld_get_stats(ld_stats_t *s)

@@ -685,6 +685,8 @@ static bool add_object(ld_builder_t *b, const json_t *obj, problem_t *p)
 
 /* ----------------------------------------------- builder: any @context */
 
+static bool add_document(ld_builder_t *b, const char *url, const char *text, size_t tlen, problem_t *p);
+
 static bool add_url(ld_builder_t *b, const char *url, size_t len, problem_t *p)
 {
     if (ld_is_core_url(url, len))
@@ -692,15 +694,24 @@ static bool add_url(ld_builder_t *b, const char *url, size_t len, problem_t *p)
     const char *colon = memchr(url, ':', len);
     if (!colon || !is_scheme(url, (size_t)(colon - url)))
         return problem_set(p, PB_BAD_REQUEST_DATA, "@context: '%.200s' is not a URL", url);
-    if (!ld_is_fetchable_url(url, len))
-        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
-                           "@context %.300s: only http and https URLs can be fetched", url);
     unsigned max_depth = cr_config.context_max_depth > 0 ? (unsigned)cr_config.context_max_depth
                                                           : LD_MAX_REMOTE_DEPTH;
     if (b->remote_depth >= max_depth)
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
                            "@context %.300s: remote contexts nest deeper than %u (--contextMaxDepth)", url,
                            max_depth);
+    char own[17];
+    if (ld_own_url(url, len, own)) {                /* Hosted or ImplicitlyCreated here: never fetched */
+        const char *text;
+        size_t tlen;
+        if (!ld_own_doc(own, b->tmp, &text, &tlen))
+            return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context %.300s: this broker holds no such @context",
+                               url);
+        return add_document(b, url, text, tlen, p);
+    }
+    if (!ld_is_fetchable_url(url, len))
+        return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
+                           "@context %.300s: only http and https URLs can be fetched", url);
     if (b->docs >= b->max_docs)
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
                            "@context %.300s: the request's @contexts need more than %u remote documents "
@@ -723,7 +734,12 @@ static bool add_url(ld_builder_t *b, const char *url, size_t len, problem_t *p)
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
                            "@context %.300s: the request's remote @contexts hold more than %zu bytes "
                            "(--contextMaxBytes)", url, b->max_bytes);
+    return add_document(b, url, text, tlen, p);
+}
 
+/* The document at url (its text in b->tmp): its @context member, one level deeper. */
+static bool add_document(ld_builder_t *b, const char *url, const char *text, size_t tlen, problem_t *p)
+{
     char err[128];
     json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = 0 };
     json_t *doc = json_parse(b->tmp, (char *)text, tlen, &lim, err, sizeof err);

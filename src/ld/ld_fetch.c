@@ -64,6 +64,16 @@ typedef struct ld_doc {
     uint64_t    gen;            /* unique per download */
     struct ld_doc *qnext;       /* job queue */
     char        id[17];
+    /* 5.13: the listing's figures */
+    uint64_t    hits;           /* requests that read it (and GETs of its details) */
+    int64_t     last_wall_ms;   /* wall clock of the last hit, 0: none */
+    int64_t     expires_ms;     /* DOC_OK: wall clock after which it is downloaded again (6.3.16) */
+    /* a download of a document already held (reload, or expired): the new
+     * copy replaces the old one only once it is valid; until then the old one
+     * is served. The job is a separate entry, never in the map. */
+    struct ld_doc *refresh;     /* in the map's entry: the refresh under way or its outcome */
+    struct ld_doc *owner;       /* in a refresh job: the entry it refreshes (NULL: forgotten) */
+    bool        is_refresh;
 } ld_doc_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -134,6 +144,12 @@ void ld_fetch_init(void)
 
 static void free_doc(ld_doc_t *d)
 {
+    if (d->refresh) {
+        if (d->refresh->state == DOC_QUEUED || d->refresh->state == DOC_LOADING)
+            d->refresh->owner = NULL;               /* the fetcher frees it when done */
+        else
+            free_doc(d->refresh);
+    }
     free(d->text);
     free(d->url);
     free(d);
@@ -171,6 +187,14 @@ void ld_fetch_shutdown(void)
         pthread_join(g_timer, NULL);
 
     pthread_mutex_lock(&g_lock);
+    for (ld_doc_t *d = g_qhead, *next; d; d = next) {    /* refreshes never started */
+        next = d->qnext;
+        if (d->is_refresh) {
+            if (d->owner)
+                d->owner->refresh = NULL;
+            free_doc(d);
+        }
+    }
     ld_map_each(&g_docs, free_doc_cb, NULL);
     ld_map_free(&g_docs);
     g_doc_bytes = 0;
@@ -307,7 +331,84 @@ typedef struct job {
     size_t len, cap, max;
     bool   too_big;
     char   refused[200];        /* set when the egress policy refused a connection */
+    /* the caching headers of the answer (6.3.16, RFC 7234) */
+    int64_t max_age_s;          /* Cache-Control s-maxage or max-age; -1: none */
+    int64_t expires_s, date_s, last_modified_s;     /* 0: none (or unreadable) */
+    bool    no_cache;
 } job_t;
+
+#define LD_HEURISTIC_TTL_MS (3600 * 1000LL)         /* no caching headers: an hour */
+#define LD_HEURISTIC_MAX_MS (24 * 3600 * 1000LL)    /* 10% of the age since Last-Modified, at most a day */
+#define LD_MIN_TTL_MS       1000                    /* no-cache or max-age=0: at most one download a second */
+
+static int64_t header_time(const char *v)
+{
+    time_t t = curl_getdate(v, NULL);
+    return t > 0 ? (int64_t)t : 0;
+}
+
+/* Cache-Control, Expires, Date, Last-Modified: one header line at a time. */
+static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
+{
+    job_t *b = ud;
+    size_t n = size * nmemb;
+    char   buf[512];
+    if (n >= sizeof buf)
+        return n;
+    memcpy(buf, line, n);
+    buf[n] = '\0';
+    char *colon = strchr(buf, ':');
+    if (!colon)
+        return n;
+    *colon = '\0';
+    char *v = colon + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    v[strcspn(v, "\r\n")] = '\0';
+    if (!strcasecmp(buf, "cache-control")) {
+        for (char *tok = v; tok && *tok;) {
+            while (*tok == ' ' || *tok == ',')
+                tok++;
+            if (!strncasecmp(tok, "s-maxage=", 9))
+                b->max_age_s = strtoll(tok + 9, NULL, 10);      /* a shared cache's own: wins */
+            else if (!strncasecmp(tok, "max-age=", 8) && b->max_age_s < 0)
+                b->max_age_s = strtoll(tok + 8, NULL, 10);
+            else if (!strncasecmp(tok, "no-cache", 8) || !strncasecmp(tok, "no-store", 8))
+                b->no_cache = true;
+            tok = strchr(tok, ',');
+        }
+    } else if (!strcasecmp(buf, "expires")) {
+        b->expires_s = header_time(v);
+        if (!b->expires_s)
+            b->expires_s = 1;                       /* unreadable, e.g. "0": already expired */
+    } else if (!strcasecmp(buf, "date")) {
+        b->date_s = header_time(v);
+    } else if (!strcasecmp(buf, "last-modified")) {
+        b->last_modified_s = header_time(v);
+    }
+    return n;
+}
+
+/* When a document downloaded now should be downloaded again (6.3.16). */
+static int64_t expiry_of(const job_t *b, int64_t now_ms)
+{
+    int64_t ttl;
+    if (b->no_cache)
+        ttl = 0;
+    else if (b->max_age_s >= 0)
+        ttl = b->max_age_s > INT32_MAX ? (int64_t)INT32_MAX * 1000 : b->max_age_s * 1000;
+    else if (b->expires_s)
+        ttl = (b->expires_s - (b->date_s ? b->date_s : now_ms / 1000)) * 1000;
+    else if (b->last_modified_s && b->date_s && b->date_s > b->last_modified_s)
+        ttl = (b->date_s - b->last_modified_s) * 100;   /* 10% of the age, in ms */
+    else
+        ttl = LD_HEURISTIC_TTL_MS;
+    if (b->max_age_s < 0 && !b->expires_s && ttl > LD_HEURISTIC_MAX_MS)
+        ttl = LD_HEURISTIC_MAX_MS;
+    if (ttl < LD_MIN_TTL_MS)
+        ttl = LD_MIN_TTL_MS;
+    return now_ms + ttl;
+}
 
 static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
 {
@@ -447,6 +548,9 @@ static long get_following(CURL *h, const char *url, int64_t deadline, struct cur
         body->len = 0;
         body->too_big = false;
         body->refused[0] = '\0';
+        body->max_age_s = -1;
+        body->expires_s = body->date_s = body->last_modified_s = 0;
+        body->no_cache = false;
         errbuf[0] = '\0';
         curl_easy_reset(h);
         curl_easy_setopt(h, CURLOPT_URL, cur);
@@ -461,6 +565,8 @@ static long get_following(CURL *h, const char *url, int64_t deadline, struct cur
         curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, body);
         curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
         curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, sc);
         curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
@@ -504,8 +610,8 @@ static long get_following(CURL *h, const char *url, int64_t deadline, struct cur
  * --contextTimeout in total (retries included); reason on failure.
  * *answered tells whether the server answered at all (an HTTP status): such
  * a failure is cheap to ask again and is not remembered. */
-static bool download(CURL *h, const char *url, char **text, size_t *len, char *reason, size_t rlen,
-                     bool *answered)
+static bool download(CURL *h, const char *url, char **text, size_t *len, int64_t *expires_ms, char *reason,
+                     size_t rlen, bool *answered)
 {
     int64_t deadline = mono_ms() + ld_timeout_ms();
     int attempts = 1 + (cr_config.context_retries > 0 ? cr_config.context_retries : 0);
@@ -548,6 +654,7 @@ static bool download(CURL *h, const char *url, char **text, size_t *len, char *r
         body.p = cr_xcalloc(1, 1);
     *text = body.p;
     *len = body.len;
+    *expires_ms = expiry_of(&body, cr_now_ms());
     return true;
 }
 
@@ -596,6 +703,86 @@ static void evict_docs(const ld_doc_t *keep)
     free(v);
 }
 
+/* ------------------------------------------------------------ refreshes */
+
+/* A new copy must be a JSON object with an @context member before it
+ * replaces one that works (5.13.5.4). */
+static bool valid_document(const char *text, size_t len, char *reason, size_t rlen)
+{
+    arena_t *a = arena_new(len + 1024);
+    char err[128];
+    json_limits_t lim = { .max_depth = LD_JSON_MAX_DEPTH, .max_size = 0 };
+    json_t *doc = json_parse_copy(a, text, len, &lim, err, sizeof err);
+    bool ok = doc && json_is_object(doc) && json_get(doc, "@context");
+    if (!doc)
+        snprintf(reason, rlen, "the new copy is not valid JSON: %s", err);
+    else if (!ok)
+        snprintf(reason, rlen, "the new copy is not a JSON object with an @context member");
+    arena_free(a);
+    return ok;
+}
+
+/* Queues a refresh of d (g_lock held); the outcome of the previous one goes. */
+static ld_doc_t *refresh_start(ld_doc_t *d)
+{
+    if (d->refresh)
+        free_doc(d->refresh);
+    ld_doc_t *r = cr_xcalloc(1, sizeof *r);
+    r->url = cr_xstrdup(d->url);
+    r->url_len = d->url_len;
+    r->hash = d->hash;
+    r->is_refresh = true;
+    r->owner = d;
+    r->gen = ++g_gen;
+    r->state = DOC_QUEUED;
+    d->refresh = r;
+    if (g_qtail)
+        g_qtail->qnext = r;
+    else
+        g_qhead = r;
+    g_qtail = r;
+    pthread_cond_signal(&g_jobs);
+    return r;
+}
+
+/* A refresh job ended (g_lock held, and held again on return): the new copy
+ * replaces the old one, or the old one stays. The URL (malloc'ed) when
+ * replaced, else NULL. r belongs to its owner and may be gone on return. */
+static char *refresh_done(ld_doc_t *r, bool ok, char *body, size_t blen, int64_t expires, const char *reason)
+{
+    ld_doc_t *o = r->owner;
+    char *replaced = NULL;
+    if (ok && o) {
+        g_doc_bytes = g_doc_bytes - o->len + blen;
+        o->bytes = o->bytes - o->len + blen;
+        free(o->text);
+        o->text = body;
+        o->len = blen;
+        o->created_ms = cr_now_ms();
+        o->expires_ms = expires;
+        r->state = DOC_OK;
+        replaced = cr_xstrdup(r->url);
+        __atomic_fetch_add(&ld_stat_downloads, 1, __ATOMIC_RELAXED);
+    } else {
+        if (ok)
+            free(body);
+        snprintf(r->reason, sizeof r->reason, "%s", ok ? "the @context was deleted meanwhile" : reason);
+        r->state = DOC_FAILED;
+        if (o) {                                    /* not again at every use: after the failure TTL, at least a minute */
+            int64_t ttl = failure_ttl_ms() > 60000 ? failure_ttl_ms() : 60000;
+            o->expires_ms = cr_now_ms() + ttl;
+        }
+        if (!ok)
+            __atomic_fetch_add(&ld_stat_download_failures, 1, __ATOMIC_RELAXED);
+    }
+    pthread_cond_broadcast(&g_done);
+    bool orphan = !o;                               /* forgotten while it ran: nobody keeps it */
+    wake_where(r, 0);                               /* (unlocks: the owner may free r meanwhile) */
+    if (orphan)
+        free_doc(r);
+    return replaced;
+}
+
 /* ------------------------------------------------------------ the pool */
 
 static void *fetch_main(void *arg)
@@ -618,9 +805,14 @@ static void *fetch_main(void *arg)
         char reason[sizeof d->reason];
         char *body = NULL;
         size_t blen = 0;
+        int64_t expires = 0;
         bool answered = false, ok;
         if (h) {
-            ok = download(h, d->url, &body, &blen, reason, sizeof reason, &answered);
+            ok = download(h, d->url, &body, &blen, &expires, reason, sizeof reason, &answered);
+            if (ok && d->is_refresh && !valid_document(body, blen, reason, sizeof reason)) {
+                free(body);
+                ok = false;
+            }
         } else {
             ok = false;
             snprintf(reason, sizeof reason, "cannot start an HTTP client");
@@ -631,6 +823,16 @@ static void *fetch_main(void *arg)
             LOG_W("@context %s cannot be downloaded: %s", d->url, reason);
 
         pthread_mutex_lock(&g_lock);
+        if (d->is_refresh) {
+            char *url = refresh_done(d, ok, body, blen, expires, reason);
+            if (url) {
+                pthread_mutex_unlock(&g_lock);
+                ld_cache_forget_url(url, strlen(url));  /* contexts built from the old copy */
+                free(url);
+                pthread_mutex_lock(&g_lock);
+            }
+            continue;
+        }
         d->used_ms = mono_ms();
         if (ok) {
             d->text = body;
@@ -638,6 +840,7 @@ static void *fetch_main(void *arg)
             d->bytes += blen;
             g_doc_bytes += blen;
             d->created_ms = cr_now_ms();
+            d->expires_ms = expires;
             d->state = DOC_OK;
             __atomic_fetch_add(&ld_stat_downloads, 1, __ATOMIC_RELAXED);
         } else {
@@ -732,6 +935,11 @@ int ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, ld_w
         if (d->state == DOC_OK) {
             __atomic_fetch_add(&ld_stat_cache_hits, 1, __ATOMIC_RELAXED);
             d->used_ms = now;
+            d->hits++;
+            d->last_wall_ms = cr_now_ms();
+            if (d->last_wall_ms >= d->expires_ms &&
+                (!d->refresh || (d->refresh->state != DOC_QUEUED && d->refresh->state != DOC_LOADING)))
+                refresh_start(d);                       /* expired: served as is while a new copy comes */
             char *copy = arena_alloc(a, d->len + 1);
             memcpy(copy, d->text, d->len + 1);
             *text = copy;
@@ -758,20 +966,111 @@ int ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, ld_w
     return rc;
 }
 
-static void visit_doc(void *val, void *ud)
+static void doc_info(const ld_doc_t *d, arena_t *a, ld_info_t *out)
 {
-    const ld_doc_t *d = val;
-    const ld_visit_t *v = ud;
-    if (d->state == DOC_OK)
-        v->fn(v->ud, d->id, d->url, "Cached", d->created_ms, d->text);
+    out->local_id = arena_strdup(a, d->id);
+    out->url = arena_strdup(a, d->url);
+    out->kind = LD_KIND_CACHED;
+    out->created_ms = d->created_ms;
+    out->expires_ms = d->expires_ms;
+    out->last_used_ms = d->last_wall_ms;
+    out->hits = d->hits;
+    out->text = NULL;
 }
 
-void ld_fetch_foreach(ld_visit_fn fn, void *ud)
+static void list_doc(void *val, void *ud)
 {
-    ld_visit_t v = { fn, ud };
+    const ld_doc_t *d = val;
+    ld_infos_t *l = ud;
+    if (d->state == DOC_OK)
+        doc_info(d, l->a, ld_infos_add(l));
+}
+
+void ld_fetch_list(ld_infos_t *l)
+{
     pthread_mutex_lock(&g_lock);
-    ld_map_each(&g_docs, visit_doc, &v);
+    ld_map_each(&g_docs, list_doc, l);
     pthread_mutex_unlock(&g_lock);
+}
+
+typedef struct doc_by_id {
+    const char *id;
+    ld_doc_t   *found;
+} doc_by_id_t;
+
+static void find_id(void *val, void *ud)
+{
+    ld_doc_t *d = val;
+    doc_by_id_t *k = ud;
+    if (!k->found && d->state == DOC_OK && !strcmp(d->id, k->id))
+        k->found = d;
+}
+
+/* By URL (a hash look-up) or by local id (a walk: documents are few). */
+static ld_doc_t *doc_lookup(const char *id_or_url)
+{
+    ld_doc_t *d = ld_map_find(&g_docs, cr_hash(id_or_url, strlen(id_or_url)), doc_eq, id_or_url);
+    if (d && d->state == DOC_OK)
+        return d;
+    doc_by_id_t k = { id_or_url, NULL };
+    if (strlen(id_or_url) == 16)
+        ld_map_each(&g_docs, find_id, &k);
+    return k.found;
+}
+
+bool ld_fetch_find(arena_t *a, const char *id_or_url, bool count, ld_info_t *out)
+{
+    pthread_mutex_lock(&g_lock);
+    ld_doc_t *d = doc_lookup(id_or_url);
+    if (d) {
+        doc_info(d, a, out);
+        if (count) {
+            d->hits++;
+            d->last_wall_ms = cr_now_ms();
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return d != NULL;
+}
+
+bool ld_fetch_forget(const char *id)
+{
+    pthread_mutex_lock(&g_lock);
+    ld_doc_t *d = doc_lookup(id);
+    if (d)
+        doc_remove(d);
+    pthread_mutex_unlock(&g_lock);
+    return d != NULL;
+}
+
+int ld_doc_reload(const char *url, ld_waiter_t *w, problem_t *p)
+{
+    int rc;
+    pthread_mutex_lock(&g_lock);
+    ld_doc_t *d = ld_map_find(&g_docs, cr_hash(url, strlen(url)), doc_eq, url);
+    ld_doc_t *r = d ? d->refresh : NULL;
+    if (g_stopping) {
+        problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context %.300s: the broker is stopping", url);
+        rc = LD_DOC_ERROR;
+    } else if (!d || d->state != DOC_OK) {
+        problem_set(p, PB_RESOURCE_NOT_FOUND, "@context %.300s is no longer cached", url);
+        rc = LD_DOC_ERROR;
+    } else if (r && r->gen == w->waited_gen && r->state == DOC_OK) {
+        rc = LD_DOC_READY;                          /* the download this request waited for */
+    } else if (r && r->gen == w->waited_gen && r->state == DOC_FAILED) {
+        problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE, "@context %.300s cannot be downloaded again: %s", url,
+                    r->reason);
+        rc = LD_DOC_ERROR;
+    } else if (!pool_start(p)) {
+        rc = LD_DOC_ERROR;
+    } else {
+        if (!r || (r->state != DOC_QUEUED && r->state != DOC_LOADING))
+            r = refresh_start(d);
+        waiter_link(w, r);
+        rc = LD_DOC_PENDING;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
 }
 
 void ld_fetch_stats(size_t *docs, size_t *bytes)

@@ -85,6 +85,7 @@ struct ld_context {
     uint64_t    serial;         /* unique for the process (memo keys) */
     int         refs;           /* atomic */
     int64_t     used_ms;        /* atomic: last use, monotonic ms (LRU) */
+    uint64_t    hits;           /* atomic: requests that found it in the cache (5.13.3.5) */
     size_t      bytes;          /* what the context costs */
 
     /* Cache key: a URL (key_url) or an inline value (key_tree). */
@@ -166,17 +167,53 @@ void   ld_fetch_stats(size_t *docs, size_t *bytes);
 void ld_fetch_init(void);
 void ld_fetch_shutdown(void);
 bool ld_fetch_offline(void);
-/* Visits downloaded documents (kind "Cached"). Takes the fetch lock. */
-void ld_fetch_foreach(ld_visit_fn fn, void *ud);
-/* A visitor and its data, passed through the map walks of ld_map_each. */
-typedef struct ld_visit {
-    ld_visit_fn fn;
-    void       *ud;
-} ld_visit_t;
+/* A growing list of ld_info_t in an arena (the listing of ld_stored_list). */
+typedef struct ld_infos {
+    arena_t   *a;
+    ld_info_t *v;
+    size_t     n, cap;
+} ld_infos_t;
+ld_info_t *ld_infos_add(ld_infos_t *l);
+/* The downloaded documents (kind Cached), into l. Takes the fetch lock. */
+void ld_fetch_list(ld_infos_t *l);
+/* A downloaded document by URL or local id; count: a hit. */
+bool ld_fetch_find(arena_t *a, const char *id_or_url, bool count, ld_info_t *out);
+/* Drops a downloaded document (by URL or local id); false if unknown. */
+bool ld_fetch_forget(const char *id_or_url);
+/* Downloads the document at url again (a refresh job: ld_req_reload). */
+int  ld_doc_reload(const char *url, ld_waiter_t *w, problem_t *p);
 /* Test hook: how long a failed download is remembered (default LD_FAILURE_TTL_MS). */
 void ld_fetch_set_failure_ttl(int ms);
 
 extern uint64_t ld_stat_downloads, ld_stat_download_failures, ld_stat_cache_hits, ld_stat_evictions;
+
+/* ---------------------------------------------------------- ld_cache.c */
+
+/* Drops the built contexts cached under url (its document changed). */
+void ld_cache_forget_url(const char *url, size_t len);
+/* A URL served by this broker (<base>/ngsi-ld/v1/jsonldContexts/<id>):
+ * its id (16 hex digits) into id, else false. */
+bool ld_own_url(const char *url, size_t len, char id[17]);
+/* <base>/ngsi-ld/v1/jsonldContexts/<id>, in a. */
+const char *ld_own_url_of(arena_t *a, const char *id);
+/* Adds the hits of the built context cached under url (and its last use) to
+ * *hits and *last_used_ms. */
+void ld_cache_url_usage(const char *url, uint64_t *hits, int64_t *last_used_ms);
+/* The ImplicitlyCreated contexts (served by us): listed, found by id (count:
+ * a hit), forgotten. */
+void ld_cache_list_served(ld_infos_t *l);
+bool ld_cache_find_served(arena_t *a, const char *id, bool count, ld_info_t *out);
+bool ld_cache_forget_served(const char *id);
+/* The core context as a stored one (Cached, localId "core"). */
+void ld_core_info(arena_t *a, ld_info_t *out);
+
+/* ---------------------------------------------------------- ld_store.c */
+
+/* The document of a Hosted or ImplicitlyCreated context by id, copied into
+ * a (a hit for it); false when there is none. */
+bool ld_own_doc(const char *id, arena_t *a, const char **text, size_t *len);
+/* Frees the hosted contexts (ld_shutdown). */
+void ld_hosted_free_all(void);
 
 /* ----------------------------------------------------------- ld_link.c */
 

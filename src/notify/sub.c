@@ -383,12 +383,12 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         BAD("type must be \"Subscription\"");
     const json_t *ctxv = json_get(t, "@context");
     if (ctxv) {
-        if (!(s->ctx = ld_from_json(ctxv, p))) goto fail;
+        if (!(s->ctx = ld_hold_from_json(s->a, ctxv, p))) goto fail;
     } else s->ctx = ld_core();
     s->out_ctx = s->ctx;
     if ((v = json_get(t, "jsonldContext"))) {
         if (!json_is_string(v) || !uri_ok(v->str)) BAD("jsonldContext must be a URI");
-        if (!(s->out_ctx = ld_from_json(v, p))) goto fail;
+        if (!(s->out_ctx = ld_hold_from_json(s->a, v, p))) goto fail;
     }
     for (const char *const *k = (const char *const[]){"subscriptionName", "description", "csf", NULL}; *k; k++)
         if ((v = json_get(t, *k)) && !json_is_string(v)) BAD("%s must be a string", *k);

@@ -328,6 +328,19 @@ bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p);
 size_t ops_sub_restore(store_t *s);
 struct notify_sub **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
                                   problem_t *p);
+/* ------------------------------------------------------ contexts.c */
+
+/* Hosted @contexts (5.13.2, 5.13.5): kept in the store (STORE_OBJ_CONTEXT, of
+ * the default tenant: a context's URL names it for every tenant) and
+ * registered in ld/, which serves them and resolves their URLs.
+ * Add: value is the @context member of the body, already validated by the
+ * caller (ld_req_validate: it may download); *id gets the new local id. */
+bool   ops_ctx_add(const ops_req_t *rq, const json_t *value, const char **id, problem_t *p);
+/* Delete a Hosted one (ResourceNotFound when there is none). */
+bool   ops_ctx_delete(const ops_req_t *rq, const char *id, problem_t *p);
+/* At start: registers the stored hosted contexts in ld/; answers how many. */
+size_t ops_ctx_restore(store_t *s);
+
 /* ------------------------------------------------------ administration */
 
 /* POST /admin/snapshot: a snapshot of the store on disk, started in the
