@@ -19,10 +19,11 @@
 
 #define CONTEXTS_PATH "/ngsi-ld/v1/jsonldContexts/"
 
-/* An optional boolean parameter: absent (def), true or false; else BadRequestData. */
-static bool bool_param(request_t *r, const char *name, bool *out, problem_t *p)
+/* An optional boolean parameter v (req_param of name): absent (the default
+ * stays), true or false; else BadRequestData. The parameters are read before
+ * api_no_unknown_params, their values checked after it (6.3.20 first). */
+static bool bool_param(const char *name, const char *v, bool *out, problem_t *p)
 {
-    const char *v = req_param(r, name);
     if (!v) return true;
     if (!strcmp(v, "true")) *out = true;
     else if (!strcmp(v, "false")) *out = false;
@@ -75,8 +76,9 @@ void api_ctx_list(request_t *r)
     problem_t p = {0};
     bool      details = false;
     unsigned  kinds = LD_KIND_ALL;
-    if (!bool_param(r, "details", &details, &p)) goto fail;
-    const char *k = req_param(r, "kind");
+    const char *dv = req_param(r, "details"), *k = req_param(r, "kind");
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    if (!bool_param("details", dv, &details, &p)) goto fail;
     if (k) {
         if (!strcmp(k, "Cached")) kinds = LD_KIND_CACHED;
         else if (!strcmp(k, "Hosted")) kinds = LD_KIND_HOSTED;
@@ -86,7 +88,6 @@ void api_ctx_list(request_t *r)
             goto fail;
         }
     }
-    if (!api_no_unknown_params(r, &p)) goto fail;
     size_t     n;
     ld_info_t *v = ld_stored_list(r->arena, kinds, &n);
     json_writer_t w;
@@ -108,8 +109,9 @@ void api_ctx_get(request_t *r)
     problem_t p = {0};
     bool      details = false;
     ld_info_t e;
-    if (!bool_param(r, "details", &details, &p)) goto fail;
+    const char *dv = req_param(r, "details");
     if (!api_no_unknown_params(r, &p)) goto fail;
+    if (!bool_param("details", dv, &details, &p)) goto fail;
     if (!ld_stored_find(r->arena, r->pathv[0], true, &e)) {
         problem_set(&p, PB_RESOURCE_NOT_FOUND, "no @context '%.300s' is stored here", r->pathv[0]);
         goto fail;
@@ -175,8 +177,9 @@ void api_ctx_delete(request_t *r)
     bool        reload = false;
     const char *id = r->pathv[0];
     ld_info_t   e;
-    if (!bool_param(r, "reload", &reload, &p)) goto fail;
+    const char *rv = req_param(r, "reload");
     if (!api_no_unknown_params(r, &p)) goto fail;
+    if (!bool_param("reload", rv, &reload, &p)) goto fail;
     if (!*id) {
         problem_set(&p, PB_BAD_REQUEST_DATA, "the @context identifier is missing (5.13.5.4)");
         goto fail;

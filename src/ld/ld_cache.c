@@ -259,12 +259,15 @@ static const ld_context_t *cache_find(ld_req_t *q, arena_t *pin, uint64_t h, ld_
 {
     pthread_rwlock_rdlock(&g_rw);
     ld_context_t *c = ld_map_find(&g_ctx, h, eq, key);
+    int64_t now = mono_ms();
+    if (c && c->expires_mono_ms && now >= c->expires_mono_ms)
+        c = NULL;                                   /* built again from the document's new copy */
     if (c) {
         if (pin)
             __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
         if (q)
             __atomic_add_fetch(&c->hits, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&c->used_ms, mono_ms(), __ATOMIC_RELAXED);
+        __atomic_store_n(&c->used_ms, now, __ATOMIC_RELAXED);
     }
     pthread_rwlock_unlock(&g_rw);
     if (!c)
@@ -309,6 +312,14 @@ static const ld_context_t *cache_insert(arena_t *pin, ld_context_t *c, ld_map_eq
 {
     pthread_rwlock_wrlock(&g_rw);
     ld_context_t *old = ld_map_find(&g_ctx, c->key_hash, eq, key);
+    if (old && old->expires_mono_ms && mono_ms() >= old->expires_mono_ms) {
+        ld_map_del(&g_ctx, old->key_hash, old);     /* expired: c replaces it */
+        if (old->served_id)
+            ld_map_del(&g_served, cr_hash(old->served_id, 16), old);
+        g_ctx_bytes -= old->bytes;
+        ctx_unref(old);
+        old = NULL;
+    }
     if (old) {
         if (pin)
             __atomic_add_fetch(&old->refs, 1, __ATOMIC_RELAXED);
@@ -375,6 +386,8 @@ static ld_context_t *build(ld_req_t *q, const json_t *value, problem_t *p)
         ok = false;
     } else if (ok) {
         c = ld_builder_freeze(&b, false);
+        if (b.expires_ms)                           /* never 0: a past expiry is at least 1 ms from now */
+            c->expires_mono_ms = mono_ms() + (b.expires_ms > cr_now_ms() ? b.expires_ms - cr_now_ms() : 1);
         if (q) {
             q->docs += b.docs;
             q->bytes += b.doc_bytes;

@@ -722,13 +722,16 @@ static bool add_url(ld_builder_t *b, const char *url, size_t len, problem_t *p)
     char ubuf[LD_MAX_URL_LEN + 1];
     memcpy(ubuf, url, len);                         /* ld_is_fetchable_url bounds len */
     ubuf[len] = '\0';
-    int st = ld_doc_get(ubuf, b->tmp, &text, &tlen, b->waiter, p);
+    int64_t expires = 0;
+    int st = ld_doc_get(ubuf, b->tmp, &text, &tlen, &expires, b->waiter, p);
     if (st == LD_DOC_PENDING) {
         b->pending = true;                          /* go on: other documents start downloading too */
         return true;
     }
     if (st != LD_DOC_READY)
         return false;
+    if (expires && (!b->expires_ms || expires < b->expires_ms))
+        b->expires_ms = expires;
     b->doc_bytes += tlen;
     if (b->doc_bytes > b->max_bytes)
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,

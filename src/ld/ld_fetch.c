@@ -884,7 +884,8 @@ static bool pool_start(problem_t *p)
     return true;
 }
 
-int ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, ld_waiter_t *w, problem_t *p)
+int ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, int64_t *expires_ms, ld_waiter_t *w,
+               problem_t *p)
 {
     if (ld_fetch_offline())
         return problem_set(p, PB_LD_CONTEXT_NOT_AVAILABLE,
@@ -944,6 +945,8 @@ int ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, ld_w
             memcpy(copy, d->text, d->len + 1);
             *text = copy;
             *len = d->len;
+            if (expires_ms)
+                *expires_ms = d->expires_ms;
             rc = LD_DOC_READY;
             break;
         }

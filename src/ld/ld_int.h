@@ -86,6 +86,8 @@ struct ld_context {
     int         refs;           /* atomic */
     int64_t     used_ms;        /* atomic: last use, monotonic ms (LRU) */
     uint64_t    hits;           /* atomic: requests that found it in the cache (5.13.3.5) */
+    int64_t     expires_mono_ms;/* a document it was built from expires then (monotonic; 0: never):
+                                 * the cache no longer answers with it, and builds it again */
     size_t      bytes;          /* what the context costs */
 
     /* Cache key: a URL (key_url) or an inline value (key_tree). */
@@ -120,6 +122,7 @@ typedef struct ld_builder {
     unsigned    max_docs;       /* what is left of the request's budget */
     size_t      max_bytes;
     bool        pending;        /* a document is being downloaded: try again later */
+    int64_t     expires_ms;     /* the earliest expiry of the documents read (wall clock; 0: none) */
 } ld_builder_t;
 
 void ld_builder_init(ld_builder_t *b, const ld_context_t *core);
@@ -155,10 +158,11 @@ typedef struct ld_waiter {
 
 enum { LD_DOC_READY, LD_DOC_PENDING, LD_DOC_ERROR };
 /* The remote document at url: LD_DOC_READY with a copy of its text in a
- * (NUL-terminated); LD_DOC_PENDING when it is being downloaded (w is linked
+ * (NUL-terminated) and when it expires (wall clock ms, 6.3.16); LD_DOC_PENDING when it is being downloaded (w is linked
  * and will be woken); LD_DOC_ERROR with LdContextNotAvailable. Without a
  * waiter, waits in place for the download. */
-int  ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, ld_waiter_t *w, problem_t *p);
+int  ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, int64_t *expires_ms, ld_waiter_t *w,
+                problem_t *p);
 /* Unlinks w if it is linked (the request ends). */
 void ld_waiter_release(ld_waiter_t *w);
 int    ld_timeout_ms(void);

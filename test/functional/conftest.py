@@ -326,15 +326,17 @@ class ContextServer:
                     owner.counts[path] = owner.counts.get(path, 0) + 1
                     route = owner.routes.get(path)
                 if route is None:
-                    status, body, ctype, delay = 404, b'{"error":"not found"}', "application/json", 0
+                    status, body, ctype, delay, extra = 404, b'{"error":"not found"}', "application/json", 0, {}
                 else:
-                    status, body, ctype, delay = route
+                    status, body, ctype, delay, extra = route
                 if delay:
                     time.sleep(delay)
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", ctype)
                     self.send_header("Content-Length", str(len(body)))
+                    for k, v in extra.items():
+                        self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
@@ -349,10 +351,10 @@ class ContextServer:
     def url(self, path):
         return "http://127.0.0.1:%d%s" % (self.port, path)
 
-    def serve(self, path, doc, status=200, delay=0, ctype="application/ld+json"):
+    def serve(self, path, doc, status=200, delay=0, ctype="application/ld+json", headers=None):
         body = doc if isinstance(doc, bytes) else json.dumps(doc).encode("utf-8")
         with self.lock:
-            self.routes[path] = (status, body, ctype, delay)
+            self.routes[path] = (status, body, ctype, delay, dict(headers or {}))
         return self.url(path)
 
     def unique(self, doc, **kw):

@@ -788,6 +788,56 @@ static void test_eviction_with_pins(void **state)
     cr_config.context_cache_mb = saved;
 }
 
+/* 5.13: a hosted context is resolved by its URL without a download, listed,
+ * bounded, and gone once removed. */
+static void test_hosted_contexts(void **state)
+{
+    (void)state;
+    problem_t p = { 0 };
+    char id[17];
+    ld_set_base_url("http://hosted.invalid:1");
+    ld_hosted_new_id(id);
+    const char *text = "{\"@context\":{\"hx\":\"http://ex.org/hx\"}}";
+    assert_true(ld_hosted_put(id, text, strlen(text), 1000, &p));
+    assert_false(ld_hosted_put(id, text, strlen(text), 1000, &p));          /* the id is taken */
+    assert_int_equal(p.kind, PB_ALREADY_EXISTS);
+    const char *url = ld_hosted_url(A, id);
+    assert_string_equal(url, arena_printf(A, "http://hosted.invalid:1/ngsi-ld/v1/jsonldContexts/%s", id));
+
+    const ld_context_t *c = ld_from_link(arena_printf(A, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"", url), &p);
+    if (!c)
+        fail_msg("%s", p.detail);
+    assert_expands(c, "hx", "http://ex.org/hx");
+    assert_string_equal(ld_context_link(c), url);
+
+    ld_info_t e;
+    assert_true(ld_stored_find(A, id, true, &e));
+    assert_int_equal(e.kind, LD_KIND_HOSTED);
+    assert_string_equal(e.text, text);
+    assert_true(e.hits >= 1);                                               /* the build read it */
+    assert_true(ld_stored_find(A, url, false, &e));
+    assert_string_equal(e.local_id, id);
+    size_t n;
+    ld_info_t *v = ld_stored_list(A, LD_KIND_HOSTED, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0].local_id, id);
+    v = ld_stored_list(A, LD_KIND_ALL, &n);
+    assert_string_equal(v[0].local_id, "core");
+
+    char big[70000];
+    memset(big, ' ', sizeof big);
+    big[sizeof big - 1] = '\0';
+    assert_false(ld_hosted_put("00000000000000aa", big, strlen(big), 0, &p));   /* --contextHostedMaxBytes */
+    assert_false(ld_hosted_put("not-an-id", text, strlen(text), 0, &p));
+
+    ld_hosted_remove(id);
+    assert_false(ld_stored_find(A, id, false, &e));
+    problem_t q = { 0 };
+    assert_null(ld_from_link(arena_printf(A, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"", url), &q));
+    assert_int_equal(q.kind, PB_LD_CONTEXT_NOT_AVAILABLE);
+    ld_set_base_url("http://localhost:1026");
+}
+
 int main(void)
 {
     A = arena_new(1 << 16);
@@ -813,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_egress_policy),
         cmocka_unit_test(test_expand_lookup),
         cmocka_unit_test(test_eviction_with_pins),
+        cmocka_unit_test(test_hosted_contexts),
     };
     int rc = cmocka_run_group_tests_name("ld", tests, srv_setup, srv_teardown);
     ld_shutdown();
