@@ -722,6 +722,18 @@ static bool valid_document(const char *text, size_t len, char *reason, size_t rl
     return ok;
 }
 
+/* Hands d to the fetch pool (g_lock held). */
+static void job_queue(ld_doc_t *d)
+{
+    d->state = DOC_QUEUED;
+    if (g_qtail)
+        g_qtail->qnext = d;
+    else
+        g_qhead = d;
+    g_qtail = d;
+    pthread_cond_signal(&g_jobs);
+}
+
 /* Queues a refresh of d (g_lock held); the outcome of the previous one goes. */
 static ld_doc_t *refresh_start(ld_doc_t *d)
 {
@@ -734,14 +746,8 @@ static ld_doc_t *refresh_start(ld_doc_t *d)
     r->is_refresh = true;
     r->owner = d;
     r->gen = ++g_gen;
-    r->state = DOC_QUEUED;
     d->refresh = r;
-    if (g_qtail)
-        g_qtail->qnext = r;
-    else
-        g_qhead = r;
-    g_qtail = r;
-    pthread_cond_signal(&g_jobs);
+    job_queue(r);
     return r;
 }
 
@@ -925,13 +931,7 @@ int ld_doc_get(const char *url, arena_t *a, const char **text, size_t *len, int6
             d->gen = ++g_gen;
             g_doc_bytes += d->bytes;
             snprintf(d->id, sizeof d->id, "%016llx", (unsigned long long)h);
-            d->state = DOC_QUEUED;
-            if (g_qtail)
-                g_qtail->qnext = d;
-            else
-                g_qhead = d;
-            g_qtail = d;
-            pthread_cond_signal(&g_jobs);
+            job_queue(d);
         }
         if (d->state == DOC_OK) {
             __atomic_fetch_add(&ld_stat_cache_hits, 1, __ATOMIC_RELAXED);
