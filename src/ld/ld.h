@@ -19,6 +19,13 @@
  * one hash lookup. Both caches are bounded in bytes (--contextCacheSize) and
  * evict the least recently used entries; a context a request uses is pinned
  * until the request's arena goes, so eviction never frees it under a request.
+ * A downloaded document expires as its caching headers say (6.3.16), and
+ * the contexts built from it with it.
+ *
+ * The stored @contexts of 5.13 (Cached, Hosted, ImplicitlyCreated) are
+ * listed, served and deleted through ld_stored_*; hosted ones are kept by
+ * ops/ in the store and registered here, and URLs under
+ * <base>/ngsi-ld/v1/jsonldContexts/ are resolved here, never downloaded.
  *
  * All functions are thread-safe.
  */

@@ -10,6 +10,8 @@
  *   ld_link.c     parsing the HTTP Link header
  *   ld_cache.c    the context cache (LRU, pins), ld_init, ld_req_* and
  *                 ld_from_json/ld_from_link, served contexts, statistics
+ *   ld_store.c    the stored @contexts of 5.13: hosted ones, and the listing
+ *                 of all kinds
  */
 #ifndef CORAINE_LD_INT_H
 #define CORAINE_LD_INT_H

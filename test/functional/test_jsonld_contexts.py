@@ -223,6 +223,32 @@ def test_5_13_4_number_of_hits(pub, make_client, ctxserver):
     assert details(c, remote)["numberOfHits"] == 2
 
 
+def test_5_13_4_number_of_hits_of_each_kind(dcli, ctxserver):
+    """A GET of the context counts after its answer; a use counts once per request."""
+    remote = ctxserver.unique({"@context": {"nk": "urn:nk"}})
+    ent = lambda ctx: {"id": uid(), "type": "T", "@context": ctx}
+    assert dcli.post("/entities", ent(remote), ctype="application/ld+json").status_code == 201
+    assert details(dcli, remote)["numberOfHits"] == 1
+    assert dcli.post("/entities", ent(remote), ctype="application/ld+json").status_code == 201
+    assert details(dcli, remote)["numberOfHits"] == 3
+    sub = {"id": uid("Subscription"), "type": "Subscription", "entities": [{"type": "T1"}],
+           "notification": {"endpoint": {"uri": "http://127.0.0.1:9/n"}},
+           "@context": [remote, ctxserver.unique({"@context": {"nk2": "urn:nk2"}})]}
+    assert dcli.post("/subscriptions", sub, ctype="application/ld+json").status_code == 201
+    url = dcli.get("/subscriptions/" + sub["id"]).json()["jsonldContext"]
+    assert dcli.post("/entities", ent(url), ctype="application/ld+json").status_code == 201
+    lid = url.rsplit("/", 1)[1]
+    assert details(dcli, lid)["numberOfHits"] == 1
+    assert details(dcli, lid)["numberOfHits"] == 2
+    assert dcli.delete("/subscriptions/" + sub["id"]).status_code == 204
+    # a relative @context URL names nothing: the entity is refused and counts nothing
+    cid = add_ok(dcli, {"rel": "urn:rel"})
+    assert details(dcli, cid)["numberOfHits"] == 0
+    assert_problem(dcli.post("/entities", ent(API + "/jsonldContexts/" + cid), ctype="application/ld+json"),
+                   400, "BadRequestData")
+    assert details(dcli, cid)["numberOfHits"] == 1
+
+
 # ------------------------------------------- hosted contexts resolved locally
 
 def test_5_13_hosted_resolved_without_download(pub, make_client):
@@ -413,4 +439,5 @@ def test_5_13_hosted_survive_restart(tmp_path):
         stop(proc)
     log = open(logpath).read()
     assert "1 hosted @contexts restored" in log
-    assert "AddressSanitizer" not in log and "runtime error:" not in log
+    for marker in ("AddressSanitizer", "runtime error:", "ThreadSanitizer"):
+        assert marker not in log
