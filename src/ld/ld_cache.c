@@ -667,6 +667,20 @@ void ld_cache_url_usage(const char *url, uint64_t *hits, int64_t *last_used_ms)
     pthread_rwlock_unlock(&g_rw);
 }
 
+typedef struct { const char *url; size_t len; } naming_t;
+
+/* A context whose @context value names the URL (an array that lists it)
+ * expires now: the next request builds it again and downloads the
+ * document again, so a deleted or reloaded Cached document is listed
+ * again when it is used (5.13.5). Holds g_rw for writing. */
+static void expire_naming(void *val, void *ud)
+{
+    ld_context_t *c = val;
+    const naming_t *n = ud;
+    if (c->value_json && memmem(c->value_json, strlen(c->value_json), n->url, n->len))
+        c->expires_mono_ms = 1;
+}
+
 void ld_cache_forget_url(const char *url, size_t len)
 {
     url_key_t key = { url, len };
@@ -678,6 +692,8 @@ void ld_cache_forget_url(const char *url, size_t len)
         g_ctx_bytes -= c->bytes;
         ctx_unref(c);                               /* the cache's reference */
     }
+    naming_t n = { url, len };
+    ld_map_each(&g_ctx, expire_naming, &n);
     pthread_rwlock_unlock(&g_rw);
 }
 

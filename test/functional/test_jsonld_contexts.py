@@ -322,6 +322,22 @@ def test_5_13_5_delete_cached_downloads_again(dcli, ctxserver):
     assert ctxserver.count(remote) == 2
 
 
+def test_5_13_5_delete_cached_named_by_an_array(dcli, ctxserver):
+    """A Cached document deleted while a context built from an array that
+    lists it stays cached: the next request with that array downloads it
+    again, and it is listed as Cached again (ETSI 052_06_03)."""
+    u1 = ctxserver.unique({"@context": {"da1": "urn:da1"}})
+    u2 = ctxserver.unique({"@context": {"da2": "urn:da2"}})
+    for _ in range(2):
+        dcli.create({"id": uid(), "type": "T", "@context": [u1, u2]}, ctype="application/ld+json")
+        cached = listing(dcli, kind="Cached")
+        assert u1 in cached and u2 in cached
+        for u in (u1, u2):
+            assert dcli.delete("/jsonldContexts/" + quote(u, safe="")).status_code == 204
+        assert u1 not in listing(dcli, kind="Cached")
+    assert ctxserver.count(u1) == 2 and ctxserver.count(u2) == 2
+
+
 def test_5_13_5_reload(dcli, ctxserver):
     path = "/reload-%s.jsonld" % uuid.uuid4().hex
     remote = ctxserver.serve(path, {"@context": {"rv": "urn:old"}})
