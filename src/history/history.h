@@ -74,6 +74,11 @@ void history_instance_id_render(uint64_t id, char *buf);
 /* 0 when text is not an instance id this broker gave. */
 uint64_t history_instance_id_parse(const char *text);
 
+/* An ISO 8601 duration (PnYnMnWnDTnHnMnS; a year 365 days, a month 30) or
+ * seconds with an optional s/m/h/d suffix, in µs: --historyRetention,
+ * aggrPeriodDuration. */
+bool history_parse_duration(const char *s, int64_t *us);
+
 /* -------------------------------------------------------------- writes
  *
  * What one change (or one temporal API request) does to one entity's
@@ -131,6 +136,10 @@ typedef enum {
  * without timerel). */
 int64_t hist_instance_time(const hist_instance_t *in, hist_timeprop_t tp);
 
+/* The time by which query q orders and selects an instance (see 3. below). */
+struct hist_query;
+int64_t hist_query_time(const struct hist_query *q, const hist_instance_t *in);
+
 /* A temporal query (5.7.3, 5.7.4). The backend selects:
  *  1. entities: those matching f (ids, idPattern, types, sel, q, geo, scope;
  *     f->attrs and f's pagination are NOT used: see attrs and the page
@@ -145,11 +154,16 @@ int64_t hist_instance_time(const hist_instance_t *in, hist_timeprop_t tp);
  *     datasetId is one of dataset_ids ("@none": the default instance; 0:
  *     all);
  *  3. in each series, the instances whose time by timeprop is set and
- *     satisfies timerel; ascending by that time (ties: in append order);
+ *     satisfies timerel; ascending by that time (ties: in append order).
+ *     Without timerel, an instance without observedAt is selected too when
+ *     timeprop is observedAt, at its createdAt (hist_query_time);
  *  4. last_n > 0: only the last last_n of them (still ascending);
  *  5. inst_limit (> 0): at most that many instances per series: the first
  *     ones (forwards), or with last_n the last ones (backwards, 6.3.10); a
- *     series so cut has cut = true and the result gets partial = true;
+ *     series so cut has cut = true. (history_query then cuts the whole
+ *     answer to one time window holding at most inst_limit instances over
+ *     all its entities and attributes, 6.3.10, and sets partial and the
+ *     range; a backend need not.)
  *  6. entities with no instance left are not in the result (5.7.3.4, S1),
  *     except when instances are not asked for (attrs_only: entity records
  *     with their series' names, no instances);
@@ -222,9 +236,9 @@ typedef struct hist_result {
     size_t         n;
     size_t         count;          /* want_count */
     bool           more;           /* a further entity matches beyond limit */
-    /* 6.3.10: some series was cut by inst_limit; range_start/range_end: the
-     * least / most recent instance time (by timeprop) in the answer's cut
-     * series (history_content_range computes the header from them) */
+    /* 6.3.10 (set by history_query): the answer was cut to a time window of
+     * at most inst_limit instances; range_first/range_last: the least / most
+     * recent instance time (hist_query_time) in the answer */
     bool           partial;
     int64_t        range_first, range_last;
 } hist_result_t;
