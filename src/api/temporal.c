@@ -16,6 +16,7 @@
 #include "api.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,8 +119,11 @@ static bool temporal_format(request_t *r, const ld_context_t *ctx, tview_t *tv, 
 {
     memset(tv, 0, sizeof *tv);
     tv->v.ro.ctx = ctx;
-    if (!api_options_valid(r, "temporalValues,aggregatedValues,sysAttrs,normalized,concise,simplified,keyValues", p))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "%s", p->detail);
+    if (!api_options_valid(r, "temporalValues,aggregatedValues,sysAttrs,normalized,concise,simplified,keyValues", p)) {
+        char why[sizeof p->detail];
+        snprintf(why, sizeof why, "%s", p->detail);
+        return problem_set(p, PB_BAD_REQUEST_DATA, "%s", why);
+    }
     tv->fmt = TF_NORMALIZED;
     if (api_option(r, "temporalValues") || api_option(r, "simplified") || api_option(r, "keyValues"))
         tv->fmt = TF_VALUES;

@@ -461,6 +461,8 @@ static bool series_sorted(const hseries_t *s, hist_timeprop_t tp)
 /* hist_query_time for a stored instance */
 static int64_t qtime(const hist_query_t *q, const hinst_t *x)
 {
+    if (x->tag == HT_DEL && q->timeprop != HIST_TP_DELETED_AT)
+        return CR_NO_TIME;
     int64_t t = inst_time(x, q->timeprop);
     if (t == CR_NO_TIME && q->timeprop == HIST_TP_OBSERVED_AT && q->timerel == HIST_TIMEREL_NONE)
         t = x->created_at;
@@ -523,7 +525,7 @@ static bool series_select(arena_t *a, const hist_query_t *q, const hseries_t *s,
         pk = arena_alloc(a, (take < s->n ? take : s->n) * sizeof *pk);
         for (uint32_t i = s->n; i-- > 0 && np < take;) {
             const hinst_t *x = &s->v[(s->head + i) % s->cap];
-            int64_t        t = inst_time(x, q->timeprop);
+            int64_t        t = qtime(q, x);
             if (time_ok(q, t))
                 pk[np++] = (pick_t){ t, i };
         }
@@ -534,7 +536,7 @@ static bool series_select(arena_t *a, const hist_query_t *q, const hseries_t *s,
             /* cut by the instance limit: more matched beyond? */
             size_t more = 0;
             for (uint32_t i = np ? pk[0].pos : s->n; i-- > 0 && !more;)
-                more = time_ok(q, inst_time(&s->v[(s->head + i) % s->cap], q->timeprop));
+                more = time_ok(q, qtime(q, &s->v[(s->head + i) % s->cap]));
             out->cut = more;
         }
     } else {

@@ -66,6 +66,8 @@ int64_t hist_instance_time(const hist_instance_t *in, hist_timeprop_t tp)
 
 int64_t hist_query_time(const hist_query_t *q, const hist_instance_t *in)
 {
+    if (in->deleted_at != CR_NO_TIME && q->timeprop != HIST_TP_DELETED_AT)
+        return CR_NO_TIME;
     int64_t t = hist_instance_time(in, q->timeprop);
     if (t == CR_NO_TIME && q->timeprop == HIST_TP_OBSERVED_AT && q->timerel == HIST_TIMEREL_NONE)
         t = in->attr.created_at;
@@ -354,17 +356,29 @@ static void window(arena_t *a, const hist_query_t *q, hist_result_t *out)
         return;
     int64_t lo = back ? t[k - keep] : t[0];
     int64_t hi = back ? t[k - 1] : t[keep - 1];
+    /* instances at the cut's own time are all in or all out: out, unless
+     * that leaves nothing */
+    if (back && k > keep && t[k - keep - 1] == lo && t[k - 1] != lo)
+        lo++;
+    if (!back && k > keep && t[keep] == hi && t[0] != hi)
+        hi--;
+    int64_t first = INT64_MAX, last = INT64_MIN;
     for (size_t e = 0; e < out->n; e++)
         for (size_t s = 0; s < out->items[e].n_series; s++) {
             hist_series_t *hs = &out->items[e].series[s];
             size_t         m  = 0;
             for (size_t i = 0; i < hs->n; i++) {
                 int64_t x = hist_query_time(q, &hs->inst[i]);
-                if (x >= lo && x <= hi)
+                if (x >= lo && x <= hi) {
                     hs->inst[m++] = hs->inst[i];
+                    if (x < first) first = x;
+                    if (x > last) last = x;
+                }
             }
             hs->n = m;
         }
+    lo = first;
+    hi = last;
     out->partial     = true;
     out->range_first = lo;
     out->range_last  = hi;

@@ -156,7 +156,8 @@ int64_t hist_query_time(const struct hist_query *q, const hist_instance_t *in);
  *  3. in each series, the instances whose time by timeprop is set and
  *     satisfies timerel; ascending by that time (ties: in append order).
  *     Without timerel, an instance without observedAt is selected too when
- *     timeprop is observedAt, at its createdAt (hist_query_time);
+ *     timeprop is observedAt, at its createdAt (hist_query_time). The
+ *     deletedAt instances are selected only by timeprop deletedAt;
  *  4. last_n > 0: only the last last_n of them (still ascending);
  *  5. inst_limit (> 0): at most that many instances per series: the first
  *     ones (forwards), or with last_n the last ones (backwards, 6.3.10); a
