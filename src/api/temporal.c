@@ -16,7 +16,6 @@
 #include "api.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,11 +118,9 @@ static bool temporal_format(request_t *r, const ld_context_t *ctx, tview_t *tv, 
 {
     memset(tv, 0, sizeof *tv);
     tv->v.ro.ctx = ctx;
-    if (!api_options_valid(r, "temporalValues,aggregatedValues,sysAttrs,normalized,concise,simplified,keyValues", p)) {
-        char why[sizeof p->detail];
-        snprintf(why, sizeof why, "%s", p->detail);
-        return problem_set(p, PB_BAD_REQUEST_DATA, "%s", why);
-    }
+    /* 6.3.20: an options value or a format the operation does not support is InvalidRequest */
+    if (!api_options_valid(r, "temporalValues,aggregatedValues,sysAttrs,normalized,concise,simplified,keyValues", p))
+        return false;
     tv->fmt = TF_NORMALIZED;
     if (api_option(r, "temporalValues") || api_option(r, "simplified") || api_option(r, "keyValues"))
         tv->fmt = TF_VALUES;
@@ -139,8 +136,8 @@ static bool temporal_format(request_t *r, const ld_context_t *ctx, tview_t *tv, 
         else if (!strcmp(fmt, "normalized")) tv->fmt = TF_NORMALIZED;
         else if (!strcmp(fmt, "concise")) tv->fmt = TF_CONCISE;
         else
-            return problem_set(p, PB_BAD_REQUEST_DATA, "format must be normalized, concise, temporalValues or "
-                               "aggregatedValues, not '%.100s' (6.3.7)", fmt);
+            return problem_set(p, PB_INVALID_REQUEST, "format must be normalized, concise, temporalValues or "
+                               "aggregatedValues, not '%.100s' (6.3.7, 6.3.20)", fmt);
     }
     tv->v.ro.sys_attrs = api_option(r, "sysAttrs");
     tv->v.ro.format    = tv->fmt == TF_CONCISE ? FMT_CONCISE : FMT_NORMALIZED;
@@ -281,7 +278,14 @@ static void wr_pair_value(json_writer_t *w, const tview_t *tv, const cr_attr_t *
         jw_object_begin(w);
         JW_KEY_LIT(w, "vocab");
         if (json_is_string(a->value)) jw_string(w, ld_compact(tv->v.ro.ctx, a->value->str));
-        else jw_value(w, a->value);
+        else if (json_is_array(a->value)) {
+            jw_array_begin(w);
+            json_foreach(el, a->value) {
+                if (json_is_string(el)) jw_string(w, ld_compact(tv->v.ro.ctx, el->str));
+                else jw_value(w, el);
+            }
+            jw_array_end(w);
+        } else jw_value(w, a->value);
         jw_object_end(w);
         break;
     case ATTR_JSONPROPERTY:

@@ -496,7 +496,7 @@ static void materialize(arena_t *a, const hseries_t *s, const hinst_t *x, hist_i
         at->value = x->tag == HT_NUM ? json_new_number(a, x->v.num)
                   : x->tag == HT_TRUE ? json_new_bool(a, true)
                   : x->tag == HT_FALSE ? json_new_bool(a, false)
-                  : json_new_string(a, "urn:ngsi-ld:null");
+                  : hist_deleted_value(a, (attr_kind_t)x->v.kind);
     }
     at->name        = s->name;
     at->dataset_id  = s->dataset_id ? arena_strdup(a, s->dataset_id) : NULL;

@@ -155,13 +155,35 @@ bool history_parse_duration(const char *s, int64_t *us)
 
 /* ------------------------------------------------------------- changes */
 
+json_t *hist_deleted_value(arena_t *a, attr_kind_t kind)
+{
+    json_t *v = json_new_string(a, NGSI_NULL);
+    if (kind == ATTR_LANGUAGEPROPERTY) {
+        json_t *o = json_new(a, JSON_OBJECT);
+        json_add(o, "@none", v);
+        return o;
+    }
+    if (kind == ATTR_LISTPROPERTY) {
+        json_t *l = json_new(a, JSON_ARRAY);
+        json_add(l, NULL, v);
+        return l;
+    }
+    if (kind == ATTR_LISTRELATIONSHIP) {
+        json_t *l = json_new(a, JSON_ARRAY), *o = json_new(a, JSON_OBJECT);
+        json_add(o, "object", v);
+        json_add(l, NULL, o);
+        return l;
+    }
+    return v;
+}
+
 static void deleted_instance(hist_instance_t *in, const cr_attr_t *a, int64_t at, arena_t *ar)
 {
     memset(in, 0, sizeof *in);
     in->attr.name        = a->name;
     in->attr.dataset_id  = a->dataset_id;
     in->attr.kind        = a->kind;
-    in->attr.value       = json_new_string(ar, NGSI_NULL);
+    in->attr.value       = hist_deleted_value(ar, (attr_kind_t)a->kind);
     in->attr.observed_at = CR_NO_TIME;
     in->attr.created_at  = at;
     in->attr.modified_at = at;

@@ -58,7 +58,7 @@ typedef struct hist_instance {
     cr_attr_t attr;
     /* Not CR_NO_TIME: this instance records that the attribute (or its
      * entity) was deleted at that time; attr.value is then NGSI-LD Null
-     * ("urn:ngsi-ld:null", a JSON string) and attr.kind the deleted one's. */
+     * (hist_deleted_value) and attr.kind the deleted one's. */
     int64_t   deleted_at;
     /* The instance's id, unique within its (tenant, entity, attribute name),
      * never 0, assigned by the backend when the instance is appended (an id
@@ -66,6 +66,11 @@ typedef struct hist_instance {
      * followed by 16 hex digits (history_instance_id_render/_parse). */
     uint64_t  instance_id;
 } hist_instance_t;
+
+/* The NGSI-LD Null as a deleted attribute of that kind carries it:
+ * "urn:ngsi-ld:null" (value, object, vocab, json), {"@none": it}
+ * (languageMap), [it] (valueList, objectList). */
+json_t *hist_deleted_value(arena_t *a, attr_kind_t kind);
 
 #define HIST_INSTANCE_PREFIX "urn:ngsi-ld:attribute:instance:"
 /* buf: at least HIST_INSTANCE_ID_LEN + 1 bytes. */

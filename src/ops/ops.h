@@ -351,7 +351,8 @@ bool ops_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, p
 bool ops_temporal_create(const ops_req_t *rq, const json_t *body, bool *created, const char **id, problem_t *p);
 /* 5.6.12: ResourceNotFound when the entity has neither a core version nor a history. */
 bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
-/* 5.6.16: the entity's history (the core entity stays). */
+/* 5.6.16: the entity as a whole: its core version, then its history
+ * (ResourceNotFound when it has neither). */
 bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p);
 /* 5.6.13: name as given (expanded with rq->ctx). */
 bool ops_temporal_attr_delete(const ops_req_t *rq, const char *id, const char *name, const char *dataset_id,

@@ -13,7 +13,8 @@
  *
  * Reads go to the history only: the temporal evolution of an entity is what
  * the history holds of it (also after the entity was deleted in the core
- * API). A temporal delete removes history, never the entity of the core API.
+ * API). A temporal delete (5.6.16) removes the entity as a whole: its core
+ * version and its history.
  */
 #include "ops.h"
 
@@ -239,11 +240,22 @@ bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t
 
 bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p)
 {
+    problem_t core = {0};
+
     if (!history_default)
         return no_history(p);
     if (!ops_check_id(id, p))
         return false;
-    return history_delete_entity(history_default, rq->tenant, id, p);
+    /* the entity goes from the core API first (its hook records the
+     * deletion), then its whole history */
+    bool had_core = store_delete(rq->store, rq->tenant, id, &core);
+    if (!had_core && core.kind != PB_RESOURCE_NOT_FOUND && core.kind != PB_NONEXISTENT_TENANT) {
+        *p = core;
+        return false;
+    }
+    if (!history_delete_entity(history_default, rq->tenant, id, p))
+        return had_core && p->kind == PB_RESOURCE_NOT_FOUND ? (memset(p, 0, sizeof *p), true) : false;
+    return true;
 }
 
 bool ops_temporal_attr_delete(const ops_req_t *rq, const char *id, const char *name, const char *dataset_id,

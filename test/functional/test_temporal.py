@@ -173,13 +173,18 @@ def test_4_11_timerel(hcli, timerel, at, end, expected):
     {"options": "aggregatedValues"},                          # no aggrMethods
     {"options": "aggregatedValues", "aggrMethods": "median"},
     {"options": "aggregatedValues", "aggrMethods": "avg", "aggrPeriodDuration": "1 hour"},
-    {"format": "table"},
-    {"options": "fancy"},
     {"join": "inline"},
 ])
 def test_4_11_bad_temporal_parameters_400(hcli, params):
     eid = create_vehicle(hcli)
     assert_problem(hcli.get(tpath(eid), params=params), 400, "BadRequestData")
+
+
+@pytest.mark.parametrize("params", [{"format": "table"}, {"options": "fancy"},
+                                    {"options": "temporalValues,fancy"}, {"colour": "red"}])
+def test_6_3_20_unsupported_format_options_parameters_400_invalid_request(hcli, params):
+    eid = create_vehicle(hcli)
+    assert_problem(hcli.get(tpath(eid), params=params), 400, "InvalidRequest")
 
 
 def test_timeproperty_created_at(hcli):
@@ -412,7 +417,24 @@ def test_5_6_16_delete_temporal_entity(hcli):
     assert r.status_code == 204 and r.content == b""
     assert_problem(hcli.get(tpath(eid)), 404, "ResourceNotFound")
     assert_problem(hcli.delete(tpath(eid)), 404, "ResourceNotFound")
-    assert hcli.entity(eid)["speed"]["value"] == 100       # the core entity stays
+    # the entity as a whole: the core version is gone too, and the id is new again
+    assert hcli.get("/entities/" + eid).status_code == 404
+    assert hcli.post("/temporal/entities", vehicle(eid)).status_code == 201
+
+
+def test_5_6_16_delete_of_an_entity_with_only_a_core_version(hcli):
+    eid = uid("Room")
+    hcli.create(entity(eid, "Room", t=obs(1, T0)))
+    assert hcli.delete(tpath(eid)).status_code == 204
+    assert hcli.get("/entities/" + eid).status_code == 404
+
+
+def test_deleted_language_property_instance_carries_a_null_language_map(hcli):
+    eid = uid("Room")
+    hcli.create(entity(eid, "Room", name={"type": "LanguageProperty", "languageMap": {"en": "x"}}))
+    assert hcli.delete("/entities/%s/attrs/name" % eid).status_code == 204
+    d = hcli.get(tpath(eid), params={"timeproperty": "deletedAt"}).json()
+    assert d["name"][0]["languageMap"] == {"@none": NGSI_NULL}
 
 
 # ---- bounds -----------------------------------------------------------------
