@@ -304,6 +304,45 @@ static void series_push(hdb_t *db, hent_t *e, hseries_t *s, const hist_instance_
             series_drop_head(db, s);
 }
 
+/* upsert: the instances of s at in's observedAt take its content (the
+ * first one) or go; false when there is none (then in is appended). */
+static bool series_upsert(hdb_t *db, hseries_t *s, const hist_instance_t *in, int64_t now)
+{
+    int64_t  t = in->attr.observed_at;
+    uint32_t keep = 0;
+    bool     hit = false;
+
+    if (t == CR_NO_TIME || in->deleted_at != CR_NO_TIME)
+        return false;
+    for (uint32_t k = 0; k < s->n; k++) {
+        hinst_t *x = &s->v[(s->head + k) % s->cap];
+        if (x->observed_at == t && x->tag != HT_DEL) {
+            if (!hit) {
+                hinst_t         y;
+                hist_instance_t c = *in;
+                c.attr.created_at  = x->created_at;
+                c.attr.modified_at = now;
+                inst_set(db, &y, &c);
+                y.iid = x->iid;
+                inst_release(db, x);
+                *x  = y;
+                hit = true;
+            } else {                         /* a second one at that time: goes */
+                inst_release(db, x);
+                atomic_fetch_sub(&db->instances, 1);
+                continue;
+            }
+        }
+        if (keep != k)
+            s->v[(s->head + keep) % s->cap] = *x;
+        keep++;
+    }
+    s->n = keep;
+    if (hit)
+        s->mod_sorted = false;
+    return hit;
+}
+
 static hseries_t *series_get(hdb_t *db, hent_t *e, const char *name, const char *ds, bool create)
 {
     for (uint32_t i = 0; i < e->n_series; i++) {
@@ -410,7 +449,8 @@ static bool hc_append(void *v, const char *tenant, const hist_write_t *w, size_t
         for (size_t k = 0; k < x->n_inst; k++) {
             const hist_instance_t *in = &x->inst[k];
             hseries_t *s = series_get(db, e, in->attr.name, in->attr.dataset_id, true);
-            series_push(db, e, s, in, x->at);
+            if (!x->upsert || !series_upsert(db, s, in, x->at))
+                series_push(db, e, s, in, x->at);
         }
     }
     pthread_rwlock_unlock(&t->lock);

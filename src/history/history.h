@@ -98,6 +98,11 @@ bool history_parse_duration(const char *s, int64_t *us);
  *    array order, with a new instance id; attr.created_at and modified_at as
  *    given (history.c sets them to `at` for changes; the temporal API to the
  *    request's time);
+ *  - upsert (the temporal API's writes, 5.6.11, 5.6.12): an instance that
+ *    has an observedAt replaces, instead, the instances of its series with
+ *    that observedAt: the first keeps its instance id and createdAt and
+ *    takes the new content with modifiedAt = at, the others are removed;
+ *    one with no such instance is appended;
  *  - then the bounds (--historyMaxInstances per series, --historyRetention
  *    over the timeproperty observedAt, else createdAt) applied to the series
  *    written: the oldest instances beyond them are dropped.
@@ -116,6 +121,7 @@ typedef struct hist_write {
     cr_entity_t            *entity;
     int64_t                 at;           /* commit time (µs) */
     bool                    entity_deleted;
+    bool                    upsert;       /* see above (0: append, as for changes) */
     const hist_instance_t  *inst;
     size_t                  n_inst;
 } hist_write_t;

@@ -148,19 +148,23 @@ static cr_entity_t *core_draft(const ops_req_t *rq, const tbody_t *tb, size_t n_
     return d;
 }
 
-/* The instances not written through the store, appended to the history. */
+/* Every instance of the body, upserted into the history (by observedAt,
+ * hist_write_t.upsert): those the store wrote were just recorded by the
+ * hook at that observedAt, so they replace themselves, and an instance
+ * given again replaces the one at its time instead of doubling it. The
+ * instances with no observedAt that went to the store are not given twice. */
 static bool append_rest(const ops_req_t *rq, const tbody_t *tb, const char *id, const char *const *types,
                         size_t n_types, int64_t now, problem_t *p)
 {
     hist_instance_t *in = arena_alloc(rq->arena, (tb->n + 1) * sizeof *in);
     size_t           n  = 0;
     for (size_t i = 0; i < tb->n; i++)
-        if (!tb->to_core[i])
+        if (!tb->to_core[i] || tb->inst[i].attr.observed_at != CR_NO_TIME)
             in[n++] = tb->inst[i];
     if (!n)
         return true;
     hist_write_t w = {
-        .id = id, .types = types, .n_types = n_types, .at = now, .inst = in, .n_inst = n,
+        .id = id, .types = types, .n_types = n_types, .at = now, .upsert = true, .inst = in, .n_inst = n,
     };
     return history_append(history_default, rq->tenant, &w, 1, p);
 }

@@ -103,6 +103,16 @@ def test_5_6_11_existing_entity_gets_instances_204(hcli):
     assert hcli.entity(eid)["speed"]["value"] == 100
 
 
+def test_5_6_11_an_instance_given_again_replaces_the_one_at_its_observed_at(hcli):
+    eid = create_vehicle(hcli)
+    before = hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"]
+    r = hcli.post("/temporal/entities", tent(eid, speed=[obs(121, T0), obs(80, T1), obs(100, T2)]))
+    assert r.status_code == 204, r.text
+    after = hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"]
+    assert values(after) == [121, 80, 100]
+    assert [i["instanceId"] for i in after] == [i["instanceId"] for i in before]
+
+
 def test_5_6_11_bad_bodies_400_and_nothing_written(hcli):
     eid = uid("Vehicle")
     for body in ({"type": "Vehicle"}, {"id": "not a uri", "type": "V"}, {"id": eid},
