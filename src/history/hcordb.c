@@ -997,22 +997,47 @@ static void put_opt(sbuf_t *sb, const char *s)
     put_s(sb, s);
 }
 
-static __thread sbuf_t tl_rec;
+/* A record buffer per writer thread, freed when the thread ends. */
+static pthread_key_t  rec_key;
+static pthread_once_t rec_once = PTHREAD_ONCE_INIT;
+
+static void rec_free(void *v)
+{
+    sb_release(v);
+    free(v);
+}
+
+static void rec_init(void)
+{
+    if (pthread_key_create(&rec_key, rec_free) != 0) {
+        LOG_E("history: cannot create a thread key; aborting");
+        abort();
+    }
+}
 
 static sbuf_t *rec_buf(void)
 {
-    if (!tl_rec.p)
-        sb_init(&tl_rec, NULL, 4096);
-    sb_clear(&tl_rec);
-    return &tl_rec;
+    pthread_once(&rec_once, rec_init);
+    sbuf_t *sb = pthread_getspecific(rec_key);
+    if (!sb) {
+        sb = cr_xcalloc(1, sizeof *sb);
+        sb_init(sb, NULL, 4096);
+        if (pthread_setspecific(rec_key, sb) != 0) {
+            LOG_E("history: cannot keep a thread's buffer; aborting");
+            abort();
+        }
+    }
+    sb_clear(sb);
+    return sb;
 }
 
 /* the buffer is kept for the thread; a very large one is given back */
 static void rec_done(void)
 {
-    if (tl_rec.cap > (1u << 22)) {
-        sb_release(&tl_rec);
-        memset(&tl_rec, 0, sizeof tl_rec);
+    sbuf_t *sb = pthread_getspecific(rec_key);
+    if (sb && sb->cap > (1u << 22)) {
+        sb_release(sb);
+        sb_init(sb, NULL, 4096);
     }
 }
 

@@ -5,6 +5,7 @@
  * instances a query returns, for backends that do not aggregate themselves.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,7 +243,36 @@ size_t history_from_change(const store_change_t *ch, arena_t *a, hist_write_t *w
     return 1;
 }
 
-static __thread arena_t *tl_arena;
+/* A scratch arena per writer thread, freed when the thread ends. */
+static pthread_key_t  tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+
+static void tl_free(void *a)
+{
+    arena_free(a);
+}
+
+static void tl_init(void)
+{
+    if (pthread_key_create(&tl_key, tl_free) != 0) {
+        LOG_E("history: cannot create a thread key; aborting");
+        abort();
+    }
+}
+
+static arena_t *tl_scratch(void)
+{
+    pthread_once(&tl_once, tl_init);
+    arena_t *a = pthread_getspecific(tl_key);
+    if (!a) {
+        a = arena_new(16384);
+        if (pthread_setspecific(tl_key, a) != 0) {
+            LOG_E("history: cannot keep a thread's arena; aborting");
+            abort();
+        }
+    }
+    return a;
+}
 
 static void on_changes(void *ud, const store_change_t *g, size_t n)
 {
@@ -250,9 +280,8 @@ static void on_changes(void *ud, const store_change_t *g, size_t n)
 
     if (!n)
         return;
-    if (!tl_arena)
-        tl_arena = arena_new(16384);
-    hist_write_t *w  = arena_alloc(tl_arena, n * sizeof *w);
+    arena_t      *tl_arena = tl_scratch();
+    hist_write_t *w        = arena_alloc(tl_arena, n * sizeof *w);
     size_t        nw = 0;
     for (size_t i = 0; i < n; i++)
         nw += history_from_change(&g[i], tl_arena, &w[nw]);
