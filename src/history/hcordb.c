@@ -346,8 +346,29 @@ static bool series_upsert(hdb_t *db, hseries_t *s, const hist_instance_t *in, in
 
     if (t == CR_NO_TIME || in->deleted_at != CR_NO_TIME)
         return false;
-    for (uint32_t k = 0; k < s->n; k++) {
+    uint32_t from = 0;
+    if (s->obs_sorted) {                     /* the ring is in observedAt order: where t would go */
+        uint32_t lo = 0, hi = s->n;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (s->v[(s->head + mid) % s->cap].observed_at < t) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == s->n || s->v[(s->head + lo) % s->cap].observed_at != t)
+            return false;
+        from = lo;
+    }
+    keep = from;
+    for (uint32_t k = from; k < s->n; k++) {
         hinst_t *x = &s->v[(s->head + k) % s->cap];
+        if (s->obs_sorted && x->observed_at > t) {   /* past t: the rest stays as it is */
+            if (keep != k)
+                for (uint32_t m = k; m < s->n; m++)
+                    s->v[(s->head + keep++) % s->cap] = s->v[(s->head + m) % s->cap];
+            else
+                keep = s->n;
+            break;
+        }
         if (x->observed_at == t && x->tag != HT_DEL) {
             if (!hit) {
                 hinst_t         y;
@@ -603,9 +624,40 @@ static void materialize(arena_t *a, const hseries_t *s, const hinst_t *x, hist_i
     out->instance_id = x->iid;
 }
 
+/* aggregatedValues computed here, from the ring (no instance materialized) */
+typedef struct agg {
+    unsigned methods;
+    int64_t  period;
+} agg_t;
+
+static void series_buckets(arena_t *a, const hist_query_t *q, const hseries_t *s, const pick_t *pk, size_t np,
+                           const agg_t *agg, hist_series_t *out)
+{
+    hist_point_t *pt = arena_alloc(a, (np + 1) * sizeof *pt);
+    size_t        n  = 0;
+    for (size_t i = 0; i < np; i++) {
+        const hinst_t *x = &s->v[(s->head + pk[i].pos) % s->cap];
+        if (x->tag == HT_DEL)
+            continue;
+        pt[n].t   = pk[i].t;
+        pt[n].j   = x->tag == HT_BLOB ? x->v.blob->attrs[0].value : NULL;
+        pt[n].num = x->tag == HT_NUM ? x->v.num : x->tag == HT_TRUE;
+        n++;
+    }
+    history_buckets(a, q, pt, n, agg->methods, agg->period, out);
+    if (n)
+        out->inst = arena_alloc(a, sizeof *out->inst);   /* the kind, for the renderer */
+    if (n) {
+        const hinst_t *x = &s->v[(s->head + pk[0].pos) % s->cap];
+        memset(out->inst, 0, sizeof *out->inst);
+        out->inst[0].attr.kind = x->tag == HT_BLOB ? x->v.blob->attrs[0].kind : ATTR_PROPERTY;
+    }
+    out->n = 0;
+}
+
 /* The selected instances of s into out (ascending); returns false when none. */
 static bool series_select(arena_t *a, const hist_query_t *q, const hseries_t *s, hist_series_t *out,
-                          int64_t *first, int64_t *last)
+                          int64_t *first, int64_t *last, const agg_t *agg)
 {
     size_t  want = q->last_n;
     size_t  lim  = q->inst_limit;
@@ -660,6 +712,10 @@ static bool series_select(arena_t *a, const hist_query_t *q, const hseries_t *s,
         return false;
     out->name       = s->name;
     out->dataset_id = s->dataset_id ? arena_strdup(a, s->dataset_id) : NULL;
+    if (agg) {
+        series_buckets(a, q, s, pk, np, agg, out);
+        return out->n_buckets > 0;
+    }
     out->inst       = arena_alloc(a, np * sizeof *out->inst);
     out->n          = np;
     for (size_t i = 0; i < np; i++)
@@ -684,7 +740,7 @@ static const cr_entity_t *bare_entity(arena_t *a, const hent_t *e)
 }
 
 static bool ent_select(arena_t *a, const hist_query_t *q, const entity_filter_t *f, const hent_t *e,
-                       hist_entity_t *out, hist_result_t *res)
+                       hist_entity_t *out, hist_result_t *res, const agg_t *agg)
 {
     if (f) {
         const cr_entity_t *v = e->last ? e->last : bare_entity(a, e);
@@ -715,7 +771,7 @@ static bool ent_select(arena_t *a, const hist_query_t *q, const entity_filter_t 
             out->n_series++;
             continue;
         }
-        if (series_select(a, q, s, hs, &res->range_first, &res->range_last)) {
+        if (series_select(a, q, s, hs, &res->range_first, &res->range_last, agg)) {
             res->partial |= hs->cut;
             out->n_series++;
         }
@@ -732,10 +788,27 @@ static bool ent_select(arena_t *a, const hist_query_t *q, const entity_filter_t 
     return out->n_series > 0 || q->attrs_only || (!q->n_attrs && !e->n_series && q->timerel == HIST_TIMEREL_NONE);
 }
 
+static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, arena_t *a, hist_result_t *out,
+                       const agg_t *agg, problem_t *p);
+
 static bool hc_query(void *v, const char *tenant, const hist_query_t *q, arena_t *a,
                      hist_result_t *out, problem_t *p)
 {
-    hdb_t     *db = v;
+    return query_impl(v, tenant, q, a, out, NULL, p);
+}
+
+static bool hc_aggregate(void *v, const char *tenant, const hist_query_t *q, unsigned methods, int64_t period,
+                         arena_t *a, hist_result_t *out, problem_t *p)
+{
+    hist_query_t qq = *q;
+    agg_t        agg = { methods, period };
+    qq.inst_limit = 0;                    /* aggregates cover the whole range */
+    return query_impl(v, tenant, &qq, a, out, &agg, p);
+}
+
+static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, arena_t *a, hist_result_t *out,
+                       const agg_t *agg, problem_t *p)
+{
     htenant_t *t  = tenant_get(db, tenant, false);
 
     memset(out, 0, sizeof *out);
@@ -766,7 +839,7 @@ static bool hc_query(void *v, const char *tenant, const hist_query_t *q, arena_t
         bool           on_page = matched >= skip && out->n < cap;
         hist_entity_t *dst     = on_page ? &out->items[out->n] : &scratch;
         memset(&aside, 0, sizeof aside);
-        if (!ent_select(a, q, f, x, dst, on_page ? out : &aside))
+        if (!ent_select(a, q, f, x, dst, on_page ? out : &aside, agg))
             continue;
         matched++;
         if (on_page)
@@ -1394,6 +1467,7 @@ const history_backend_t history_cordb = {
     .close           = hc_close,
     .append          = hc_append,
     .query           = hc_query,
+    .aggregate       = hc_aggregate,
     .entity_info     = hc_entity_info,
     .delete_entity   = hc_delete_entity,
     .delete_attr     = hc_delete_attr,
