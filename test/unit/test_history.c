@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -316,6 +317,37 @@ static void test_bytes_per_numeric_instance(void **state)
     close_all(s, h);
 }
 
+/* History stays bounded under a 1,000,000-write stream (issue 14). */
+static void test_bounded_under_a_million_writes(void **state)
+{
+    history_t *h;
+    store_t   *s = open_store(&h, "100", "PT1H");
+    arena_t   *a = arena_new(1 << 16);
+    (void)state;
+
+    uint64_t n, series, bytes, dropped, bytes_at_10k = 0;
+    for (int i = 0; i < 1000000; i++) {
+        double v = i;
+        int    t = i;
+        char   id[32];
+        snprintf(id, sizeof id, "urn:x:m%d", i % 10);
+        append(h, a, id, &v, &t, 1, false);
+        if (i % 4096 == 0)
+            arena_reset(a);
+        if (i == 10000) {
+            history_stats(h, &n, &series, &bytes, &dropped);
+            bytes_at_10k = bytes;
+        }
+    }
+    history_stats(h, &n, &series, &bytes, &dropped);
+    assert_int_equal(series, 10);
+    assert_true(n <= 1000);
+    assert_int_equal(dropped, 1000000 - n);
+    assert_true(bytes == bytes_at_10k);          /* not a byte more after the rings filled */
+    arena_free(a);
+    close_all(s, h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_retention),
         cmocka_unit_test(test_aggregation),
         cmocka_unit_test(test_bytes_per_numeric_instance),
+        cmocka_unit_test(test_bounded_under_a_million_writes),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
