@@ -281,12 +281,16 @@ typedef struct history_backend {
     void *(*open)(store_t *s, problem_t *p);
     void  (*close)(void *be);
 
-    /* Before a write of the core or temporal API: room for n changes'
-     * history, or false (503, PB_HTTP: nothing is written). NULL: always
-     * room. Each appended hist_write_t of that write consumes one unit;
-     * what the write did not use is given back with unreserve. A purge's
-     * chunks are appended without reservation (the backend waits for room
-     * and never drops). */
+    /* Admission (ops_admit in ops.h): before every write of the core or
+     * temporal API, reserve(n) sets aside room for n writes of history, or
+     * fails (503, PB_HTTP, after the backend's own timeout: nothing is
+     * written). The reservation is held for the whole write call, during
+     * which the change hook appends that write's history (appends come
+     * only from within reserved calls, but a purge's chunks); unreserve(n)
+     * then gives it back, whatever the write did. So a backend admits while
+     * queued + reserved + n <= its capacity, and its queue holds capacity
+     * + reserved: an append never waits, except a purge's (which waits for
+     * room and never drops). NULL: always room (corDB). */
     bool  (*reserve)(void *be, const char *tenant, size_t n, problem_t *p);
     void  (*unreserve)(void *be, const char *tenant, size_t n);
 

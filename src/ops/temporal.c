@@ -20,6 +20,18 @@
 
 #include <string.h>
 
+bool ops_admit(const ops_req_t *rq, size_t n, problem_t *p)
+{
+    return !history_default || history_reserve(history_default, rq->tenant, n, p);
+}
+
+bool ops_admitted(const ops_req_t *rq, size_t n, bool ok)
+{
+    if (history_default)
+        history_unreserve(history_default, rq->tenant, n);
+    return ok;
+}
+
 static bool no_history(problem_t *p)
 {
     return problem_set(p, PB_OPERATION_NOT_SUPPORTED,
@@ -180,6 +192,8 @@ bool ops_temporal_create(const ops_req_t *rq, const json_t *body, bool *created,
     if (!tbody_parse(rq, body, true, now, &tb, p))
         return false;
     *id = tb.skel->id;
+    if (!ops_admit(rq, 2, p))                   /* the store's write and the history's */
+        return false;
     problem_t    ignore = {0};
     cr_entity_t *cur    = store_get(rq->store, rq->tenant, tb.skel->id, &ignore);
     bool         known  = cur || history_entity_info(history_default, rq->tenant, tb.skel->id, rq->arena,
@@ -196,12 +210,13 @@ bool ops_temporal_create(const ops_req_t *rq, const json_t *body, bool *created,
         entity_unref(cur);
     }
     if (!ok)
-        return false;
+        return ops_admitted(rq, 2, false);
     *created = !known;
-    return append_rest(rq, &tb, tb.skel->id, (const char *const *)tb.skel->types, tb.skel->n_types, now, p);
+    return ops_admitted(rq, 2, append_rest(rq, &tb, tb.skel->id, (const char *const *)tb.skel->types,
+                                           tb.skel->n_types, now, p));
 }
 
-bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+static bool attrs_append(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
 {
     tbody_t            tb  = {0};
     int64_t            now = cr_now_us();
@@ -242,7 +257,16 @@ bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t
     return append_rest(rq, &tb, id, types, n_types, now, p);
 }
 
-bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p)
+bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+{
+    if (!history_default)
+        return no_history(p);
+    if (!ops_admit(rq, 2, p))
+        return false;
+    return ops_admitted(rq, 2, attrs_append(rq, id, body, p));
+}
+
+static bool entity_delete(const ops_req_t *rq, const char *id, problem_t *p)
 {
     problem_t core = {0};
 
@@ -262,6 +286,15 @@ bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p)
     return true;
 }
 
+bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p)
+{
+    if (!history_default)
+        return no_history(p);
+    if (!ops_admit(rq, 2, p))
+        return false;
+    return ops_admitted(rq, 2, entity_delete(rq, id, p));
+}
+
 bool ops_temporal_attr_delete(const ops_req_t *rq, const char *id, const char *name, const char *dataset_id,
                               bool delete_all, problem_t *p)
 {
@@ -269,8 +302,11 @@ bool ops_temporal_attr_delete(const ops_req_t *rq, const char *id, const char *n
         return no_history(p);
     if (!ops_check_id(id, p) || !ops_check_attr_name(name, false, p))
         return false;
-    return history_delete_attr(history_default, rq->tenant, id, ld_expand_lookup(rq->ctx, name, rq->arena),
-                               dataset_id, delete_all, p);
+    if (!ops_admit(rq, 1, p))
+        return false;
+    return ops_admitted(rq, 1, history_delete_attr(history_default, rq->tenant, id,
+                                                   ld_expand_lookup(rq->ctx, name, rq->arena), dataset_id,
+                                                   delete_all, p));
 }
 
 static bool instance_id(const char *text, uint64_t *iid, problem_t *p)
@@ -292,8 +328,10 @@ bool ops_temporal_instance_delete(const ops_req_t *rq, const char *id, const cha
         return no_history(p);
     if (!ops_check_id(id, p) || !ops_check_attr_name(name, false, p) || !instance_id(iid_text, &iid, p))
         return false;
-    return history_delete_instance(history_default, rq->tenant, id, ld_expand_lookup(rq->ctx, name, rq->arena),
-                                   iid, p);
+    if (!ops_admit(rq, 1, p))
+        return false;
+    return ops_admitted(rq, 1, history_delete_instance(history_default, rq->tenant, id,
+                                                       ld_expand_lookup(rq->ctx, name, rq->arena), iid, p));
 }
 
 /* The instance as it is now (for a partial modification). */
@@ -354,7 +392,9 @@ bool ops_temporal_instance_modify(const ops_req_t *rq, const char *id, const cha
         with.n_sub = old->attr.n_sub;
     }
     with.name = full;
-    return history_modify_instance(history_default, rq->tenant, id, full, iid, &with, now, p);
+    if (!ops_admit(rq, 1, p))
+        return false;
+    return ops_admitted(rq, 1, history_modify_instance(history_default, rq->tenant, id, full, iid, &with, now, p));
 }
 
 /* ------------------------------------------------------------ reads */
