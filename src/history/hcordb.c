@@ -221,7 +221,7 @@ static void inst_set(hdb_t *db, hinst_t *x, const hist_instance_t *in)
     x->modified_at = a->modified_at;
     if (in->deleted_at != CR_NO_TIME) {
         x->tag    = HT_DEL;
-        x->v.kind = a->kind;
+        x->v.kind = a->name == MN.scope ? HIST_KIND_SCOPE : a->kind;
         x->created_at = in->deleted_at;
         return;
     }
@@ -609,7 +609,7 @@ static void materialize(arena_t *a, const hseries_t *s, const hinst_t *x, hist_i
         entity_ref(x->v.blob);
         arena_on_free(a, unref_blob, x->v.blob);
     } else {
-        at->kind = x->tag == HT_DEL ? (uint8_t)x->v.kind : ATTR_PROPERTY;
+        at->kind = x->tag == HT_DEL && x->v.kind != HIST_KIND_SCOPE ? (uint8_t)x->v.kind : ATTR_PROPERTY;
         at->value = x->tag == HT_NUM ? json_new_number(a, x->v.num)
                   : x->tag == HT_TRUE ? json_new_bool(a, true)
                   : x->tag == HT_FALSE ? json_new_bool(a, false)

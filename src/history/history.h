@@ -71,6 +71,9 @@ typedef struct hist_instance {
  * "urn:ngsi-ld:null" (value, object, vocab, json), {"@none": it}
  * (languageMap), [it] (valueList, objectList). */
 json_t *hist_deleted_value(arena_t *a, attr_kind_t kind);
+/* The Scope's series (4.5.6) is named MN.scope; a deleted Scope's value is
+ * [] (hist_deleted_value of this kind, which a backend keeps for it). */
+#define HIST_KIND_SCOPE 0x7f
 
 #define HIST_INSTANCE_PREFIX "urn:ngsi-ld:attribute:instance:"
 /* buf: at least HIST_INSTANCE_ID_LEN + 1 bytes. */
@@ -355,7 +358,10 @@ extern history_t *history_default;
  * deleted ones an instance with deletedAt = ch->at and the NGSI-LD Null as
  * value; an entity delete (after NULL) sets entity_deleted. A change that
  * touched no attribute (a type or scope change) still updates the entity
- * record (a write with no instances). */
+ * record (a write with no instances). A change of the Scope gives an
+ * instance of the series MN.scope (4.5.6): the new scope as an array, with
+ * observedAt = the commit time; a removed Scope an instance with deletedAt
+ * and the value []. */
 size_t history_from_change(const store_change_t *ch, arena_t *a, hist_write_t *w);
 
 bool history_reserve(history_t *h, const char *tenant, size_t n, problem_t *p);

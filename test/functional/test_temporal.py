@@ -481,6 +481,20 @@ def test_tenants_are_apart(hcli, make_client, broker_factory):
     assert_problem(other.get(tpath(eid)), 404, "ResourceNotFound")
 
 
+def test_4_5_6_scope_as_a_temporal_property(hcli):
+    eid = uid("Vehicle")
+    r = hcli.post("/temporal/entities", tent(eid, scope=["/a/b", "/c"], speed=[obs(1, T0)]))
+    assert r.status_code == 201, r.text
+    b = hcli.get(tpath(eid), params={"timeproperty": "createdAt", "timerel": "after",
+                                    "timeAt": "2000-01-01T00:00:00Z"}).json()
+    assert b["scope"][0]["value"] == ["/a/b", "/c"] and b["scope"][0]["type"] == "Property"
+    assert hcli.delete("/entities/%s/attrs/scope" % eid).status_code == 204
+    d = hcli.get(tpath(eid), params={"timeproperty": "deletedAt"}).json()
+    assert [i["value"] for i in d["scope"]] == [[]] and "deletedAt" in d["scope"][0]
+    v = hcli.get(tpath(eid), params={"timeproperty": "deletedAt", "options": "temporalValues"}).json()
+    assert v["scope"]["values"][0][0] == []
+
+
 def test_relationship_instances(hcli):
     eid = uid("Car")
     hcli.create(entity(eid, "Car", owner=rel("urn:ngsi-ld:P:1")))
