@@ -81,8 +81,6 @@ static bool tbody_parse(const ops_req_t *rq, const json_t *body, bool create, in
     tb->skel = entity_parse(a, sk, rq->ctx, create ? EP_CREATE : EP_FRAGMENT, now, p);
     if (!tb->skel)
         return false;
-    if (cap > (size_t)cr_config.temporal_limit * 1000 + 100000)
-        return problem_set(p, PB_BAD_REQUEST_DATA, "too many instances in one request (%zu)", cap);
     tb->inst    = arena_calloc(a, (cap + 1) * sizeof *tb->inst);
     tb->to_core = arena_calloc(a, cap + 1);
     tb->n       = 0;

@@ -537,3 +537,58 @@ def test_concurrent_writers_and_temporal_readers(hcli, make_client, broker_facto
     for eid in ids:
         v = values(hcli.get(tpath(eid), params={"attrs": "t"}).json()["t"])
         assert v == [-1] + list(range(50))
+
+
+@pytest.mark.parametrize("body", [
+    [], "x", 3, None,
+    {"speed": [obs(1, T0)]},                                   # no id
+    tent("urn:ngsi-ld:V:x", speed={"type": "Property"}),
+    tent("urn:ngsi-ld:V:x", speed=[{"type": "Property", "value": 1, "observedAt": "yesterday"}]),
+    tent("urn:ngsi-ld:V:x", speed=[[obs(1, T0)]]),
+    tent("urn:ngsi-ld:V:x", **{"bad name!": [obs(1, T0)]}),
+    tent("urn:ngsi-ld:V:x", speed=[{"type": "Relationship", "value": 1}]),
+])
+def test_5_6_11_every_bad_body_is_400_and_writes_nothing(hcli, body):
+    hcli.ensure_tenant()
+    r = hcli.request("POST", "/temporal/entities", data=json_text(body), ctype="application/json")
+    assert r.status_code == 400, r.text
+    assert r.json()["type"].endswith(("BadRequestData", "InvalidRequest"))
+    assert hcli.get(tpath("urn:ngsi-ld:V:x")).status_code == 404
+
+
+def json_text(v):
+    import json
+    return json.dumps(v).encode()
+
+
+def test_bad_paths_and_bodies_of_attrs_and_instances(hcli):
+    eid = create_vehicle(hcli)
+    iid = hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"][0]["instanceId"]
+    assert_problem(hcli.post(tpath(eid, "/attrs"), {"speed": "x"}), 400, "BadRequestData")
+    assert_problem(hcli.post(tpath(eid, "/attrs"), {"speed": []}), 400, "BadRequestData")
+    assert_problem(hcli.post(tpath("notauri", "/attrs"), {"speed": [obs(1, T0)]}), 400, "BadRequestData")
+    r = hcli.request("PATCH", tpath(eid, "/attrs/speed/" + iid), data=b"[1,2]", ctype="application/json")
+    assert r.status_code == 400, r.text
+    assert_problem(hcli.patch(tpath(eid, "/attrs/speed/" + iid), {"speed": [obs(1, T0), obs(2, T1)]}), 400,
+                   "BadRequestData")
+    assert_problem(hcli.patch(tpath(eid, "/attrs/speed/" + iid), {"value": 1, "datasetId": DS1}), 400,
+                   "BadRequestData")
+    assert_problem(hcli.patch(tpath(eid, "/attrs/fuelLevel/" + iid), {"value": 1}), 404, "ResourceNotFound")
+    assert_problem(hcli.delete(tpath(eid, "/attrs/bad name!")), 400, "BadRequestData")
+    assert_problem(hcli.delete(tpath(eid, "/attrs/speed"), params={"datasetId": "not a uri"}), 400,
+                   "BadRequestData")
+    # nothing of the above changed the history
+    assert values(hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"]) == [120, 80, 100]
+
+
+@pytest.mark.parametrize("params", [{"lastN": "99999999999999999999"}, {"lastN": "18446744073709551615"},
+                                    {"timeAt": "9999-12-31T23:59:59Z", "timerel": "before"},
+                                    {"timeAt": "0001-01-01T00:00:00Z", "timerel": "after"},
+                                    {"aggrMethods": "avg", "format": "aggregatedValues",
+                                     "aggrPeriodDuration": "P99999999Y"},
+                                    {"aggrMethods": "avg,avg,max", "format": "aggregatedValues",
+                                     "aggrPeriodDuration": "PT0.000001S"}])
+def test_extreme_parameters_answer_cleanly(hcli, params):
+    eid = create_vehicle(hcli)
+    r = hcli.get(tpath(eid), params=params)
+    assert r.status_code in (200, 400), r.text
