@@ -221,11 +221,7 @@ static bool attrs_append(const ops_req_t *rq, const char *id, const json_t *body
     const char *const *types = NULL;
     size_t             n_types = 0;
 
-    if (!history_default)
-        return no_history(p);
-    if (!ops_check_id(id, p))
-        return false;
-    if (!tbody_parse(rq, body, false, now, &tb, p))
+    if (!ops_check_id(id, p) || !tbody_parse(rq, body, false, now, &tb, p))
         return false;
     if (tb.skel->id && strcmp(tb.skel->id, id))
         return problem_set(p, PB_BAD_REQUEST_DATA, "the body's id is not the entity's");
