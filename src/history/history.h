@@ -11,9 +11,10 @@
  * them to the backend chosen by --history, in commit order per tenant. The
  * temporal API writes through the same door: POST /temporal/entities and
  * POST /temporal/entities/{id}/attrs write the entity's newest instances
- * through the core operations (so an entity made by the temporal API exists
- * in the core API and the hook records those instances like any other
- * change), and append the older instances directly with history_append().
+ * through the store (so an entity made by the temporal API exists in the
+ * core API and the hook records those instances like any other change),
+ * then upsert every instance of the body with history_append() (by
+ * observedAt: the ones the hook just recorded replace themselves).
  * An entity written by the core API has a temporal evolution, and deleting an
  * entity or an attribute in the core API keeps its history, closed by an
  * instance with deletedAt.
@@ -35,7 +36,9 @@
  * Times are µs since the epoch (int64), CR_NO_TIME when absent. Names
  * (attribute names, types) are expanded IRIs, interned (compare by pointer;
  * a backend that reads names back from its own storage interns them with
- * cr_intern()). A tenant is "" for the default.
+ * intern_cstr()). A tenant is "" for the default. Every write of ops/ is
+ * admitted first (reserve/unreserve below), so a backend with a bounded
+ * queue can refuse it (503) before anything is applied.
  */
 #ifndef CORAINE_HISTORY_H
 #define CORAINE_HISTORY_H
@@ -107,8 +110,10 @@ bool history_parse_duration(const char *s, int64_t *us);
  *    takes the new content with modifiedAt = at, the others are removed;
  *    one with no such instance is appended;
  *  - then the bounds (--historyMaxInstances per series, --historyRetention
- *    over the timeproperty observedAt, else createdAt) applied to the series
- *    written: the oldest instances beyond them are dropped.
+ *    over observedAt, else createdAt, measured back from `at`) applied to
+ *    the series written: the oldest instances (by observedAt) beyond them
+ *    are dropped; an instance older than all a full series holds is not
+ *    added.
  * Within a tenant, writes are applied in the order given; a backend that
  * queues them (timescale) makes them visible to its queries in that order.
  *
