@@ -578,8 +578,9 @@ static void bucket_fill(arena_t *a, hist_bucket_t *b, const hist_point_t *pt, si
     const json_t *smin = NULL, *smax = NULL;
 
     for (size_t i = 0; i < n; i++) {
-        if (!pt[i].j) {
-            double v = pt[i].num;
+        /* numbers, booleans (0/1) and arrays (by their size: Table 4.5.19.1-1) */
+        if (!pt[i].j || pt[i].j->type == JSON_ARRAY) {
+            double v = pt[i].j ? (double)pt[i].j->len : pt[i].num;
             if (!nnum || v < mn) mn = v;
             if (!nnum || v > mx) mx = v;
             nnum++;

@@ -379,8 +379,10 @@ bool history_query(history_t *h, const char *tenant, const hist_query_t *q, aren
  * series' first selected instance; the last period ends at the range's end
  * (end_time_at for between, else the last instance + 1 µs). totalCount and
  * distinctCount count every instance; sum, avg, stddev, sumsq take numbers
- * (booleans count as 0/1); min and max numbers, else strings or DateTimes
- * by their order. Deleted-instance markers are not values. */
+ * (booleans count as 0/1, arrays by their size); min and max numbers,
+ * else strings or DateTimes by their order; a method that does not apply
+ * to any value of a period is NULL there. Deleted-instance markers are not
+ * values. */
 bool history_aggregate(history_t *h, const char *tenant, const hist_query_t *q, unsigned methods,
                        int64_t period, arena_t *a, hist_result_t *out, problem_t *p);
 bool history_entity_info(history_t *h, const char *tenant, const char *id, arena_t *a,

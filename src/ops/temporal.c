@@ -403,12 +403,34 @@ bool ops_temporal_check(const ops_temporal_t *t, problem_t *p)
     return true;
 }
 
+/* 5.7.4.4: an attribute not eligible for one of the methods asked for (no
+ * value of it that the method applies to: avg of strings) is InvalidRequest. */
+static bool eligible(const ops_temporal_t *t, const hist_result_t *res, problem_t *p)
+{
+    for (size_t e = 0; e < res->n; e++)
+        for (size_t s = 0; s < res->items[e].n_series; s++) {
+            const hist_series_t *hs = &res->items[e].series[s];
+            for (unsigned m = 0; m < HIST_AGGR_N; m++) {
+                if (!(t->methods & (1u << m)) || !hs->n_buckets)
+                    continue;
+                bool any = false;
+                for (size_t b = 0; b < hs->n_buckets && !any; b++)
+                    any = hs->buckets[b].value[m] != NULL;
+                if (!any)
+                    return problem_set(p, PB_INVALID_REQUEST, "%s does not apply to the values of attribute %s "
+                                       "(4.5.19, 5.7.4.4)", hist_aggr_name(m), hs->name);
+            }
+        }
+    return true;
+}
+
 static bool run(const ops_req_t *rq, ops_temporal_t *t, hist_result_t *res, problem_t *p)
 {
     if (!ops_temporal_check(t, p))
         return false;
     if (t->aggregated)
-        return history_aggregate(history_default, rq->tenant, &t->hq, t->methods, t->period, rq->arena, res, p);
+        return history_aggregate(history_default, rq->tenant, &t->hq, t->methods, t->period, rq->arena, res, p) &&
+               eligible(t, res, p);
     return history_query(history_default, rq->tenant, &t->hq, rq->arena, res, p);
 }
 

@@ -309,6 +309,19 @@ def test_4_5_19_every_method_whole_range(hcli):
     assert s["sum"][0][1:] == [T0, T2]
 
 
+def test_5_7_4_4_aggregation_that_does_not_apply_is_invalid_request(hcli):
+    eid = uid("Vehicle")
+    r = hcli.post("/temporal/entities", tent(eid, name=[obs("a", T0), obs("b", T1)],
+                                            sizes=[obs([1, 2], T0), obs([1, 2, 3, 4], T1)]))
+    assert r.status_code == 201, r.text
+    agg = {"format": "aggregatedValues", "aggrPeriodDuration": "PT0S"}
+    assert_problem(hcli.get(tpath(eid), params=dict(agg, aggrMethods="avg", attrs="name")), 400, "InvalidRequest")
+    b = hcli.get(tpath(eid), params=dict(agg, aggrMethods="max,totalCount", attrs="name")).json()
+    assert b["name"]["max"][0][0] == "b" and b["name"]["totalCount"][0][0] == 2
+    b = hcli.get(tpath(eid), params=dict(agg, aggrMethods="avg,max", attrs="sizes")).json()
+    assert b["sizes"]["avg"][0][0] == 3 and b["sizes"]["max"][0][0] == 4      # arrays by their size
+
+
 # ---- 5.7.4 query, 6.24 POST query -----------------------------------------
 
 def test_5_7_4_query_by_type_and_id(hcli):
