@@ -262,6 +262,9 @@ typedef struct cr_config {
     const char *egress_allow;        /* --egressAllow: CIDRs and host names */
     const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */
+    const char *history_retention;   /* --historyRetention: a duration ("" = keep all) */
+    int         history_max_instances; /* --historyMaxInstances: per series (0 = no bound) */
+    int         temporal_limit;      /* --temporalLimit: instances per attribute in one answer (6.3.10) */
     const char *log_file;            /* --logFile */
     int         log_level;           /* --logLevel error|warn|info|debug */
     const char *bind_address;        /* --bind (127.0.0.1 / 0.0.0.0) */
