@@ -89,13 +89,16 @@ def du(path):
 
 def ingest(a):
     configs = [("RAM", [])] + [(m, ["--dbSync", m]) for m in ("always", "interval", "none")]
+    if a.configs:
+        # NAME=FLAGS;NAME=FLAGS ... (e.g. "RAM=;always=--dbSync always --connectionPoolSize 32")
+        configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split()) for c in a.configs.split(";")]
     res = {name: {"create": [], "patch": [], "cp99": [], "pp99": [], "fs": [], "wpf": []} for name, _ in configs}
     work = tempfile.mkdtemp(prefix="coraine-diskbench-")
     for run in range(a.runs):
         for name, flags in configs:
             port = perf_run.free_port()
             d = os.path.join(work, "db-%s-%d" % (name, run))
-            fl = flags + (["--dbDir", d] if flags else [])
+            fl = flags + (["--dbDir", d] if name != "RAM" else [])
             p = start(port, fl, os.path.join(work, "broker.log"))
             base = "http://127.0.0.1:%d" % port
             perf_run.wait_up(base + "/version")
@@ -120,14 +123,15 @@ def ingest(a):
             stop(p)
     shutil.rmtree(work, ignore_errors=True)
     m = statistics.median
-    ram_c, ram_p = m(res["RAM"]["create"]), m(res["RAM"]["patch"])
+    ram = "RAM" if "RAM" in res else configs[0][0]
+    ram_c, ram_p = m(res[ram]["create"]), m(res[ram]["patch"])
     print("| store | creates/s | x RAM | p99 (ms) | PATCHes/s | x RAM | p99 (ms) | fsyncs/s | writes per fsync |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, _ in configs:
         r = res[name]
         c, pt = m(r["create"]), m(r["patch"])
         print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s |" % (
-            "RAM" if name == "RAM" else "disk, --dbSync " + name, c, c / ram_c, m(r["cp99"]) / 1000,
+            name if name == "RAM" or a.configs else "disk, --dbSync " + name, c, c / ram_c, m(r["cp99"]) / 1000,
             pt, pt / ram_p, m(r["pp99"]) / 1000,
             "%.0f" % m(r["fs"]) if r["fs"] else "-", "%.1f" % m(r["wpf"]) if r["wpf"] else "-"))
 
@@ -224,6 +228,8 @@ def main():
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--entities", type=int, default=1000000)
+    ap.add_argument("--configs", help="ingest: NAME=FLAGS;... instead of RAM and the three modes "
+                    "(a NAME other than RAM gets a fresh --dbDir)")
     ap.add_argument("--bin", help="the broker binary (default build/release/coraine)")
     a = ap.parse_args()
     if a.bin:

@@ -293,7 +293,12 @@ struct cdb_log {
     int             lock_fd;
 
     pthread_mutex_t mu;
-    pthread_cond_t  cv;             /* waiters, the syncer, the thread */
+    pthread_cond_t  wcv[2];         /* writers whose group fsync number k covers: wcv[k & 1] */
+    pthread_cond_t  cv;             /* the end of any fsync (snapshots), doomed writers' turn */
+    pthread_cond_t  thr_cv;         /* the log thread (always: the syncer) */
+    pthread_cond_t  snap_cv;        /* the snapshot thread */
+    uint64_t        sync_gen;       /* the number of the next fsync to start */
+    bool            syncer_idle;    /* always: the log thread waits for work */
     int             fd;             /* the current segment */
     uint32_t        seg;            /* its number */
     uint64_t        end;            /* bytes written to it */
@@ -410,7 +415,11 @@ cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_
     l->fd            = -1;
     l->old_fd        = -1;
     pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->wcv[0], NULL);
+    pthread_cond_init(&l->wcv[1], NULL);
     pthread_cond_init(&l->cv, NULL);
+    pthread_cond_init(&l->thr_cv, NULL);
+    pthread_cond_init(&l->snap_cv, NULL);
     return l;
 }
 
@@ -436,6 +445,14 @@ static int seg_create(const char *dir, uint32_t seg)
     return fd;
 }
 
+/* Under mu: wakes every waiter (a fault, a repair, the close). */
+static void wake_all(cdb_log_t *l)
+{
+    pthread_cond_broadcast(&l->wcv[0]);
+    pthread_cond_broadcast(&l->wcv[1]);
+    pthread_cond_broadcast(&l->cv);
+}
+
 /* Under mu: with the log failed, tries to make the files what the log says
  * they are (cut back to the good end, fdatasync); clears `failed` on success. */
 static void log_repair_locked(cdb_log_t *l)
@@ -459,15 +476,19 @@ static void log_repair_locked(cdb_log_t *l)
     l->synced_off = cut;
     l->synced_seq = l->next_seq - 1;
     l->failed     = false;
+    wake_all(l);
     LOG_W("corDB: the log on disk works again (segment %u, %llu bytes); writes resume", l->seg,
           (unsigned long long)cut);
 }
 
 /* Under mu, not syncing: fdatasyncs everything written so far without the
- * mutex (the caller becomes the syncer). */
+ * mutex (the caller becomes the syncer). It is fsync number k: the writers
+ * whose groups were appended before it began wait on wcv[k & 1] (those
+ * appended meanwhile, on the other one, for the next fsync), so an fsync
+ * wakes only the writers it covers. */
 static void log_sync_locked(cdb_log_t *l)
 {
-    uint64_t target = l->next_seq - 1, off = l->end;
+    uint64_t target = l->next_seq - 1, off = l->end, k;
     int      fd = l->fd, rc, err;
     size_t   groups = 0;
 
@@ -475,6 +496,7 @@ static void log_sync_locked(cdb_log_t *l)
         return;
     for (cdb_logw_t *w = l->head; w; w = w->next)
         groups += w->last > l->synced_seq && w->last <= target;
+    k          = l->sync_gen++;
     l->syncing = true;
     pthread_mutex_unlock(&l->mu);
     rc  = fdatasync(fd);
@@ -501,10 +523,17 @@ static void log_sync_locked(cdb_log_t *l)
             LOG_E("corDB: fdatasync of the log failed (%s): writes of the last %d ms may not be "
                   "on disk; no write until the disk works", strerror(err), l->interval_ms);
         }
+        wake_all(l);
     }
+    pthread_cond_broadcast(&l->wcv[k & 1]);
     pthread_cond_broadcast(&l->cv);
 }
 
+/* The log thread: with --dbSync always, the syncer (fdatasync back to back
+ * while groups wait for one, so a writer never runs the fsync on its HTTP
+ * thread and waits once, for exactly the fsync that covers it); with
+ * interval, an fdatasync every --dbSyncInterval ms; in every mode the repair
+ * after a fault (every interval, or 100 ms). */
 static void *log_thread(void *ud)
 {
     cdb_log_t *l = ud;
@@ -514,6 +543,11 @@ static void *log_thread(void *ud)
         struct timespec ts;
         int             ms = l->mode == CDB_SYNC_INTERVAL ? l->interval_ms : 100;
 
+        if (l->mode == CDB_SYNC_ALWAYS && !l->failed && !l->syncing &&
+            l->next_seq - 1 > l->synced_seq) {
+            log_sync_locked(l);
+            continue;
+        }
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += ms / 1000;
         ts.tv_nsec += (long)(ms % 1000) * 1000000L;
@@ -521,12 +555,14 @@ static void *log_thread(void *ud)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        l->syncer_idle = l->mode == CDB_SYNC_ALWAYS;
+        int rc = pthread_cond_timedwait(&l->thr_cv, &l->mu, &ts);
+        l->syncer_idle = false;
         if (l->stop)
             break;
         if (l->failed)
             log_repair_locked(l);
-        else if (l->mode == CDB_SYNC_INTERVAL && !l->syncing)
+        else if (l->mode == CDB_SYNC_INTERVAL && rc == ETIMEDOUT && !l->syncing)
             log_sync_locked(l);
     }
     pthread_mutex_unlock(&l->mu);
@@ -540,7 +576,7 @@ static void *snap_thread(void *ud)
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
         if (!l->snap_wanted) {
-            pthread_cond_wait(&l->cv, &l->mu);
+            pthread_cond_wait(&l->snap_cv, &l->mu);
             continue;
         }
         l->snap_wanted = false;
@@ -603,7 +639,9 @@ void cdb_log_close(cdb_log_t *l)
         return;
     pthread_mutex_lock(&l->mu);
     l->stop = true;
-    pthread_cond_broadcast(&l->cv);
+    wake_all(l);
+    pthread_cond_broadcast(&l->thr_cv);
+    pthread_cond_broadcast(&l->snap_cv);
     pthread_mutex_unlock(&l->mu);
     if (l->started)
         pthread_join(l->thread, NULL);
@@ -617,7 +655,11 @@ void cdb_log_close(cdb_log_t *l)
     if (l->old_fd >= 0)
         close(l->old_fd);
     close(l->lock_fd);              /* releases the flock */
+    pthread_cond_destroy(&l->wcv[0]);
+    pthread_cond_destroy(&l->wcv[1]);
     pthread_cond_destroy(&l->cv);
+    pthread_cond_destroy(&l->thr_cv);
+    pthread_cond_destroy(&l->snap_cv);
     pthread_mutex_destroy(&l->mu);
     free(l->dir);
     free(l);
@@ -684,9 +726,12 @@ bool cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
         l->snap_thread_on) {
         l->since_snap  = 0;
         l->snap_wanted = true;
-        pthread_cond_broadcast(&l->cv);
+        pthread_cond_signal(&l->snap_cv);
     }
     if (l->mode == CDB_SYNC_ALWAYS) {
+        w->gen    = l->sync_gen;        /* the next fsync to start covers it */
+        if (l->syncer_idle)
+            pthread_cond_signal(&l->thr_cv);
         w->last   = l->next_seq - 1;
         w->next   = NULL;
         w->prev   = l->tail;
@@ -724,7 +769,11 @@ cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p)
     for (;;) {
         if (l->synced_seq >= w->last) {
             unlink_w(l, w);
-            pthread_cond_broadcast(&l->cv);
+            /* Only doomed writers wait for a change of the list (their
+             * turn to undo); on the fast path one broadcast per fsync is
+             * all the waking there is (it was 18 futex calls a write). */
+            if (l->failed)
+                pthread_cond_broadcast(&l->cv);
             pthread_mutex_unlock(&l->mu);
             return CDB_WAIT_OK;
         }
@@ -737,10 +786,8 @@ cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p)
             pthread_cond_wait(&l->cv, &l->mu);
             continue;
         }
-        if (!l->syncing)
-            log_sync_locked(l);
-        else
-            pthread_cond_wait(&l->cv, &l->mu);
+        /* The log thread syncs (it is never stopped while a writer waits). */
+        pthread_cond_wait(&l->wcv[w->gen & 1], &l->mu);
     }
 }
 
@@ -752,7 +799,7 @@ bool cdb_log_want_snapshot(cdb_log_t *l)
     ok = l->snap_thread_on;
     if (ok) {
         l->snap_wanted = true;
-        pthread_cond_broadcast(&l->cv);
+        pthread_cond_signal(&l->snap_cv);
     }
     pthread_mutex_unlock(&l->mu);
     return ok;
@@ -790,6 +837,7 @@ bool cdb_log_roll(cdb_log_t *l, uint64_t *upto, uint32_t *first_kept, problem_t 
 {
     uint32_t seg;
     int      fd, oldfd, rc, err;
+    uint64_t k;
 
     pthread_mutex_lock(&l->mu);
     seg = l->seg + 1;
@@ -820,6 +868,7 @@ bool cdb_log_roll(cdb_log_t *l, uint64_t *upto, uint32_t *first_kept, problem_t 
     *first_kept       = seg;
     l->since_snap     = 0;
     l->syncing        = true;
+    k                 = l->sync_gen++;    /* it is the fsync that covers the groups so far */
     pthread_mutex_unlock(&l->mu);
 
     rc  = fdatasync(oldfd);
@@ -842,7 +891,9 @@ bool cdb_log_roll(cdb_log_t *l, uint64_t *upto, uint32_t *first_kept, problem_t 
             l->next_seq = l->synced_seq + 1;
         }
         LOG_E("corDB: fdatasync of a log segment failed (%s)", strerror(err));
+        wake_all(l);
     }
+    pthread_cond_broadcast(&l->wcv[k & 1]);
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     if (rc != 0)

@@ -82,6 +82,7 @@ typedef enum { CDB_SYNC_ALWAYS = 0, CDB_SYNC_INTERVAL, CDB_SYNC_NONE } cdb_sync_
 typedef struct cdb_logw {
     struct cdb_logw *prev, *next;
     uint64_t         last;      /* the group's last seq */
+    uint64_t         gen;       /* the number of the fsync that covers it */
     bool             linked;
 } cdb_logw_t;
 
