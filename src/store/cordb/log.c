@@ -290,7 +290,9 @@ struct cdb_log {
     cdb_sync_t      mode;
     int             interval_ms;
     size_t          snapshot_size;
+    size_t          seg_size;       /* --dbSegmentSize: roll over past it (0: at snapshots only) */
     int             lock_fd;
+    pthread_mutex_t roll_mu;        /* one roll-over at a time (size, snapshot) */
 
     pthread_mutex_t mu;
     pthread_cond_t  wcv[2];         /* writers whose group fsync number k covers: wcv[k & 1] */
@@ -308,8 +310,8 @@ struct cdb_log {
     uint64_t        next_seq, synced_seq;
     bool            syncing, failed, stop, started;
     cdb_logw_t     *head, *tail;    /* always: waiters in seq order */
-    uint64_t        since_snap;     /* bytes appended since the last roll */
-    bool            snap_wanted;
+    uint64_t        since_snap;     /* bytes appended since the last snapshot's roll */
+    bool            snap_wanted, roll_wanted;
     void          (*snapshot)(void *ud);
     void           *snapshot_ud;
     pthread_t       thread, snap_thread;
@@ -371,7 +373,7 @@ static bool log_503(problem_t *p, const char *what, int err)
 }
 
 cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_t snapshot_size,
-                        problem_t *p)
+                        size_t segment_size, problem_t *p)
 {
     cdb_log_t *l;
     char       path[4096], pid[32];
@@ -411,10 +413,12 @@ cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_
     l->mode          = mode;
     l->interval_ms   = interval_ms > 0 ? interval_ms : 100;
     l->snapshot_size = snapshot_size;
+    l->seg_size      = segment_size;
     l->lock_fd       = fd;
     l->fd            = -1;
     l->old_fd        = -1;
     pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->roll_mu, NULL);
     pthread_cond_init(&l->wcv[0], NULL);
     pthread_cond_init(&l->wcv[1], NULL);
     pthread_cond_init(&l->cv, NULL);
@@ -569,12 +573,29 @@ static void *log_thread(void *ud)
     return NULL;
 }
 
+static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *first_kept,
+                     problem_t *p);
+
+/* The snapshot thread: snapshots, and the roll-overs at --dbSegmentSize (a
+ * roll creates and fsyncs a file: done here, the syncer goes on meanwhile). */
 static void *snap_thread(void *ud)
 {
     cdb_log_t *l = ud;
 
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
+        if (l->roll_wanted) {
+            uint64_t  upto;
+            uint32_t  kept;
+            problem_t p = { 0 };
+
+            pthread_mutex_unlock(&l->mu);
+            if (!log_roll(l, false, &upto, &kept, &p) && p.detail[0])
+                LOG_W("corDB: the log did not roll over to a new segment: %s", p.detail);
+            pthread_mutex_lock(&l->mu);
+            l->roll_wanted = false;         /* asked again by the next append past the size */
+            continue;
+        }
         if (!l->snap_wanted) {
             pthread_cond_wait(&l->snap_cv, &l->mu);
             continue;
@@ -661,6 +682,7 @@ void cdb_log_close(cdb_log_t *l)
     pthread_cond_destroy(&l->thr_cv);
     pthread_cond_destroy(&l->snap_cv);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->roll_mu);
     free(l->dir);
     free(l);
 }
@@ -722,6 +744,10 @@ bool cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
     l->records += n;
     l->bytes += sb->len;
     l->since_snap += sb->len;
+    if (l->seg_size && l->end >= l->seg_size && !l->roll_wanted && l->snap_thread_on) {
+        l->roll_wanted = true;
+        pthread_cond_signal(&l->snap_cv);
+    }
     if (l->snapshot_size && l->since_snap >= l->snapshot_size && !l->snap_wanted &&
         l->snap_thread_on) {
         l->since_snap  = 0;
@@ -835,25 +861,49 @@ void cdb_log_undone(cdb_log_t *l, cdb_logw_t *w)
 
 bool cdb_log_roll(cdb_log_t *l, uint64_t *upto, uint32_t *first_kept, problem_t *p)
 {
+    return log_roll(l, true, upto, first_kept, p);
+}
+
+/* Rolls over to a new segment (a snapshot's, or one past --dbSegmentSize:
+ * then nothing happens when the segment is below the size by now, and p is
+ * left empty). */
+static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *first_kept,
+                     problem_t *p)
+{
     uint32_t seg;
     int      fd, oldfd, rc, err;
     uint64_t k;
 
+    pthread_mutex_lock(&l->roll_mu);
     pthread_mutex_lock(&l->mu);
     seg = l->seg + 1;
+    if (!for_snapshot && (l->end < l->seg_size || l->failed)) {
+        pthread_mutex_unlock(&l->mu);
+        pthread_mutex_unlock(&l->roll_mu);
+        return false;
+    }
     pthread_mutex_unlock(&l->mu);
     fd = seg_create(l->dir, seg);
-    if (fd < 0)
+    if (fd < 0) {
+        pthread_mutex_unlock(&l->roll_mu);
         return problem_set(p, PB_INTERNAL_ERROR, "corDB: cannot create a log segment: %s",
                            strerror(errno));
+    }
 
     pthread_mutex_lock(&l->mu);
     while (l->syncing)
         pthread_cond_wait(&l->cv, &l->mu);
     if (l->failed || l->old_fd >= 0) {
         pthread_mutex_unlock(&l->mu);
+        pthread_mutex_unlock(&l->roll_mu);
         close(fd);
-        return problem_set(p, PB_INTERNAL_ERROR, "corDB: the log is failed; no snapshot now");
+        {
+            char path[4096];
+
+            cdb_seg_path(path, sizeof(path), l->dir, seg);
+            unlink(path);                   /* empty: not needed */
+        }
+        return problem_set(p, PB_INTERNAL_ERROR, "corDB: the log is failed; no roll-over now");
     }
     /* The old segment's last fsync runs as this thread's sync (syncing set:
      * writers of always wait for it, then sync the new segment). */
@@ -866,7 +916,8 @@ bool cdb_log_roll(cdb_log_t *l, uint64_t *upto, uint32_t *first_kept, problem_t 
     l->end = l->synced_off = CDB_MAGIC_LEN;
     *upto             = l->next_seq - 1;
     *first_kept       = seg;
-    l->since_snap     = 0;
+    if (for_snapshot)
+        l->since_snap = 0;
     l->syncing        = true;
     k                 = l->sync_gen++;    /* it is the fsync that covers the groups so far */
     pthread_mutex_unlock(&l->mu);
@@ -896,6 +947,7 @@ bool cdb_log_roll(cdb_log_t *l, uint64_t *upto, uint32_t *first_kept, problem_t 
     pthread_cond_broadcast(&l->wcv[k & 1]);
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->roll_mu);
     if (rc != 0)
         return problem_set(p, PB_INTERNAL_ERROR, "corDB: fdatasync of the log failed: %s",
                            strerror(err));

@@ -11,7 +11,8 @@
  *   tenant  varint length + bytes ("" for the default tenant);
  *   flags   CDB_REC_MORE: the next record belongs to the same group (a batch,
  *           a purge chunk): recovery applies a group whole or not at all.
- * Segment files log-NNNNNNNN.cdb start with the 8-byte magic "CDBLOG01"; a
+ * Segment files log-NNNNNNNN.cdb (a new one after --dbSegmentSize bytes, and
+ * at each snapshot) start with the 8-byte magic "CDBLOG01"; a
  * snapshot snap-<seq, 16 hex>.cdb starts with "CDBSNAP1" and u64 seq (every
  * record up to seq is in it), holds records, and ends with an END record.
  *
@@ -92,7 +93,7 @@ typedef enum { CDB_WAIT_OK = 0, CDB_WAIT_DOOMED } cdb_wait_t;
  * same directory: NULL with a message naming the pid holding it). Recovery is
  * the caller's (cdb_log_segments); the log then appends to a new segment. */
 cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_t snapshot_size,
-                        problem_t *p);
+                        size_t segment_size, problem_t *p);
 /* Starts appending (a new segment after the last one found, next seq given)
  * and the background thread; snapshot(ud) is called from a thread of the
  * log when --dbSnapshotSize bytes were logged since the last snapshot. */

@@ -365,7 +365,7 @@ cdb_t *cdb_open_disk(bool prefer_writers, problem_t *p)
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     log = cdb_log_open(dir, sync_mode(), cr_config.db_sync_interval_ms,
-                       cr_config.db_snapshot_size, p);
+                       cr_config.db_snapshot_size, cr_config.db_segment_size, p);
     if (!log)
         return NULL;
     if (!cdb_list_files(dir, &f, p)) {
