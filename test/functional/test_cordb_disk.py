@@ -173,6 +173,64 @@ def test_admin_snapshot(dbdir, tmp_path):
         b.stop()
 
 
+def test_sigusr1_forces_a_snapshot(dbdir, tmp_path):
+    # issue 13: "POST /admin/snapshot (or a signal) forces one": SIGUSR1,
+    # taken by the main thread's sigwait with SIGINT/SIGTERM; the broker goes on
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always", "--dbSnapshotSize", "0"])
+    try:
+        for i in range(10):
+            assert b.create("urn:u:%d" % i, i).status_code == 201
+        assert not any(n.startswith("snap-") for n in os.listdir(dbdir))
+        b.proc.send_signal(signal.SIGUSR1)
+        deadline, g = time.time() + 15, {}
+        while time.time() < deadline:
+            g = requests.get(b.base + "/admin/snapshot", timeout=5).json()
+            if not g["running"] and g.get("file"):
+                break
+            time.sleep(0.02)
+        assert g.get("entities") == 10 and "error" not in g
+        assert os.path.basename(g["file"]) in os.listdir(dbdir)
+        assert "SIGUSR1" in b.log()
+        assert b.patch("urn:u:3", 33).status_code == 204
+    finally:
+        b.stop()
+    assert b.proc.returncode == 0
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        assert b.value("urn:u:3") == 33 and b.value("urn:u:9") == 9
+    finally:
+        b.stop()
+
+
+def test_sigusr1_in_ram_is_logged_and_ignored(tmp_path):
+    port = free_port()
+    logpath = os.path.join(str(tmp_path), "ram.log")
+    with open(logpath, "wb") as f:
+        p = subprocess.Popen([binary_path(), "-fg", "--port", str(port), "--bind", "127.0.0.1"],
+                             stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                if requests.get(base + "/version", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                time.sleep(0.02)
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(0.3)
+        assert p.poll() is None
+        assert requests.get(base + "/version", timeout=5).status_code == 200
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=15)
+        assert p.returncode == 0
+        assert "SIGUSR1" in open(logpath, errors="replace").read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_admin_snapshot_in_ram(broker):
     for r in (requests.post(broker.base + "/admin/snapshot", timeout=15),
               requests.get(broker.base + "/admin/snapshot", timeout=15)):
