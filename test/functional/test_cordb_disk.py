@@ -296,6 +296,49 @@ def test_fsync_fault_always(dbdir, tmp_path, err):
         b.stop()
 
 
+@pytest.mark.parametrize("err", ["EIO", "ENOSPC"])
+def test_fsync_fault_interval(dbdir, tmp_path, err):
+    # interval: a failed background fdatasync cannot take back writes already
+    # acknowledged; they stay, and the log refuses writes (503) until an
+    # fdatasync works again; nothing acknowledged is lost (a process crash)
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "interval", "--dbSyncInterval", "20"],
+                   fault_dir=str(faults))
+    acked = {}
+    try:
+        assert b.create("urn:h:0", 0).status_code == 201
+        acked["urn:h:0"] = 0
+        (faults / "fsync").write_text(err)
+        deadline, i = time.time() + 5, 1
+        while True:
+            r = b.create("urn:h:%d" % i, i)
+            if r.status_code == 201:
+                acked["urn:h:%d" % i] = i
+                i += 1
+                assert time.time() < deadline, "the fsync fault was never seen"
+                time.sleep(0.005)
+                continue
+            assert_503(r)
+            break
+        assert_503(b.patch("urn:h:0", 5))
+        assert b.value("urn:h:0") == 0                  # reads go on
+        (faults / "fsync").unlink()
+        deadline = time.time() + 5
+        while b.create("urn:h:x", 42).status_code != 201:
+            assert time.time() < deadline, "writes did not resume"
+            time.sleep(0.05)
+        acked["urn:h:x"] = 42
+    finally:
+        b.kill()
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        for eid, v in acked.items():
+            assert b.value(eid) == v, eid
+    finally:
+        b.stop()
+
+
 def test_crash_during_snapshot(dbdir, tmp_path):
     faults = tmp_path / "faults"
     faults.mkdir()
