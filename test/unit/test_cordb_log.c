@@ -392,6 +392,17 @@ static void test_torn_tail(void **state)
     assert_non_null(s);
     store_close(s);
     assert_int_equal(file_size(seg1()), good);
+
+    /* a hole of zeros, then written bytes (a machine crash: pages written
+     * back out of order): the end of what was synced, cut */
+    memset(junk, 0, sizeof(junk));
+    memcpy(junk + 16, "\x30\0\0\0later page bytes", 20);
+    append_bytes(seg1(), junk, sizeof(junk));
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    check_filled(s, a);
+    store_close(s);
+    assert_int_equal(file_size(seg1()), good);
     arena_free(a);
 }
 
