@@ -301,6 +301,7 @@ struct cdb_log {
     pthread_cond_t  snap_cv;        /* the snapshot thread */
     uint64_t        sync_gen;       /* the number of the next fsync to start */
     bool            syncer_idle;    /* always: the log thread waits for work */
+    bool            create_pending; /* the segment created at start: neither it nor the directory synced yet */
     int             fd;             /* the current segment */
     uint32_t        seg;            /* its number */
     uint64_t        end;            /* bytes written to it */
@@ -428,8 +429,9 @@ cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_
 }
 
 /* A new empty segment number seg: created with its magic, fsynced, and the
- * directory fsynced. -1 (errno) on failure. */
-static int seg_create(const char *dir, uint32_t seg)
+ * directory fsynced (sync; else the first sync of the log does both: see
+ * create_pending). -1 (errno) on failure. */
+static int seg_create(const char *dir, uint32_t seg, bool sync)
 {
     char path[4096];
     int  fd, err;
@@ -438,8 +440,8 @@ static int seg_create(const char *dir, uint32_t seg)
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
     if (fd < 0)
         return -1;
-    if (pwrite(fd, CDB_LOG_MAGIC, CDB_MAGIC_LEN, 0) != CDB_MAGIC_LEN || fdatasync(fd) != 0 ||
-        !cdb_fsync_dir(dir)) {
+    if (pwrite(fd, CDB_LOG_MAGIC, CDB_MAGIC_LEN, 0) != CDB_MAGIC_LEN ||
+        (sync && (fdatasync(fd) != 0 || !cdb_fsync_dir(dir)))) {
         err = errno ? errno : EIO;
         close(fd);
         unlink(path);
@@ -474,8 +476,10 @@ static void log_repair_locked(cdb_log_t *l)
         close(l->old_fd);
         l->old_fd = -1;
     }
-    if (ftruncate(l->fd, (off_t)cut) != 0 || fdatasync(l->fd) != 0)
+    if (ftruncate(l->fd, (off_t)cut) != 0 || fdatasync(l->fd) != 0 ||
+        (l->create_pending && !cdb_fsync_dir(l->dir)))
         return;
+    l->create_pending = false;
     l->end        = cut;
     l->synced_off = cut;
     l->synced_seq = l->next_seq - 1;
@@ -502,11 +506,18 @@ static void log_sync_locked(cdb_log_t *l)
         groups += w->last > l->synced_seq && w->last <= target;
     k          = l->sync_gen++;
     l->syncing = true;
+    bool dir_too = l->create_pending;
     pthread_mutex_unlock(&l->mu);
     rc  = fdatasync(fd);
     err = errno;
+    if (rc == 0 && dir_too && !cdb_fsync_dir(l->dir)) {
+        rc  = -1;
+        err = errno ? errno : EIO;
+    }
     pthread_mutex_lock(&l->mu);
     l->syncing = false;
+    if (rc == 0 && dir_too)
+        l->create_pending = false;
     l->fsyncs++;
     l->fsync_groups += groups;
     if (rc == 0) {
@@ -635,7 +646,11 @@ bool cdb_log_start(cdb_log_t *l, uint64_t next_seq, void (*snapshot)(void *ud), 
     }
     if (l->fd < 0) {
         l->seg = f.n_seg ? f.seg[f.n_seg - 1] + 1 : 1;
-        l->fd  = seg_create(l->dir, l->seg);
+        /* The start does not wait for the disk: the first sync makes the
+         * new file and its directory entry durable, before anything in it
+         * counts as synced (an empty start in about 1 ms, not 5 - 20). */
+        l->fd  = seg_create(l->dir, l->seg, false);
+        l->create_pending = l->fd >= 0;
     }
     cdb_files_free(&f);
     if (l->fd < 0)
@@ -669,7 +684,8 @@ void cdb_log_close(cdb_log_t *l)
     if (l->snap_thread_on)
         pthread_join(l->snap_thread, NULL);
     if (l->fd >= 0) {
-        if (!l->failed && fdatasync(l->fd) != 0)
+        if (!l->failed && (fdatasync(l->fd) != 0 ||
+                           (l->create_pending && !cdb_fsync_dir(l->dir))))
             LOG_E("corDB: fdatasync of the log at close failed: %s", strerror(errno));
         close(l->fd);
     }
@@ -883,7 +899,7 @@ static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *
         return false;
     }
     pthread_mutex_unlock(&l->mu);
-    fd = seg_create(l->dir, seg);
+    fd = seg_create(l->dir, seg, true);
     if (fd < 0) {
         pthread_mutex_unlock(&l->roll_mu);
         return problem_set(p, PB_INTERNAL_ERROR, "corDB: cannot create a log segment: %s",
@@ -932,7 +948,8 @@ static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *
         if (*upto > l->synced_seq)
             l->synced_seq = *upto;
         close(oldfd);
-        l->old_fd = -1;
+        l->old_fd         = -1;
+        l->create_pending = false;      /* the new segment's creation fsynced the directory */
     } else {
         l->failures++;
         l->failed = true;
