@@ -287,6 +287,7 @@ def test_fsync_fault_always(dbdir, tmp_path, err):
             time.sleep(0.05)
         s = requests.get(b.base + "/statistics", timeout=15).json()["store"]["disk"]
         assert s["failures"] >= 1 and s["failed"] is False
+        assert s["fsyncs"] >= 1 and s["fsyncMicros"] > 0     # the time the fsyncs took
     finally:
         b.kill()
     b = DiskBroker(dbdir, str(tmp_path))

@@ -12,8 +12,8 @@ ingest: for each configuration (RAM, always, interval, none), a fresh broker
 (a fresh --dbDir), 10,000 Vehicles loaded, then wrk runs creates (a new
 Vehicle per request) and PATCHes (a merge of speed on one of the 10,000), 50
 connections; the report gives requests/s and p99 of each, the ratio to RAM,
-and for the disk modes the fsyncs per second and the writes per fsync (from
-/statistics: store.disk). Configurations alternate when --runs > 1.
+and for the disk modes the fsyncs per second, the writes per fsync and the
+mean time of an fsync (from /statistics: store.disk). Configurations alternate when --runs > 1.
 
 recovery: N Vehicles loaded (batch creates) into a broker with --dbSync
 none, stopped; the start is timed (until GET /version answers, and the
@@ -92,7 +92,8 @@ def ingest(a):
     if a.configs:
         # NAME=FLAGS;NAME=FLAGS ... (e.g. "RAM=;always=--dbSync always --connectionPoolSize 32")
         configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split()) for c in a.configs.split(";")]
-    res = {name: {"create": [], "patch": [], "cp99": [], "pp99": [], "fs": [], "wpf": []} for name, _ in configs}
+    res = {name: {"create": [], "patch": [], "cp99": [], "pp99": [], "fs": [], "wpf": [], "fms": []}
+           for name, _ in configs}
     work = tempfile.mkdtemp(prefix="coraine-diskbench-")
     for run in range(a.runs):
         for name, flags in configs:
@@ -120,20 +121,24 @@ def ingest(a):
                 w = s1["disk"]["logWrites"] - s0["disk"]["logWrites"]
                 res[name]["fs"].append(fs / (t1 - t0))
                 res[name]["wpf"].append(w / fs if fs else 0)
+                us = s1["disk"].get("fsyncMicros", 0) - s0["disk"].get("fsyncMicros", 0)
+                res[name]["fms"].append(us / 1000 / fs if fs else 0)
             stop(p)
     shutil.rmtree(work, ignore_errors=True)
     m = statistics.median
     ram = "RAM" if "RAM" in res else configs[0][0]
     ram_c, ram_p = m(res[ram]["create"]), m(res[ram]["patch"])
-    print("| store | creates/s | x RAM | p99 (ms) | PATCHes/s | x RAM | p99 (ms) | fsyncs/s | writes per fsync |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| store | creates/s | x RAM | p99 (ms) | PATCHes/s | x RAM | p99 (ms) | fsyncs/s | writes per fsync "
+          "| ms per fsync |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, _ in configs:
         r = res[name]
         c, pt = m(r["create"]), m(r["patch"])
-        print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s |" % (
+        print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s | %s |" % (
             name if name == "RAM" or a.configs else "disk, --dbSync " + name, c, c / ram_c, m(r["cp99"]) / 1000,
             pt, pt / ram_p, m(r["pp99"]) / 1000,
-            "%.0f" % m(r["fs"]) if r["fs"] else "-", "%.1f" % m(r["wpf"]) if r["wpf"] else "-"))
+            "%.0f" % m(r["fs"]) if r["fs"] else "-", "%.1f" % m(r["wpf"]) if r["wpf"] else "-",
+            "%.2f" % m(r["fms"]) if r["fms"] else "-"))
 
 
 def recovery(a):

@@ -321,6 +321,7 @@ struct cdb_log {
     time_t          last_fail_log;  /* second of the last "write failed" line */
     /* statistics (under mu) */
     uint64_t        appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
+    uint64_t        fsync_us;
 };
 
 /* Each writer thread's group buffer, freed when the thread exits. */
@@ -508,14 +509,17 @@ static void log_sync_locked(cdb_log_t *l)
     l->syncing = true;
     bool dir_too = l->create_pending;
     pthread_mutex_unlock(&l->mu);
+    int64_t t0 = cr_mono_ns();
     rc  = fdatasync(fd);
     err = errno;
+    int64_t t1 = cr_mono_ns();
     if (rc == 0 && dir_too && !cdb_fsync_dir(l->dir)) {
         rc  = -1;
         err = errno ? errno : EIO;
     }
     pthread_mutex_lock(&l->mu);
     l->syncing = false;
+    l->fsync_us += (uint64_t)(t1 - t0) / 1000;
     if (rc == 0 && dir_too)
         l->create_pending = false;
     l->fsyncs++;
@@ -1031,6 +1035,7 @@ void cdb_log_get_stats(cdb_log_t *l, cdb_log_stats_t *st)
     st->bytes        = l->bytes;
     st->fsyncs       = l->fsyncs;
     st->fsync_groups = l->fsync_groups;
+    st->fsync_us     = l->fsync_us;
     st->failures     = l->failures;
     st->snapshots    = l->snapshots;
     st->synced_seq   = l->synced_seq;

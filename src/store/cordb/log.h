@@ -133,6 +133,7 @@ void       cdb_log_snapshot_done(cdb_log_t *l, uint64_t seq, uint32_t first_segm
 
 typedef struct cdb_log_stats {
     uint64_t appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
+    uint64_t fsync_us;          /* time in the log's fdatasyncs */
     uint64_t synced_seq, next_seq;
     bool     failed;
 } cdb_log_stats_t;
