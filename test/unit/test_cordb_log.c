@@ -7,7 +7,8 @@
  * batch group is dropped whole; a corrupt record in the middle stops the
  * start with its file and offset, and --dbRecover truncate cuts there;
  * snapshots with segment roll-over and removal; roll-over at
- * --dbSegmentSize across restarts; a corrupt snapshot falls
+ * --dbSegmentSize across restarts; every kind of store object from the
+ * log and from a snapshot; a corrupt snapshot falls
  * back to the previous one and the longer log.
  */
 #include <setjmp.h>
@@ -662,6 +663,49 @@ static void test_segment_roll(void **state)
     arena_free(a);
 }
 
+/* Every kind of store object is a record kind: subscriptions,
+ * registrations and hosted @contexts (the same id in each kind is three
+ * objects) come back from the log and from a snapshot. */
+static void test_object_kinds(void **state)
+{
+    arena_t    *a = arena_new(4096);
+    problem_t   p = { 0 };
+    store_t    *s;
+    size_t      len;
+    const int   kinds[] = { STORE_OBJ_SUBSCRIPTION, STORE_OBJ_REGISTRATION, STORE_OBJ_CONTEXT };
+    const char *texts[] = { "{\"s\":1}", "{\"r\":2}", "{\"@context\":{}}" };
+
+    (void)state;
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    for (int k = 0; k < 3; k++)
+        assert_true(store_obj_put(s, NULL, kinds[k], "urn:x:1", texts[k], strlen(texts[k]), true, &p));
+    assert_true(store_obj_put(s, NULL, STORE_OBJ_REGISTRATION, "urn:x:1", "{\"r\":3}", 7, false, &p));
+    store_close(s);
+    for (int round = 0; round < 2; round++) {
+        s = open_disk("always", &p);
+        assert_non_null(s);
+        for (int k = 0; k < 3; k++) {
+            const char *want = k == 1 ? "{\"r\":3}" : texts[k];
+            const char *got  = store_obj_get(s, NULL, kinds[k], "urn:x:1", a, &len, &p);
+
+            if (round == 1 && k == 2) {
+                assert_null(got);
+                continue;
+            }
+            assert_non_null(got);
+            assert_int_equal(len, strlen(want));
+            assert_memory_equal(got, want, len);
+        }
+        if (round == 0) {                   /* then from a snapshot, and a delete after it */
+            assert_true(store_snapshot(s, NULL, &p));
+            assert_true(store_obj_delete(s, NULL, STORE_OBJ_CONTEXT, "urn:x:1", &p));
+        }
+        store_close(s);
+    }
+    arena_free(a);
+}
+
 /* --dbSnapshotSize: the log's thread takes a snapshot by itself. */
 static void test_snapshot_size(void **state)
 {
@@ -720,6 +764,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_segment_roll, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_object_kinds, setup, teardown),
         cmocka_unit_test(test_ram_no_snapshot),
     };
 
