@@ -555,34 +555,37 @@ static void log_sync_locked(cdb_log_t *l)
  * after a fault (every interval, or 100 ms). */
 static void *log_thread(void *ud)
 {
-    cdb_log_t *l = ud;
+    cdb_log_t      *l  = ud;
+    int             ms = l->mode == CDB_SYNC_INTERVAL ? l->interval_ms : 100;
+    struct timespec due, now;
 
+    clock_gettime(CLOCK_REALTIME, &due);
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
-        struct timespec ts;
-        int             ms = l->mode == CDB_SYNC_INTERVAL ? l->interval_ms : 100;
-
         if (l->mode == CDB_SYNC_ALWAYS && !l->failed && !l->syncing &&
             l->next_seq - 1 > l->synced_seq) {
             log_sync_locked(l);
             continue;
         }
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec > due.tv_sec || (now.tv_sec == due.tv_sec && now.tv_nsec >= due.tv_nsec)) {
+            /* the tick: every interval (or 100 ms), however often woken */
+            due = now;
+            due.tv_sec += ms / 1000;
+            due.tv_nsec += (long)(ms % 1000) * 1000000L;
+            if (due.tv_nsec >= 1000000000L) {
+                due.tv_sec++;
+                due.tv_nsec -= 1000000000L;
+            }
+            if (l->failed)
+                log_repair_locked(l);
+            else if (l->mode == CDB_SYNC_INTERVAL && !l->syncing)
+                log_sync_locked(l);
+            continue;
         }
         l->syncer_idle = l->mode == CDB_SYNC_ALWAYS;
-        int rc = pthread_cond_timedwait(&l->thr_cv, &l->mu, &ts);
+        pthread_cond_timedwait(&l->thr_cv, &l->mu, &due);
         l->syncer_idle = false;
-        if (l->stop)
-            break;
-        if (l->failed)
-            log_repair_locked(l);
-        else if (l->mode == CDB_SYNC_INTERVAL && rc == ETIMEDOUT && !l->syncing)
-            log_sync_locked(l);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
