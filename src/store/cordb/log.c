@@ -1,18 +1,22 @@
 /*
  * log.c - corDB's write-ahead log on disk (log.h): records, CRC32C, segment
- * files, the lock file, group commit, the background thread (interval fsyncs,
- * repairs after a fault, snapshot triggers).
+ * files and their roll-over, the lock file, group commit, the log thread
+ * (the syncer of --dbSync always, interval fsyncs, repairs after a fault)
+ * and the snapshot thread (snapshots, roll-overs).
  *
  * State under l->mu: the current segment (fd, end = bytes written, synced =
  * bytes known on disk), the next seq, the last synced seq, the waiters of
  * --dbSync always (a list in seq order), `syncing` (one thread runs fdatasync
  * at a time, never holding the mutex) and `failed`.
  *
- * Group commit: a waiter whose group is not yet synced and finds nobody
- * syncing becomes the syncer: it notes the last seq and offset written,
- * drops the mutex, fdatasyncs, and on success publishes that seq as synced
- * and wakes everybody: every group appended before its fdatasync began is
- * covered by that one call. Writers that arrive meanwhile wait for the next.
+ * Group commit: the log thread syncs while groups wait: it notes the last
+ * seq and offset written, drops the mutex, fdatasyncs, and on success
+ * publishes that seq as synced: every group appended before its fdatasync
+ * began is covered by that one call. Fsyncs are numbered; a writer waits on
+ * the condition variable of the fsync that covers its group (wcv[k & 1]),
+ * so an fsync wakes only the writers it covered; those that arrived
+ * meanwhile sleep on for the next. (One condition variable for everybody,
+ * broadcast per fsync and per unlink, cost 18 futex calls a write.)
  *
  * Faults. A failed pwrite cuts the segment back to its previous end (nothing
  * of the group stays) and answers 503. A failed fdatasync cannot tell what

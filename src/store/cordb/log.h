@@ -20,8 +20,8 @@
  * they hold the tenant's write lock, append it (one pwrite under the log's
  * mutex, which also numbers the records), make the new versions visible,
  * unlock, and then, with --dbSync always, wait for the group's fdatasync
- * (cdb_log_wait), shared by every writer waiting at that moment (group
- * commit). A failed write changes nothing; a failed fsync dooms every record
+ * (cdb_log_wait), which the log's thread runs for every writer waiting at
+ * that moment (group commit). A failed write changes nothing; a failed fsync dooms every record
  * after the last good sync: their writers undo their changes in the reverse
  * order of the log, and the log is cut back before it is written again.
  */
