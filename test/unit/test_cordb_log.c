@@ -614,9 +614,13 @@ static void test_segment_roll(void **state)
     create_n(s, a, 0, 100);
     for (int i = 0; i < 10; i++)
         assert_true(store_delete(s, NULL, arena_printf(a, "urn:r:%d", 50 + i), &p));
+    /* the roll-overs are the snapshot thread's: one pending at a time, so
+     * how many segments 11 KiB of log makes depends on its pace */
+    for (int k = 0; k < 200 && count_files("log-") < 3; k++)
+        usleep(10000);
     store_close(s);
     nseg = count_files("log-");
-    assert_true(nseg >= 4);
+    assert_true(nseg >= 3);
     /* every segment but the last is past the size (a roll-over only follows
      * an append past it), and each starts with the magic */
     for (uint32_t i = 1; i <= nseg; i++) {
@@ -630,8 +634,10 @@ static void test_segment_roll(void **state)
     assert_non_null(s);
     check_n(s, 0, 100, 50, 60);
     create_n(s, a, 100, 140);                   /* appends go on after a restart */
-    store_close(s);
+    for (int k = 0; k < 200 && count_files("log-") <= nseg; k++)
+        usleep(10000);                          /* (the roll-over is the snapshot thread's) */
     assert_true(count_files("log-") > nseg);
+    store_close(s);
     s = open_disk("none", &p);
     assert_non_null(s);
     check_n(s, 0, 140, 50, 60);
@@ -654,7 +660,7 @@ static void test_segment_roll(void **state)
     assert_true(store_snapshot(s, NULL, &p));
     create_n(s, a, 150, 160);
     assert_true(store_snapshot(s, NULL, &p));
-    assert_true(count_files("log-") < nseg);
+    assert_true(file_size(seg1()) < 0);         /* in the older snapshot kept: removed */
     store_close(s);
     s = open_disk("interval", &p);
     assert_non_null(s);
