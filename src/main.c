@@ -1,6 +1,7 @@
 /*
  * main.c - coraine: flags -> configuration, start the parts (contexts,
  * model, store, HTTP), wait for SIGINT/SIGTERM, stop them in reverse order.
+ * SIGUSR1 asks corDB on disk for a snapshot (as POST /admin/snapshot does).
  */
 #include "api/api.h"
 #include "core/core.h"
@@ -9,6 +10,7 @@
 #include "ld/ld.h"
 #include "model/model.h"
 #include "notify/notify.h"
+#include "ops/ops.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -38,11 +40,13 @@ int main(int argc, char **argv)
     /* SIGINT and SIGTERM are blocked before any thread starts, so every
      * thread inherits the mask and only the main thread takes them, in
      * sigwait() below (a handler with pause() misses a signal delivered to
-     * one of the other threads, and the broker would never stop). */
+     * one of the other threads, and the broker would never stop). SIGUSR1
+     * (a snapshot, e.g. before a backup) is taken the same way. */
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -93,7 +97,16 @@ int main(int argc, char **argv)
           cr_config.db_dir ? cr_config.db_dir : "", cr_config.connection_pool_size);
 
     int sig = 0;
-    while (sigwait(&stop_signals, &sig) != 0) {}
+    for (;;) {
+        if (sigwait(&stop_signals, &sig) != 0) continue;
+        if (sig != SIGUSR1) break;
+        /* the snapshot runs in the store's own thread; this one only asks */
+        problem_t sp = {0};
+        if (ops_snapshot_start(store, &sp))
+            LOG_I("SIGUSR1: a snapshot of corDB is started (GET /admin/snapshot tells when it is written)");
+        else
+            LOG_W("SIGUSR1: no snapshot: %s", sp.detail);
+    }
 
     LOG_I("stopping (%s)", sig == SIGINT ? "SIGINT" : "SIGTERM");
     ld_stop();                 /* requests waiting for a @context download answer now */

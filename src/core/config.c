@@ -37,6 +37,7 @@ static flag_t flags[] = {
     {"dbDir", F_STR, &cr_config.db_dir, "", NULL, "corDB on disk in this directory (a log and snapshots; none: RAM only)"},
     {"dbSync", F_STR, &cr_config.db_sync, "interval", "always|interval|none", "corDB on disk: when the log is fsynced (doc/cordb.md)"},
     {"dbSyncInterval", F_INT, &cr_config.db_sync_interval_ms, "100", NULL, "corDB on disk, --dbSync interval: ms between two fsyncs of the log"},
+    {"dbSegmentSize", F_SIZE, &cr_config.db_segment_size, "64M", NULL, "corDB on disk: bytes of a log segment file before the log rolls over to a new one, k/M/G suffixes (0: only at snapshots)"},
     {"dbSnapshotSize", F_SIZE, &cr_config.db_snapshot_size, "64M", NULL, "corDB on disk: bytes of log after which a snapshot is written, k/M/G suffixes (0: only on demand)"},
     {"dbRecover", F_STR, &cr_config.db_recover, "stop", "stop|truncate", "corDB on disk: a corrupt log record stops the start (stop) or the log is cut there (truncate)"},
     {"dbLockPrefer", F_STR, &cr_config.db_lock_prefer, "reads", "reads|writes", "corDB store lock: who goes first when both wait"},

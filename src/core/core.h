@@ -228,6 +228,7 @@ typedef struct cr_config {
     const char *db_sync;             /* --dbSync always|interval|none */
     int         db_sync_interval_ms; /* --dbSyncInterval */
     size_t      db_snapshot_size;    /* --dbSnapshotSize (0: on demand only) */
+    size_t      db_segment_size;     /* --dbSegmentSize (0: a segment per snapshot) */
     const char *db_recover;          /* --dbRecover stop|truncate */
     const char *db_lock_prefer;      /* --dbLockPrefer reads|writes */
     int         connection_pool_size;/* --connectionPoolSize (cores) */

@@ -109,14 +109,20 @@ static void stream_deliver(store_t *s, store_stream_t *st, store_change_t *g, si
         pending_t *h = st->queue;
 
         if (!st->busy && h && h->first == st->next) {
-            st->queue = h->next;
-            st->busy  = true;
-            pthread_mutex_unlock(&st->mu);
-            run_hooks(s, h->group, h->n);
-            pthread_mutex_lock(&st->mu);
-            st->next = h->last + 1;
+            /* Deliver the whole run of groups that are next in order, then
+             * wake the waiters once (a broadcast per group woke every
+             * waiter per group: quadratic when an fsync releases many). */
+            st->busy = true;
+            do {
+                st->queue = h->next;
+                pthread_mutex_unlock(&st->mu);
+                run_hooks(s, h->group, h->n);
+                pthread_mutex_lock(&st->mu);
+                st->next = h->last + 1;
+                h->done  = true;    /* h's writer may return (and free it) once we unlock */
+                h        = st->queue;
+            } while (h && h->first == st->next);
             st->busy = false;
-            h->done  = true;        /* h's writer may return (and free it) once we unlock */
             pthread_cond_broadcast(&st->cv);
         } else {
             pthread_cond_wait(&st->cv, &st->mu);

@@ -367,6 +367,7 @@ typedef struct store_stats {
     /* on disk (corDB --dbDir): the log; writes per fsync = groupsSynced / fsyncs (always) */
     bool     on_disk, log_failed;
     uint64_t log_records, log_bytes, log_appends, log_fsyncs, log_fsync_groups, log_failures;
+    uint64_t log_fsync_us;      /* time spent in the log's fdatasyncs, µs */
     uint64_t snapshots;
 } store_stats_t;
 void store_get_stats(store_t *s, store_stats_t *st);

@@ -2,7 +2,8 @@
 """crash_loop.py - corDB on disk under kill -9 (issue 13, `make crash`).
 
 Each iteration starts the broker on the same --dbDir with --dbSync always (and
-a small --dbSnapshotSize, so that snapshots run, and get killed, too), runs
+a small --dbSnapshotSize, so that snapshots run, and get killed, too, and a
+small --dbSegmentSize, so that the log rolls over between them), runs
 concurrent writers for a random moment, kills the broker with SIGKILL, starts
 it again and checks:
   - it starts (every time);
@@ -54,7 +55,8 @@ class Broker:
         self.base = "http://127.0.0.1:%d" % self.port
         self.log = open(logpath, "ab")
         cmd = [binp, "-fg", "--port", str(self.port), "--bind", "127.0.0.1", "--logLevel", "info",
-               "--dbDir", dbdir, "--dbSync", sync, "--dbSnapshotSize", "256k"] + list(extra)
+               "--dbDir", dbdir, "--dbSync", sync, "--dbSnapshotSize", "256k",
+               "--dbSegmentSize", "32k"] + list(extra)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while time.time() < deadline:

@@ -9,10 +9,18 @@
  *   D/write  containing ENOSPC or EIO: the write fails with that errno;
  *   D/fsync  containing ENOSPC or EIO: fdatasync / fsync fail so;
  *   D/snapcrash: a write to a snapshot file kills the process (SIGKILL),
- *            a crash in the middle of a snapshot.
+ *            a crash in the middle of a snapshot;
+ *   D/powercut: the next write to a log segment cuts every segment back to
+ *            its size at its last successful fdatasync / fsync and kills the
+ *            process: what a machine crash leaves when the unsynced pages
+ *            never reached the disk (the shim notes each segment's size
+ *            before each successful sync; log writes are serialized with
+ *            the cut, so none lands after it).
  * Removing the file ends the fault: the disk "works again".
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -80,6 +88,52 @@ static int db_file(int fd)
     return 0;
 }
 
+/* powercut: each log segment's size at its last good sync */
+static pthread_mutex_t cut_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { char path[512]; off_t size; } synced[256];
+static int n_synced;
+
+static int fd_path(int fd, char *path, size_t n)
+{
+    char    link[64];
+    ssize_t k;
+    int     saved = errno;
+
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    k = readlink(link, path, n - 1);
+    errno = saved;
+    if (k <= 0)
+        return 0;
+    path[k] = '\0';
+    return 1;
+}
+
+static void note_synced(int fd, off_t size)
+{
+    char path[512];
+    int  i;
+
+    if (!fd_path(fd, path, sizeof(path)))
+        return;
+    pthread_mutex_lock(&cut_mu);
+    for (i = 0; i < n_synced && strcmp(synced[i].path, path); i++)
+        ;
+    if (i == n_synced && n_synced < (int)(sizeof(synced) / sizeof(synced[0])))
+        snprintf(synced[n_synced++].path, sizeof(synced[0].path), "%s", path);
+    if (i < n_synced && size > synced[i].size)
+        synced[i].size = size;
+    pthread_mutex_unlock(&cut_mu);
+}
+
+/* Under cut_mu: the cut, then the kill (no write can come between). */
+static void power_cut(void)
+{
+    for (int i = 0; i < n_synced; i++)
+        if (truncate(synced[i].path, synced[i].size) != 0 && errno != ENOENT)
+            perror("faultshim: truncate");
+    kill(getpid(), SIGKILL);
+}
+
 static int write_fault(int fd)
 {
     int k;
@@ -109,6 +163,7 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     static ssize_t (*real)(int, const void *, size_t, off_t);
     int            e = write_fault(fd);
+    ssize_t        k;
 
     if (e) {
         errno = e;
@@ -116,7 +171,14 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
     }
     if (!real)
         real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
-    return real(fd, buf, n, off);
+    if (!fault_dir() || db_file(fd) != 1)
+        return real(fd, buf, n, off);
+    pthread_mutex_lock(&cut_mu);
+    if (fault("powercut"))
+        power_cut();
+    k = real(fd, buf, n, off);
+    pthread_mutex_unlock(&cut_mu);
+    return k;
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
@@ -138,6 +200,19 @@ ssize_t write(int fd, const void *buf, size_t n)
     return real(fd, buf, n);
 }
 
+/* A sync of a log segment: its size before the call is on disk after it. */
+static int synced_call(int (*real)(int), int fd)
+{
+    struct stat st;
+    int         log = fault_dir() && db_file(fd) == 1;
+    int         have = log && fstat(fd, &st) == 0;
+    int         rc = real(fd);
+
+    if (rc == 0 && have)
+        note_synced(fd, st.st_size);
+    return rc;
+}
+
 int fdatasync(int fd)
 {
     static int (*real)(int);
@@ -149,7 +224,7 @@ int fdatasync(int fd)
     }
     if (!real)
         real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-    return real(fd);
+    return synced_call(real, fd);
 }
 
 int fsync(int fd)
@@ -163,5 +238,5 @@ int fsync(int fd)
     }
     if (!real)
         real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-    return real(fd);
+    return synced_call(real, fd);
 }

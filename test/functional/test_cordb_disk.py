@@ -173,6 +173,64 @@ def test_admin_snapshot(dbdir, tmp_path):
         b.stop()
 
 
+def test_sigusr1_forces_a_snapshot(dbdir, tmp_path):
+    # issue 13: "POST /admin/snapshot (or a signal) forces one": SIGUSR1,
+    # taken by the main thread's sigwait with SIGINT/SIGTERM; the broker goes on
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always", "--dbSnapshotSize", "0"])
+    try:
+        for i in range(10):
+            assert b.create("urn:u:%d" % i, i).status_code == 201
+        assert not any(n.startswith("snap-") for n in os.listdir(dbdir))
+        b.proc.send_signal(signal.SIGUSR1)
+        deadline, g = time.time() + 15, {}
+        while time.time() < deadline:
+            g = requests.get(b.base + "/admin/snapshot", timeout=5).json()
+            if not g["running"] and g.get("file"):
+                break
+            time.sleep(0.02)
+        assert g.get("entities") == 10 and "error" not in g
+        assert os.path.basename(g["file"]) in os.listdir(dbdir)
+        assert "SIGUSR1" in b.log()
+        assert b.patch("urn:u:3", 33).status_code == 204
+    finally:
+        b.stop()
+    assert b.proc.returncode == 0
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        assert b.value("urn:u:3") == 33 and b.value("urn:u:9") == 9
+    finally:
+        b.stop()
+
+
+def test_sigusr1_in_ram_is_logged_and_ignored(tmp_path):
+    port = free_port()
+    logpath = os.path.join(str(tmp_path), "ram.log")
+    with open(logpath, "wb") as f:
+        p = subprocess.Popen([binary_path(), "-fg", "--port", str(port), "--bind", "127.0.0.1"],
+                             stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                if requests.get(base + "/version", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                time.sleep(0.02)
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(0.3)
+        assert p.poll() is None
+        assert requests.get(base + "/version", timeout=5).status_code == 200
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=15)
+        assert p.returncode == 0
+        assert "SIGUSR1" in open(logpath, errors="replace").read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_admin_snapshot_in_ram(broker):
     for r in (requests.post(broker.base + "/admin/snapshot", timeout=15),
               requests.get(broker.base + "/admin/snapshot", timeout=15)):
@@ -229,11 +287,101 @@ def test_fsync_fault_always(dbdir, tmp_path, err):
             time.sleep(0.05)
         s = requests.get(b.base + "/statistics", timeout=15).json()["store"]["disk"]
         assert s["failures"] >= 1 and s["failed"] is False
+        assert s["fsyncs"] >= 1 and s["fsyncMicros"] > 0     # the time the fsyncs took
     finally:
         b.kill()
     b = DiskBroker(dbdir, str(tmp_path))
     try:
         assert b.value("urn:g:1") == 1 and b.value("urn:g:2") is None and b.value("urn:g:3") == 3
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("err", ["EIO", "ENOSPC"])
+def test_fsync_fault_interval(dbdir, tmp_path, err):
+    # interval: a failed background fdatasync cannot take back writes already
+    # acknowledged; they stay, and the log refuses writes (503) until an
+    # fdatasync works again; nothing acknowledged is lost (a process crash)
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "interval", "--dbSyncInterval", "20"],
+                   fault_dir=str(faults))
+    acked = {}
+    try:
+        assert b.create("urn:h:0", 0).status_code == 201
+        acked["urn:h:0"] = 0
+        (faults / "fsync").write_text(err)
+        deadline, i = time.time() + 5, 1
+        while True:
+            r = b.create("urn:h:%d" % i, i)
+            if r.status_code == 201:
+                acked["urn:h:%d" % i] = i
+                i += 1
+                assert time.time() < deadline, "the fsync fault was never seen"
+                time.sleep(0.005)
+                continue
+            assert_503(r)
+            break
+        assert_503(b.patch("urn:h:0", 5))
+        assert b.value("urn:h:0") == 0                  # reads go on
+        (faults / "fsync").unlink()
+        deadline = time.time() + 5
+        while b.create("urn:h:x", 42).status_code != 201:
+            assert time.time() < deadline, "writes did not resume"
+            time.sleep(0.05)
+        acked["urn:h:x"] = 42
+    finally:
+        b.kill()
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        for eid, v in acked.items():
+            assert b.value(eid) == v, eid
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("sync", ["always", "interval"])
+def test_machine_crash(dbdir, tmp_path, sync):
+    # A machine crash (the faultshim's powercut: every log segment cut back
+    # to its size at its last good fdatasync, then kill -9). always: every
+    # acknowledged write is there; interval (50 ms): every write acknowledged
+    # more than the interval plus a margin before the cut is there. Both: the
+    # entities there are a prefix of the writes (nothing lost in the middle).
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    interval, margin = 0.05, 0.5
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", sync, "--dbSyncInterval", "50",
+                                          "--dbSegmentSize", "16k"], fault_dir=str(faults))
+    acked, cut, t0 = [], None, time.time()
+    s = requests.Session()
+    try:
+        i = 0
+        while True:
+            if cut is None and time.time() - t0 > 1.0:
+                cut = time.time()
+                (faults / "powercut").write_text("1")
+            try:
+                r = s.post(b.base + API + "/entities", headers=JSON, timeout=15,
+                           json={"id": "urn:m:%d" % i, "type": T, A: {"type": "Property", "value": i}})
+            except requests.RequestException:
+                break                                # the power went
+            assert r.status_code == 201, r.text
+            acked.append((i, time.time()))
+            i += 1
+        b.proc.wait(timeout=15)
+    finally:
+        b.kill()
+    assert cut is not None and len(acked) > 20
+    b = DiskBroker(dbdir, str(tmp_path))
+    try:
+        present = [b.value("urn:m:%d" % n) == n for n, _ in acked]
+        k = present.index(False) if False in present else len(present)
+        assert all(not x for x in present[k:]), "a write lost in the middle"
+        if sync == "always":
+            assert k == len(acked), "acknowledged writes lost: %d of %d" % (len(acked) - k, len(acked))
+        else:
+            old = [n for n, t in acked if t < cut - interval - margin]
+            assert k >= len(old), "writes older than the interval lost: %d present, %d older" % (k, len(old))
     finally:
         b.stop()
 

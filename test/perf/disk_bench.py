@@ -12,8 +12,10 @@ ingest: for each configuration (RAM, always, interval, none), a fresh broker
 (a fresh --dbDir), 10,000 Vehicles loaded, then wrk runs creates (a new
 Vehicle per request) and PATCHes (a merge of speed on one of the 10,000), 50
 connections; the report gives requests/s and p99 of each, the ratio to RAM,
-and for the disk modes the fsyncs per second and the writes per fsync (from
-/statistics: store.disk). Configurations alternate when --runs > 1.
+and for the disk modes the fsyncs per second, the writes per fsync and the
+mean time of an fsync (from /statistics: store.disk), and the broker's CPU
+time and context switches per write (/proc: what a loaded machine changes
+least; on 2 cores the CPU per write bounds `always`). Configurations alternate when --runs > 1.
 
 recovery: N Vehicles loaded (batch creates) into a broker with --dbSync
 none, stopped; the start is timed (until GET /version answers, and the
@@ -83,24 +85,43 @@ def stop(p):
     p.wait(timeout=60)
 
 
+def proc_cost(pid):
+    """The broker's CPU seconds (user + system) and context switches so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    cs = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, t)) as f:
+                cs += sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
+        except OSError:
+            pass
+    return cpu, cs
+
+
 def du(path):
     return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
 
 
 def ingest(a):
     configs = [("RAM", [])] + [(m, ["--dbSync", m]) for m in ("always", "interval", "none")]
-    res = {name: {"create": [], "patch": [], "cp99": [], "pp99": [], "fs": [], "wpf": []} for name, _ in configs}
+    if a.configs:
+        # NAME=FLAGS;NAME=FLAGS ... (e.g. "RAM=;always=--dbSync always --connectionPoolSize 32")
+        configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split()) for c in a.configs.split(";")]
+    res = {name: {"create": [], "patch": [], "cp99": [], "pp99": [], "fs": [], "wpf": [], "fms": [],
+                  "cpu": [], "cs": []} for name, _ in configs}
     work = tempfile.mkdtemp(prefix="coraine-diskbench-")
     for run in range(a.runs):
         for name, flags in configs:
             port = perf_run.free_port()
             d = os.path.join(work, "db-%s-%d" % (name, run))
-            fl = flags + (["--dbDir", d] if flags else [])
+            fl = flags + (["--dbDir", d] if name != "RAM" else [])
             p = start(port, fl, os.path.join(work, "broker.log"))
             base = "http://127.0.0.1:%d" % port
             perf_run.wait_up(base + "/version")
             perf_run.load(base, 10000)
-            s0, t0 = stats(port), time.time()
+            s0, t0, c0 = stats(port), time.time(), proc_cost(p.pid)
             rps, bad, p99 = perf_run.wrk(base + "/ngsi-ld/v1/entities", a.duration, a.connections, a.threads,
                                          os.path.join(HERE, "create.lua"))
             res[name]["create"].append(rps)
@@ -109,7 +130,10 @@ def ingest(a):
                                           os.path.join(HERE, "patch.lua"), ["10000"])
             res[name]["patch"].append(rps)
             res[name]["pp99"].append(p99 or 0)
-            s1, t1 = stats(port), time.time()
+            s1, t1, c1 = stats(port), time.time(), proc_cost(p.pid)
+            nreq = (res[name]["create"][-1] + res[name]["patch"][-1]) * a.duration
+            res[name]["cpu"].append((c1[0] - c0[0]) * 1e6 / max(nreq, 1))
+            res[name]["cs"].append((c1[1] - c0[1]) / max(nreq, 1))
             if bad or bad2:
                 print("warning: %s: %d non-2xx answers" % (name, bad + bad2))
             if "disk" in s1:
@@ -117,19 +141,24 @@ def ingest(a):
                 w = s1["disk"]["logWrites"] - s0["disk"]["logWrites"]
                 res[name]["fs"].append(fs / (t1 - t0))
                 res[name]["wpf"].append(w / fs if fs else 0)
+                us = s1["disk"].get("fsyncMicros", 0) - s0["disk"].get("fsyncMicros", 0)
+                res[name]["fms"].append(us / 1000 / fs if fs else 0)
             stop(p)
     shutil.rmtree(work, ignore_errors=True)
     m = statistics.median
-    ram_c, ram_p = m(res["RAM"]["create"]), m(res["RAM"]["patch"])
-    print("| store | creates/s | x RAM | p99 (ms) | PATCHes/s | x RAM | p99 (ms) | fsyncs/s | writes per fsync |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    ram = "RAM" if "RAM" in res else configs[0][0]
+    ram_c, ram_p = m(res[ram]["create"]), m(res[ram]["patch"])
+    print("| store | creates/s | x RAM | p99 (ms) | PATCHes/s | x RAM | p99 (ms) | fsyncs/s | writes per fsync "
+          "| ms per fsync | broker CPU µs per write | context switches per write |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, _ in configs:
         r = res[name]
         c, pt = m(r["create"]), m(r["patch"])
-        print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s |" % (
-            "RAM" if name == "RAM" else "disk, --dbSync " + name, c, c / ram_c, m(r["cp99"]) / 1000,
+        print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s | %s | %.1f | %.1f |" % (
+            name if name == "RAM" or a.configs else "disk, --dbSync " + name, c, c / ram_c, m(r["cp99"]) / 1000,
             pt, pt / ram_p, m(r["pp99"]) / 1000,
-            "%.0f" % m(r["fs"]) if r["fs"] else "-", "%.1f" % m(r["wpf"]) if r["wpf"] else "-"))
+            "%.0f" % m(r["fs"]) if r["fs"] else "-", "%.1f" % m(r["wpf"]) if r["wpf"] else "-",
+            "%.2f" % m(r["fms"]) if r["fms"] else "-", m(r["cpu"]), m(r["cs"])))
 
 
 def recovery(a):
@@ -224,6 +253,8 @@ def main():
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--entities", type=int, default=1000000)
+    ap.add_argument("--configs", help="ingest: NAME=FLAGS;... instead of RAM and the three modes "
+                    "(a NAME other than RAM gets a fresh --dbDir)")
     ap.add_argument("--bin", help="the broker binary (default build/release/coraine)")
     a = ap.parse_args()
     if a.bin:

@@ -6,7 +6,9 @@
  * second broker on the directory is refused; a torn tail is cut; a torn
  * batch group is dropped whole; a corrupt record in the middle stops the
  * start with its file and offset, and --dbRecover truncate cuts there;
- * snapshots with segment roll-over and removal; a corrupt snapshot falls
+ * snapshots with segment roll-over and removal; roll-over at
+ * --dbSegmentSize across restarts; every kind of store object from the
+ * log and from a snapshot; a corrupt snapshot falls
  * back to the previous one and the longer log.
  */
 #include <setjmp.h>
@@ -76,8 +78,9 @@ static int teardown(void **state)
 {
     (void)state;
     rm_dir(dir);
-    cr_config.db_dir     = NULL;
-    cr_config.db_recover = "stop";
+    cr_config.db_dir          = NULL;
+    cr_config.db_recover      = "stop";
+    cr_config.db_segment_size = 64u << 20;
     return 0;
 }
 
@@ -390,6 +393,17 @@ static void test_torn_tail(void **state)
     assert_non_null(s);
     store_close(s);
     assert_int_equal(file_size(seg1()), good);
+
+    /* a hole of zeros, then written bytes (a machine crash: pages written
+     * back out of order): the end of what was synced, cut */
+    memset(junk, 0, sizeof(junk));
+    memcpy(junk + 16, "\x30\0\0\0later page bytes", 20);
+    append_bytes(seg1(), junk, sizeof(junk));
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    check_filled(s, a);
+    store_close(s);
+    assert_int_equal(file_size(seg1()), good);
     arena_free(a);
 }
 
@@ -545,6 +559,159 @@ static void test_snapshots(void **state)
     arena_free(a);
 }
 
+static void seg_path_n(char *buf, size_t n, uint32_t seg)
+{
+    snprintf(buf, n, "%s/log-%08u.cdb", dir, seg);
+}
+
+static void create_n(store_t *s, arena_t *a, int from, int to)
+{
+    problem_t p = { 0 };
+
+    for (int i = from; i < to; i++)
+        assert_true(store_create(s, NULL, draft(a, arena_printf(a, "{\"id\":\"urn:r:%d\",\"type\":\""
+                                 T_V "\",\"" A_S "\":{\"type\":\"Property\",\"value\":%d}}", i, i)), &p));
+}
+
+static void check_n(store_t *s, int from, int to, int gone_from, int gone_to)
+{
+    problem_t p = { 0 };
+
+    for (int i = from; i < to; i++) {
+        char         id[32];
+        cr_entity_t *e;
+
+        snprintf(id, sizeof(id), "urn:r:%d", i);
+        e = store_get(s, NULL, id, &p);
+        if (i >= gone_from && i < gone_to) {
+            assert_null(e);
+            continue;
+        }
+        if (!e)
+            fail_msg("%s is missing", id);
+        assert_int_equal(e->n_attrs, 1);
+        assert_int_equal((int)e->attrs[0].value->i, i);
+        entity_unref(e);
+    }
+}
+
+/* --dbSegmentSize: the log rolls over to new segment files by itself; every
+ * record comes back from them in order; a corrupt record in an older segment
+ * stops the start with that file's name; snapshots remove the segments they
+ * cover. */
+static void test_segment_roll(void **state)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = { 0 };
+    store_t  *s;
+    char      path[512];
+    size_t    nseg;
+
+    (void)state;
+    cr_config.db_segment_size = 1024;
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    create_n(s, a, 0, 100);
+    for (int i = 0; i < 10; i++)
+        assert_true(store_delete(s, NULL, arena_printf(a, "urn:r:%d", 50 + i), &p));
+    /* the roll-overs are the snapshot thread's: one pending at a time, so
+     * how many segments 11 KiB of log makes depends on its pace */
+    for (int k = 0; k < 200 && count_files("log-") < 3; k++)
+        usleep(10000);
+    store_close(s);
+    nseg = count_files("log-");
+    assert_true(nseg >= 3);
+    /* every segment but the last is past the size (a roll-over only follows
+     * an append past it), and each starts with the magic */
+    for (uint32_t i = 1; i <= nseg; i++) {
+        seg_path_n(path, sizeof(path), i);
+        assert_true(file_size(path) >= 8);
+        if (i < nseg)
+            assert_true(file_size(path) >= 1024);
+    }
+
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    check_n(s, 0, 100, 50, 60);
+    create_n(s, a, 100, 140);                   /* appends go on after a restart */
+    for (int k = 0; k < 200 && count_files("log-") <= nseg; k++)
+        usleep(10000);                          /* (the roll-over is the snapshot thread's) */
+    assert_true(count_files("log-") > nseg);
+    store_close(s);
+    s = open_disk("none", &p);
+    assert_non_null(s);
+    check_n(s, 0, 140, 50, 60);
+    store_close(s);
+
+    /* a corrupt record in an older segment: the start stops, naming it */
+    seg_path_n(path, sizeof(path), 2);
+    flip_byte(path, 8 + 30);
+    s = open_disk("always", &p);
+    assert_null(s);
+    assert_non_null(strstr(p.detail, "log-00000002.cdb"));
+    assert_non_null(strstr(p.detail, "offset 8"));
+    flip_byte(path, 8 + 30);                    /* repaired */
+
+    /* snapshots: the segments the older of the two kept covers go */
+    s = open_disk("interval", &p);
+    assert_non_null(s);
+    assert_true(store_snapshot(s, NULL, &p));
+    create_n(s, a, 140, 150);
+    assert_true(store_snapshot(s, NULL, &p));
+    create_n(s, a, 150, 160);
+    assert_true(store_snapshot(s, NULL, &p));
+    assert_true(file_size(seg1()) < 0);         /* in the older snapshot kept: removed */
+    store_close(s);
+    s = open_disk("interval", &p);
+    assert_non_null(s);
+    check_n(s, 0, 160, 50, 60);
+    store_close(s);
+    arena_free(a);
+}
+
+/* Every kind of store object is a record kind: subscriptions,
+ * registrations and hosted @contexts (the same id in each kind is three
+ * objects) come back from the log and from a snapshot. */
+static void test_object_kinds(void **state)
+{
+    arena_t    *a = arena_new(4096);
+    problem_t   p = { 0 };
+    store_t    *s;
+    size_t      len;
+    const int   kinds[] = { STORE_OBJ_SUBSCRIPTION, STORE_OBJ_REGISTRATION, STORE_OBJ_CONTEXT };
+    const char *texts[] = { "{\"s\":1}", "{\"r\":2}", "{\"@context\":{}}" };
+
+    (void)state;
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    for (int k = 0; k < 3; k++)
+        assert_true(store_obj_put(s, NULL, kinds[k], "urn:x:1", texts[k], strlen(texts[k]), true, &p));
+    assert_true(store_obj_put(s, NULL, STORE_OBJ_REGISTRATION, "urn:x:1", "{\"r\":3}", 7, false, &p));
+    store_close(s);
+    for (int round = 0; round < 2; round++) {
+        s = open_disk("always", &p);
+        assert_non_null(s);
+        for (int k = 0; k < 3; k++) {
+            const char *want = k == 1 ? "{\"r\":3}" : texts[k];
+            const char *got  = store_obj_get(s, NULL, kinds[k], "urn:x:1", a, &len, &p);
+
+            if (round == 1 && k == 2) {
+                assert_null(got);
+                continue;
+            }
+            assert_non_null(got);
+            assert_int_equal(len, strlen(want));
+            assert_memory_equal(got, want, len);
+        }
+        if (round == 0) {                   /* then from a snapshot, and a delete after it */
+            assert_true(store_snapshot(s, NULL, &p));
+            assert_true(store_obj_delete(s, NULL, STORE_OBJ_CONTEXT, "urn:x:1", &p));
+        }
+        store_close(s);
+    }
+    arena_free(a);
+}
+
 /* --dbSnapshotSize: the log's thread takes a snapshot by itself. */
 static void test_snapshot_size(void **state)
 {
@@ -602,6 +769,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_middle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_segment_roll, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_object_kinds, setup, teardown),
         cmocka_unit_test(test_ram_no_snapshot),
     };
 

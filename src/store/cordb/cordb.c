@@ -1216,6 +1216,7 @@ static void be_disk_stats(void *vdb, store_stats_t *st)
     st->log_appends      = ls.appends;
     st->log_fsyncs       = ls.fsyncs;
     st->log_fsync_groups = ls.fsync_groups;
+    st->log_fsync_us     = ls.fsync_us;
     st->log_failures     = ls.failures;
     st->snapshots        = ls.snapshots;
 }

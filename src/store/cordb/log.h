@@ -11,7 +11,8 @@
  *   tenant  varint length + bytes ("" for the default tenant);
  *   flags   CDB_REC_MORE: the next record belongs to the same group (a batch,
  *           a purge chunk): recovery applies a group whole or not at all.
- * Segment files log-NNNNNNNN.cdb start with the 8-byte magic "CDBLOG01"; a
+ * Segment files log-NNNNNNNN.cdb (a new one after --dbSegmentSize bytes, and
+ * at each snapshot) start with the 8-byte magic "CDBLOG01"; a
  * snapshot snap-<seq, 16 hex>.cdb starts with "CDBSNAP1" and u64 seq (every
  * record up to seq is in it), holds records, and ends with an END record.
  *
@@ -19,8 +20,8 @@
  * they hold the tenant's write lock, append it (one pwrite under the log's
  * mutex, which also numbers the records), make the new versions visible,
  * unlock, and then, with --dbSync always, wait for the group's fdatasync
- * (cdb_log_wait), shared by every writer waiting at that moment (group
- * commit). A failed write changes nothing; a failed fsync dooms every record
+ * (cdb_log_wait), which the log's thread runs for every writer waiting at
+ * that moment (group commit). A failed write changes nothing; a failed fsync dooms every record
  * after the last good sync: their writers undo their changes in the reverse
  * order of the log, and the log is cut back before it is written again.
  */
@@ -82,6 +83,7 @@ typedef enum { CDB_SYNC_ALWAYS = 0, CDB_SYNC_INTERVAL, CDB_SYNC_NONE } cdb_sync_
 typedef struct cdb_logw {
     struct cdb_logw *prev, *next;
     uint64_t         last;      /* the group's last seq */
+    uint64_t         gen;       /* the number of the fsync that covers it */
     bool             linked;
 } cdb_logw_t;
 
@@ -91,7 +93,7 @@ typedef enum { CDB_WAIT_OK = 0, CDB_WAIT_DOOMED } cdb_wait_t;
  * same directory: NULL with a message naming the pid holding it). Recovery is
  * the caller's (cdb_log_segments); the log then appends to a new segment. */
 cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_t snapshot_size,
-                        problem_t *p);
+                        size_t segment_size, problem_t *p);
 /* Starts appending (a new segment after the last one found, next seq given)
  * and the background thread; snapshot(ud) is called from a thread of the
  * log when --dbSnapshotSize bytes were logged since the last snapshot. */
@@ -131,6 +133,7 @@ void       cdb_log_snapshot_done(cdb_log_t *l, uint64_t seq, uint32_t first_segm
 
 typedef struct cdb_log_stats {
     uint64_t appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
+    uint64_t fsync_us;          /* time in the log's fdatasyncs */
     uint64_t synced_seq, next_seq;
     bool     failed;
 } cdb_log_stats_t;

@@ -10,8 +10,9 @@
  * is applied only when its last record has been read.
  *
  * A bad record where the last segment ends (a record cut short, or bytes
- * that are only zeros, or a bad record that runs to the end of the file) is
- * a torn tail: a crash while writing, never acknowledged. It is cut off, from
+ * that are only zeros, or a bad record that runs to the end of the file, or
+ * a record position holding zeros: a hole a machine crash left) is a torn
+ * tail: a crash while writing, never acknowledged. It is cut off, from
  * the start of its group, and the bytes dropped are logged. Any other bad
  * record stops the start with its file and offset, unless --dbRecover
  * truncate says to cut the log there (and drop the segments after it).
@@ -220,7 +221,7 @@ static bool seg_replay(seg_scan_t *ss, const char *dir, uint32_t seg, bool last,
     size_t    off = CDB_MAGIC_LEN, group_at = CDB_MAGIC_LEN, bad_at = 0;
     cdb_rec_t r;
     const char *why = NULL;
-    bool      ok = true;
+    bool      ok = true, holed = false;
 
     cdb_seg_path(path, sizeof(path), dir, seg);
     if (!map_file(path, &m, true))
@@ -240,6 +241,16 @@ static bool seg_replay(seg_scan_t *ss, const char *dir, uint32_t seg, bool last,
 
         if (pr != CDB_PARSE_OK) {
             bool torn = pr == CDB_PARSE_SHORT || all_zero(m.p + off, m.n - off);
+
+            /* A record that starts with 8 zero bytes (length 0: no record
+             * is) is space that was never written: after a machine crash,
+             * pages written back out of order leave such a hole in front
+             * of later ones that reached the disk before their fsync. In
+             * the last segment that is the end of what was synced. */
+            if (!torn && last && m.n - off >= 8 && all_zero(m.p + off, 8)) {
+                torn = true;
+                holed = true;
+            }
 
             if (!torn && m.n - off >= 8) {
                 /* a bad record that runs to the end of the file */
@@ -296,7 +307,11 @@ static bool seg_replay(seg_scan_t *ss, const char *dir, uint32_t seg, bool last,
                 ss->expect--;
             at += g.size;
         }
-        if (!strcmp(why, "torn")) {
+        if (!strcmp(why, "torn") && holed) {
+            LOG_W("corDB: %s: a torn tail (a machine crash while writing: never-written zeros at "
+                  "offset %zu, written bytes after them) cut at offset %zu: %zu bytes dropped, "
+                  "never synced", path, bad_at, group_at, m.n - group_at);
+        } else if (!strcmp(why, "torn")) {
             LOG_W("corDB: %s: a torn tail (a crash while writing) cut at offset %zu: %zu bytes "
                   "dropped, never acknowledged", path, group_at, m.n - group_at);
         } else if (ss->truncate) {
@@ -365,7 +380,7 @@ cdb_t *cdb_open_disk(bool prefer_writers, problem_t *p)
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     log = cdb_log_open(dir, sync_mode(), cr_config.db_sync_interval_ms,
-                       cr_config.db_snapshot_size, p);
+                       cr_config.db_snapshot_size, cr_config.db_segment_size, p);
     if (!log)
         return NULL;
     if (!cdb_list_files(dir, &f, p)) {
