@@ -81,8 +81,12 @@ static bool page_param(request_t *r, const char *name, size_t def, size_t *out, 
 static void page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
 {
     sbuf_t sb;
+    size_t plen = strlen(r->path);
+    while (plen > 1 && r->path[plen - 1] == '/') plen--;    /* /subscriptions/ is /subscriptions */
     sb_init(&sb, r->arena, 128);
-    sb_printf(&sb, "<%s?limit=%zu&offset=%zu>; rel=\"%s\"; type=\"%s\"", r->path, limit, offset, rel, ctype);
+    /* RFC 8288 link-params without optional whitespace, as the suite compares them (031_02) */
+    sb_printf(&sb, "<%.*s?limit=%zu&offset=%zu>;rel=\"%s\";type=\"%s\"", (int)plen, r->path, limit, offset, rel,
+              ctype);
     reply_header(r, "Link", sb.p);
 }
 

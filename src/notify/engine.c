@@ -408,7 +408,7 @@ static bool watched(const notify_sub_t *s, const store_attr_ref_t *r, uint32_t n
         for (size_t k = 0; k < s->n_watched && !name_ok; k++) name_ok = s->watched[k] == r[i].name;
         for (size_t k = 0; k < s->n_dataset_ids && !ds_ok; k++)
             ds_ok = r[i].dataset_id ? !strcmp(r[i].dataset_id, s->dataset_ids[k])
-                                    : !strcmp(s->dataset_ids[k], "urn:ngsi-ld:default");
+                                    : !strcmp(s->dataset_ids[k], "@none");
         if (name_ok && ds_ok) return true;
     }
     return false;

@@ -82,12 +82,29 @@ static json_t *instance(json_t *v, const char *ds)
     return NULL;
 }
 
+/* The datasetId of the one instance of name left in e (NULL: the default), for
+ * turning a simplified single value into its {"dataset": {...}} form. */
+static const char *remaining_dataset(const cr_entity_t *e, const char *name)
+{
+    for (uint16_t i = 0; e && i < e->n_attrs; i++)
+        if (e->attrs[i].name == name) return e->attrs[i].dataset_id;
+    return NULL;
+}
+
+/* Adds the deleted instance r to e (DISPUTED.md, doc/api.md "Decisions"):
+ * an attribute with no instance left in the notification is sent once, as
+ * NGSI-LD Null (5.8.6; deleting every instance is one deletion of the
+ * attribute); an instance deleted beside remaining ones is added to them
+ * with its datasetId (an array of instances, or the {"dataset": {...}} map
+ * of the simplified format). was_absent: the rendering had no instance of
+ * the name before the deleted ones were added. */
 static void add_deleted(arena_t *a, json_t *e, const store_attr_ref_t *r, const notify_job_t *j,
-                        const render_opts_t *ro, bool show)
+                        const render_opts_t *ro, bool show, bool was_absent)
 {
     const char      *name = ld_compact_name(ro->ctx, r->name);
     const cr_attr_t *prev = j->before ? entity_attr(j->before, r->name, r->dataset_id) : NULL;
-    json_t          *inst;
+    json_t          *inst, *cur = json_get(e, name);
+    if (was_absent && cur) return;                    /* the attribute is already sent as Null */
     if (ro->format != FMT_NORMALIZED) inst = json_new_string(a, "urn:ngsi-ld:null");
     else {
         attr_kind_t kind = prev ? (attr_kind_t)prev->kind : ATTR_PROPERTY;
@@ -100,7 +117,7 @@ static void add_deleted(arena_t *a, json_t *e, const store_attr_ref_t *r, const 
             null = m;
         }
         json_add(inst, value_member(kind), null);
-        if (r->dataset_id) json_add(inst, "datasetId", json_new_string(a, r->dataset_id));
+        if (r->dataset_id && !was_absent) json_add(inst, "datasetId", json_new_string(a, r->dataset_id));
         if (ro->sys_attrs && prev) {
             char t[32];
             cr_datetime_format(prev->created_at, t);
@@ -112,9 +129,24 @@ static void add_deleted(arena_t *a, json_t *e, const store_attr_ref_t *r, const 
         }
         if (show) add_previous(a, inst, prev, ro);
     }
-    json_t *cur = json_get(e, name);
-    if (!cur) json_add(e, name, inst);
-    else if (json_is_array(cur)) json_add(cur, NULL, inst);
+    if (!cur) {
+        json_add(e, name, inst);
+        return;
+    }
+    if (ro->format == FMT_KEYVALUES) {
+        /* 4.5.4: several instances are {"dataset": {"@none": v, "<datasetId>": v}} */
+        json_t *map = json_is_object(cur) ? json_get(cur, "dataset") : NULL;
+        if (!map) {
+            const char *ds = j->e && !j->entity_gone ? remaining_dataset(j->e, r->name) : NULL;
+            json_t     *o = json_new(a, JSON_OBJECT);
+            map = json_new(a, JSON_OBJECT);
+            json_add(map, ds ? ds : "@none", json_clone(a, cur));
+            json_add(o, "dataset", map);
+            json_remove(e, name);
+            json_add(e, name, o);
+        }
+        json_add(map, r->dataset_id ? r->dataset_id : "@none", inst);
+    } else if (json_is_array(cur)) json_add(cur, NULL, inst);
     else {
         json_t *arr = json_new(a, JSON_ARRAY);
         json_remove(e, name);
@@ -136,7 +168,11 @@ static void complete_entity(sbuf_t *sb, size_t start, const notify_job_t *j, con
             add_previous(a, instance(json_get(e, ld_compact_name(ro->ctx, r->name)), r->dataset_id),
                          entity_attr(j->before, r->name, r->dataset_id), ro);
         }
-        for (uint32_t i = 0; i < j->n_deleted; i++) add_deleted(a, e, &j->deleted[i], j, ro, show);
+        /* which deleted names have no instance in the rendering (before any is added) */
+        bool *absent = arena_alloc(a, (j->n_deleted ? j->n_deleted : 1) * sizeof *absent);
+        for (uint32_t i = 0; i < j->n_deleted; i++)
+            absent[i] = !json_get(e, ld_compact_name(ro->ctx, j->deleted[i].name));
+        for (uint32_t i = 0; i < j->n_deleted; i++) add_deleted(a, e, &j->deleted[i], j, ro, show, absent[i]);
         sb->len = start;
         json_render(sb, e);
     }

@@ -432,9 +432,14 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         if (!json_is_array(v) || !v->len) BAD("datasetId must be a non-empty array of URIs");
         s->dataset_ids = arena_alloc(s->a, v->len * sizeof *s->dataset_ids);
         for (const json_t *c = v->child; c; c = c->next) {
-            if (!json_is_string(c) || !uri_ok(c->str)) BAD("datasetId: each entry must be a URI");
-            s->dataset_ids[s->n_dataset_ids++] = c->str;
+            if (!json_is_string(c) || (!uri_ok(c->str) && strcmp(c->str, "@none")))
+                BAD("datasetId: each entry must be a URI or \"@none\"");
+            /* "@none" (5.2.12) and urn:ngsi-ld:default both name the default instance */
+            s->dataset_ids[s->n_dataset_ids++] = !strcmp(c->str, "urn:ngsi-ld:default") ? "@none" : c->str;
         }
+        /* 5.2.12: only the selected instances are notified (render: "@none" is the default one) */
+        s->ro.dataset_ids = s->dataset_ids;
+        s->ro.n_dataset_ids = s->n_dataset_ids;
     }
     if ((v = json_get(t, "lang"))) {
         if (!json_is_string(v) || !v->len) BAD("lang must be a language tag");

@@ -142,7 +142,10 @@ def test_5_8_4_query_pages_in_creation_order(cli, rcv):
     assert r.status_code == 200
     assert [s["id"] for s in r.json()] == ids[1:3]
     assert r.headers["NGSILD-Results-Count"] == "5"
-    assert 'rel="next"' in r.headers["Link"] or "next" in r.headers.get("Link", "")
+    assert r.headers["Link"] == '</ngsi-ld/v1/subscriptions?limit=2&offset=3>;rel="next";type="application/json", ' \
+        '</ngsi-ld/v1/subscriptions?limit=2&offset=0>;rel="prev";type="application/json"'
+    last = cli.get("/subscriptions/", params={"limit": 2, "offset": 4})     # ETSI 031_02: no trailing slash
+    assert last.headers["Link"] == '</ngsi-ld/v1/subscriptions?limit=2&offset=2>;rel="prev";type="application/json"'
     assert [s["id"] for s in cli.get("/subscriptions", params={"limit": 100}).json()] == ids
     assert_problem(cli.get("/subscriptions", params={"limit": -1}), 400, "BadRequestData")
 
@@ -411,6 +414,51 @@ def test_attribute_deleted_key_values(cli, rcv):
     cli.create(entity(eid, "Car", speed=prop(1), brand=prop("b")))
     cli.delete("/entities/%s/attrs/brand" % eid)
     assert data(rcv, 1)[0]["data"][0] == {"id": eid, "type": "Car", "speed": 1, "brand": NGSI_NULL}
+
+
+def test_5_8_6_all_instances_deleted_is_one_null(cli, rcv):
+    """ETSI 046_22_08: deleting every instance of an attribute is one deletion:
+    the attribute is sent once as NGSI-LD Null (doc/api.md, Decisions)."""
+    create_sub(cli, sub(rcv.uri, notificationTrigger=["attributeDeleted"], notification={"sysAttrs": False}))
+    eid = uid()
+    cli.create(entity(eid, "Car", name=[prop("n0"), prop("n1", datasetId="urn:ds:1"), prop("n2", datasetId="urn:ds:2")]))
+    assert cli.delete("/entities/%s/attrs/name" % eid, params={"deleteAll": "true"}).status_code == 204
+    assert data(rcv, 1)[0]["data"][0]["name"] == {"type": "Property", "value": NGSI_NULL}
+
+
+def test_5_8_6_instance_deleted_key_values_dataset_map(cli, rcv):
+    """ETSI 046_22_07: in keyValues the deleted instance joins the {"dataset": {...}} map."""
+    create_sub(cli, sub(rcv.uri, notificationTrigger=["attributeDeleted"],
+                        notification={"format": "keyValues", "sysAttrs": False}))
+    eid = uid()
+    cli.create(entity(eid, "Car", name=[prop("n0"), prop("n1", datasetId="urn:ds:1"), prop("n2", datasetId="urn:ds:2")],
+                      other=[prop("o0"), prop("o1", datasetId="urn:ds:1")]))
+    cli.delete("/entities/%s/attrs/name" % eid, params={"datasetId": "urn:ds:1"})
+    d = data(rcv, 1)[0]["data"][0]
+    assert d["name"] == {"dataset": {"@none": "n0", "urn:ds:2": "n2", "urn:ds:1": NGSI_NULL}}
+    cli.delete("/entities/%s/attrs/other" % eid, params={"datasetId": "urn:ds:1"})
+    d = data(rcv, 2)[1]["data"][0]
+    assert d["other"] == {"dataset": {"@none": "o0", "urn:ds:1": NGSI_NULL}}
+
+
+def test_5_2_12_dataset_id_selects_the_notified_instances(cli, rcv):
+    """ETSI 046_19: datasetId selects the instances that trigger and that are sent."""
+    create_sub(cli, sub(rcv.uri, datasetId=["urn:ds:fr"], notification={"sysAttrs": False}))
+    eid = uid()
+    cli.create(entity(eid, "Car", name=[prop("Eiffel"), prop("Tour", datasetId="urn:ds:fr"),
+                                        prop("Turm", datasetId="urn:ds:de")]))
+    rcv.wait(1)
+    rcv.reset()
+    cli.patch("/entities/%s/attrs" % eid, {"name": prop("Le Tour", datasetId="urn:ds:fr")})
+    d = data(rcv, 1)[0]["data"][0]
+    assert d["name"] == {"type": "Property", "value": "Le Tour", "datasetId": "urn:ds:fr"}
+    cli.patch("/entities/%s/attrs" % eid, {"name": prop("Der Turm", datasetId="urn:ds:de")})
+    assert rcv.settle()["notifications"] == 1          # not a watched instance
+    create_sub(cli, sub(rcv.uri, datasetId=["@none"], notification={"sysAttrs": False}))
+    rcv.reset()
+    cli.patch("/entities/%s/attrs" % eid, {"name": prop("Eiffel Tower")})
+    assert data(rcv, 1)[0]["data"][0]["name"] == {"type": "Property", "value": "Eiffel Tower"}
+    assert rcv.settle()["notifications"] == 1          # only the "@none" subscription watches the default one
 
 
 def test_default_triggers_skip_attribute_deletion(cli, rcv):
