@@ -88,7 +88,9 @@ static bool connect_now(mqtt_conn_t *c, const notify_sub_t *s, long timeout_ms)
     mosquitto_connect_callback_set(c->m, on_connect);
     mosquitto_publish_callback_set(c->m, on_publish);
     if (s->mq_user) mosquitto_username_pw_set(c->m, s->mq_user, s->mq_pass);
-    if (s->mq_tls && mosquitto_tls_set(c->m, NULL, "/etc/ssl/certs", NULL, NULL, NULL) != MOSQ_ERR_SUCCESS) {
+    const char *ca = cr_config.notifier_ca_file && *cr_config.notifier_ca_file && strcmp(cr_config.notifier_ca_file, "none")
+                         ? cr_config.notifier_ca_file : NULL;
+    if (s->mq_tls && mosquitto_tls_set(c->m, ca, ca ? NULL : "/etc/ssl/certs", NULL, NULL, NULL) != MOSQ_ERR_SUCCESS) {
         failed(c, s, "TLS setup failed");
         return false;
     }

@@ -31,9 +31,15 @@
  *  - endpoints: one per notification URI, with --notifierInflight lanes; the
  *    jobs of one (subscription, entity) always take the same lane, so they are
  *    sent in commit order; a lane is one keep-alive HTTP connection (a libcurl
- *    easy handle kept for the lane) and sends one notification at a time;
- *  - senders: --notifierThreads threads take ready lanes; a slow endpoint holds
- *    at most its own lanes' threads (--notifierInflight each).
+ *    easy handle kept for the lane) and has one notification in flight;
+ *  - senders: --notifierThreads threads take ready lanes and render; the HTTP
+ *    thread (libcurl multi) carries every lane's request at once, so a slow or
+ *    dead endpoint holds only its own lanes, never a thread;
+ *  - failures: a failed notification is retried (--notifierRetries, after
+ *    --notifierRetryDelay doubling, at least endpoint.cooldown) at the head of
+ *    its lane, so order holds; the lane is parked meanwhile, not a thread;
+ *    within endpoint.cooldown of a failure nothing else of the subscription
+ *    is sent (5.2.15: dropped, counted).
  *
  * Every count is kept per subscription (timesSent, timesFailed, due, dropped)
  * and over all of them (/statistics).
@@ -126,6 +132,10 @@ typedef struct notify_stats {
     uint64_t dropped_expired;     /* changes that would have been due after expiresAt */
     uint64_t dropped_failing;     /* not tried: the endpoint failed FAIL_STREAK times in a row, backing off */
     uint64_t throttled;           /* due changes not sent because of throttling */
+    uint64_t delivered;           /* due changes in a delivered notification */
+    uint64_t retried;             /* attempts that retried a failed notification (--notifierRetries) */
+    uint64_t dropped_cooldown;    /* not sent: within the subscription's endpoint.cooldown of a failure */
+    uint64_t dropped_retries;     /* changes of a notification that failed all its attempts */
     uint64_t queued;              /* now waiting in the queues */
     uint64_t endpoints;
 } notify_stats_t;

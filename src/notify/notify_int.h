@@ -24,6 +24,10 @@ typedef struct sub_counters {
     atomic_int      refs;
     atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_deleted, dropped_shutdown, dropped_expired,
                          dropped_failing, throttled;
+    atomic_uint_fast64_t delivered;        /* due changes in a notification that was delivered */
+    atomic_uint_fast64_t retried;          /* attempts that were retries of a failed notification */
+    atomic_uint_fast64_t dropped_cooldown; /* not sent: within endpoint.cooldown of a failure (5.2.15) */
+    atomic_uint_fast64_t dropped_retries;  /* changes of a notification that failed every retry */
     _Atomic int64_t last_notification, last_success, last_failure;
     _Atomic int64_t last_due;          /* throttling: the commit time of the last due change */
     atomic_int      failing;           /* notification.status: 1 failed, 0 ok */
@@ -66,6 +70,7 @@ struct notify_sub {
     int                 accept;           /* ACC_JSON / ACC_LDJSON / ACC_GEOJSON (http.h values) */
     sub_header_t       *receiver_info; size_t n_receiver_info;
     long                timeout_ms;       /* 0: --notifierTimeout */
+    long                cooldown_ms;      /* endpoint.cooldown (5.2.15), 0: none */
     /* MQTT (7.2): mqtt[s]://[user[:pass]@]host[:port]/topic */
     bool                mqtt, mq_tls, mqtt_v5;
     int                 mqtt_qos;
@@ -105,12 +110,22 @@ typedef struct notify_job {
  * in order: their entities are its data) into sb and returns its Content-Type. */
 const char *notify_render(notify_job_t *const *jobs, size_t n, sbuf_t *sb);
 
-/* sender.c: the HTTP client. A connection (*conn, created on first use) is
- * one lane's keep-alive connection; post answers true for a 2xx. */
-bool notify_http_init(problem_t *p);
+/* sender.c: the HTTP client (libcurl multi on its own thread) and the
+ * dispatch to MQTT. notify_send() sends one notification on a lane's
+ * connection (*conn, created on first use: a kept easy handle, or an MQTT
+ * client) and returns at once for HTTP; done(ud, ok, aborted) follows once,
+ * on the HTTP thread (or on the caller's for MQTT and for a request that
+ * could not be made). ok: a 2xx (an MQTT publication acknowledged as its QoS
+ * asks); aborted: not attempted to the end because the engine stops. body
+ * stays untouched until done. */
+typedef void (*notify_done_fn)(void *ud, bool ok, bool aborted);
+bool notify_http_init(notify_done_fn done, problem_t *p);
+/* Stops the HTTP thread: what is in flight is done(.., aborted). */
 void notify_http_shutdown(void);
-bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
-                      long timeout_ms);
+/* After the connections are freed: the multi handle and libcurl go. */
+void notify_http_cleanup(void);
+void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                 long timeout_ms, void *ud);
 void notify_conn_free(void *conn);
 
 /* mqtt.c: the same for MQTT endpoints (7.2); post wraps the body in the envelope. */

@@ -2,13 +2,16 @@
  * sender.c - what a notification looks like on the wire (5.3.1, 6.3.8 HTTP
  * binding): the Notification body with the entities rendered by model/
  * (entity_render: the formats and projections of the entity API, compacted
- * with the subscription's jsonldContext), and the HTTP POST through a
- * libcurl easy handle kept per lane, so each lane is one keep-alive
- * connection to its endpoint.
+ * with the subscription's jsonldContext), and the HTTP client: libcurl's
+ * multi interface driven by one thread, so that every lane's POST is in
+ * flight at the same time and a slow or dead endpoint holds nothing but its
+ * own lanes (no thread waits on a receiver). Each lane keeps its easy handle
+ * and the multi handle's connection cache keeps the connections alive.
  */
 #include "notify_int.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,26 +276,145 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
 /* ------------------------------------------------------------ HTTP */
 
 /* A lane's connection: a libcurl easy handle (HTTP) or an MQTT client;
- * an endpoint's URI fixes which, so a lane only ever has one of them. */
+ * an endpoint's URI fixes which, so a lane only ever has one of them. A lane
+ * has at most one request in flight, so its conn is the request's state. */
 typedef struct conn {
-    CURL *curl;
-    void *mqtt;
+    CURL              *curl;
+    void              *mqtt;
+    struct curl_slist *headers;        /* of the request in flight */
+    void              *ud;             /* the done callback's */
+    struct conn       *next;           /* the submit list / the in-flight list */
+    struct conn       *prev;           /* the in-flight list */
 } conn_t;
 
-bool notify_http_init(problem_t *p)
+static notify_done_fn  g_done;
+static CURLM          *g_multi;
+static pthread_t       g_loop;
+static bool            g_loop_on;
+static pthread_mutex_t g_hmu = PTHREAD_MUTEX_INITIALIZER;
+static conn_t         *g_submit;       /* handed over by the senders, under g_hmu */
+static bool            g_hstop;        /* under g_hmu */
+static conn_t         *g_inflight;     /* the loop thread's only */
+
+static void request_done(conn_t *c, CURLcode rc, bool aborted)
 {
+    long code = 0;
+    if (rc == CURLE_OK) curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+    else if (!aborted) {
+        char *url = NULL;
+        curl_easy_getinfo(c->curl, CURLINFO_EFFECTIVE_URL, &url);
+        LOG_D("notify %s: %s", url ? url : "?", curl_easy_strerror(rc));
+    }
+    curl_slist_free_all(c->headers);
+    c->headers = NULL;
+    void *ud = c->ud;
+    c->ud = NULL;
+    g_done(ud, rc == CURLE_OK && code >= 200 && code < 300, aborted);   /* may free c (its endpoint went) */
+}
+
+static void inflight_unlink(conn_t *c)
+{
+    if (c->prev) c->prev->next = c->next;
+    else g_inflight = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->next = c->prev = NULL;
+}
+
+/* The loop: takes the submitted requests into the multi handle, drives
+ * every transfer, and reports each finished one. */
+static void *loop_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&g_hmu);
+        conn_t *sub = g_submit;
+        bool    stop = g_hstop;
+        g_submit = NULL;
+        pthread_mutex_unlock(&g_hmu);
+        while (sub) {
+            conn_t *c = sub;
+            sub = c->next;
+            c->prev = NULL;
+            if (stop || curl_multi_add_handle(g_multi, c->curl) != CURLM_OK) {
+                c->next = NULL;
+                request_done(c, CURLE_FAILED_INIT, stop);
+                continue;
+            }
+            c->next = g_inflight;
+            if (g_inflight) g_inflight->prev = c;
+            g_inflight = c;
+        }
+        if (stop) break;
+        int running;
+        curl_multi_perform(g_multi, &running);
+        CURLMsg *m;
+        int      left;
+        while ((m = curl_multi_info_read(g_multi, &left))) {
+            if (m->msg != CURLMSG_DONE) continue;
+            CURL    *e = m->easy_handle;
+            CURLcode rc = m->data.result;
+            conn_t  *c = NULL;
+            curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&c);
+            curl_multi_remove_handle(g_multi, e);
+            inflight_unlink(c);
+            request_done(c, rc, false);
+        }
+        curl_multi_poll(g_multi, NULL, 0, 1000, NULL);
+    }
+    /* stopping: what is still in flight is not delivered */
+    while (g_inflight) {
+        conn_t *c = g_inflight;
+        curl_multi_remove_handle(g_multi, c->curl);
+        inflight_unlink(c);
+        request_done(c, CURLE_ABORTED_BY_CALLBACK, true);
+    }
+    return NULL;
+}
+
+bool notify_http_init(notify_done_fn done, problem_t *p)
+{
+    g_done = done;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return problem_set(p, PB_INTERNAL_ERROR, "cannot initialise libcurl");
-    if (!notify_mqtt_init(p)) {
+    if (!(g_multi = curl_multi_init())) {
         curl_global_cleanup();
-        return false;
+        return problem_set(p, PB_INTERNAL_ERROR, "cannot create libcurl's multi handle");
     }
+    /* idle keep-alive connections kept over all endpoints (each lane has one) */
+    curl_multi_setopt(g_multi, CURLMOPT_MAXCONNECTS, 4096L);
+    if (!notify_mqtt_init(p)) goto fail;
+    g_hstop = false;
+    if (pthread_create(&g_loop, NULL, loop_main, NULL) != 0) {
+        notify_mqtt_shutdown();
+        problem_set(p, PB_INTERNAL_ERROR, "cannot start the notifier's HTTP thread");
+        goto fail;
+    }
+    g_loop_on = true;
     return true;
+fail:
+    curl_multi_cleanup(g_multi);
+    g_multi = NULL;
+    curl_global_cleanup();
+    return false;
 }
 
 void notify_http_shutdown(void)
 {
+    if (g_loop_on) {
+        pthread_mutex_lock(&g_hmu);
+        g_hstop = true;
+        pthread_mutex_unlock(&g_hmu);
+        curl_multi_wakeup(g_multi);
+        pthread_join(g_loop, NULL);
+        g_loop_on = false;
+    }
+}
+
+void notify_http_cleanup(void)
+{
     notify_mqtt_shutdown();
+    if (g_multi) curl_multi_cleanup(g_multi);
+    g_multi = NULL;
     curl_global_cleanup();
 }
 
@@ -312,44 +434,44 @@ static size_t discard(char *ptr, size_t size, size_t nmemb, void *ud)
     return size * nmemb;
 }
 
-bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
-                      long timeout_ms)
+static bool add_header(struct curl_slist **h, const char *line)
 {
-    conn_t *cn = *conn;
-    if (!cn) *conn = cn = cr_xcalloc(1, sizeof *cn);
-    if (s->mqtt) return notify_mqtt_post(&cn->mqtt, s, body, len, ctype, timeout_ms);
+    struct curl_slist *t = curl_slist_append(*h, line);
+    if (!t) return false;
+    *h = t;
+    return true;
+}
+
+/* The request of s on easy handle c (reset: the connection stays cached). */
+static bool prepare(conn_t *cn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                    long timeout_ms)
+{
     CURL *c = cn->curl;
     if (!c) {
         if (!(c = curl_easy_init())) return false;
         cn->curl = c;
     }
-    curl_easy_reset(c);       /* keeps the connection cache: the next POST reuses the connection */
+    curl_easy_reset(c);
     char               line[2048];
-    struct curl_slist *h = NULL, *t;
-    bool               ok = false;
-
+    struct curl_slist *h = NULL;
     snprintf(line, sizeof line, "Content-Type: %s", ctype);
-    if (!(t = curl_slist_append(h, line))) goto out;
-    h = t;
-    if (!(t = curl_slist_append(h, "Expect:"))) goto out;
-    h = t;
+    if (!add_header(&h, line) || !add_header(&h, "Expect:")) goto fail;
     if (!strcmp(ctype, "application/json")) {
         snprintf(line, sizeof line,
                  "Link: <%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"",
                  ld_context_link(s->out_ctx));
-        if (!(t = curl_slist_append(h, line))) goto out;
-        h = t;
+        if (!add_header(&h, line)) goto fail;
     }
     if (*s->tenant) {
         snprintf(line, sizeof line, "NGSILD-Tenant: %s", s->tenant);
-        if (!(t = curl_slist_append(h, line))) goto out;
-        h = t;
+        if (!add_header(&h, line)) goto fail;
     }
     for (size_t i = 0; i < s->n_receiver_info; i++) {
         snprintf(line, sizeof line, "%s: %s", s->receiver_info[i].name, s->receiver_info[i].value);
-        if (!(t = curl_slist_append(h, line))) goto out;
-        h = t;
+        if (!add_header(&h, line)) goto fail;
     }
+    cn->headers = h;
+    curl_easy_setopt(c, CURLOPT_PRIVATE, (char *)cn);
     curl_easy_setopt(c, CURLOPT_URL, s->uri);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
@@ -362,12 +484,39 @@ bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    long     code = 0;
-    CURLcode rc = curl_easy_perform(c);
-    if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    else LOG_D("notify %s: %s", s->uri, curl_easy_strerror(rc));
-    ok = rc == CURLE_OK && code >= 200 && code < 300;
-out:
+    if (cr_config.notifier_ca_file && *cr_config.notifier_ca_file && strcmp(cr_config.notifier_ca_file, "none"))
+        curl_easy_setopt(c, CURLOPT_CAINFO, cr_config.notifier_ca_file);
+    return true;
+fail:
     curl_slist_free_all(h);
-    return ok;
+    return false;
+}
+
+void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                 long timeout_ms, void *ud)
+{
+    conn_t *cn = *conn;
+    if (!cn) *conn = cn = cr_xcalloc(1, sizeof *cn);
+    if (s->mqtt) {
+        g_done(ud, notify_mqtt_post(&cn->mqtt, s, body, len, ctype, timeout_ms), false);
+        return;
+    }
+    if (!prepare(cn, s, body, len, ctype, timeout_ms)) {
+        g_done(ud, false, false);
+        return;
+    }
+    cn->ud = ud;
+    pthread_mutex_lock(&g_hmu);
+    if (g_hstop) {                    /* shutting down: not delivered */
+        pthread_mutex_unlock(&g_hmu);
+        curl_slist_free_all(cn->headers);
+        cn->headers = NULL;
+        cn->ud = NULL;
+        g_done(ud, false, true);
+        return;
+    }
+    cn->next = g_submit;
+    g_submit = cn;
+    pthread_mutex_unlock(&g_hmu);
+    curl_multi_wakeup(g_multi);
 }

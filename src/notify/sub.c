@@ -237,8 +237,12 @@ static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
             return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.timeout must be a positive number of ms");
         s->timeout_ms = (long)json_number(v);
     }
-    if ((v = json_get(ep, "cooldown")) && (!json_is_number(v) || json_number(v) <= 0))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.cooldown must be a positive number");
+    if ((v = json_get(ep, "cooldown"))) {
+        if (!json_is_number(v) || json_number(v) <= 0 || json_number(v) > 86400000)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.cooldown must be a positive number of ms");
+        s->cooldown_ms = (long)json_number(v);
+        if (!s->cooldown_ms) s->cooldown_ms = 1;
+    }
     return true;
 }
 
@@ -636,7 +640,15 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
                 jw_int(w, (int64_t)atomic_load(&c->dropped_failing));
                 jw_key(w, "throttled");
                 jw_int(w, (int64_t)atomic_load(&c->throttled));
+                jw_key(w, "cooldown");
+                jw_int(w, (int64_t)atomic_load(&c->dropped_cooldown));
+                jw_key(w, "retriesExhausted");
+                jw_int(w, (int64_t)atomic_load(&c->dropped_retries));
                 jw_object_end(w);
+                jw_key(w, "coraine:delivered");
+                jw_int(w, (int64_t)atomic_load(&c->delivered));
+                jw_key(w, "coraine:retried");
+                jw_int(w, (int64_t)atomic_load(&c->retried));
             }
             jw_object_end(w);
             continue;

@@ -503,7 +503,7 @@ def test_failing_endpoint_is_counted(cli):
     assert n["timesFailed"] == 1 and n["status"] == "failed" and "lastFailure" in n
 
 
-def test_dead_endpoint_backs_off_and_counts(cli):
+def test_dead_endpoint_retries_backs_off_and_counts(cli):
     from ngsi import free_port
     sid = create_sub(cli, sub("http://127.0.0.1:%d/none" % free_port()))
     eid = uid()
@@ -514,13 +514,67 @@ def test_dead_endpoint_backs_off_and_counts(cli):
     deadline = time.time() + 10
     while time.time() < deadline:
         n = cli.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()["notification"]
-        if n["timesFailed"] + n["coraine:dropped"]["endpointFailing"] == n["coraine:due"] == 10:
+        d = n["coraine:dropped"]
+        if d["retriesExhausted"] + d["endpointFailing"] == n["coraine:due"] == 10:
             break
         time.sleep(0.05)
-    # three tries, then the endpoint backs off for 1 s: the rest is dropped and counted, not tried
+    # the first notification is tried three times (--notifierRetries 2, its
+    # lane waiting 0.5 s then 1 s, the later changes queued behind it); then
+    # the endpoint backs off: the rest is dropped and counted, not tried
     assert n["coraine:due"] == 10
-    assert n["timesFailed"] + n["coraine:dropped"]["endpointFailing"] == 10
-    assert n["timesFailed"] >= 3 and n["coraine:dropped"]["endpointFailing"] >= 1
+    assert d["retriesExhausted"] == 1 and d["endpointFailing"] == 9, n
+    assert n["timesFailed"] == 3 and n["coraine:retried"] == 2 and n["timesSent"] == 0
+    assert n["coraine:delivered"] == 0 and d["queueFull"] == d["cooldown"] == 0
+
+
+def test_failed_notification_is_retried_in_order(cli):
+    """A receiver refusing the first two attempts gets the notification at the
+    third, and what was written meanwhile after it, in commit order."""
+    r = Receiver("--fail", "2")
+    try:
+        sid = create_sub(cli, sub(r.uri))
+        eid = uid()
+        cli.create(entity(eid, "Car", speed=prop(0)))
+        for i in range(3):
+            cli.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 1)})
+        c = r.wait(4, timeout=10, key="entities")
+        c = r.settle()
+        assert c["refused"] == 2 and c["entities"] == 4 and c["outOfOrder"] == 0 and c["duplicates"] == 0, c
+        n = cli.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()["notification"]
+        assert n["timesFailed"] == 2 and n["coraine:retried"] == 2 and n["coraine:delivered"] == 4
+        assert n["status"] == "ok" and n["coraine:dropped"]["retriesExhausted"] == 0
+    finally:
+        r.stop()
+
+
+def test_5_2_15_cooldown_sends_nothing_after_a_failure(broker_factory, make_client):
+    """5.2.15: once a notification failed, nothing more is sent to the
+    endpoint for cooldown ms: those notifications are dropped, counted."""
+    from ngsi import free_port
+    cli = make_client(broker_factory("--notifierRetries", "0"))
+    sid = create_sub(cli, sub("http://127.0.0.1:%d/none" % free_port(),
+                              notification={"endpoint": {"uri": "http://127.0.0.1:%d/none" % free_port(),
+                                                         "cooldown": 1500}}))
+    cli.create(entity(uid(), "Car", speed=prop(0)))
+    assert wait_failed(cli, sid)["timesFailed"] == 1
+    for _ in range(3):
+        cli.create(entity(uid(), "Car", speed=prop(0)))
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        n = cli.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()["notification"]
+        if n["coraine:dropped"]["cooldown"] == 3:
+            break
+        time.sleep(0.05)
+    assert n["coraine:dropped"]["cooldown"] == 3 and n["timesFailed"] == 1, n
+    time.sleep(1.6)
+    cli.create(entity(uid(), "Car", speed=prop(0)))
+    deadline = time.time() + 5
+    while time.time() < deadline and n["timesFailed"] < 2:
+        n = cli.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()["notification"]
+        time.sleep(0.05)
+    assert n["timesFailed"] == 2 and n["coraine:dropped"]["cooldown"] == 3
+    st = cli.get("/statistics").json()["notifications"]
+    assert st["droppedCooldown"] >= 3
 
 
 def test_statistics_count_notifications(cli, rcv):
