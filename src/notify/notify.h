@@ -101,6 +101,22 @@ typedef bool (*notify_source_fn)(void *ud, const char *tenant, const entity_filt
                                  void (*fn)(void *fud, const cr_entity_t *e), void *fud);
 void notify_set_source(notify_source_fn fn, void *ud);
 
+/* Linked entities of a notification with notification.join (5.8.6, 4.5.23),
+ * fetched through ops/ (set at start): fetch(ud, tenant, roots, n, flat,
+ * level, ro, out) fetches what the roots' relationships target (as the
+ * entity API does for ro's projection) and fills out; it returns a handle
+ * for release(), or NULL when nothing could be fetched. */
+typedef struct notify_linked {
+    cr_entity_t *const        *items;       /* flat: in order (breadth first), with their projections */
+    const projection_t *const *pick, *const *omit;
+    size_t                     n;
+    const cr_entity_t       *(*find)(const void *h, const char *id);   /* inline: render_join_t.find */
+    const void                *h;
+} notify_linked_t;
+typedef void *(*notify_join_fn)(void *ud, const char *tenant, cr_entity_t *const *roots, size_t n, bool flat,
+                                unsigned level, const render_opts_t *ro, notify_linked_t *out);
+void notify_set_join(notify_join_fn fetch, void (*release)(void *h), void *ud);
+
 /* ---------------------------------------------------- the registry (engine.c) */
 
 /* Adds s (the registry takes its own reference). AlreadyExists when the id

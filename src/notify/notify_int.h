@@ -66,6 +66,9 @@ struct notify_sub {
     /* notification */
     render_opts_t       ro;               /* format, sysAttrs, pick/omit, lang, ctx = out_ctx */
     bool                show_changes;
+    bool                attrs_pick;       /* ro.pick is notification.attributes (the roots' only with join) */
+    int                 join;             /* SUB_JOIN_* (5.2.14) */
+    unsigned            join_level;       /* >= 1 */
     const char         *uri;
     int                 accept;           /* ACC_JSON / ACC_LDJSON / ACC_GEOJSON (http.h values) */
     sub_header_t       *receiver_info; size_t n_receiver_info;
@@ -84,6 +87,10 @@ struct notify_sub {
     uint64_t            mark;             /* the change seq it was last matched for (tenant hooks are serial) */
     int64_t             next_at;          /* timeInterval: the next periodic notification (µs; ticker only) */
 };
+
+#define SUB_JOIN_NONE   0
+#define SUB_JOIN_FLAT   1
+#define SUB_JOIN_INLINE 2
 
 #define SUB_ACC_JSON    1
 #define SUB_ACC_LDJSON  2

@@ -224,6 +224,37 @@ static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, c
     if (!geo && (j->n_deleted || (j->n_changed && ro->format == FMT_NORMALIZED))) complete_entity(sb, start, j, ro);
 }
 
+static notify_join_fn g_join_fetch;
+static void         (*g_join_release)(void *h);
+static void          *g_join_ud;
+
+void notify_set_join(notify_join_fn fetch, void (*release)(void *h), void *ud)
+{
+    g_join_fetch = fetch;
+    g_join_release = release;
+    g_join_ud = ud;
+}
+
+/* notification.join (5.8.6): the linked entities of the notified ones, as
+ * they are when the notification is sent, fetched with one call for all
+ * the entities of the notification. */
+static void *fetch_linked(const notify_sub_t *s, notify_job_t *const *jobs, size_t n_jobs, const render_opts_t *ro,
+                          notify_linked_t *out)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < n_jobs; k++) n += (jobs[k]->e && !jobs[k]->entity_gone) + jobs[k]->n_many;
+    if (!n || !g_join_fetch) return NULL;
+    cr_entity_t **roots = cr_xmalloc(n * sizeof *roots);
+    n = 0;
+    for (size_t k = 0; k < n_jobs; k++) {
+        if (jobs[k]->e && !jobs[k]->entity_gone) roots[n++] = jobs[k]->e;
+        for (uint32_t i = 0; i < jobs[k]->n_many; i++) roots[n++] = jobs[k]->many[i];
+    }
+    void *h = g_join_fetch(g_join_ud, s->tenant, roots, n, s->join == SUB_JOIN_FLAT, s->join_level, ro, out);
+    free(roots);
+    return h;
+}
+
 const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
 {
     const notify_sub_t *s = jobs[0]->sub;
@@ -231,6 +262,17 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
     json_writer_t       w;
     char                now[32], id[64];
     bool                geo = s->accept == SUB_ACC_GEOJSON;
+    notify_linked_t     linked = {0};
+    void               *lh = NULL;
+    render_join_t       rj;
+    size_t              left = 10000;   /* linked entities inlined at most (as OPS_JOIN_MAX_ENTITIES) */
+    bool                over = false;
+
+    if (s->join != SUB_JOIN_NONE && (lh = fetch_linked(s, jobs, n_jobs, &ro, &linked)) && s->join == SUB_JOIN_INLINE) {
+        rj = (render_join_t){.find = linked.find, .ud = linked.h, .level = s->join_level, .left = &left, .over = &over,
+                             .roots_pick_only = s->attrs_pick};
+        ro.join = &rj;
+    }
 
     if (s->accept == SUB_ACC_LDJSON) ro.context_json = ld_context_value_json(s->out_ctx);
     cr_datetime_format(cr_now_us(), now);
@@ -262,6 +304,20 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
             if (geo) entity_render_geojson(&w, j->many[i], &ro);
             else entity_render(&w, j->many[i], &ro);
     }
+    for (size_t i = 0; lh && s->join == SUB_JOIN_FLAT && i < linked.n; i++) {
+        render_opts_t lo = ro;            /* 5.7.1.5: pick and omit apply to every entity; attributes to the roots */
+        lo.pick_tree = linked.pick[i];
+        lo.omit_tree = linked.omit[i];
+        if (s->attrs_pick) {
+            lo.pick = NULL;
+            lo.n_pick = 0;
+        }
+        if (geo) entity_render_geojson(&w, linked.items[i], &lo);
+        else entity_render(&w, linked.items[i], &lo);
+    }
+    if (lh && g_join_release) g_join_release(lh);
+    if (over) LOG_W("notification of subscription %s: more linked entities than %zu, the rest not inlined", s->id,
+                    (size_t)10000);
     jw_array_end(&w);
     if (geo) jw_object_end(&w);
     if (s->accept == SUB_ACC_LDJSON) {

@@ -285,6 +285,7 @@ static bool notification_parse(notify_sub_t *s, const json_t *n, problem_t *p)
         memcpy(pk + 2, names, k * sizeof *names);
         s->ro.pick   = pk;
         s->ro.n_pick = k + 2;
+        s->attrs_pick = true;
     }
     if (pick && !projection(s->a, pick, s->ctx, "pick", &s->ro.pick, &s->ro.n_pick, p)) return false;
     if (omit && !projection(s->a, omit, s->ctx, "omit", &s->ro.omit, &s->ro.n_omit, p)) return false;
@@ -293,10 +294,22 @@ static bool notification_parse(notify_sub_t *s, const json_t *n, problem_t *p)
             if (s->ro.pick[i] == s->ro.omit[j] || !strcmp(s->ro.pick[i], s->ro.omit[j]))
                 return problem_set(p, PB_BAD_REQUEST_DATA, "notification: pick and omit both name '%s'",
                                    ld_compact(s->ctx, s->ro.pick[i]));
-    if ((v = json_get(n, "join")) && (!json_is_string(v) || strcmp(v->str, "none")))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "notification.join: this broker supports only 'none' (no linked entities yet)");
-    if ((v = json_get(n, "joinLevel")) && (!json_is_number(v) || json_number(v) < 0))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "notification.joinLevel must be a non-negative number");
+    if ((v = json_get(n, "join"))) {
+        if (!json_is_string(v)) return problem_set(p, PB_BAD_REQUEST_DATA, "notification.join must be a string");
+        if (!strcmp(v->str, "flat")) s->join = SUB_JOIN_FLAT;
+        else if (!strcmp(v->str, "inline")) s->join = SUB_JOIN_INLINE;
+        else if (strcmp(v->str, "@none") && strcmp(v->str, "none"))
+            return problem_set(p, PB_BAD_REQUEST_DATA, "notification.join must be flat, inline or @none, not '%s' (5.2.14)",
+                               v->str);
+    }
+    s->join_level = 1;
+    if ((v = json_get(n, "joinLevel"))) {
+        double l = json_is_number(v) ? json_number(v) : 0;
+        if (l < 1 || l > PROJECTION_MAX_DEPTH || l != (double)(unsigned)l)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "notification.joinLevel must be an integer from 1 to %d",
+                               PROJECTION_MAX_DEPTH);
+        s->join_level = (unsigned)l;
+    }
     const json_t *ep = json_get(n, "endpoint");
     if (!ep) return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint is mandatory");
     return endpoint_parse(s, ep, p);

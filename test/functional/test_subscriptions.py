@@ -461,6 +461,55 @@ def test_5_2_12_dataset_id_selects_the_notified_instances(cli, rcv):
     assert rcv.settle()["notifications"] == 1          # only the "@none" subscription watches the default one
 
 
+def _linked(cli):
+    city, country, eid = uid("City"), uid("Country"), uid("Building")
+    cli.create(entity(country, "Country", name=prop("France")))
+    cli.create(entity(city, "City", name=prop("Paris"), isInCountry={"type": "Relationship", "object": country}))
+    cli.create(entity(eid, "Building", locatedAt={"type": "Relationship", "object": city}))
+    return eid, city, country
+
+
+def test_5_8_6_join_flat(cli, rcv):
+    """ETSI 046_23: join=flat adds the linked entities to the notification's data."""
+    eid, city, country = _linked(cli)
+    create_sub(cli, sub(rcv.uri, entities=[{"type": "Building"}], notification={"join": "flat", "sysAttrs": False}))
+    cli.patch("/entities/%s/attrs" % eid, {"name": prop("Tour Eiffel")})
+    d = data(rcv, 1)[0]["data"]
+    assert [e["id"] for e in d] == [eid, city]
+    assert d[1]["name"] == {"type": "Property", "value": "Paris"}
+    rcv.reset()
+    create_sub(cli, sub(rcv.uri, entities=[{"id": eid, "type": "Building"}],
+                        notification={"join": "flat", "joinLevel": 2, "format": "keyValues", "sysAttrs": False}))
+    cli.patch("/entities/%s/attrs" % eid, {"name": prop("Tour")})
+    bodies = data(rcv, 2)
+    two = [b for b in bodies if len(b["data"]) == 3][0]["data"]
+    assert [e["id"] for e in two] == [eid, city, country] and two[2] == {"id": country, "type": "Country",
+                                                                         "name": "France"}
+
+
+def test_5_8_6_join_inline_with_attributes(cli, rcv):
+    """ETSI 046_27, 046_30: join=inline puts the linked entity in the
+    relationship; notification.attributes selects the notified entity's
+    attributes, the linked one is whole (doc/api.md)."""
+    eid, city, country = _linked(cli)
+    create_sub(cli, sub(rcv.uri, entities=[{"type": "Building"}],
+                        notification={"join": "inline", "joinLevel": 1, "attributes": ["locatedAt"],
+                                      "sysAttrs": False}))
+    cli.patch("/entities/%s/attrs" % eid, {"name": prop("Tour Eiffel")})
+    d = data(rcv, 1)[0]["data"]
+    assert len(d) == 1 and "name" not in d[0]
+    rel = d[0]["locatedAt"]
+    assert rel["object"] == city and rel["entity"]["id"] == city
+    assert rel["entity"]["name"] == {"type": "Property", "value": "Paris"}
+    assert rel["entity"]["isInCountry"] == {"type": "Relationship", "object": country}
+
+
+@pytest.mark.parametrize("bad", [{"join": "deep"}, {"join": 1}, {"joinLevel": 0}, {"joinLevel": 1.5},
+                                 {"join": "flat", "joinLevel": 99}])
+def test_5_2_14_join_validation(cli, rcv, bad):
+    assert_problem(cli.post("/subscriptions", sub(rcv.uri, notification=bad)), 400, "BadRequestData")
+
+
 def test_default_triggers_skip_attribute_deletion(cli, rcv):
     create_sub(cli, sub(rcv.uri))
     eid = uid()
