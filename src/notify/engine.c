@@ -611,6 +611,36 @@ static void job_free(notify_job_t *j)
     free(j);
 }
 
+/* The lane's next notification (g_qmu held, the lane not busy): the jobs
+ * at its head that are of the same subscription and of distinct entities
+ * (at most --notifierBatch), in their order; a busy endpoint gets fewer,
+ * fuller requests. false: none queued. */
+static bool take_batch(lane_t *l)
+{
+    size_t         n = 0;
+    notify_job_t **batch = l->batch;
+    while (l->head && n < g_batch_max) {
+        notify_job_t *j = l->head;
+        if (n && (j->sub != batch[0]->sub || !j->e || !batch[0]->e)) break;
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++) seen = batch[k]->e == j->e || !strcmp(batch[k]->e->id, j->e->id);
+        if (seen) break;
+        l->head = j->next;
+        if (!l->head) l->tail = NULL;
+        batch[n++] = j;
+    }
+    if (!n) return false;
+    l->n_batch = n;
+    l->busy = true;
+    g_busy++;
+    l->ep->queued -= n;
+    g_queued -= n;
+    return true;
+}
+
+static void lane_send(lane_t *l);
+static _Thread_local int t_inline;     /* lane_end is sending a lane's next notification itself */
+
 /* How a batch ends (counted per subscription and in /statistics). */
 typedef enum { END_SENT, END_FAILED, END_DELETED, END_FAILING, END_COOLDOWN, END_SHUTDOWN } lane_end_t;
 
@@ -627,9 +657,13 @@ static void count(sub_counters_t *c, lane_end_t how, size_t n)
 }
 
 /* The lane's batch is over: counted, the lane free again, its jobs freed
- * (last: a job may hold the last reference to the endpoint, lanes and all). */
+ * (last: a job may hold the last reference to the endpoint, lanes and all).
+ * On the HTTP client's thread, a lane with more queued sends its next
+ * notification at once (rendered there: no hand-off to a sender thread and
+ * back; one level deep, a drop meanwhile goes through the ready list). */
 static void lane_end(lane_t *l, lane_end_t how)
 {
+    bool go_on = !t_inline && how == END_SENT && httpc_on_loop();
     notify_job_t *chain = NULL;
     size_t        n = l->n_batch;
     count(l->batch[0]->sub->c, how, n);
@@ -637,18 +671,31 @@ static void lane_end(lane_t *l, lane_end_t how)
         l->batch[k]->next = chain;
         chain = l->batch[k];
     }
+    /* the lane stays ours while a job of the batch holds the endpoint */
+    notify_sub_t *hold = go_on ? chain->sub : NULL;
+    if (hold) notify_sub_ref(hold);
     pthread_mutex_lock(&g_qmu);
     l->n_batch = 0;
     l->attempts = 0;
     l->busy = false;
     g_busy--;
-    if (l->head) lane_ready(l);
+    bool next = false;
+    if (l->head) {
+        if (go_on && !g_stopping) next = take_batch(l);
+        else lane_ready(l);
+    }
     pthread_mutex_unlock(&g_qmu);
     while (chain) {
-        notify_job_t *next = chain->next;
+        notify_job_t *nx = chain->next;
         job_free(chain);
-        chain = next;
+        chain = nx;
     }
+    if (next) {
+        t_inline = 1;
+        lane_send(l);
+        t_inline = 0;
+    }
+    if (hold) notify_sub_unref(hold);
 }
 
 /* The outcome of one attempt (notify_done_fn; the HTTP thread's, or the
@@ -763,30 +810,7 @@ static void *sender_main(void *arg)
         g_ready_head = l->next_ready;
         if (!g_ready_head) g_ready_tail = NULL;
         l->ready = false;
-        if (!l->busy) {
-            /* one notification for the jobs at the head of the lane that are
-             * of the same subscription and of distinct entities (at most
-             * --notifierBatch): their order is kept, and a busy endpoint
-             * gets fewer, fuller requests */
-            size_t         n = 0;
-            notify_job_t **batch = l->batch;
-            while (l->head && n < g_batch_max) {
-                notify_job_t *j = l->head;
-                if (n && (j->sub != batch[0]->sub || !j->e || !batch[0]->e)) break;
-                bool seen = false;
-                for (size_t k = 0; k < n && !seen; k++) seen = batch[k]->e == j->e || !strcmp(batch[k]->e->id, j->e->id);
-                if (seen) break;
-                l->head = j->next;
-                if (!l->head) l->tail = NULL;
-                batch[n++] = j;
-            }
-            if (!n) continue;
-            l->n_batch = n;
-            l->busy = true;
-            g_busy++;
-            l->ep->queued -= n;
-            g_queued -= n;
-        }
+        if (!l->busy && !take_batch(l)) continue;
         pthread_mutex_unlock(&g_qmu);
         lane_send(l);      /* a busy lane is this thread's until it is sent or ended */
         pthread_mutex_lock(&g_qmu);

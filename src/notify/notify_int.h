@@ -8,6 +8,7 @@
 #include "notify.h"
 
 #include <stdatomic.h>
+#include <sys/socket.h>
 
 enum {
     TRG_ENTITY_CREATED = 1 << 0,
@@ -74,6 +75,13 @@ struct notify_sub {
     sub_header_t       *receiver_info; size_t n_receiver_info;
     long                timeout_ms;       /* 0: --notifierTimeout */
     long                cooldown_ms;      /* endpoint.cooldown (5.2.15), 0: none */
+    /* http:// with a literal address or localhost, no user info: sent by
+     * httpc.c (the others by libcurl) */
+    bool                hc;
+    struct sockaddr_storage hc_addr;
+    socklen_t           hc_addr_len;
+    const char         *hc_host;          /* the Host header: the URI's authority */
+    const char         *hc_path;          /* path and query, "/" at least */
     /* MQTT (7.2): mqtt[s]://[user[:pass]@]host[:port]/topic */
     bool                mqtt, mq_tls, mqtt_v5;
     int                 mqtt_qos;
@@ -134,6 +142,22 @@ void notify_http_cleanup(void);
 void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
                  long timeout_ms, void *ud);
 void notify_conn_free(void *conn);
+
+/* httpc.c: the HTTP/1.1 client of http:// endpoints with a literal address
+ * (one epoll thread; keep-alive connections, one per lane). httpc_head()
+ * gives the connection's request head buffer to fill (the head up to its
+ * blank line); httpc_post() sends it with body, and done() follows on the
+ * client's thread. */
+typedef struct httpc_conn httpc_conn_t;
+bool    httpc_address(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len);
+bool    httpc_start(notify_done_fn done, problem_t *p);
+void    httpc_stop(void);                 /* in flight: done(.., aborted) */
+void    httpc_cleanup(void);
+sbuf_t *httpc_head(httpc_conn_t **conn, const struct sockaddr_storage *addr, socklen_t addr_len);
+void    httpc_post(httpc_conn_t *c, const char *body, size_t len, long timeout_ms, void *ud);
+void    httpc_conn_free(httpc_conn_t *c);
+/* The caller is the client's thread (a done callback). */
+bool    httpc_on_loop(void);
 
 /* mqtt.c: the same for MQTT endpoints (7.2); post wraps the body in the envelope. */
 bool notify_mqtt_init(problem_t *p);

@@ -337,6 +337,7 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
 typedef struct conn {
     CURL              *curl;
     void              *mqtt;
+    httpc_conn_t      *hc;             /* http:// with a literal address: httpc.c */
     struct curl_slist *headers;        /* of the request in flight */
     void              *ud;             /* the done callback's */
     struct conn       *next;           /* the submit list / the in-flight list */
@@ -439,8 +440,14 @@ bool notify_http_init(notify_done_fn done, problem_t *p)
     /* idle keep-alive connections kept over all endpoints (each lane has one) */
     curl_multi_setopt(g_multi, CURLMOPT_MAXCONNECTS, 4096L);
     if (!notify_mqtt_init(p)) goto fail;
+    if (!httpc_start(done, p)) {
+        notify_mqtt_shutdown();
+        goto fail;
+    }
     g_hstop = false;
     if (pthread_create(&g_loop, NULL, loop_main, NULL) != 0) {
+        httpc_stop();
+        httpc_cleanup();
         notify_mqtt_shutdown();
         problem_set(p, PB_INTERNAL_ERROR, "cannot start the notifier's HTTP thread");
         goto fail;
@@ -464,10 +471,12 @@ void notify_http_shutdown(void)
         pthread_join(g_loop, NULL);
         g_loop_on = false;
     }
+    httpc_stop();
 }
 
 void notify_http_cleanup(void)
 {
+    httpc_cleanup();
     notify_mqtt_shutdown();
     if (g_multi) curl_multi_cleanup(g_multi);
     g_multi = NULL;
@@ -480,6 +489,7 @@ void notify_conn_free(void *conn)
     if (!c) return;
     if (c->curl) curl_easy_cleanup(c->curl);
     notify_mqtt_free(c->mqtt);
+    httpc_conn_free(c->hc);
     free(c);
 }
 
@@ -555,6 +565,20 @@ void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t le
     if (!cn) *conn = cn = cr_xcalloc(1, sizeof *cn);
     if (s->mqtt) {
         g_done(ud, notify_mqtt_post(&cn->mqtt, s, body, len, ctype, timeout_ms), false);
+        return;
+    }
+    if (s->hc) {
+        sbuf_t *h = httpc_head(&cn->hc, &s->hc_addr, s->hc_addr_len);
+        sb_printf(h, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: coraine\r\nContent-Type: %s\r\nContent-Length: %zu\r\n",
+                  s->hc_path, s->hc_host, ctype, len);
+        if (!strcmp(ctype, "application/json"))
+            sb_printf(h, "Link: <%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"\r\n",
+                      ld_context_link(s->out_ctx));
+        if (*s->tenant) sb_printf(h, "NGSILD-Tenant: %s\r\n", s->tenant);
+        for (size_t i = 0; i < s->n_receiver_info; i++)
+            sb_printf(h, "%s: %s\r\n", s->receiver_info[i].name, s->receiver_info[i].value);
+        sb_adds(h, "\r\n");
+        httpc_post(cn->hc, body, len, timeout_ms, ud);
         return;
     }
     if (!prepare(cn, s, body, len, ctype, timeout_ms)) {

@@ -190,6 +190,30 @@ static bool mqtt_uri(notify_sub_t *s, const char *uri, problem_t *p)
     return true;
 }
 
+/* http://host[:port][/path][?query]: the own client's when host is a
+ * literal address or localhost and there is no user info (else libcurl's). */
+static void http_uri(notify_sub_t *s, const char *uri)
+{
+    const char *a = uri + 7, *e = a + strcspn(a, "/?#");
+    if (memchr(a, '@', (size_t)(e - a)) || e == a) return;
+    char *auth = arena_strndup(s->a, a, (size_t)(e - a)), *host = auth;
+    int   port = 80;
+    char *colon = host[0] == '[' ? strstr(host, "]:") : strrchr(host, ':');
+    if (colon) {
+        if (host[0] == '[') colon++;
+        char *end;
+        long  v = strtol(colon + 1, &end, 10);
+        if (*end || v <= 0 || v > 65535) return;
+        port = (int)v;
+        host = arena_strndup(s->a, auth, (size_t)(colon - auth));
+    }
+    if (!httpc_address(host, port, &s->hc_addr, &s->hc_addr_len)) return;
+    size_t plen = strcspn(e, "#");
+    s->hc_path = *e == '/' ? arena_strndup(s->a, e, plen) : arena_printf(s->a, "/%.*s", (int)plen, e);
+    s->hc_host = auth;
+    s->hc = true;
+}
+
 static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
 {
     static const char *const known[] = {"uri", "accept", "receiverInfo", "notifierInfo", "timeout", "cooldown", NULL};
@@ -207,6 +231,7 @@ static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
                            "notification.endpoint.uri: '%s': endpoints are http://, https://, mqtt:// or mqtts://",
                            uri->str);
     s->uri = uri->str;
+    if (!strncmp(uri->str, "http://", 7)) http_uri(s, uri->str);
     s->accept = SUB_ACC_JSON;
     const json_t *acc = json_get(ep, "accept");
     if (acc) {
