@@ -44,17 +44,20 @@ void api_sub_get(request_t *r)
     if (!api_options_valid(r, "sysAttrs", &p)) goto fail;
     bool sys = api_option(r, "sysAttrs");
     if (!api_no_unknown_params(r, &p)) goto fail;
+    /* the answer is in the request's @context (6.3.5), the names re-termed */
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
     ops_req_t     rq = api_req(r, NULL);
     notify_sub_t *s = ops_sub_retrieve(&rq, r->pathv[0], &p);
     if (!s) goto fail;
     json_writer_t w;
     jw_init(&w, &r->out);
-    notify_sub_render(&w, s, ld, sys);
+    notify_sub_render_in(&w, s, ctx, ld, sys);
     if (!ld) {
         sbuf_t link;
         sb_init(&link, r->arena, 256);
         sb_printf(&link, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"",
-                  ld_context_link(notify_sub_context(s)));
+                  ld_context_link(ctx));
         reply_header(r, "Link", link.p);
     }
     notify_sub_unref(s);
@@ -113,6 +116,8 @@ void api_sub_query(request_t *r)
         goto fail;
     }
     if (!api_no_unknown_params(r, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
     ops_req_t      rq = api_req(r, NULL);
     notify_sub_t **v = ops_sub_query(&rq, offset, limit, &n, &total, &p);
     if (!v) goto fail;
@@ -120,7 +125,7 @@ void api_sub_query(request_t *r)
     jw_init(&w, &r->out);
     jw_array_begin(&w);
     for (size_t i = 0; i < n; i++) {
-        notify_sub_render(&w, v[i], ld, sys);
+        notify_sub_render_in(&w, v[i], ctx, ld, sys);
         notify_sub_unref(v[i]);
     }
     jw_array_end(&w);

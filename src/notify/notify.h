@@ -80,6 +80,10 @@ const char   *notify_sub_doc(const notify_sub_t *s, size_t *len);
  * (status once one was attempted). with_context: add "@context"; sys_attrs:
  * createdAt, modifiedAt and coraine's counters (coraine:due, coraine:dropped). */
 void          notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context, bool sys_attrs);
+/* The same in context ctx (the request's, 6.3.5): the names compacted with
+ * it and, with_context, ctx as "@context". NULL: as stored. */
+void          notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_context_t *ctx,
+                                   bool with_context, bool sys_attrs);
 /* The @context the subscription's members are written in. */
 const ld_context_t *notify_sub_context(const notify_sub_t *s);
 
@@ -92,6 +96,17 @@ char *notify_doc_new(arena_t *a, const json_t *body, const ld_context_t *ctx, in
  * when patch changes the id or type. */
 char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const json_t *patch, int64_t now,
                        size_t *len, problem_t *p);
+
+/* A copy of the subscription members of body (a request body or a stored
+ * document) with every name in them (entity types, watchedAttributes, the
+ * attribute paths and vocabulary values of q, geoQ.geoproperty,
+ * notification.attributes, pick, omit, expandValues, jsonKeys) written for
+ * context `to` instead of `from`: expanded with from, compacted with to (a
+ * full IRI where to has no term). For a PATCH in another @context than the
+ * subscription's (5.8.2) and for answers in the request's @context. */
+json_t *notify_doc_reterm(arena_t *a, const json_t *body, const ld_context_t *from, const ld_context_t *to);
+/* The two contexts give every name the same meaning (the same context). */
+bool    notify_same_context(const ld_context_t *x, const ld_context_t *y);
 
 /* Periodic notification (timeInterval) reads the entities through this
  * source, set by ops/ at start (only ops/ calls the store): fn(fud, e) for

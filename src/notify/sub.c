@@ -621,6 +621,141 @@ char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const 
     return sb.p;
 }
 
+/* ------------------------------------------------------------ re-terming */
+
+typedef struct reterm {
+    arena_t            *a;
+    const ld_context_t *from, *to;
+} reterm_t;
+
+bool notify_same_context(const ld_context_t *x, const ld_context_t *y)
+{
+    return x == y || !strcmp(ld_context_link(x), ld_context_link(y));
+}
+
+static void rt_name(const reterm_t *r, sbuf_t *sb, const char *s, size_t n)
+{
+    if (!n || (n == 2 && !memcmp(s, "id", 2)) || (n == 4 && !memcmp(s, "type", 4)) || *s == '@') {
+        sb_add(sb, s, n);
+        return;
+    }
+    sb_adds(sb, ld_compact(r->to, ld_expandn_lookup(r->from, s, n, r->a)));
+}
+
+/* text with each maximal run of characters not in seps re-termed */
+static const char *rt_text(const reterm_t *r, const char *text, const char *seps)
+{
+    sbuf_t sb;
+    sb_init(&sb, r->a, strlen(text) + 64);
+    for (const char *s = text; *s;) {
+        size_t k = strcspn(s, seps);
+        rt_name(r, &sb, s, k);
+        s += k;
+        size_t j = strspn(s, seps);
+        sb_add(&sb, s, j);
+        s += j;
+    }
+    return sb.p;
+}
+
+/* q (4.9): attribute paths (names split on '.', '{', '}'; a [trailing
+ * path] is not expanded) and bare vocabulary values (a letter first, no ':'),
+ * re-termed; quoted strings, numbers, dates and operators kept. */
+static const char *rt_q(const reterm_t *r, const char *q)
+{
+    sbuf_t sb;
+    bool   value = false;
+    sb_init(&sb, r->a, strlen(q) + 64);
+    for (const char *s = q; *s;) {
+        char c = *s;
+        if (c == '"') {
+            const char *e = s + 1;
+            while (*e && *e != '"') e += e[0] == '\\' && e[1] ? 2 : 1;
+            if (*e) e++;
+            sb_add(&sb, s, (size_t)(e - s));
+            s = e;
+        } else if (c == '[') {
+            size_t k = strcspn(s, "]");
+            sb_add(&sb, s, k + (s[k] == ']'));
+            s += k + (s[k] == ']');
+        } else if (strchr(";|()", c)) {
+            value = false;
+            sb_addc(&sb, c);
+            s++;
+        } else if (strchr("=!<>~", c)) {
+            value = true;
+            sb_addc(&sb, c);
+            s++;
+        } else if (!value && strchr(".{},", c)) {
+            sb_addc(&sb, c);
+            s++;
+        } else {
+            size_t k = strcspn(s, value ? ";|()\",=!<>~" : ";|()\"=!<>~[.{},");
+            bool   term = !value || (((*s | 32) >= 'a' && (*s | 32) <= 'z') && !memchr(s, ':', k) &&
+                                     !memchr(s, '.', k) && strncmp(s, "true", k) && strncmp(s, "false", k));
+            if (term) rt_name(r, &sb, s, k);
+            else sb_add(&sb, s, k);
+            s += k;
+            if (!k) sb_addc(&sb, *s++);
+        }
+    }
+    return sb.p;
+}
+
+static json_t *rt_names(const reterm_t *r, const json_t *v, const char *seps)
+{
+    if (json_is_string(v)) return json_new_string(r->a, rt_text(r, v->str, seps));
+    if (!json_is_array(v)) return json_clone(r->a, v);
+    json_t *o = json_new(r->a, JSON_ARRAY);
+    for (const json_t *c = v->child; c; c = c->next)
+        json_add(o, NULL, json_is_string(c) ? json_new_string(r->a, rt_text(r, c->str, seps)) : json_clone(r->a, c));
+    return o;
+}
+
+json_t *notify_doc_reterm(arena_t *a, const json_t *body, const ld_context_t *from, const ld_context_t *to)
+{
+    reterm_t r = {a, from, to};
+    json_t  *o = json_new(a, JSON_OBJECT);
+    for (const json_t *m = body->child; m; m = m->next) {
+        const char *k = m->key;
+        json_t     *v;
+        if (!strcmp(k, "entities") && json_is_array(m)) {
+            v = json_new(a, JSON_ARRAY);
+            for (const json_t *e = m->child; e; e = e->next) {
+                if (!json_is_object(e)) {
+                    json_add(v, NULL, json_clone(a, e));
+                    continue;
+                }
+                json_t *sel = json_new(a, JSON_OBJECT);
+                for (const json_t *f = e->child; f; f = f->next)
+                    json_add(sel, f->key, !strcmp(f->key, "type") && json_is_string(f)
+                                              ? json_new_string(a, rt_text(&r, f->str, ",;|() "))
+                                              : json_clone(a, f));
+                json_add(v, NULL, sel);
+            }
+        } else if (!strcmp(k, "watchedAttributes") || !strcmp(k, "expandValues") || !strcmp(k, "jsonKeys")) {
+            v = rt_names(&r, m, ", ");
+        } else if (!strcmp(k, "q") && json_is_string(m)) {
+            v = json_new_string(a, rt_q(&r, m->str));
+        } else if (!strcmp(k, "geoQ") && json_is_object(m)) {
+            v = json_clone(a, m);
+            const json_t *gp = json_get(m, "geoproperty");
+            if (json_is_string(gp)) {
+                json_remove(v, "geoproperty");
+                json_add(v, "geoproperty", json_new_string(a, rt_text(&r, gp->str, "")));
+            }
+        } else if (!strcmp(k, "notification") && json_is_object(m)) {
+            v = json_new(a, JSON_OBJECT);
+            for (const json_t *f = m->child; f; f = f->next)
+                json_add(v, f->key, !strcmp(f->key, "attributes") ? rt_names(&r, f, ", ")
+                                    : !strcmp(f->key, "pick") || !strcmp(f->key, "omit") ? rt_names(&r, f, ",{} ")
+                                    : json_clone(a, f));
+        } else v = json_clone(a, m);
+        json_add(o, k, v);
+    }
+    return o;
+}
+
 /* ------------------------------------------------------------ rendering */
 
 static void jw_time(json_writer_t *w, const char *key, int64_t us)
@@ -634,11 +769,29 @@ static void jw_time(json_writer_t *w, const char *key, int64_t us)
 
 void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context, bool sys_attrs)
 {
+    notify_sub_render_in(w, s, NULL, with_context, sys_attrs);
+}
+
+void notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_context_t *ctx, bool with_context,
+                          bool sys_attrs)
+{
     const sub_counters_t *c = s->c;
     int64_t now = cr_now_us();
+    const json_t *tree = s->tree;
+    arena_t      *a = NULL;
+    if (ctx && !notify_same_context(ctx, s->ctx)) {
+        a = arena_new(4096);
+        tree = notify_doc_reterm(a, s->tree, s->ctx, ctx);
+    } else ctx = NULL;
     jw_object_begin(w);
-    for (const json_t *m = s->tree->child; m; m = m->next) {
+    for (const json_t *m = tree->child; m; m = m->next) {
         if (!strcmp(m->key, "@context") && !with_context) continue;
+        if (!strcmp(m->key, "@context") && ctx) {
+            const char *cv = ld_context_value_json(ctx);
+            jw_key(w, "@context");
+            jw_raw(w, cv, strlen(cv));
+            continue;
+        }
         if ((!strcmp(m->key, "createdAt") || !strcmp(m->key, "modifiedAt")) && !sys_attrs) continue;
         if (!strcmp(m->key, "notification")) {
             jw_key(w, "notification");
@@ -701,4 +854,5 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
     jw_key(w, "status");
     jw_string(w, s->expires_at != CR_NO_TIME && s->expires_at <= now ? "expired" : s->active ? "active" : "paused");
     jw_object_end(w);
+    if (a) arena_free(a);
 }

@@ -72,6 +72,10 @@ bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, pro
     size_t      stored_len, len;
     const char *stored = notify_sub_doc(old, &stored_len);
     int64_t     now = cr_now_us();
+    /* 5.8.2: the fragment's names are in the request's @context; the
+     * subscription keeps its own: they are re-termed for it */
+    if (rq->ctx && !notify_same_context(rq->ctx, notify_sub_context(old)))
+        body = notify_doc_reterm(rq->arena, body, rq->ctx, notify_sub_context(old));
     char       *doc = notify_doc_patch(rq->arena, stored, stored_len, body, now, &len, p);
     notify_sub_unref(old);
     if (!doc) return false;

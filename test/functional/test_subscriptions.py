@@ -510,6 +510,40 @@ def test_5_2_14_join_validation(cli, rcv, bad):
     assert_problem(cli.post("/subscriptions", sub(rcv.uri, notification=bad)), 400, "BadRequestData")
 
 
+X = "http://example.org/x#"
+
+
+def test_5_8_2_patch_in_another_context_and_get_in_the_requests(cli, rcv):
+    """5.8.2, 6.3.5 (ETSI 029_05_02): the names of a PATCH in another
+    @context keep their meaning; a GET answers in the request's @context."""
+    mine = {"T": X + "Truck", "sp": X + "speed", "other": X + "other"}
+    body = sub(rcv.uri, entities=[{"type": "T"}], watchedAttributes=["other"], q="sp>3",
+               notification={"attributes": ["sp"], "sysAttrs": False})
+    body["@context"] = [mine, "https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld"]
+    r = cli.post("/subscriptions", body, ctype="application/ld+json")
+    assert r.status_code == 201, r.text
+    sid = r.headers["Location"].rsplit("/", 1)[1]
+    g = cli.get("/subscriptions/" + sid).json()            # no Link: the core context, full IRIs
+    assert g["entities"] == [{"type": X + "Truck"}] and g["watchedAttributes"] == [X + "other"]
+    assert g["q"] == X + "speed>3" and g["notification"]["attributes"] == [X + "speed"]
+    # a PATCH whose context calls the same IRIs differently
+    theirs = {"Lorry": X + "Truck", "velocity": X + "speed"}
+    p = cli.patch("/subscriptions/" + sid, {"watchedAttributes": ["velocity"], "entities": [{"type": "Lorry"}],
+                                            "@context": [theirs, "https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld"]},
+                  ctype="application/ld+json")
+    assert p.status_code == 204, p.text
+    g = cli.get("/subscriptions/" + sid).json()
+    assert g["entities"] == [{"type": X + "Truck"}] and g["watchedAttributes"] == [X + "speed"]
+    listed = [x for x in cli.get("/subscriptions").json() if x["id"] == sid][0]
+    assert listed["watchedAttributes"] == [X + "speed"]
+    # and it notifies on what those names mean
+    eid = uid()
+    cli.create(entity(eid, X + "Truck", **{X + "speed": prop(1)}))
+    cli.patch("/entities/%s/attrs" % eid, {X + "speed": prop(5)})
+    d = data(rcv, 1)[0]["data"][0]
+    assert d["sp"] == {"type": "Property", "value": 5} and d["type"] == "T"   # notified in its own context
+
+
 def test_default_triggers_skip_attribute_deletion(cli, rcv):
     create_sub(cli, sub(rcv.uri))
     eid = uid()
