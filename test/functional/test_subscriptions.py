@@ -544,6 +544,27 @@ def test_5_8_2_patch_in_another_context_and_get_in_the_requests(cli, rcv):
     assert d["sp"] == {"type": "Property", "value": 5} and d["type"] == "T"   # notified in its own context
 
 
+@pytest.mark.parametrize("expand", [["gender"], "gender,other"])
+def test_5_2_12_expand_values_expands_q_values(cli, rcv, expand):
+    """4.9 example 12: q=gender==Male with expandValues=gender compares the
+    value with Male's IRI; without expandValues the literal is compared."""
+    ctx = [{"Male": X + "Male", "gender": X + "gender"}, "https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld"]
+    for members in ({"expandValues": expand}, {}):
+        body = sub(rcv.uri, q="gender==Male", notification={"sysAttrs": False}, **members)
+        body["@context"] = ctx
+        r = cli.post("/subscriptions", body, ctype="application/ld+json")
+        assert r.status_code == 201, r.text
+    eid = uid()
+    cli.create(entity(eid, "Car", **{X + "gender": prop(X + "Male")}))
+    c = rcv.settle()
+    assert c["notifications"] == 1, c       # only the expandValues one matched the IRI
+
+
+def test_5_2_12_json_keys_accepted(cli, rcv):
+    create_sub(cli, sub(rcv.uri, q="data[k]==1", jsonKeys="data"))
+    assert_problem(cli.post("/subscriptions", sub(rcv.uri, jsonKeys=[""])), 400, "BadRequestData")
+
+
 def test_default_triggers_skip_attribute_deletion(cli, rcv):
     create_sub(cli, sub(rcv.uri))
     eid = uid()
