@@ -681,7 +681,7 @@ static void lane_end(lane_t *l, lane_end_t how)
     g_busy--;
     bool next = false;
     if (l->head) {
-        if (go_on && !g_stopping) next = take_batch(l);
+        if (go_on) next = take_batch(l);
         else lane_ready(l);
     }
     pthread_mutex_unlock(&g_qmu);
@@ -804,8 +804,10 @@ static void *sender_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&g_qmu);
     for (;;) {
-        while (!g_ready_head && !g_stopping) pthread_cond_wait(&g_qcv, &g_qmu);
-        if (g_abort || (!g_ready_head && g_stopping)) break;
+        /* until the abort, not the stop: while the queues drain, a lane
+         * whose POST was answered can be ready again */
+        while (!g_ready_head && !g_abort) pthread_cond_wait(&g_qcv, &g_qmu);
+        if (g_abort) break;
         lane_t *l = g_ready_head;
         g_ready_head = l->next_ready;
         if (!g_ready_head) g_ready_tail = NULL;

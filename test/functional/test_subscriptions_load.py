@@ -140,3 +140,23 @@ def test_fan_out_50_subscriptions_on_one_entity(lbroker, make_client):
             assert n["timesSent"] == len(accepted)
     finally:
         rcv.stop()
+
+
+def test_shutdown_drains_the_queues(broker_factory, make_client):
+    """SIGTERM: what is queued is delivered within --notifierDrain ms (one
+    lane, one notification at a time to a receiver taking 50 ms each); the
+    rest would be counted dropped (shutdown)."""
+    b = broker_factory("--notifierDrain", "8000", "--notifierBatch", "1")
+    cli = make_client(b)
+    r = Receiver("--delay", "50")
+    try:
+        eid = uid("Car")
+        cli.create(entity(eid, "Car", speed=prop(0)))
+        subscribe(cli, r.uri, entities=[{"id": eid, "type": "Car"}])
+        for i in range(20):
+            assert cli.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 1)}).status_code == 204
+        b.stop()
+        c = r.count()
+        assert c["entities"] == 20 and c["outOfOrder"] == 0 and c["duplicates"] == 0, c
+    finally:
+        r.stop()
