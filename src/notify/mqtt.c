@@ -94,7 +94,10 @@ static bool connect_now(mqtt_conn_t *c, const notify_sub_t *s, long timeout_ms)
         failed(c, s, "TLS setup failed");
         return false;
     }
-    if (mosquitto_connect(c->m, s->mq_host, s->mq_port, 60) != MOSQ_ERR_SUCCESS) {
+    /* non-blocking: the TCP connect is completed by the loop below, within
+     * the notification's timeout (a blocking one waits for the kernel's SYN
+     * retries, minutes for an address that never answers) */
+    if (mosquitto_connect_async(c->m, s->mq_host, s->mq_port, 60) != MOSQ_ERR_SUCCESS) {
         failed(c, s, "connect failed");
         return false;
     }
