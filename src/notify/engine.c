@@ -178,6 +178,12 @@ static pthread_mutex_t  g_qmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t   g_qcv = PTHREAD_COND_INITIALIZER;
 static lane_t          *g_ready_head, *g_ready_tail;
 static lane_t          *g_parked;        /* lanes whose failed batch waits for its retry */
+typedef struct late {
+    struct late *next;
+    lane_t      *l;
+    bool         ok, aborted;
+} late_t;
+static late_t          *g_late, *g_late_tail;   /* outcomes from libmosquitto's threads, in order */
 static size_t           g_busy;          /* lanes with a batch (sending, in flight, parked) */
 static size_t           g_batch_max;
 static endpoint_t      *g_endpoints;
@@ -751,6 +757,32 @@ static void lane_attempted(void *ud, bool ok, bool aborted)
     lane_end(l, END_FAILED);
 }
 
+void notify_done_later(void *ud, bool ok, bool aborted)
+{
+    late_t *x = cr_xmalloc(sizeof *x);
+    *x = (late_t){.l = ud, .ok = ok, .aborted = aborted};
+    pthread_mutex_lock(&g_qmu);
+    if (g_late_tail) g_late_tail->next = x;
+    else g_late = x;
+    g_late_tail = x;
+    pthread_cond_signal(&g_qcv);
+    pthread_mutex_unlock(&g_qmu);
+}
+
+/* The next late outcome taken up (g_qmu held, released meanwhile); false: none. */
+static bool take_late(bool abort)
+{
+    late_t *x = g_late;
+    if (!x) return false;
+    g_late = x->next;
+    if (!g_late) g_late_tail = NULL;
+    pthread_mutex_unlock(&g_qmu);
+    lane_attempted(x->l, x->ok && !abort, x->aborted || abort);
+    free(x);
+    pthread_mutex_lock(&g_qmu);
+    return true;
+}
+
 /* Parked lanes whose retry is due go back to the ready list (g_qmu held). */
 static void unpark_due(int64_t now_ms)
 {
@@ -806,8 +838,9 @@ static void *sender_main(void *arg)
     for (;;) {
         /* until the abort, not the stop: while the queues drain, a lane
          * whose POST was answered can be ready again */
-        while (!g_ready_head && !g_abort) pthread_cond_wait(&g_qcv, &g_qmu);
+        while (!g_ready_head && !g_late && !g_abort) pthread_cond_wait(&g_qcv, &g_qmu);
         if (g_abort) break;
+        if (take_late(false)) continue;
         lane_t *l = g_ready_head;
         g_ready_head = l->next_ready;
         if (!g_ready_head) g_ready_tail = NULL;
@@ -890,6 +923,7 @@ static void *ticker_main(void *arg)
         if (g_stopping) break;
         if (g_parked) unpark_due(cr_now_ms());
         pthread_mutex_unlock(&g_qmu);
+        notify_mqtt_sweep(cr_now_ms(), false);
 
         /* the due subscriptions, referenced, then sent without the registry lock */
         int64_t        now = cr_now_us();
@@ -962,6 +996,7 @@ void notify_stop(void)
     while ((g_queued || g_busy) && cr_mono_ns() < deadline) {
         if (g_parked) unpark_due(cr_now_ms());     /* the ticker is gone: retries still due are made */
         pthread_mutex_unlock(&g_qmu);
+        notify_mqtt_sweep(cr_now_ms(), false);     /* and MQTT timeouts kept */
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&g_qmu);
@@ -976,6 +1011,10 @@ void notify_stop(void)
     /* what is in flight is aborted (counted: shutdown), then the parked
      * lanes' and the ready busy lanes' batches */
     if (g_running) notify_http_shutdown();
+    notify_mqtt_sweep(0, true);
+    pthread_mutex_lock(&g_qmu);
+    while (take_late(true)) {}
+    pthread_mutex_unlock(&g_qmu);
     for (;;) {
         pthread_mutex_lock(&g_qmu);
         lane_t *l = g_parked;

@@ -159,11 +159,18 @@ void    httpc_conn_free(httpc_conn_t *c);
 /* The caller is the client's thread (a done callback). */
 bool    httpc_on_loop(void);
 
-/* mqtt.c: the same for MQTT endpoints (7.2); post wraps the body in the envelope. */
+/* mqtt.c: MQTT endpoints (7.2): send wraps the body in the envelope and
+ * returns at once; the outcome comes through notify_done_later(). */
 bool notify_mqtt_init(problem_t *p);
 void notify_mqtt_shutdown(void);
-bool notify_mqtt_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
-                      long timeout_ms);
+void notify_mqtt_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                      long timeout_ms, void *ud);
+/* Fails the publications past their timeout; abort: all of them (stop). */
+void notify_mqtt_sweep(int64_t now_ms, bool abort);
+
+/* engine.c: an outcome reported from a thread that is not the engine's
+ * (libmosquitto's): a sender thread takes it up (notify_done_fn's work). */
+void notify_done_later(void *ud, bool ok, bool aborted);
 void notify_mqtt_free(void *conn);
 
 /* engine.c: a subscription's last reference lets go of its endpoint. */

@@ -564,7 +564,7 @@ void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t le
     conn_t *cn = *conn;
     if (!cn) *conn = cn = cr_xcalloc(1, sizeof *cn);
     if (s->mqtt) {
-        g_done(ud, notify_mqtt_post(&cn->mqtt, s, body, len, ctype, timeout_ms), false);
+        notify_mqtt_send(&cn->mqtt, s, body, len, ctype, timeout_ms, ud);
         return;
     }
     if (s->hc) {

@@ -170,3 +170,46 @@ def test_7_2_mqtts_untrusted_certificate_fails(tls_mosquitto, cli):
     cli.create(entity(uid(), "Car", speed=prop(1)))
     n = wait_failed(cli, sid)
     assert n["timesFailed"] >= 1 and n["status"] == "failed" and n["timesSent"] == 0
+
+
+def test_7_2_dead_mqtt_brokers_hold_no_thread(broker_factory, make_client):
+    """MQTT brokers that accept and never answer (no CONNACK) hold only their
+    own lanes: with two sender threads, an HTTP receiver beside them gets
+    every notification at once; theirs fail at the timeout, counted."""
+    import socket
+    import threading
+    cli = make_client(broker_factory("--notifierThreads", "2", "--notifierTimeout", "3000"))
+    socks, held = [], []
+
+    def hold(s):
+        while True:
+            try:
+                held.append(s.accept()[0])
+            except OSError:
+                return
+    for _ in range(3):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        socks.append(s)
+        threading.Thread(target=hold, args=(s,), daemon=True).start()
+    r = Receiver()
+    try:
+        dead = [mqtt_sub(cli, "mqtt://127.0.0.1:%d/t" % s.getsockname()[1]) for s in socks]
+        r_sid = cli.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "Car"}],
+                                            "notification": {"endpoint": {"uri": r.uri}, "sysAttrs": True}})
+        assert r_sid.status_code == 201
+        ids = [uid() for _ in range(8)]
+        t0 = time.time()
+        for eid in ids:
+            cli.create(entity(eid, "Car", speed=prop(1)))
+        c = r.wait(8, timeout=10, key="entities")
+        assert c["entities"] == 8 and time.time() - t0 < 2.5, (c, time.time() - t0)
+        n = wait_failed(cli, dead[0], timeout=15)
+        assert n["status"] == "failed" and n["timesSent"] == 0
+    finally:
+        r.stop()
+        for s in socks:
+            s.close()
+        for c in held:
+            c.close()
