@@ -32,9 +32,11 @@
  *    jobs of one (subscription, entity) always take the same lane, so they are
  *    sent in commit order; a lane is one keep-alive HTTP connection (a libcurl
  *    easy handle kept for the lane) and has one notification in flight;
- *  - senders: --notifierThreads threads take ready lanes and render; the HTTP
- *    thread (libcurl multi) carries every lane's request at once, so a slow or
- *    dead endpoint holds only its own lanes, never a thread;
+ *  - senders: --notifierThreads threads take ready lanes and render; the
+ *    clients carry every lane's request at once (httpc.c's epoll thread for
+ *    http:// literal addresses, libcurl multi's thread for the others,
+ *    libmosquitto's network threads for MQTT), so a slow or dead endpoint
+ *    holds only its own lanes, never a thread;
  *  - failures: a failed notification is retried (--notifierRetries, after
  *    --notifierRetryDelay doubling, at least endpoint.cooldown) at the head of
  *    its lane, so order holds; the lane is parked meanwhile, not a thread;
