@@ -10,10 +10,11 @@
  *   GET  /notifications  the last 1000 notifications: [{"headers", "body"}]
  *   POST /reset          clears everything
  *
- *   receiver --port N [--delay MS] [--never] [--mqtt HOST:PORT --topic T]
+ *   receiver --port N [--delay MS] [--never] [--fail K] [--mqtt HOST:PORT --topic T]
  * --delay answers every notification after MS ms; --never never answers
  * (the connection is held until the receiver stops). Both for the
- * slow-receiver tests. --mqtt also subscribes to topic T (QoS 2) on that
+ * slow-receiver tests. --fail answers the first K notifications with 500
+ * without counting them (the retry tests; /count's "refused" tells them). --mqtt also subscribes to topic T (QoS 2) on that
  * MQTT broker and counts the bodies of the notification envelopes (7.2) it
  * gets there, their "metadata" kept as the headers. SIGTERM/SIGINT stop it.
  */
@@ -49,6 +50,8 @@ static char           *g_keep[KEEP];
 static size_t          g_keep_next;
 static int             g_delay_ms;
 static int             g_never;
+static int             g_fail;         /* --fail: notifications still to refuse (under g_mu) */
+static uint64_t        g_refused;
 static volatile sig_atomic_t g_stop;
 
 static unsigned hash(const char *s)
@@ -214,9 +217,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!strcmp(method, "GET") && !strcmp(url, "/count")) {
         pthread_mutex_lock(&g_mu);
         sb_printf(&out, "{\"notifications\":%llu,\"entities\":%llu,\"outOfOrder\":%llu,\"duplicates\":%llu,"
-                        "\"unreadable\":%llu,\"perSubscription\":",
+                        "\"unreadable\":%llu,\"refused\":%llu,\"perSubscription\":",
                   (unsigned long long)g_notifications, (unsigned long long)g_entities,
-                  (unsigned long long)g_out_of_order, (unsigned long long)g_duplicates, (unsigned long long)g_bad);
+                  (unsigned long long)g_out_of_order, (unsigned long long)g_duplicates, (unsigned long long)g_bad,
+                  (unsigned long long)g_refused);
         map_render(&out, &g_subs);
         sb_adds(&out, ",\"perEntity\":");
         map_render(&out, &g_ents);
@@ -252,6 +256,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         sb_addc(&u->headers, '}');
         if (g_never)
             while (!g_stop) sleep(1);
+        pthread_mutex_lock(&g_mu);
+        bool refuse = g_fail > 0;
+        if (refuse) {
+            g_fail--;
+            g_refused++;
+        }
+        pthread_mutex_unlock(&g_mu);
+        if (refuse) {
+            rc = answer(c, 500, NULL);
+            sb_release(&out);
+            return rc;
+        }
         count_body(u->body.p, u->body.len, u->headers.p);
         if (g_delay_ms) {
             struct timespec ts = {g_delay_ms / 1000, (long)(g_delay_ms % 1000) * 1000000};
@@ -338,6 +354,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--topic") && i + 1 < argc) g_topic = argv[++i];
         else if (!strcmp(argv[i], "--delay") && i + 1 < argc) g_delay_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--never")) g_never = 1;
+        else if (!strcmp(argv[i], "--fail") && i + 1 < argc) g_fail = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: receiver --port N [--delay MS] [--never] [--mqtt HOST:PORT --topic T]\n");
             return 2;

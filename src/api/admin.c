@@ -182,6 +182,10 @@ void api_statistics(request_t *r)
     jw_key(&w, "droppedExpired"); jw_int(&w, (int64_t)ns.dropped_expired);
     jw_key(&w, "droppedEndpointFailing"); jw_int(&w, (int64_t)ns.dropped_failing);
     jw_key(&w, "throttled"); jw_int(&w, (int64_t)ns.throttled);
+    jw_key(&w, "delivered"); jw_int(&w, (int64_t)ns.delivered);
+    jw_key(&w, "retried"); jw_int(&w, (int64_t)ns.retried);
+    jw_key(&w, "droppedCooldown"); jw_int(&w, (int64_t)ns.dropped_cooldown);
+    jw_key(&w, "droppedRetriesExhausted"); jw_int(&w, (int64_t)ns.dropped_retries);
     jw_key(&w, "queued"); jw_int(&w, (int64_t)ns.queued);
     jw_key(&w, "endpoints"); jw_int(&w, (int64_t)ns.endpoints);
     jw_object_end(&w);

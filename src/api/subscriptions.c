@@ -44,17 +44,20 @@ void api_sub_get(request_t *r)
     if (!api_options_valid(r, "sysAttrs", &p)) goto fail;
     bool sys = api_option(r, "sysAttrs");
     if (!api_no_unknown_params(r, &p)) goto fail;
+    /* the answer is in the request's @context (6.3.5), the names re-termed */
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
     ops_req_t     rq = api_req(r, NULL);
     notify_sub_t *s = ops_sub_retrieve(&rq, r->pathv[0], &p);
     if (!s) goto fail;
     json_writer_t w;
     jw_init(&w, &r->out);
-    notify_sub_render(&w, s, ld, sys);
+    notify_sub_render_in(&w, s, ctx, ld, sys);
     if (!ld) {
         sbuf_t link;
         sb_init(&link, r->arena, 256);
         sb_printf(&link, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"",
-                  ld_context_link(notify_sub_context(s)));
+                  ld_context_link(ctx));
         reply_header(r, "Link", link.p);
     }
     notify_sub_unref(s);
@@ -81,8 +84,12 @@ static bool page_param(request_t *r, const char *name, size_t def, size_t *out, 
 static void page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
 {
     sbuf_t sb;
+    size_t plen = strlen(r->path);
+    while (plen > 1 && r->path[plen - 1] == '/') plen--;    /* /subscriptions/ is /subscriptions */
     sb_init(&sb, r->arena, 128);
-    sb_printf(&sb, "<%s?limit=%zu&offset=%zu>; rel=\"%s\"; type=\"%s\"", r->path, limit, offset, rel, ctype);
+    /* RFC 8288 link-params without optional whitespace, as the suite compares them (031_02) */
+    sb_printf(&sb, "<%.*s?limit=%zu&offset=%zu>;rel=\"%s\";type=\"%s\"", (int)plen, r->path, limit, offset, rel,
+              ctype);
     reply_header(r, "Link", sb.p);
 }
 
@@ -109,6 +116,8 @@ void api_sub_query(request_t *r)
         goto fail;
     }
     if (!api_no_unknown_params(r, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
     ops_req_t      rq = api_req(r, NULL);
     notify_sub_t **v = ops_sub_query(&rq, offset, limit, &n, &total, &p);
     if (!v) goto fail;
@@ -116,7 +125,7 @@ void api_sub_query(request_t *r)
     jw_init(&w, &r->out);
     jw_array_begin(&w);
     for (size_t i = 0; i < n; i++) {
-        notify_sub_render(&w, v[i], ld, sys);
+        notify_sub_render_in(&w, v[i], ctx, ld, sys);
         notify_sub_unref(v[i]);
     }
     jw_array_end(&w);

@@ -80,6 +80,9 @@ static flag_t flags[] = {
     {"notifierTimeout", F_INT, &cr_config.notifier_timeout_ms, "5000", NULL, "ms for one notification (endpoint.timeout overrides)"},
     {"notifierBatch", F_INT, &cr_config.notifier_batch, "64", NULL, "queued changes (distinct entities) of one subscription sent in one notification"},
     {"notifierDrain", F_INT, &cr_config.notifier_drain_ms, "2000", NULL, "ms to deliver queued notifications at shutdown"},
+    {"notifierRetries", F_INT, &cr_config.notifier_retries, "2", NULL, "retries of a failed notification (in order, at the head of its lane)"},
+    {"notifierRetryDelay", F_INT, &cr_config.notifier_retry_delay_ms, "500", NULL, "ms before the first retry of a failed notification (doubling; at least endpoint.cooldown)"},
+    {"notifierCaFile", F_STR, &cr_config.notifier_ca_file, "", NULL, "CA certificates (PEM) for https:// and mqtts:// endpoints (none: the system's)"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };
 

@@ -275,6 +275,9 @@ typedef struct cr_config {
     int         notifier_timeout_ms; /* --notifierTimeout: ms for one notification */
     int         notifier_drain_ms;   /* --notifierDrain: ms to drain the queues at shutdown */
     int         notifier_batch;      /* --notifierBatch: queued changes of one subscription sent as one notification */
+    int         notifier_retries;    /* --notifierRetries: retries of a failed notification */
+    int         notifier_retry_delay_ms; /* --notifierRetryDelay: ms before the first retry (doubling) */
+    const char *notifier_ca_file;    /* --notifierCaFile: CA bundle for https:// and mqtts:// endpoints, "" = system */
 } cr_config_t;
 
 extern cr_config_t cr_config;

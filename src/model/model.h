@@ -236,6 +236,9 @@ typedef struct render_join {
      * caller to refuse the answer. */
     size_t             *left;
     bool               *over;
+    /* the flat pick list selects the roots' attributes only (a
+     * notification's "attributes", 5.8.6): linked entities are whole */
+    bool                roots_pick_only;
 } render_join_t;
 
 typedef struct render_opts {

@@ -478,6 +478,10 @@ static void render_linked(json_writer_t *w, const rctx_t *r, const cr_attr_t *a,
     lo.context_json = NULL;
     lo.pick_tree    = projection_link(r->o->pick_tree, a->name, false);
     lo.omit_tree    = projection_link(r->o->omit_tree, a->name, true);
+    if (r->o->join->roots_pick_only) {
+        lo.pick   = NULL;
+        lo.n_pick = 0;
+    }
     if (r->depth + 1 >= r->o->join->level && !lo.pick && !lo.omit && !lo.pick_tree && !lo.omit_tree &&
         !lo.n_dataset_ids) {
         lo.join = NULL;         /* a plain entity: the render cache may serve it */

@@ -135,9 +135,17 @@ typedef struct treg {
 typedef struct lane {
     struct endpoint *ep;
     notify_job_t    *head, *tail;
-    struct lane     *next_ready;
-    bool             busy, ready;
-    void            *conn;          /* the lane's HTTP connection (sender.c), used by the busy sender only */
+    struct lane     *next_ready, *next_parked;
+    bool             busy, ready;   /* busy: a batch is being sent, in flight or parked */
+    bool             parked;        /* its batch failed and waits for retry_at_ms (on g_parked) */
+    void            *conn;          /* the lane's connection (sender.c), used by the busy lane only */
+    /* the notification of the busy lane: its jobs (one subscription, in
+     * order), its body (read by the HTTP thread until done), its tries */
+    notify_job_t   **batch;
+    size_t           n_batch;
+    sbuf_t           body;
+    int              attempts;
+    int64_t          retry_at_ms;
 } lane_t;
 
 typedef struct endpoint {
@@ -169,6 +177,15 @@ static atomic_size_t    g_n_subs;
 static pthread_mutex_t  g_qmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t   g_qcv = PTHREAD_COND_INITIALIZER;
 static lane_t          *g_ready_head, *g_ready_tail;
+static lane_t          *g_parked;        /* lanes whose failed batch waits for its retry */
+typedef struct late {
+    struct late *next;
+    lane_t      *l;
+    bool         ok, aborted;
+} late_t;
+static late_t          *g_late, *g_late_tail;   /* outcomes from libmosquitto's threads, in order */
+static size_t           g_busy;          /* lanes with a batch (sending, in flight, parked) */
+static size_t           g_batch_max;
 static endpoint_t      *g_endpoints;
 static size_t           g_n_endpoints;
 static bool             g_running, g_stopping, g_abort;
@@ -178,7 +195,7 @@ static size_t           g_queued;
 
 static struct {
     atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_shutdown, dropped_deleted, dropped_expired, dropped_failing,
-                         throttled;
+                         throttled, delivered, retried, dropped_cooldown, dropped_retries;
 } G;
 
 static treg_t *treg_get(const char *tenant, bool create)
@@ -243,7 +260,11 @@ static endpoint_t *endpoint_get(const char *uri)
         ep->uri = cr_xstrdup(uri);
         ep->n_lanes = cr_config.notifier_inflight > 0 ? (size_t)cr_config.notifier_inflight : 1;
         ep->lanes = cr_xcalloc(ep->n_lanes, sizeof *ep->lanes);
-        for (size_t i = 0; i < ep->n_lanes; i++) ep->lanes[i].ep = ep;
+        for (size_t i = 0; i < ep->n_lanes; i++) {
+            ep->lanes[i].ep = ep;
+            ep->lanes[i].batch = cr_xmalloc(g_batch_max * sizeof *ep->lanes[i].batch);
+            sb_init(&ep->lanes[i].body, NULL, 1024);
+        }
         ep->next = g_endpoints;
         g_endpoints = ep;
         g_n_endpoints++;
@@ -255,7 +276,11 @@ static endpoint_t *endpoint_get(const char *uri)
 
 static void endpoint_free(endpoint_t *ep)
 {
-    for (size_t i = 0; i < ep->n_lanes; i++) notify_conn_free(ep->lanes[i].conn);
+    for (size_t i = 0; i < ep->n_lanes; i++) {
+        notify_conn_free(ep->lanes[i].conn);
+        free(ep->lanes[i].batch);
+        sb_release(&ep->lanes[i].body);
+    }
     free(ep->lanes);
     free(ep->uri);
     free(ep);
@@ -408,7 +433,7 @@ static bool watched(const notify_sub_t *s, const store_attr_ref_t *r, uint32_t n
         for (size_t k = 0; k < s->n_watched && !name_ok; k++) name_ok = s->watched[k] == r[i].name;
         for (size_t k = 0; k < s->n_dataset_ids && !ds_ok; k++)
             ds_ok = r[i].dataset_id ? !strcmp(r[i].dataset_id, s->dataset_ids[k])
-                                    : !strcmp(s->dataset_ids[k], "urn:ngsi-ld:default");
+                                    : !strcmp(s->dataset_ids[k], "@none");
         if (name_ok && ds_ok) return true;
     }
     return false;
@@ -592,27 +617,107 @@ static void job_free(notify_job_t *j)
     free(j);
 }
 
-static void deliver(lane_t *l, notify_job_t **jobs, size_t n, sbuf_t *body)
+/* The lane's next notification (g_qmu held, the lane not busy): the jobs
+ * at its head that are of the same subscription and of distinct entities
+ * (at most --notifierBatch), in their order; a busy endpoint gets fewer,
+ * fuller requests. false: none queued. */
+static bool take_batch(lane_t *l)
 {
-    notify_job_t   *j = jobs[0];
-    notify_sub_t   *s = j->sub;
+    size_t         n = 0;
+    notify_job_t **batch = l->batch;
+    while (l->head && n < g_batch_max) {
+        notify_job_t *j = l->head;
+        if (n && (j->sub != batch[0]->sub || !j->e || !batch[0]->e)) break;
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++) seen = batch[k]->e == j->e || !strcmp(batch[k]->e->id, j->e->id);
+        if (seen) break;
+        l->head = j->next;
+        if (!l->head) l->tail = NULL;
+        batch[n++] = j;
+    }
+    if (!n) return false;
+    l->n_batch = n;
+    l->busy = true;
+    g_busy++;
+    l->ep->queued -= n;
+    g_queued -= n;
+    return true;
+}
+
+static void lane_send(lane_t *l);
+static _Thread_local int t_inline;     /* lane_end is sending a lane's next notification itself */
+
+/* How a batch ends (counted per subscription and in /statistics). */
+typedef enum { END_SENT, END_FAILED, END_DELETED, END_FAILING, END_COOLDOWN, END_SHUTDOWN } lane_end_t;
+
+static void count(sub_counters_t *c, lane_end_t how, size_t n)
+{
+    switch (how) {
+    case END_SENT:     atomic_fetch_add(&c->delivered, n); atomic_fetch_add(&G.delivered, n); break;
+    case END_FAILED:   atomic_fetch_add(&c->dropped_retries, n); atomic_fetch_add(&G.dropped_retries, n); break;
+    case END_DELETED:  atomic_fetch_add(&c->dropped_deleted, n); atomic_fetch_add(&G.dropped_deleted, n); break;
+    case END_FAILING:  atomic_fetch_add(&c->dropped_failing, n); atomic_fetch_add(&G.dropped_failing, n); break;
+    case END_COOLDOWN: atomic_fetch_add(&c->dropped_cooldown, n); atomic_fetch_add(&G.dropped_cooldown, n); break;
+    case END_SHUTDOWN: atomic_fetch_add(&c->dropped_shutdown, n); atomic_fetch_add(&G.dropped_shutdown, n); break;
+    }
+}
+
+/* The lane's batch is over: counted, the lane free again, its jobs freed
+ * (last: a job may hold the last reference to the endpoint, lanes and all).
+ * On the HTTP client's thread, a lane with more queued sends its next
+ * notification at once (rendered there: no hand-off to a sender thread and
+ * back; one level deep, a drop meanwhile goes through the ready list). */
+static void lane_end(lane_t *l, lane_end_t how)
+{
+    bool go_on = !t_inline && how == END_SENT && httpc_on_loop();
+    notify_job_t *chain = NULL;
+    size_t        n = l->n_batch;
+    count(l->batch[0]->sub->c, how, n);
+    for (size_t k = n; k-- > 0;) {
+        l->batch[k]->next = chain;
+        chain = l->batch[k];
+    }
+    /* the lane stays ours while a job of the batch holds the endpoint */
+    notify_sub_t *hold = go_on ? chain->sub : NULL;
+    if (hold) notify_sub_ref(hold);
+    pthread_mutex_lock(&g_qmu);
+    l->n_batch = 0;
+    l->attempts = 0;
+    l->busy = false;
+    g_busy--;
+    bool next = false;
+    if (l->head) {
+        if (go_on) next = take_batch(l);
+        else lane_ready(l);
+    }
+    pthread_mutex_unlock(&g_qmu);
+    while (chain) {
+        notify_job_t *nx = chain->next;
+        job_free(chain);
+        chain = nx;
+    }
+    if (next) {
+        t_inline = 1;
+        lane_send(l);
+        t_inline = 0;
+    }
+    if (hold) notify_sub_unref(hold);
+}
+
+/* The outcome of one attempt (notify_done_fn; the HTTP thread's, or the
+ * sender's for MQTT): counted; a failure is retried at the head of the lane
+ * (order holds) after a delay, with the lane parked, not a thread. */
+static void lane_attempted(void *ud, bool ok, bool aborted)
+{
+    lane_t         *l = ud;
+    notify_sub_t   *s = l->batch[0]->sub;
     sub_counters_t *c = s->c;
-    if (atomic_load(&s->removed)) {
-        atomic_fetch_add(&c->dropped_deleted, n);
-        atomic_fetch_add(&G.dropped_deleted, n);
+    endpoint_t     *ep = l->ep;
+    if (aborted) {
+        lane_end(l, END_SHUTDOWN);
         return;
     }
-    endpoint_t *ep = l->ep;
-    if (atomic_load(&ep->fail_streak) >= FAIL_STREAK && cr_now_ms() < atomic_load(&ep->retry_at_ms)) {
-        atomic_fetch_add(&c->dropped_failing, n);
-        atomic_fetch_add(&G.dropped_failing, n);
-        return;
-    }
-    sb_clear(body);
-    const char *ctype = notify_render(jobs, n, body);
-    long        tmo = s->timeout_ms ? s->timeout_ms : cr_config.notifier_timeout_ms;
-    bool        ok = notify_http_post(&l->conn, s, body->p, body->len, ctype, tmo);
-    int64_t     now = cr_now_us();
+    int64_t now = cr_now_us();
     atomic_store(&c->last_notification, now);
     if (ok) {
         atomic_fetch_add(&c->sent, 1);
@@ -621,67 +726,131 @@ static void deliver(lane_t *l, notify_job_t **jobs, size_t n, sbuf_t *body)
         atomic_store(&c->failing, 0);
         atomic_store(&ep->fail_streak, 0);
         atomic_store(&ep->backoff_ms, 0);
-    } else {
-        atomic_fetch_add(&c->failed, 1);
-        atomic_fetch_add(&G.failed, 1);
-        atomic_store(&c->last_failure, now);
-        atomic_store(&c->failing, 1);
-        if (atomic_fetch_add(&ep->fail_streak, 1) + 1 >= FAIL_STREAK) {
-            int b = atomic_load(&ep->backoff_ms);
-            b = b ? (b >= 15000 ? 30000 : b * 2) : 1000;
-            atomic_store(&ep->backoff_ms, b);
-            atomic_store(&ep->retry_at_ms, cr_now_ms() + b);
-        }
+        lane_end(l, END_SENT);
+        return;
     }
+    atomic_fetch_add(&c->failed, 1);
+    atomic_fetch_add(&G.failed, 1);
+    atomic_store(&c->last_failure, now);
+    atomic_store(&c->failing, 1);
+    if (atomic_fetch_add(&ep->fail_streak, 1) + 1 >= FAIL_STREAK) {
+        int b = atomic_load(&ep->backoff_ms);
+        b = b ? (b >= 15000 ? 30000 : b * 2) : 1000;
+        atomic_store(&ep->backoff_ms, b);
+        atomic_store(&ep->retry_at_ms, cr_now_ms() + b);
+    }
+    pthread_mutex_lock(&g_qmu);
+    if (l->attempts < cr_config.notifier_retries && !g_stopping && !atomic_load(&s->removed)) {
+        int64_t delay = (int64_t)(cr_config.notifier_retry_delay_ms > 0 ? cr_config.notifier_retry_delay_ms : 1)
+                        << (l->attempts < 16 ? l->attempts : 16);
+        if (delay > 30000) delay = 30000;
+        if (delay < s->cooldown_ms) delay = s->cooldown_ms;
+        l->attempts++;
+        l->retry_at_ms = cr_now_ms() + delay;
+        l->parked = true;
+        l->next_parked = g_parked;
+        g_parked = l;
+        pthread_mutex_unlock(&g_qmu);
+        return;
+    }
+    pthread_mutex_unlock(&g_qmu);
+    lane_end(l, END_FAILED);
+}
+
+void notify_done_later(void *ud, bool ok, bool aborted)
+{
+    late_t *x = cr_xmalloc(sizeof *x);
+    *x = (late_t){.l = ud, .ok = ok, .aborted = aborted};
+    pthread_mutex_lock(&g_qmu);
+    if (g_late_tail) g_late_tail->next = x;
+    else g_late = x;
+    g_late_tail = x;
+    pthread_cond_signal(&g_qcv);
+    pthread_mutex_unlock(&g_qmu);
+}
+
+/* The next late outcome taken up (g_qmu held, released meanwhile); false: none. */
+static bool take_late(bool abort)
+{
+    late_t *x = g_late;
+    if (!x) return false;
+    g_late = x->next;
+    if (!g_late) g_late_tail = NULL;
+    pthread_mutex_unlock(&g_qmu);
+    lane_attempted(x->l, x->ok && !abort, x->aborted || abort);
+    free(x);
+    pthread_mutex_lock(&g_qmu);
+    return true;
+}
+
+/* Parked lanes whose retry is due go back to the ready list (g_qmu held). */
+static void unpark_due(int64_t now_ms)
+{
+    for (lane_t **pp = &g_parked; *pp;) {
+        lane_t *l = *pp;
+        if (l->retry_at_ms > now_ms && !g_stopping) {
+            pp = &l->next_parked;
+            continue;
+        }
+        *pp = l->next_parked;
+        l->parked = false;
+        lane_ready(l);
+    }
+}
+
+/* Sends the lane's batch (a retry, or the first attempt), or ends it
+ * without sending: its subscription was deleted, its endpoint is backing
+ * off after failing (first attempts only), or it is within the
+ * subscription's endpoint.cooldown of a failure (5.2.15). */
+static void lane_send(lane_t *l)
+{
+    notify_sub_t   *s = l->batch[0]->sub;
+    sub_counters_t *c = s->c;
+    endpoint_t     *ep = l->ep;
+    if (atomic_load(&s->removed)) {
+        lane_end(l, END_DELETED);
+        return;
+    }
+    if (!l->attempts) {
+        if (atomic_load(&ep->fail_streak) >= FAIL_STREAK && cr_now_ms() < atomic_load(&ep->retry_at_ms)) {
+            lane_end(l, END_FAILING);
+            return;
+        }
+        int64_t lf = atomic_load(&c->last_failure);
+        if (s->cooldown_ms && lf && atomic_load(&c->failing) && cr_now_us() - lf < (int64_t)s->cooldown_ms * 1000) {
+            lane_end(l, END_COOLDOWN);
+            return;
+        }
+    } else {
+        atomic_fetch_add(&c->retried, 1);
+        atomic_fetch_add(&G.retried, 1);
+    }
+    sb_clear(&l->body);
+    const char *ctype = notify_render(l->batch, l->n_batch, &l->body);
+    long        tmo = s->timeout_ms ? s->timeout_ms : cr_config.notifier_timeout_ms;
+    notify_send(&l->conn, s, l->body.p, l->body.len, ctype, tmo, l);
 }
 
 static void *sender_main(void *arg)
 {
     (void)arg;
-    sbuf_t body;
-    sb_init(&body, NULL, 4096);
-    size_t         batch_max = cr_config.notifier_batch > 0 ? (size_t)cr_config.notifier_batch : 1;
-    notify_job_t **batch = cr_xmalloc(batch_max * sizeof *batch);
     pthread_mutex_lock(&g_qmu);
     for (;;) {
-        while (!g_ready_head && !g_stopping) pthread_cond_wait(&g_qcv, &g_qmu);
-        if (g_abort || (!g_ready_head && g_stopping)) break;
+        /* until the abort, not the stop: while the queues drain, a lane
+         * whose POST was answered can be ready again */
+        while (!g_ready_head && !g_late && !g_abort) pthread_cond_wait(&g_qcv, &g_qmu);
+        if (g_abort) break;
+        if (take_late(false)) continue;
         lane_t *l = g_ready_head;
         g_ready_head = l->next_ready;
         if (!g_ready_head) g_ready_tail = NULL;
         l->ready = false;
-        l->busy = true;
-        /* one notification for the jobs at the head of the lane that are of
-         * the same subscription and of distinct entities (at most
-         * --notifierBatch): their order is kept, and a busy endpoint gets
-         * fewer, fuller requests */
-        size_t n = 0;
-        while (l->head && n < batch_max) {
-            notify_job_t *j = l->head;
-            if (n && (j->sub != batch[0]->sub || !j->e || !batch[0]->e)) break;
-            bool seen = false;
-            for (size_t k = 0; k < n && !seen; k++) seen = batch[k]->e == j->e || !strcmp(batch[k]->e->id, j->e->id);
-            if (seen) break;
-            l->head = j->next;
-            if (!l->head) l->tail = NULL;
-            batch[n++] = j;
-        }
-        l->ep->queued -= n;
-        g_queued -= n;
+        if (!l->busy && !take_batch(l)) continue;
         pthread_mutex_unlock(&g_qmu);
-
-        deliver(l, batch, n, &body);
-
-        pthread_mutex_lock(&g_qmu);
-        l->busy = false;
-        if (l->head) lane_ready(l);
-        pthread_mutex_unlock(&g_qmu);
-        for (size_t k = 0; k < n; k++) job_free(batch[k]);   /* may release the endpoint: after the lane */
+        lane_send(l);      /* a busy lane is this thread's until it is sent or ended */
         pthread_mutex_lock(&g_qmu);
     }
     pthread_mutex_unlock(&g_qmu);
-    free(batch);
-    sb_release(&body);
     return NULL;
 }
 
@@ -752,7 +921,9 @@ static void *ticker_main(void *arg)
         }
         pthread_cond_timedwait(&g_tick_cv, &g_qmu, &ts);
         if (g_stopping) break;
+        if (g_parked) unpark_due(cr_now_ms());
         pthread_mutex_unlock(&g_qmu);
+        notify_mqtt_sweep(cr_now_ms(), false);
 
         /* the due subscriptions, referenced, then sent without the registry lock */
         int64_t        now = cr_now_us();
@@ -791,7 +962,9 @@ static void *ticker_main(void *arg)
 
 bool notify_start(store_t *s, problem_t *p)
 {
-    if (!notify_http_init(p)) return false;
+    g_batch_max = cr_config.notifier_batch > 0 ? (size_t)cr_config.notifier_batch : 1;
+    if (!notify_http_init(lane_attempted, p)) return false;
+    g_running = true;
     store_add_hook(s, on_changes, NULL);
     g_n_threads = cr_config.notifier_threads > 0 ? cr_config.notifier_threads : 1;
     g_threads = cr_xcalloc((size_t)g_n_threads, sizeof *g_threads);
@@ -806,7 +979,6 @@ bool notify_start(store_t *s, problem_t *p)
         return problem_set(p, PB_INTERNAL_ERROR, "cannot start the notifier's ticker");
     }
     g_ticker_on = true;
-    g_running = true;
     return true;
 }
 
@@ -821,8 +993,10 @@ void notify_stop(void)
     if (g_ticker_on) pthread_join(g_ticker, NULL);
     g_ticker_on = false;
     pthread_mutex_lock(&g_qmu);
-    while (g_queued && cr_mono_ns() < deadline) {
+    while ((g_queued || g_busy) && cr_mono_ns() < deadline) {
+        if (g_parked) unpark_due(cr_now_ms());     /* the ticker is gone: retries still due are made */
         pthread_mutex_unlock(&g_qmu);
+        notify_mqtt_sweep(cr_now_ms(), false);     /* and MQTT timeouts kept */
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&g_qmu);
@@ -834,6 +1008,34 @@ void notify_stop(void)
     free(g_threads);
     g_threads = NULL;
     g_n_threads = 0;
+    /* what is in flight is aborted (counted: shutdown), then the parked
+     * lanes' and the ready busy lanes' batches */
+    if (g_running) notify_http_shutdown();
+    notify_mqtt_sweep(0, true);
+    pthread_mutex_lock(&g_qmu);
+    while (take_late(true)) {}
+    pthread_mutex_unlock(&g_qmu);
+    for (;;) {
+        pthread_mutex_lock(&g_qmu);
+        lane_t *l = g_parked;
+        if (l) {
+            g_parked = l->next_parked;
+            l->parked = false;
+        } else {
+            for (l = g_ready_head; l && !l->busy; l = l->next_ready) {}
+            if (l) {
+                lane_t **pp = &g_ready_head;
+                while (*pp != l) pp = &(*pp)->next_ready;
+                *pp = l->next_ready;
+                g_ready_tail = NULL;
+                for (lane_t *t = g_ready_head; t; t = t->next_ready) g_ready_tail = t;
+                l->ready = false;
+            }
+        }
+        pthread_mutex_unlock(&g_qmu);
+        if (!l) break;
+        lane_end(l, END_SHUTDOWN);
+    }
 
     /* what is left is dropped, and counted */
     pthread_mutex_lock(&g_qmu);
@@ -882,7 +1084,7 @@ void notify_stop(void)
     g_n_tenants = 0;
     atomic_store(&g_n_subs, 0);
     pthread_rwlock_unlock(&g_rw);
-    if (g_running) notify_http_shutdown();
+    if (g_running) notify_http_cleanup();
     g_running = false;
 }
 
@@ -899,6 +1101,10 @@ void notify_get_stats(notify_stats_t *st)
     st->dropped_expired = atomic_load(&G.dropped_expired);
     st->dropped_failing = atomic_load(&G.dropped_failing);
     st->throttled = atomic_load(&G.throttled);
+    st->delivered = atomic_load(&G.delivered);
+    st->retried = atomic_load(&G.retried);
+    st->dropped_cooldown = atomic_load(&G.dropped_cooldown);
+    st->dropped_retries = atomic_load(&G.dropped_retries);
     pthread_mutex_lock(&g_qmu);
     st->queued = g_queued;
     st->endpoints = g_n_endpoints;

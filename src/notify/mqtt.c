@@ -2,28 +2,44 @@
  * mqtt.c - the MQTT binding of notifications (7.2) through libmosquitto:
  * one client connection per lane (so the order of a lane is the order of
  * publication), the {"metadata", "body"} envelope, MQTT-QoS 0/1/2 and
- * MQTT-Version mqtt3.1.1 / mqtt5.0 from notifierInfo, reconnection with a
- * doubling backoff (100 ms .. 30 s) during which publications fail fast and
- * are counted as failed, not queued forever.
+ * MQTT-Version mqtt3.1.1 / mqtt5.0 from notifierInfo.
  *
- * A publication is synchronous on the sender's thread, like an HTTP POST:
- * QoS 0 returns when the message is written to the socket, QoS 1 at PUBACK,
- * QoS 2 at PUBCOMP, each bounded by the notification timeout.
+ * Asynchronous, like the HTTP clients: each connection runs libmosquitto's
+ * network thread (mosquitto_loop_start: it connects, reconnects with a
+ * doubling delay of 1 .. 30 s, and completes the QoS handshakes); a
+ * publication returns at once and is done when libmosquitto reports it
+ * (QoS 0: written; QoS 1: PUBACK; QoS 2: PUBCOMP), fails when the connection
+ * drops or is refused, or when the notification's timeout passes first
+ * (notify_mqtt_sweep, from the engine's ticker). So a slow or unreachable
+ * MQTT broker holds its own lanes, never a sender thread. Outcomes are
+ * handed to the engine with notify_done_later() (never from libmosquitto's
+ * thread into the engine, which may free the connection).
  */
 #include "notify_int.h"
 
 #include <mosquitto.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct mqtt_conn {
+    pthread_mutex_t   mu;             /* the members below; taken before g_mu */
     struct mosquitto *m;
-    int               version;        /* MQTT_PROTOCOL_V311 / V5 of the live connection */
+    int               version;        /* MQTT_PROTOCOL_V311 / V5 of the client */
     bool              connected;
-    int               acked_mid;
-    int64_t           retry_at_ms;    /* backoff: no attempt before */
-    int               backoff_ms;
+    /* the publication of the lane, while one is under way */
+    void             *ud;             /* non-NULL: under way */
+    bool              published;      /* handed to libmosquitto (mid valid) */
+    int               mid, qos;
+    char             *env;            /* the envelope, until published */
+    int               env_len;
+    const char       *topic;
+    int64_t           deadline_ms;
+    struct mqtt_conn *next, *prev;    /* the under-way list (g_mu) */
 } mqtt_conn_t;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static mqtt_conn_t    *g_busy;        /* connections with a publication under way */
 
 bool notify_mqtt_init(problem_t *p)
 {
@@ -36,10 +52,76 @@ void notify_mqtt_shutdown(void)
     mosquitto_lib_cleanup();
 }
 
+/* Ends the publication under way (c->mu held): the engine hears of it on
+ * one of its threads. */
+static void complete(mqtt_conn_t *c, bool ok, bool aborted)
+{
+    void *ud = c->ud;
+    if (!ud) return;
+    c->ud = NULL;
+    c->published = false;
+    free(c->env);
+    c->env = NULL;
+    pthread_mutex_lock(&g_mu);
+    if (c->prev) c->prev->next = c->next;
+    else if (g_busy == c) g_busy = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->next = c->prev = NULL;
+    pthread_mutex_unlock(&g_mu);
+    notify_done_later(ud, ok, aborted);
+}
+
+static void publish_locked(mqtt_conn_t *c)
+{
+    int mid = 0;
+    if (mosquitto_publish(c->m, &mid, c->topic, c->env_len, c->env, c->qos, false) != MOSQ_ERR_SUCCESS) {
+        complete(c, false, false);
+        return;
+    }
+    c->mid = mid;
+    c->published = true;
+}
+
+static void on_connect(struct mosquitto *m, void *ud, int rc)
+{
+    (void)m;
+    mqtt_conn_t *c = ud;
+    if (rc) LOG_D("notify mqtt: connection refused (%s)", mosquitto_connack_string(rc));
+    pthread_mutex_lock(&c->mu);           /* no cancellation point while it is held (drop) */
+    c->connected = rc == 0;
+    if (rc) complete(c, false, false);
+    else if (c->ud && !c->published) publish_locked(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void on_disconnect(struct mosquitto *m, void *ud, int rc)
+{
+    (void)m;
+    (void)rc;
+    mqtt_conn_t *c = ud;
+    pthread_mutex_lock(&c->mu);
+    c->connected = false;
+    complete(c, false, false);            /* not acknowledged: failed (retried by the engine) */
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void on_publish(struct mosquitto *m, void *ud, int mid)
+{
+    (void)m;
+    mqtt_conn_t *c = ud;
+    pthread_mutex_lock(&c->mu);
+    if (c->ud && c->published && c->mid == mid) complete(c, true, false);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Stops the client (no publication under way: the lane is the caller's).
+ * The network thread is cancelled: one that never connected may be in a
+ * blocking reconnect, which a disconnect does not end. */
 static void drop(mqtt_conn_t *c)
 {
     if (c->m) {
         mosquitto_disconnect(c->m);
+        mosquitto_loop_stop(c->m, true);
         mosquitto_destroy(c->m);
     }
     c->m = NULL;
@@ -51,68 +133,62 @@ void notify_mqtt_free(void *conn)
     mqtt_conn_t *c = conn;
     if (!c) return;
     drop(c);
+    pthread_mutex_destroy(&c->mu);
+    free(c->env);
     free(c);
 }
 
-static void on_connect(struct mosquitto *m, void *ud, int rc)
-{
-    (void)m;
-    mqtt_conn_t *c = ud;
-    c->connected = rc == 0;
-}
-
-static void on_publish(struct mosquitto *m, void *ud, int mid)
-{
-    (void)m;
-    ((mqtt_conn_t *)ud)->acked_mid = mid;
-}
-
-static void failed(mqtt_conn_t *c, const notify_sub_t *s, const char *what)
-{
-    LOG_D("notify %s: %s", s->uri, what);
-    drop(c);
-    c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : 100;
-    if (c->backoff_ms > 30000) c->backoff_ms = 30000;
-    c->retry_at_ms = cr_now_ms() + c->backoff_ms;
-}
-
-static bool connect_now(mqtt_conn_t *c, const notify_sub_t *s, long timeout_ms)
+/* The client of s (version, user, TLS), started; false when it cannot be. */
+static bool client(mqtt_conn_t *c, const notify_sub_t *s)
 {
     int version = s->mqtt_v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311;
-    if (c->m && c->connected && c->version == version) return true;
+    if (c->m && c->version == version) return true;
     drop(c);
-    if (cr_now_ms() < c->retry_at_ms) return false;
-    if (!(c->m = mosquitto_new(NULL, true, c))) return false;
+    struct mosquitto *m = mosquitto_new(NULL, true, c);
+    if (!m) return false;
+    mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, version);
+    mosquitto_connect_callback_set(m, on_connect);
+    mosquitto_disconnect_callback_set(m, on_disconnect);
+    mosquitto_publish_callback_set(m, on_publish);
+    mosquitto_reconnect_delay_set(m, 1, 30, true);
+    if (s->mq_user) mosquitto_username_pw_set(m, s->mq_user, s->mq_pass);
+    const char *ca = cr_config.notifier_ca_file && *cr_config.notifier_ca_file && strcmp(cr_config.notifier_ca_file, "none")
+                         ? cr_config.notifier_ca_file : NULL;
+    if (s->mq_tls && mosquitto_tls_set(m, ca, ca ? NULL : "/etc/ssl/certs", NULL, NULL, NULL) != MOSQ_ERR_SUCCESS) {
+        LOG_D("notify %s: TLS setup failed", s->uri);
+        mosquitto_destroy(m);
+        return false;
+    }
+    /* non-blocking: the network thread completes the connection (a
+     * blocking connect waits for the kernel's SYN retries, minutes for an
+     * address that never answers); a first failure is retried by it too */
+    int rc = mosquitto_connect_async(m, s->mq_host, s->mq_port, 60);
+    if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_ERRNO) {
+        LOG_D("notify %s: %s", s->uri, mosquitto_strerror(rc));
+        mosquitto_destroy(m);
+        return false;
+    }
+    if (mosquitto_loop_start(m) != MOSQ_ERR_SUCCESS) {
+        mosquitto_destroy(m);
+        return false;
+    }
+    c->m = m;
     c->version = version;
-    mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION, version);
-    mosquitto_connect_callback_set(c->m, on_connect);
-    mosquitto_publish_callback_set(c->m, on_publish);
-    if (s->mq_user) mosquitto_username_pw_set(c->m, s->mq_user, s->mq_pass);
-    if (s->mq_tls && mosquitto_tls_set(c->m, NULL, "/etc/ssl/certs", NULL, NULL, NULL) != MOSQ_ERR_SUCCESS) {
-        failed(c, s, "TLS setup failed");
-        return false;
-    }
-    if (mosquitto_connect(c->m, s->mq_host, s->mq_port, 60) != MOSQ_ERR_SUCCESS) {
-        failed(c, s, "connect failed");
-        return false;
-    }
-    int64_t end = cr_now_ms() + timeout_ms;
-    while (!c->connected && cr_now_ms() < end)
-        if (mosquitto_loop(c->m, 50, 1) != MOSQ_ERR_SUCCESS) break;
-    if (!c->connected) {
-        failed(c, s, "no CONNACK");
-        return false;
-    }
-    c->backoff_ms = 0;
     return true;
 }
 
-bool notify_mqtt_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
-                      long timeout_ms)
+void notify_mqtt_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                      long timeout_ms, void *ud)
 {
     mqtt_conn_t *c = *conn;
-    if (!c) *conn = c = cr_xcalloc(1, sizeof *c);
-    if (!connect_now(c, s, timeout_ms)) return false;
+    if (!c) {
+        *conn = c = cr_xcalloc(1, sizeof *c);
+        pthread_mutex_init(&c->mu, NULL);
+    }
+    if (!client(c, s)) {
+        notify_done_later(ud, false, false);
+        return;
+    }
 
     /* the envelope of 7.2: {"metadata": {...}, "body": notification} */
     sbuf_t env;
@@ -144,15 +220,37 @@ bool notify_mqtt_post(void **conn, const notify_sub_t *s, const char *body, size
     jw_raw(&w, body, len);
     jw_object_end(&w);
 
-    int  mid = 0;
-    bool ok = mosquitto_publish(c->m, &mid, s->mq_topic, (int)env.len, env.p, s->mqtt_qos, false) == MOSQ_ERR_SUCCESS;
-    sb_release(&env);
-    int64_t end = cr_now_ms() + timeout_ms;
-    while (ok && cr_now_ms() < end) {
-        if (s->mqtt_qos == 0 ? !mosquitto_want_write(c->m) : c->acked_mid == mid) break;
-        if (mosquitto_loop(c->m, 20, 1) != MOSQ_ERR_SUCCESS) ok = false;
+    pthread_mutex_lock(&c->mu);
+    c->env = env.p;                   /* owned until published (sb_release would free it) */
+    c->env_len = (int)env.len;
+    c->topic = s->mq_topic;
+    c->qos = s->mqtt_qos;
+    c->ud = ud;
+    c->published = false;
+    c->deadline_ms = cr_now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+    pthread_mutex_lock(&g_mu);
+    c->prev = NULL;
+    c->next = g_busy;
+    if (g_busy) g_busy->prev = c;
+    g_busy = c;
+    pthread_mutex_unlock(&g_mu);
+    if (c->connected) publish_locked(c);   /* else on_connect publishes it */
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Fails what is under way past its timeout (abort: everything, aborted). */
+void notify_mqtt_sweep(int64_t now_ms, bool abort)
+{
+    for (;;) {
+        mqtt_conn_t *due = NULL;
+        pthread_mutex_lock(&g_mu);
+        for (mqtt_conn_t *c = g_busy; c && !due; c = c->next)
+            if (abort || now_ms >= c->deadline_ms) due = c;
+        pthread_mutex_unlock(&g_mu);
+        if (!due) return;
+        /* under way, so not freed meanwhile (its lane waits for it) */
+        pthread_mutex_lock(&due->mu);
+        if (due->ud && (abort || now_ms >= due->deadline_ms)) complete(due, false, abort);
+        pthread_mutex_unlock(&due->mu);
     }
-    if (ok && (s->mqtt_qos == 0 ? mosquitto_want_write(c->m) : c->acked_mid != mid)) ok = false;
-    if (!ok) failed(c, s, "publish failed");
-    return ok;
 }

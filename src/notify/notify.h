@@ -31,9 +31,17 @@
  *  - endpoints: one per notification URI, with --notifierInflight lanes; the
  *    jobs of one (subscription, entity) always take the same lane, so they are
  *    sent in commit order; a lane is one keep-alive HTTP connection (a libcurl
- *    easy handle kept for the lane) and sends one notification at a time;
- *  - senders: --notifierThreads threads take ready lanes; a slow endpoint holds
- *    at most its own lanes' threads (--notifierInflight each).
+ *    easy handle kept for the lane) and has one notification in flight;
+ *  - senders: --notifierThreads threads take ready lanes and render; the
+ *    clients carry every lane's request at once (httpc.c's epoll thread for
+ *    http:// literal addresses, libcurl multi's thread for the others,
+ *    libmosquitto's network threads for MQTT), so a slow or dead endpoint
+ *    holds only its own lanes, never a thread;
+ *  - failures: a failed notification is retried (--notifierRetries, after
+ *    --notifierRetryDelay doubling, at least endpoint.cooldown) at the head of
+ *    its lane, so order holds; the lane is parked meanwhile, not a thread;
+ *    within endpoint.cooldown of a failure nothing else of the subscription
+ *    is sent (5.2.15: dropped, counted).
  *
  * Every count is kept per subscription (timesSent, timesFailed, due, dropped)
  * and over all of them (/statistics).
@@ -74,6 +82,10 @@ const char   *notify_sub_doc(const notify_sub_t *s, size_t *len);
  * (status once one was attempted). with_context: add "@context"; sys_attrs:
  * createdAt, modifiedAt and coraine's counters (coraine:due, coraine:dropped). */
 void          notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context, bool sys_attrs);
+/* The same in context ctx (the request's, 6.3.5): the names compacted with
+ * it and, with_context, ctx as "@context". NULL: as stored. */
+void          notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_context_t *ctx,
+                                   bool with_context, bool sys_attrs);
 /* The @context the subscription's members are written in. */
 const ld_context_t *notify_sub_context(const notify_sub_t *s);
 
@@ -87,6 +99,17 @@ char *notify_doc_new(arena_t *a, const json_t *body, const ld_context_t *ctx, in
 char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const json_t *patch, int64_t now,
                        size_t *len, problem_t *p);
 
+/* A copy of the subscription members of body (a request body or a stored
+ * document) with every name in them (entity types, watchedAttributes, the
+ * attribute paths and vocabulary values of q, geoQ.geoproperty,
+ * notification.attributes, pick, omit, expandValues, jsonKeys) written for
+ * context `to` instead of `from`: expanded with from, compacted with to (a
+ * full IRI where to has no term). For a PATCH in another @context than the
+ * subscription's (5.8.2) and for answers in the request's @context. */
+json_t *notify_doc_reterm(arena_t *a, const json_t *body, const ld_context_t *from, const ld_context_t *to);
+/* The two contexts give every name the same meaning (the same context). */
+bool    notify_same_context(const ld_context_t *x, const ld_context_t *y);
+
 /* Periodic notification (timeInterval) reads the entities through this
  * source, set by ops/ at start (only ops/ calls the store): fn(fud, e) for
  * each entity of tenant matching f, under the store's read lock (fn only
@@ -94,6 +117,22 @@ char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const 
 typedef bool (*notify_source_fn)(void *ud, const char *tenant, const entity_filter_t *f,
                                  void (*fn)(void *fud, const cr_entity_t *e), void *fud);
 void notify_set_source(notify_source_fn fn, void *ud);
+
+/* Linked entities of a notification with notification.join (5.8.6, 4.5.23),
+ * fetched through ops/ (set at start): fetch(ud, tenant, roots, n, flat,
+ * level, ro, out) fetches what the roots' relationships target (as the
+ * entity API does for ro's projection) and fills out; it returns a handle
+ * for release(), or NULL when nothing could be fetched. */
+typedef struct notify_linked {
+    cr_entity_t *const        *items;       /* flat: in order (breadth first), with their projections */
+    const projection_t *const *pick, *const *omit;
+    size_t                     n;
+    const cr_entity_t       *(*find)(const void *h, const char *id);   /* inline: render_join_t.find */
+    const void                *h;
+} notify_linked_t;
+typedef void *(*notify_join_fn)(void *ud, const char *tenant, cr_entity_t *const *roots, size_t n, bool flat,
+                                unsigned level, const render_opts_t *ro, notify_linked_t *out);
+void notify_set_join(notify_join_fn fetch, void (*release)(void *h), void *ud);
 
 /* ---------------------------------------------------- the registry (engine.c) */
 
@@ -126,6 +165,10 @@ typedef struct notify_stats {
     uint64_t dropped_expired;     /* changes that would have been due after expiresAt */
     uint64_t dropped_failing;     /* not tried: the endpoint failed FAIL_STREAK times in a row, backing off */
     uint64_t throttled;           /* due changes not sent because of throttling */
+    uint64_t delivered;           /* due changes in a delivered notification */
+    uint64_t retried;             /* attempts that retried a failed notification (--notifierRetries) */
+    uint64_t dropped_cooldown;    /* not sent: within the subscription's endpoint.cooldown of a failure */
+    uint64_t dropped_retries;     /* changes of a notification that failed all its attempts */
     uint64_t queued;              /* now waiting in the queues */
     uint64_t endpoints;
 } notify_stats_t;

@@ -8,6 +8,7 @@
 #include "notify.h"
 
 #include <stdatomic.h>
+#include <sys/socket.h>
 
 enum {
     TRG_ENTITY_CREATED = 1 << 0,
@@ -24,6 +25,10 @@ typedef struct sub_counters {
     atomic_int      refs;
     atomic_uint_fast64_t due, sent, failed, dropped_full, dropped_deleted, dropped_shutdown, dropped_expired,
                          dropped_failing, throttled;
+    atomic_uint_fast64_t delivered;        /* due changes in a notification that was delivered */
+    atomic_uint_fast64_t retried;          /* attempts that were retries of a failed notification */
+    atomic_uint_fast64_t dropped_cooldown; /* not sent: within endpoint.cooldown of a failure (5.2.15) */
+    atomic_uint_fast64_t dropped_retries;  /* changes of a notification that failed every retry */
     _Atomic int64_t last_notification, last_success, last_failure;
     _Atomic int64_t last_due;          /* throttling: the commit time of the last due change */
     atomic_int      failing;           /* notification.status: 1 failed, 0 ok */
@@ -62,10 +67,21 @@ struct notify_sub {
     /* notification */
     render_opts_t       ro;               /* format, sysAttrs, pick/omit, lang, ctx = out_ctx */
     bool                show_changes;
+    bool                attrs_pick;       /* ro.pick is notification.attributes (the roots' only with join) */
+    int                 join;             /* SUB_JOIN_* (5.2.14) */
+    unsigned            join_level;       /* >= 1 */
     const char         *uri;
     int                 accept;           /* ACC_JSON / ACC_LDJSON / ACC_GEOJSON (http.h values) */
     sub_header_t       *receiver_info; size_t n_receiver_info;
     long                timeout_ms;       /* 0: --notifierTimeout */
+    long                cooldown_ms;      /* endpoint.cooldown (5.2.15), 0: none */
+    /* http:// with a literal address or localhost, no user info: sent by
+     * httpc.c (the others by libcurl) */
+    bool                hc;
+    struct sockaddr_storage hc_addr;
+    socklen_t           hc_addr_len;
+    const char         *hc_host;          /* the Host header: the URI's authority */
+    const char         *hc_path;          /* path and query, "/" at least */
     /* MQTT (7.2): mqtt[s]://[user[:pass]@]host[:port]/topic */
     bool                mqtt, mq_tls, mqtt_v5;
     int                 mqtt_qos;
@@ -79,6 +95,10 @@ struct notify_sub {
     uint64_t            mark;             /* the change seq it was last matched for (tenant hooks are serial) */
     int64_t             next_at;          /* timeInterval: the next periodic notification (µs; ticker only) */
 };
+
+#define SUB_JOIN_NONE   0
+#define SUB_JOIN_FLAT   1
+#define SUB_JOIN_INLINE 2
 
 #define SUB_ACC_JSON    1
 #define SUB_ACC_LDJSON  2
@@ -105,19 +125,52 @@ typedef struct notify_job {
  * in order: their entities are its data) into sb and returns its Content-Type. */
 const char *notify_render(notify_job_t *const *jobs, size_t n, sbuf_t *sb);
 
-/* sender.c: the HTTP client. A connection (*conn, created on first use) is
- * one lane's keep-alive connection; post answers true for a 2xx. */
-bool notify_http_init(problem_t *p);
+/* sender.c: the HTTP client (libcurl multi on its own thread) and the
+ * dispatch to MQTT. notify_send() sends one notification on a lane's
+ * connection (*conn, created on first use: a kept easy handle, or an MQTT
+ * client) and returns at once for HTTP; done(ud, ok, aborted) follows once,
+ * on the HTTP thread (or on the caller's for MQTT and for a request that
+ * could not be made). ok: a 2xx (an MQTT publication acknowledged as its QoS
+ * asks); aborted: not attempted to the end because the engine stops. body
+ * stays untouched until done. */
+typedef void (*notify_done_fn)(void *ud, bool ok, bool aborted);
+bool notify_http_init(notify_done_fn done, problem_t *p);
+/* Stops the HTTP thread: what is in flight is done(.., aborted). */
 void notify_http_shutdown(void);
-bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
-                      long timeout_ms);
+/* After the connections are freed: the multi handle and libcurl go. */
+void notify_http_cleanup(void);
+void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                 long timeout_ms, void *ud);
 void notify_conn_free(void *conn);
 
-/* mqtt.c: the same for MQTT endpoints (7.2); post wraps the body in the envelope. */
+/* httpc.c: the HTTP/1.1 client of http:// endpoints with a literal address
+ * (one epoll thread; keep-alive connections, one per lane). httpc_head()
+ * gives the connection's request head buffer to fill (the head up to its
+ * blank line); httpc_post() sends it with body, and done() follows on the
+ * client's thread. */
+typedef struct httpc_conn httpc_conn_t;
+bool    httpc_address(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len);
+bool    httpc_start(notify_done_fn done, problem_t *p);
+void    httpc_stop(void);                 /* in flight: done(.., aborted) */
+void    httpc_cleanup(void);
+sbuf_t *httpc_head(httpc_conn_t **conn, const struct sockaddr_storage *addr, socklen_t addr_len);
+void    httpc_post(httpc_conn_t *c, const char *body, size_t len, long timeout_ms, void *ud);
+void    httpc_conn_free(httpc_conn_t *c);
+/* The caller is the client's thread (a done callback). */
+bool    httpc_on_loop(void);
+
+/* mqtt.c: MQTT endpoints (7.2): send wraps the body in the envelope and
+ * returns at once; the outcome comes through notify_done_later(). */
 bool notify_mqtt_init(problem_t *p);
 void notify_mqtt_shutdown(void);
-bool notify_mqtt_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
-                      long timeout_ms);
+void notify_mqtt_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                      long timeout_ms, void *ud);
+/* Fails the publications past their timeout; abort: all of them (stop). */
+void notify_mqtt_sweep(int64_t now_ms, bool abort);
+
+/* engine.c: an outcome reported from a thread that is not the engine's
+ * (libmosquitto's): a sender thread takes it up (notify_done_fn's work). */
+void notify_done_later(void *ud, bool ok, bool aborted);
 void notify_mqtt_free(void *conn);
 
 /* engine.c: a subscription's last reference lets go of its endpoint. */

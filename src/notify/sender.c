@@ -2,13 +2,16 @@
  * sender.c - what a notification looks like on the wire (5.3.1, 6.3.8 HTTP
  * binding): the Notification body with the entities rendered by model/
  * (entity_render: the formats and projections of the entity API, compacted
- * with the subscription's jsonldContext), and the HTTP POST through a
- * libcurl easy handle kept per lane, so each lane is one keep-alive
- * connection to its endpoint.
+ * with the subscription's jsonldContext), and the HTTP client: libcurl's
+ * multi interface driven by one thread, so that every lane's POST is in
+ * flight at the same time and a slow or dead endpoint holds nothing but its
+ * own lanes (no thread waits on a receiver). Each lane keeps its easy handle
+ * and the multi handle's connection cache keeps the connections alive.
  */
 #include "notify_int.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,12 +85,29 @@ static json_t *instance(json_t *v, const char *ds)
     return NULL;
 }
 
+/* The datasetId of the one instance of name left in e (NULL: the default), for
+ * turning a simplified single value into its {"dataset": {...}} form. */
+static const char *remaining_dataset(const cr_entity_t *e, const char *name)
+{
+    for (uint16_t i = 0; e && i < e->n_attrs; i++)
+        if (e->attrs[i].name == name) return e->attrs[i].dataset_id;
+    return NULL;
+}
+
+/* Adds the deleted instance r to e (DISPUTED.md, doc/api.md "Decisions"):
+ * an attribute with no instance left in the notification is sent once, as
+ * NGSI-LD Null (5.8.6; deleting every instance is one deletion of the
+ * attribute); an instance deleted beside remaining ones is added to them
+ * with its datasetId (an array of instances, or the {"dataset": {...}} map
+ * of the simplified format). was_absent: the rendering had no instance of
+ * the name before the deleted ones were added. */
 static void add_deleted(arena_t *a, json_t *e, const store_attr_ref_t *r, const notify_job_t *j,
-                        const render_opts_t *ro, bool show)
+                        const render_opts_t *ro, bool show, bool was_absent)
 {
     const char      *name = ld_compact_name(ro->ctx, r->name);
     const cr_attr_t *prev = j->before ? entity_attr(j->before, r->name, r->dataset_id) : NULL;
-    json_t          *inst;
+    json_t          *inst, *cur = json_get(e, name);
+    if (was_absent && cur) return;                    /* the attribute is already sent as Null */
     if (ro->format != FMT_NORMALIZED) inst = json_new_string(a, "urn:ngsi-ld:null");
     else {
         attr_kind_t kind = prev ? (attr_kind_t)prev->kind : ATTR_PROPERTY;
@@ -100,7 +120,7 @@ static void add_deleted(arena_t *a, json_t *e, const store_attr_ref_t *r, const 
             null = m;
         }
         json_add(inst, value_member(kind), null);
-        if (r->dataset_id) json_add(inst, "datasetId", json_new_string(a, r->dataset_id));
+        if (r->dataset_id && !was_absent) json_add(inst, "datasetId", json_new_string(a, r->dataset_id));
         if (ro->sys_attrs && prev) {
             char t[32];
             cr_datetime_format(prev->created_at, t);
@@ -112,9 +132,24 @@ static void add_deleted(arena_t *a, json_t *e, const store_attr_ref_t *r, const 
         }
         if (show) add_previous(a, inst, prev, ro);
     }
-    json_t *cur = json_get(e, name);
-    if (!cur) json_add(e, name, inst);
-    else if (json_is_array(cur)) json_add(cur, NULL, inst);
+    if (!cur) {
+        json_add(e, name, inst);
+        return;
+    }
+    if (ro->format == FMT_KEYVALUES) {
+        /* 4.5.4: several instances are {"dataset": {"@none": v, "<datasetId>": v}} */
+        json_t *map = json_is_object(cur) ? json_get(cur, "dataset") : NULL;
+        if (!map) {
+            const char *ds = j->e && !j->entity_gone ? remaining_dataset(j->e, r->name) : NULL;
+            json_t     *o = json_new(a, JSON_OBJECT);
+            map = json_new(a, JSON_OBJECT);
+            json_add(map, ds ? ds : "@none", json_clone(a, cur));
+            json_add(o, "dataset", map);
+            json_remove(e, name);
+            json_add(e, name, o);
+        }
+        json_add(map, r->dataset_id ? r->dataset_id : "@none", inst);
+    } else if (json_is_array(cur)) json_add(cur, NULL, inst);
     else {
         json_t *arr = json_new(a, JSON_ARRAY);
         json_remove(e, name);
@@ -136,7 +171,11 @@ static void complete_entity(sbuf_t *sb, size_t start, const notify_job_t *j, con
             add_previous(a, instance(json_get(e, ld_compact_name(ro->ctx, r->name)), r->dataset_id),
                          entity_attr(j->before, r->name, r->dataset_id), ro);
         }
-        for (uint32_t i = 0; i < j->n_deleted; i++) add_deleted(a, e, &j->deleted[i], j, ro, show);
+        /* which deleted names have no instance in the rendering (before any is added) */
+        bool *absent = arena_alloc(a, (j->n_deleted ? j->n_deleted : 1) * sizeof *absent);
+        for (uint32_t i = 0; i < j->n_deleted; i++)
+            absent[i] = !json_get(e, ld_compact_name(ro->ctx, j->deleted[i].name));
+        for (uint32_t i = 0; i < j->n_deleted; i++) add_deleted(a, e, &j->deleted[i], j, ro, show, absent[i]);
         sb->len = start;
         json_render(sb, e);
     }
@@ -185,6 +224,37 @@ static void render_entity(json_writer_t *w, sbuf_t *sb, const notify_job_t *j, c
     if (!geo && (j->n_deleted || (j->n_changed && ro->format == FMT_NORMALIZED))) complete_entity(sb, start, j, ro);
 }
 
+static notify_join_fn g_join_fetch;
+static void         (*g_join_release)(void *h);
+static void          *g_join_ud;
+
+void notify_set_join(notify_join_fn fetch, void (*release)(void *h), void *ud)
+{
+    g_join_fetch = fetch;
+    g_join_release = release;
+    g_join_ud = ud;
+}
+
+/* notification.join (5.8.6): the linked entities of the notified ones, as
+ * they are when the notification is sent, fetched with one call for all
+ * the entities of the notification. */
+static void *fetch_linked(const notify_sub_t *s, notify_job_t *const *jobs, size_t n_jobs, const render_opts_t *ro,
+                          notify_linked_t *out)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < n_jobs; k++) n += (jobs[k]->e && !jobs[k]->entity_gone) + jobs[k]->n_many;
+    if (!n || !g_join_fetch) return NULL;
+    cr_entity_t **roots = cr_xmalloc(n * sizeof *roots);
+    n = 0;
+    for (size_t k = 0; k < n_jobs; k++) {
+        if (jobs[k]->e && !jobs[k]->entity_gone) roots[n++] = jobs[k]->e;
+        for (uint32_t i = 0; i < jobs[k]->n_many; i++) roots[n++] = jobs[k]->many[i];
+    }
+    void *h = g_join_fetch(g_join_ud, s->tenant, roots, n, s->join == SUB_JOIN_FLAT, s->join_level, ro, out);
+    free(roots);
+    return h;
+}
+
 const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
 {
     const notify_sub_t *s = jobs[0]->sub;
@@ -192,6 +262,17 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
     json_writer_t       w;
     char                now[32], id[64];
     bool                geo = s->accept == SUB_ACC_GEOJSON;
+    notify_linked_t     linked = {0};
+    void               *lh = NULL;
+    render_join_t       rj;
+    size_t              left = 10000;   /* linked entities inlined at most (as OPS_JOIN_MAX_ENTITIES) */
+    bool                over = false;
+
+    if (s->join != SUB_JOIN_NONE && (lh = fetch_linked(s, jobs, n_jobs, &ro, &linked)) && s->join == SUB_JOIN_INLINE) {
+        rj = (render_join_t){.find = linked.find, .ud = linked.h, .level = s->join_level, .left = &left, .over = &over,
+                             .roots_pick_only = s->attrs_pick};
+        ro.join = &rj;
+    }
 
     if (s->accept == SUB_ACC_LDJSON) ro.context_json = ld_context_value_json(s->out_ctx);
     cr_datetime_format(cr_now_us(), now);
@@ -223,6 +304,20 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
             if (geo) entity_render_geojson(&w, j->many[i], &ro);
             else entity_render(&w, j->many[i], &ro);
     }
+    for (size_t i = 0; lh && s->join == SUB_JOIN_FLAT && i < linked.n; i++) {
+        render_opts_t lo = ro;            /* 5.7.1.5: pick and omit apply to every entity; attributes to the roots */
+        lo.pick_tree = linked.pick[i];
+        lo.omit_tree = linked.omit[i];
+        if (s->attrs_pick) {
+            lo.pick = NULL;
+            lo.n_pick = 0;
+        }
+        if (geo) entity_render_geojson(&w, linked.items[i], &lo);
+        else entity_render(&w, linked.items[i], &lo);
+    }
+    if (lh && g_join_release) g_join_release(lh);
+    if (over) LOG_W("notification of subscription %s: more linked entities than %zu, the rest not inlined", s->id,
+                    (size_t)10000);
     jw_array_end(&w);
     if (geo) jw_object_end(&w);
     if (s->accept == SUB_ACC_LDJSON) {
@@ -237,26 +332,154 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
 /* ------------------------------------------------------------ HTTP */
 
 /* A lane's connection: a libcurl easy handle (HTTP) or an MQTT client;
- * an endpoint's URI fixes which, so a lane only ever has one of them. */
+ * an endpoint's URI fixes which, so a lane only ever has one of them. A lane
+ * has at most one request in flight, so its conn is the request's state. */
 typedef struct conn {
-    CURL *curl;
-    void *mqtt;
+    CURL              *curl;
+    void              *mqtt;
+    httpc_conn_t      *hc;             /* http:// with a literal address: httpc.c */
+    struct curl_slist *headers;        /* of the request in flight */
+    void              *ud;             /* the done callback's */
+    struct conn       *next;           /* the submit list / the in-flight list */
+    struct conn       *prev;           /* the in-flight list */
 } conn_t;
 
-bool notify_http_init(problem_t *p)
+static notify_done_fn  g_done;
+static CURLM          *g_multi;
+static pthread_t       g_loop;
+static bool            g_loop_on;
+static pthread_mutex_t g_hmu = PTHREAD_MUTEX_INITIALIZER;
+static conn_t         *g_submit;       /* handed over by the senders, under g_hmu */
+static bool            g_hstop;        /* under g_hmu */
+static conn_t         *g_inflight;     /* the loop thread's only */
+
+static void request_done(conn_t *c, CURLcode rc, bool aborted)
 {
+    long code = 0;
+    if (rc == CURLE_OK) curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+    else if (!aborted) {
+        char *url = NULL;
+        curl_easy_getinfo(c->curl, CURLINFO_EFFECTIVE_URL, &url);
+        LOG_D("notify %s: %s", url ? url : "?", curl_easy_strerror(rc));
+    }
+    curl_slist_free_all(c->headers);
+    c->headers = NULL;
+    void *ud = c->ud;
+    c->ud = NULL;
+    g_done(ud, rc == CURLE_OK && code >= 200 && code < 300, aborted);   /* may free c (its endpoint went) */
+}
+
+static void inflight_unlink(conn_t *c)
+{
+    if (c->prev) c->prev->next = c->next;
+    else g_inflight = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->next = c->prev = NULL;
+}
+
+/* The loop: takes the submitted requests into the multi handle, drives
+ * every transfer, and reports each finished one. */
+static void *loop_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&g_hmu);
+        conn_t *sub = g_submit;
+        bool    stop = g_hstop;
+        g_submit = NULL;
+        pthread_mutex_unlock(&g_hmu);
+        while (sub) {
+            conn_t *c = sub;
+            sub = c->next;
+            c->prev = NULL;
+            if (stop || curl_multi_add_handle(g_multi, c->curl) != CURLM_OK) {
+                c->next = NULL;
+                request_done(c, CURLE_FAILED_INIT, stop);
+                continue;
+            }
+            c->next = g_inflight;
+            if (g_inflight) g_inflight->prev = c;
+            g_inflight = c;
+        }
+        if (stop) break;
+        int running;
+        curl_multi_perform(g_multi, &running);
+        CURLMsg *m;
+        int      left;
+        while ((m = curl_multi_info_read(g_multi, &left))) {
+            if (m->msg != CURLMSG_DONE) continue;
+            CURL    *e = m->easy_handle;
+            CURLcode rc = m->data.result;
+            conn_t  *c = NULL;
+            curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&c);
+            curl_multi_remove_handle(g_multi, e);
+            inflight_unlink(c);
+            request_done(c, rc, false);
+        }
+        curl_multi_poll(g_multi, NULL, 0, 1000, NULL);
+    }
+    /* stopping: what is still in flight is not delivered */
+    while (g_inflight) {
+        conn_t *c = g_inflight;
+        curl_multi_remove_handle(g_multi, c->curl);
+        inflight_unlink(c);
+        request_done(c, CURLE_ABORTED_BY_CALLBACK, true);
+    }
+    return NULL;
+}
+
+bool notify_http_init(notify_done_fn done, problem_t *p)
+{
+    g_done = done;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return problem_set(p, PB_INTERNAL_ERROR, "cannot initialise libcurl");
-    if (!notify_mqtt_init(p)) {
+    if (!(g_multi = curl_multi_init())) {
         curl_global_cleanup();
-        return false;
+        return problem_set(p, PB_INTERNAL_ERROR, "cannot create libcurl's multi handle");
     }
+    /* idle keep-alive connections kept over all endpoints (each lane has one) */
+    curl_multi_setopt(g_multi, CURLMOPT_MAXCONNECTS, 4096L);
+    if (!notify_mqtt_init(p)) goto fail;
+    if (!httpc_start(done, p)) {
+        notify_mqtt_shutdown();
+        goto fail;
+    }
+    g_hstop = false;
+    if (pthread_create(&g_loop, NULL, loop_main, NULL) != 0) {
+        httpc_stop();
+        httpc_cleanup();
+        notify_mqtt_shutdown();
+        problem_set(p, PB_INTERNAL_ERROR, "cannot start the notifier's HTTP thread");
+        goto fail;
+    }
+    g_loop_on = true;
     return true;
+fail:
+    curl_multi_cleanup(g_multi);
+    g_multi = NULL;
+    curl_global_cleanup();
+    return false;
 }
 
 void notify_http_shutdown(void)
 {
+    if (g_loop_on) {
+        pthread_mutex_lock(&g_hmu);
+        g_hstop = true;
+        pthread_mutex_unlock(&g_hmu);
+        curl_multi_wakeup(g_multi);
+        pthread_join(g_loop, NULL);
+        g_loop_on = false;
+    }
+    httpc_stop();
+}
+
+void notify_http_cleanup(void)
+{
+    httpc_cleanup();
     notify_mqtt_shutdown();
+    if (g_multi) curl_multi_cleanup(g_multi);
+    g_multi = NULL;
     curl_global_cleanup();
 }
 
@@ -266,6 +489,7 @@ void notify_conn_free(void *conn)
     if (!c) return;
     if (c->curl) curl_easy_cleanup(c->curl);
     notify_mqtt_free(c->mqtt);
+    httpc_conn_free(c->hc);
     free(c);
 }
 
@@ -276,44 +500,44 @@ static size_t discard(char *ptr, size_t size, size_t nmemb, void *ud)
     return size * nmemb;
 }
 
-bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
-                      long timeout_ms)
+static bool add_header(struct curl_slist **h, const char *line)
 {
-    conn_t *cn = *conn;
-    if (!cn) *conn = cn = cr_xcalloc(1, sizeof *cn);
-    if (s->mqtt) return notify_mqtt_post(&cn->mqtt, s, body, len, ctype, timeout_ms);
+    struct curl_slist *t = curl_slist_append(*h, line);
+    if (!t) return false;
+    *h = t;
+    return true;
+}
+
+/* The request of s on easy handle c (reset: the connection stays cached). */
+static bool prepare(conn_t *cn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                    long timeout_ms)
+{
     CURL *c = cn->curl;
     if (!c) {
         if (!(c = curl_easy_init())) return false;
         cn->curl = c;
     }
-    curl_easy_reset(c);       /* keeps the connection cache: the next POST reuses the connection */
+    curl_easy_reset(c);
     char               line[2048];
-    struct curl_slist *h = NULL, *t;
-    bool               ok = false;
-
+    struct curl_slist *h = NULL;
     snprintf(line, sizeof line, "Content-Type: %s", ctype);
-    if (!(t = curl_slist_append(h, line))) goto out;
-    h = t;
-    if (!(t = curl_slist_append(h, "Expect:"))) goto out;
-    h = t;
+    if (!add_header(&h, line) || !add_header(&h, "Expect:")) goto fail;
     if (!strcmp(ctype, "application/json")) {
         snprintf(line, sizeof line,
                  "Link: <%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"",
                  ld_context_link(s->out_ctx));
-        if (!(t = curl_slist_append(h, line))) goto out;
-        h = t;
+        if (!add_header(&h, line)) goto fail;
     }
     if (*s->tenant) {
         snprintf(line, sizeof line, "NGSILD-Tenant: %s", s->tenant);
-        if (!(t = curl_slist_append(h, line))) goto out;
-        h = t;
+        if (!add_header(&h, line)) goto fail;
     }
     for (size_t i = 0; i < s->n_receiver_info; i++) {
         snprintf(line, sizeof line, "%s: %s", s->receiver_info[i].name, s->receiver_info[i].value);
-        if (!(t = curl_slist_append(h, line))) goto out;
-        h = t;
+        if (!add_header(&h, line)) goto fail;
     }
+    cn->headers = h;
+    curl_easy_setopt(c, CURLOPT_PRIVATE, (char *)cn);
     curl_easy_setopt(c, CURLOPT_URL, s->uri);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
@@ -326,12 +550,53 @@ bool notify_http_post(void **conn, const notify_sub_t *s, const char *body, size
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    long     code = 0;
-    CURLcode rc = curl_easy_perform(c);
-    if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    else LOG_D("notify %s: %s", s->uri, curl_easy_strerror(rc));
-    ok = rc == CURLE_OK && code >= 200 && code < 300;
-out:
+    if (cr_config.notifier_ca_file && *cr_config.notifier_ca_file && strcmp(cr_config.notifier_ca_file, "none"))
+        curl_easy_setopt(c, CURLOPT_CAINFO, cr_config.notifier_ca_file);
+    return true;
+fail:
     curl_slist_free_all(h);
-    return ok;
+    return false;
+}
+
+void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                 long timeout_ms, void *ud)
+{
+    conn_t *cn = *conn;
+    if (!cn) *conn = cn = cr_xcalloc(1, sizeof *cn);
+    if (s->mqtt) {
+        notify_mqtt_send(&cn->mqtt, s, body, len, ctype, timeout_ms, ud);
+        return;
+    }
+    if (s->hc) {
+        sbuf_t *h = httpc_head(&cn->hc, &s->hc_addr, s->hc_addr_len);
+        sb_printf(h, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: coraine\r\nContent-Type: %s\r\nContent-Length: %zu\r\n",
+                  s->hc_path, s->hc_host, ctype, len);
+        if (!strcmp(ctype, "application/json"))
+            sb_printf(h, "Link: <%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; type=\"application/ld+json\"\r\n",
+                      ld_context_link(s->out_ctx));
+        if (*s->tenant) sb_printf(h, "NGSILD-Tenant: %s\r\n", s->tenant);
+        for (size_t i = 0; i < s->n_receiver_info; i++)
+            sb_printf(h, "%s: %s\r\n", s->receiver_info[i].name, s->receiver_info[i].value);
+        sb_adds(h, "\r\n");
+        httpc_post(cn->hc, body, len, timeout_ms, ud);
+        return;
+    }
+    if (!prepare(cn, s, body, len, ctype, timeout_ms)) {
+        g_done(ud, false, false);
+        return;
+    }
+    cn->ud = ud;
+    pthread_mutex_lock(&g_hmu);
+    if (g_hstop) {                    /* shutting down: not delivered */
+        pthread_mutex_unlock(&g_hmu);
+        curl_slist_free_all(cn->headers);
+        cn->headers = NULL;
+        cn->ud = NULL;
+        g_done(ud, false, true);
+        return;
+    }
+    cn->next = g_submit;
+    g_submit = cn;
+    pthread_mutex_unlock(&g_hmu);
+    curl_multi_wakeup(g_multi);
 }

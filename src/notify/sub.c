@@ -190,6 +190,30 @@ static bool mqtt_uri(notify_sub_t *s, const char *uri, problem_t *p)
     return true;
 }
 
+/* http://host[:port][/path][?query]: the own client's when host is a
+ * literal address or localhost and there is no user info (else libcurl's). */
+static void http_uri(notify_sub_t *s, const char *uri)
+{
+    const char *a = uri + 7, *e = a + strcspn(a, "/?#");
+    if (memchr(a, '@', (size_t)(e - a)) || e == a) return;
+    char *auth = arena_strndup(s->a, a, (size_t)(e - a)), *host = auth;
+    int   port = 80;
+    char *colon = host[0] == '[' ? strstr(host, "]:") : strrchr(host, ':');
+    if (colon) {
+        if (host[0] == '[') colon++;
+        char *end;
+        long  v = strtol(colon + 1, &end, 10);
+        if (*end || v <= 0 || v > 65535) return;
+        port = (int)v;
+        host = arena_strndup(s->a, auth, (size_t)(colon - auth));
+    }
+    if (!httpc_address(host, port, &s->hc_addr, &s->hc_addr_len)) return;
+    size_t plen = strcspn(e, "#");
+    s->hc_path = *e == '/' ? arena_strndup(s->a, e, plen) : arena_printf(s->a, "/%.*s", (int)plen, e);
+    s->hc_host = auth;
+    s->hc = true;
+}
+
 static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
 {
     static const char *const known[] = {"uri", "accept", "receiverInfo", "notifierInfo", "timeout", "cooldown", NULL};
@@ -207,6 +231,7 @@ static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
                            "notification.endpoint.uri: '%s': endpoints are http://, https://, mqtt:// or mqtts://",
                            uri->str);
     s->uri = uri->str;
+    if (!strncmp(uri->str, "http://", 7)) http_uri(s, uri->str);
     s->accept = SUB_ACC_JSON;
     const json_t *acc = json_get(ep, "accept");
     if (acc) {
@@ -237,8 +262,12 @@ static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
             return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.timeout must be a positive number of ms");
         s->timeout_ms = (long)json_number(v);
     }
-    if ((v = json_get(ep, "cooldown")) && (!json_is_number(v) || json_number(v) <= 0))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.cooldown must be a positive number");
+    if ((v = json_get(ep, "cooldown"))) {
+        if (!json_is_number(v) || json_number(v) <= 0 || json_number(v) > 86400000)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint.cooldown must be a positive number of ms");
+        s->cooldown_ms = (long)json_number(v);
+        if (!s->cooldown_ms) s->cooldown_ms = 1;
+    }
     return true;
 }
 
@@ -281,6 +310,7 @@ static bool notification_parse(notify_sub_t *s, const json_t *n, problem_t *p)
         memcpy(pk + 2, names, k * sizeof *names);
         s->ro.pick   = pk;
         s->ro.n_pick = k + 2;
+        s->attrs_pick = true;
     }
     if (pick && !projection(s->a, pick, s->ctx, "pick", &s->ro.pick, &s->ro.n_pick, p)) return false;
     if (omit && !projection(s->a, omit, s->ctx, "omit", &s->ro.omit, &s->ro.n_omit, p)) return false;
@@ -289,10 +319,22 @@ static bool notification_parse(notify_sub_t *s, const json_t *n, problem_t *p)
             if (s->ro.pick[i] == s->ro.omit[j] || !strcmp(s->ro.pick[i], s->ro.omit[j]))
                 return problem_set(p, PB_BAD_REQUEST_DATA, "notification: pick and omit both name '%s'",
                                    ld_compact(s->ctx, s->ro.pick[i]));
-    if ((v = json_get(n, "join")) && (!json_is_string(v) || strcmp(v->str, "none")))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "notification.join: this broker supports only 'none' (no linked entities yet)");
-    if ((v = json_get(n, "joinLevel")) && (!json_is_number(v) || json_number(v) < 0))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "notification.joinLevel must be a non-negative number");
+    if ((v = json_get(n, "join"))) {
+        if (!json_is_string(v)) return problem_set(p, PB_BAD_REQUEST_DATA, "notification.join must be a string");
+        if (!strcmp(v->str, "flat")) s->join = SUB_JOIN_FLAT;
+        else if (!strcmp(v->str, "inline")) s->join = SUB_JOIN_INLINE;
+        else if (strcmp(v->str, "@none") && strcmp(v->str, "none"))
+            return problem_set(p, PB_BAD_REQUEST_DATA, "notification.join must be flat, inline or @none, not '%s' (5.2.14)",
+                               v->str);
+    }
+    s->join_level = 1;
+    if ((v = json_get(n, "joinLevel"))) {
+        double l = json_is_number(v) ? json_number(v) : 0;
+        if (l < 1 || l > PROJECTION_MAX_DEPTH || l != (double)(unsigned)l)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "notification.joinLevel must be an integer from 1 to %d",
+                               PROJECTION_MAX_DEPTH);
+        s->join_level = (unsigned)l;
+    }
     const json_t *ep = json_get(n, "endpoint");
     if (!ep) return problem_set(p, PB_BAD_REQUEST_DATA, "notification.endpoint is mandatory");
     return endpoint_parse(s, ep, p);
@@ -347,6 +389,64 @@ static bool time_member(const json_t *v, const char *what, int64_t *out, problem
     if (!json_is_string(v) || !cr_datetime_parse(v->str, out))
         return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a DateTime", what);
     return true;
+}
+
+/* q with the values of the terms on the attributes of names (expanded,
+ * interned) expanded with ctx (4.9 example 12: gender==Male with
+ * expandValues=gender compares with Male's IRI): a bare or quoted value that
+ * reads as a term (a letter first, no ':') becomes the quoted IRI. */
+static const char *q_expand_values(arena_t *a, const char *q, const ld_context_t *ctx, const char **names, size_t n)
+{
+    sbuf_t sb;
+    bool   value = false, hit = false;
+    sb_init(&sb, a, strlen(q) + 64);
+    for (const char *s = q; *s;) {
+        char c = *s;
+        if (strchr(";|()", c)) {
+            value = hit = false;
+            sb_addc(&sb, c);
+            s++;
+            continue;
+        }
+        if (strchr("=!<>~", c)) {
+            value = true;
+            sb_addc(&sb, c);
+            s++;
+            continue;
+        }
+        bool   quoted = c == '"';
+        size_t k;
+        if (quoted) {
+            k = 1;
+            while (s[k] && s[k] != '"') k += s[k] == '\\' && s[k + 1] ? 2 : 1;
+            if (s[k]) k++;
+        } else k = strcspn(s, value ? ";|()=!<>~\"," : ";|()=!<>~\"[.{,");
+        if (!k) {
+            sb_addc(&sb, *s++);
+            continue;
+        }
+        const char *t = quoted ? s + 1 : s;
+        size_t      tl = quoted ? (k >= 2 ? k - 2 : 0) : k;
+        if (!value) {
+            if (!hit) {                     /* the term's attribute: its first name */
+                const char *iri = ld_expandn_lookup(ctx, t, tl, a);
+                for (size_t i = 0; i < n && !hit; i++) hit = names[i] == iri;
+            }
+            sb_add(&sb, s, k);
+        } else if (hit && tl && ((*t | 32) >= 'a' && (*t | 32) <= 'z') && !memchr(t, ':', tl) &&
+                   !memchr(t, '\\', tl) && strncmp(t, "true", tl) && strncmp(t, "false", tl)) {
+            sb_addc(&sb, '"');
+            sb_adds(&sb, ld_expandn(ctx, t, tl));
+            sb_addc(&sb, '"');
+        } else sb_add(&sb, s, k);
+        s += k;
+        if (!value && (*s == '.' || *s == '[' || *s == '{')) {   /* the rest of the path */
+            size_t r = strcspn(s, "=!<>~;|()");
+            sb_add(&sb, s, r);
+            s += r;
+        }
+    }
+    return sb.p;
 }
 
 /* ------------------------------------------------------------ build */
@@ -407,9 +507,36 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
     const json_t *watched = json_get(t, "watchedAttributes");
     if (watched && !name_array(s->a, watched, s->ctx, "watchedAttributes", &s->watched, &s->n_watched, p)) goto fail;
     if ((v = json_get(t, "notificationTrigger")) && !trigger_parse(s, v, p)) goto fail;
+    /* expandValues (5.2.12, 4.9): the values of these attributes in q are
+     * expanded with the subscription's @context before the query runs;
+     * jsonKeys: these are not (no value of q is expanded unless asked, but
+     * for VocabProperty values, which are IRIs: they stay as q.c compares them) */
+    const char **expand = NULL;
+    size_t       n_expand = 0;
+    for (const char *const *k = (const char *const[]){"expandValues", "jsonKeys", NULL}; *k; k++) {
+        const char **names; size_t nn;
+        if (!(v = json_get(t, *k))) continue;
+        if (json_is_string(v)) {       /* the comma-separated String of Table 5.2.12-1 */
+            json_t *arr = json_new(s->a, JSON_ARRAY);
+            for (const char *c = v->str;;) {
+                size_t l = strcspn(c, ",");
+                json_add(arr, NULL, json_new_stringn(s->a, c, l));
+                if (!c[l]) break;
+                c += l + 1;
+            }
+            v = arr;
+        }
+        if (!name_array(s->a, v, s->ctx, *k, &names, &nn, p)) goto fail;
+        if (**k == 'e') {
+            expand = names;
+            n_expand = nn;
+        }
+    }
     if ((v = json_get(t, "q"))) {
         if (!json_is_string(v) || !v->len) BAD("q must be a non-empty string");
-        if (!(s->q = q_parse_stored(s->a, pct_decode(s->a, v->str), s->ctx, p))) goto fail;
+        const char *qt = pct_decode(s->a, v->str);
+        if (n_expand) qt = q_expand_values(s->a, qt, s->ctx, expand, n_expand);
+        if (!(s->q = q_parse_stored(s->a, qt, s->ctx, p))) goto fail;
     }
     if ((v = json_get(t, "geoQ"))) {
         if (!json_is_object(v)) BAD("geoQ must be an object");
@@ -432,17 +559,18 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         if (!json_is_array(v) || !v->len) BAD("datasetId must be a non-empty array of URIs");
         s->dataset_ids = arena_alloc(s->a, v->len * sizeof *s->dataset_ids);
         for (const json_t *c = v->child; c; c = c->next) {
-            if (!json_is_string(c) || !uri_ok(c->str)) BAD("datasetId: each entry must be a URI");
-            s->dataset_ids[s->n_dataset_ids++] = c->str;
+            if (!json_is_string(c) || (!uri_ok(c->str) && strcmp(c->str, "@none")))
+                BAD("datasetId: each entry must be a URI or \"@none\"");
+            /* "@none" (5.2.12) and urn:ngsi-ld:default both name the default instance */
+            s->dataset_ids[s->n_dataset_ids++] = !strcmp(c->str, "urn:ngsi-ld:default") ? "@none" : c->str;
         }
+        /* 5.2.12: only the selected instances are notified (render: "@none" is the default one) */
+        s->ro.dataset_ids = s->dataset_ids;
+        s->ro.n_dataset_ids = s->n_dataset_ids;
     }
     if ((v = json_get(t, "lang"))) {
         if (!json_is_string(v) || !v->len) BAD("lang must be a language tag");
         s->ro.lang = v->str;
-    }
-    for (const char *const *k = (const char *const[]){"expandValues", "jsonKeys", NULL}; *k; k++) {
-        const char **names; size_t nn;
-        if ((v = json_get(t, *k)) && !name_array(s->a, v, s->ctx, *k, &names, &nn, p)) goto fail;
     }
     if ((v = json_get(t, "notificationTrigger")) && json_get(t, "timeInterval"))
         BAD("notificationTrigger does not apply to a periodic (timeInterval) subscription");
@@ -574,6 +702,141 @@ char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const 
     return sb.p;
 }
 
+/* ------------------------------------------------------------ re-terming */
+
+typedef struct reterm {
+    arena_t            *a;
+    const ld_context_t *from, *to;
+} reterm_t;
+
+bool notify_same_context(const ld_context_t *x, const ld_context_t *y)
+{
+    return x == y || !strcmp(ld_context_link(x), ld_context_link(y));
+}
+
+static void rt_name(const reterm_t *r, sbuf_t *sb, const char *s, size_t n)
+{
+    if (!n || (n == 2 && !memcmp(s, "id", 2)) || (n == 4 && !memcmp(s, "type", 4)) || *s == '@') {
+        sb_add(sb, s, n);
+        return;
+    }
+    sb_adds(sb, ld_compact(r->to, ld_expandn_lookup(r->from, s, n, r->a)));
+}
+
+/* text with each maximal run of characters not in seps re-termed */
+static const char *rt_text(const reterm_t *r, const char *text, const char *seps)
+{
+    sbuf_t sb;
+    sb_init(&sb, r->a, strlen(text) + 64);
+    for (const char *s = text; *s;) {
+        size_t k = strcspn(s, seps);
+        rt_name(r, &sb, s, k);
+        s += k;
+        size_t j = strspn(s, seps);
+        sb_add(&sb, s, j);
+        s += j;
+    }
+    return sb.p;
+}
+
+/* q (4.9): attribute paths (names split on '.', '{', '}'; a [trailing
+ * path] is not expanded) and bare vocabulary values (a letter first, no ':'),
+ * re-termed; quoted strings, numbers, dates and operators kept. */
+static const char *rt_q(const reterm_t *r, const char *q)
+{
+    sbuf_t sb;
+    bool   value = false;
+    sb_init(&sb, r->a, strlen(q) + 64);
+    for (const char *s = q; *s;) {
+        char c = *s;
+        if (c == '"') {
+            const char *e = s + 1;
+            while (*e && *e != '"') e += e[0] == '\\' && e[1] ? 2 : 1;
+            if (*e) e++;
+            sb_add(&sb, s, (size_t)(e - s));
+            s = e;
+        } else if (c == '[') {
+            size_t k = strcspn(s, "]");
+            sb_add(&sb, s, k + (s[k] == ']'));
+            s += k + (s[k] == ']');
+        } else if (strchr(";|()", c)) {
+            value = false;
+            sb_addc(&sb, c);
+            s++;
+        } else if (strchr("=!<>~", c)) {
+            value = true;
+            sb_addc(&sb, c);
+            s++;
+        } else if (!value && strchr(".{},", c)) {
+            sb_addc(&sb, c);
+            s++;
+        } else {
+            size_t k = strcspn(s, value ? ";|()\",=!<>~" : ";|()\"=!<>~[.{},");
+            bool   term = !value || (((*s | 32) >= 'a' && (*s | 32) <= 'z') && !memchr(s, ':', k) &&
+                                     !memchr(s, '.', k) && strncmp(s, "true", k) && strncmp(s, "false", k));
+            if (term) rt_name(r, &sb, s, k);
+            else sb_add(&sb, s, k);
+            s += k;
+            if (!k) sb_addc(&sb, *s++);
+        }
+    }
+    return sb.p;
+}
+
+static json_t *rt_names(const reterm_t *r, const json_t *v, const char *seps)
+{
+    if (json_is_string(v)) return json_new_string(r->a, rt_text(r, v->str, seps));
+    if (!json_is_array(v)) return json_clone(r->a, v);
+    json_t *o = json_new(r->a, JSON_ARRAY);
+    for (const json_t *c = v->child; c; c = c->next)
+        json_add(o, NULL, json_is_string(c) ? json_new_string(r->a, rt_text(r, c->str, seps)) : json_clone(r->a, c));
+    return o;
+}
+
+json_t *notify_doc_reterm(arena_t *a, const json_t *body, const ld_context_t *from, const ld_context_t *to)
+{
+    reterm_t r = {a, from, to};
+    json_t  *o = json_new(a, JSON_OBJECT);
+    for (const json_t *m = body->child; m; m = m->next) {
+        const char *k = m->key;
+        json_t     *v;
+        if (!strcmp(k, "entities") && json_is_array(m)) {
+            v = json_new(a, JSON_ARRAY);
+            for (const json_t *e = m->child; e; e = e->next) {
+                if (!json_is_object(e)) {
+                    json_add(v, NULL, json_clone(a, e));
+                    continue;
+                }
+                json_t *sel = json_new(a, JSON_OBJECT);
+                for (const json_t *f = e->child; f; f = f->next)
+                    json_add(sel, f->key, !strcmp(f->key, "type") && json_is_string(f)
+                                              ? json_new_string(a, rt_text(&r, f->str, ",;|() "))
+                                              : json_clone(a, f));
+                json_add(v, NULL, sel);
+            }
+        } else if (!strcmp(k, "watchedAttributes") || !strcmp(k, "expandValues") || !strcmp(k, "jsonKeys")) {
+            v = rt_names(&r, m, ", ");
+        } else if (!strcmp(k, "q") && json_is_string(m)) {
+            v = json_new_string(a, rt_q(&r, m->str));
+        } else if (!strcmp(k, "geoQ") && json_is_object(m)) {
+            v = json_clone(a, m);
+            const json_t *gp = json_get(m, "geoproperty");
+            if (json_is_string(gp)) {
+                json_remove(v, "geoproperty");
+                json_add(v, "geoproperty", json_new_string(a, rt_text(&r, gp->str, "")));
+            }
+        } else if (!strcmp(k, "notification") && json_is_object(m)) {
+            v = json_new(a, JSON_OBJECT);
+            for (const json_t *f = m->child; f; f = f->next)
+                json_add(v, f->key, !strcmp(f->key, "attributes") ? rt_names(&r, f, ", ")
+                                    : !strcmp(f->key, "pick") || !strcmp(f->key, "omit") ? rt_names(&r, f, ",{} ")
+                                    : json_clone(a, f));
+        } else v = json_clone(a, m);
+        json_add(o, k, v);
+    }
+    return o;
+}
+
 /* ------------------------------------------------------------ rendering */
 
 static void jw_time(json_writer_t *w, const char *key, int64_t us)
@@ -587,11 +850,29 @@ static void jw_time(json_writer_t *w, const char *key, int64_t us)
 
 void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_context, bool sys_attrs)
 {
+    notify_sub_render_in(w, s, NULL, with_context, sys_attrs);
+}
+
+void notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_context_t *ctx, bool with_context,
+                          bool sys_attrs)
+{
     const sub_counters_t *c = s->c;
     int64_t now = cr_now_us();
+    const json_t *tree = s->tree;
+    arena_t      *a = NULL;
+    if (ctx && !notify_same_context(ctx, s->ctx)) {
+        a = arena_new(4096);
+        tree = notify_doc_reterm(a, s->tree, s->ctx, ctx);
+    } else ctx = NULL;
     jw_object_begin(w);
-    for (const json_t *m = s->tree->child; m; m = m->next) {
+    for (const json_t *m = tree->child; m; m = m->next) {
         if (!strcmp(m->key, "@context") && !with_context) continue;
+        if (!strcmp(m->key, "@context") && ctx) {
+            const char *cv = ld_context_value_json(ctx);
+            jw_key(w, "@context");
+            jw_raw(w, cv, strlen(cv));
+            continue;
+        }
         if ((!strcmp(m->key, "createdAt") || !strcmp(m->key, "modifiedAt")) && !sys_attrs) continue;
         if (!strcmp(m->key, "notification")) {
             jw_key(w, "notification");
@@ -631,7 +912,15 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
                 jw_int(w, (int64_t)atomic_load(&c->dropped_failing));
                 jw_key(w, "throttled");
                 jw_int(w, (int64_t)atomic_load(&c->throttled));
+                jw_key(w, "cooldown");
+                jw_int(w, (int64_t)atomic_load(&c->dropped_cooldown));
+                jw_key(w, "retriesExhausted");
+                jw_int(w, (int64_t)atomic_load(&c->dropped_retries));
                 jw_object_end(w);
+                jw_key(w, "coraine:delivered");
+                jw_int(w, (int64_t)atomic_load(&c->delivered));
+                jw_key(w, "coraine:retried");
+                jw_int(w, (int64_t)atomic_load(&c->retried));
             }
             jw_object_end(w);
             continue;
@@ -646,4 +935,5 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
     jw_key(w, "status");
     jw_string(w, s->expires_at != CR_NO_TIME && s->expires_at <= now ? "expired" : s->active ? "active" : "paused");
     jw_object_end(w);
+    if (a) arena_free(a);
 }

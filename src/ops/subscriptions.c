@@ -17,6 +17,7 @@
 #include "../notify/notify.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 static pthread_mutex_t g_write = PTHREAD_MUTEX_INITIALIZER;
 
@@ -71,6 +72,10 @@ bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, pro
     size_t      stored_len, len;
     const char *stored = notify_sub_doc(old, &stored_len);
     int64_t     now = cr_now_us();
+    /* 5.8.2: the fragment's names are in the request's @context; the
+     * subscription keeps its own: they are re-termed for it */
+    if (rq->ctx && !notify_same_context(rq->ctx, notify_sub_context(old)))
+        body = notify_doc_reterm(rq->arena, body, rq->ctx, notify_sub_context(old));
     char       *doc = notify_doc_patch(rq->arena, stored, stored_len, body, now, &len, p);
     notify_sub_unref(old);
     if (!doc) return false;
@@ -125,10 +130,54 @@ static bool periodic_source(void *ud, const char *tenant, const entity_filter_t 
     return store_foreach(ud, tenant, f, fn, fud, &p);
 }
 
+/* The linked entities of a notification with join (notify_join_fn): what
+ * ops_join_fetch finds for the projection of the notification, as the
+ * entity API fetches them. */
+typedef struct sub_linked {
+    arena_t     *a;
+    ops_linked_t l;
+} sub_linked_t;
+
+static void *join_fetch(void *ud, const char *tenant, cr_entity_t *const *roots, size_t n, bool flat, unsigned level,
+                        const render_opts_t *ro, notify_linked_t *out)
+{
+    sub_linked_t *h = cr_xcalloc(1, sizeof *h);
+    h->a = arena_new(4096);
+    ops_req_t  rq = {.store = ud, .tenant = tenant, .ctx = ro->ctx, .arena = h->a};
+    ops_join_t j = {.flat = flat, .level = level, .pick = ro->pick_tree, .omit = ro->omit_tree,
+                    .dataset_ids = ro->dataset_ids, .n_dataset_ids = ro->n_dataset_ids};
+    if (!j.pick && ro->n_pick) {      /* a flat pick list (attributes): the relationships it keeps */
+        projection_t *pr = arena_calloc(h->a, sizeof *pr);
+        pr->names = ro->pick;
+        pr->n = ro->n_pick;
+        j.pick = pr;
+    }
+    problem_t p = {0};
+    if (!ops_join_fetch(&rq, roots, n, &j, &h->l, &p)) {
+        LOG_D("notification: linked entities not fetched: %s", p.detail);
+        ops_linked_release(&h->l);
+        arena_free(h->a);
+        free(h);
+        return NULL;
+    }
+    *out = (notify_linked_t){.items = h->l.items, .pick = h->l.pick, .omit = h->l.omit, .n = h->l.n,
+                             .find = ops_linked_find, .h = &h->l};
+    return h;
+}
+
+static void join_release(void *hv)
+{
+    sub_linked_t *h = hv;
+    ops_linked_release(&h->l);
+    arena_free(h->a);
+    free(h);
+}
+
 size_t ops_sub_restore(store_t *s)
 {
     size_t n = 0;
     notify_set_source(periodic_source, s);
+    notify_set_join(join_fetch, join_release, s);
     store_obj_foreach(s, STORE_OBJ_SUBSCRIPTION, restore_one, &n);
     return n;
 }

@@ -82,12 +82,17 @@ def test_exactness_16_writers(lbroker, make_client):
         rcv.stop()
 
 
-def test_slow_and_dead_receivers_do_not_slow_the_others(lbroker, make_client):
+def test_slow_and_dead_receivers_do_not_slow_the_others(broker_factory, make_client):
+    # two sender threads only, and more slow/dead lanes (4 endpoints x 4
+    # lanes) than threads: were a thread to wait on a receiver, the fast
+    # ones would starve; the HTTP client carries every lane at once
+    lbroker = broker_factory("--notifierTimeout", "1500", "--notifierThreads", "2")
     base_cli = make_client(lbroker)
     cli = make_client(lbroker)
     fast = [Receiver() for _ in range(10)]
     slow = Receiver("--delay", "500")
-    dead = Receiver("--never")
+    deads = [Receiver("--never") for _ in range(3)]
+    dead = deads[0]
     try:
         ids = [uid("Car") for _ in range(8)]
         for c in (base_cli, cli):
@@ -95,7 +100,7 @@ def test_slow_and_dead_receivers_do_not_slow_the_others(lbroker, make_client):
                 c.create(entity(eid, "Car", speed=prop(0)))
         # the write rate without subscriptions
         _, t_base = patch_many(lbroker.base, base_cli.tenant, ids, 25, 4)
-        subs = [subscribe(cli, r.uri) for r in fast + [slow, dead]]
+        subs = [subscribe(cli, r.uri) for r in fast + [slow] + deads]
         accepted, t_subs = patch_many(lbroker.base, cli.tenant, ids, 25, 4)
         t0 = time.time()
         for r in fast:
@@ -106,13 +111,13 @@ def test_slow_and_dead_receivers_do_not_slow_the_others(lbroker, make_client):
         # the fast ones got everything promptly, although slow and dead ones hold lanes
         assert delivered_in < 10, delivered_in
         assert slow.count()["entities"] < len(accepted)
-        assert dead.count()["entities"] == 0
+        assert all(d.count()["entities"] == 0 for d in deads)
         # and the writers were not held back (generous bound: 2 shared cores)
         assert t_subs < max(3 * t_base, t_base + 2.0), (t_base, t_subs)
         for s in subs:
             assert cli.delete("/subscriptions/" + s).status_code == 204
     finally:
-        for r in fast + [slow, dead]:
+        for r in fast + [slow] + deads:
             r.stop()
 
 
@@ -135,3 +140,23 @@ def test_fan_out_50_subscriptions_on_one_entity(lbroker, make_client):
             assert n["timesSent"] == len(accepted)
     finally:
         rcv.stop()
+
+
+def test_shutdown_drains_the_queues(broker_factory, make_client):
+    """SIGTERM: what is queued is delivered within --notifierDrain ms (one
+    lane, one notification at a time to a receiver taking 50 ms each); the
+    rest would be counted dropped (shutdown)."""
+    b = broker_factory("--notifierDrain", "8000", "--notifierBatch", "1")
+    cli = make_client(b)
+    r = Receiver("--delay", "50")
+    try:
+        eid = uid("Car")
+        cli.create(entity(eid, "Car", speed=prop(0)))
+        subscribe(cli, r.uri, entities=[{"id": eid, "type": "Car"}])
+        for i in range(20):
+            assert cli.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 1)}).status_code == 204
+        b.stop()
+        c = r.count()
+        assert c["entities"] == 20 and c["outOfOrder"] == 0 and c["duplicates"] == 0, c
+    finally:
+        r.stop()

@@ -2,6 +2,7 @@
 loopback port, received by tools/receiver in its MQTT subscriber mode."""
 
 import os
+import pwd
 import shutil
 import subprocess
 import time
@@ -99,3 +100,116 @@ def test_7_2_invalid_mqtt_endpoints(cli, uri, info):
     r = cli.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "Car"}],
                                     "notification": {"endpoint": ep}})
     assert_problem(r, 400, "BadRequestData")
+
+
+# ------------------------------------------------------------- mqtts://
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def tls_mosquitto(tmp_path_factory):
+    """A mosquitto with a plain listener (for the receiver) and a TLS one
+    that asks for a user and password, its certificate signed by a CA the
+    test makes with openssl."""
+    if not os.path.exists(MOSQUITTO) or not shutil.which("openssl") or not shutil.which("mosquitto_passwd"):
+        pytest.skip("mosquitto, mosquitto_passwd and openssl are needed (scripts/deps.sh)")
+    d = tmp_path_factory.mktemp("mqtts")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=coraine test CA", cwd=d)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
+             "-subj", "/CN=127.0.0.1", cwd=d)
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "srv.pem", "-days", "2", "-extfile", "ext.cnf", cwd=d)
+    (d / "passwd").write_text("")
+    subprocess.run(["mosquitto_passwd", "-b", str(d / "passwd"), "bob", "s3cret"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    plain, tls = free_port(), free_port()
+    conf = d / "mosquitto.conf"
+    # started as root, mosquitto would become "mosquitto", who cannot read the test's key
+    conf.write_text("user %s\nper_listener_settings true\n" % pwd.getpwuid(os.geteuid()).pw_name +
+                    "listener %d 127.0.0.1\nallow_anonymous true\n"
+                    "listener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\n"
+                    "cafile %s\ncertfile %s\nkeyfile %s\n"
+                    % (plain, tls, d / "passwd", d / "ca.pem", d / "srv.pem", d / "srv.key"))
+    p = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    yield {"plain": plain, "tls": tls, "ca": str(d / "ca.pem")}
+    p.terminate()
+    p.wait(5)
+
+
+def test_7_2_mqtts_with_user_and_password(tls_mosquitto, broker_factory, make_client):
+    cli = make_client(broker_factory("--notifierCaFile", tls_mosquitto["ca"]))
+    r = Receiver("--mqtt", "127.0.0.1:%d" % tls_mosquitto["plain"], "--topic", "ngsi/#")
+    try:
+        time.sleep(0.2)
+        topic = "ngsi/" + uid("tls")
+        sid = mqtt_sub(cli, "mqtts://bob:s3cret@127.0.0.1:%d/%s" % (tls_mosquitto["tls"], topic),
+                       {"MQTT-QoS": "2", "MQTT-Version": "mqtt5.0"})
+        eid = uid()
+        cli.create(entity(eid, "Car", speed=prop(1)))
+        cli.patch("/entities/%s/attrs" % eid, {"speed": prop(2)})
+        c = r.wait(2, timeout=10)
+        assert c["notifications"] == 2 and c["outOfOrder"] == 0, c
+        assert r.notifications()[0]["body"]["subscriptionId"] == sid
+        # a wrong password is refused by mosquitto: counted failed, nothing received
+        bad = mqtt_sub(cli, "mqtts://bob:wrong@127.0.0.1:%d/%s" % (tls_mosquitto["tls"], topic))
+        cli.create(entity(uid(), "Car", speed=prop(1)))
+        assert wait_failed(cli, bad)["status"] == "failed"
+    finally:
+        r.stop()
+
+
+def test_7_2_mqtts_untrusted_certificate_fails(tls_mosquitto, cli):
+    """Without the test's CA (the system's CAs only) the TLS handshake fails."""
+    sid = mqtt_sub(cli, "mqtts://bob:s3cret@127.0.0.1:%d/ngsi/x" % tls_mosquitto["tls"])
+    cli.create(entity(uid(), "Car", speed=prop(1)))
+    n = wait_failed(cli, sid)
+    assert n["timesFailed"] >= 1 and n["status"] == "failed" and n["timesSent"] == 0
+
+
+def test_7_2_dead_mqtt_brokers_hold_no_thread(broker_factory, make_client):
+    """MQTT brokers that accept and never answer (no CONNACK) hold only their
+    own lanes: with two sender threads, an HTTP receiver beside them gets
+    every notification at once; theirs fail at the timeout, counted."""
+    import socket
+    import threading
+    cli = make_client(broker_factory("--notifierThreads", "2", "--notifierTimeout", "3000"))
+    socks, held = [], []
+
+    def hold(s):
+        while True:
+            try:
+                held.append(s.accept()[0])
+            except OSError:
+                return
+    for _ in range(3):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        socks.append(s)
+        threading.Thread(target=hold, args=(s,), daemon=True).start()
+    r = Receiver()
+    try:
+        dead = [mqtt_sub(cli, "mqtt://127.0.0.1:%d/t" % s.getsockname()[1]) for s in socks]
+        r_sid = cli.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "Car"}],
+                                            "notification": {"endpoint": {"uri": r.uri}, "sysAttrs": True}})
+        assert r_sid.status_code == 201
+        ids = [uid() for _ in range(8)]
+        t0 = time.time()
+        for eid in ids:
+            cli.create(entity(eid, "Car", speed=prop(1)))
+        c = r.wait(8, timeout=10, key="entities")
+        assert c["entities"] == 8 and time.time() - t0 < 2.5, (c, time.time() - t0)
+        n = wait_failed(cli, dead[0], timeout=15)
+        assert n["status"] == "failed" and n["timesSent"] == 0
+    finally:
+        r.stop()
+        for s in socks:
+            s.close()
+        for c in held:
+            c.close()

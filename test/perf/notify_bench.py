@@ -19,6 +19,7 @@ Vehicles (perf_run.py's shape), then measures:
 
   python3 test/perf/notify_bench.py [--bin build/release/coraine] [--entities 1000]
                                     [--duration 5] [--fanout 1,50,500] [--broker-flags '...']
+                                    [--phases fanout,knee,writes] [--repeat 3]
 
 Benchmarks never fail CI; loopback only; bounded by --duration per phase.
 """
@@ -116,7 +117,10 @@ def main():
     ap.add_argument("--broker-flags", default="")
     ap.add_argument("--knee-subs", type=int, default=50)
     ap.add_argument("--rates", default="100,200,400,800,1600")
+    ap.add_argument("--phases", default="fanout,knee,writes", help="which phases to run")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each measurement (medians are printed)")
     a = ap.parse_args()
+    phases = a.phases.split(",")
     receiver = os.path.join(os.path.dirname(a.bin), "tools", "receiver")
     patch1 = os.path.join(HERE, "patch_one.lua")
     patch = os.path.join(HERE, "patch.lua")
@@ -131,50 +135,75 @@ def main():
         perf_run.load(base, a.entities)
         return b, r, base, rbase
 
-    print("fan-out: one entity, S subscriptions, wrk -t1 -c1 PATCH for %d s" % a.duration)
-    print("%6s %10s %12s %14s %9s %8s" % ("subs", "patches", "delivered", "delivered/s", "dropped", "failed"))
-    for s in [int(x) for x in a.fanout.split(",")]:
-        b, r, base, rbase = fresh()
-        try:
-            for _ in range(s):
-                subscribe(base, rbase + "/n", [{"id": "urn:ngsi-ld:Vehicle:0", "type": "Vehicle"}])
-            t0 = time.time()
-            _, total, _, _ = wrk(base + "/", a.duration, 1, 1, patch1, ["urn:ngsi-ld:Vehicle:0"])
-            n, t_last = settle(rbase)
-            st = stats(base)
-            print("%6d %10d %12d %14.0f %9d %8d" % (s, total, n, n / max(t_last - t0, 1e-9),
-                                                   st["droppedQueueFull"], st["failed"]))
-        finally:
-            b.terminate(); r.terminate(); b.wait(); r.wait()
+    def median(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
-    print("\nknee: %d subscriptions on one entity, PATCHes offered at a fixed rate for %d s" % (a.knee_subs, a.duration))
-    print("%8s %8s %10s %12s %10s %9s" % ("rate/s", "sent", "due", "delivered", "delivered%", "dropped"))
-    for rate in [int(x) for x in a.rates.split(",")]:
-        b, r, base, rbase = fresh()
-        try:
-            for _ in range(a.knee_subs):
-                subscribe(base, rbase + "/n", [{"id": "urn:ngsi-ld:Vehicle:0", "type": "Vehicle"}])
-            sent, _ = offer(int(base.rsplit(":", 1)[1]), "urn:ngsi-ld:Vehicle:0", rate, a.duration)
-            n, _ = settle(rbase)
-            st = stats(base)
-            print("%8d %8d %10d %12d %9.1f%% %9d" % (rate, sent, st["due"], n, 100.0 * n / max(st["due"], 1),
-                                                    st["droppedQueueFull"]))
-        finally:
-            b.terminate(); r.terminate(); b.wait(); r.wait()
+    if "fanout" in phases:
+        print("fan-out: one entity, S subscriptions, wrk -t1 -c1 PATCH for %d s (median of %d)" % (a.duration, a.repeat))
+        print("%6s %10s %12s %14s %9s %8s   %s" % ("subs", "patches", "delivered", "delivered/s", "dropped", "failed",
+                                                  "delivered/s of each run"))
+        for s in [int(x) for x in a.fanout.split(",")]:
+            runs = []
+            for _ in range(a.repeat):
+                b, r, base, rbase = fresh()
+                try:
+                    for _ in range(s):
+                        subscribe(base, rbase + "/n", [{"id": "urn:ngsi-ld:Vehicle:0", "type": "Vehicle"}])
+                    t0 = time.time()
+                    _, total, _, _ = wrk(base + "/", a.duration, 1, 1, patch1, ["urn:ngsi-ld:Vehicle:0"])
+                    n, t_last = settle(rbase)
+                    st = stats(base)
+                    runs.append((n / max(t_last - t0, 1e-9), total, n, st["droppedQueueFull"], st["failed"]))
+                finally:
+                    b.terminate(); r.terminate(); b.wait(); r.wait()
+            m = sorted(runs)[len(runs) // 2]
+            print("%6d %10d %12d %14.0f %9d %8d   %s" % (s, m[1], m[2], m[0], m[3], m[4],
+                                                      " ".join("%.0f" % x[0] for x in runs)))
 
-    print("\nwrites: wrk -t2 -c16 PATCH of random Vehicles (of %d) for %d s" % (a.entities, a.duration))
-    print("%-26s %10s %9s %9s %14s %14s" % ("", "req/s", "p50 µs", "p99 µs", "notifications", "entities sent"))
-    for label, with_sub in (("no subscription", False), ("1 subscription (all)", True)):
-        b, r, base, rbase = fresh()
-        try:
-            if with_sub:
-                subscribe(base, rbase + "/n", [{"type": "Vehicle"}])
-            rps, total, lat, bad = wrk(base + "/", a.duration, 16, 2, patch, [str(a.entities)])
-            n, _ = settle(rbase) if with_sub else (0, 0)
-            ents = get(rbase + "/count")["entities"]
-            print("%-26s %10.0f %9.0f %9.0f %14d %14d" % (label, rps, lat["50"] or 0, lat["99"] or 0, n, ents))
-        finally:
-            b.terminate(); r.terminate(); b.wait(); r.wait()
+    if "knee" in phases:
+        print("\nknee: %d subscriptions on one entity, PATCHes offered at a fixed rate for %d s" % (a.knee_subs, a.duration))
+        print("%8s %8s %10s %12s %10s %9s" % ("rate/s", "sent", "due", "delivered", "delivered%", "dropped"))
+        for rate in [int(x) for x in a.rates.split(",")]:
+            b, r, base, rbase = fresh()
+            try:
+                for _ in range(a.knee_subs):
+                    subscribe(base, rbase + "/n", [{"id": "urn:ngsi-ld:Vehicle:0", "type": "Vehicle"}])
+                sent, _ = offer(int(base.rsplit(":", 1)[1]), "urn:ngsi-ld:Vehicle:0", rate, a.duration)
+                n, _ = settle(rbase)
+                st = stats(base)
+                print("%8d %8d %10d %12d %9.1f%% %9d" % (rate, sent, st["due"], n, 100.0 * n / max(st["due"], 1),
+                                                        st["droppedQueueFull"]))
+            finally:
+                b.terminate(); r.terminate(); b.wait(); r.wait()
+
+    if "writes" in phases:
+        print("\nwrites: wrk -t2 -c16 PATCH of random Vehicles (of %d) for %d s; medians of %d runs, alternated"
+              % (a.entities, a.duration, a.repeat))
+        res = {False: [], True: []}
+        for _ in range(a.repeat):
+            for with_sub in (False, True):
+                b, r, base, rbase = fresh()
+                try:
+                    if with_sub:
+                        subscribe(base, rbase + "/n", [{"type": "Vehicle"}])
+                    rps, total, lat, bad = wrk(base + "/", a.duration, 16, 2, patch, [str(a.entities)])
+                    n, _ = settle(rbase) if with_sub else (0, 0)
+                    ents = get(rbase + "/count")["entities"]
+                    st = stats(base)
+                    res[with_sub].append((rps, lat["50"] or 0, lat["99"] or 0, n, ents, st["droppedQueueFull"]))
+                finally:
+                    b.terminate(); r.terminate(); b.wait(); r.wait()
+        print("%-26s %10s %9s %9s %14s %14s %8s   %s" % ("", "req/s", "p50 µs", "p99 µs", "notifications",
+                                                         "entities sent", "dropped", "req/s of each run"))
+        for label, with_sub in (("no subscription", False), ("1 subscription (all)", True)):
+            v = res[with_sub]
+            print("%-26s %10.0f %9.0f %9.0f %14d %14d %8d   %s" % (
+                label, median([x[0] for x in v]), median([x[1] for x in v]), median([x[2] for x in v]),
+                median([x[3] for x in v]), median([x[4] for x in v]), median([x[5] for x in v]),
+                " ".join("%.0f" % x[0] for x in v)))
+        print("ratio (1 subscription / none): %.2fx" % (median([x[0] for x in res[True]]) /
+                                                        max(median([x[0] for x in res[False]]), 1)))
 
 
 if __name__ == "__main__":
