@@ -205,7 +205,7 @@ struct projection {
     const char        **names;  size_t n;
     const char        **links;
     projection_t      **sub;    size_t n_links;
-    const projection_t *base;   /* omit: the root's own names, for entities no term reaches */
+    const projection_t *base;   /* omit: the root's own names but id and type, for linked entities */
     unsigned            depth;  /* deepest nesting of braces (0: a plain list) */
 };
 #define PROJECTION_MAX_DEPTH 16

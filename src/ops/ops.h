@@ -94,6 +94,10 @@ typedef struct ops_retrieve {
      * attribute names) of which the entity must have one, else ResourceNotFound */
     const char **pick;
     size_t       n_pick;
+    /* omit (4.21): the entity members removed; when they are all of them
+     * (id, type, scope and every attribute), ResourceNotFound */
+    const char **omit;
+    size_t       n_omit;
 } ops_retrieve_t;
 cr_entity_t *ops_entity_retrieve(const ops_req_t *rq, const char *id, const ops_retrieve_t *o, problem_t *p);
 
