@@ -1,7 +1,9 @@
 /*
  * query.c - Query Entities (5.7.2): one page of the entities matching a
  * filter, or several EntitySelectors (an entity matches one of them), in
- * creation order, with limit/offset (4.12) and the count (4.13).
+ * creation order or in the order of orderBy (4.23, f.order_by: the store
+ * keeps the best offset+limit), with limit/offset (4.12) and the count
+ * (4.13).
  *
  * One store call: the selectors go to the store in the filter (f.sel), so
  * that it walks the id or type index for them and counts exactly. One entity
