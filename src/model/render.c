@@ -1045,20 +1045,44 @@ static void render_joined(json_writer_t *w, const cr_entity_t *e, const render_o
         sb_release(&tmp);
 }
 
+/* The plain text of an entity, with the "@context" member of an ld+json
+ * answer put in before its closing brace, where render_entity_at writes it
+ * (wr_context: the last member), so that ld+json answers share the cache. */
+static void emit(json_writer_t *w, const char *text, size_t len, const char *context_json)
+{
+    if (!context_json) {
+        jw_raw(w, text, len);
+        return;
+    }
+    jw_raw(w, text, len - 1);
+    sb_add(w->sb, ",\"@context\":", sizeof ",\"@context\":" - 1);
+    sb_adds(w->sb, context_json);
+    sb_addc(w->sb, '}');
+}
+
 void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
 {
     if (spliceable(e, o)) {
         render_joined(w, e, o);
         return;
     }
-    if (!cacheable(e, o)) {
+    const char   *ctxj = o->context_json;
+    render_opts_t plain;
+    if (ctxj && !o->join) {             /* ld+json: the plain rendering, and the @context member */
+        plain = *o;
+        plain.context_json = NULL;
+    }
+    const render_opts_t *po = ctxj && !o->join ? &plain : o;
+    if (!cacheable(e, po)) {
         render_entity(w, e, o);
         return;
     }
+    if (po == o)
+        ctxj = NULL;
     const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
     if (rc && rc->ctx_serial == ld_context_serial(o->ctx) && rc->format == o->format) {
         __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
-        jw_raw(w, RC_TEXT(rc), rc->len);
+        emit(w, RC_TEXT(rc), rc->len, ctxj);
         return;
     }
     __atomic_add_fetch(&rc_misses, 1, __ATOMIC_RELAXED);
@@ -1074,9 +1098,9 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
     link_rec_t rec;
     rec.n = 0;
     rec.overflow = false;
-    render_entity_rec(&tw, e, o, &rec);
-    jw_raw(w, tmp.p, tmp.len);
-    cache_offer(e, o, tmp.p, tmp.len, &rec);
+    render_entity_rec(&tw, e, po, &rec);
+    emit(w, tmp.p, tmp.len, ctxj);
+    cache_offer(e, po, tmp.p, tmp.len, &rec);
     if (!tmp.a)
         sb_release(&tmp);
 }
