@@ -354,6 +354,13 @@ typedef struct order_term {
     const char      *attr;         /* ORDER_ATTR: the attribute (expanded) */
     const q_expr_t  *path;         /* ORDER_ATTR: the path as a q existence term: q_term_get, q_term_step */
     const char      *text;         /* the term as given */
+    /* ORDER_ATTR, the path read once (model-internal): q_term_step's names
+     * and kinds, the trailing [a.b] keys */
+    const char          **step_names;
+    const uint8_t        *step_kinds;   /* q_memberkind_t */
+    size_t                n_steps;
+    const char *const    *keys;
+    size_t                n_keys;
 } order_term_t;
 
 typedef struct entity_order {

@@ -215,6 +215,18 @@ static bool parse_term(arena_t *a, const char *s, size_t l, const ld_context_t *
     t->key  = ORDER_ATTR;
     t->path = q;
     t->attr = v.attr;
+    const char    **names = arena_alloc(a, (v.n_steps ? v.n_steps : 1) * sizeof *names);
+    uint8_t        *kinds = arena_alloc(a, (v.n_steps ? v.n_steps : 1) * sizeof *kinds);
+    for (size_t i = 0; i < v.n_steps; i++) {
+        q_memberkind_t mk;
+        names[i] = q_term_step(q, i, &mk);
+        kinds[i] = (uint8_t)mk;
+    }
+    t->step_names = names;
+    t->step_kinds = kinds;
+    t->n_steps    = v.n_steps;
+    t->keys       = v.keys;
+    t->n_keys     = v.n_keys;
     return true;
 }
 
@@ -369,22 +381,30 @@ static double min_dist(const entity_order_t *o, const json_t *c)
 
 static void key_attr(const entity_order_t *o, const order_term_t *t, const cr_entity_t *e, order_key_t *k)
 {
-    const cr_attr_t *a = entity_attr(e, t->attr, NULL);
-    q_term_view_t    v;
+    const cr_attr_t *a = NULL;
 
-    if (!a)
-        a = entity_attr_any(e, t->attr);
+    for (uint16_t i = 0; i < e->n_attrs; i++)      /* the default instance, else the first */
+        if (e->attrs[i].name == t->attr) {
+            if (!e->attrs[i].dataset_id) {
+                a = &e->attrs[i];
+                break;
+            }
+            if (!a)
+                a = &e->attrs[i];
+        }
     if (!a) {
         k->rank = RK_ABSENT;
         return;
     }
-    q_term_get(t->path, &v);
-    for (size_t i = 0; i < v.n_steps; i++) {
-        q_memberkind_t mk;
-        const char    *name = q_term_step(t->path, i, &mk);
-        switch (mk) {
+    if (!t->n_steps && !t->n_keys && json_is_number(a->value) && t->dir <= ORDER_DESC) {   /* the common case */
+        k->rank = RK_NUM;
+        k->num  = a->value->is_int ? (double)a->value->i : a->value->num;
+        return;
+    }
+    for (size_t i = 0; i < t->n_steps; i++) {
+        switch (t->step_kinds[i]) {
         case QMK_SUBATTR:
-            if (!(a = sub_attr(a, name))) {
+            if (!(a = sub_attr(a, t->step_names[i]))) {
                 k->rank = RK_ABSENT;
                 return;
             }
@@ -397,14 +417,14 @@ static void key_attr(const entity_order_t *o, const order_term_t *t, const cr_en
         case QMK_OBJECT_TYPE: return key_str(k, a->object_type, a->object_type ? strlen(a->object_type) : 0);
         }
     }
-    if (t->dir >= ORDER_DIST_ASC && a->kind == ATTR_GEOPROPERTY && !v.n_keys) {
+    if (t->dir >= ORDER_DIST_ASC && a->kind == ATTR_GEOPROPERTY && !t->n_keys) {
         k->rank = RK_GEO;
         k->num  = min_dist(o, json_get(a->value, "coordinates"));
         return;
     }
     const json_t *val = a->value;
-    for (size_t i = 0; i < v.n_keys && val; i++)
-        val = json_get(val, v.keys[i]);
+    for (size_t i = 0; i < t->n_keys && val; i++)
+        val = json_get(val, t->keys[i]);
     key_json(k, val);
 }
 

@@ -14,7 +14,8 @@ def ids(r):
 
 def buildings(cli):
     """ETSI 019_19's shape: created in the order 2, 1, 3."""
-    b = {i: "urn:ngsi-ld:Building:%s-%d" % (uid("x")[-6:], i) for i in (1, 2, 3)}
+    pre = uid("x")[-6:]
+    b = {i: "urn:ngsi-ld:Building:%s-%d" % (pre, i) for i in (1, 2, 3)}
     for i in (2, 1, 3):
         cli.create(entity(b[i], "Building", name=prop("ABC"[i - 1], subProperty=prop(i))))
         time.sleep(0.002)
