@@ -106,6 +106,9 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
     if (id && !id_list(r, id, f, p)) return false;
     if (idp && !(f->id_pattern = filter_compile_pattern(r->arena, idp, p))) return false;
     if (q && !(f->q = q_parse(r->arena, q, ctx, p))) return false;
+    if (purge && q_link_depth(f->q))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "a purge has no Linked Entity retrieval: q cannot reach into "
+                           "linked entities (rel{...}) (6.4.3.3)");
     if (scope && !(f->scope = scopeq_parse(r->arena, scope, p))) return false;
     if (has_geo && !(f->geo = geoq_parse(r->arena, &gp, ctx, p))) return false;
     if (!has_geo && gp.geoproperty)
@@ -175,6 +178,13 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
     ops_page_t pg;
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
+    unsigned qd = q_link_depth(qy->f.q), jl = v->join_level ? v->join_level : 1;
+    if (qd && v->join == API_JOIN_NONE)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "q terms into linked entities (rel{...}) need Linked Entity "
+                           "retrieval: join=inline or flat (5.7.2.4)");
+    if (qd > jl)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "too deep query: q reaches %u levels of linked entities, "
+                           "joinLevel is %u (5.7.2.4)", qd, jl);
     ops_req_t rq = api_req(r, ctx);
     /* a query with pick keeps the entities that have a picked attribute, as with attrs (4.21) */
     if (v->n_pick_attrs && !qy->f.n_attrs) {

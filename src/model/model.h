@@ -472,6 +472,7 @@ typedef struct q_value_view {
 
 typedef struct q_term_view {
     const char    *attr;       /* expanded, interned */
+    bool           linked;     /* attr{...}: a term into linked entities (q_link_get) */
     size_t         n_steps;    /* q_term_step() */
     const char *const *keys;   /* trailing [a.b] path, not expanded */
     size_t         n_keys;
@@ -490,5 +491,24 @@ bool            q_term_get(const q_expr_t *q, q_term_view_t *out);
 /* Step i of a term's path: its expanded name (QMK_SUBATTR) and kind. */
 const char     *q_term_step(const q_expr_t *q, size_t i, q_memberkind_t *kind);
 bool            q_term_value(const q_expr_t *q, size_t i, q_value_view_t *out);
+
+/* Terms into linked entities (4.9: rel{humidity}==40, rel{Device:humidity},
+ * nested rel{rel2{...}}), in a request's q only (q_parse_stored refuses
+ * them). Such a term's attribute is the Relationship; it holds when one of
+ * its objects is an entity that the inner expression matches. The operation
+ * resolves each before the query, innermost first: the ids of the entities
+ * the inner expression (and the type hint) matches, by q_link_resolve;
+ * unresolved, the term matches nothing. */
+typedef struct q_link_view {
+    const char     *rel;          /* the Relationship (expanded) */
+    const char     *types;        /* the type hint, 4.17 text (a,b), or NULL */
+    const q_expr_t *inner;        /* the expression for the linked entities */
+} q_link_view_t;
+unsigned q_link_depth(const q_expr_t *q);                        /* deepest rel{...} nesting; 0: none */
+/* The linked terms, innermost first; the count (only cap of them stored). */
+size_t   q_links(q_expr_t *q, q_expr_t **out, size_t cap);
+bool     q_link_get(const q_expr_t *link, q_link_view_t *v);
+/* ids (in the tree's arena; sorted here) of the entities the inner expression matched. */
+void     q_link_resolve(q_expr_t *link, const char **ids, size_t n);
 
 #endif

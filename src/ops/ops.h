@@ -215,6 +215,10 @@ typedef struct ops_page {
     bool          more;
 } ops_page_t;
 
+/* q terms into linked entities (4.9 rel{...}) are resolved first: one scan
+ * of the linked entities per term (at most 100000 targets each,
+ * TooManyResults beyond). The binding checks that join is given and
+ * deep enough (5.7.2.4). */
 /* The page limits (--maxLimit; limit 0 only with count). */
 bool ops_query_check(const ops_query_t *qy, problem_t *p);
 bool ops_query(const ops_req_t *rq, const ops_query_t *qy, ops_page_t *pg, problem_t *p);

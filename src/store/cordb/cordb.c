@@ -1066,7 +1066,7 @@ bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t o
 
     filter_regex_reset();
     pthread_rwlock_rdlock(&t->lock);
-    if (f->order_by) {
+    if (f && f->order_by) {
         query_ordered(t, f, offset, limit, a, out, &matched);
         pthread_rwlock_unlock(&t->lock);
         goto done;
