@@ -1508,7 +1508,8 @@ void q_link_resolve(q_expr_t *link, const char **ids, size_t n)
 {
     q_link_t *l = link->term->link;
 
-    qsort(ids, n, sizeof *ids, q_cmp_ids);
+    if (n > 1)
+        qsort(ids, n, sizeof *ids, q_cmp_ids);
     l->ids      = ids;
     l->n_ids    = n;
     l->resolved = true;
