@@ -99,9 +99,21 @@ static char *jr_escape(char *w, const unsigned char *s, size_t n)
     static const char hex[] = "0123456789abcdef";
     size_t            i = 0;
 
-    /* short strings (names, ids, most values): a plain byte loop, no calls */
-    if (n <= 32) {
-        for (; i < n; i++) {
+    while (i < n) {
+        /* eight bytes at a time while none of them needs escaping (names,
+         * ids, most values): one load, the test, one store (w has room for
+         * 6n bytes, so the store never passes it) */
+        while (n - i >= 8) {
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            if (swar_special(x))
+                break;
+            memcpy(w, &x, 8);
+            w += 8;
+            i += 8;
+        }
+        /* the tail, or the eight bytes that hold one to escape: byte by byte */
+        for (size_t stop = n - i >= 8 ? i + 8 : n; i < stop; i++) {
             unsigned char c = s[i];
             char          e = esc_tab[c];
             if (CR_LIKELY(!e)) {
@@ -116,36 +128,6 @@ static char *jr_escape(char *w, const unsigned char *s, size_t n)
                 *w++ = hex[c >> 4];
                 *w++ = hex[c & 15];
             }
-        }
-        return w;
-    }
-    while (i < n) {
-        size_t run = i;
-        while (n - run >= 8) {
-            uint64_t x;
-            memcpy(&x, s + run, 8);
-            if (swar_special(x))
-                break;
-            run += 8;
-        }
-        while (run < n && !esc_tab[s[run]])
-            run++;
-        if (run > i) {
-            memcpy(w, s + i, run - i);
-            w += run - i;
-            i = run;
-        }
-        if (i < n) {
-            char e = esc_tab[s[i]];
-            *w++ = '\\';
-            *w++ = e;
-            if (e == 'u') {
-                *w++ = '0';
-                *w++ = '0';
-                *w++ = hex[s[i] >> 4];
-                *w++ = hex[s[i] & 15];
-            }
-            i++;
         }
     }
     return w;
