@@ -125,13 +125,34 @@ static const char *compact_value(const rctx_t *r, const char *iri)
     return iri ? ld_compact(r->ctx, iri) : iri;
 }
 
-static void wr_time(json_writer_t *w, const char *key, int64_t ms)
+/* A time member: the key given quoted (WR_TIME), the text of a DateTime,
+ * which never needs escaping, written with its quotes. */
+static void wr_time_q(json_writer_t *w, const char *qkey, size_t qlen, int64_t us)
 {
-    char buf[32];
-    int  n = cr_datetime_format(ms, buf);
+    char buf[34];
+    int  n = cr_datetime_format(us, buf + 1);
 
-    jw_key(w, key);
-    jw_stringn(w, buf, n > 0 ? (size_t)n : 0);
+    n = n > 0 ? n : 0;
+    buf[0] = buf[n + 1] = '"';
+    jw_key_raw(w, qkey, qlen);
+    jw_raw(w, buf, (size_t)n + 2);
+}
+#define WR_TIME(w, lit, us) wr_time_q((w), "\"" lit "\":", sizeof("\"" lit "\":") - 1, (us))
+
+/* The "type" of an attribute, quoted: no strlen, no escaping per attribute. */
+static void wr_kind(json_writer_t *w, uint8_t kind)
+{
+    static const struct { const char *q; size_t n; } kq[] = {
+#define KQ(s) {"\"" s "\"", sizeof("\"" s "\"") - 1}
+        [0] = KQ("Property"), [ATTR_PROPERTY] = KQ("Property"), [ATTR_RELATIONSHIP] = KQ("Relationship"),
+        [ATTR_GEOPROPERTY] = KQ("GeoProperty"), [ATTR_LANGUAGEPROPERTY] = KQ("LanguageProperty"),
+        [ATTR_VOCABPROPERTY] = KQ("VocabProperty"), [ATTR_LISTPROPERTY] = KQ("ListProperty"),
+        [ATTR_LISTRELATIONSHIP] = KQ("ListRelationship"), [ATTR_JSONPROPERTY] = KQ("JsonProperty"),
+#undef KQ
+    };
+    if (kind >= sizeof kq / sizeof kq[0])
+        kind = 0;
+    jw_raw(w, kq[kind].q, kq[kind].n);
 }
 
 static bool valid_time(int64_t ms)
@@ -712,7 +733,7 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         /* 4.15 / C.2.2: the LanguageProperty becomes a Property */
         if (!concise) {
             JW_KEY_LIT(w, "type");
-            jw_string(w, "Property");
+            wr_kind(w, ATTR_PROPERTY);
         }
         JW_KEY_LIT(w, "value");
         jw_value(w, lang);
@@ -724,7 +745,7 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
          * pass for a GeoProperty (4.5.2.3). */
         if (!concise || (a->kind == ATTR_PROPERTY && value_reads_as_geometry(a->value))) {
             JW_KEY_LIT(w, "type");
-            jw_string(w, a->kind ? attr_kind_name((attr_kind_t)a->kind) : "Property");
+            wr_kind(w, a->kind);
         }
         switch ((attr_kind_t)a->kind) {
         case ATTR_RELATIONSHIP:
@@ -770,7 +791,7 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         jw_string(w, compact(r, a->object_type));
     }
     if (a->observed_at != CR_NO_TIME)
-        wr_time(w, "observedAt", a->observed_at);
+        WR_TIME(w, "observedAt", a->observed_at);
     if (a->unit_code) {
         JW_KEY_LIT(w, "unitCode");
         jw_string(w, a->unit_code);
@@ -781,9 +802,9 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
     }
     if (r->sys) {
         if (valid_time(a->created_at))
-            wr_time(w, "createdAt", a->created_at);
+            WR_TIME(w, "createdAt", a->created_at);
         if (valid_time(a->modified_at))
-            wr_time(w, "modifiedAt", a->modified_at);
+            WR_TIME(w, "modifiedAt", a->modified_at);
     }
     render_members(w, r, a->sub, a->n_sub, false);
     jw_object_end(w);
@@ -871,9 +892,9 @@ static void render_body(json_writer_t *w, const rctx_t *r, const cr_entity_t *e,
     }
     if (r->sys) {
         if (valid_time(e->created_at))
-            wr_time(w, "createdAt", e->created_at);
+            WR_TIME(w, "createdAt", e->created_at);
         if (valid_time(e->modified_at))
-            wr_time(w, "modifiedAt", e->modified_at);
+            WR_TIME(w, "modifiedAt", e->modified_at);
     }
     render_members(w, r, e->attrs, e->n_attrs, true);
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""cpu_per_request.py - the broker's CPU time per request, shape by shape.
+
+wrk's requests/s on a 2-core machine shared with other work drift by 2x and
+more between runs; the CPU time the broker process spends per request (user +
+system, from /proc/PID/stat) drifts much less. This starts each --bin, loads
+N Vehicles (perf_run.py's shape: 50 Parkings, N Vehicles linking them), then
+sends R requests of each shape over one keep-alive connection and prints the
+broker's CPU microseconds per request and the ratio to a retrieve.
+
+Shapes (the names of perf_run.py):
+  retrieve      GET /entities/urn:ngsi-ld:Vehicle:1
+  query         GET /entities?type=Vehicle&q=speed>50&limit=20
+  query_ldjson  the same, Accept: application/ld+json
+  join_inline   the same with join=inline
+  orderby       GET /entities?type=Vehicle&orderBy=speed;desc&limit=20
+
+  python3 test/perf/cpu_per_request.py [--bin A --bin B] [--flags '--renderCache 0'] [-n 10000] [-r 10000]
+"""
+import argparse
+import http.client
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perf_run  # noqa: E402
+
+PAGE = "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20"
+SHAPES = {
+    "retrieve": ("/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1", {}),
+    "query": (PAGE, {}),
+    "query_ldjson": (PAGE, {"Accept": "application/ld+json"}),
+    "join_inline": (PAGE + "&join=inline", {}),
+    "orderby": ("/ngsi-ld/v1/entities?type=Vehicle&orderBy=speed%3Bdesc&limit=20", {}),
+}
+
+
+def cpu_seconds(pid):
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(binary, flags, n, r, shapes):
+    port = perf_run.free_port()
+    b = perf_run.start_broker(port, flags, binary=binary)
+    out = {}
+    try:
+        base = "http://127.0.0.1:%d" % port
+        perf_run.wait_up(base + "/version")
+        perf_run.load(base, n)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for s in shapes:
+            path, hdr = SHAPES[s]
+            reps = max(100, r // 20) if s == "orderby" else r
+            for _ in range(20):
+                c.request("GET", path, headers=hdr)
+                c.getresponse().read()
+            t0 = cpu_seconds(b.pid)
+            for _ in range(reps):
+                c.request("GET", path, headers=hdr)
+                resp = c.getresponse()
+                resp.read()
+                if resp.status != 200:
+                    raise RuntimeError("%s: %d" % (s, resp.status))
+            out[s] = (cpu_seconds(b.pid) - t0) / reps * 1e6
+        c.close()
+    finally:
+        b.terminate()
+        b.wait()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", action="append", help="broker binary (repeatable; default build/release/coraine)")
+    ap.add_argument("--flags", default="", help="extra broker flags")
+    ap.add_argument("-n", type=int, default=10000, help="Vehicles loaded")
+    ap.add_argument("-r", type=int, default=10000, help="requests per shape (orderby: r/20)")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    a = ap.parse_args()
+    shapes = a.shapes.split(",")
+    bins = a.bin or [perf_run.BIN]
+    print("| binary | " + " | ".join("%s (µs)" % s for s in shapes) + " | " +
+          " | ".join("%s / retrieve" % s for s in shapes if s != "retrieve") + " |")
+    print("|---|" + "---:|" * (2 * len(shapes) - ("retrieve" in shapes)))
+    for b in bins:
+        m = measure(b, a.flags.split(), a.n, a.r, shapes)
+        ratios = ["%.2f" % (m["retrieve"] / m[s]) for s in shapes if s != "retrieve" and "retrieve" in m]
+        print("| %s | " % b + " | ".join("%.1f" % m[s] for s in shapes) + " | " + " | ".join(ratios) + " |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
