@@ -115,8 +115,19 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
         return problem_set(p, PB_BAD_REQUEST_DATA, "geoproperty needs georel, geometry and coordinates");
     if (attrs && *attrs && !api_name_list(r, ctx, attrs, &f->attrs, &f->n_attrs, false, p)) return false;
     if (!purge) {
-        order_params_t op = {.order_by = req_param(r, "orderBy"), .collation = req_param(r, "collation"),
-                             .from = req_param(r, "orderFrom"), .geometry = req_param(r, "orderGeometry")};
+        /* one pass over the query string, not a lookup per name (the query fast path) */
+        order_params_t op = {0};
+        for (int i = 0; i < r->nparams; i++) {
+            const char *k = r->params[i].key, **slot = NULL;
+            if (k[0] == 'o' && !strcmp(k, "orderBy")) slot = &op.order_by;
+            else if (k[0] == 'o' && !strcmp(k, "orderFrom")) slot = &op.from;
+            else if (k[0] == 'o' && !strcmp(k, "orderGeometry")) slot = &op.geometry;
+            else if (k[0] == 'c' && !strcmp(k, "collation")) slot = &op.collation;
+            if (slot && !*slot) {       /* the first one, as req_param() */
+                *slot = r->params[i].value;
+                r->params_used |= 1u << i;
+            }
+        }
         if (!set_order(r, ctx, &op, f, p)) return false;
     }
     return true;

@@ -1300,7 +1300,7 @@ static bool q_link_has(const q_link_t *l, const char *id)
 }
 
 /* attr{...}: one of the Relationship's (or ListRelationship's) objects is a target that matched. */
-static bool q_link_match(const q_term_t *t, const cr_entity_t *e)
+static bool __attribute__((noinline)) q_link_match(const q_term_t *t, const cr_entity_t *e)
 {
     const q_link_t *l = t->link;
 
@@ -1327,14 +1327,13 @@ static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
 {
     q_acc_t acc = { .t = t };
 
-    if (t->link)
-        return q_link_match(t, e);
-
     if (t->numeric) {
         int r = q_term_numeric(t, e);
         if (r >= 0)
             return r == 1;
     }
+    if (CR_UNLIKELY(t->link != NULL))
+        return q_link_match(t, e);
 
     for (uint16_t i = 0; i < e->n_attrs; i++)
         if (e->attrs[i].name == t->attr && q_walk(&acc, &e->attrs[i], 0))

@@ -1069,7 +1069,8 @@ static void render_joined(json_writer_t *w, const cr_entity_t *e, const render_o
 /* The plain text of an entity, with the "@context" member of an ld+json
  * answer put in before its closing brace, where render_entity_at writes it
  * (wr_context: the last member), so that ld+json answers share the cache. */
-static void emit(json_writer_t *w, const char *text, size_t len, const char *context_json)
+static inline __attribute__((always_inline)) void emit(json_writer_t *w, const char *text, size_t len,
+                                                      const char *context_json)
 {
     if (!context_json) {
         jw_raw(w, text, len);
@@ -1081,29 +1082,16 @@ static void emit(json_writer_t *w, const char *text, size_t len, const char *con
     sb_addc(w->sb, '}');
 }
 
-void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+/* From the cache, or rendered and offered to it: po is the plain rendering
+ * (o without its @context member, context_json), o the one asked for. */
+static inline __attribute__((always_inline)) void render_cached(json_writer_t *w, const cr_entity_t *e,
+                                                               const render_opts_t *po, const render_opts_t *o,
+                                                               const char *context_json)
 {
-    if (spliceable(e, o)) {
-        render_joined(w, e, o);
-        return;
-    }
-    const char   *ctxj = o->context_json;
-    render_opts_t plain;
-    if (ctxj && !o->join) {             /* ld+json: the plain rendering, and the @context member */
-        plain = *o;
-        plain.context_json = NULL;
-    }
-    const render_opts_t *po = ctxj && !o->join ? &plain : o;
-    if (!cacheable(e, po)) {
-        render_entity(w, e, o);
-        return;
-    }
-    if (po == o)
-        ctxj = NULL;
     const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
     if (rc && rc->ctx_serial == ld_context_serial(o->ctx) && rc->format == o->format) {
         __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
-        emit(w, RC_TEXT(rc), rc->len, ctxj);
+        emit(w, RC_TEXT(rc), rc->len, context_json);
         return;
     }
     __atomic_add_fetch(&rc_misses, 1, __ATOMIC_RELAXED);
@@ -1120,10 +1108,40 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
     rec.n = 0;
     rec.overflow = false;
     render_entity_rec(&tw, e, po, &rec);
-    emit(w, tmp.p, tmp.len, ctxj);
+    emit(w, tmp.p, tmp.len, context_json);
     cache_offer(e, po, tmp.p, tmp.len, &rec);
     if (!tmp.a)
         sb_release(&tmp);
+}
+
+/* ld+json: the plain rendering's cached text and the @context member. */
+static void __attribute__((noinline)) render_ld(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    render_opts_t plain = *o;
+
+    plain.context_json = NULL;
+    if (!cacheable(e, &plain)) {
+        render_entity(w, e, o);
+        return;
+    }
+    render_cached(w, e, &plain, o, o->context_json);
+}
+
+void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    if (spliceable(e, o)) {
+        render_joined(w, e, o);
+        return;
+    }
+    if (o->context_json && !o->join) {
+        render_ld(w, e, o);
+        return;
+    }
+    if (!cacheable(e, o)) {
+        render_entity(w, e, o);
+        return;
+    }
+    render_cached(w, e, o, o, NULL);
 }
 
 static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)

@@ -16,10 +16,14 @@ Shapes (the names of perf_run.py):
   orderby       GET /entities?type=Vehicle&orderBy=speed;desc&limit=20
 
   python3 test/perf/cpu_per_request.py [--bin A --bin B] [--flags '--renderCache 0'] [-n 10000] [-r 10000]
+                                       [--repeat 3]
+The ratios are retrieve's CPU time over the shape's: the throughput ratio a
+CPU-bound broker would show.
 """
 import argparse
 import http.client
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -77,14 +81,19 @@ def main():
     ap.add_argument("-n", type=int, default=10000, help="Vehicles loaded")
     ap.add_argument("-r", type=int, default=10000, help="requests per shape (orderby: r/20)")
     ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--repeat", type=int, default=3, help="runs per binary, alternated; medians reported")
     a = ap.parse_args()
     shapes = a.shapes.split(",")
     bins = a.bin or [perf_run.BIN]
     print("| binary | " + " | ".join("%s (µs)" % s for s in shapes) + " | " +
           " | ".join("%s / retrieve" % s for s in shapes if s != "retrieve") + " |")
     print("|---|" + "---:|" * (2 * len(shapes) - ("retrieve" in shapes)))
+    runs = {b: [] for b in bins}
+    for _ in range(a.repeat):
+        for b in bins:
+            runs[b].append(measure(b, a.flags.split(), a.n, a.r, shapes))
     for b in bins:
-        m = measure(b, a.flags.split(), a.n, a.r, shapes)
+        m = {s: statistics.median(r[s] for r in runs[b]) for s in shapes}
         ratios = ["%.2f" % (m["retrieve"] / m[s]) for s in shapes if s != "retrieve" and "retrieve" in m]
         print("| %s | " % b + " | ".join("%.1f" % m[s] for s in shapes) + " | " + " | ".join(ratios) + " |",
               flush=True)

@@ -1010,7 +1010,7 @@ static void oheap_offer(oheap_t *h, cr_entity_t *e)
     oheap_down(h, 0, h->n);
 }
 
-static bool query_ordered(cdb_tenant_t *t, const entity_filter_t *f, size_t offset, size_t limit,
+static bool __attribute__((noinline)) query_ordered(cdb_tenant_t *t, const entity_filter_t *f, size_t offset, size_t limit,
                           arena_t *a, store_page_t *out, size_t *matched)
 {
     cr_entity_t *e;
