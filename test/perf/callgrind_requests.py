@@ -13,7 +13,6 @@ cpu_per_request.py (retrieve, query, query_ldjson, join_inline, orderby).
 """
 import argparse
 import glob
-import http.client
 import os
 import re
 import subprocess
@@ -23,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perf_run  # noqa: E402
-from cpu_per_request import SHAPES  # noqa: E402
+from cpu_per_request import SHAPES, loaded_broker, send  # noqa: E402
 
 
 def total(pid, prefix):
@@ -37,30 +36,15 @@ def total(pid, prefix):
 
 def measure(binary, flags, n, r, shapes, tmp):
     prefix = os.path.join(tmp, "cg.%s" % os.path.basename(binary))
-    port = perf_run.free_port()
-    b = perf_run.start_broker(port, flags, binary=binary,
-                              prefix=["valgrind", "--tool=callgrind", "--callgrind-out-file=" + prefix + ".%p"])
     out = {}
-    try:
-        base = "http://127.0.0.1:%d" % port
-        perf_run.wait_up(base + "/version", timeout=60)
-        perf_run.load(base, n)
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    cg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + prefix + ".%p"]
+    with loaded_broker(binary, flags, n, cg) as (b, c):
         for s in shapes:
-            path, hdr = SHAPES[s]
-            for _ in range(5):
-                c.request("GET", path, headers=hdr)
-                c.getresponse().read()
+            send(c, s, 5)
             subprocess.run(["callgrind_control", "-z", str(b.pid)], capture_output=True, check=False)
             time.sleep(0.3)
-            for _ in range(r):
-                c.request("GET", path, headers=hdr)
-                c.getresponse().read()
+            send(c, s, r)
             out[s] = total(b.pid, prefix) / r
-        c.close()
-    finally:
-        b.terminate()
-        b.wait()
     return out
 
 

@@ -21,6 +21,7 @@ The ratios are retrieve's CPU time over the shape's: the throughput ratio a
 CPU-bound broker would show.
 """
 import argparse
+import contextlib
 import http.client
 import os
 import statistics
@@ -44,33 +45,42 @@ def cpu_seconds(pid):
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(binary, flags, n, r, shapes):
+@contextlib.contextmanager
+def loaded_broker(binary, flags, n, prefix=()):
+    """A broker (under prefix, e.g. valgrind) with n Vehicles, and a keep-alive connection to it."""
     port = perf_run.free_port()
-    b = perf_run.start_broker(port, flags, binary=binary)
-    out = {}
+    b = perf_run.start_broker(port, flags, binary=binary, prefix=prefix)
     try:
         base = "http://127.0.0.1:%d" % port
-        perf_run.wait_up(base + "/version")
+        perf_run.wait_up(base + "/version", timeout=60)
         perf_run.load(base, n)
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        for s in shapes:
-            path, hdr = SHAPES[s]
-            reps = max(100, r // 20) if s == "orderby" else r
-            for _ in range(20):
-                c.request("GET", path, headers=hdr)
-                c.getresponse().read()
-            t0 = cpu_seconds(b.pid)
-            for _ in range(reps):
-                c.request("GET", path, headers=hdr)
-                resp = c.getresponse()
-                resp.read()
-                if resp.status != 200:
-                    raise RuntimeError("%s: %d" % (s, resp.status))
-            out[s] = (cpu_seconds(b.pid) - t0) / reps * 1e6
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        yield b, c
         c.close()
     finally:
         b.terminate()
         b.wait()
+
+
+def send(c, shape, times):
+    path, hdr = SHAPES[shape]
+    for _ in range(times):
+        c.request("GET", path, headers=hdr)
+        resp = c.getresponse()
+        resp.read()
+        if resp.status != 200:
+            raise RuntimeError("%s: %d" % (shape, resp.status))
+
+
+def measure(binary, flags, n, r, shapes):
+    out = {}
+    with loaded_broker(binary, flags, n) as (b, c):
+        for s in shapes:
+            reps = max(100, r // 20) if s == "orderby" else r
+            send(c, s, 20)
+            t0 = cpu_seconds(b.pid)
+            send(c, s, reps)
+            out[s] = (cpu_seconds(b.pid) - t0) / reps * 1e6
     return out
 
 
@@ -94,7 +104,8 @@ def main():
             runs[b].append(measure(b, a.flags.split(), a.n, a.r, shapes))
     for b in bins:
         m = {s: statistics.median(r[s] for r in runs[b]) for s in shapes}
-        ratios = ["%.2f" % (m["retrieve"] / m[s]) for s in shapes if s != "retrieve" and "retrieve" in m]
+        ratios = [("%.2f" % (m["retrieve"] / m[s]) if m[s] else "-")     # 0: below the clock tick (use more -r)
+                  for s in shapes if s != "retrieve" and "retrieve" in m]
         print("| %s | " % b + " | ".join("%.1f" % m[s] for s in shapes) + " | " + " | ".join(ratios) + " |",
               flush=True)
 
