@@ -53,10 +53,31 @@ static inline void jr_putc(sbuf_t *sb, char c)
     sb->len++;
 }
 
+/* Keys and short values are a few bytes: two overlapping fixed-size copies
+ * (inlined moves, reads within s[0..n)) instead of a call to memcpy. */
+static inline void jr_copy(char *d, const char *s, size_t n)
+{
+    if (n >= 16 && n <= 32) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    } else {
+        memcpy(d, s, n);
+    }
+}
+
 static inline void jr_put(sbuf_t *sb, const char *s, size_t n)
 {
     char *w = jr_room(sb, n);
-    memcpy(w, s, n);
+    jr_copy(w, s, n);
     sb->len += n;
 }
 
@@ -400,10 +421,16 @@ void jw_array_end(json_writer_t *w) { jw_end(w, ']'); }
 
 void jw_key_raw(json_writer_t *w, const char *quoted, size_t n)
 {
-    jw_pre(w);
-    jr_put(w->sb, quoted, n);
-    *jw_slot(w) = 0;                    /* the value takes no comma */
-    jr_done(w->sb);
+    uint8_t *slot = jw_slot(w);
+    sbuf_t  *sb = w->sb;
+    char    *d = jr_room(sb, n + 1);    /* the comma and the key in one reservation */
+
+    if (*slot)
+        *d++ = ',';
+    jr_copy(d, quoted, n);
+    sb->len = (size_t)(d - sb->p) + n;
+    *slot = 0;                          /* the value takes no comma */
+    jr_done(sb);
 }
 
 void jw_key(json_writer_t *w, const char *key)
