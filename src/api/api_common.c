@@ -74,16 +74,20 @@ const ld_context_t *api_context(request_t *r, const json_t *body, problem_t *p)
     return api_context_of(r, body, p);
 }
 
+bool api_context_once(request_t *r, problem_t *p)
+{
+    if (r->ctype == CT_LDJSON && r->link)
+        return problem_set(p, PB_BAD_REQUEST_DATA,
+                           "Content-Type application/ld+json takes the @context from the body; "
+                           "a JSON-LD Link header is not allowed with it (6.3.5)");
+    return true;
+}
+
 const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t *p)
 {
     const json_t *ctx = entity && entity->type == JSON_OBJECT ? json_get(entity, "@context") : NULL;
     if (r->ctype == CT_LDJSON) {
-        if (r->link) {
-            problem_set(p, PB_BAD_REQUEST_DATA,
-                        "Content-Type application/ld+json takes the @context from the body; "
-                        "a JSON-LD Link header is not allowed with it (6.3.5)");
-            return NULL;
-        }
+        if (!api_context_once(r, p)) return NULL;
         if (!ctx) {
             problem_set(p, PB_BAD_REQUEST_DATA,
                         "Content-Type application/ld+json needs an @context member in the body (6.3.5)");
@@ -185,7 +189,8 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
         if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) v->ro.format = FMT_KEYVALUES;
         else if (!strcmp(fmt, "concise")) v->ro.format = FMT_CONCISE;
         else if (!strcmp(fmt, "normalized")) v->ro.format = FMT_NORMALIZED;
-        else return problem_set(p, PB_BAD_REQUEST_DATA, "format must be normalized, concise or keyValues, not '%s'", fmt);
+        else return problem_set(p, PB_INVALID_REQUEST, "format must be normalized, concise, keyValues or simplified, "
+                                "not '%s' (6.3.7, 6.3.20)", fmt);
     }
     v->ro.sys_attrs = api_option(r, "sysAttrs");
 
@@ -224,6 +229,23 @@ void api_view_context(request_t *r, const ld_context_t *ctx, api_view_t *v)
         body_ctx = !(r->prefer && strstr(r->prefer, "body=json"));
     if (body_ctx) v->ro.context_json = ld_context_value_json(ctx);
     else reply_header(r, "Link", link_value(r, ctx));
+}
+
+bool api_params_known(request_t *r, const char *known, problem_t *p)
+{
+    for (int i = 0; i < r->nparams; i++) {
+        const char *k = r->params[i].key;
+        size_t      kl = strlen(k);
+        bool        ok = false;
+        for (const char *a = known; *a && !ok;) {
+            size_t al = strcspn(a, ",");
+            ok = al == kl && !memcmp(a, k, kl);
+            a += al + (a[al] == ',');
+        }
+        if (!ok) return problem_set(p, PB_INVALID_REQUEST, "unknown or unsupported query parameter '%s' for %s %s (6.3.20)",
+                                    k, r->method_name, r->path);
+    }
+    return true;
 }
 
 bool api_no_unknown_params(request_t *r, problem_t *p)

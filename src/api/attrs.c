@@ -17,6 +17,7 @@ static void attrs_write(request_t *r, bool append)
     const char *id = r->pathv[0];
     bool        no_overwrite = false;
 
+    if (!api_params_known(r, "options,type", &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (append) no_overwrite = api_option(r, "noOverwrite");
     else (void)req_param(r, "options");
@@ -45,6 +46,7 @@ static void attr_write(request_t *r, bool partial)
     const char *id = r->pathv[0];
     const char *name = r->pathv[1];
 
+    if (!api_params_known(r, "", &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (!ops_check_attr_name(name, true, &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
@@ -68,6 +70,7 @@ void api_attr_delete(request_t *r)
     const char *id = r->pathv[0];
     const char *name = r->pathv[1];
 
+    if (!api_params_known(r, "datasetId,deleteAll", &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (!ops_check_attr_name(name, false, &p)) goto fail;
     const char *ds = req_param(r, "datasetId");

@@ -15,9 +15,9 @@ void api_entity_create(request_t *r)
 {
     problem_t   p = {0};
     const char *id;
-    json_t     *body = api_body(r, false, &p);
+    if (!api_params_known(r, "", &p)) goto fail;
+    json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
     ops_req_t rq = api_req(r, ctx);
@@ -34,6 +34,7 @@ void api_entity_get(request_t *r)
     api_view_t  v;
     const char *id = r->pathv[0];
 
+    if (!api_params_known(r, API_VIEW_PARAMS ",type,local", &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
@@ -65,6 +66,7 @@ void api_entity_delete(request_t *r)
 {
     problem_t   p = {0};
     const char *id = r->pathv[0];
+    if (!api_params_known(r, "type,local", &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     (void)req_param(r, "local");
     const char         *type = req_param(r, "type");   /* ?type=: checked by the store in its atomic step */
@@ -95,12 +97,14 @@ void api_entity_merge(request_t *r)
     const char *obs = req_param(r, "observedAt");
     const ld_context_t *ctx;
 
+    if (!api_params_known(r, "format,options,observedAt,lang,type", &p)) goto fail;
     o.key_values = api_option(r, "keyValues") || api_option(r, "simplified");
     o.lang = req_param(r, "lang");
     if (fmt) {
         if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) o.key_values = true;
         else if (strcmp(fmt, "normalized") && strcmp(fmt, "concise")) {
-            problem_set(&p, PB_BAD_REQUEST_DATA, "format must be normalized, concise or keyValues, not '%s'", fmt);
+            problem_set(&p, PB_INVALID_REQUEST, "format must be normalized, concise, keyValues or simplified, "
+                        "not '%s' (6.3.7, 6.3.20)", fmt);
             goto fail;
         }
     }
@@ -128,6 +132,7 @@ void api_entity_replace(request_t *r)
 {
     problem_t p = {0};
     const ld_context_t *ctx;
+    if (!api_params_known(r, "type", &p)) goto fail;
     const char *type = req_param(r, "type");
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = entity_body(r, &ctx, &p);

@@ -55,6 +55,9 @@ static bool id_list(request_t *r, const char *text, entity_filter_t *f, problem_
     return true;
 }
 
+/* The parameters of a query's selection (GET and DELETE /entities). */
+#define QUERY_PARAMS "type,id,idPattern,q,scopeQ,local,georel,geometry,coordinates,geoproperty,csf"
+
 /* GET /entities and DELETE /entities parameters -> query. */
 static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t *qy, bool purge, problem_t *p)
 {
@@ -82,9 +85,13 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
         return problem_set(p, PB_BAD_REQUEST_DATA,
                            "a query needs at least one of type, attrs, q or georel/geometry/coordinates "
                            "(or local=true) (6.4.3.2)");
-    if (purge && !type && !id && !idp && !q && !has_geo && !scope)
+    if (purge && !type && !id && !idp && !q && !has_geo && !scope && !is_local)
         return problem_set(p, PB_BAD_REQUEST_DATA,
-                           "purging needs at least one of type, id, idPattern, q, scopeQ or a geo-query (6.4.3.3)");
+                           "purging needs at least one of type, id, idPattern, q, scopeQ, a geo-query or "
+                           "local=true (5.6.21.4)");
+    if (purge && type && !strcmp(type, "*") && local && !is_local)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "type=* purges locally: local=false is not allowed with it "
+                           "(Table 6.4.3.3-1)");
 
     if (type && strcmp(type, "*") && !(f->types = typesel_parse(r->arena, type, ctx, p))) return false;
     if (id && !id_list(r, id, f, p)) return false;
@@ -170,6 +177,7 @@ void api_entities_query(request_t *r)
     ops_query_t  qy = {0};
     api_view_t   v;
 
+    if (!api_params_known(r, API_VIEW_PARAMS "," QUERY_PARAMS ",count,limit,offset", &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
@@ -187,6 +195,7 @@ void api_entities_purge(request_t *r)
     ops_query_t qy = {0};
     size_t    n = 0;
 
+    if (!api_params_known(r, QUERY_PARAMS ",drop,keep", &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!query_from_params(r, ctx, &qy, true, &p)) goto fail;
@@ -334,7 +343,8 @@ void api_batch_query(request_t *r)
     api_view_t   v;
 
     const ld_context_t *ctx;
-    json_t             *body = api_body_context(r, &ctx, &p);
+    if (!api_params_known(r, API_VIEW_PARAMS ",count,limit,offset", &p)) goto fail;
+    json_t *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
     if (!read_count(r, &qy, &p)) goto fail;

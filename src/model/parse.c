@@ -231,6 +231,7 @@ static void reserved_init(void)
 
 static bool is_reserved(const char *iri)
 {
+    if (iri[0] == '@') return true;             /* a JSON-LD keyword (1.1, 1.7) is no IRI */
     pthread_once(&reserved_once, reserved_init);
     for (size_t i = 0; i < n_reserved; i++)
         if (reserved[i] == iri)
@@ -816,6 +817,9 @@ static bool parse_types(pstate_t *ps, const json_t *v, cr_entity_t *e)
         e->types    = arena_alloc(ps->a, sizeof(char *));
         e->types[0] = ld_expand(ps->ctx, v->str);
         e->n_types  = 1;
+        if (e->types[0][0] == '@')
+            return bad(ps, NULL, "entity type '%s' expands to the JSON-LD keyword %s, not to an IRI (4.6.2)",
+                       v->str, e->types[0]);
         return true;
     }
     if (!json_is_array(v) || v->len == 0)
@@ -831,6 +835,9 @@ static bool parse_types(pstate_t *ps, const json_t *v, cr_entity_t *e)
         const char *iri = ld_expand(ps->ctx, t->str);
         if (!iri)
             return bad(ps, NULL, "entity type '%s' cannot be expanded", t->str);
+        if (iri[0] == '@')
+            return bad(ps, NULL, "entity type '%s' expands to the JSON-LD keyword %s, not to an IRI (4.6.2)",
+                       t->str, iri);
         if (ptrset_add(&seen, iri))
             e->types[e->n_types++] = iri;
     }

@@ -1,0 +1,238 @@
+"""Requests and their answers (issue 11): how the query string is decoded,
+which error each malformed request gets and in which order the checks run
+(6.3.20, 6.3.2, 5.5.4), JSON-LD keywords where an IRI is needed, the
+@context of a batch (6.3.5), Purge with local=true (5.6.21)."""
+
+from urllib.parse import quote
+
+import requests
+
+from ngsi import (API, assert_problem, assert_problem_body, entity, ids_of, link_header, prop, uid)
+
+
+def raw_get(cli, path_and_query, **headers):
+    """GET with the query string exactly as written (no re-encoding)."""
+    h = {"NGSILD-Tenant": cli.tenant} if cli.tenant else {}
+    h.update(headers)
+    return requests.get(cli.broker.base + API + path_and_query, headers=h, timeout=10)
+
+
+# ---- query strings are form-decoded ------------------------------------------
+
+def test_query_string_plus_is_a_space(cli):
+    """The query string is application/x-www-form-urlencoded as every client
+    library writes it: '+' is a space, %2B a plus."""
+    a, b = uid("Plus"), uid("Plus")
+    cli.create(entity(a, "T", name=prop("a b")))
+    cli.create(entity(b, "T", name=prop("a+b")))
+    r = raw_get(cli, '/entities?type=T&q=name=="a+b"')
+    assert r.status_code == 200, r.text
+    assert ids_of(r.json()) == [a]
+    r = raw_get(cli, '/entities?type=T&q=name=="a%2Bb"')
+    assert r.status_code == 200, r.text
+    assert ids_of(r.json()) == [b]
+
+
+def test_query_string_time_offset_needs_2B(cli):
+    """4.9 DateTimes with an offset: %2B01:00 is the offset, '+' would be a space."""
+    eid = uid("Time")
+    cli.create(entity(eid, "T", seen=prop({"@type": "DateTime", "@value": "2024-01-01T10:00:00Z"})))
+    r = raw_get(cli, "/entities?type=T&q=seen==2024-01-01T11:00:00%2B01:00")
+    assert r.status_code == 200, r.text
+    assert ids_of(r.json()) == [eid]
+    assert_problem(raw_get(cli, "/entities?type=T&q=seen==2024-01-01T11:00:00+01:00"), 400, "BadRequestData")
+
+
+def test_query_string_next_link_keeps_a_plus(cli):
+    """A next link percent-encodes the values again: a plus stays a plus."""
+    for _ in range(3):
+        cli.create(entity(uid("Lnk"), "T", name=prop("a+b")))
+    r = raw_get(cli, '/entities?type=T&q=name=="a%2Bb"&limit=1')
+    assert r.status_code == 200 and len(r.json()) == 1, r.text
+    nxt = r.links["next"]["url"]
+    assert "%2B" in nxt
+    r2 = requests.get(cli.broker.base + nxt, headers={"NGSILD-Tenant": cli.tenant}, timeout=10)
+    assert r2.status_code == 200 and len(r2.json()) == 1, r2.text
+
+
+# ---- 6.3.20: unknown parameters first ----------------------------------------
+
+def test_6_3_20_unknown_parameter_before_the_body(cli):
+    """An unknown parameter is InvalidRequest before the body is looked at
+    (here a JSON string, not an entity: that alone would be BadRequestData)."""
+    r = cli.request("POST", "/entities", data=b'"not an entity"', params={"invalidParams": "x"},
+                    ctype="application/json")
+    assert_problem(r, 400, "InvalidRequest")
+    r = cli.request("POST", "/entityOperations/create", data=b'{}', params={"invalidParams": "x"},
+                    ctype="application/json")
+    assert_problem(r, 400, "InvalidRequest")
+    r = cli.request("PATCH", "/entities/%s/attrs" % uid(), data=b'[]', params={"invalidParams": "x"},
+                    ctype="application/json")
+    assert_problem(r, 400, "InvalidRequest")
+
+
+def test_6_3_20_unknown_parameter_before_the_too_wide_query_rule(cli):
+    """GET /entities without type/attrs/q/geo is BadRequestData; with an
+    unknown parameter it is InvalidRequest first."""
+    assert_problem(cli.get("/entities"), 400, "BadRequestData")
+    assert_problem(cli.get("/entities", params={"invalidParams": "x"}), 400, "InvalidRequest")
+    assert_problem(cli.get("/entities", params={"invalidParams": "x", "type": "T"}), 400, "InvalidRequest")
+
+
+def test_6_3_20_unknown_parameter_on_purge(cli):
+    """DELETE /entities without a selection is BadRequestData; an unknown
+    parameter is InvalidRequest first, and nothing is purged."""
+    eid = uid()
+    cli.create(entity(eid, "T"))
+    assert_problem(cli.delete("/entities", params={"invalidParams": "x"}), 400, "InvalidRequest")
+    assert_problem(cli.delete("/entities", params={"invalidParams": "x", "type": "T"}), 400, "InvalidRequest")
+    assert cli.get("/entities/" + eid).status_code == 200
+
+
+def test_6_3_20_unknown_parameter_on_every_entity_operation(cli):
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1)))
+    bad = {"bogus": "1"}
+    body = {"a": prop(2)}
+    for method, path, b in [("GET", "/entities/" + eid, None), ("DELETE", "/entities/" + eid, None),
+                            ("PATCH", "/entities/" + eid, body), ("PUT", "/entities/" + eid, entity(eid, "T")),
+                            ("POST", "/entities/%s/attrs" % eid, body), ("PATCH", "/entities/%s/attrs" % eid, body),
+                            ("PATCH", "/entities/%s/attrs/a" % eid, prop(3)), ("PUT", "/entities/%s/attrs/a" % eid, prop(3)),
+                            ("DELETE", "/entities/%s/attrs/a" % eid, None),
+                            ("POST", "/entityOperations/upsert", [entity(eid, "T")]),
+                            ("POST", "/entityOperations/delete", [eid]),
+                            ("POST", "/entityOperations/query", {"type": "Query", "entities": [{"type": "T"}]})]:
+        assert_problem(cli.request(method, path, json_body=b, params=bad), 400, "InvalidRequest")
+    assert cli.entity(eid)["a"]["value"] == 1
+
+
+def test_6_3_7_unsupported_format_is_invalid_request(cli):
+    """An unsupported format value is refused like an unsupported options value (6.3.20)."""
+    eid = uid()
+    cli.create(entity(eid, "T"))
+    assert_problem(cli.get("/entities/" + eid, params={"format": "invalidFormat"}), 400, "InvalidRequest")
+    assert_problem(cli.get("/entities", params={"type": "T", "format": "x"}), 400, "InvalidRequest")
+    assert_problem(cli.patch("/entities/" + eid, {"a": prop(1)}, params={"format": "x"}), 400, "InvalidRequest")
+
+
+# ---- 6.3.2: an empty entity id in a path ------------------------------------------
+
+def test_6_3_2_empty_entity_id_in_path_is_bad_request_data(cli):
+    """/entities//attrs/x names the attribute of an entity with an empty id:
+    a bad id (BadRequestData), not an unknown resource."""
+    assert_problem(cli.delete("/entities//attrs/name"), 400, "BadRequestData")
+    assert_problem(cli.patch("/entities//attrs/name", prop(1)), 400, "BadRequestData")
+    assert_problem(cli.patch("/entities//attrs", {"name": prop(1)}), 400, "BadRequestData")
+    assert_problem(cli.post("/entities//attrs", {"name": prop(1)}), 400, "BadRequestData")
+    # a literal segment is never empty: an unknown path
+    assert_problem(cli.get(API + "//entities?type=T"), 404, "ResourceNotFound")
+
+
+def test_6_3_2_patch_put_on_entities_collection_is_405(cli):
+    """PATCH /entities/ (a merge without an id) is a wrong verb on the
+    collection: 405 with Allow (6.3.2), as ../shared/etsi/DISPUTED.md decides."""
+    for m in ("PATCH", "PUT"):
+        r = cli.request(m, API + "/entities/", json_body={"name": prop(1)})
+        assert r.status_code == 405, r.text
+        assert set(x.strip() for x in r.headers["Allow"].split(",")) == {"GET", "POST", "DELETE"}
+
+
+# ---- 4.6.2: a type or attribute name that expands to a JSON-LD keyword ----------------
+
+def test_4_6_2_type_expanding_to_keyword_is_400(cli):
+    """"type": "type" expands to @type with the core @context: no IRI, no entity type."""
+    eid = uid()
+    body = entity(eid, "type")
+    body["@context"] = ["https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld"]
+    assert_problem(cli.post("/entities", body, ctype="application/ld+json"), 400, "BadRequestData")
+    assert_problem(cli.post("/entities", entity(eid, ["T", "id"])), 400, "BadRequestData")
+    assert cli.get("/entities/" + eid).status_code == 404
+
+
+def test_4_6_2_attribute_name_expanding_to_keyword_is_400(cli):
+    """A user @context that maps a term to a keyword: not an attribute name."""
+    eid = uid()
+    body = entity(eid, "T", alias=prop(1))
+    body["@context"] = [{"alias": "@value"},
+                        "https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld"]
+    assert_problem(cli.post("/entities", body, ctype="application/ld+json"), 400, "BadRequestData")
+    body = entity(eid, "T")
+    body["@context"] = [{"Kw": "@graph"}, "https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld"]
+    body["type"] = "Kw"
+    assert_problem(cli.post("/entities", body, ctype="application/ld+json"), 400, "BadRequestData")
+
+
+# ---- 6.3.5: the @context of a batch -------------------------------------------------
+
+CORE = "https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld"
+
+
+def test_6_3_5_batch_with_two_contexts_is_400(cli, vctx):
+    """application/ld+json with a JSON-LD Link header: the request as a whole
+    is malformed (6.3.5), not each of its entities; nothing is written."""
+    ents = [dict(entity(uid(), "Vehicle"), **{"@context": CORE}) for _ in range(2)]
+    for op in ("create", "upsert", "update", "merge"):
+        r = cli.post("/entityOperations/" + op, ents, ctype="application/ld+json", link=vctx)
+        assert_problem(r, 400, "BadRequestData")
+    r = cli.post("/entityOperations/query", {"type": "Query", "entities": [{"type": "T"}], "@context": CORE},
+                 ctype="application/ld+json", link=vctx)
+    assert_problem(r, 400, "BadRequestData")
+    for e in ents:
+        assert cli.get("/entities/" + e["id"]).status_code == 404
+
+
+def test_6_3_5_batch_whose_context_cannot_be_had_is_207(cli, ctxserver):
+    """A Link to a @context that cannot be downloaded: each entity fails with
+    LdContextNotAvailable, in a 207 BatchOperationResult."""
+    url = ctxserver.url("/missing-%s.jsonld" % uid("C").split(":")[-1])
+    ids = [uid(), uid()]
+    r = cli.post("/entityOperations/create", [entity(i, "Vehicle") for i in ids], link=url)
+    assert r.status_code == 207, r.text
+    body = r.json()
+    assert body["success"] == []
+    assert sorted(e["entityId"] for e in body["errors"]) == sorted(ids)
+    for e in body["errors"]:
+        assert_problem_body(e["error"], "LdContextNotAvailable")
+    # ld+json: each entity its own @context; only the one that cannot be had fails
+    good, bad = uid(), uid()
+    ents = [dict(entity(good, "Vehicle"), **{"@context": CORE}), dict(entity(bad, "Vehicle"), **{"@context": url})]
+    r = cli.post("/entityOperations/create", ents, ctype="application/ld+json")
+    assert r.status_code == 207, r.text
+    body = r.json()
+    assert body["success"] == [good]
+    assert [e["entityId"] for e in body["errors"]] == [bad]
+    assert_problem_body(body["errors"][0]["error"], "LdContextNotAvailable")
+
+
+# ---- 5.6.21: Purge Entities ------------------------------------------------------
+
+def test_5_6_21_purge_local_true_removes_the_tenants_entities(cli, make_client, broker):
+    """local=true is one of the inputs of 5.6.21.4 (e): alone, it purges every
+    entity of the tenant, and only of that tenant."""
+    other = make_client(broker)
+    keep = uid()
+    other.create(entity(keep, "Building"))
+    ids = [uid(), uid(), uid()]
+    for i, t in zip(ids, ("Building", "Building", "Car")):
+        cli.create(entity(i, t, name=prop("x")))
+    r = cli.delete("/entities", params={"local": "true"})
+    assert r.status_code == 204, r.text
+    for i in ids:
+        assert cli.get("/entities/" + i).status_code == 404
+    assert other.get("/entities/" + keep).status_code == 200
+    assert_problem(cli.delete("/entities", params={"local": "false"}), 400, "BadRequestData")
+    assert_problem(cli.delete("/entities", params={"type": "*", "local": "false"}), 400, "BadRequestData")
+
+
+def test_5_6_21_purge_q_with_a_space(cli):
+    """q=name=="Eiffel Tower" as a client library writes it (the space a '+')."""
+    a, b = uid(), uid()
+    cli.create(entity(a, "Building", name=prop("Eiffel Tower")))
+    cli.create(entity(b, "Building", name=prop("Big Ben")))
+    h = {"NGSILD-Tenant": cli.tenant}
+    r = requests.delete(cli.broker.base + API + "/entities", params={"q": 'name=="Eiffel Tower"'}, headers=h,
+                        timeout=10)
+    assert "+" in r.request.url
+    assert r.status_code == 204, r.text
+    assert cli.get("/entities/" + a).status_code == 404
+    assert cli.get("/entities/" + b).status_code == 200
