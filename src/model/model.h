@@ -306,7 +306,7 @@ geoq_t    *geoq_parse(arena_t *a, const geoq_params_t *gp, const ld_context_t *c
 geoq_t    *geoq_from_json(arena_t *a, const char *georel, const json_t *geometry_type,
                           const json_t *coordinates, const char *geoproperty,
                           const ld_context_t *ctx, problem_t *p);
-/* Thread-safe; the query's GEOS objects are freed with its arena (geo.c). */
+/* Thread-safe; the query's GEOS objects are freed with its arena (geoquery.c). */
 bool       geoq_match(const geoq_t *g, const cr_entity_t *e);
 /* A valid GeoJSON geometry (RFC 7946 as 4.7 restricts it)? */
 bool       geo_validate(const json_t *geometry, problem_t *p);

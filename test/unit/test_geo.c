@@ -1,5 +1,5 @@
 /*
- * test_geo.c - unit tests of src/model/geo.c: GeoJSON validation (4.7,
+ * test_geo.c - unit tests of src/model/geojson.c and geoquery.c: GeoJSON validation (4.7,
  * RFC 7946), geo-query parsing (4.10, 6.4.3.2) and matching, on the fast
  * paths and through GEOS.
  */
