@@ -137,16 +137,19 @@ static void box_expand_m(const geo_box_t *b, double meters, geo_box_t *out)
 static void geoq_release(void *ptr)
 {
     geoq_t             *g = ptr;
-    GEOSContextHandle_t h = (g->prep || g->geos) ? geo_geos_handle() : NULL;
+    GEOSContextHandle_t h = (g->prep || g->geos || g->exact) ? geo_geos_handle() : NULL;
 
     if (h) {
         if (g->prep)
             GEOSPreparedGeom_destroy_r(h, g->prep);
         if (g->geos)
             GEOSGeom_destroy_r(h, g->geos);
+        if (g->exact)
+            GEOSGeom_destroy_r(h, g->exact);
     }
-    g->prep = NULL;
-    g->geos = NULL;
+    g->prep  = NULL;
+    g->geos  = NULL;
+    g->exact = NULL;
     if (g->lock_ready)
         pthread_mutex_destroy(&g->lock);
     g->lock_ready = false;
@@ -317,18 +320,38 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
                     geo_geos_error()[0] ? geo_geos_error() : "rejected by the geometry engine");
         return NULL;
     }
-    /* Every query geometry must be valid for GEOS: beyond self-intersecting
-     * polygons, a line whose points are all the same ("Too few points") makes
-     * GEOS 3.11's prepared nearest-points crash (found by fuzz_geo). */
+    /* GEOS's predicates need a valid geometry (and a line whose points are
+     * all the same, "Too few points", makes GEOS 3.11's prepared
+     * nearest-points crash: found by fuzz_geo). 5.7.2.4 accepts every
+     * syntactically valid geometry, so an invalid one (a self-intersecting
+     * ring, a degenerate line) is evaluated on its made-valid copy, and kept
+     * normalized for equals, which compares exactly. */
     if (t != GT_POINT && t != GT_MULTIPOINT) {
         char valid = GEOSisValid_r(h, g->geos);
-        if (valid != 1) {
-            char *why = valid == 0 ? GEOSisValidReason_r(h, g->geos) : NULL;
+        if (valid == 2) {
             problem_set(p, BRD, "Invalid %s: %s", geo_type_names[t],
-                        why ? why : "not a valid geometry (e.g. self-intersecting rings)");
-            if (why)
-                GEOSFree_r(h, why);
+                        geo_geos_error()[0] ? geo_geos_error() : "rejected by the geometry engine");
             return NULL;
+        }
+        if (valid == 0) {
+            GEOSGeometry *mv = GEOSMakeValid_r(h, g->geos);
+            if (!mv || GEOSisValid_r(h, mv) != 1) {
+                if (mv)
+                    GEOSGeom_destroy_r(h, mv);
+                problem_set(p, BRD, "Invalid %s: it cannot be made a valid geometry (%s)", geo_type_names[t],
+                            geo_geos_error()[0] ? geo_geos_error() : "rejected by the geometry engine");
+                return NULL;
+            }
+            g->exact = g->geos;
+            g->geos  = mv;
+            if (GEOSNormalize_r(h, g->exact) != 0) {
+                problem_set(p, PB_INTERNAL_ERROR, "geo-query: cannot normalize the geometry");
+                return NULL;
+            }
+            /* the winding number of a self-intersecting ring is not the
+             * made-valid copy's answer: no point-in-polygon fast path */
+            g->polys   = NULL;
+            g->n_polys = 0;
         }
     }
     g->prep = GEOSPrepare_r(h, g->geos);
@@ -456,27 +479,35 @@ static bool match_by_locate(georel_t rel, int loc, bool point_is_target)
     }
 }
 
-/* Through GEOS; -1 when GEOS fails (no match then). */
-static int match_geos(const geoq_t *g, const json_t *value)
+/* equals against an invalid reference: the same coordinates, once both are
+ * normalized (ring starts and orientation do not matter); t is normalized in
+ * place. */
+static int equals_exact(GEOSContextHandle_t h, const geoq_t *g, GEOSGeometry *t)
 {
-    GEOSContextHandle_t h = geo_geos_handle();
-    GEOSGeometry       *t;
-    int                 r = -1;
+    if (GEOSNormalize_r(h, t) != 0)
+        return 2;
+    return GEOSEqualsExact_r(h, g->exact, t, 0.0);
+}
 
-    if (!g->prep)
-        return -1;
-    t = geo_geos_build(h, value, 0);
-    if (!t)
-        return -1;
+/* The relation between the (valid) reference and t, by GEOS: 0, 1, or 2
+ * when GEOS fails (an invalid t). Under g->lock. */
+static int relate_geos(GEOSContextHandle_t h, const geoq_t *g, GEOSGeometry *t)
+{
+    int r = 2;
 
-    pthread_mutex_lock((pthread_mutex_t *)&g->lock);
     switch (g->rel) {
     case GR_WITHIN:     r = GEOSPreparedContains_r(h, g->prep, t); break;   /* R contains T */
     case GR_CONTAINS:   r = GEOSPreparedWithin_r(h, g->prep, t); break;     /* R within T */
     case GR_INTERSECTS: r = GEOSPreparedIntersects_r(h, g->prep, t); break;
     case GR_DISJOINT:   r = GEOSPreparedDisjoint_r(h, g->prep, t); break;
     case GR_OVERLAPS:   r = GEOSPreparedOverlaps_r(h, g->prep, t); break;
-    case GR_EQUALS:     r = GEOSEquals_r(h, g->geos, t); break;
+    case GR_EQUALS:
+        /* a valid reference is never exactly an invalid t: a failure is "not equal" */
+        if (g->exact)
+            r = equals_exact(h, g, t);
+        else if ((r = GEOSEquals_r(h, g->geos, t)) == 2)
+            r = 0;
+        break;
     case GR_NEAR_MAX:
     case GR_NEAR_MIN: {
         /* an entity's degenerate geometry takes the unprepared (and robust) path */
@@ -491,6 +522,32 @@ static int match_geos(const geoq_t *g, const json_t *value)
             GEOSCoordSeq_destroy_r(h, cs);
         break;
     }
+    }
+    return r;
+}
+
+/* Through GEOS; -1 when GEOS fails (no match then). An entity's invalid
+ * geometry on which GEOS fails is tried again on its made-valid copy. */
+static int match_geos(const geoq_t *g, const json_t *value)
+{
+    GEOSContextHandle_t h = geo_geos_handle();
+    GEOSGeometry       *t;
+    int                 r;
+
+    if (!g->prep)
+        return -1;
+    t = geo_geos_build(h, value, 0);
+    if (!t)
+        return -1;
+
+    pthread_mutex_lock((pthread_mutex_t *)&g->lock);
+    r = relate_geos(h, g, t);
+    if (r == 2 && g->rel != GR_EQUALS && GEOSisValid_r(h, t) == 0) {
+        GEOSGeometry *mv = GEOSMakeValid_r(h, t);
+        if (mv) {
+            r = relate_geos(h, g, mv);
+            GEOSGeom_destroy_r(h, mv);
+        }
     }
     pthread_mutex_unlock((pthread_mutex_t *)&g->lock);
 

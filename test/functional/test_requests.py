@@ -3,11 +3,11 @@ which error each malformed request gets and in which order the checks run
 (6.3.20, 6.3.2, 5.5.4), JSON-LD keywords where an IRI is needed, the
 @context of a batch (6.3.5), Purge with local=true (5.6.21)."""
 
-from urllib.parse import quote
+import json
 
 import requests
 
-from ngsi import (API, assert_problem, assert_problem_body, entity, ids_of, link_header, prop, uid)
+from ngsi import API, assert_problem, assert_problem_body, entity, geo, ids_of, point, prop, uid
 
 
 def raw_get(cli, path_and_query, **headers):
@@ -236,3 +236,36 @@ def test_5_6_21_purge_q_with_a_space(cli):
     assert r.status_code == 204, r.text
     assert cli.get("/entities/" + a).status_code == 404
     assert cli.get("/entities/" + b).status_code == 200
+
+
+# ---- 5.7.2.4: every syntactically valid geometry -------------------------------
+
+BOWTIE = [[[0, 0], [2, 2], [2, 0], [0, 2], [0, 0]]]
+
+
+def geo_count(cli, georel, geometry, coords):
+    r = cli.get("/entities", params={"type": "Spot", "georel": georel, "geometry": geometry,
+                                    "coordinates": json.dumps(coords), "count": "true"})
+    assert r.status_code == 200, r.text
+    return sorted(e["id"] for e in r.json())
+
+
+def test_5_7_2_4_self_intersecting_polygon_is_evaluated(cli):
+    """A self-intersecting reference polygon is evaluated on its made-valid
+    copy (two triangles here); equals compares exactly (any ring start)."""
+    left, right, between, tie = uid("L"), uid("R"), uid("B"), uid("T")
+    cli.create(entity(left, "Spot", location=point(0.3, 1)))
+    cli.create(entity(right, "Spot", location=point(1.7, 1)))
+    cli.create(entity(between, "Spot", location=point(1, 0.3)))
+    cli.create(entity(tie, "Spot", location=geo("Polygon", [[[2, 2], [2, 0], [0, 2], [0, 0], [2, 2]]])))
+    # the entity's bow-tie too: invalid for GEOS, it is matched on its made-valid copy
+    assert geo_count(cli, "within", "Polygon", BOWTIE) == sorted([left, right, tie])
+    assert geo_count(cli, "intersects", "Polygon", BOWTIE) == sorted([left, right, tie])
+    assert geo_count(cli, "disjoint", "Polygon", BOWTIE) == [between]
+    assert geo_count(cli, "equals", "Polygon", BOWTIE) == [tie]
+    # the same through POST /entityOperations/query
+    r = cli.post("/entityOperations/query", {"type": "Query", "entities": [{"type": "Spot"}],
+                                             "geoQ": {"georel": "within", "geometry": "Polygon",
+                                                      "coordinates": BOWTIE}})
+    assert r.status_code == 200, r.text
+    assert ids_of(r.json()) == sorted([left, right, tie])
