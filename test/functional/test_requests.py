@@ -269,3 +269,30 @@ def test_5_7_2_4_self_intersecting_polygon_is_evaluated(cli):
                                                       "coordinates": BOWTIE}})
     assert r.status_code == 200, r.text
     assert ids_of(r.json()) == sorted([left, right, tie])
+
+
+# ---- 5.5.7: compact IRIs ------------------------------------------------------------
+
+def test_5_5_7_compaction_writes_a_compact_iri(cli, ctxserver):
+    """An attribute created with the core @context (default vocab), read with
+    a @context that gives "almostFull" another IRI: the @vocab suffix is
+    taken, so the name is the compact IRI ngsi-ld:default-context/almostFull
+    (JSON-LD 1.1 IRI compaction), which reads back as the same attribute."""
+    url = ctxserver.unique({"@context": {"almostFull": "https://suite.example/ctx#almostFull",
+                                         "name": "https://suite.example/ctx#name"}})
+    eid = uid()
+    cli.create(entity(eid, "Building", almostFull=prop(False), name=prop("x")))
+    e = cli.entity(eid, link=url)
+    assert "ngsi-ld:default-context/almostFull" in e, e
+    assert "ngsi-ld:default-context/name" in e, e
+    assert "almostFull" not in e
+    # the compact IRI is a name the broker takes back, in attrs and writes
+    r = cli.get("/entities", params={"type": "Building", "attrs": "ngsi-ld:default-context/almostFull"},
+                link=url)
+    assert r.status_code == 200 and ids_of(r.json()) == [eid], r.text
+    assert "ngsi-ld:default-context/name" not in r.json()[0]
+    r = cli.patch("/entities/%s/attrs" % eid, {"ngsi-ld:default-context/almostFull": prop(True)}, link=url)
+    assert r.status_code == 204, r.text
+    assert cli.entity(eid)["almostFull"]["value"] is True
+    # without the other @context: the plain term
+    assert "almostFull" in cli.entity(eid)
