@@ -66,7 +66,10 @@ struct cr_attr {
      * JsonProperty: json (any JSON, kept verbatim). */
     json_t     *value;
     const char *unit_code;    /* NULL when absent */
-    const char *object_type;  /* Relationship objectType, expanded; NULL when absent */
+    /* Relationship objectType, expanded and interned; several types (5.2.6:
+     * a String or an array) are one interned string, the IRIs joined by ' '
+     * (an IRI holds no space: 4.6.2); NULL when absent */
+    const char *object_type;
     int64_t     observed_at;  /* CR_NO_TIME when absent */
     int64_t     created_at;   /* system attributes, µs since the epoch (as every time here) */
     int64_t     modified_at;
@@ -162,8 +165,10 @@ typedef struct op_args {
 } op_args_t;
 
 /* Prepares a merge patch given with PATCH /entities/{id}?format=keyValues
- * and/or ?lang= (5.6.17.4): with lang, a plain string becomes that
- * language's text of a LanguageProperty; with keyValues, a bare value
+ * and/or ?lang= (5.6.17.4): with lang, a Property whose value is a text (a
+ * string or an array of strings; bare, concise or normalized, sub-attributes
+ * and datasetId kept, not with a unitCode) becomes that language's entry of
+ * a LanguageProperty, merged into the existing languageMap; with keyValues, a bare value
  * (parsed as a Property) gets kind 0 so that the merge keeps the attribute's
  * own type (entity_apply checks that the value fits it). */
 void entity_patch_simplified(arena_t *a, cr_entity_t *patch, bool key_values, const char *lang);

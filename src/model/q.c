@@ -547,7 +547,8 @@ static bool qp_regex(q_parser_t *qp, q_term_t *t)
 static const char *q_iri(const char *short_name)
 {
     /* The core @context maps these terms to ngsi-ld: IRIs, and core terms
-     * cannot be overridden (ld.h): their expansion is fixed. */
+     * cannot be overridden (ld.h): their expansion is fixed (objectType's is
+     * ngsi-ld:hasObjectType). */
     char buf[96];
     snprintf(buf, sizeof(buf), LD_NGSI_LD_PREFIX "%s", short_name);
     return intern_cstr(buf);
@@ -566,7 +567,7 @@ static uint8_t q_member_of(const char *iri)
         __atomic_store_n(&modified, q_iri("modifiedAt"), __ATOMIC_RELAXED);
         __atomic_store_n(&unit,     q_iri("unitCode"),   __ATOMIC_RELAXED);
         __atomic_store_n(&dataset,  q_iri("datasetId"),  __ATOMIC_RELAXED);
-        __atomic_store_n(&otype,    q_iri("objectType"), __ATOMIC_RELAXED);
+        __atomic_store_n(&otype,    q_iri("hasObjectType"), __ATOMIC_RELAXED);
     }
     if (iri == __atomic_load_n(&observed, __ATOMIC_RELAXED)) return QMK_OBSERVED_AT;
     if (iri == __atomic_load_n(&created,  __ATOMIC_RELAXED)) return QMK_CREATED_AT;
@@ -1187,7 +1188,21 @@ static bool q_walk(q_acc_t *acc, const cr_attr_t *a, uint16_t i)
         return q_visit(acc, &tg);
     case QMK_UNIT_CODE:   str.str = a->unit_code;   break;
     case QMK_DATASET_ID:  str.str = a->dataset_id;  break;
-    case QMK_OBJECT_TYPE: str.str = a->object_type; break;
+    case QMK_OBJECT_TYPE:
+        if (a->object_type && strchr(a->object_type, ' ')) {    /* several types: any of them */
+            for (const char *o = a->object_type; *o;) {
+                size_t l = strcspn(o, " ");
+                str.str = intern(o, l);
+                str.len = (uint32_t)l;
+                tg.v = &str;
+                if (q_visit(acc, &tg))
+                    return true;
+                o += l + (o[l] == ' ');
+            }
+            return false;
+        }
+        str.str = a->object_type;
+        break;
     }
     if (!str.str)
         return false;

@@ -7,7 +7,8 @@ import json
 
 import requests
 
-from ngsi import API, assert_problem, assert_problem_body, entity, geo, ids_of, point, prop, uid
+from ngsi import (API, DEFAULT_VOCAB, assert_problem, assert_problem_body, entity, geo, ids_of, langprop, point, prop,
+                  rel, uid)
 
 
 def raw_get(cli, path_and_query, **headers):
@@ -296,3 +297,57 @@ def test_5_5_7_compaction_writes_a_compact_iri(cli, ctxserver):
     assert cli.entity(eid)["almostFull"]["value"] is True
     # without the other @context: the plain term
     assert "almostFull" in cli.entity(eid)
+
+
+# ---- 5.2.6: objectType with several types; 5.6.17.4: merge with lang -------------------
+
+def test_5_2_6_object_type_lists_several_types(cli, vctx):
+    """objectType is a String or an array of them (5.2.6): kept, compacted,
+    duplicates once, queryable (any of the types)."""
+    eid, other = uid(), uid()
+    cli.create(entity(eid, "T", owner=rel("urn:ngsi-ld:P:1", objectType=["Person", "Company", "Person"])))
+    cli.create(entity(other, "T", owner=rel("urn:ngsi-ld:P:2", objectType="Company")))
+    assert cli.entity(eid)["owner"]["objectType"] == ["Person", "Company"]
+    assert cli.entity(other)["owner"]["objectType"] == "Company"
+    r = cli.get("/entities/" + eid, params={"format": "concise"})
+    assert r.json()["owner"]["objectType"] == ["Person", "Company"]
+    # a user @context compacts each type
+    cli.create(entity(uid(), "Vehicle", isParked=rel("urn:ngsi-ld:P:3", objectType=["Car", "Vehicle"])), link=vctx)
+    r = cli.get("/entities", params={"type": "Vehicle"}, link=vctx)
+    assert r.json()[0]["isParked"]["objectType"] == ["Car", "Vehicle"]
+    r = cli.get("/entities", params={"type": "https://example.org/Vehicle"})
+    assert r.json()[0]["https://example.org/isParked"]["objectType"] == ["https://example.org/Car", "https://example.org/Vehicle"]
+    # q on the objectType member: any of the types
+    r = cli.get("/entities", params={"type": "T", "q": 'owner.objectType=="%sPerson"' % DEFAULT_VOCAB})
+    assert r.status_code == 200, r.text
+    assert ids_of(r.json()) == [eid]
+    r = cli.get("/entities", params={"type": "T", "q": 'owner.objectType=="%sCompany"' % DEFAULT_VOCAB})
+    assert ids_of(r.json()) == sorted([eid, other])
+    # merge replaces the list
+    assert cli.patch("/entities/" + eid, {"owner": rel("urn:ngsi-ld:P:1", objectType="Robot")}).status_code == 204
+    assert cli.entity(eid)["owner"]["objectType"] == "Robot"
+    for bad in ([], ["A", 1], "", ["type"]):
+        assert_problem(cli.post("/entities", entity(uid(), "T", owner=rel("urn:ngsi-ld:P:1", objectType=bad))),
+                       400, "BadRequestData")
+
+
+def test_5_6_17_4_merge_lang_with_texts_in_any_representation(cli):
+    """With ?lang=, a text given bare, concise or normalized (with
+    sub-attributes), or as an array of strings, becomes that language's
+    entry: the other languages of the languageMap are kept."""
+    eid = uid()
+    cli.create(entity(eid, "T", name=langprop({"en": "Car", "de": "Auto"}), motto=langprop({"en": "Go"})))
+    r = cli.patch("/entities/" + eid, {"name": prop("Voiture", observedAt="2024-01-01T00:00:00Z"),
+                                       "motto": {"value": ["Allez", "Vas-y"]}}, params={"lang": "fr"})
+    assert r.status_code == 204, r.text
+    e = cli.entity(eid)
+    assert e["name"] == langprop({"en": "Car", "de": "Auto", "fr": "Voiture"}, observedAt="2024-01-01T00:00:00Z")
+    assert e["motto"] == langprop({"en": "Go", "fr": ["Allez", "Vas-y"]})
+    # keyValues with lang
+    r = cli.patch("/entities/" + eid, {"name": "Coche"}, params={"lang": "es", "format": "keyValues"})
+    assert r.status_code == 204, r.text
+    assert cli.entity(eid)["name"]["languageMap"]["es"] == "Coche"
+    # a number is no text: a Property
+    r = cli.patch("/entities/" + eid, {"count": prop(3)}, params={"lang": "fr"})
+    assert r.status_code == 204, r.text
+    assert cli.entity(eid)["count"] == prop(3)
