@@ -299,6 +299,14 @@ typedef struct geoq     geoq_t;      /* geo-query (4.10) */
 q_expr_t  *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
 q_expr_t  *q_parse_stored(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
 bool       q_match(const q_expr_t *q, const cr_entity_t *e);
+/* expandValues and jsonKeys (4.9): the string literals of the terms on the
+ * attributes named in expand (expanded names) are expanded against ctx
+ * (JSON-LD type coercion: vocab-relative) and compared in that form, whatever
+ * the attribute's kind; those on the attributes named in json_keys are
+ * compared as written, never expanded (a VocabProperty's bare literal
+ * otherwise is). json_keys wins when a name is in both. */
+void       q_value_options(q_expr_t *q, arena_t *a, const ld_context_t *ctx, const char *const *expand,
+                           size_t n_expand, const char *const *json_keys, size_t n_json);
 
 typedef struct geoq_params {
     const char *georel;        /* "near;maxDistance==2000", "within", ... */

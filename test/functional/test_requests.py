@@ -351,3 +351,42 @@ def test_5_6_17_4_merge_lang_with_texts_in_any_representation(cli):
     r = cli.patch("/entities/" + eid, {"count": prop(3)}, params={"lang": "fr"})
     assert r.status_code == 204, r.text
     assert cli.entity(eid)["count"] == prop(3)
+
+
+# ---- 4.9: expandValues and jsonKeys --------------------------------------------------
+
+def test_4_9_expand_values_and_json_keys(cli, ctxserver):
+    """expandValues: the values of the listed attributes are expanded with the
+    @context before the query runs (JSON-LD type coercion), whatever their
+    kind; jsonKeys: compared as written, never expanded (4.9 examples 11, 12)."""
+    url = ctxserver.unique({"@context": {"Male": "http://example.org/Male", "Person": "http://example.org/Person"}})
+    a, b = uid(), uid()
+    cli.create(entity(a, "Person", gender={"type": "VocabProperty", "vocab": "Male"},
+                      label=prop("http://example.org/Male"),
+                      tickets={"type": "JsonProperty", "json": {"id": "85a6", "value": "Overstay 60 minutes"}}),
+               link=url)
+    cli.create(entity(b, "Person", gender={"type": "VocabProperty", "vocab": "Female"}, label=prop("Male")), link=url)
+
+    def q(params, body_extra=None):
+        r = cli.get("/entities", params=dict(type="Person", **params), link=url)
+        assert r.status_code == 200, r.text
+        got = ids_of(r.json())
+        body = {"type": "Query", "entities": [{"type": "Person"}], "q": params["q"]}
+        for k in ("expandValues", "jsonKeys"):
+            if k in params:
+                body[k] = params[k]
+        r = cli.post("/entityOperations/query", body, link=url)
+        assert r.status_code == 200, r.text
+        assert ids_of(r.json()) == got, "GET and POST query differ"
+        return got
+
+    assert q({"q": "gender==Male"}) == [a]                                   # a VocabProperty: as always
+    assert q({"q": "gender==Male", "expandValues": "gender"}) == [a]
+    assert q({"q": "gender==Male", "jsonKeys": "gender"}) == []              # compared as written
+    assert q({"q": 'label=="Male"'}) == [b]
+    assert q({"q": 'label=="Male"', "expandValues": "label"}) == [a]         # http://example.org/Male
+    assert q({"q": 'tickets[value]=="Overstay 60 minutes"', "jsonKeys": "tickets"}) == [a]
+    assert_problem(cli.get("/entities", params={"type": "Person", "q": "gender==Male", "expandValues": ""}),
+                   400, "BadRequestData")
+    assert_problem(cli.post("/entityOperations/query", {"type": "Query", "entities": [{"type": "Person"}],
+                                                        "jsonKeys": 7}), 400, "BadRequestData")
