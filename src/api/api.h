@@ -64,6 +64,9 @@ typedef struct api_view {
     unsigned      join_level;
     const char  **contained_by;
     size_t        n_contained_by;
+    /* Prefer: ngsi-ld=<version> (6.3.6, 4.3.6.8): the version the answer
+     * conforms to, major*100+minor (0: no such preference) */
+    unsigned      version;
 } api_view_t;
 
 /* Reads format/options/attrs/pick/omit/lang/geometryProperty/join/joinLevel/

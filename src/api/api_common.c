@@ -175,6 +175,31 @@ bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, cons
     return true;
 }
 
+/* "Prefer: ngsi-ld=<major>.<minor>" (RFC 7240, 6.3.6): the version asked
+ * for, clamped to what this broker can answer (1.0 to 1.9); 0 when the
+ * header holds no such preference, or one that is not a version (an
+ * unrecognised preference is ignored, RFC 7240 2). */
+static unsigned prefer_version(const char *h)
+{
+    for (const char *s = h; s && *s; s++) {
+        if (strncasecmp(s, "ngsi-ld", 7) || (s != h && !strchr(" \t,;", s[-1]))) continue;
+        const char *q = s + 7;
+        while (*q == ' ' || *q == '\t') q++;
+        if (*q++ != '=') continue;
+        while (*q == ' ' || *q == '\t') q++;
+        bool quoted = *q == '"';
+        q += quoted;
+        unsigned major = 0, minor = 0, nd = 0, nm = 0;
+        while (*q >= '0' && *q <= '9' && nd < 3) major = major * 10 + (unsigned)(*q++ - '0'), nd++;
+        if (!nd || *q++ != '.') return 0;
+        while (*q >= '0' && *q <= '9' && nm < 3) minor = minor * 10 + (unsigned)(*q++ - '0'), nm++;
+        if (!nm || (quoted && *q++ != '"') || (*q && !strchr(" \t,;", *q))) return 0;
+        unsigned v = major * 100 + (minor < 100 ? minor : 99);
+        return v < 100 ? 100 : v > 109 ? 109 : v;
+    }
+    return 0;
+}
+
 bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t *v, problem_t *p)
 {
     memset(v, 0, sizeof *v);
@@ -193,6 +218,7 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
                                 "not '%s' (6.3.7, 6.3.20)", fmt);
     }
     v->ro.sys_attrs = api_option(r, "sysAttrs");
+    v->version = r->prefer ? prefer_version(r->prefer) : 0;
 
     if (!api_view_params(r, ctx, v, p)) return false;
     const char *lang = req_param(r, "lang");

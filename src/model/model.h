@@ -173,6 +173,11 @@ typedef struct op_args {
  * own type (entity_apply checks that the value fits it). */
 void entity_patch_simplified(arena_t *a, cr_entity_t *patch, bool key_values, const char *lang);
 
+/* e as NGSI-LD version major*100+minor (e.g. 106 for 1.6) shows it (4.3.6.8:
+ * later members removed or reformatted), as a draft in arena a; e itself
+ * when nothing needs amending (always for 1.9 and later). conform.c. */
+const cr_entity_t *entity_conform(arena_t *a, const cr_entity_t *e, unsigned version);
+
 /* Per-attribute outcome, for 207 responses (UpdateResult, 5.2.18). */
 typedef struct attr_outcome {
     const char *name;           /* expanded */

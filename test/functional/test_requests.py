@@ -390,3 +390,73 @@ def test_4_9_expand_values_and_json_keys(cli, ctxserver):
                    400, "BadRequestData")
     assert_problem(cli.post("/entityOperations/query", {"type": "Query", "entities": [{"type": "Person"}],
                                                         "jsonKeys": 7}), 400, "BadRequestData")
+
+
+# ---- 6.3.6, 4.3.6.8: Prefer: ngsi-ld=<version> ---------------------------------------
+
+def rich_entity(eid):
+    return {"id": eid, "type": ["Car", "Vehicle"], "scope": "/a",
+            "speed": [prop(50, observedAt="2024-01-01T00:00:00Z", unitCode="KMH"),
+                      prop(60, datasetId="urn:ngsi-ld:ds:gps")],
+            "kind": {"type": "VocabProperty", "vocab": "https://example.org/Sedan"},
+            "seats": {"type": "ListProperty", "valueList": [1, 2]},
+            "raw": {"type": "JsonProperty", "json": {"a": 1}},
+            "label": langprop({"en": "car"}),
+            "owner": rel("urn:ngsi-ld:P:1", objectType="Person"),
+            "parts": {"type": "ListRelationship", "objectList": [{"object": "urn:ngsi-ld:W:1"},
+                                                                   {"object": "urn:ngsi-ld:W:2"}]}}
+
+
+def test_6_3_6_prefer_ngsi_ld_version(cli):
+    """Prefer: ngsi-ld=<version>: the entity amended as Table 4.3.6.8 says,
+    and Preference-Applied: ngsi-ld=<the version the payload conforms to>."""
+    eid = uid()
+    cli.create(rich_entity(eid))
+    plain = cli.entity(eid)
+
+    def get(pref):
+        r = cli.get("/entities/" + eid, headers={"Prefer": pref})
+        assert r.status_code == 200, r.text
+        return r.headers.get("Preference-Applied"), r.json()
+
+    assert "Preference-Applied" not in cli.get("/entities/" + eid).headers
+    assert get("body=json") == (None, plain)
+    assert get("ngsi-ld=1.9") == ("ngsi-ld=1.9", plain)
+    assert get("ngsi-ld=2.0") == ("ngsi-ld=1.9", plain)
+    assert get('ngsi-ld="1.8"') == ("ngsi-ld=1.8", plain)
+    assert get("ngsi-ld=one") == (None, plain)                   # not a version: ignored (RFC 7240)
+
+    pa, e = get("ngsi-ld=1.7")
+    assert pa == "ngsi-ld=1.7"
+    assert e["kind"] == prop("https://example.org/Sedan")
+    assert e["seats"] == prop([1, 2])
+    assert e["raw"] == prop({"a": 1})
+    assert e["parts"] == rel(["urn:ngsi-ld:W:1", "urn:ngsi-ld:W:2"])
+    assert e["owner"] == rel("urn:ngsi-ld:P:1")
+    assert e["label"] == langprop({"en": "car"}) and e["scope"] == "/a"
+
+    pa, e = get("respond-async, ngsi-ld=1.3")
+    assert pa == "ngsi-ld=1.3"
+    assert e["label"] == prop({"en": "car"}) and "scope" not in e
+    assert e["speed"] == [prop(50, observedAt="2024-01-01T00:00:00Z", unitCode="KMH"),
+                          prop(60, datasetId="urn:ngsi-ld:ds:gps")]
+
+    pa, e = get("ngsi-ld=1.0")
+    assert pa == "ngsi-ld=1.0"
+    assert e["type"] == "Car"
+    assert e["speed"] == prop(50)                                 # one instance, the default one
+
+    # the stored entity is unchanged
+    assert cli.entity(eid) == plain
+    # queries too, GET and POST
+    r = cli.get("/entities", params={"type": "Car"}, headers={"Prefer": "ngsi-ld=1.7"})
+    assert r.headers["Preference-Applied"] == "ngsi-ld=1.7" and r.json()[0]["seats"] == prop([1, 2])
+    r = cli.post("/entityOperations/query", {"type": "Query", "entities": [{"type": "Car"}]},
+                 headers={"Prefer": "ngsi-ld=1.7"})
+    assert r.headers["Preference-Applied"] == "ngsi-ld=1.7" and r.json()[0]["seats"] == prop([1, 2])
+    # keyValues as that version shows it
+    r = cli.get("/entities/" + eid, params={"format": "keyValues"}, headers={"Prefer": "ngsi-ld=1.7"})
+    assert r.json()["parts"] == ["urn:ngsi-ld:W:1", "urn:ngsi-ld:W:2"]
+    # errors carry no Preference-Applied
+    r = cli.get("/entities/urn:ngsi-ld:Car:none", headers={"Prefer": "ngsi-ld=1.7"})
+    assert r.status_code == 404 and "Preference-Applied" not in r.headers
