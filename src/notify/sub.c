@@ -440,9 +440,13 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         if (!json_is_string(v) || !v->len) BAD("lang must be a language tag");
         s->ro.lang = v->str;
     }
-    for (const char *const *k = (const char *const[]){"expandValues", "jsonKeys", NULL}; *k; k++) {
-        const char **names; size_t nn;
-        if ((v = json_get(t, *k)) && !name_array(s->a, v, s->ctx, *k, &names, &nn, p)) goto fail;
+    {   /* expandValues, jsonKeys (5.2.12, 4.9): how q compares the values of the named attributes */
+        const char **names[2] = {NULL, NULL};
+        size_t       nn[2] = {0, 0};
+        static const char *const keys[2] = {"expandValues", "jsonKeys"};
+        for (int k = 0; k < 2; k++)
+            if ((v = json_get(t, keys[k])) && !name_array(s->a, v, s->ctx, keys[k], &names[k], &nn[k], p)) goto fail;
+        q_value_options(s->q, s->a, s->ctx, names[0], nn[0], names[1], nn[1]);
     }
     if ((v = json_get(t, "notificationTrigger")) && json_get(t, "timeInterval"))
         BAD("notificationTrigger does not apply to a periodic (timeInterval) subscription");
