@@ -460,3 +460,21 @@ def test_6_3_6_prefer_ngsi_ld_version(cli):
     # errors carry no Preference-Applied
     r = cli.get("/entities/urn:ngsi-ld:Car:none", headers={"Prefer": "ngsi-ld=1.7"})
     assert r.status_code == 404 and "Preference-Applied" not in r.headers
+
+
+def test_6_7_3_type_on_attribute_operations(cli):
+    """PATCH, PUT and DELETE /entities/{id}/attrs/{attrId} take ?type= (Tables
+    6.7.3.1-1 to 6.7.3.3-1): an entity of another type is ResourceNotFound and
+    nothing changes."""
+    eid = uid()
+    cli.create(entity(eid, "Car", speed=prop(1)))
+    path = "/entities/%s/attrs/speed" % eid
+    assert_problem(cli.patch(path, prop(2), params={"type": "Bike"}), 404, "ResourceNotFound")
+    assert_problem(cli.put(path, prop(2), params={"type": "Bike"}), 404, "ResourceNotFound")
+    assert_problem(cli.delete(path, params={"type": "Bike"}), 404, "ResourceNotFound")
+    assert cli.entity(eid)["speed"]["value"] == 1
+    assert cli.patch(path, prop(2), params={"type": "Car"}).status_code == 204
+    assert cli.put(path, prop(3), params={"type": "Car"}).status_code == 204
+    assert cli.entity(eid)["speed"]["value"] == 3
+    assert cli.delete(path, params={"type": "Car"}).status_code == 204
+    assert "speed" not in cli.entity(eid)
