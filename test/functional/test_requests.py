@@ -478,3 +478,49 @@ def test_6_7_3_type_on_attribute_operations(cli):
     assert cli.entity(eid)["speed"]["value"] == 3
     assert cli.delete(path, params={"type": "Car"}).status_code == 204
     assert "speed" not in cli.entity(eid)
+
+
+# ---- 4.9: linked entity terms in q -----------------------------------------------------
+
+def test_4_9_q_linked_entity_terms(cli):
+    """q=sensor{humidity}==40 (4.9, example 13): the entities whose sensor
+    Relationship points at an entity held here that matches humidity==40;
+    nested terms, entity types before ':', ListRelationships, with GET and
+    POST queries; never in Purge (5.6.21.4) nor, for now, in a subscription."""
+    s1, s2, s3, room = uid("Sensor"), uid("Sensor"), uid("Probe"), uid("Room")
+    cli.create(entity(s1, "Sensor", humidity=prop(40), placedIn=rel(room)))
+    cli.create(entity(s2, "Sensor", humidity=prop(80)))
+    cli.create(entity(s3, "Probe", humidity=prop(40)))
+    cli.create(entity(room, "Room", floor=prop(2)))
+    w1, w2, w3, w4 = uid("WS"), uid("WS"), uid("WS"), uid("WS")
+    cli.create(entity(w1, "WeatherStation", sensor=rel(s1)))
+    cli.create(entity(w2, "WeatherStation", sensor=rel(s2)))
+    cli.create(entity(w3, "WeatherStation", sensor=rel(s3)))
+    cli.create(entity(w4, "WeatherStation", parts={"type": "ListRelationship",
+                                                   "objectList": [{"object": s2}, {"object": s1}]}))
+
+    def q(text):
+        r = cli.get("/entities", params={"type": "WeatherStation", "q": text})
+        assert r.status_code == 200, r.text
+        got = ids_of(r.json())
+        r = cli.post("/entityOperations/query", {"type": "Query", "entities": [{"type": "WeatherStation"}],
+                                                 "q": text})
+        assert r.status_code == 200 and ids_of(r.json()) == got, r.text
+        return got
+
+    assert q("sensor{humidity}==40") == sorted([w1, w3])
+    assert q("sensor{humidity}>50") == [w2]
+    assert q("sensor{Sensor,Other:humidity}==40") == [w1]
+    assert q("sensor{placedIn{floor}}==2") == [w1]
+    assert q("sensor{placedIn{floor}}==3") == []
+    assert q("parts{humidity}==40") == [w4]
+    assert q("sensor{humidity}==40|parts{humidity}==40") == sorted([w1, w3, w4])
+    assert q("sensor{humidity}==40;sensor{placedIn}") == [w1]
+    assert_problem(cli.get("/entities", params={"type": "WeatherStation", "q": "sensor{humidity==40"}),
+                   400, "BadRequestData")
+    assert_problem(cli.delete("/entities", params={"type": "WeatherStation", "q": "sensor{humidity}==40"}),
+                   400, "BadRequestData")
+    r = cli.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "WeatherStation"}],
+                                    "q": "sensor{humidity}==40",
+                                    "notification": {"endpoint": {"uri": "http://127.0.0.1:9/x"}}})
+    assert r.status_code in (400, 422) and r.json()["type"].endswith(("OperationNotSupported", "BadRequestData")), r.text
