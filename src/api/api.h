@@ -95,10 +95,19 @@ void api_view_context(request_t *r, const ld_context_t *ctx, api_view_t *v);
 /* Comma-separated list of names -> expanded, interned array. */
 bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, const char ***out, size_t *n,
                    bool allow_id_type, problem_t *p);
-/* 6.3.20: every query parameter of r is in `known` (comma-separated names),
+/* 6.3.20: every query parameter of r is one of a handler's known names,
  * else InvalidRequest. A handler calls it first, before it reads the body or
- * judges the other parameters. */
-bool api_params_known(request_t *r, const char *known, problem_t *p);
+ * judges the other parameters. The names are a comma-separated list in a
+ * static api_params_t of the handler, made into a small hash set on first
+ * use (then a parameter costs a hash and a compare):
+ *     static api_params_t known = API_PARAMS("options,type");
+ *     if (!api_params_known(r, &known, &p)) goto fail; */
+typedef struct api_params {
+    const char *list;
+    void       *set;            /* atomic: built on first use, kept for the process */
+} api_params_t;
+#define API_PARAMS(list_) {.list = (list_), .set = NULL}
+bool api_params_known(request_t *r, api_params_t *known, problem_t *p);
 /* The parameters api_view() reads (retrieve and query). */
 #define API_VIEW_PARAMS "format,options,attrs,pick,omit,lang,geometryProperty,join,joinLevel,containedBy,datasetId"
 /* InvalidRequest when a query parameter was never read by the handler: the

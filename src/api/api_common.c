@@ -7,6 +7,7 @@
  */
 #include "api.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 store_t *api_store;
@@ -257,17 +258,55 @@ void api_view_context(request_t *r, const ld_context_t *ctx, api_view_t *v)
     else reply_header(r, "Link", link_value(r, ctx));
 }
 
-bool api_params_known(request_t *r, const char *known, problem_t *p)
+/* The hash set of an api_params_t: open addressing, names in the list's own
+ * storage (a string literal). */
+typedef struct param_set {
+    uint32_t mask;
+    struct { const char *name; uint32_t len; } slot[];
+} param_set_t;
+
+static param_set_t *param_set_build(const char *list)
 {
+    size_t n = 1, cap = 8;
+    for (const char *c = list; *c; c++) n += *c == ',';
+    while (cap < n * 2) cap <<= 1;
+    param_set_t *s = cr_xcalloc(1, sizeof *s + cap * sizeof s->slot[0]);
+    s->mask = (uint32_t)(cap - 1);
+    for (const char *a = list; *a;) {
+        size_t l = strcspn(a, ",");
+        uint32_t i = (uint32_t)cr_hash(a, l) & s->mask;
+        while (s->slot[i].name) i = (i + 1) & s->mask;
+        s->slot[i].name = a;
+        s->slot[i].len = (uint32_t)l;
+        a += l + (a[l] == ',');
+    }
+    return s;
+}
+
+static bool param_set_has(const param_set_t *s, const char *k, size_t kl)
+{
+    for (uint32_t i = (uint32_t)cr_hash(k, kl) & s->mask; s->slot[i].name; i = (i + 1) & s->mask)
+        if (s->slot[i].len == kl && !memcmp(s->slot[i].name, k, kl)) return true;
+    return false;
+}
+
+bool api_params_known(request_t *r, api_params_t *known, problem_t *p)
+{
+    if (!r->nparams) return true;
+    param_set_t *set = __atomic_load_n((param_set_t **)&known->set, __ATOMIC_ACQUIRE);
+    if (!set) {                 /* first use: built once (a thread that loses the race frees its copy) */
+        param_set_t *mine = param_set_build(known->list), *none = NULL;
+        if (__atomic_compare_exchange_n((param_set_t **)&known->set, &none, mine, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            set = mine;
+        else {
+            free(mine);
+            set = none;
+        }
+    }
     for (int i = 0; i < r->nparams; i++) {
         const char *k = r->params[i].key;
-        size_t      kl = strlen(k);
-        bool        ok = false;
-        for (const char *a = known; *a && !ok;) {
-            size_t al = strcspn(a, ",");
-            ok = al == kl && !memcmp(a, k, kl);
-            a += al + (a[al] == ',');
-        }
+        bool        ok = param_set_has(set, k, strlen(k));
         if (!ok) return problem_set(p, PB_INVALID_REQUEST, "unknown or unsupported query parameter '%s' for %s %s (6.3.20)",
                                     k, r->method_name, r->path);
     }

@@ -17,7 +17,8 @@ static void attrs_write(request_t *r, bool append)
     const char *id = r->pathv[0];
     bool        no_overwrite = false;
 
-    if (!api_params_known(r, "options,type", &p)) goto fail;
+    static api_params_t known = API_PARAMS("options,type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (append) no_overwrite = api_option(r, "noOverwrite");
     else (void)req_param(r, "options");
@@ -46,7 +47,8 @@ static void attr_write(request_t *r, bool partial)
     const char *id = r->pathv[0];
     const char *name = r->pathv[1];
 
-    if (!api_params_known(r, "type", &p)) goto fail;
+    static api_params_t known = API_PARAMS("type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (!ops_check_attr_name(name, true, &p)) goto fail;
     const char *type = req_param(r, "type");   /* 6.7.3.1 / 6.7.3.3 ?type=, checked by the store */
@@ -72,7 +74,8 @@ void api_attr_delete(request_t *r)
     const char *id = r->pathv[0];
     const char *name = r->pathv[1];
 
-    if (!api_params_known(r, "datasetId,deleteAll,type", &p)) goto fail;
+    static api_params_t known = API_PARAMS("datasetId,deleteAll,type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (!ops_check_attr_name(name, false, &p)) goto fail;
     const char *ds = req_param(r, "datasetId");

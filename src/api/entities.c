@@ -15,7 +15,8 @@ void api_entity_create(request_t *r)
 {
     problem_t   p = {0};
     const char *id;
-    if (!api_params_known(r, "", &p)) goto fail;
+    static api_params_t known = API_PARAMS("");
+    if (!api_params_known(r, &known, &p)) goto fail;
     json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
@@ -34,7 +35,8 @@ void api_entity_get(request_t *r)
     api_view_t  v;
     const char *id = r->pathv[0];
 
-    if (!api_params_known(r, API_VIEW_PARAMS ",type,local", &p)) goto fail;
+    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",type,local");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
@@ -66,7 +68,8 @@ void api_entity_delete(request_t *r)
 {
     problem_t   p = {0};
     const char *id = r->pathv[0];
-    if (!api_params_known(r, "type,local", &p)) goto fail;
+    static api_params_t known = API_PARAMS("type,local");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     (void)req_param(r, "local");
     const char         *type = req_param(r, "type");   /* ?type=: checked by the store in its atomic step */
@@ -97,7 +100,8 @@ void api_entity_merge(request_t *r)
     const char *obs = req_param(r, "observedAt");
     const ld_context_t *ctx;
 
-    if (!api_params_known(r, "format,options,observedAt,lang,type", &p)) goto fail;
+    static api_params_t known = API_PARAMS("format,options,observedAt,lang,type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     o.key_values = api_option(r, "keyValues") || api_option(r, "simplified");
     o.lang = req_param(r, "lang");
     if (fmt) {
@@ -132,7 +136,8 @@ void api_entity_replace(request_t *r)
 {
     problem_t p = {0};
     const ld_context_t *ctx;
-    if (!api_params_known(r, "type", &p)) goto fail;
+    static api_params_t known = API_PARAMS("type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     const char *type = req_param(r, "type");
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = entity_body(r, &ctx, &p);

@@ -192,8 +192,9 @@ void api_entities_query(request_t *r)
     ops_query_t  qy = {0};
     api_view_t   v;
 
-    if (!api_params_known(r, API_VIEW_PARAMS "," QUERY_PARAMS ",count,limit,offset,expandValues,jsonKeys", &p))
-        goto fail;
+    static api_params_t known =
+        API_PARAMS(API_VIEW_PARAMS "," QUERY_PARAMS ",count,limit,offset,expandValues,jsonKeys");
+    if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
@@ -211,7 +212,8 @@ void api_entities_purge(request_t *r)
     ops_query_t qy = {0};
     size_t    n = 0;
 
-    if (!api_params_known(r, QUERY_PARAMS ",drop,keep", &p)) goto fail;
+    static api_params_t known = API_PARAMS(QUERY_PARAMS ",drop,keep");
+    if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!query_from_params(r, ctx, &qy, true, &p)) goto fail;
@@ -366,7 +368,8 @@ void api_batch_query(request_t *r)
     api_view_t   v;
 
     const ld_context_t *ctx;
-    if (!api_params_known(r, API_VIEW_PARAMS ",count,limit,offset", &p)) goto fail;
+    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",count,limit,offset");
+    if (!api_params_known(r, &known, &p)) goto fail;
     json_t *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
