@@ -312,16 +312,6 @@ bool       q_match(const q_expr_t *q, const cr_entity_t *e);
  * otherwise is). json_keys wins when a name is in both. */
 void       q_value_options(q_expr_t *q, arena_t *a, const ld_context_t *ctx, const char *const *expand,
                            size_t n_expand, const char *const *json_keys, size_t n_json);
-/* Linked entity terms, rel{path} (4.9): q_match needs, for each, the ids of
- * the entities that match its inner term (of the given types, NULL: any),
- * which only the caller can look up. q_resolve_linked calls fn for each,
- * innermost first (an inner term's own links are resolved before it is
- * asked for); fn returns the ids in the arena (any order) or false with p.
- * A stored filter (q_parse_stored) never has linked terms. */
-typedef bool (*q_linked_fn)(void *ud, const q_expr_t *inner, const typesel_t *types, const char ***ids, size_t *n,
-                            problem_t *p);
-bool       q_has_linked(const q_expr_t *q);
-bool       q_resolve_linked(q_expr_t *q, q_linked_fn fn, void *ud, problem_t *p);
 
 typedef struct geoq_params {
     const char *georel;        /* "near;maxDistance==2000", "within", ... */

@@ -101,16 +101,6 @@ typedef struct q_term {
     uint8_t      op;         /* q_opkind_t */
     uint8_t      shape;      /* q_shapekind_t */
     uint8_t      numeric;    /* attr <op> number, nothing else: q_term_numeric() */
-    /* A linked entity term, attr{...} (4.9): attr is a Relationship whose
-     * object must be one of link_ids, the entities (of link_types, when
-     * given) that match link (the inner term, which holds the operator and
-     * values). link_ids are found by the caller (q_resolve_linked) before
-     * q_match; unresolved, the term matches nothing. */
-    struct q_expr      *link;
-    const typesel_t    *link_types;
-    const char *const  *link_ids;   /* sorted (strcmp) */
-    size_t              n_link_ids;
-    bool                link_resolved;
 } q_term_t;
 
 struct q_expr {
@@ -608,43 +598,6 @@ static const char *qp_name(q_parser_t *qp)
     return iri;
 }
 
-static bool qp_path(q_parser_t *qp, q_term_t *t);
-
-/* After AttrName, at '{': LinkedEntityPath = [EntityType *(,EntityType) ':'] (AttrName{...} / ValuePath) '}'.
- * The entity types are recognised by a ',' before the ':' (4.9's grammar
- * lists at least two; "Type:attr" alone would read as a compact IRI). */
-static bool qp_linked(q_parser_t *qp, q_term_t *t)
-{
-    size_t open_at = qp->pos++;
-    if (++qp->depth > Q_MAX_DEPTH)
-        return qp_fail_kind(qp, PB_TOO_COMPLEX_QUERY, open_at, "linked entity terms nest too deeply");
-    size_t end = qp->pos;
-    bool   comma = false;
-    while (end < qp->len && !strchr("{}.[]=!<>~;|()", qp->s[end]) && qp->s[end] != ':') {
-        comma = comma || qp->s[end] == ',';
-        end++;
-    }
-    if (comma && end < qp->len && qp->s[end] == ':') {
-        char *types = arena_strndup(qp->a, qp->s + qp->pos, end - qp->pos);
-        problem_t tp = {0};
-        if (!(t->link_types = typesel_parse(qp->a, types, qp->ctx, &tp)))
-            return qp_fail(qp, qp->pos, "invalid entity types '%s' in a linked entity term: %s", types, tp.detail);
-        qp->pos = end + 1;
-    }
-    q_term_t *in = arena_calloc(qp->a, sizeof *in);
-    if (!qp_path(qp, in))
-        return false;
-    if (qp_peek(qp) != '}')
-        return qp_fail(qp, qp->pos, "expected '}' to close the linked entity term opened at offset %zu", open_at);
-    qp->pos++;
-    qp->depth--;
-    q_expr_t *x = arena_calloc(qp->a, sizeof *x);
-    x->type = QK_TERM;
-    x->term = in;
-    t->link = x;
-    return true;
-}
-
 static bool qp_path(q_parser_t *qp, q_term_t *t)
 {
     q_step_t    steps[Q_MAX_PATH];
@@ -702,15 +655,9 @@ static bool qp_path(q_parser_t *qp, q_term_t *t)
         }
     }
 
-    if (qp_peek(qp) == '{') {
-        if (ns || nk)
-            return qp_fail(qp, qp->pos, "a linked entity term is AttrName{...}: no path before '{' (4.9)");
-        if (qp->intern)
-            return qp_fail_kind(qp, PB_OPERATION_NOT_SUPPORTED, qp->pos,
-                                "linked entity terms (AttrName{...}) are not supported in a stored filter "
-                                "(subscriptions)");
-        return qp_linked(qp, t);
-    }
+    if (qp_peek(qp) == '{')
+        return qp_fail_kind(qp, PB_OPERATION_NOT_SUPPORTED, qp->pos,
+                            "linked entity queries (AttrName{...}) are not supported");
 
     if (ns) {
         t->steps = arena_alloc(qp->a, ns * sizeof(q_step_t));
@@ -772,26 +719,9 @@ static q_expr_t *qp_term(q_parser_t *qp)
         if (!qp_values(qp, t))
             return NULL;
     }
-    /* rel{path} op value: the operator and values belong to the innermost term */
-    if (t->link) {
-        q_term_t *in = t;
-        while (in->link)
-            in = in->link->term;
-        in->op = t->op; in->shape = t->shape;
-        in->vals = t->vals; in->n_vals = t->n_vals;
-        in->re = t->re; in->re_text = t->re_text; in->re_len = t->re_len;
-        t->op = QO_EXISTS; t->vals = NULL; t->n_vals = 0; t->re = NULL;
-        q_term_t *k = t;
-        while (k->link) {           /* each outer term tests its link; the innermost its value */
-            k = k->link->term;
-            k->numeric = k->n_steps == 0 && k->n_keys == 0 && k->shape == QSH_SINGLE && k->n_vals == 1 &&
-                         k->vals[0].kind == QVK_NUM && !k->link &&
-                         (k->op == QO_EQ || k->op == QO_GT || k->op == QO_GE || k->op == QO_LT || k->op == QO_LE);
-        }
-    }
     /* The commonest term, "speed>50": an attribute (no path, no [keys]), one
      * number, an order or equality. It gets a direct evaluation. */
-    t->numeric = t->n_steps == 0 && t->n_keys == 0 && t->shape == QSH_SINGLE && t->n_vals == 1 && !t->link &&
+    t->numeric = t->n_steps == 0 && t->n_keys == 0 && t->shape == QSH_SINGLE && t->n_vals == 1 &&
                  t->vals[0].kind == QVK_NUM &&
                  (t->op == QO_EQ || t->op == QO_GT || t->op == QO_GE || t->op == QO_LT || t->op == QO_LE);
 
@@ -1305,48 +1235,9 @@ static int q_term_numeric(const q_term_t *t, const cr_entity_t *e)
     return 0;
 }
 
-static int q_cmp_id(const void *k, const void *m)
-{
-    return strcmp((const char *)k, *(const char *const *)m);
-}
-
-static bool q_link_has(const q_term_t *t, const json_t *o)
-{
-    return json_is_string(o) && bsearch(o->str, t->link_ids, t->n_link_ids, sizeof *t->link_ids, q_cmp_id);
-}
-
-/* attr{...}: one of the objects of the Relationship (or ListRelationship) is
- * a linked entity that matched the inner term. */
-static bool q_term_match_linked(const q_term_t *t, const cr_entity_t *e)
-{
-    if (!t->link_resolved || !t->n_link_ids)
-        return false;
-    for (uint16_t i = 0; i < e->n_attrs; i++) {
-        const cr_attr_t *a = &e->attrs[i];
-        if (a->name != t->attr || !a->value)
-            continue;
-        if (a->kind == ATTR_RELATIONSHIP) {
-            if (q_link_has(t, a->value))
-                return true;
-            if (json_is_array(a->value))
-                json_foreach(o, a->value)
-                    if (q_link_has(t, o))
-                        return true;
-        } else if (a->kind == ATTR_LISTRELATIONSHIP && json_is_array(a->value)) {
-            json_foreach(o, a->value)
-                if (q_link_has(t, json_is_object(o) ? json_get(o, "object") : o))
-                    return true;
-        }
-    }
-    return false;
-}
-
 static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
 {
     q_acc_t acc = { .t = t };
-
-    if (t->link)
-        return q_term_match_linked(t, e);
 
     if (t->numeric) {
         int r = q_term_numeric(t, e);
@@ -1365,50 +1256,6 @@ static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
     case QO_NOT_MATCH:  return acc.str_seen && !acc.hit;
     default:             return acc.hit;
     }
-}
-
-bool q_has_linked(const q_expr_t *q)
-{
-    if (!q)
-        return false;
-    if (q->type == QK_TERM)
-        return q->term->link != NULL;
-    for (uint32_t i = 0; i < q->n; i++)
-        if (q_has_linked(q->kids[i]))
-            return true;
-    return false;
-}
-
-static int q_cmp_ids(const void *x, const void *y)
-{
-    return strcmp(*(const char *const *)x, *(const char *const *)y);
-}
-
-bool q_resolve_linked(q_expr_t *q, q_linked_fn fn, void *ud, problem_t *p)
-{
-    if (!q)
-        return true;
-    if (q->type != QK_TERM) {
-        for (uint32_t i = 0; i < q->n; i++)
-            if (!q_resolve_linked(q->kids[i], fn, ud, p))
-                return false;
-        return true;
-    }
-    q_term_t *t = q->term;
-    if (!t->link || t->link_resolved)
-        return true;
-    if (!q_resolve_linked(t->link, fn, ud, p))       /* innermost first */
-        return false;
-    const char **ids = NULL;
-    size_t       n = 0;
-    if (!fn(ud, t->link, t->link_types, &ids, &n, p))
-        return false;
-    if (n > 1)
-        qsort(ids, n, sizeof *ids, q_cmp_ids);
-    t->link_ids = ids;
-    t->n_link_ids = n;
-    t->link_resolved = true;
-    return true;
 }
 
 static bool q_names_have(const char *const *names, size_t n, const char *attr)
@@ -1430,10 +1277,6 @@ void q_value_options(q_expr_t *q, arena_t *a, const ld_context_t *ctx, const cha
         return;
     }
     q_term_t *t = q->term;
-    if (t->link) {              /* the values are the innermost term's */
-        q_value_options(t->link, a, ctx, expand, n_expand, json_keys, n_json);
-        return;
-    }
     bool      json = q_names_have(json_keys, n_json, t->attr);
     bool      exp = !json && q_names_have(expand, n_expand, t->attr);
     for (uint32_t i = 0; i < t->n_vals; i++) {

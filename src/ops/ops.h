@@ -216,9 +216,6 @@ typedef struct ops_page {
 
 /* The page limits (--maxLimit; limit 0 only with count). */
 bool ops_query_check(const ops_query_t *qy, problem_t *p);
-/* A q linked entity term (rel{path}, 4.9) may match at most this many
- * entities (beyond: TooComplexQuery). */
-#define OPS_LINKED_MAX 10000
 bool ops_query(const ops_req_t *rq, const ops_query_t *qy, ops_page_t *pg, problem_t *p);
 void ops_page_release(ops_page_t *pg);
 

@@ -60,9 +60,6 @@ bool ops_purge(const ops_req_t *rq, const entity_filter_t *f, const char **names
                size_t *deleted, problem_t *p)
 {
     *deleted = 0;
-    if (q_has_linked(f->q))     /* 5.6.21.4 */
-        return problem_set(p, PB_BAD_REQUEST_DATA, "Purge Entities: q cannot name linked entity attributes "
-                           "(rel{...}) (5.6.21.4)");
     if (n_names) return purge_attributes(rq, f, names, n_names, keep, p);
     return store_purge(rq->store, rq->tenant, f, deleted, p);
 }

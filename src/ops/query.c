@@ -7,11 +7,6 @@
  * that it walks the id or type index for them and counts exactly. One entity
  * more than the page is fetched so that the result knows whether a next
  * page exists without counting.
- *
- * A q with linked entity terms (rel{path}, 4.9) first takes one store call
- * per such term, innermost first: the ids of the entities that match the
- * inner term (at most OPS_LINKED_MAX, else TooComplexQuery), which the
- * outer term then wants among the Relationship's objects.
  */
 #include "ops.h"
 
@@ -27,32 +22,10 @@ bool ops_query_check(const ops_query_t *qy, problem_t *p)
     return true;
 }
 
-/* q_linked_fn: the ids of the entities (of types) matching inner. */
-static bool linked_ids(void *ud, const q_expr_t *inner, const typesel_t *types, const char ***ids, size_t *n,
-                       problem_t *p)
-{
-    const ops_req_t *rq = ud;
-    entity_filter_t  f = {.q = (q_expr_t *)inner, .types = (typesel_t *)types};
-    store_page_t     sp;
-    if (!store_query(rq->store, rq->tenant, &f, 0, OPS_LINKED_MAX + 1, false, rq->arena, &sp, p)) return false;
-    if (sp.n > OPS_LINKED_MAX) {
-        store_page_release(&sp);
-        return problem_set(p, PB_TOO_COMPLEX_QUERY, "a linked entity term of q matches more than %d entities (4.9)",
-                           OPS_LINKED_MAX);
-    }
-    const char **v = arena_alloc(rq->arena, (sp.n ? sp.n : 1) * sizeof *v);
-    for (size_t i = 0; i < sp.n; i++) v[i] = arena_strdup(rq->arena, sp.items[i]->id);
-    *ids = v;
-    *n = sp.n;
-    store_page_release(&sp);
-    return true;
-}
-
 bool ops_query(const ops_req_t *rq, const ops_query_t *qy, ops_page_t *pg, problem_t *p)
 {
     memset(pg, 0, sizeof *pg);
     if (!ops_query_check(qy, p)) return false;
-    if (q_has_linked(qy->f.q) && !q_resolve_linked(qy->f.q, linked_ids, (void *)rq, p)) return false;
     size_t          want = qy->limit ? qy->limit + 1 : 0;
     store_page_t    sp;
     entity_filter_t f = qy->f;
