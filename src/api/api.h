@@ -36,6 +36,9 @@ json_t *api_body(request_t *r, bool want_array, problem_t *p);
 /* The @context of the request (6.3.5) for a body object (NULL for GET/DELETE
  * or when the body is an array of entities: then use api_context_of()). */
 const ld_context_t *api_context(request_t *r, const json_t *body, problem_t *p);
+/* 6.3.5: an application/ld+json body with a JSON-LD Link header gives the
+ * @context twice: BadRequestData (a batch checks it for the whole request). */
+bool api_context_once(request_t *r, problem_t *p);
 /* For one entity of a batch body (application/ld+json: its own @context). */
 const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t *p);
 /* Resolves the @context of every entity of a batch body before anything is
@@ -65,6 +68,9 @@ typedef struct api_view {
     unsigned      join_level;
     const char  **contained_by;
     size_t        n_contained_by;
+    /* Prefer: ngsi-ld=<version> (6.3.6, 4.3.6.8): the version the answer
+     * conforms to, major*100+minor (0: no such preference) */
+    unsigned      version;
 } api_view_t;
 
 /* Reads format/options/attrs/pick/omit/lang/geometryProperty/join/joinLevel/
@@ -93,7 +99,23 @@ void api_view_context(request_t *r, const ld_context_t *ctx, api_view_t *v);
 /* Comma-separated list of names -> expanded, interned array. */
 bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, const char ***out, size_t *n,
                    bool allow_id_type, problem_t *p);
-/* Fails with BadRequestData when a query parameter was never read (6.3.20? unknown parameters). */
+/* 6.3.20: every query parameter of r is one of a handler's known names,
+ * else InvalidRequest. A handler calls it first, before it reads the body or
+ * judges the other parameters. The names are a comma-separated list in a
+ * static api_params_t of the handler, made into a small hash set on first
+ * use (then a parameter costs a hash and a compare):
+ *     static api_params_t known = API_PARAMS("options,type");
+ *     if (!api_params_known(r, &known, &p)) goto fail; */
+typedef struct api_params {
+    const char *list;
+    void       *set;            /* atomic: built on first use, kept for the process */
+} api_params_t;
+#define API_PARAMS(list_) {.list = (list_), .set = NULL}
+bool api_params_known(request_t *r, api_params_t *known, problem_t *p);
+/* The parameters api_view() reads (retrieve and query). */
+#define API_VIEW_PARAMS "format,options,attrs,pick,omit,lang,geometryProperty,join,joinLevel,containedBy,datasetId"
+/* InvalidRequest when a query parameter was never read by the handler: the
+ * last guard, after api_params_known, that nothing given is ignored. */
 bool api_no_unknown_params(request_t *r, problem_t *p);
 /* Every word of options=... is in the comma-separated `allowed` list, else InvalidRequest. */
 bool api_options_valid(request_t *r, const char *allowed, problem_t *p);

@@ -7,6 +7,7 @@
  */
 #include "api.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 store_t *api_store;
@@ -79,16 +80,20 @@ const ld_context_t *api_context(request_t *r, const json_t *body, problem_t *p)
     return api_context_of(r, body, p);
 }
 
+bool api_context_once(request_t *r, problem_t *p)
+{
+    if (r->ctype == CT_LDJSON && r->link)
+        return problem_set(p, PB_BAD_REQUEST_DATA,
+                           "Content-Type application/ld+json takes the @context from the body; "
+                           "a JSON-LD Link header is not allowed with it (6.3.5)");
+    return true;
+}
+
 const ld_context_t *api_context_of(request_t *r, const json_t *entity, problem_t *p)
 {
     const json_t *ctx = entity && entity->type == JSON_OBJECT ? json_get(entity, "@context") : NULL;
     if (r->ctype == CT_LDJSON) {
-        if (r->link) {
-            problem_set(p, PB_BAD_REQUEST_DATA,
-                        "Content-Type application/ld+json takes the @context from the body; "
-                        "a JSON-LD Link header is not allowed with it (6.3.5)");
-            return NULL;
-        }
+        if (!api_context_once(r, p)) return NULL;
         if (!ctx) {
             problem_set(p, PB_BAD_REQUEST_DATA,
                         "Content-Type application/ld+json needs an @context member in the body (6.3.5)");
@@ -176,6 +181,31 @@ bool api_name_list(request_t *r, const ld_context_t *ctx, const char *text, cons
     return true;
 }
 
+/* "Prefer: ngsi-ld=<major>.<minor>" (RFC 7240, 6.3.6): the version asked
+ * for, clamped to what this broker can answer (1.0 to 1.9); 0 when the
+ * header holds no such preference, or one that is not a version (an
+ * unrecognised preference is ignored, RFC 7240 2). */
+static unsigned prefer_version(const char *h)
+{
+    for (const char *s = h; s && *s; s++) {
+        if (strncasecmp(s, "ngsi-ld", 7) || (s != h && !strchr(" \t,;", s[-1]))) continue;
+        const char *q = s + 7;
+        while (*q == ' ' || *q == '\t') q++;
+        if (*q++ != '=') continue;
+        while (*q == ' ' || *q == '\t') q++;
+        bool quoted = *q == '"';
+        q += quoted;
+        unsigned major = 0, minor = 0, nd = 0, nm = 0;
+        while (*q >= '0' && *q <= '9' && nd < 3) major = major * 10 + (unsigned)(*q++ - '0'), nd++;
+        if (!nd || *q++ != '.') return 0;
+        while (*q >= '0' && *q <= '9' && nm < 3) minor = minor * 10 + (unsigned)(*q++ - '0'), nm++;
+        if (!nm || (quoted && *q++ != '"') || (*q && !strchr(" \t,;", *q))) return 0;
+        unsigned v = major * 100 + (minor < 100 ? minor : 99);
+        return v < 100 ? 100 : v > 109 ? 109 : v;
+    }
+    return 0;
+}
+
 bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t *v, problem_t *p)
 {
     memset(v, 0, sizeof *v);
@@ -190,9 +220,11 @@ bool api_view(request_t *r, const ld_context_t *ctx, bool geojson_ok, api_view_t
         if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) v->ro.format = FMT_KEYVALUES;
         else if (!strcmp(fmt, "concise")) v->ro.format = FMT_CONCISE;
         else if (!strcmp(fmt, "normalized")) v->ro.format = FMT_NORMALIZED;
-        else return problem_set(p, PB_BAD_REQUEST_DATA, "format must be normalized, concise or keyValues, not '%s'", fmt);
+        else return problem_set(p, PB_INVALID_REQUEST, "format must be normalized, concise, keyValues or simplified, "
+                                "not '%s' (6.3.7, 6.3.20)", fmt);
     }
     v->ro.sys_attrs = api_option(r, "sysAttrs");
+    v->version = r->prefer ? prefer_version(r->prefer) : 0;
 
     if (!api_view_params(r, ctx, v, p)) return false;
     const char *lang = req_param(r, "lang");
@@ -229,6 +261,61 @@ void api_view_context(request_t *r, const ld_context_t *ctx, api_view_t *v)
         body_ctx = !(r->prefer && strstr(r->prefer, "body=json"));
     if (body_ctx) v->ro.context_json = ld_context_value_json(ctx);
     else reply_header(r, "Link", link_value(r, ctx));
+}
+
+/* The hash set of an api_params_t: open addressing, names in the list's own
+ * storage (a string literal). */
+typedef struct param_set {
+    uint32_t mask;
+    struct { const char *name; uint32_t len; } slot[];
+} param_set_t;
+
+static param_set_t *param_set_build(const char *list)
+{
+    size_t n = 1, cap = 8;
+    for (const char *c = list; *c; c++) n += *c == ',';
+    while (cap < n * 2) cap <<= 1;
+    param_set_t *s = cr_xcalloc(1, sizeof *s + cap * sizeof s->slot[0]);
+    s->mask = (uint32_t)(cap - 1);
+    for (const char *a = list; *a;) {
+        size_t l = strcspn(a, ",");
+        uint32_t i = (uint32_t)cr_hash(a, l) & s->mask;
+        while (s->slot[i].name) i = (i + 1) & s->mask;
+        s->slot[i].name = a;
+        s->slot[i].len = (uint32_t)l;
+        a += l + (a[l] == ',');
+    }
+    return s;
+}
+
+static bool param_set_has(const param_set_t *s, const char *k, size_t kl)
+{
+    for (uint32_t i = (uint32_t)cr_hash(k, kl) & s->mask; s->slot[i].name; i = (i + 1) & s->mask)
+        if (s->slot[i].len == kl && !memcmp(s->slot[i].name, k, kl)) return true;
+    return false;
+}
+
+bool api_params_known(request_t *r, api_params_t *known, problem_t *p)
+{
+    if (!r->nparams) return true;
+    param_set_t *set = __atomic_load_n((param_set_t **)&known->set, __ATOMIC_ACQUIRE);
+    if (!set) {                 /* first use: built once (a thread that loses the race frees its copy) */
+        param_set_t *mine = param_set_build(known->list), *none = NULL;
+        if (__atomic_compare_exchange_n((param_set_t **)&known->set, &none, mine, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            set = mine;
+        else {
+            free(mine);
+            set = none;
+        }
+    }
+    for (int i = 0; i < r->nparams; i++) {
+        const char *k = r->params[i].key;
+        bool        ok = param_set_has(set, k, strlen(k));
+        if (!ok) return problem_set(p, PB_INVALID_REQUEST, "unknown or unsupported query parameter '%s' for %s %s (6.3.20)",
+                                    k, r->method_name, r->path);
+    }
+    return true;
 }
 
 bool api_no_unknown_params(request_t *r, problem_t *p)

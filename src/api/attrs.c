@@ -17,6 +17,8 @@ static void attrs_write(request_t *r, bool append)
     const char *id = r->pathv[0];
     bool        no_overwrite = false;
 
+    static api_params_t known = API_PARAMS("options,type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (append) no_overwrite = api_option(r, "noOverwrite");
     else (void)req_param(r, "options");
@@ -45,14 +47,18 @@ static void attr_write(request_t *r, bool partial)
     const char *id = r->pathv[0];
     const char *name = r->pathv[1];
 
+    static api_params_t known = API_PARAMS("type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (!ops_check_attr_name(name, true, &p)) goto fail;
+    const char *type = req_param(r, "type");   /* 6.7.3.1 / 6.7.3.3 ?type=, checked by the store */
     if (!api_no_unknown_params(r, &p)) goto fail;
     const ld_context_t *ctx;
     json_t             *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     ops_req_t rq = api_req(r, ctx);
-    if (partial ? !ops_attr_patch(&rq, id, name, body, &p) : !ops_attr_replace(&rq, id, name, body, &p)) goto fail;
+    if (partial ? !ops_attr_patch(&rq, id, name, body, type, &p) : !ops_attr_replace(&rq, id, name, body, type, &p))
+        goto fail;
     reply_status(r, 204);
     return;
 fail:
@@ -68,10 +74,13 @@ void api_attr_delete(request_t *r)
     const char *id = r->pathv[0];
     const char *name = r->pathv[1];
 
+    static api_params_t known = API_PARAMS("datasetId,deleteAll,type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     if (!ops_check_attr_name(name, false, &p)) goto fail;
     const char *ds = req_param(r, "datasetId");
     const char *all = req_param(r, "deleteAll");
+    const char *type = req_param(r, "type");   /* 6.7.3.2 ?type=, checked by the store */
     if (all && strcmp(all, "true") && strcmp(all, "false")) {
         problem_set(&p, PB_BAD_REQUEST_DATA, "deleteAll must be true or false");
         goto fail;
@@ -84,7 +93,7 @@ void api_attr_delete(request_t *r)
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     ops_req_t rq = api_req(r, ctx);
-    if (!ops_attr_delete(&rq, id, name, ds, all && !strcmp(all, "true"), &p)) goto fail;
+    if (!ops_attr_delete(&rq, id, name, ds, all && !strcmp(all, "true"), type, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:

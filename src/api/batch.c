@@ -77,6 +77,8 @@ static void batch_write(request_t *r, ops_batch_kind_t kind)
     ops_batch_opts_t   o = {.replace = true};
     ops_batch_result_t res;
 
+    static api_params_t known = API_PARAMS("options");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!api_options_valid(r, kind == OPS_BATCH_UPSERT ? "replace,update" : kind == OPS_BATCH_UPDATE ? "noOverwrite" : "",
                            &p))
         goto fail;
@@ -93,6 +95,7 @@ static void batch_write(request_t *r, ops_batch_kind_t kind)
         (void)req_param(r, "options");
     }
     if (!api_no_unknown_params(r, &p)) goto fail;
+    if (!api_context_once(r, &p)) goto fail;
     json_t *body = api_body(r, true, &p);
     if (!body) goto fail;
     if (!api_contexts_ready(r, body)) return;   /* deferred: runs again once downloaded */
@@ -117,7 +120,8 @@ void api_batch_delete(request_t *r)
 {
     problem_t          p = {0};
     ops_batch_result_t res;
-    if (!api_no_unknown_params(r, &p)) goto fail;
+    static api_params_t known = API_PARAMS("");
+    if (!api_params_known(r, &known, &p)) goto fail;
     json_t *body = api_body(r, true, &p);
     if (!body) goto fail;
     ops_req_t rq = api_req(r, NULL);

@@ -15,9 +15,10 @@ void api_entity_create(request_t *r)
 {
     problem_t   p = {0};
     const char *id;
-    json_t     *body = api_body(r, false, &p);
+    static api_params_t known = API_PARAMS("");
+    if (!api_params_known(r, &known, &p)) goto fail;
+    json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
     ops_req_t rq = api_req(r, ctx);
@@ -34,6 +35,8 @@ void api_entity_get(request_t *r)
     api_view_t  v;
     const char *id = r->pathv[0];
 
+    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",type,local");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
@@ -67,6 +70,8 @@ void api_entity_delete(request_t *r)
 {
     problem_t   p = {0};
     const char *id = r->pathv[0];
+    static api_params_t known = API_PARAMS("type,local");
+    if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     (void)req_param(r, "local");
     const char         *type = req_param(r, "type");   /* ?type=: checked by the store in its atomic step */
@@ -97,12 +102,15 @@ void api_entity_merge(request_t *r)
     const char *obs = req_param(r, "observedAt");
     const ld_context_t *ctx;
 
+    static api_params_t known = API_PARAMS("format,options,observedAt,lang,type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     o.key_values = api_option(r, "keyValues") || api_option(r, "simplified");
     o.lang = req_param(r, "lang");
     if (fmt) {
         if (!strcmp(fmt, "keyValues") || !strcmp(fmt, "simplified")) o.key_values = true;
         else if (strcmp(fmt, "normalized") && strcmp(fmt, "concise")) {
-            problem_set(&p, PB_BAD_REQUEST_DATA, "format must be normalized, concise or keyValues, not '%s'", fmt);
+            problem_set(&p, PB_INVALID_REQUEST, "format must be normalized, concise, keyValues or simplified, "
+                        "not '%s' (6.3.7, 6.3.20)", fmt);
             goto fail;
         }
     }
@@ -130,6 +138,8 @@ void api_entity_replace(request_t *r)
 {
     problem_t p = {0};
     const ld_context_t *ctx;
+    static api_params_t known = API_PARAMS("type");
+    if (!api_params_known(r, &known, &p)) goto fail;
     const char *type = req_param(r, "type");
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = entity_body(r, &ctx, &p);

@@ -71,6 +71,22 @@ static bool set_order(request_t *r, const ld_context_t *ctx, const order_params_
     return (f->order_by = order_parse(r->arena, op, ctx, p)) != NULL;
 }
 
+/* The parameters of a query's selection (GET and DELETE /entities). */
+#define QUERY_PARAMS "type,id,idPattern,q,scopeQ,local,georel,geometry,coordinates,geoproperty,csf"
+
+/* expandValues and jsonKeys (4.9, Table 6.4.3.2-1, 5.2.23): comma-separated
+ * attribute names that change how q compares their values. */
+static bool value_options(request_t *r, const ld_context_t *ctx, q_expr_t *q, const char *expand,
+                          const char *json_keys, problem_t *p)
+{
+    const char **ev = NULL, **jk = NULL;
+    size_t       nev = 0, njk = 0;
+    if (expand && !api_name_list(r, ctx, expand, &ev, &nev, false, p)) return false;
+    if (json_keys && !api_name_list(r, ctx, json_keys, &jk, &njk, false, p)) return false;
+    q_value_options(q, r->arena, ctx, ev, nev, jk, njk);
+    return true;
+}
+
 /* GET /entities and DELETE /entities parameters -> query. */
 static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t *qy, bool purge, problem_t *p)
 {
@@ -98,9 +114,13 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
         return problem_set(p, PB_BAD_REQUEST_DATA,
                            "a query needs at least one of type, attrs, q or georel/geometry/coordinates "
                            "(or local=true) (6.4.3.2)");
-    if (purge && !type && !id && !idp && !q && !has_geo && !scope)
+    if (purge && !type && !id && !idp && !q && !has_geo && !scope && !is_local)
         return problem_set(p, PB_BAD_REQUEST_DATA,
-                           "purging needs at least one of type, id, idPattern, q, scopeQ or a geo-query (6.4.3.3)");
+                           "purging needs at least one of type, id, idPattern, q, scopeQ, a geo-query or "
+                           "local=true (5.6.21.4)");
+    if (purge && type && !strcmp(type, "*") && local && !is_local)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "type=* purges locally: local=false is not allowed with it "
+                           "(Table 6.4.3.3-1)");
 
     if (type && strcmp(type, "*") && !(f->types = typesel_parse(r->arena, type, ctx, p))) return false;
     if (id && !id_list(r, id, f, p)) return false;
@@ -109,6 +129,8 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
     if (purge && q_link_depth(f->q))
         return problem_set(p, PB_BAD_REQUEST_DATA, "a purge has no Linked Entity retrieval: q cannot reach into "
                            "linked entities (rel{...}) (6.4.3.3)");
+    if (!purge && !value_options(r, ctx, f->q, req_param(r, "expandValues"), req_param(r, "jsonKeys"), p))
+        return false;
     if (scope && !(f->scope = scopeq_parse(r->arena, scope, p))) return false;
     if (has_geo && !(f->geo = geoq_parse(r->arena, &gp, ctx, p))) return false;
     if (!has_geo && gp.geoproperty)
@@ -212,6 +234,9 @@ void api_entities_query(request_t *r)
     ops_query_t  qy = {0};
     api_view_t   v;
 
+    static api_params_t known =
+        API_PARAMS(API_VIEW_PARAMS "," QUERY_PARAMS ",count,limit,offset,expandValues,jsonKeys,orderBy,collation,orderFrom,orderGeometry");
+    if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
@@ -229,6 +254,8 @@ void api_entities_purge(request_t *r)
     ops_query_t qy = {0};
     size_t    n = 0;
 
+    static api_params_t known = API_PARAMS(QUERY_PARAMS ",drop,keep");
+    if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!query_from_params(r, ctx, &qy, true, &p)) goto fail;
@@ -296,10 +323,17 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
     if (!t) t = json_get(b, "@type");
     if (!json_is_string(t) || strcmp(t->str, "Query"))
         return problem_set(p, PB_BAD_REQUEST_DATA, "the body must be a Query: \"type\": \"Query\" (5.2.23)");
-    bool any = false;
+    bool        any = false;
+    const char *expand = NULL, *json_keys = NULL;
     json_foreach(m, b) {
         const char *k = m->key;
         if (!strcmp(k, "type") || !strcmp(k, "@type") || !strcmp(k, "@context")) continue;
+        if (!strcmp(k, "expandValues") || !strcmp(k, "jsonKeys")) {
+            const char *text = body_list_text(r, m);
+            if (!text) return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a string or a non-empty array of strings", k);
+            *(k[0] == 'e' ? &expand : &json_keys) = text;
+            continue;
+        }
         if (!strcmp(k, "entities")) {
             if (!json_is_array(m) || m->len == 0)
                 return problem_set(p, PB_BAD_REQUEST_DATA, "entities must be a non-empty array (5.2.23)");
@@ -387,7 +421,7 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
     if (!any)
         return problem_set(p, PB_BAD_REQUEST_DATA,
                            "a Query needs at least one of entities, attrs, q or geoQ (or local: true) (5.7.2)");
-    return true;
+    return value_options(r, ctx, qy->f.q, expand, json_keys, p);
 }
 
 void api_batch_query(request_t *r)
@@ -397,7 +431,9 @@ void api_batch_query(request_t *r)
     api_view_t   v;
 
     const ld_context_t *ctx;
-    json_t             *body = api_body_context(r, &ctx, &p);
+    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",count,limit,offset");
+    if (!api_params_known(r, &known, &p)) goto fail;
+    json_t *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
     if (!read_count(r, &qy, &p)) goto fail;

@@ -162,9 +162,26 @@ static void render_one(json_writer_t *w, const api_view_t *v, const cr_entity_t 
     else entity_render(w, e, ro);
 }
 
+/* Prefer: ngsi-ld=<version> (4.3.6.8): the entities as that version shows
+ * them, and the Preference-Applied header that says so. */
+static cr_entity_t *const *conform_all(request_t *r, const api_view_t *v, cr_entity_t *const *items, size_t n)
+{
+    if (v->version >= 109)
+        return items;
+    cr_entity_t **c = arena_alloc(r->arena, (n ? n : 1) * sizeof *c);
+    for (size_t i = 0; i < n; i++)
+        c[i] = (cr_entity_t *)entity_conform(r->arena, items[i], v->version);
+    return c;
+}
+
 bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_t *const *items, size_t n,
                 bool array, problem_t *p)
 {
+    if (v->version) {
+        reply_header(r, "Preference-Applied",
+                     arena_printf(r->arena, "ngsi-ld=%u.%u", v->version / 100, v->version % 100));
+        items = conform_all(r, v, items, n);
+    }
     json_writer_t w;
     bool          flat = v->join == API_JOIN_FLAT;
     bool          geo = v->accept == ACC_GEOJSON;
@@ -214,11 +231,12 @@ bool api_render(request_t *r, const ld_context_t *ctx, api_view_t *v, cr_entity_
     }
     if (array || flat) jw_array_begin(&w);
     for (size_t i = 0; i < n; i++) render_one(&w, v, items[i], &ro);
+    cr_entity_t *const *linked = flat && v->version ? conform_all(r, v, l.items, l.n) : l.items;
     for (size_t i = 0; flat && i < l.n; i++) {
         render_opts_t lo = ro;            /* 5.7.1.5: the projection applies to every entity */
         lo.pick_tree = l.pick[i];
         lo.omit_tree = l.omit[i];
-        render_one(&w, v, l.items[i], &lo);
+        render_one(&w, v, linked[i], &lo);
     }
     if (array || flat) jw_array_end(&w);
     if (collection) {

@@ -32,7 +32,7 @@ enum { ACC_JSON = 1, ACC_LDJSON = 2, ACC_GEOJSON = 4 };
 
 typedef struct http_param {
     const char *key;     /* decoded */
-    const char *value;   /* decoded ('+' stays '+') */
+    const char *value;   /* form-decoded: '+' is a space, %2B a plus */
 } http_param_t;
 
 typedef struct http_header {

@@ -2,7 +2,7 @@
  * router.c - path matching for the route table that api/ hands to http/.
  *
  * A pattern like "/ngsi-ld/v1/entities/{id}/attrs/{attrId}" becomes a list of
- * segments; "{...}" matches any one non-empty segment, which is then
+ * segments; "{...}" matches any one segment (empty too: "//"), which is then
  * percent-decoded into r->pathv. A trailing '/' on the request path is
  * tolerated. The first route that matches wins (the table has no overlaps).
  */
@@ -68,11 +68,11 @@ int router_match(const router_t *rt, request_t *r, const http_route_t **out)
     while (*p) {
         const char *e = strchr(p, '/');
         size_t      l = e ? (size_t)(e - p) : strlen(p);
-        if (l == 0) {
-            if (!e) break;
-            if (e[1] == '\0') break;        /* one trailing '/' */
-            return ROUTE_NOT_FOUND;         /* "//" inside the path */
-        }
+        /* one trailing '/' is nothing; "//" inside the path is an empty
+         * segment: it matches only a {param}, whose handler then refuses
+         * the empty value (an empty entity id is a BadRequestData, not an
+         * unknown resource) */
+        if (l == 0 && (!e || e[1] == '\0')) break;
         if (n > MAX_SEGS) return ROUTE_NOT_FOUND;
         segs[n] = p;
         lens[n] = l;

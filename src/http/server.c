@@ -8,9 +8,10 @@
  * arena is reset, so keep-alive traffic allocates nothing but arena bumps.
  *
  * The raw URI comes from the URI log callback (before libmicrohttpd decodes
- * it): we split path and query ourselves so that '+' in a query value stays
- * a '+' (scopeQ wildcards, time zones) and %2F in an entity id stays inside
- * its path segment.
+ * it): we split path and query ourselves so that %2F in an entity id stays
+ * inside its path segment. The query is form-decoded, as browsers, HTTP
+ * client libraries and the other brokers write it: '+' is a space, a literal
+ * plus is %2B (a time zone offset, a scopeQ wildcard).
  *
  * The handler answers on a later call than the first (headers-only) one: a
  * response queued on the first call makes libmicrohttpd close the connection.
@@ -403,6 +404,14 @@ void http_url_encode(sbuf_t *sb, const char *s)
     }
 }
 
+/* A query key or value (application/x-www-form-urlencoded): '+' is a
+ * space, then the percent escapes (so %2B is a plus). */
+static bool form_decode(char *s)
+{
+    for (char *c = s; (c = strchr(c, '+')) != NULL; c++) *c = ' ';
+    return http_url_decode(s);
+}
+
 /* Splits the query string into params. false: bad escape (400). */
 static bool parse_query(request_t *r, char *q, problem_t *p)
 {
@@ -413,7 +422,7 @@ static bool parse_query(request_t *r, char *q, problem_t *p)
             char *eq = strchr(q, '=');
             if (eq) *eq = '\0';
             char *k = q, *v = eq ? eq + 1 : q + strlen(q);
-            if (!http_url_decode(k) || !http_url_decode(v))
+            if (!form_decode(k) || !form_decode(v))
                 return problem_set(p, PB_BAD_REQUEST_DATA,
                                    "malformed percent-encoding (or %%00) in query parameter '%.100s'", k);
             if (r->nparams >= HTTP_MAX_PARAMS)

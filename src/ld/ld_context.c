@@ -289,6 +289,57 @@ const char *ld_expand(const ld_context_t *c, const char *term)
     return term ? ld_expandn(c, term, strlen(term)) : NULL;
 }
 
+/* JSON-LD 1.1 IRI compaction, the compact IRI step: prefix:suffix with a
+ * term that can be a prefix, the shortest (then the least) of the
+ * candidates, never one that is itself a term, nor a suffix starting with
+ * "//" (that would read as a hierarchical IRI). The prefix must also be a URI
+ * scheme, so that the name reads back as an NGSI-LD name (4.6.2, a URI).
+ * NULL: no candidate. */
+static const char *compact_iri(const ld_context_t *core, const ld_context_t *c, const char *iri, size_t len)
+{
+    const ld_def_t *best = NULL;
+    size_t          best_len = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const ld_context_t *t = pass == 0 ? c : core;
+        if (!t || (pass == 1 && t == c))
+            continue;
+        for (uint32_t i = 0; i < t->n_prefixes; i++) {
+            const ld_def_t *d = t->prefixes[i];
+            if (d->iri_len >= len || memcmp(d->iri, iri, d->iri_len) != 0)
+                continue;
+            const char *suffix = iri + d->iri_len;
+            size_t      cl = d->term_len + 1 + (len - d->iri_len);
+            if ((suffix[0] == '/' && suffix[1] == '/') || !is_scheme(d->term, d->term_len))
+                continue;
+            if (best && (cl > best_len || (cl == best_len && strcmp(d->term, best->term) >= 0)))
+                continue;
+            char stack[512];
+            char *cand = cl <= sizeof stack ? stack : cr_xmalloc(cl);
+            memcpy(cand, d->term, d->term_len);
+            cand[d->term_len] = ':';
+            memcpy(cand + d->term_len + 1, suffix, len - d->iri_len);
+            bool is_term = lookup_term(core, c, cand, cl, cr_hash(cand, cl)) != NULL;
+            if (cand != stack)
+                free(cand);
+            if (is_term)
+                continue;
+            best = d;
+            best_len = cl;
+        }
+    }
+    if (!best)
+        return NULL;
+    char  stack[512];
+    char *buf = best_len <= sizeof stack ? stack : cr_xmalloc(best_len);
+    memcpy(buf, best->term, best->term_len);
+    buf[best->term_len] = ':';
+    memcpy(buf + best->term_len + 1, iri + best->iri_len, len - best->iri_len);
+    const char *r = intern(buf, best_len);
+    if (buf != stack)
+        free(buf);
+    return r;
+}
+
 const char *ld_compact(const ld_context_t *c, const char *iri)
 {
     const ld_context_t *core = ld_core();
@@ -315,7 +366,8 @@ const char *ld_compact(const ld_context_t *c, const char *iri)
         if (plain_name(rest, rl) && !lookup_term(core, c, rest, rl, cr_hash(rest, rl)))
             return intern(rest, rl);
     }
-    return intern(iri, len);
+    const char *ci = compact_iri(core, c, iri, len);
+    return ci ? ci : intern(iri, len);
 }
 
 /* A small direct-mapped memo per thread, keyed by the context's serial
@@ -400,7 +452,8 @@ static ld_bterm_t *bterm_find(const ld_builder_t *b, const char *t, size_t len, 
     }
 }
 
-static void bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char *iri, const char *type)
+static void bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char *iri, const char *type,
+                      bool prefix)
 {
     if ((b->count + 1) * 2 > b->cap) {
         size_t ncap = b->cap ? b->cap * 2 : 64;
@@ -423,7 +476,7 @@ static void bterm_set(ld_builder_t *b, const char *term, uint64_t h, const char 
         i = (i + 1) & mask;
     if (!b->terms[i].term)
         b->count++;
-    b->terms[i] = (ld_bterm_t){ .term = term, .iri = iri, .type = type, .hash = h };
+    b->terms[i] = (ld_bterm_t){ .term = term, .iri = iri, .type = type, .hash = h, .prefix = prefix };
 }
 
 /* ------------------------------------------- builder: one local context */
@@ -436,6 +489,7 @@ typedef struct local_ent {
     uint8_t       state;        /* 0 new, 1 being defined, 2 defined */
     const char   *iri;          /* NULL when mapped to null */
     const char   *type;
+    bool          prefix;
 } local_ent_t;
 
 typedef struct local_ctx {
@@ -560,6 +614,7 @@ static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int de
     e->state = 1;
     const json_t *v = e->val;
     const char *iri = NULL, *type = NULL;
+    bool prefix_flag = false;                       /* an expanded definition's "@prefix": true */
 
     switch (v->type) {
     case JSON_NULL:
@@ -599,6 +654,8 @@ static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int de
             else if (!(type = expand_value(b, L, t->str, t->len, "", depth, p)))
                 return false;
         }
+        const json_t *pf = json_get(v, "@prefix");
+        prefix_flag = pf && pf->type == JSON_TRUE;
         break;
     }
     default:
@@ -612,6 +669,11 @@ static bool define_local(ld_builder_t *b, local_ctx_t *L, local_ent_t *e, int de
                            e->key, iri);
     e->iri = iri;
     e->type = type;
+    /* JSON-LD 1.1, Create Term Definition: a term without ':' or '/' is a
+     * prefix when its simple definition ends with a gen-delim character, or
+     * its expanded one says "@prefix": true */
+    if (iri && iri[0] != '@' && !memchr(e->key, ':', e->klen) && !memchr(e->key, '/', e->klen))
+        e->prefix = v->type == JSON_STRING ? strchr(":/?#[]@", iri[strlen(iri) - 1]) != NULL : prefix_flag;
     e->state = 2;
     return true;
 }
@@ -678,7 +740,7 @@ static bool add_object(ld_builder_t *b, const json_t *obj, problem_t *p)
         if (b->core && find_term(b->core, e->key, e->klen, e->hash))
             continue;                               /* core terms are protected */
         const char *term = bstr(b, e->key, e->klen);
-        bterm_set(b, term, e->hash, e->iri, e->type);
+        bterm_set(b, term, e->hash, e->iri, e->type, e->prefix);
     }
     return true;
 }
@@ -806,6 +868,14 @@ static bool better_term(const ld_def_t *a, const ld_def_t *b)
     return strcmp(a->term, b->term) < 0;
 }
 
+static int by_iri_len_desc(const void *x, const void *y)
+{
+    const ld_def_t *a = *(const ld_def_t *const *)x, *b = *(const ld_def_t *const *)y;
+    if (a->iri_len != b->iri_len)
+        return a->iri_len > b->iri_len ? -1 : 1;
+    return strcmp(a->term, b->term);
+}
+
 ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
 {
     size_t n = 0;
@@ -842,6 +912,9 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
         d->iri_hash = cr_hash(d->iri, d->iri_len);
         d->type = is_core || !t->type ? t->type : arena_strdup(a, t->type);
         d->iri_interned = is_core ? d->iri : NULL;
+        d->prefix = t->prefix;
+        if (d->prefix)
+            c->n_prefixes++;
 
         uint32_t j = (uint32_t)d->term_hash & c->mask;
         while (c->by_term[j])
@@ -863,6 +936,13 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
             }
         }
     }
+    /* the prefixes, longest IRI first: the first that fits leaves the shortest suffix */
+    c->prefixes = arena_alloc(a, (c->n_prefixes ? c->n_prefixes : 1) * sizeof *c->prefixes);
+    c->n_prefixes = 0;
+    for (uint32_t k = 0; k < c->ndefs; k++)
+        if (c->defs[k].prefix)
+            c->prefixes[c->n_prefixes++] = &c->defs[k];
+    qsort(c->prefixes, c->n_prefixes, sizeof *c->prefixes, by_iri_len_desc);
     const char *vocab = b->vocab;
     if (!vocab && !is_core && b->core)
         vocab = b->core->vocab;

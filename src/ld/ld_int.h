@@ -59,6 +59,7 @@ typedef struct ld_def {
     uint64_t    iri_hash;   /* cr_hash of iri */
     uint32_t    term_len;
     uint32_t    iri_len;
+    bool        prefix;     /* can be the prefix of a compact IRI (JSON-LD 1.1, 4.3) */
 } ld_def_t;
 
 struct ld_context {
@@ -73,6 +74,10 @@ struct ld_context {
     const char *vocab;          /* @vocab for unknown terms (interned) */
     size_t      vocab_len;
     bool        is_core;
+    /* The terms that can be the prefix of a compact IRI, longest IRI first
+     * (ld_compact's last step before the full IRI; made at freeze). */
+    const ld_def_t **prefixes;
+    uint32_t    n_prefixes;
 
     /* How the context is named and echoed (ld_cache.c fills these). */
     const char *link;           /* URL for a Link header */
@@ -108,6 +113,7 @@ typedef struct ld_bterm {
     const char *iri;            /* NULL: explicitly undefined (mapped to null) */
     const char *type;
     uint64_t    hash;
+    bool        prefix;         /* the definition makes it a prefix (see ld_def_t) */
 } ld_bterm_t;
 
 typedef struct ld_builder {

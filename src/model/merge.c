@@ -310,13 +310,29 @@ static bool merge_subs(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
  * rather than replaced (partial update, 5.5.8). A kind change replaces the
  * attribute whole (keeping createdAt): the old members may not fit the new
  * kind (a unitCode on a Relationship). */
+/* A text for a languageMap entry: a string, or a non-empty array of strings. */
+static bool is_text(const json_t *v)
+{
+    if (json_is_string(v))
+        return true;
+    if (!json_is_array(v) || v->len == 0)
+        return false;
+    json_foreach(s, v)
+        if (!json_is_string(s))
+            return false;
+    return true;
+}
+
 void entity_patch_simplified(arena_t *a, cr_entity_t *patch, bool key_values, const char *lang)
 {
     for (uint16_t i = 0; i < patch->n_attrs; i++) {
         cr_attr_t *at = &patch->attrs[i];
         if (at->is_null)
             continue;
-        if (lang && at->kind == ATTR_PROPERTY && json_is_string(at->value) && !at->n_sub) {
+        /* a text in any representation (bare, concise, normalized, with
+         * sub-attributes or a datasetId); not with a unitCode, which a
+         * LanguageProperty cannot have */
+        if (lang && at->kind == ATTR_PROPERTY && is_text(at->value) && !at->unit_code) {
             json_t *map = json_new(a, JSON_OBJECT);
             json_add(map, lang, at->value);
             at->value = map;

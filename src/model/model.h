@@ -66,7 +66,10 @@ struct cr_attr {
      * JsonProperty: json (any JSON, kept verbatim). */
     json_t     *value;
     const char *unit_code;    /* NULL when absent */
-    const char *object_type;  /* Relationship objectType, expanded; NULL when absent */
+    /* Relationship objectType, expanded and interned; several types (5.2.6:
+     * a String or an array) are one interned string, the IRIs joined by ' '
+     * (an IRI holds no space: 4.6.2); NULL when absent */
+    const char *object_type;
     int64_t     observed_at;  /* CR_NO_TIME when absent */
     int64_t     created_at;   /* system attributes, µs since the epoch (as every time here) */
     int64_t     modified_at;
@@ -162,11 +165,18 @@ typedef struct op_args {
 } op_args_t;
 
 /* Prepares a merge patch given with PATCH /entities/{id}?format=keyValues
- * and/or ?lang= (5.6.17.4): with lang, a plain string becomes that
- * language's text of a LanguageProperty; with keyValues, a bare value
+ * and/or ?lang= (5.6.17.4): with lang, a Property whose value is a text (a
+ * string or an array of strings; bare, concise or normalized, sub-attributes
+ * and datasetId kept, not with a unitCode) becomes that language's entry of
+ * a LanguageProperty, merged into the existing languageMap; with keyValues, a bare value
  * (parsed as a Property) gets kind 0 so that the merge keeps the attribute's
  * own type (entity_apply checks that the value fits it). */
 void entity_patch_simplified(arena_t *a, cr_entity_t *patch, bool key_values, const char *lang);
+
+/* e as NGSI-LD version major*100+minor (e.g. 106 for 1.6) shows it (4.3.6.8:
+ * later members removed or reformatted), as a draft in arena a; e itself
+ * when nothing needs amending (always for 1.9 and later). conform.c. */
+const cr_entity_t *entity_conform(arena_t *a, const cr_entity_t *e, unsigned version);
 
 /* Per-attribute outcome, for 207 responses (UpdateResult, 5.2.18). */
 typedef struct attr_outcome {
@@ -297,6 +307,14 @@ typedef struct geoq     geoq_t;      /* geo-query (4.10) */
 q_expr_t  *q_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
 q_expr_t  *q_parse_stored(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
 bool       q_match(const q_expr_t *q, const cr_entity_t *e);
+/* expandValues and jsonKeys (4.9): the string literals of the terms on the
+ * attributes named in expand (expanded names) are expanded against ctx
+ * (JSON-LD type coercion: vocab-relative) and compared in that form, whatever
+ * the attribute's kind; those on the attributes named in json_keys are
+ * compared as written, never expanded (a VocabProperty's bare literal
+ * otherwise is). json_keys wins when a name is in both. */
+void       q_value_options(q_expr_t *q, arena_t *a, const ld_context_t *ctx, const char *const *expand,
+                           size_t n_expand, const char *const *json_keys, size_t n_json);
 
 typedef struct geoq_params {
     const char *georel;        /* "near;maxDistance==2000", "within", ... */
@@ -309,7 +327,7 @@ geoq_t    *geoq_parse(arena_t *a, const geoq_params_t *gp, const ld_context_t *c
 geoq_t    *geoq_from_json(arena_t *a, const char *georel, const json_t *geometry_type,
                           const json_t *coordinates, const char *geoproperty,
                           const ld_context_t *ctx, problem_t *p);
-/* Thread-safe; the query's GEOS objects are freed with its arena (geo.c). */
+/* Thread-safe; the query's GEOS objects are freed with its arena (geoquery.c). */
 bool       geoq_match(const geoq_t *g, const cr_entity_t *e);
 /* A valid GeoJSON geometry (RFC 7946 as 4.7 restricts it)? */
 bool       geo_validate(const json_t *geometry, problem_t *p);

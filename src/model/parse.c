@@ -231,6 +231,7 @@ static void reserved_init(void)
 
 static bool is_reserved(const char *iri)
 {
+    if (iri[0] == '@') return true;             /* a JSON-LD keyword (1.1, 1.7) is no IRI */
     pthread_once(&reserved_once, reserved_init);
     for (size_t i = 0; i < n_reserved; i++)
         if (reserved[i] == iri)
@@ -627,6 +628,48 @@ static bool parse_attr_member(pstate_t *ps, const apath_t *up, const json_t *m, 
     return parse_instance(ps, &pa, name, m, at) && list_dup_check(ps, &pa, l, at);
 }
 
+/* objectType (5.2.6): an entity type name or an array of them, expanded;
+ * several distinct types are joined by ' ' into one interned string (see
+ * cr_attr_t). NULL (with the problem set) when invalid. */
+static const char *parse_object_type(pstate_t *ps, const apath_t *pa, const json_t *v)
+{
+    const json_t *first = json_is_array(v) ? v->child : v;
+    size_t        n = json_is_array(v) ? v->len : 1;
+    if (n == 0 || (!json_is_array(v) && !json_is_string(v))) {
+        bad(ps, pa, "'objectType' must be an entity type name or a non-empty array of them (5.2.6)");
+        return NULL;
+    }
+    const char **iris = arena_alloc(ps->a, n * sizeof *iris);
+    size_t       k = 0, total = 0;
+    for (const json_t *t = first; t && k < n; t = json_is_array(v) ? t->next : NULL) {
+        if (!json_is_string(t) || !model_valid_name(t->str)) {
+            bad(ps, pa, "'objectType' must be an entity type name or a non-empty array of them (5.2.6)");
+            return NULL;
+        }
+        const char *iri = ld_expand(ps->ctx, t->str);
+        if (iri[0] == '@') {
+            bad(ps, pa, "objectType '%s' expands to the JSON-LD keyword %s, not to an IRI (4.6.2)", t->str, iri);
+            return NULL;
+        }
+        bool dup = false;
+        for (size_t i = 0; i < k && !dup; i++) dup = iris[i] == iri;
+        if (dup) continue;
+        iris[k++] = iri;
+        total += strlen(iri) + 1;
+    }
+    if (k == 1)
+        return iris[0];
+    char  *joined = arena_alloc(ps->a, total);
+    size_t at = 0;
+    for (size_t i = 0; i < k; i++) {
+        size_t l = strlen(iris[i]);
+        memcpy(joined + at, iris[i], l);
+        at += l;
+        joined[at++] = i + 1 < k ? ' ' : '\0';
+    }
+    return intern(joined, total - 1);
+}
+
 /* An attribute given as a JSON object (normalized, or concise with members). */
 static bool parse_attr_object(pstate_t *ps, const apath_t *pa, const json_t *o, cr_attr_t *out)
 {
@@ -734,14 +777,8 @@ static bool parse_attr_object(pstate_t *ps, const apath_t *pa, const json_t *o, 
     if ((v = mem[M_OBJTYPE])) {
         if (kind && !relationship)
             return bad(ps, pa, "'objectType' is only allowed in a Relationship");
-        if (json_is_array(v) && v->len == 1)
-            v = v->child;
-        else if (json_is_array(v))
-            return bad_kind(ps, PB_OPERATION_NOT_SUPPORTED, pa,
-                            "an 'objectType' with several types is not supported");
-        if (!json_is_string(v) || !model_valid_name(v->str))
-            return bad(ps, pa, "'objectType' must be an entity type name");
-        out->object_type = ld_expand(ps->ctx, v->str);
+        if (!(out->object_type = parse_object_type(ps, pa, v)))
+            return false;
     }
     if ((v = mem[M_VALUETYPE]) && !json_is_string(v))
         return bad(ps, pa, "'valueType' must be a string");
@@ -816,6 +853,9 @@ static bool parse_types(pstate_t *ps, const json_t *v, cr_entity_t *e)
         e->types    = arena_alloc(ps->a, sizeof(char *));
         e->types[0] = ld_expand(ps->ctx, v->str);
         e->n_types  = 1;
+        if (e->types[0][0] == '@')
+            return bad(ps, NULL, "entity type '%s' expands to the JSON-LD keyword %s, not to an IRI (4.6.2)",
+                       v->str, e->types[0]);
         return true;
     }
     if (!json_is_array(v) || v->len == 0)
@@ -831,6 +871,9 @@ static bool parse_types(pstate_t *ps, const json_t *v, cr_entity_t *e)
         const char *iri = ld_expand(ps->ctx, t->str);
         if (!iri)
             return bad(ps, NULL, "entity type '%s' cannot be expanded", t->str);
+        if (iri[0] == '@')
+            return bad(ps, NULL, "entity type '%s' expands to the JSON-LD keyword %s, not to an IRI (4.6.2)",
+                       t->str, iri);
         if (ptrset_add(&seen, iri))
             e->types[e->n_types++] = iri;
     }

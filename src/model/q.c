@@ -84,6 +84,7 @@ typedef struct q_val {
     const char *s;           /* QVK_STR: decoded, NUL-terminated */
     size_t      len;
     const char *expanded;    /* QVK_STR that is a term: its IRI (for VocabProperty), or NULL */
+    uint8_t     expand_any;  /* expandValues (4.9): compared in its expanded form, whatever the kind */
 } q_val_t;
 
 typedef struct q_step {
@@ -565,7 +566,8 @@ static bool qp_regex(q_parser_t *qp, q_term_t *t)
 static const char *q_iri(const char *short_name)
 {
     /* The core @context maps these terms to ngsi-ld: IRIs, and core terms
-     * cannot be overridden (ld.h): their expansion is fixed. */
+     * cannot be overridden (ld.h): their expansion is fixed (objectType's is
+     * ngsi-ld:hasObjectType). */
     char buf[96];
     snprintf(buf, sizeof(buf), LD_NGSI_LD_PREFIX "%s", short_name);
     return intern_cstr(buf);
@@ -584,7 +586,7 @@ static uint8_t q_member_of(const char *iri)
         __atomic_store_n(&modified, q_iri("modifiedAt"), __ATOMIC_RELAXED);
         __atomic_store_n(&unit,     q_iri("unitCode"),   __ATOMIC_RELAXED);
         __atomic_store_n(&dataset,  q_iri("datasetId"),  __ATOMIC_RELAXED);
-        __atomic_store_n(&otype,    q_iri("objectType"), __ATOMIC_RELAXED);
+        __atomic_store_n(&otype,    q_iri("hasObjectType"), __ATOMIC_RELAXED);
     }
     if (iri == __atomic_load_n(&observed, __ATOMIC_RELAXED)) return QMK_OBSERVED_AT;
     if (iri == __atomic_load_n(&created,  __ATOMIC_RELAXED)) return QMK_CREATED_AT;
@@ -1006,6 +1008,8 @@ static int q_cmp(const json_t *v, const q_val_t *l, uint8_t kind)
             return Q_MISMATCH;
         if (l->has_time && cr_datetime_parse(v->str, &ms))
             return q_sign64(ms, l->ms);
+        if (l->expand_any && l->expanded)
+            return q_cmp_bytes(v->str, v->len, l->expanded, strlen(l->expanded));
         c = q_cmp_bytes(v->str, v->len, l->s, l->len);
         if (c != 0 && kind == ATTR_VOCABPROPERTY && l->expanded && strcmp(v->str, l->expanded) == 0)
             return 0;
@@ -1255,7 +1259,21 @@ static bool q_walk(q_acc_t *acc, const cr_attr_t *a, uint16_t i)
         return q_visit(acc, &tg);
     case QMK_UNIT_CODE:   str.str = a->unit_code;   break;
     case QMK_DATASET_ID:  str.str = a->dataset_id;  break;
-    case QMK_OBJECT_TYPE: str.str = a->object_type; break;
+    case QMK_OBJECT_TYPE:
+        if (a->object_type && strchr(a->object_type, ' ')) {    /* several types: any of them */
+            for (const char *o = a->object_type; *o;) {
+                size_t l = strcspn(o, " ");
+                str.str = intern(o, l);
+                str.len = (uint32_t)l;
+                tg.v = &str;
+                if (q_visit(acc, &tg))
+                    return true;
+                o += l + (o[l] == ' ');
+            }
+            return false;
+        }
+        str.str = a->object_type;
+        break;
     }
     if (!str.str)
         return false;
@@ -1345,6 +1363,40 @@ static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
     case QO_NE:         return acc.exists && !acc.hit;
     case QO_NOT_MATCH:  return acc.str_seen && !acc.hit;
     default:             return acc.hit;
+    }
+}
+
+static bool q_names_have(const char *const *names, size_t n, const char *attr)
+{
+    for (size_t i = 0; i < n; i++)
+        if (names[i] == attr || strcmp(names[i], attr) == 0)
+            return true;
+    return false;
+}
+
+void q_value_options(q_expr_t *q, arena_t *a, const ld_context_t *ctx, const char *const *expand, size_t n_expand,
+                     const char *const *json_keys, size_t n_json)
+{
+    if (!q)
+        return;
+    if (q->type != QK_TERM) {
+        for (uint32_t i = 0; i < q->n; i++)
+            q_value_options(q->kids[i], a, ctx, expand, n_expand, json_keys, n_json);
+        return;
+    }
+    q_term_t *t = q->term;
+    bool      json = q_names_have(json_keys, n_json, t->attr);
+    bool      exp = !json && q_names_have(expand, n_expand, t->attr);
+    for (uint32_t i = 0; i < t->n_vals; i++) {
+        q_val_t *v = &t->vals[i];
+        if (v->kind != QVK_STR)
+            continue;
+        if (json) {
+            v->expanded = NULL;         /* uninterpretable as JSON-LD: compared as written */
+        } else if (exp && v->len) {
+            v->expanded = ld_expandn_lookup(ctx, v->s, v->len, a);
+            v->expand_any = 1;
+        }
     }
 }
 

@@ -792,7 +792,17 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
     }
     if (a->object_type) {
         JW_KEY_LIT(w, "objectType");
-        jw_string(w, compact(r, a->object_type));
+        if (!strchr(a->object_type, ' ')) {
+            jw_string(w, compact(r, a->object_type));
+        } else {                        /* several types (5.2.6): each interned on its own */
+            jw_array_begin(w);
+            for (const char *s = a->object_type; *s;) {
+                size_t l = strcspn(s, " ");
+                jw_string(w, compact(r, intern(s, l)));
+                s += l + (s[l] == ' ');
+            }
+            jw_array_end(w);
+        }
     }
     if (a->observed_at != CR_NO_TIME)
         WR_TIME(w, "observedAt", a->observed_at);

@@ -391,64 +391,6 @@ static bool time_member(const json_t *v, const char *what, int64_t *out, problem
     return true;
 }
 
-/* q with the values of the terms on the attributes of names (expanded,
- * interned) expanded with ctx (4.9 example 12: gender==Male with
- * expandValues=gender compares with Male's IRI): a bare or quoted value that
- * reads as a term (a letter first, no ':') becomes the quoted IRI. */
-static const char *q_expand_values(arena_t *a, const char *q, const ld_context_t *ctx, const char **names, size_t n)
-{
-    sbuf_t sb;
-    bool   value = false, hit = false;
-    sb_init(&sb, a, strlen(q) + 64);
-    for (const char *s = q; *s;) {
-        char c = *s;
-        if (strchr(";|()", c)) {
-            value = hit = false;
-            sb_addc(&sb, c);
-            s++;
-            continue;
-        }
-        if (strchr("=!<>~", c)) {
-            value = true;
-            sb_addc(&sb, c);
-            s++;
-            continue;
-        }
-        bool   quoted = c == '"';
-        size_t k;
-        if (quoted) {
-            k = 1;
-            while (s[k] && s[k] != '"') k += s[k] == '\\' && s[k + 1] ? 2 : 1;
-            if (s[k]) k++;
-        } else k = strcspn(s, value ? ";|()=!<>~\"," : ";|()=!<>~\"[.{,");
-        if (!k) {
-            sb_addc(&sb, *s++);
-            continue;
-        }
-        const char *t = quoted ? s + 1 : s;
-        size_t      tl = quoted ? (k >= 2 ? k - 2 : 0) : k;
-        if (!value) {
-            if (!hit) {                     /* the term's attribute: its first name */
-                const char *iri = ld_expandn_lookup(ctx, t, tl, a);
-                for (size_t i = 0; i < n && !hit; i++) hit = names[i] == iri;
-            }
-            sb_add(&sb, s, k);
-        } else if (hit && tl && ((*t | 32) >= 'a' && (*t | 32) <= 'z') && !memchr(t, ':', tl) &&
-                   !memchr(t, '\\', tl) && strncmp(t, "true", tl) && strncmp(t, "false", tl)) {
-            sb_addc(&sb, '"');
-            sb_adds(&sb, ld_expandn(ctx, t, tl));
-            sb_addc(&sb, '"');
-        } else sb_add(&sb, s, k);
-        s += k;
-        if (!value && (*s == '.' || *s == '[' || *s == '{')) {   /* the rest of the path */
-            size_t r = strcspn(s, "=!<>~;|()");
-            sb_add(&sb, s, r);
-            s += r;
-        }
-    }
-    return sb.p;
-}
-
 /* ------------------------------------------------------------ build */
 
 static const char *const top_members[] = {"id", "type", "subscriptionName", "description", "entities",
@@ -507,12 +449,11 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
     const json_t *watched = json_get(t, "watchedAttributes");
     if (watched && !name_array(s->a, watched, s->ctx, "watchedAttributes", &s->watched, &s->n_watched, p)) goto fail;
     if ((v = json_get(t, "notificationTrigger")) && !trigger_parse(s, v, p)) goto fail;
-    /* expandValues (5.2.12, 4.9): the values of these attributes in q are
-     * expanded with the subscription's @context before the query runs;
-     * jsonKeys: these are not (no value of q is expanded unless asked, but
-     * for VocabProperty values, which are IRIs: they stay as q.c compares them) */
-    const char **expand = NULL;
-    size_t       n_expand = 0;
+    /* expandValues, jsonKeys (5.2.12, 4.9): how q compares the values of the
+     * named attributes (q_value_options: expanded with the subscription's
+     * @context, or compared as written) */
+    const char **vnames[2] = {NULL, NULL};
+    size_t       vn[2] = {0, 0};
     for (const char *const *k = (const char *const[]){"expandValues", "jsonKeys", NULL}; *k; k++) {
         const char **names; size_t nn;
         if (!(v = json_get(t, *k))) continue;
@@ -527,16 +468,14 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
             v = arr;
         }
         if (!name_array(s->a, v, s->ctx, *k, &names, &nn, p)) goto fail;
-        if (**k == 'e') {
-            expand = names;
-            n_expand = nn;
-        }
+        vnames[**k != 'e'] = names;
+        vn[**k != 'e'] = nn;
     }
     if ((v = json_get(t, "q"))) {
         if (!json_is_string(v) || !v->len) BAD("q must be a non-empty string");
         const char *qt = pct_decode(s->a, v->str);
-        if (n_expand) qt = q_expand_values(s->a, qt, s->ctx, expand, n_expand);
         if (!(s->q = q_parse_stored(s->a, qt, s->ctx, p))) goto fail;
+        q_value_options(s->q, s->a, s->ctx, vnames[0], vn[0], vnames[1], vn[1]);
     }
     if ((v = json_get(t, "geoQ"))) {
         if (!json_is_object(v)) BAD("geoQ must be an object");

@@ -36,14 +36,15 @@ bool ops_attrs_update(const ops_req_t *rq, const char *id, const json_t *body, c
 
 /* Partial update and replace of one attribute: the body is the attribute. */
 static bool attr_write(const ops_req_t *rq, const char *id, const char *name, json_t *body, entity_op_t op,
-                       problem_t *p)
+                       const char *type, problem_t *p)
 {
     op_args_t args = {0};
     cr_attr_t attr;
     int64_t   now = cr_now_us();
     unsigned  flags = op == OP_PARTIAL_ATTR ? (EP_PARTIAL | EP_MERGE) : 0;
 
-    if (!ops_check_id(id, p) || !ops_check_attr_name(name, true, p)) return false;
+    if (!ops_check_id(id, p) || !ops_check_attr_name(name, true, p) || !ops_if_type(rq, type, &args.if_type, p))
+        return false;
     json_remove(body, "@context");
     args.attr_name = ld_expand(rq->ctx, name);
     if (!attr_parse(rq->arena, args.attr_name, body, rq->ctx, flags, now, &attr, p)) return false;
@@ -58,18 +59,20 @@ static bool attr_write(const ops_req_t *rq, const char *id, const char *name, js
     return ops_admitted(rq, 1, store_modify(rq->store, rq->tenant, id, op, &patch, &args, NULL, rq->arena, p));
 }
 
-bool ops_attr_patch(const ops_req_t *rq, const char *id, const char *name, json_t *body, problem_t *p)
+bool ops_attr_patch(const ops_req_t *rq, const char *id, const char *name, json_t *body, const char *type,
+                    problem_t *p)
 {
-    return attr_write(rq, id, name, body, OP_PARTIAL_ATTR, p);
+    return attr_write(rq, id, name, body, OP_PARTIAL_ATTR, type, p);
 }
 
-bool ops_attr_replace(const ops_req_t *rq, const char *id, const char *name, json_t *body, problem_t *p)
+bool ops_attr_replace(const ops_req_t *rq, const char *id, const char *name, json_t *body, const char *type,
+                      problem_t *p)
 {
-    return attr_write(rq, id, name, body, OP_REPLACE_ATTR, p);
+    return attr_write(rq, id, name, body, OP_REPLACE_ATTR, type, p);
 }
 
 bool ops_attr_delete(const ops_req_t *rq, const char *id, const char *name, const char *dataset_id,
-                     bool delete_all, problem_t *p)
+                     bool delete_all, const char *type, problem_t *p)
 {
     if (!ops_check_id(id, p)) return false;
     if (!ops_check_attr_name(name, false, p)) return false;
@@ -77,6 +80,7 @@ bool ops_attr_delete(const ops_req_t *rq, const char *id, const char *name, cons
         return problem_set(p, PB_BAD_REQUEST_DATA, "datasetId '%s' is not a URI", dataset_id);
     /* the attribute must exist (else 404): a name never stored is not interned */
     op_args_t args = {.attr_name = ld_expand_lookup(rq->ctx, name, rq->arena), .dataset_id = dataset_id, .delete_all = delete_all};
+    if (!ops_if_type(rq, type, &args.if_type, p)) return false;
     if (!ops_admit(rq, 1, p)) return false;
     return ops_admitted(rq, 1, store_modify(rq->store, rq->tenant, id, OP_DELETE_ATTR, NULL, &args, NULL, rq->arena, p));
 }

@@ -142,13 +142,16 @@ bool ops_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, b
 bool ops_attrs_update(const ops_req_t *rq, const char *id, const json_t *body, const char *type,
                       op_result_t *res, problem_t *p);
 /* Partial Attribute Update (5.6.4) and Replace Attribute (5.6.19): body is
- * the attribute (its "@context" member, if any, is ignored). */
-bool ops_attr_patch(const ops_req_t *rq, const char *id, const char *name, json_t *body, problem_t *p);
-bool ops_attr_replace(const ops_req_t *rq, const char *id, const char *name, json_t *body, problem_t *p);
+ * the attribute (its "@context" member, if any, is ignored). type: the
+ * ?type= of 6.7.3.1-3 (NULL: any), checked in the store's atomic step. */
+bool ops_attr_patch(const ops_req_t *rq, const char *id, const char *name, json_t *body, const char *type,
+                    problem_t *p);
+bool ops_attr_replace(const ops_req_t *rq, const char *id, const char *name, json_t *body, const char *type,
+                      problem_t *p);
 /* Delete Attribute (5.6.5): one instance (dataset_id, NULL: the default) or
  * all of them (delete_all). */
 bool ops_attr_delete(const ops_req_t *rq, const char *id, const char *name, const char *dataset_id,
-                     bool delete_all, problem_t *p);
+                     bool delete_all, const char *type, problem_t *p);
 
 /* ------------------------------------------------------ batch.c */
 

@@ -749,3 +749,18 @@ def test_5_8_1_names_unknown_until_later_still_match(cli, rcv):
     cli.create(entity(uid(), t, **{a: prop(0)}))
     c = rcv.settle()
     assert c["notifications"] == 1
+
+
+def test_5_2_12_expand_values_and_json_keys_apply_to_q(cli, rcv):
+    """expandValues / jsonKeys of a subscription change how its q compares
+    the values of the named attributes (4.9), as on a query."""
+    create_sub(cli, sub(rcv.uri, q='label=="Sedan"', expandValues=["label"]))
+    create_sub(cli, sub(rcv.uri, q="kind==Sedan", jsonKeys=["kind"]))
+    cli.create(entity(uid(), "Car", label=prop("Sedan")))          # as written: neither matches
+    time.sleep(0.3)
+    assert rcv.count()["notifications"] == 0
+    cli.create(entity(uid(), "Car", label=prop("https://uri.etsi.org/ngsi-ld/default-context/Sedan"),
+                      kind={"type": "VocabProperty", "vocab": "Sedan"}))   # expanded label matches; kind not
+    assert rcv.wait(1)["notifications"] == 1
+    time.sleep(0.3)
+    assert rcv.count()["notifications"] == 1

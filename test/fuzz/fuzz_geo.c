@@ -1,5 +1,5 @@
 /*
- * fuzz_geo.c - libFuzzer target for src/model/geo.c.
+ * fuzz_geo.c - libFuzzer target for src/model/geojson.c and geoquery.c.
  *
  * Each input is used twice:
  *  1. as JSON text -> geo_validate / geo_bbox, and when it is a valid geometry,

@@ -1,5 +1,5 @@
 /*
- * test_geo.c - unit tests of src/model/geo.c: GeoJSON validation (4.7,
+ * test_geo.c - unit tests of src/model/geojson.c and geoquery.c: GeoJSON validation (4.7,
  * RFC 7946), geo-query parsing (4.10, 6.4.3.2) and matching, on the fast
  * paths and through GEOS.
  */
@@ -461,8 +461,6 @@ static void test_query_errors(void **state)
     Q_bad("within", "Polygon", "[[1,2],[3,4]]", "linear ring 0");
     Q_bad("within", "Polygon", "[[[0,0],[1,0],[1,1],[0,1]]]", "not closed");
     Q_bad("within", "LineString", "[[0,0]]", "at least 2 positions");
-    /* A bow-tie is not a valid polygon. */
-    Q_bad("within", "Polygon", "[[[0,0],[2,2],[2,0],[0,2],[0,0]]]", "Self-intersection");
 
     /* geoq_from_json: coordinates as an array or as its text (5.2.13). */
     problem_t p = { 0 };
@@ -515,6 +513,39 @@ static void *thread_body(void *ud)
     }
     arena_free(a);
     return NULL;
+}
+
+/* 5.7.2.4: every syntactically valid geometry is evaluated. A bow-tie (its
+ * ring crosses itself at (1,1)) is two triangles, left and right, once made
+ * valid; equals compares it exactly, whatever vertex its ring starts at. */
+#define BOWTIE "[[[0,0],[2,2],[2,0],[0,2],[0,0]]]"
+#define POLY(c) "{\"type\":\"Polygon\",\"coordinates\":" c "}"
+
+static void test_self_intersecting(void **state)
+{
+    (void)state;
+    assert_non_null(Q("within", "Polygon", BOWTIE));
+    assert_true(M("within", "Polygon", BOWTIE, PT(0.3, 1)));       /* left triangle */
+    assert_true(M("within", "Polygon", BOWTIE, PT(1.7, 1)));       /* right triangle */
+    assert_false(M("within", "Polygon", BOWTIE, PT(1, 0.3)));      /* between them */
+    assert_true(M("intersects", "Polygon", BOWTIE, PT(1, 1)));     /* the crossing */
+    assert_true(M("disjoint", "Polygon", BOWTIE, PT(1, 0.3)));
+    assert_true(M("contains", "Point", "[0.3,1]", POLY(BOWTIE)));
+    assert_true(M("intersects", "Polygon", BOWTIE, POLY(SQUARE)));
+    assert_true(M("near;maxDistance==1000", "Polygon", BOWTIE, PT(0.3, 1)));
+    /* equals: exact, normalized */
+    assert_true(M("equals", "Polygon", BOWTIE, POLY(BOWTIE)));
+    assert_true(M("equals", "Polygon", BOWTIE, POLY("[[[2,2],[2,0],[0,2],[0,0],[2,2]]]")));
+    assert_false(M("equals", "Polygon", BOWTIE, POLY("[[[0,0],[2,2],[2,0],[0,2.1],[0,0]]]")));
+    assert_false(M("equals", "Polygon", SQUARE, POLY(BOWTIE)));
+    assert_false(M("equals", "Polygon", BOWTIE, POLY(SQUARE)));
+    /* an entity's bow-tie against a valid reference */
+    assert_true(M("within", "Polygon", SQUARE, POLY(BOWTIE)));
+    assert_true(M("intersects", "Polygon", "[[[0,0.5],[0.5,0.5],[0.5,1.5],[0,1.5],[0,0.5]]]", POLY(BOWTIE)));
+    /* a degenerate line (all its points the same) is evaluated too */
+    assert_non_null(Q("near;maxDistance==1000", "LineString", "[[1,1],[1,1]]"));
+    assert_true(M("near;maxDistance==1000", "LineString", "[[1,1],[1,1]]", PT(1, 1.001)));
+    assert_false(M("near;maxDistance==10", "LineString", "[[1,1],[1,1]]", PT(1, 1.001)));
 }
 
 static void test_threads(void **state)
@@ -573,6 +604,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_entity_property, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_self_intersecting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vertex_budget, setup, teardown),
     };

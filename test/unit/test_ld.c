@@ -102,14 +102,51 @@ static void test_core_compact(void **state)
     assert_compacts(c, "@type", "type");
     assert_compacts(c, DFLT "temperature", "temperature");
     assert_compacts(c, DFLT "attributeCount", "attributeCount");
-    assert_compacts(c, DFLT "location", DFLT "location");   /* "location" is another IRI */
-    assert_compacts(c, DFLT "a:b", DFLT "a:b");
-    assert_compacts(c, "http://example.org/x", "http://example.org/x");
+    /* "location" is another IRI: a compact IRI with the prefix ngsi-ld (JSON-LD 1.1 IRI compaction) */
+    assert_compacts(c, DFLT "location", "ngsi-ld:default-context/location");
+    assert_compacts(c, DFLT "a:b", "ngsi-ld:default-context/a:b");
+    assert_compacts(c, "https://purl.org/geojson/vocab#x", "geojson:x");
+    assert_compacts(c, "http://example.org/x", "http://example.org/x");   /* no prefix: the IRI */
+    assert_expands(c, "ngsi-ld:default-context/location", DFLT "location");
     assert_ptr_equal(ld_compact(c, DFLT "temperature"), intern_cstr("temperature"));
     /* round trips */
     const char *terms[] = { "Property", "GeoProperty", "observedAt", "unitCode", "datasetId", "foo" };
     for (size_t i = 0; i < CR_ARRAY_LEN(terms); i++)
         assert_string_equal(ld_compact(c, ld_expand(c, terms[i])), terms[i]);
+}
+
+/* JSON-LD 1.1 IRI compaction (5.5.7): when no term maps to the IRI and the
+ * @vocab suffix is taken by another term, prefix:suffix with a term that can
+ * be a prefix (simple definition ending in a gen-delim, or "@prefix": true),
+ * the shortest candidate, never a term itself; else the full IRI. */
+static void test_compact_iri(void **state)
+{
+    (void)state;
+    const ld_context_t *c = ctx_ok(
+        "{\"almostFull\": \"https://suite.example/ctx#almostFull\","
+        " \"ex\": \"http://example.org/\","
+        " \"exlong\": \"http://example.org/deep/\","
+        " \"e\": {\"@id\": \"http://example.org/p\", \"@prefix\": true},"
+        " \"noprefix\": {\"@id\": \"http://other.example/\"},"
+        " \"ex:taken\": \"http://example.org/other\","
+        " \"under_score\": \"http://under.example/\"}");
+    assert_compacts(c, DFLT "almostFull", "ngsi-ld:default-context/almostFull");
+    assert_compacts(c, "https://suite.example/ctx#almostFull", "almostFull");
+    assert_compacts(c, "http://example.org/speed", "ex:speed");
+    assert_compacts(c, "http://example.org/deep/x", "exlong:x");   /* shorter than ex:deep/x */
+    assert_compacts(c, "http://example.org/pq", "e:q");            /* "@prefix": true */
+    assert_compacts(c, "http://other.example/x", "http://other.example/x");   /* expanded, no @prefix */
+    /* "ex:taken" is a term (of another IRI): not a candidate, and no other prefix fits */
+    assert_compacts(c, "http://example.org/taken", "http://example.org/taken");
+    assert_compacts(c, "http://example.org/other", "ex:taken");
+    assert_compacts(c, "http://under.example/x", "http://under.example/x");   /* not a URI scheme */
+    /* every compact IRI reads back */
+    const char *iris[] = { DFLT "almostFull", "http://example.org/speed", "http://example.org/deep/x",
+                           "http://example.org/pq" };
+    for (size_t i = 0; i < CR_ARRAY_LEN(iris); i++)
+        assert_string_equal(ld_expand(c, ld_compact(c, iris[i])), iris[i]);
+    /* the memoized path answers the same */
+    assert_string_equal(ld_compact_name(c, intern_cstr(DFLT "almostFull")), "ngsi-ld:default-context/almostFull");
 }
 
 static void test_core_types(void **state)
@@ -184,7 +221,7 @@ static void test_user_array(void **state)
     assert_expands(c, "a", "http://ex.org/a2");
     assert_expands(c, "b", "http://ex.org/b");
     assert_compacts(c, "http://ex.org/a2", "a");
-    assert_compacts(c, "http://ex.org/a1", "http://ex.org/a1");
+    assert_compacts(c, "http://ex.org/a1", "p:a1");             /* a compact IRI, p a prefix */
     assert_compacts(c, "http://ex.org/b", "b");
 
     /* null resets what came before */
@@ -210,7 +247,7 @@ static void test_user_vocab(void **state)
     assert_expands(c, "Property", NGSI "Property");
     assert_compacts(c, "http://ex.org/vocab/foo", "foo");
     assert_compacts(c, "http://ex.org/vocab/thing", "t");
-    assert_compacts(c, DFLT "foo", DFLT "foo");
+    assert_compacts(c, DFLT "foo", "ngsi-ld:default-context/foo");   /* not the active @vocab */
 
     /* @vocab as a compact IRI, and a relative @vocab */
     c = ctx_ok("{\"ex\": \"http://ex.org/\", \"@vocab\": \"ex:v/\"}");
@@ -848,6 +885,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_core_expand),
         cmocka_unit_test(test_core_compact),
+        cmocka_unit_test(test_compact_iri),
         cmocka_unit_test(test_core_types),
         cmocka_unit_test(test_user_inline),
         cmocka_unit_test(test_user_array),

@@ -548,11 +548,21 @@ static void test_errors(void **state)
     parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"type\":\"Property\",\"value\":1,\"expiresAt\":\"x\"}}",
               EP_CREATE, "expiresAt");
 
-    /* Several objectTypes: a known limit. */
+    /* Several objectTypes (5.2.6): one interned string, the IRIs joined by ' ', duplicates once */
     cr_entity_t *e = parse_f("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"object\":\"urn:a\","
-                             "\"objectType\":[\"A\",\"B\"]}}", EP_CREATE);
-    assert_null(e);
-    assert_int_equal(P.kind, PB_OPERATION_NOT_SUPPORTED);
+                             "\"objectType\":[\"A\",\"B\",\"A\"]}}", EP_CREATE);
+    assert_non_null(e);
+    assert_ptr_equal(e->attrs[0].object_type, intern_cstr("https://uri.etsi.org/ngsi-ld/default-context/" "A " "https://uri.etsi.org/ngsi-ld/default-context/" "B"));
+    e = parse_f("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"object\":\"urn:a\",\"objectType\":[\"A\"]}}",
+                EP_CREATE);
+    assert_non_null(e);
+    assert_ptr_equal(e->attrs[0].object_type, intern_cstr("https://uri.etsi.org/ngsi-ld/default-context/" "A"));
+    parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"object\":\"urn:a\",\"objectType\":[]}}",
+              EP_CREATE, "objectType");
+    parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"object\":\"urn:a\",\"objectType\":[\"A\",1]}}",
+              EP_CREATE, "objectType");
+    parse_bad("{\"id\":\"urn:x\",\"type\":\"T\",\"s\":{\"object\":\"urn:a\",\"objectType\":[\"type\"]}}",
+              EP_CREATE, "keyword");
 }
 
 static void test_too_many_attributes(void **state)

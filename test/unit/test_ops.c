@@ -197,20 +197,20 @@ static void test_attributes(void **state)
     assert_int_equal(res.n_not_updated, 0);
     assert_int_equal(speed_of("urn:t:a"), 6);
 
-    assert_true(ops_attr_patch(&rq, "urn:t:a", "speed", J("{\"value\":8}"), &p));
+    assert_true(ops_attr_patch(&rq, "urn:t:a", "speed", J("{\"value\":8}"), NULL, &p));
     assert_int_equal(speed_of("urn:t:a"), 8);
-    assert_true(ops_attr_replace(&rq, "urn:t:a", "speed", J("{\"type\":\"Property\",\"value\":9,\"@context\":[]}"), &p));
+    assert_true(ops_attr_replace(&rq, "urn:t:a", "speed", J("{\"type\":\"Property\",\"value\":9,\"@context\":[]}"), NULL, &p));
     assert_int_equal(speed_of("urn:t:a"), 9);
-    assert_false(ops_attr_patch(&rq, "urn:t:a", "type", J("{\"value\":8}"), &p));
+    assert_false(ops_attr_patch(&rq, "urn:t:a", "type", J("{\"value\":8}"), NULL, &p));
     assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
-    assert_false(ops_attr_patch(&rq, "urn:t:a", "nothere", J("{\"value\":8}"), &p));
+    assert_false(ops_attr_patch(&rq, "urn:t:a", "nothere", J("{\"value\":8}"), NULL, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
 
-    assert_false(ops_attr_delete(&rq, "urn:t:a", "speed", "not a uri", false, &p));
+    assert_false(ops_attr_delete(&rq, "urn:t:a", "speed", "not a uri", false, NULL, &p));
     assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
-    assert_true(ops_attr_delete(&rq, "urn:t:a", "speed", NULL, false, &p));
+    assert_true(ops_attr_delete(&rq, "urn:t:a", "speed", NULL, false, NULL, &p));
     assert_int_equal(speed_of("urn:t:a"), INT64_MIN);
-    assert_false(ops_attr_delete(&rq, "urn:t:a", "speed", NULL, false, &p));
+    assert_false(ops_attr_delete(&rq, "urn:t:a", "speed", NULL, false, NULL, &p));
     assert_int_equal(p.kind, PB_RESOURCE_NOT_FOUND);
     assert_true(ops_entity_delete(&rq, "urn:t:a", NULL, &p));
 }

@@ -121,6 +121,27 @@ static void run_cases(const cr_entity_t *e, const qcase_t *cases, size_t n)
     }
 }
 
+/* The objectType member (5.2.6: one type or several): any of them matches. */
+static void test_object_type_member(void **state)
+{
+    (void)state;
+    cr_entity_t *e = E("{'id': 'urn:x', 'type': 'T',"
+                       " 'owner': {'type': 'Relationship', 'object': 'urn:p', 'objectType': ['Person', 'Company']},"
+                       " 'one': {'type': 'Relationship', 'object': 'urn:p', 'objectType': 'Person'}}");
+    static const qcase_t cases[] = {
+        {"one.objectType==\"https://uri.etsi.org/ngsi-ld/default-context/Person\"", true},
+        {"one.objectType==\"https://uri.etsi.org/ngsi-ld/default-context/Company\"", false},
+        {"owner.objectType==\"https://uri.etsi.org/ngsi-ld/default-context/Person\"", true},
+        {"owner.objectType==\"https://uri.etsi.org/ngsi-ld/default-context/Company\"", true},
+        {"owner.objectType==\"https://uri.etsi.org/ngsi-ld/default-context/Robot\"", false},
+    };
+    run_cases(e, cases, CR_ARRAY_LEN(cases));
+    cr_entity_t *frozen = entity_freeze(e);
+    assert_non_null(frozen);
+    run_cases(frozen, cases, CR_ARRAY_LEN(cases));
+    entity_unref(frozen);
+}
+
 static void run_on_car(const qcase_t *cases, size_t n)
 {
     cr_entity_t *draft = E(CAR);
@@ -945,6 +966,7 @@ static void test_regex_limit(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_object_type_member, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_existence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_numbers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_strings, setup, teardown),

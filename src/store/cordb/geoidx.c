@@ -31,7 +31,7 @@
  * both versions touch are left alone, new ones get the slot, old ones lose it
  * (a cell left empty is deleted by backward shift). The antimeridian is not
  * handled: a geometry crossing it has a bbox spanning every longitude (and
- * goes to the large list), as geo.c treats it.
+ * goes to the large list), as model/geoquery.c treats it.
  *
  * Nothing here locks: tenant.c runs under the tenant lock.
  */
@@ -266,7 +266,7 @@ static void grid_place(const cdb_geogrid_t *g, const cr_entity_t *e, geo_place_t
         if (at->name != g->prop || at->kind != ATTR_GEOPROPERTY || !at->value)
             continue;
         if (!geo_bbox(at->value, box) || pl->n == GEO_MAX_RECTS) {
-            pl->large = true;       /* e.g. a GeometryCollection: geo.c still matches it */
+            pl->large = true;       /* e.g. a GeometryCollection: geoquery.c still matches it */
             continue;
         }
         x0 = cell_coord(g, box[0], 180.0);
