@@ -16,43 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool parse_uint(const char *s, const char *name, size_t *out, problem_t *p)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-' || *s == '+')
-        return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer", name);
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer, not '%s'", name, s);
-    *out = (size_t)v;
-    return true;
-}
-
 static bool set_page(ops_query_t *qy, const char *limit, const char *offset, problem_t *p)
 {
     qy->limit = (size_t)cr_config.default_limit;
     qy->offset = 0;
-    if (limit && !parse_uint(limit, "limit", &qy->limit, p)) return false;
-    if (offset && !parse_uint(offset, "offset", &qy->offset, p)) return false;
+    if (limit && !api_uint_param(limit, "limit", &qy->limit, p)) return false;
+    if (offset && !api_uint_param(offset, "offset", &qy->offset, p)) return false;
     return ops_query_check(qy, p);
-}
-
-static bool id_list(request_t *r, const char *text, entity_filter_t *f, problem_t *p)
-{
-    size_t cap = 1;
-    for (const char *s = text; *s; s++) if (*s == ',') cap++;
-    f->ids = arena_alloc(r->arena, cap * sizeof *f->ids);
-    f->n_ids = 0;
-    for (const char *s = text; *s;) {
-        const char *e = strchr(s, ',');
-        size_t      l = e ? (size_t)(e - s) : strlen(s);
-        char       *id = arena_strndup(r->arena, s, l);
-        if (!model_valid_uri(id)) return problem_set(p, PB_BAD_REQUEST_DATA, "id '%s' is not a URI", id);
-        f->ids[f->n_ids++] = id;
-        s = e ? e + 1 : s + l;
-    }
-    if (!f->n_ids) return problem_set(p, PB_BAD_REQUEST_DATA, "id must list at least one entity id");
-    return true;
 }
 
 /* GET /entities and DELETE /entities parameters -> query. */
@@ -87,7 +57,7 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
                            "purging needs at least one of type, id, idPattern, q, scopeQ or a geo-query (6.4.3.3)");
 
     if (type && strcmp(type, "*") && !(f->types = typesel_parse(r->arena, type, ctx, p))) return false;
-    if (id && !id_list(r, id, f, p)) return false;
+    if (id && !api_id_list(r, id, &f->ids, &f->n_ids, p)) return false;
     if (idp && !(f->id_pattern = filter_compile_pattern(r->arena, idp, p))) return false;
     if (q && !(f->q = q_parse(r->arena, q, ctx, p))) return false;
     if (scope && !(f->scope = scopeq_parse(r->arena, scope, p))) return false;
@@ -96,26 +66,6 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
         return problem_set(p, PB_BAD_REQUEST_DATA, "geoproperty needs georel, geometry and coordinates");
     if (attrs && *attrs && !api_name_list(r, ctx, attrs, &f->attrs, &f->n_attrs, false, p)) return false;
     return true;
-}
-
-static void add_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
-{
-    sbuf_t sb;
-    sb_init(&sb, r->arena, 256);
-    sb_addc(&sb, '<');
-    sb_adds(&sb, r->path);
-    sb_addc(&sb, '?');
-    for (int i = 0; i < r->nparams; i++) {
-        if (!strcmp(r->params[i].key, "offset") || !strcmp(r->params[i].key, "limit")) continue;
-        http_url_encode(&sb, r->params[i].key);
-        sb_addc(&sb, '=');
-        http_url_encode(&sb, r->params[i].value);
-        sb_addc(&sb, '&');
-    }
-    sb_printf(&sb, "limit=%zu&offset=%zu>; rel=\"%s\"; type=\"%s\"", limit, offset, rel, ctype);
-    /* a long query repeated in the link may not fit in the connection's
-     * memory: the page is answered without it (doc/api.md, pagination) */
-    if (sizeof "Link: \r\n" - 1 + sb.len <= reply_header_room(r)) reply_header(r, "Link", sb.p);
 }
 
 static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, const ld_context_t *ctx,
@@ -130,21 +80,11 @@ static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, con
         char *n = arena_printf(r->arena, "%zu", pg->count);
         reply_header(r, "NGSILD-Results-Count", n);
     }
-    if (pg->more) add_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
+    if (pg->more) api_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
     if (qy->offset > 0 && qy->limit)
-        add_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
+        api_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
     ops_page_release(pg);
     reply_body(r, 200, v->ctype);
-    return true;
-}
-
-/* count=true|false, or options=count (4.13) */
-static bool read_count(request_t *r, ops_query_t *qy, problem_t *p)
-{
-    const char *count = req_param(r, "count");
-    if (count && strcmp(count, "true") && strcmp(count, "false"))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "count must be true or false");
-    qy->count = (count && !strcmp(count, "true")) || api_option(r, "count");
     return true;
 }
 
@@ -173,7 +113,7 @@ void api_entities_query(request_t *r)
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    if (!read_count(r, &qy, &p)) goto fail;
+    if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
     if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;
     return;
@@ -337,7 +277,7 @@ void api_batch_query(request_t *r)
     json_t             *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    if (!read_count(r, &qy, &p)) goto fail;
+    if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
     if (!api_view_check(&v, &p)) goto fail;
     if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;

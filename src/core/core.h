@@ -188,6 +188,7 @@ typedef enum {
     PB_TOO_MANY_RESULTS,        /* 403 */
     PB_LD_CONTEXT_NOT_AVAILABLE,/* 503 */
     PB_INTERNAL_ERROR,          /* 500 */
+    PB_CONFLICT,                /* 409: a registration overlaps another or held data (5.9.2.4) */
     PB_HTTP,                    /* a bare HTTP status (405, 406, 411, 413, 415) */
     PB__COUNT
 } problem_kind_t;
