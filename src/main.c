@@ -8,6 +8,7 @@
 #include "ld/ld.h"
 #include "model/model.h"
 #include "notify/notify.h"
+#include "reg/reg.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -72,6 +73,8 @@ int main(int argc, char **argv)
     }
     size_t n_subs = ops_sub_restore(store);
     if (n_subs) LOG_I("%zu subscriptions restored", n_subs);
+    size_t n_regs = ops_reg_restore(store);
+    if (n_regs) LOG_I("%zu context source registrations restored", n_regs);
     api_init(store);
 
     size_t              n;
@@ -95,6 +98,7 @@ int main(int argc, char **argv)
     ld_stop();                 /* requests waiting for a @context download answer now */
     http_stop(srv);
     notify_stop();
+    reg_shutdown();
     store_close(store);
     ld_shutdown();
     return 0;
