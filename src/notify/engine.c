@@ -454,6 +454,8 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     j->next = NULL;
     j->many = NULL;
     j->n_many = 0;
+    j->raw = NULL;
+    j->reason = NULL;
     j->sub = s;
     j->e = (cr_entity_t *)e;
     j->entity_deleted = deleted_entity;
@@ -486,6 +488,7 @@ static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key)
         pthread_mutex_unlock(&g_qmu);
         for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
         free(j->many);
+        free(j->raw);
         free(j);
         atomic_fetch_add(&s->c->dropped_full, 1);
         atomic_fetch_add(&G.dropped_full, 1);
@@ -580,6 +583,32 @@ static void on_changes(void *ud, const store_change_t *g, size_t n)
     pthread_rwlock_unlock(&g_rw);
 }
 
+/* ------------------------------------------------------- context source registration subscriptions */
+
+void notify_csub_start(notify_sub_t *s, const notify_sub_t *prev)
+{
+    if (prev && prev->c) {
+        s->c = prev->c;
+        atomic_fetch_add(&s->c->refs, 1);
+    } else if (!s->c) s->c = sub_counters_new();
+    if (!s->ep) s->ep = endpoint_get(s->uri);
+}
+
+void notify_send(notify_sub_t *s, const char *data, size_t len, const char *reason)
+{
+    notify_job_t *j = cr_xcalloc(1, sizeof *j);
+    j->sub = s;
+    j->at = cr_now_us();
+    j->raw = cr_xmalloc(len + 1);
+    memcpy(j->raw, data, len);
+    j->raw[len] = '\0';
+    j->raw_len = len;
+    j->reason = reason;
+    atomic_fetch_add(&s->c->due, 1);
+    atomic_fetch_add(&G.due, 1);
+    queue_job(s, j, 0);
+}
+
 /* ------------------------------------------------------- the senders */
 
 static void job_free(notify_job_t *j)
@@ -587,6 +616,7 @@ static void job_free(notify_job_t *j)
     if (j->e) entity_unref(j->e);
     for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
     free(j->many);
+    free(j->raw);
     if (j->before) entity_unref(j->before);
     notify_sub_unref(j->sub);
     free(j);

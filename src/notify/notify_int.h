@@ -78,6 +78,7 @@ struct notify_sub {
     atomic_bool         removed;
     uint64_t            mark;             /* the change seq it was last matched for (tenant hooks are serial) */
     int64_t             next_at;          /* timeInterval: the next periodic notification (µs; ticker only) */
+    bool                csource;          /* a context source registration subscription (5.11): reg/ matches it */
 };
 
 #define SUB_ACC_JSON    1
@@ -99,6 +100,9 @@ typedef struct notify_job {
     cr_entity_t       *before;           /* showChanges / attributeDeleted: a reference to the previous version, else NULL */
     store_attr_ref_t  *changed;          /* showChanges: the updated instances (point into e), in the job block */
     uint32_t           n_changed;
+    char              *raw;              /* notify_send: the rendered data array (malloc'd), else NULL */
+    size_t             raw_len;
+    const char        *reason;           /* notify_send: the triggerReason (static), or NULL */
 } notify_job_t;
 
 /* sender.c: renders ONE notification for jobs[0..n) (of one subscription,

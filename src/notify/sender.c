@@ -191,7 +191,7 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
     render_opts_t       ro = s->ro;
     json_writer_t       w;
     char                now[32], id[64];
-    bool                geo = s->accept == SUB_ACC_GEOJSON;
+    bool                geo = s->accept == SUB_ACC_GEOJSON && !jobs[0]->raw;
 
     if (s->accept == SUB_ACC_LDJSON) ro.context_json = ld_context_value_json(s->out_ctx);
     cr_datetime_format(cr_now_us(), now);
@@ -215,7 +215,10 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
         jw_string(&w, "FeatureCollection");
         jw_key(&w, "features");
     }
-    jw_array_begin(&w);
+    if (jobs[0]->raw) {          /* notify_send: one job, its data rendered by the caller */
+        jw_raw(&w, jobs[0]->raw, jobs[0]->raw_len);
+        n_jobs = 0;
+    } else jw_array_begin(&w);
     for (size_t k = 0; k < n_jobs; k++) {
         const notify_job_t *j = jobs[k];
         if (j->e) render_entity(&w, sb, j, &ro, geo);
@@ -223,8 +226,12 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
             if (geo) entity_render_geojson(&w, j->many[i], &ro);
             else entity_render(&w, j->many[i], &ro);
     }
-    jw_array_end(&w);
+    if (!jobs[0]->raw) jw_array_end(&w);
     if (geo) jw_object_end(&w);
+    if (jobs[0]->reason) {
+        jw_key(&w, "triggerReason");
+        jw_string(&w, jobs[0]->reason);
+    }
     if (s->accept == SUB_ACC_LDJSON) {
         jw_key(&w, "@context");
         jw_raw(&w, ro.context_json, strlen(ro.context_json));

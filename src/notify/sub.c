@@ -356,7 +356,8 @@ static const char *const top_members[] = {"id", "type", "subscriptionName", "des
     "localOnly", "expiresAt", "isActive", "throttling", "timeInterval", "jsonldContext", "expandValues",
     "jsonKeys", "notification", "@context", "createdAt", "modifiedAt", "status", "temporalQ", NULL};
 
-notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len, int64_t now, problem_t *p)
+static notify_sub_t *sub_build(const char *tenant, const char *json, size_t len, int64_t now, bool csource,
+                               problem_t *p)
 {
     notify_sub_t *s = cr_xcalloc(1, sizeof *s);
     atomic_init(&s->refs, 1);
@@ -463,7 +464,8 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         s->interval_us = (int64_t)(json_number(v) * 1e6);
         if (s->interval_us < 1000) s->interval_us = 1000;
     }
-    if ((v = json_get(t, "temporalQ"))) BAD("temporalQ is not a member of a Subscription (it is of a context source one)");
+    s->csource = csource;
+    if ((v = json_get(t, "temporalQ")) && !csource) BAD("temporalQ is not a member of a Subscription (it is of a context source one)");
     if (!ents && !watched) BAD("a subscription needs entities or watchedAttributes (or both)");
     const json_t *n = json_get(t, "notification");
     if (!n) BAD("notification is mandatory");
@@ -473,6 +475,40 @@ fail:
     arena_free(s->a);
     free(s);
     return NULL;
+}
+
+notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len, int64_t now, problem_t *p)
+{
+    return sub_build(tenant, json, len, now, false, p);
+}
+
+/* A context source registration subscription (5.11): the same rules, and
+ * temporalQ (which reg/ interprets, as it does csf). */
+notify_sub_t *notify_csub_build(const char *tenant, const char *json, size_t len, int64_t now, problem_t *p)
+{
+    return sub_build(tenant, json, len, now, true, p);
+}
+
+void notify_sub_selection(const notify_sub_t *s, notify_selection_t *out)
+{
+    out->sel = s->sel;
+    out->n_sel = s->n_sel;
+    out->watched = s->watched;
+    out->n_watched = s->n_watched;
+    out->attrs = s->ro.n_pick > 2 && !strcmp(s->ro.pick[0], "@id") ? s->ro.pick + 2 : NULL;
+    out->n_attrs = out->attrs ? s->ro.n_pick - 2 : 0;
+    out->q = s->q;
+    out->geo = s->geo;
+    out->scope = s->scope;
+    out->interval_us = s->interval_us;
+}
+
+const ld_context_t *notify_sub_out_context(const notify_sub_t *s) { return s->out_ctx; }
+const char         *notify_sub_tenant(const notify_sub_t *s) { return s->tenant; }
+
+bool notify_sub_active(const notify_sub_t *s, int64_t now)
+{
+    return s->active && (s->expires_at == CR_NO_TIME || s->expires_at > now);
 }
 
 void notify_sub_ref(notify_sub_t *s)
