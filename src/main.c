@@ -75,6 +75,8 @@ int main(int argc, char **argv)
     if (n_subs) LOG_I("%zu subscriptions restored", n_subs);
     size_t n_regs = ops_reg_restore(store);
     if (n_regs) LOG_I("%zu context source registrations restored", n_regs);
+    size_t n_csubs = ops_csub_restore(store);
+    if (n_csubs) LOG_I("%zu context source registration subscriptions restored", n_csubs);
     api_init(store);
 
     size_t              n;
@@ -97,8 +99,8 @@ int main(int argc, char **argv)
     LOG_I("stopping (%s)", sig == SIGINT ? "SIGINT" : "SIGTERM");
     ld_stop();                 /* requests waiting for a @context download answer now */
     http_stop(srv);
+    reg_shutdown();            /* registration subscriptions: before the notifier they send through */
     notify_stop();
-    reg_shutdown();
     store_close(store);
     ld_shutdown();
     return 0;

@@ -36,6 +36,11 @@ void api_sub_query(request_t *r);
 void api_sub_get(request_t *r);
 void api_sub_update(request_t *r);
 void api_sub_delete(request_t *r);
+void api_csub_create(request_t *r);
+void api_csub_query(request_t *r);
+void api_csub_get(request_t *r);
+void api_csub_update(request_t *r);
+void api_csub_delete(request_t *r);
 void api_reg_create(request_t *r);
 void api_reg_query(request_t *r);
 void api_reg_get(request_t *r);
@@ -64,6 +69,8 @@ static const http_route_t routes[] = {
     {V1 "/subscriptions/{id}",              api_sub_get,         NULL,              NULL,             api_sub_update,   api_sub_delete,   0},
     {V1 "/csourceRegistrations",            api_reg_query,       api_reg_create,    NULL,             NULL,             NULL,             0},
     {V1 "/csourceRegistrations/{id}",       api_reg_get,         NULL,              NULL,             api_reg_update,   api_reg_delete,   0},
+    {V1 "/csourceSubscriptions",            api_csub_query,      api_csub_create,   NULL,             NULL,             NULL,             0},
+    {V1 "/csourceSubscriptions/{id}",       api_csub_get,        NULL,              NULL,             api_csub_update,  api_csub_delete,  0},
     {V1 "/jsonldContexts/{id}",             api_context_get,     NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/statistics",                         api_statistics,      NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},

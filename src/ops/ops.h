@@ -365,6 +365,20 @@ struct reg **ops_reg_query(const ops_req_t *rq, const ops_reg_query_t *q, size_t
 /* At start: the stored registrations into reg/'s registry; answers how many. */
 size_t ops_reg_restore(store_t *s);
 
+/* ------------------------------------------------------ csubscriptions.c */
+
+/* Context source registration subscriptions (5.11.2-5.11.6): the same
+ * signatures as the subscription operations; a subscription is a
+ * notify_sub_t (notify_sub_render). Create and update send the
+ * CSourceNotification of every matching registration (5.11.2.4, 5.11.3.4). */
+bool ops_csub_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p);
+struct notify_sub *ops_csub_retrieve(const ops_req_t *rq, const char *id, problem_t *p);
+bool ops_csub_update(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
+bool ops_csub_delete(const ops_req_t *rq, const char *id, problem_t *p);
+struct notify_sub **ops_csub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
+                                   problem_t *p);
+size_t ops_csub_restore(store_t *s);
+
 /* ------------------------------------------------------ administration */
 
 /* POST /admin/snapshot: a snapshot of the store on disk, started in the

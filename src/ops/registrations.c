@@ -35,8 +35,11 @@ static void sweep_locked(store_t *s, int64_t now)
     size_t       n = reg_expired(now, a, &tenants, &ids);
     for (size_t i = 0; i < n; i++) {
         problem_t q = {0};
+        reg_t    *old = reg_find(tenants[i], ids[i], 0);
         store_obj_delete(s, tenants[i], STORE_OBJ_REGISTRATION, ids[i], &q);
         reg_remove(tenants[i], ids[i], &q);
+        if (old) reg_csub_changed(old, NULL);
+        reg_unref(old);
         LOG_I("registration '%s' of tenant '%s' expired: removed", ids[i], tenants[i]);
     }
     arena_free(a);
@@ -121,6 +124,7 @@ bool ops_reg_create(const ops_req_t *rq, const json_t *body, const char **id, pr
         problem_t q = {0};
         store_obj_delete(rq->store, rq->tenant, STORE_OBJ_REGISTRATION, *id, &q);
     }
+    if (ok) reg_csub_changed(NULL, r);
     pthread_mutex_unlock(&g_write);
     reg_unref(r);
     return ok;
@@ -146,14 +150,17 @@ bool ops_reg_update(const ops_req_t *rq, const char *id, const json_t *body, pro
     const char *stored = reg_doc(old, &stored_len);
     int64_t     now = cr_now_us();
     char       *doc = model_doc_patch(rq->arena, stored, stored_len, body, &k_reg, now, &len, p);
-    reg_unref(old);
-    if (!doc) return false;
-    reg_t *r = reg_build(rq->tenant, doc, len, now, p);
-    if (!r) return false;
+    reg_t      *r = doc ? reg_build(rq->tenant, doc, len, now, p) : NULL;
+    if (!r) {
+        reg_unref(old);
+        return false;
+    }
     pthread_mutex_lock(&g_write);
     bool ok = reg_conflict(r, p) && local_conflict(rq, r, p) && reg_replace(r, p) &&
               store_obj_put(rq->store, rq->tenant, STORE_OBJ_REGISTRATION, reg_id(r), doc, len, false, p);
+    if (ok) reg_csub_changed(old, r);
     pthread_mutex_unlock(&g_write);
+    reg_unref(old);
     reg_unref(r);
     return ok;
 }
@@ -163,26 +170,19 @@ bool ops_reg_delete(const ops_req_t *rq, const char *id, problem_t *p)
     if (!ops_check_id(id, p)) return false;
     pthread_mutex_lock(&g_write);
     sweep_locked(rq->store, cr_now_us());
-    bool ok = store_obj_delete(rq->store, rq->tenant, STORE_OBJ_REGISTRATION, id, p);
+    reg_t *old = reg_find(rq->tenant, id, 0);
+    bool   ok = store_obj_delete(rq->store, rq->tenant, STORE_OBJ_REGISTRATION, id, p);
     if (ok) reg_remove(rq->tenant, id, p);
+    if (ok && old) reg_csub_changed(old, NULL);
     pthread_mutex_unlock(&g_write);
+    reg_unref(old);
     return ok;
 }
 
 /* ------------------------------------------------------------ query (5.10.2) */
 
-/* Temporal match of 5.10.2.4: timerel against the interval. */
-static bool temporal_match(const reg_t *r, const ops_reg_query_t *q)
-{
-    int64_t s, e;
-    if (!reg_interval(r, q->time_observed, &s, &e)) return false;
-    switch (q->timerel) {
-    case OPS_TIMEREL_BEFORE:  return s < q->time_at;
-    case OPS_TIMEREL_AFTER:   return e == CR_NO_TIME || e > q->time_at;
-    case OPS_TIMEREL_BETWEEN: return s < q->end_time_at && (e == CR_NO_TIME || e > q->time_at);
-    default:                  return true;
-    }
-}
+_Static_assert((int)OPS_TIMEREL_BEFORE == REG_TIMEREL_BEFORE && (int)OPS_TIMEREL_AFTER == REG_TIMEREL_AFTER &&
+                   (int)OPS_TIMEREL_BETWEEN == REG_TIMEREL_BETWEEN, "one numbering of timerel");
 
 reg_t **ops_reg_query(const ops_req_t *rq, const ops_reg_query_t *q, size_t offset, size_t limit, size_t *n,
                       size_t *total, uint64_t **masks, problem_t *p)
@@ -204,7 +204,8 @@ reg_t **ops_reg_query(const ops_req_t *rq, const ops_reg_query_t *q, size_t offs
     for (size_t i = 0; i < m; i++) {
         const cr_entity_t *e = reg_as_entity(v[i]);
         bool keep = (!q->csf || q_match(q->csf, e)) && (!q->scope || scopeq_match(q->scope, e)) &&
-                    (!q->geo || geoq_match(q->geo, e)) && (q->timerel == OPS_TIMEREL_NONE || temporal_match(v[i], q));
+                    (!q->geo || geoq_match(q->geo, e)) && (q->timerel == OPS_TIMEREL_NONE ||
+                     reg_time_match(v[i], (int)q->timerel, q->time_at, q->end_time_at, q->time_observed));
         if (keep && seen++ >= offset && k < limit) {
             v[k] = v[i];
             mk[k++] = mk[i];

@@ -499,6 +499,18 @@ bool reg_interval(const reg_t *r, bool observed, int64_t *start, int64_t *end)
     return true;
 }
 
+bool reg_time_match(const reg_t *r, int timerel, int64_t time_at, int64_t end_time_at, bool observed)
+{
+    int64_t s, e;
+    if (!reg_interval(r, observed, &s, &e)) return false;
+    switch (timerel) {
+    case REG_TIMEREL_BEFORE:  return s < time_at;
+    case REG_TIMEREL_AFTER:   return e == CR_NO_TIME || e > time_at;
+    case REG_TIMEREL_BETWEEN: return s < end_time_at && (e == CR_NO_TIME || e > time_at);
+    default:                  return true;
+    }
+}
+
 /* ------------------------------------------------------------ rendering */
 
 static void jw_time(json_writer_t *w, const char *key, int64_t us)

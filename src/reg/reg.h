@@ -37,6 +37,7 @@
 #include "../json/json.h"
 #include "../ld/ld.h"
 #include "../model/model.h"
+#include "../notify/notify.h"
 
 typedef struct reg reg_t;
 
@@ -127,6 +128,10 @@ const cr_entity_t *reg_as_entity(const reg_t *r);
 
 /* observationInterval (observed true) or managementInterval: false when absent. */
 bool reg_interval(const reg_t *r, bool observed, int64_t *start, int64_t *end /* CR_NO_TIME: open */);
+/* A temporal query (4.11) against that interval (5.10.2.4): before/after
+ * timeAt within it or at an end, between: an overlap. No interval: false. */
+enum { REG_TIMEREL_BEFORE = 1, REG_TIMEREL_AFTER = 2, REG_TIMEREL_BETWEEN = 3 };
+bool reg_time_match(const reg_t *r, int timerel, int64_t time_at, int64_t end_time_at, bool observed);
 
 /* ---------------------------------------------------- the registry (registry.c) */
 
@@ -137,7 +142,7 @@ bool    reg_add(reg_t *r, problem_t *p);
  * ResourceNotFound when there is none. */
 bool    reg_replace(reg_t *r, problem_t *p);
 bool    reg_remove(const char *tenant, const char *id, problem_t *p);
-/* A reference (reg_unref it), or NULL; an expired one is not found. */
+/* A reference (reg_unref it), or NULL; an expired one is not found (now 0: found too). */
 reg_t  *reg_find(const char *tenant, const char *id, int64_t now);
 /* The tenant's registrations in creation order (references in an array of
  * arena a), skipping offset, at most limit; *total gets all. Expired ones
@@ -185,7 +190,35 @@ bool    reg_info_match(const reg_t *r, size_t i, const reg_query_t *q);
  * Conflict naming the other one. */
 bool    reg_conflict(const reg_t *r, problem_t *p);
 
-/* Frees the registry (at exit). */
+/* ------------------------- registration subscriptions (csub.c, 5.11, 6.12, 6.13)
+ *
+ * A context source registration subscription is a notify_sub_t built by
+ * notify_csub_build (the rules of 5.2.12, and temporalQ); reg/ keeps them
+ * per tenant, matches them against registrations as 5.11.2.4 and 5.12 say
+ * (entities, watchedAttributes with notification.attributes, geoQ on the
+ * registration's location, scopeQ, csf on its context source properties,
+ * temporalQ on its intervals) and has notify/ send the CSourceNotifications
+ * (5.3.2): initially (every matching registration, newlyMatching), on every
+ * change of a registration that matches before or after it (newlyMatching,
+ * updated, noLongerMatching), and every timeInterval for a periodic one. */
+/* Checks what reg/ interprets of s's document (csf, temporalQ): BadRequestData. */
+bool           reg_csub_check(const notify_sub_t *s, problem_t *p);
+/* Adds s (takes a reference; AlreadyExists), then (initial) sends its
+ * initial notification (not at a restart). */
+bool           reg_csub_add(notify_sub_t *s, bool initial, problem_t *p);
+/* Replaces the one with s's id (its counters carry over; ResourceNotFound),
+ * then sends a notification with every matching registration (5.11.3.4). */
+bool           reg_csub_replace(notify_sub_t *s, problem_t *p);
+bool           reg_csub_remove(const char *tenant, const char *id, problem_t *p);
+notify_sub_t  *reg_csub_find(const char *tenant, const char *id);   /* a reference, or NULL */
+notify_sub_t **reg_csub_list(const char *tenant, size_t offset, size_t limit, arena_t *a, size_t *n, size_t *total);
+bool           reg_csub_tenant_known(const char *tenant);
+/* A registration changed in its tenant: before NULL (created), after NULL
+ * (deleted or expired), or both (updated). Sends what is due. */
+void           reg_csub_changed(const reg_t *before, const reg_t *after);
+
+/* Stops the periodic notifications and frees the registries (at exit,
+ * before notify_stop). */
 void    reg_shutdown(void);
 
 typedef struct reg_stats {

@@ -47,6 +47,8 @@ struct reg {
 };
 
 reg_counters_t *reg_counters_new(void);
+/* csub.c: stops the ticker and frees the subscriptions (from reg_shutdown). */
+void            reg_csub_shutdown(void);
 void            reg_counters_unref(reg_counters_t *c);
 
 #endif

@@ -191,7 +191,7 @@ static reg_t *find_locked(const treg_t *t, const char *id)
 
 static bool expired(const reg_t *r, int64_t now)
 {
-    return r->expires_at != CR_NO_TIME && r->expires_at <= now;
+    return now && r->expires_at != CR_NO_TIME && r->expires_at <= now;
 }
 
 /* ------------------------------------------------------------ writes */
@@ -515,6 +515,7 @@ bool reg_conflict(const reg_t *r, problem_t *p)
 
 void reg_shutdown(void)
 {
+    reg_csub_shutdown();
     pthread_rwlock_wrlock(&g_lock);
     for (treg_t *t = g_tenants, *n; t; t = n) {
         n = t->next;
