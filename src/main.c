@@ -8,6 +8,7 @@
 #include "ld/ld.h"
 #include "model/model.h"
 #include "notify/notify.h"
+#include "fwd/fwd.h"
 #include "reg/reg.h"
 #include "store/store.h"
 
@@ -73,6 +74,12 @@ int main(int argc, char **argv)
     }
     size_t n_subs = ops_sub_restore(store);
     if (n_subs) LOG_I("%zu subscriptions restored", n_subs);
+    if (!fwd_start(&p)) {
+        LOG_E("cannot start forwarding: %s", p.detail);
+        notify_stop();
+        store_close(store);
+        return 1;
+    }
     size_t n_regs = ops_reg_restore(store);
     if (n_regs) LOG_I("%zu context source registrations restored", n_regs);
     size_t n_csubs = ops_csub_restore(store);
@@ -101,6 +108,7 @@ int main(int argc, char **argv)
     http_stop(srv);
     reg_shutdown();            /* registration subscriptions: before the notifier they send through */
     notify_stop();
+    fwd_stop();
     store_close(store);
     ld_shutdown();
     return 0;

@@ -110,6 +110,11 @@ bool api_id_list(request_t *r, const char *text, const char ***ids, size_t *n, p
 void api_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype);
 /* count=true|false, or options=count (4.13). */
 bool api_count_param(request_t *r, bool *count, problem_t *p);
+/* Distributed operations (fwd/): whether this request may be forwarded
+ * (local=true not given, and some registration exists), and its fwd_in_t. */
+struct fwd_in;
+bool api_distributed(request_t *r);
+void api_fwd_in(request_t *r, const ld_context_t *ctx, struct fwd_in *in);
 /* 201 Created with Location: collection (e.g. "/ngsi-ld/v1/entities/") + the id, percent-encoded. */
 void api_reply_created(request_t *r, const char *collection, const char *id);
 

@@ -7,6 +7,9 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd.h"
+#include "../reg/reg.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,4 +352,21 @@ bool api_count_param(request_t *r, bool *count, problem_t *p)
         return problem_set(p, PB_BAD_REQUEST_DATA, "count must be true or false");
     *count = (c && !strcmp(c, "true")) || api_option(r, "count");
     return true;
+}
+
+bool api_distributed(request_t *r)
+{
+    const char *local = req_param(r, "local");
+    return reg_any() && !(local && !strcmp(local, "true"));
+}
+
+static const char *fwd_header(void *ud, const char *name)
+{
+    return req_header(ud, name);
+}
+
+void api_fwd_in(request_t *r, const ld_context_t *ctx, fwd_in_t *in)
+{
+    *in = (fwd_in_t){.tenant = r->tenant, .ctx = ctx, .via = req_header(r, "Via"), .arena = r->arena,
+                     .header = fwd_header, .header_ud = r};
 }

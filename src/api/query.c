@@ -12,6 +12,8 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +90,62 @@ static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, con
     return true;
 }
 
+/* 5.7.2 distributed (GET /entities): the local matches and the registered
+ * sources' answers (each asked for offset + limit entities), merged (4.5.5),
+ * local order first, then paginated. */
+static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
+                             api_view_t *v, problem_t *p)
+{
+    static const char *const fwd_keys[] = {"type", "id", "idPattern", "q", "georel", "geometry", "coordinates",
+                                           "geoproperty", "scopeQ", "lang", "datasetId", NULL};
+    size_t      offset = qy->offset, limit = qy->limit, want = offset + limit;
+    size_t      cap = (size_t)cr_config.max_limit;
+    if (!want) want = cap;                     /* limit=0&count=true: count what the sources answer */
+    ops_page_t  pg = {0};
+    problem_t   q = {0};
+    ops_query_t lq = *qy;
+    lq.offset = 0;
+    lq.limit = want < cap ? want : cap;
+    lq.count = false;
+    if (!ops_query(rq, &lq, &pg, &q)) {
+        if (q.kind != PB_NONEXISTENT_TENANT) {
+            *p = q;
+            return false;
+        }
+        pg = (ops_page_t){0};
+    }
+    fwd_param_t prm[16];
+    size_t      np = 0;
+    for (const char *const *k = fwd_keys; *k; k++) {
+        const char *val = req_param(r, *k);
+        if (val) prm[np++] = (fwd_param_t){*k, val};
+    }
+    reg_query_t m = {.types = qy->f.types, .ids = qy->f.ids, .n_ids = qy->f.n_ids, .id_pattern = qy->f.id_pattern,
+                     .attrs = qy->f.attrs, .n_attrs = qy->f.n_attrs};
+    fwd_in_t  in;
+    fwd_out_t out;
+    api_fwd_in(r, ctx, &in);
+    if (!fwd_query(&in, &m, prm, np, lq.limit, pg.items, pg.n, &out, p)) {
+        ops_page_release(&pg);
+        return false;
+    }
+    if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+    if (!out.forwarded) {                      /* nothing matched: the local page as asked */
+        ops_page_release(&pg);
+        if (!ops_query(rq, qy, &pg, p)) return false;
+        return answer_page(r, qy, &pg, ctx, v, p);
+    }
+    ops_page_release(&pg);
+    ops_page_t merged = {.items = out.items, .count = out.n};
+    size_t     from = offset < out.n ? offset : out.n, to = from + limit < out.n ? from + limit : out.n;
+    for (size_t i = 0; i < from; i++) entity_unref(out.items[i]);
+    for (size_t i = to; i < out.n; i++) entity_unref(out.items[i]);
+    merged.items = out.items + from;
+    merged.n = to - from;
+    merged.more = to < out.n;
+    return answer_page(r, qy, &merged, ctx, v, p);
+}
+
 /* limit/offset, the last check for unknown parameters, the query, the page. */
 static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v, problem_t *p)
 {
@@ -100,6 +158,7 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
         qy->f.attrs = v->pick_attrs;
         qy->f.n_attrs = v->n_pick_attrs;
     }
+    if (r->method == HM_GET && api_distributed(r)) return distributed_page(r, &rq, qy, ctx, v, p);
     if (!ops_query(&rq, qy, &pg, p)) return false;
     return answer_page(r, qy, &pg, ctx, v, p);
 }

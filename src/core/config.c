@@ -72,6 +72,9 @@ static flag_t flags[] = {
     {"notifierTimeout", F_INT, &cr_config.notifier_timeout_ms, "5000", NULL, "ms for one notification (endpoint.timeout overrides)"},
     {"notifierBatch", F_INT, &cr_config.notifier_batch, "64", NULL, "queued changes (distinct entities) of one subscription sent in one notification"},
     {"notifierDrain", F_INT, &cr_config.notifier_drain_ms, "2000", NULL, "ms to deliver queued notifications at shutdown"},
+    {"brokerAlias", F_STR, &cr_config.broker_alias, "", NULL, "this broker's name in Via headers of forwarded requests (6.3.18; default: host name:port, unique per instance)"},
+    {"forwardTimeout", F_INT, &cr_config.forward_timeout_ms, "5000", NULL, "ms a forwarded request may take (a registration's management.timeout overrides)"},
+    {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };
 

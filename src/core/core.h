@@ -254,6 +254,9 @@ typedef struct cr_config {
     size_t      context_max_bytes;   /* --contextMaxBytes: their bytes per request */
     int         context_max_depth;   /* --contextMaxDepth: nesting of remote contexts */
     const char *egress_allow;        /* --egressAllow: CIDRs and host names */
+    const char *broker_alias;        /* --brokerAlias (NULL/"": host name:port) */
+    int         forward_timeout_ms;  /* --forwardTimeout */
+    int         forward_fanout;      /* --forwardFanout */
     const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */
     const char *log_file;            /* --logFile */

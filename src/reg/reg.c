@@ -491,6 +491,22 @@ const char *reg_csource_info(const reg_t *r, const char *key)
     return NULL;
 }
 
+size_t reg_csource_info_count(const reg_t *r)
+{
+    return r->n_csi;
+}
+
+void reg_csource_info_at(const reg_t *r, size_t i, const char **key, const char **value)
+{
+    *key = r->csi[i].key;
+    *value = r->csi[i].value;
+}
+
+int64_t reg_last_failure(const reg_t *r)
+{
+    return atomic_load(&r->c->last_failure);
+}
+
 bool reg_interval(const reg_t *r, bool observed, int64_t *start, int64_t *end)
 {
     if (observed ? !r->has_obs : !r->has_mgmt) return false;

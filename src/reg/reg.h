@@ -89,8 +89,12 @@ bool        reg_temporal(const reg_t *r);            /* it has an observationInt
 long        reg_timeout_ms(const reg_t *r);
 long        reg_cooldown_ms(const reg_t *r);
 bool        reg_local_only(const reg_t *r);
-/* contextSourceInfo (4.3.6.6): the value of key, or NULL */
+/* contextSourceInfo (4.3.6.6): the value of key, or NULL; all pairs in order */
 const char *reg_csource_info(const reg_t *r, const char *key);
+size_t      reg_csource_info_count(const reg_t *r);
+void        reg_csource_info_at(const reg_t *r, size_t i, const char **key, const char **value);
+/* lastFailure (µs), 0: none yet */
+int64_t     reg_last_failure(const reg_t *r);
 
 /* One RegistrationInfo (5.2.10), names expanded and interned. */
 typedef struct reg_entity_info {
@@ -149,6 +153,9 @@ reg_t  *reg_find(const char *tenant, const char *id, int64_t now);
  * are left out. */
 reg_t **reg_list(const char *tenant, size_t offset, size_t limit, int64_t now, arena_t *a, size_t *n,
                  size_t *total);
+/* Any registration at all (a relaxed read: the fast path of every retrieve
+ * and query when nothing is registered). */
+bool    reg_any(void);
 /* A registration was ever created in this tenant. */
 bool    reg_tenant_known(const char *tenant);
 /* The ids of the registrations that expired by `now` (any tenant), in arena

@@ -207,7 +207,7 @@ bool reg_add(reg_t *r, problem_t *p)
     reg_ref(r);
     list_add(&t->all, r);
     index_op(t, r, true);
-    g_count++;
+    __atomic_add_fetch(&g_count, 1, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&g_lock);
     return true;
 }
@@ -252,7 +252,7 @@ bool reg_remove(const char *tenant, const char *id, problem_t *p)
     }
     index_op(t, old, false);
     list_del(&t->all, old);
-    g_count--;
+    __atomic_sub_fetch(&g_count, 1, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&g_lock);
     reg_unref(old);
     return true;
@@ -533,6 +533,11 @@ void reg_shutdown(void)
     g_count = g_ntenants = 0;
     g_next_expiry = INT64_MAX;
     pthread_rwlock_unlock(&g_lock);
+}
+
+bool reg_any(void)
+{
+    return __atomic_load_n(&g_count, __ATOMIC_RELAXED) != 0;
 }
 
 void reg_get_stats(reg_stats_t *st)
