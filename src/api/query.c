@@ -93,8 +93,61 @@ static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, con
 /* 5.7.2 distributed (GET /entities): the local matches and the registered
  * sources' answers (each asked for offset + limit entities), merged (4.5.5),
  * local order first, then paginated. */
+/* The forwarded parameters of a Query body (5.2.23): its EntitySelectors'
+ * types, ids and idPattern, q, scopeQ, lang, geoQ and attrs, as the query
+ * string would carry them. */
+static size_t body_params(request_t *r, const json_t *body, fwd_param_t *prm)
+{
+    size_t        np = 0;
+    const json_t *ents = json_get(body, "entities"), *v;
+    sbuf_t        types, ids;
+    sb_init(&types, r->arena, 64);
+    sb_init(&ids, r->arena, 64);
+    const char *pat = NULL;
+    for (const json_t *e = json_is_array(ents) ? ents->child : NULL; e; e = e->next) {
+        const json_t *t = json_get(e, "type"), *i = json_get(e, "id"), *ip = json_get(e, "idPattern");
+        bool seen = false;
+        for (const char *s = types.len ? types.p : NULL; s && !seen;) {
+            const char *comma = strchr(s, ',');
+            size_t      l = comma ? (size_t)(comma - s) : strlen(s);
+            seen = json_is_string(t) && l == t->len && !memcmp(s, t->str, l);
+            s = comma ? comma + 1 : NULL;
+        }
+        if (json_is_string(t) && !seen) {
+            if (types.len) sb_addc(&types, ',');
+            sb_adds(&types, t->str);
+        }
+        if (json_is_string(i)) {
+            if (ids.len) sb_addc(&ids, ',');
+            sb_adds(&ids, i->str);
+        }
+        if (json_is_string(ip)) pat = ip->str;
+    }
+    if (types.len) prm[np++] = (fwd_param_t){"type", types.p};
+    if (ids.len) prm[np++] = (fwd_param_t){"id", ids.p};
+    if (pat) prm[np++] = (fwd_param_t){"idPattern", pat};
+    static const char *const plain[] = {"q", "scopeQ", "lang", NULL};
+    for (const char *const *k = plain; *k; k++)
+        if (json_is_string(v = json_get(body, *k))) prm[np++] = (fwd_param_t){*k, v->str};
+    if (json_is_object(v = json_get(body, "geoQ"))) {
+        const json_t *rel = json_get(v, "georel"), *g = json_get(v, "geometry"), *c = json_get(v, "coordinates"),
+                     *gp = json_get(v, "geoproperty");
+        if (json_is_string(rel) && json_is_string(g) && c) {
+            sbuf_t cs;
+            sb_init(&cs, r->arena, 128);
+            if (json_is_string(c)) sb_adds(&cs, c->str);
+            else json_render(&cs, c);
+            prm[np++] = (fwd_param_t){"georel", rel->str};
+            prm[np++] = (fwd_param_t){"geometry", g->str};
+            prm[np++] = (fwd_param_t){"coordinates", cs.p};
+            if (json_is_string(gp)) prm[np++] = (fwd_param_t){"geoproperty", gp->str};
+        }
+    }
+    return np;
+}
+
 static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
-                             api_view_t *v, problem_t *p)
+                             api_view_t *v, const json_t *body, problem_t *p)
 {
     static const char *const fwd_keys[] = {"type", "id", "idPattern", "q", "georel", "geometry", "coordinates",
                                            "geoproperty", "scopeQ", "lang", "datasetId", NULL};
@@ -115,13 +168,19 @@ static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy,
         pg = (ops_page_t){0};
     }
     fwd_param_t prm[16];
-    size_t      np = 0;
-    for (const char *const *k = fwd_keys; *k; k++) {
+    size_t      np = body ? body_params(r, body, prm) : 0;
+    for (const char *const *k = fwd_keys; *k && !body; k++) {
         const char *val = req_param(r, *k);
         if (val) prm[np++] = (fwd_param_t){*k, val};
     }
     reg_query_t m = {.types = qy->f.types, .ids = qy->f.ids, .n_ids = qy->f.n_ids, .id_pattern = qy->f.id_pattern,
                      .attrs = qy->f.attrs, .n_attrs = qy->f.n_attrs};
+    if (qy->f.n_sel == 1) {                    /* a Query body's one EntitySelector */
+        m.types = qy->f.sel[0].types;
+        m.ids = qy->f.sel[0].id ? &qy->f.sel[0].id : NULL;
+        m.n_ids = qy->f.sel[0].id ? 1 : 0;
+        m.id_pattern = qy->f.sel[0].id_pattern;
+    }
     fwd_in_t  in;
     fwd_out_t out;
     api_fwd_in(r, ctx, &in);
@@ -147,7 +206,8 @@ static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy,
 }
 
 /* limit/offset, the last check for unknown parameters, the query, the page. */
-static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v, problem_t *p)
+static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
+                            const json_t *body, problem_t *p)
 {
     ops_page_t pg;
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
@@ -158,7 +218,8 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
         qy->f.attrs = v->pick_attrs;
         qy->f.n_attrs = v->n_pick_attrs;
     }
-    if (r->method == HM_GET && api_distributed(r)) return distributed_page(r, &rq, qy, ctx, v, p);
+    const json_t *local = body ? json_get(body, "local") : NULL;
+    if (api_distributed(r) && !(local && local->type == JSON_TRUE)) return distributed_page(r, &rq, qy, ctx, v, body, p);
     if (!ops_query(&rq, qy, &pg, p)) return false;
     return answer_page(r, qy, &pg, ctx, v, p);
 }
@@ -174,7 +235,7 @@ void api_entities_query(request_t *r)
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
     if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
-    if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;
+    if (!page_and_answer(r, &qy, ctx, &v, NULL, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);
@@ -339,7 +400,7 @@ void api_batch_query(request_t *r)
     if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
     if (!api_view_check(&v, &p)) goto fail;
-    if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;
+    if (!page_and_answer(r, &qy, ctx, &v, body, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);

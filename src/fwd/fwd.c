@@ -100,6 +100,7 @@ typedef struct call {
     long                status;
     CURLcode            rc;
     const ld_context_t *ctx;        /* the answers are compact with it */
+    char               *post;       /* a Query body (queryBatch), else NULL: GET */
 } call_t;
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -192,6 +193,85 @@ static const char **attrs_for(arena_t *a, const reg_t *r, uint64_t mask, const c
     return v;
 }
 
+static const char *param(const fwd_param_t *params, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(params[i].key, key)) return params[i].value;
+    return NULL;
+}
+
+/* The Query (5.2.23) of POST /entityOperations/query for a source that
+ * supports queryBatch only: the same selection as the query parameters. */
+static char *query_body(arena_t *a, const fwd_param_t *params, size_t n, const char *const *ask, size_t na,
+                        const ld_context_t *ctx, size_t want)
+{
+    sbuf_t        sb;
+    json_writer_t w;
+    sb_init(&sb, a, 512);
+    jw_init(&w, &sb);
+    jw_object_begin(&w);
+    jw_key(&w, "type");
+    jw_string(&w, "Query");
+    const char *type = param(params, n, "type"), *ids = param(params, n, "id"), *pat = param(params, n, "idPattern");
+    if (type || ids || pat) {
+        jw_key(&w, "entities");
+        jw_array_begin(&w);
+        for (const char *s = ids ? ids : ""; ;) {
+            const char *e = strchr(s, ',');
+            size_t      l = e ? (size_t)(e - s) : strlen(s);
+            jw_object_begin(&w);
+            if (l) {
+                jw_key(&w, "id");
+                jw_string(&w, arena_strndup(a, s, l));
+            } else if (pat) {
+                jw_key(&w, "idPattern");
+                jw_string(&w, pat);
+            }
+            if (type) {
+                jw_key(&w, "type");
+                jw_string(&w, type);
+            }
+            jw_object_end(&w);
+            if (!e) break;
+            s = e + 1;
+        }
+        jw_array_end(&w);
+    }
+    static const char *const plain[] = {"q", "scopeQ", "lang", NULL};
+    for (const char *const *k = plain; *k; k++) {
+        const char *v = param(params, n, *k);
+        if (!v) continue;
+        jw_key(&w, *k);
+        jw_string(&w, v);
+    }
+    const char *rel = param(params, n, "georel"), *geom = param(params, n, "geometry");
+    const char *coords = param(params, n, "coordinates"), *gp = param(params, n, "geoproperty");
+    if (rel && geom && coords) {
+        jw_key(&w, "geoQ");
+        jw_object_begin(&w);
+        jw_key(&w, "georel");
+        jw_string(&w, rel);
+        jw_key(&w, "geometry");
+        jw_string(&w, geom);
+        jw_key(&w, "coordinates");
+        jw_raw(&w, coords, strlen(coords));    /* validated JSON: the request's geo-query parsed */
+        if (gp) {
+            jw_key(&w, "geoproperty");
+            jw_string(&w, gp);
+        }
+        jw_object_end(&w);
+    }
+    if (na) {
+        jw_key(&w, "attrs");
+        jw_array_begin(&w);
+        for (size_t i = 0; i < na; i++) jw_string(&w, ld_compact(ctx, ask[i]));
+        jw_array_end(&w);
+    }
+    (void)want;
+    jw_object_end(&w);
+    return sb.p;
+}
+
 /* Builds the request to r's source; false: not to be sent (c->skipped). */
 static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, const char *id,
                        const char *const *attrs, size_t n_attrs, const fwd_param_t *params, size_t n_params,
@@ -219,8 +299,15 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
         sb_addc(&u, '/');
         url_encode(&u, id);
     }
+    /* a query to a source that supports queryBatch only: POST /entityOperations/query */
+    bool post = !id && !(reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_ENTITY)) && (reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_BATCH));
+    if (post) {
+        u.len -= strlen("/entities");
+        u.p[u.len] = '\0';
+        sb_adds(&u, "/entityOperations/query");
+    }
     char sep = '?';
-    for (size_t i = 0; i < n_params; i++) {
+    for (size_t i = 0; i < n_params && !post; i++) {
         sb_addc(&u, sep);
         sep = '&';
         url_encode(&u, params[i].key);
@@ -234,7 +321,8 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
         const ld_context_t *x = ld_from_json(cv, &q);
         if (x) c->ctx = x;
     }
-    if (na) {
+    if (post) c->post = query_body(a, params, n_params, ask, na, c->ctx, want);
+    if (na && !post) {
         sb_addc(&u, sep);
         sep = '&';
         sb_adds(&u, "attrs=");
@@ -257,6 +345,7 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
               add_header(c, a, "Via", in->via && *in->via ? arena_printf(a, "%s, 1.1 %s", in->via, g_alias)
                                                            : arena_printf(a, "1.1 %s", g_alias));
     if (ok && reg_source_tenant(r)) ok = add_header(c, a, "NGSILD-Tenant", reg_source_tenant(r));
+    if (ok && c->post) ok = add_header(c, a, "Content-Type", "application/json");
     /* 6.3.19: the other contextSourceInfo pairs as headers; those set from the registration or by HTTP win */
     static const char *const reserved[] = {"jsonldContext", "accept", "contentType", "ngsildConformance",
         "NGSILD-Tenant", "Link", "Via", "Accept", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", NULL};
@@ -304,6 +393,10 @@ static bool call_start(CURLM *m, call_t *c)
     curl_easy_setopt(c->h, CURLOPT_OPENSOCKETDATA, c);
     curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c->h, CURLOPT_PRIVATE, c);
+    if (c->post) {
+        curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, c->post);
+        curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(c->post));
+    }
     if (curl_multi_add_handle(m, c->h) != CURLM_OK) {
         curl_easy_cleanup(c->h);
         c->h = NULL;
@@ -599,7 +692,7 @@ bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *
     reg_query_t  q = *match;
     collected_t *got = NULL;
     size_t       n_got;
-    q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY);
+    q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     out->items = NULL;
     out->n = 0;
     if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, out, &got, &n_got, p))

@@ -278,3 +278,51 @@ def test_5_7_2_a_thousand_registrations_one_matches(hub, src):
         assert r.status_code == 201
     register(hub, src)
     assert ids(hub.get("/entities", params={"type": "Vehicle"})) == [eid]
+
+
+# ---------------------------------------------------------------- queryBatch (4.20)
+
+def test_4_20_query_batch_only_source_asked_with_post(hub, src):
+    eid = uid("Vehicle")
+    src.create(entity(eid, "Vehicle", speed=prop(3)))
+    register(hub, src, operations=["queryBatch"])
+    assert ids(hub.get("/entities", params={"type": "Vehicle", "id": eid})) == [eid]
+    # retrieveEntity is not among its operations: a retrieve does not forward
+    assert_problem(hub.get("/entities/" + eid), 404, "ResourceNotFound")
+
+
+def test_5_7_2_post_query_distributed(hub, src):
+    a, b = uid("Vehicle"), uid("Vehicle")
+    hub.create(entity(a, "Vehicle", speed=prop(1)))
+    src.create(entity(b, "Vehicle", speed=prop(9)))
+    register(hub, src)
+    q = {"type": "Query", "entities": [{"type": "Vehicle"}]}
+    assert ids(hub.post("/entityOperations/query", q)) == sorted([a, b])
+    q["q"] = "speed>5"
+    assert ids(hub.post("/entityOperations/query", q)) == [b]
+    q["local"] = True
+    assert ids(hub.post("/entityOperations/query", q)) == []
+
+
+def test_4_20_query_batch_body_sent(hub):
+    m = MockSource()
+    m_posts = []
+    orig = m.srv.RequestHandlerClass
+
+    class P(orig):
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", 0))
+            m_posts.append((self.path, json.loads(self.rfile.read(n)), dict(self.headers)))
+            self.do_GET()
+
+    m.srv.RequestHandlerClass = P
+    try:
+        eid = uid("Vehicle")
+        register_mock(hub, m, operations=["queryBatch"])
+        hub.get("/entities", params={"type": "Vehicle", "id": eid, "q": "speed>1"})
+        path, body, h = m_posts[0]
+        assert path.startswith("/base/ngsi-ld/v1/entityOperations/query")
+        assert body["type"] == "Query" and body["entities"] == [{"id": eid, "type": "Vehicle"}]
+        assert body["q"] == "speed>1" and h["Content-Type"] == "application/json"
+    finally:
+        m.close()
