@@ -658,19 +658,32 @@ typedef struct group {
     size_t      n, cap;
 } group_t;
 
-static group_t *group_of(arena_t *a, group_t **gs, size_t *ng, size_t *cap, const char *id)
+/* The groups of one merge, in first-seen order, found by id through an
+ * open-addressing table (a page of every source: thousands of entities). */
+typedef struct groups {
+    group_t  *g;
+    size_t    n, cap;
+    size_t   *slot;        /* index + 1, 0: empty */
+    size_t    nslot;       /* power of two, > 2 * cap */
+} groups_t;
+
+static void groups_init(arena_t *a, groups_t *gs, size_t cap)
 {
-    for (size_t i = 0; i < *ng; i++)   /* pages are small (--maxLimit per source) */
-        if (!strcmp((*gs)[i].id, id)) return &(*gs)[i];
-    if (*ng == *cap) {
-        size_t   nc = *cap ? *cap * 2 : 32;
-        group_t *x = arena_calloc(a, nc * sizeof *x);
-        if (*ng) memcpy(x, *gs, *ng * sizeof *x);
-        *gs = x;
-        *cap = nc;
-    }
-    group_t *g = &(*gs)[(*ng)++];
+    gs->cap = cap ? cap : 1;
+    gs->n = 0;
+    gs->g = arena_calloc(a, gs->cap * sizeof *gs->g);
+    for (gs->nslot = 16; gs->nslot < 2 * gs->cap + 1; gs->nslot *= 2) {}
+    gs->slot = arena_calloc(a, gs->nslot * sizeof *gs->slot);
+}
+
+static group_t *group_of(groups_t *gs, const char *id)
+{
+    size_t i = (size_t)cr_hash(id, strlen(id)) & (gs->nslot - 1);
+    for (; gs->slot[i]; i = (i + 1) & (gs->nslot - 1))
+        if (!strcmp(gs->g[gs->slot[i] - 1].id, id)) return &gs->g[gs->slot[i] - 1];
+    group_t *g = &gs->g[gs->n++];      /* never full: cap counts every version */
     g->id = id;
+    gs->slot[i] = gs->n;
     return g;
 }
 
@@ -699,15 +712,17 @@ bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *
         return false;
     if (!out->forwarded) return true;
     arena_t *a = in->arena;
-    group_t *gs = NULL;
-    size_t   ng = 0, cap = 0;
-    for (size_t i = 0; i < n_local; i++) group_add(a, group_of(a, &gs, &ng, &cap, local[i]->id), (version_t){local[i], false});
+    size_t   total = n_local;
+    for (size_t i = 0; i < n_got; i++) total += got[i].n;
+    groups_t gs;
+    groups_init(a, &gs, total);
+    for (size_t i = 0; i < n_local; i++) group_add(a, group_of(&gs, local[i]->id), (version_t){local[i], false});
     for (size_t i = 0; i < n_got; i++)
         for (size_t j = 0; j < got[i].n; j++)
-            group_add(a, group_of(a, &gs, &ng, &cap, got[i].e[j]->id), (version_t){got[i].e[j], got[i].aux});
-    out->items = arena_alloc(a, (ng + 1) * sizeof *out->items);
-    for (size_t i = 0; i < ng; i++) {
-        cr_entity_t *m = merge(a, gs[i].v, gs[i].n);
+            group_add(a, group_of(&gs, got[i].e[j]->id), (version_t){got[i].e[j], got[i].aux});
+    out->items = arena_alloc(a, (gs.n + 1) * sizeof *out->items);
+    for (size_t i = 0; i < gs.n; i++) {
+        cr_entity_t *m = merge(a, gs.g[i].v, gs.g[i].n);
         if (m) out->items[out->n++] = m;
     }
     return true;
