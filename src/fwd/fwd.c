@@ -272,6 +272,26 @@ static char *query_body(arena_t *a, const fwd_param_t *params, size_t n, const c
     return sb.p;
 }
 
+/* The entity ids the matching RegistrationInfo of r name, comma-separated,
+ * when every one of their EntityInfo names an id (a source is asked only
+ * for what it registered); else NULL. */
+static const char *ids_for(arena_t *a, const reg_t *r, uint64_t mask)
+{
+    sbuf_t sb;
+    sb_init(&sb, a, 128);
+    for (size_t i = 0; i < reg_info_count(r); i++) {
+        const reg_info_t *in = reg_info_at(r, i);
+        if (i < 64 && !(mask >> i & 1)) continue;
+        if (!in->n_entities) return NULL;
+        for (size_t j = 0; j < in->n_entities; j++) {
+            if (!in->entities[j].id) return NULL;
+            if (sb.len) sb_addc(&sb, ',');
+            sb_adds(&sb, in->entities[j].id);
+        }
+    }
+    return sb.len ? sb.p : NULL;
+}
+
 /* Builds the request to r's source; false: not to be sent (c->skipped). */
 static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, const char *id,
                        const char *const *attrs, size_t n_attrs, const fwd_param_t *params, size_t n_params,
@@ -298,6 +318,15 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
     if (id) {
         sb_addc(&u, '/');
         url_encode(&u, id);
+    }
+    /* a query without ids to a registration of ids only: those ids */
+    const char *reg_ids = !id && !param(params, n_params, "id") && !param(params, n_params, "idPattern")
+                              ? ids_for(a, r, mask) : NULL;
+    if (reg_ids) {
+        fwd_param_t *np2 = arena_alloc(a, (n_params + 1) * sizeof *np2);
+        if (n_params) memcpy(np2, params, n_params * sizeof *np2);
+        np2[n_params++] = (fwd_param_t){"id", reg_ids};
+        params = np2;
     }
     /* a query to a source that supports queryBatch only: POST /entityOperations/query */
     bool post = !id && !(reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_ENTITY)) && (reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_BATCH));

@@ -326,3 +326,16 @@ def test_4_20_query_batch_body_sent(hub):
         assert body["q"] == "speed>1" and h["Content-Type"] == "application/json"
     finally:
         m.close()
+
+
+def test_4_3_6_3_registered_ids_asked_for(hub):
+    m = MockSource()
+    try:
+        eid = uid("Vehicle")
+        register_mock(hub, m, mode="exclusive",
+                      information=[{"entities": [{"id": eid, "type": "Vehicle"}], "propertyNames": ["speed"]}])
+        hub.get("/entities", params={"type": "Vehicle"})
+        path, _ = m.requests[0]
+        assert "id=" + eid.replace(":", ":") in path and "attrs=speed" in path and "type=Vehicle" in path
+    finally:
+        m.close()
