@@ -114,20 +114,33 @@ static void test_matching_narrows(void **state)
     }
     double ms = (double)(clock() - t0) * 1000.0 / CLOCKS_PER_SEC;
     assert_true(ms < 2000);
-    /* by id, without a type: the id entry and the pattern list only */
+    /* by id and type: the type's entries */
     const char *id = "urn:e:7";
-    reg_query_t qi = {.ids = &id, .n_ids = 1};
+    reg_query_t qi = {.types = typesel_parse(a, "ById", ld_core(), &p), .ids = &id, .n_ids = 1};
     n = match(&qi, a, &v);
     assert_int_equal(n, 1);
     release(v, n);
-    const char *pid = "urn:p:1";
-    reg_query_t qp = {.ids = &pid, .n_ids = 1};
+    const char *pid = "urn:p:1", *nid = "urn:x:1";
+    reg_query_t qp = {.types = typesel_parse(a, "ByPattern", ld_core(), &p), .ids = &pid, .n_ids = 1};
     n = match(&qp, a, &v);
     assert_int_equal(n, 1);
     release(v, n);
+    qp.ids = &nid;
+    n = match(&qp, a, &v);
+    assert_int_equal(n, 0);
+    /* by id alone (5.12): the id's entry, the patterns that match it, and every
+     * EntityInfo with a type only (it may hold any id of its type) */
+    reg_query_t qo = {.ids = &id, .n_ids = 1};
+    n = match(&qo, a, &v);
+    assert_int_equal(n, 10000 + 30 + 1);
+    release(v, n);
+    qo.ids = &nid;
+    n = match(&qo, a, &v);
+    assert_int_equal(n, 10000 + 30);
+    release(v, n);
     /* attributes: speed matches the id one, brand nothing of those */
     const char *speed = ld_expand(ld_core(), "speed"), *brand = ld_expand(ld_core(), "brand");
-    reg_query_t qa = {.ids = &id, .n_ids = 1, .attrs = &speed, .n_attrs = 1};
+    reg_query_t qa = {.types = qi.types, .ids = &id, .n_ids = 1, .attrs = &speed, .n_attrs = 1};
     n = match(&qa, a, &v);
     assert_int_equal(n, 1);
     release(v, n);
