@@ -536,78 +536,20 @@ const char *notify_sub_doc(const notify_sub_t *s, size_t *len)
 
 /* ------------------------------------------------------------ documents */
 
-static bool read_only(const char *k)
-{
-    return !strcmp(k, "status") || !strcmp(k, "createdAt") || !strcmp(k, "modifiedAt");
-}
-
-static void add_time(arena_t *a, json_t *o, const char *key, int64_t us)
-{
-    char buf[32];
-    cr_datetime_format(us, buf);
-    json_add(o, key, json_new_stringn(a, buf, strlen(buf)));
-}
+/* The stored document is model/'s (doc.c): one implementation for every
+ * resource kept as JSON. */
+static const char *const doc_read_only[] = {"status", NULL};
+static const model_doc_kind_t k_sub = {"Subscription", "Subscription", "subscription", doc_read_only};
 
 char *notify_doc_new(arena_t *a, const json_t *body, const ld_context_t *ctx, int64_t now, size_t *len)
 {
-    json_t *o = json_new(a, JSON_OBJECT);
-    const json_t *id = json_get(body, "id");
-    if (id) json_add(o, "id", json_clone(a, id));
-    else {
-        uint64_t r1 = cr_hash(&now, sizeof now), r2 = cr_hash(&r1, sizeof r1);
-        static atomic_uint_fast64_t seq;
-        uint64_t k = atomic_fetch_add(&seq, 1) ^ r2;
-        json_add(o, "id", json_new_string(a, arena_printf(a, "urn:ngsi-ld:Subscription:%08x-%04x-4%03x-%04x-%012llx",
-            (unsigned)(r1 >> 32), (unsigned)(r1 >> 16) & 0xffff, (unsigned)r1 & 0xfff,
-            (unsigned)(0x8000 | (k & 0x3fff)), (unsigned long long)(r2 >> 16) & 0xffffffffffffULL)));
-    }
-    const json_t *type = json_get(body, "type");
-    json_add(o, "type", type ? json_clone(a, type) : json_new_string(a, "Subscription"));
-    for (const json_t *m = body->child; m; m = m->next)
-        if (strcmp(m->key, "id") && strcmp(m->key, "type") && strcmp(m->key, "@context") && !read_only(m->key))
-            json_add(o, m->key, json_clone(a, m));
-    const char *cv = ld_context_value_json(ctx);
-    char        err[128];
-    json_t     *c = json_parse_copy(a, cv, strlen(cv), &(json_limits_t){0}, err, sizeof err);
-    if (c) json_add(o, "@context", c);
-    add_time(a, o, "createdAt", now);
-    add_time(a, o, "modifiedAt", now);
-    sbuf_t sb;
-    sb_init(&sb, a, 512);
-    json_render(&sb, o);
-    *len = sb.len;
-    return sb.p;
+    return model_doc_new(a, body, ctx, &k_sub, now, len);
 }
 
 char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const json_t *patch, int64_t now,
                        size_t *len, problem_t *p)
 {
-    char    err[128];
-    json_t *o = json_parse_copy(a, stored, stored_len, &(json_limits_t){0}, err, sizeof err);
-    if (!o) {
-        problem_set(p, PB_INTERNAL_ERROR, "the stored subscription is not JSON: %s", err);
-        return NULL;
-    }
-    for (const json_t *m = patch->child; m; m = m->next) {
-        if (!strcmp(m->key, "@context") || read_only(m->key)) continue;
-        if (!strcmp(m->key, "id") || !strcmp(m->key, "type")) {
-            const json_t *old = json_get(o, m->key);
-            if (!json_is_string(m) || !old || strcmp(old->str, m->str)) {
-                problem_set(p, PB_BAD_REQUEST_DATA, "the %s of a subscription cannot be changed", m->key);
-                return NULL;
-            }
-            continue;
-        }
-        json_remove(o, m->key);
-        if (m->type != JSON_NULL) json_add(o, m->key, json_clone(a, m));   /* null removes the member */
-    }
-    json_remove(o, "modifiedAt");
-    add_time(a, o, "modifiedAt", now);
-    sbuf_t sb;
-    sb_init(&sb, a, stored_len + 256);
-    json_render(&sb, o);
-    *len = sb.len;
-    return sb.p;
+    return model_doc_patch(a, stored, stored_len, patch, &k_sub, now, len, p);
 }
 
 /* ------------------------------------------------------------ rendering */
