@@ -15,6 +15,13 @@
 #include <unistd.h>
 
 static char g_alias[300];
+static _Atomic uint64_t g_forwarded, g_failed;
+
+void fwd_get_stats(fwd_stats_t *st)
+{
+    st->forwarded = __atomic_load_n(&g_forwarded, __ATOMIC_RELAXED);
+    st->failed = __atomic_load_n(&g_failed, __ATOMIC_RELAXED);
+}
 
 /* A forwarded answer is an entity or a page of them: bounded like a request body, times the page. */
 #define FWD_MAX_ANSWER ((size_t)64 << 20)
@@ -649,6 +656,8 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
             }
         }
         reg_count(c->reg, ok, now);
+        __atomic_add_fetch(&g_forwarded, 1, __ATOMIC_RELAXED);
+        if (!ok) __atomic_add_fetch(&g_failed, 1, __ATOMIC_RELAXED);
         reg_unref(c->reg);
     }
     return true;

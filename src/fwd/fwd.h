@@ -93,4 +93,10 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
 bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params, size_t want,
                cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p);
 
+/* Over all operations since start (/statistics). */
+typedef struct fwd_stats {
+    uint64_t forwarded, failed;
+} fwd_stats_t;
+void fwd_get_stats(fwd_stats_t *st);
+
 #endif

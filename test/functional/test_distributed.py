@@ -339,3 +339,12 @@ def test_4_3_6_3_registered_ids_asked_for(hub):
         assert "id=" + eid.replace(":", ":") in path and "attrs=speed" in path and "type=Vehicle" in path
     finally:
         m.close()
+
+
+def test_statistics_count_registrations_and_forwards(hub, src):
+    before = hub.get("/statistics").json()["distributed"]
+    register(hub, src)
+    hub.get("/entities", params={"type": "Vehicle"})
+    after = hub.get("/statistics").json()["distributed"]
+    assert after["registrations"] == before["registrations"] + 1
+    assert after["forwarded"] == before["forwarded"] + 1
