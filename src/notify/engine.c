@@ -594,6 +594,11 @@ void notify_csub_start(notify_sub_t *s, const notify_sub_t *prev)
     if (!s->ep) s->ep = endpoint_get(s->uri);
 }
 
+void notify_csub_stop(notify_sub_t *s)
+{
+    atomic_store(&s->removed, true);
+}
+
 void notify_send(notify_sub_t *s, const char *data, size_t len, const char *reason)
 {
     notify_job_t *j = cr_xcalloc(1, sizeof *j);

@@ -126,6 +126,8 @@ notify_sub_t *notify_csub_build(const char *tenant, const char *json, size_t len
 /* Before its first notify_send: its endpoint, and its counters (prev's, when
  * it replaces prev, so timesSent and the rest carry over). */
 void          notify_csub_start(notify_sub_t *s, const notify_sub_t *prev);
+/* It was deleted: its queued notifications are dropped (counted deleted). */
+void          notify_csub_stop(notify_sub_t *s);
 /* What a subscription selects (pointers into s, valid while s is). */
 typedef struct notify_selection {
     const entity_selector_t *sel;      size_t n_sel;

@@ -307,6 +307,7 @@ bool reg_csub_remove(const char *tenant, const char *id, problem_t *p)
     memmove(t->v + i, t->v + i + 1, (t->n - i - 1) * sizeof *t->v);
     t->n--;
     pthread_mutex_unlock(&g_mu);
+    notify_csub_stop(c->s);    /* what is still queued for it is not sent */
     csub_free(c);
     return true;
 }
