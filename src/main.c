@@ -11,6 +11,8 @@
 #include "model/model.h"
 #include "notify/notify.h"
 #include "ops/ops.h"
+#include "fwd/fwd.h"
+#include "reg/reg.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -79,6 +81,16 @@ int main(int argc, char **argv)
     if (n_subs) LOG_I("%zu subscriptions restored", n_subs);
     size_t n_ctx = ops_ctx_restore(store);
     if (n_ctx) LOG_I("%zu hosted @contexts restored", n_ctx);
+    if (!fwd_start(&p)) {
+        LOG_E("cannot start forwarding: %s", p.detail);
+        notify_stop();
+        store_close(store);
+        return 1;
+    }
+    size_t n_regs = ops_reg_restore(store);
+    if (n_regs) LOG_I("%zu context source registrations restored", n_regs);
+    size_t n_csubs = ops_csub_restore(store);
+    if (n_csubs) LOG_I("%zu context source registration subscriptions restored", n_csubs);
     api_init(store);
 
     size_t              n;
@@ -111,7 +123,9 @@ int main(int argc, char **argv)
     LOG_I("stopping (%s)", sig == SIGINT ? "SIGINT" : "SIGTERM");
     ld_stop();                 /* requests waiting for a @context download answer now */
     http_stop(srv);
+    reg_shutdown();            /* registration subscriptions: before the notifier they send through */
     notify_stop();
+    fwd_stop();
     store_close(store);
     history_close(history);
     ld_shutdown();

@@ -6,7 +6,9 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd.h"
 #include "../notify/notify.h"
+#include "../reg/reg.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +202,16 @@ void api_statistics(request_t *r)
         jw_key(&w, "dropped"); jw_int(&w, (int64_t)hd);
         jw_object_end(&w);
     }
+    reg_stats_t gs;
+    fwd_stats_t fs;
+    reg_get_stats(&gs);
+    fwd_get_stats(&fs);
+    jw_key(&w, "distributed");
+    jw_object_begin(&w);
+    jw_key(&w, "registrations"); jw_int(&w, (int64_t)gs.registrations);
+    jw_key(&w, "forwarded"); jw_int(&w, (int64_t)fs.forwarded);
+    jw_key(&w, "forwardFailed"); jw_int(&w, (int64_t)fs.failed);
+    jw_object_end(&w);
     jw_key(&w, "internedNames"); jw_int(&w, (int64_t)intern_count());
     jw_object_end(&w);
     reply_body(r, 200, "application/json");

@@ -127,6 +127,20 @@ ops_req_t api_req(request_t *r, const ld_context_t *ctx);
 json_t *api_body_context(request_t *r, const ld_context_t **ctx, problem_t *p);
 /* 204, or 207 with an UpdateResult (5.2.18) when some attribute was not updated. */
 void api_reply_update_result(request_t *r, const op_result_t *res);
+/* A non-negative integer parameter (limit, offset): BadRequestData naming it. */
+bool api_uint_param(const char *s, const char *name, size_t *out, problem_t *p);
+/* id=a,b,c: each a URI; the list in r's arena. */
+bool api_id_list(request_t *r, const char *text, const char ***ids, size_t *n, problem_t *p);
+/* A pagination Link header (6.3.10): rel "next"/"prev", the request's other
+ * parameters kept; left out when it does not fit in the answer's head. */
+void api_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype);
+/* count=true|false, or options=count (4.13). */
+bool api_count_param(request_t *r, bool *count, problem_t *p);
+/* Distributed operations (fwd/): whether this request may be forwarded
+ * (local=true not given, and some registration exists), and its fwd_in_t. */
+struct fwd_in;
+bool api_distributed(request_t *r);
+void api_fwd_in(request_t *r, const ld_context_t *ctx, struct fwd_in *in);
 /* 201 Created with Location: collection (e.g. "/ngsi-ld/v1/entities/") + the id, percent-encoded. */
 void api_reply_created(request_t *r, const char *collection, const char *id);
 

@@ -7,6 +7,10 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd.h"
+#include "../reg/reg.h"
+
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -378,4 +382,85 @@ void api_reply_created(request_t *r, const char *collection, const char *id)
     http_url_encode(&loc, id);
     reply_status(r, 201);
     reply_header(r, "Location", loc.p);
+}
+
+bool api_uint_param(const char *s, const char *name, size_t *out, problem_t *p)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-' || *s == '+')
+        return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer", name);
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer, not '%s'", name, s);
+    *out = (size_t)v;
+    return true;
+}
+
+bool api_id_list(request_t *r, const char *text, const char ***ids, size_t *n, problem_t *p)
+{
+    size_t cap = 1;
+    for (const char *s = text; *s; s++) if (*s == ',') cap++;
+    const char **v = arena_alloc(r->arena, cap * sizeof *v);
+    size_t       k = 0;
+    for (const char *s = text; *s;) {
+        const char *e = strchr(s, ',');
+        size_t      l = e ? (size_t)(e - s) : strlen(s);
+        char       *id = arena_strndup(r->arena, s, l);
+        if (!model_valid_uri(id)) return problem_set(p, PB_BAD_REQUEST_DATA, "id '%s' is not a URI", id);
+        v[k++] = id;
+        s = e ? e + 1 : s + l;
+    }
+    if (!k) return problem_set(p, PB_BAD_REQUEST_DATA, "id must list at least one entity id");
+    *ids = v;
+    *n = k;
+    return true;
+}
+
+void api_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
+{
+    sbuf_t sb;
+    size_t plen = strlen(r->path);
+    while (plen > 1 && r->path[plen - 1] == '/') plen--;    /* /subscriptions/ is /subscriptions */
+    sb_init(&sb, r->arena, 256);
+    sb_addc(&sb, '<');
+    sb_add(&sb, r->path, plen);
+    sb_addc(&sb, '?');
+    for (int i = 0; i < r->nparams; i++) {
+        if (!strcmp(r->params[i].key, "offset") || !strcmp(r->params[i].key, "limit")) continue;
+        http_url_encode(&sb, r->params[i].key);
+        sb_addc(&sb, '=');
+        http_url_encode(&sb, r->params[i].value);
+        sb_addc(&sb, '&');
+    }
+    /* RFC 8288 link-params without optional whitespace, as the suite compares them (031_02) */
+    sb_printf(&sb, "limit=%zu&offset=%zu>;rel=\"%s\";type=\"%s\"", limit, offset, rel, ctype);
+    /* a long query repeated in the link may not fit in the connection's
+     * memory: the page is answered without it (doc/api.md, pagination) */
+    if (sizeof "Link: \r\n" - 1 + sb.len <= reply_header_room(r)) reply_header(r, "Link", sb.p);
+}
+
+bool api_count_param(request_t *r, bool *count, problem_t *p)
+{
+    const char *c = req_param(r, "count");
+    if (c && strcmp(c, "true") && strcmp(c, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "count must be true or false");
+    *count = (c && !strcmp(c, "true")) || api_option(r, "count");
+    return true;
+}
+
+bool api_distributed(request_t *r)
+{
+    const char *local = req_param(r, "local");
+    return reg_any() && !(local && !strcmp(local, "true"));
+}
+
+static const char *fwd_header(void *ud, const char *name)
+{
+    return req_header(ud, name);
+}
+
+void api_fwd_in(request_t *r, const ld_context_t *ctx, fwd_in_t *in)
+{
+    *in = (fwd_in_t){.tenant = r->tenant, .ctx = ctx, .via = req_header(r, "Via"), .arena = r->arena,
+                     .header = fwd_header, .header_ud = r};
 }

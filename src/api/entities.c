@@ -9,6 +9,8 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd.h"
+
 #include <string.h>
 
 void api_entity_create(request_t *r)
@@ -55,6 +57,31 @@ void api_entity_get(request_t *r)
 
     ops_req_t    rq = api_req(r, ctx);
     cr_entity_t *e = ops_entity_retrieve(&rq, id, &o, &p);
+    if (api_distributed(r) && (e || p.kind == PB_RESOURCE_NOT_FOUND || p.kind == PB_NONEXISTENT_TENANT)) {
+        /* 5.7.1 distributed: the registered sources' versions merged with the local one */
+        problem_t   q = {0};
+        fwd_in_t    in;
+        fwd_out_t   out;
+        fwd_param_t prm[1];
+        size_t      np = 0;
+        const typesel_t *ts = NULL;
+        if (o.type) {
+            if (!(ts = typesel_parse(r->arena, o.type, ctx, &q))) ts = NULL;
+            prm[np++] = (fwd_param_t){"type", o.type};
+        }
+        api_fwd_in(r, ctx, &in);
+        if (!fwd_retrieve(&in, id, ts, v.attrs, v.n_attrs, prm, np, e, &out, &q)) {
+            if (e) entity_unref(e);
+            p = q;
+            goto fail;
+        }
+        if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+        if (out.forwarded) {
+            if (e) entity_unref(e);
+            e = out.n ? out.items[0] : NULL;
+            if (!e) problem_set(&p, PB_RESOURCE_NOT_FOUND, "entity '%s' not found here nor at its registered sources", id);
+        }
+    }
     if (!e) goto fail;
     api_view_context(r, ctx, &v);
     bool ok = api_render(r, ctx, &v, &e, 1, false, &p);

@@ -12,47 +12,19 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool parse_uint(const char *s, const char *name, size_t *out, problem_t *p)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-' || *s == '+')
-        return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer", name);
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer, not '%s'", name, s);
-    *out = (size_t)v;
-    return true;
-}
 
 static bool set_page(ops_query_t *qy, const char *limit, const char *offset, problem_t *p)
 {
     qy->limit = (size_t)cr_config.default_limit;
     qy->offset = 0;
-    if (limit && !parse_uint(limit, "limit", &qy->limit, p)) return false;
-    if (offset && !parse_uint(offset, "offset", &qy->offset, p)) return false;
+    if (limit && !api_uint_param(limit, "limit", &qy->limit, p)) return false;
+    if (offset && !api_uint_param(offset, "offset", &qy->offset, p)) return false;
     return ops_query_check(qy, p);
-}
-
-static bool id_list(request_t *r, const char *text, entity_filter_t *f, problem_t *p)
-{
-    size_t cap = 1;
-    for (const char *s = text; *s; s++) if (*s == ',') cap++;
-    f->ids = arena_alloc(r->arena, cap * sizeof *f->ids);
-    f->n_ids = 0;
-    for (const char *s = text; *s;) {
-        const char *e = strchr(s, ',');
-        size_t      l = e ? (size_t)(e - s) : strlen(s);
-        char       *id = arena_strndup(r->arena, s, l);
-        if (!model_valid_uri(id)) return problem_set(p, PB_BAD_REQUEST_DATA, "id '%s' is not a URI", id);
-        f->ids[f->n_ids++] = id;
-        s = e ? e + 1 : s + l;
-    }
-    if (!f->n_ids) return problem_set(p, PB_BAD_REQUEST_DATA, "id must list at least one entity id");
-    return true;
 }
 
 /* orderBy, collation, orderFrom, orderGeometry (4.23, Table 6.4.3.2-1).
@@ -123,7 +95,7 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
                            "(Table 6.4.3.3-1)");
 
     if (type && strcmp(type, "*") && !(f->types = typesel_parse(r->arena, type, ctx, p))) return false;
-    if (id && !id_list(r, id, f, p)) return false;
+    if (id && !api_id_list(r, id, &f->ids, &f->n_ids, p)) return false;
     if (idp && !(f->id_pattern = filter_compile_pattern(r->arena, idp, p))) return false;
     if (q && !(f->q = q_parse(r->arena, q, ctx, p))) return false;
     if (purge && q_link_depth(f->q))
@@ -155,26 +127,6 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
     return true;
 }
 
-static void add_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
-{
-    sbuf_t sb;
-    sb_init(&sb, r->arena, 256);
-    sb_addc(&sb, '<');
-    sb_adds(&sb, r->path);
-    sb_addc(&sb, '?');
-    for (int i = 0; i < r->nparams; i++) {
-        if (!strcmp(r->params[i].key, "offset") || !strcmp(r->params[i].key, "limit")) continue;
-        http_url_encode(&sb, r->params[i].key);
-        sb_addc(&sb, '=');
-        http_url_encode(&sb, r->params[i].value);
-        sb_addc(&sb, '&');
-    }
-    sb_printf(&sb, "limit=%zu&offset=%zu>; rel=\"%s\"; type=\"%s\"", limit, offset, rel, ctype);
-    /* a long query repeated in the link may not fit in the connection's
-     * memory: the page is answered without it (doc/api.md, pagination) */
-    if (sizeof "Link: \r\n" - 1 + sb.len <= reply_header_room(r)) reply_header(r, "Link", sb.p);
-}
-
 static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, const ld_context_t *ctx,
                         api_view_t *v, problem_t *p)
 {
@@ -187,26 +139,132 @@ static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, con
         char *n = arena_printf(r->arena, "%zu", pg->count);
         reply_header(r, "NGSILD-Results-Count", n);
     }
-    if (pg->more) add_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
+    if (pg->more) api_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
     if (qy->offset > 0 && qy->limit)
-        add_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
+        api_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
     ops_page_release(pg);
     reply_body(r, 200, v->ctype);
     return true;
 }
 
-/* count=true|false, or options=count (4.13) */
-static bool read_count(request_t *r, ops_query_t *qy, problem_t *p)
+/* 5.7.2 distributed (GET /entities): the local matches and the registered
+ * sources' answers (each asked for offset + limit entities), merged (4.5.5),
+ * local order first, then paginated. */
+/* The forwarded parameters of a Query body (5.2.23): its EntitySelectors'
+ * types, ids and idPattern, q, scopeQ, lang, geoQ and attrs, as the query
+ * string would carry them. */
+static size_t body_params(request_t *r, const json_t *body, fwd_param_t *prm)
 {
-    const char *count = req_param(r, "count");
-    if (count && strcmp(count, "true") && strcmp(count, "false"))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "count must be true or false");
-    qy->count = (count && !strcmp(count, "true")) || api_option(r, "count");
-    return true;
+    size_t        np = 0;
+    const json_t *ents = json_get(body, "entities"), *v;
+    sbuf_t        types, ids;
+    sb_init(&types, r->arena, 64);
+    sb_init(&ids, r->arena, 64);
+    const char *pat = NULL;
+    for (const json_t *e = json_is_array(ents) ? ents->child : NULL; e; e = e->next) {
+        const json_t *t = json_get(e, "type"), *i = json_get(e, "id"), *ip = json_get(e, "idPattern");
+        bool seen = false;
+        for (const char *s = types.len ? types.p : NULL; s && !seen;) {
+            const char *comma = strchr(s, ',');
+            size_t      l = comma ? (size_t)(comma - s) : strlen(s);
+            seen = json_is_string(t) && l == t->len && !memcmp(s, t->str, l);
+            s = comma ? comma + 1 : NULL;
+        }
+        if (json_is_string(t) && !seen) {
+            if (types.len) sb_addc(&types, ',');
+            sb_adds(&types, t->str);
+        }
+        if (json_is_string(i)) {
+            if (ids.len) sb_addc(&ids, ',');
+            sb_adds(&ids, i->str);
+        }
+        if (json_is_string(ip)) pat = ip->str;
+    }
+    if (types.len) prm[np++] = (fwd_param_t){"type", types.p};
+    if (ids.len) prm[np++] = (fwd_param_t){"id", ids.p};
+    if (pat) prm[np++] = (fwd_param_t){"idPattern", pat};
+    static const char *const plain[] = {"q", "scopeQ", "lang", NULL};
+    for (const char *const *k = plain; *k; k++)
+        if (json_is_string(v = json_get(body, *k))) prm[np++] = (fwd_param_t){*k, v->str};
+    if (json_is_object(v = json_get(body, "geoQ"))) {
+        const json_t *rel = json_get(v, "georel"), *g = json_get(v, "geometry"), *c = json_get(v, "coordinates"),
+                     *gp = json_get(v, "geoproperty");
+        if (json_is_string(rel) && json_is_string(g) && c) {
+            sbuf_t cs;
+            sb_init(&cs, r->arena, 128);
+            if (json_is_string(c)) sb_adds(&cs, c->str);
+            else json_render(&cs, c);
+            prm[np++] = (fwd_param_t){"georel", rel->str};
+            prm[np++] = (fwd_param_t){"geometry", g->str};
+            prm[np++] = (fwd_param_t){"coordinates", cs.p};
+            if (json_is_string(gp)) prm[np++] = (fwd_param_t){"geoproperty", gp->str};
+        }
+    }
+    return np;
+}
+
+static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
+                             api_view_t *v, const json_t *body, problem_t *p)
+{
+    static const char *const fwd_keys[] = {"type", "id", "idPattern", "q", "georel", "geometry", "coordinates",
+                                           "geoproperty", "scopeQ", "lang", "datasetId", NULL};
+    size_t      offset = qy->offset, limit = qy->limit, want = offset + limit;
+    size_t      cap = (size_t)cr_config.max_limit;
+    if (!want) want = cap;                     /* limit=0&count=true: count what the sources answer */
+    ops_page_t  pg = {0};
+    problem_t   q = {0};
+    ops_query_t lq = *qy;
+    lq.offset = 0;
+    lq.limit = want < cap ? want : cap;
+    lq.count = false;
+    if (!ops_query(rq, &lq, &pg, &q)) {
+        if (q.kind != PB_NONEXISTENT_TENANT) {
+            *p = q;
+            return false;
+        }
+        pg = (ops_page_t){0};
+    }
+    fwd_param_t prm[16];
+    size_t      np = body ? body_params(r, body, prm) : 0;
+    for (const char *const *k = fwd_keys; *k && !body; k++) {
+        const char *val = req_param(r, *k);
+        if (val) prm[np++] = (fwd_param_t){*k, val};
+    }
+    reg_query_t m = {.types = qy->f.types, .ids = qy->f.ids, .n_ids = qy->f.n_ids, .id_pattern = qy->f.id_pattern,
+                     .attrs = qy->f.attrs, .n_attrs = qy->f.n_attrs};
+    if (qy->f.n_sel == 1) {                    /* a Query body's one EntitySelector */
+        m.types = qy->f.sel[0].types;
+        m.ids = qy->f.sel[0].id ? &qy->f.sel[0].id : NULL;
+        m.n_ids = qy->f.sel[0].id ? 1 : 0;
+        m.id_pattern = qy->f.sel[0].id_pattern;
+    }
+    fwd_in_t  in;
+    fwd_out_t out;
+    api_fwd_in(r, ctx, &in);
+    if (!fwd_query(&in, &m, prm, np, lq.limit, pg.items, pg.n, &out, p)) {
+        ops_page_release(&pg);
+        return false;
+    }
+    if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+    if (!out.forwarded) {                      /* nothing matched: the local page as asked */
+        ops_page_release(&pg);
+        if (!ops_query(rq, qy, &pg, p)) return false;
+        return answer_page(r, qy, &pg, ctx, v, p);
+    }
+    ops_page_release(&pg);
+    ops_page_t merged = {.items = out.items, .count = out.n};
+    size_t     from = offset < out.n ? offset : out.n, to = from + limit < out.n ? from + limit : out.n;
+    for (size_t i = 0; i < from; i++) entity_unref(out.items[i]);
+    for (size_t i = to; i < out.n; i++) entity_unref(out.items[i]);
+    merged.items = out.items + from;
+    merged.n = to - from;
+    merged.more = to < out.n;
+    return answer_page(r, qy, &merged, ctx, v, p);
 }
 
 /* limit/offset, the last check for unknown parameters, the query, the page. */
-static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v, problem_t *p)
+static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
+                            const json_t *body, problem_t *p)
 {
     ops_page_t pg;
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
@@ -224,6 +282,8 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
         qy->f.attrs = v->pick_attrs;
         qy->f.n_attrs = v->n_pick_attrs;
     }
+    const json_t *local = body ? json_get(body, "local") : NULL;
+    if (api_distributed(r) && !(local && local->type == JSON_TRUE)) return distributed_page(r, &rq, qy, ctx, v, body, p);
     if (!ops_query(&rq, qy, &pg, p)) return false;
     return answer_page(r, qy, &pg, ctx, v, p);
 }
@@ -240,9 +300,9 @@ void api_entities_query(request_t *r)
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    if (!read_count(r, &qy, &p)) goto fail;
+    if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
-    if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;
+    if (!page_and_answer(r, &qy, ctx, &v, NULL, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);
@@ -436,10 +496,10 @@ void api_batch_query(request_t *r)
     json_t *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    if (!read_count(r, &qy, &p)) goto fail;
+    if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
     if (!api_view_check(&v, &p)) goto fail;
-    if (!page_and_answer(r, &qy, ctx, &v, &p)) goto fail;
+    if (!page_and_answer(r, &qy, ctx, &v, body, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);
@@ -460,10 +520,5 @@ bool api_query_body(request_t *r, const ld_context_t *ctx, const json_t *body, o
 
 bool api_query_count(request_t *r, ops_query_t *qy, problem_t *p)
 {
-    return read_count(r, qy, p) && set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p);
-}
-
-void api_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
-{
-    add_page_link(r, rel, offset, limit, ctype);
+    return api_count_param(r, &qy->count, p) && set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p);
 }

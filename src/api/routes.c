@@ -49,6 +49,16 @@ void api_temporal_attr_delete(request_t *r);
 void api_temporal_instance_patch(request_t *r);
 void api_temporal_instance_delete(request_t *r);
 void api_temporal_batch_query(request_t *r);
+void api_csub_create(request_t *r);
+void api_csub_query(request_t *r);
+void api_csub_get(request_t *r);
+void api_csub_update(request_t *r);
+void api_csub_delete(request_t *r);
+void api_reg_create(request_t *r);
+void api_reg_query(request_t *r);
+void api_reg_get(request_t *r);
+void api_reg_update(request_t *r);
+void api_reg_delete(request_t *r);
 
 #define V1 "/ngsi-ld/v1"
 
@@ -79,6 +89,10 @@ static const http_route_t routes[] = {
     {V1 "/jsonldContexts",                  api_ctx_list,        api_ctx_create,    NULL,             NULL,             NULL,             0},
     {V1 "/jsonldContexts/{id}",             api_ctx_get,         NULL,              NULL,             NULL,             api_ctx_delete,   0},
     {V1 "/info/sourceIdentity",             api_info_identity,   NULL,              NULL,             NULL,             NULL,             0},
+    {V1 "/csourceRegistrations",            api_reg_query,       api_reg_create,    NULL,             NULL,             NULL,             0},
+    {V1 "/csourceRegistrations/{id}",       api_reg_get,         NULL,              NULL,             api_reg_update,   api_reg_delete,   0},
+    {V1 "/csourceSubscriptions",            api_csub_query,      api_csub_create,   NULL,             NULL,             NULL,             0},
+    {V1 "/csourceSubscriptions/{id}",       api_csub_get,        NULL,              NULL,             api_csub_update,  api_csub_delete,  0},
     {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/statistics",                         api_statistics,      NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/admin/snapshot",                     api_admin_snapshot_get, api_admin_snapshot, NULL,         NULL,             NULL,             HR_NO_BODY_CHECKS},

@@ -1,17 +1,33 @@
 /*
  * subscriptions.c - /subscriptions (6.10: POST create, GET query) and
  * /subscriptions/{subscriptionId} (6.11: GET, PATCH, DELETE), the HTTP
- * binding of 5.8.1-5.8.5 (ops/subscriptions.c).
+ * binding of 5.8.1-5.8.5 (ops/subscriptions.c); and the same for
+ * /csourceSubscriptions (6.12, 6.13: 5.11.2-5.11.6, ops/csubscriptions.c),
+ * which differ only in the operations called.
  */
 #include "api.h"
 
 #include "../notify/notify.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
-void api_sub_create(request_t *r)
+/* The operations of one kind of subscription. */
+typedef struct sub_kind {
+    const char *collection;
+    bool (*create)(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p);
+    notify_sub_t *(*retrieve)(const ops_req_t *rq, const char *id, problem_t *p);
+    bool (*update)(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
+    bool (*del)(const ops_req_t *rq, const char *id, problem_t *p);
+    notify_sub_t **(*query)(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
+                            problem_t *p);
+} sub_kind_t;
+
+static const sub_kind_t k_sub = {"/ngsi-ld/v1/subscriptions/", ops_sub_create, ops_sub_retrieve, ops_sub_update,
+                                 ops_sub_delete, ops_sub_query};
+static const sub_kind_t k_csub = {"/ngsi-ld/v1/csourceSubscriptions/", ops_csub_create, ops_csub_retrieve,
+                                  ops_csub_update, ops_csub_delete, ops_csub_query};
+
+static void sub_create(request_t *r, const sub_kind_t *k)
 {
     problem_t   p = {0};
     const char *id;
@@ -20,8 +36,8 @@ void api_sub_create(request_t *r)
     json_t *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     ops_req_t rq = api_req(r, ctx);
-    if (!ops_sub_create(&rq, body, &id, &p)) goto fail;
-    api_reply_created(r, "/ngsi-ld/v1/subscriptions/", id);
+    if (!k->create(&rq, body, &id, &p)) goto fail;
+    api_reply_created(r, k->collection, id);
     return;
 fail:
     reply_problem(r, &p);
@@ -36,7 +52,7 @@ static bool sub_accept(request_t *r, bool *ld, problem_t *p)
     return true;
 }
 
-void api_sub_get(request_t *r)
+static void sub_get(request_t *r, const sub_kind_t *k)
 {
     problem_t p = {0};
     bool      ld;
@@ -48,7 +64,7 @@ void api_sub_get(request_t *r)
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     ops_req_t     rq = api_req(r, NULL);
-    notify_sub_t *s = ops_sub_retrieve(&rq, r->pathv[0], &p);
+    notify_sub_t *s = k->retrieve(&rq, r->pathv[0], &p);
     if (!s) goto fail;
     json_writer_t w;
     jw_init(&w, &r->out);
@@ -67,40 +83,17 @@ fail:
     reply_problem(r, &p);
 }
 
-static bool page_param(request_t *r, const char *name, size_t def, size_t *out, problem_t *p)
-{
-    const char *s = req_param(r, name);
-    char       *end;
-    *out = def;
-    if (!s) return true;
-    errno = 0;
-    unsigned long long v = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
-    if (!(*s >= '0' && *s <= '9') || errno || *end)
-        return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a non-negative integer, not '%s'", name, s);
-    *out = (size_t)v;
-    return true;
-}
-
-static void page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
-{
-    sbuf_t sb;
-    size_t plen = strlen(r->path);
-    while (plen > 1 && r->path[plen - 1] == '/') plen--;    /* /subscriptions/ is /subscriptions */
-    sb_init(&sb, r->arena, 128);
-    /* RFC 8288 link-params without optional whitespace, as the suite compares them (031_02) */
-    sb_printf(&sb, "<%.*s?limit=%zu&offset=%zu>;rel=\"%s\";type=\"%s\"", (int)plen, r->path, limit, offset, rel,
-              ctype);
-    reply_header(r, "Link", sb.p);
-}
-
-void api_sub_query(request_t *r)
+static void sub_query(request_t *r, const sub_kind_t *k)
 {
     problem_t p = {0};
     bool      ld;
     size_t    limit, offset, n, total;
     if (!sub_accept(r, &ld, &p)) goto fail;
-    if (!page_param(r, "limit", (size_t)cr_config.default_limit, &limit, &p)) goto fail;
-    if (!page_param(r, "offset", 0, &offset, &p)) goto fail;
+    const char *ls = req_param(r, "limit"), *os = req_param(r, "offset");
+    limit = (size_t)cr_config.default_limit;
+    offset = 0;
+    if (ls && !api_uint_param(ls, "limit", &limit, &p)) goto fail;
+    if (os && !api_uint_param(os, "offset", &offset, &p)) goto fail;
     if (!api_options_valid(r, "count,sysAttrs", &p)) goto fail;
     bool count = api_option(r, "count"), sys = api_option(r, "sysAttrs");
     const char *cnt = req_param(r, "count");
@@ -119,7 +112,7 @@ void api_sub_query(request_t *r)
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     ops_req_t      rq = api_req(r, NULL);
-    notify_sub_t **v = ops_sub_query(&rq, offset, limit, &n, &total, &p);
+    notify_sub_t **v = k->query(&rq, offset, limit, &n, &total, &p);
     if (!v) goto fail;
     json_writer_t w;
     jw_init(&w, &r->out);
@@ -135,15 +128,15 @@ void api_sub_query(request_t *r)
         snprintf(buf, sizeof buf, "%zu", total);
         reply_header(r, "NGSILD-Results-Count", arena_strdup(r->arena, buf));
     }
-    if (offset + n < total && limit) page_link(r, "next", offset + n, limit, ctype);
-    if (offset > 0 && limit) page_link(r, "prev", offset > limit ? offset - limit : 0, limit, ctype);
+    if (offset + n < total && limit) api_page_link(r, "next", offset + n, limit, ctype);
+    if (offset > 0 && limit) api_page_link(r, "prev", offset > limit ? offset - limit : 0, limit, ctype);
     reply_body(r, 200, ctype);
     return;
 fail:
     reply_problem(r, &p);
 }
 
-void api_sub_update(request_t *r)
+static void sub_update(request_t *r, const sub_kind_t *k)
 {
     problem_t p = {0};
     const ld_context_t *ctx;
@@ -152,21 +145,32 @@ void api_sub_update(request_t *r)
     json_t *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     ops_req_t rq = api_req(r, ctx);
-    if (!ops_sub_update(&rq, r->pathv[0], body, &p)) goto fail;
+    if (!k->update(&rq, r->pathv[0], body, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:
     reply_problem(r, &p);
 }
 
-void api_sub_delete(request_t *r)
+static void sub_delete(request_t *r, const sub_kind_t *k)
 {
     problem_t p = {0};
     if (!api_no_unknown_params(r, &p)) goto fail;
     ops_req_t rq = api_req(r, NULL);
-    if (!ops_sub_delete(&rq, r->pathv[0], &p)) goto fail;
+    if (!k->del(&rq, r->pathv[0], &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:
     reply_problem(r, &p);
 }
+
+void api_sub_create(request_t *r) { sub_create(r, &k_sub); }
+void api_sub_get(request_t *r) { sub_get(r, &k_sub); }
+void api_sub_query(request_t *r) { sub_query(r, &k_sub); }
+void api_sub_update(request_t *r) { sub_update(r, &k_sub); }
+void api_sub_delete(request_t *r) { sub_delete(r, &k_sub); }
+void api_csub_create(request_t *r) { sub_create(r, &k_csub); }
+void api_csub_get(request_t *r) { sub_get(r, &k_csub); }
+void api_csub_query(request_t *r) { sub_query(r, &k_csub); }
+void api_csub_update(request_t *r) { sub_update(r, &k_csub); }
+void api_csub_delete(request_t *r) { sub_delete(r, &k_csub); }

@@ -83,6 +83,8 @@ static flag_t flags[] = {
     {"notifierRetries", F_INT, &cr_config.notifier_retries, "2", NULL, "retries of a failed notification (in order, at the head of its lane)"},
     {"notifierRetryDelay", F_INT, &cr_config.notifier_retry_delay_ms, "500", NULL, "ms before the first retry of a failed notification (doubling; at least endpoint.cooldown)"},
     {"notifierCaFile", F_STR, &cr_config.notifier_ca_file, "", NULL, "CA certificates (PEM) for https:// and mqtts:// endpoints (none: the system's)"},
+    {"forwardTimeout", F_INT, &cr_config.forward_timeout_ms, "5000", NULL, "ms a forwarded request may take (a registration's management.timeout overrides)"},
+    {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };
 

@@ -188,6 +188,7 @@ typedef enum {
     PB_TOO_MANY_RESULTS,        /* 403 */
     PB_LD_CONTEXT_NOT_AVAILABLE,/* 503 */
     PB_INTERNAL_ERROR,          /* 500 */
+    PB_CONFLICT,                /* 409: a registration overlaps another or held data (5.9.2.4) */
     PB_HTTP,                    /* a bare HTTP status (405, 406, 411, 413, 415) */
     PB__COUNT
 } problem_kind_t;
@@ -261,6 +262,8 @@ typedef struct cr_config {
                                       * pseudonym of forwarding; default host name:port; never NULL after load */
     int64_t     started_ms;          /* wall clock of cr_config_load: the uptime of /info/sourceIdentity */
     const char *egress_allow;        /* --egressAllow: CIDRs and host names */
+    int         forward_timeout_ms;  /* --forwardTimeout */
+    int         forward_fanout;      /* --forwardFanout */
     const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */
     const char *history_retention;   /* --historyRetention: a duration ("" = keep all) */

@@ -18,6 +18,7 @@ static const struct { const char *name; const char *title; int status; } kinds[P
     [PB_TOO_MANY_RESULTS]         = {"TooManyResults", "Too many results", 403},
     [PB_LD_CONTEXT_NOT_AVAILABLE] = {"LdContextNotAvailable", "@context not available", 503},
     [PB_INTERNAL_ERROR]           = {"InternalError", "Internal error", 500},
+    [PB_CONFLICT]                 = {"Conflict", "Conflict", 409},
     [PB_HTTP]                     = {NULL, NULL, 400},
 };
 
@@ -75,6 +76,7 @@ const char *problem_type_uri(problem_kind_t kind)
         U(PB_TOO_MANY_RESULTS, "TooManyResults"),
         U(PB_LD_CONTEXT_NOT_AVAILABLE, "LdContextNotAvailable"),
         U(PB_INTERNAL_ERROR, "InternalError"),
+        U(PB_CONFLICT, "Conflict"),
 #undef U
     };
     return kind < PB__COUNT && uris[kind] ? uris[kind] : "about:blank";

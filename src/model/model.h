@@ -531,5 +531,26 @@ size_t   q_links(q_expr_t *q, q_expr_t **out, size_t cap);
 bool     q_link_get(const q_expr_t *link, q_link_view_t *v);
 /* ids (in the tree's arena; sorted here) of the entities the inner expression matched. */
 void     q_link_resolve(q_expr_t *link, const char **ids, size_t n);
+/* ------------------------------------------- stored documents (doc.c)
+ *
+ * A resource that is not an entity (a registration) is kept as its JSON:
+ * the client's members, "id" (generated when absent), "type", "@context"
+ * (the value of the request's context) and createdAt/modifiedAt. */
+typedef struct model_doc_kind {
+    const char        *type;       /* "ContextSourceRegistration" */
+    const char        *id_kind;    /* generated ids: urn:ngsi-ld:<id_kind>:<uuid> */
+    const char        *what;       /* for errors: "registration" */
+    const char *const *read_only;  /* members the client may send but never sets (NULL-ended), or NULL */
+} model_doc_kind_t;
+/* A generated id urn:ngsi-ld:<kind>:<uuid>, in arena a. */
+const char *model_doc_new_id(arena_t *a, const char *kind, int64_t now);
+/* The document of a creation, in arena a. */
+char *model_doc_new(arena_t *a, const json_t *body, const ld_context_t *ctx, const model_doc_kind_t *k,
+                    int64_t now, size_t *len);
+/* The document of an update (5.5.8): the patch's members replace the stored
+ * ones, a null removes one; id and type stay (BadRequestData when the patch
+ * changes them). In arena a. */
+char *model_doc_patch(arena_t *a, const char *stored, size_t stored_len, const json_t *patch,
+                      const model_doc_kind_t *k, int64_t now, size_t *len, problem_t *p);
 
 #endif

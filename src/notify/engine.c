@@ -479,6 +479,8 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     j->next = NULL;
     j->many = NULL;
     j->n_many = 0;
+    j->raw = NULL;
+    j->reason = NULL;
     j->sub = s;
     j->e = (cr_entity_t *)e;
     j->entity_deleted = deleted_entity;
@@ -511,6 +513,7 @@ static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key)
         pthread_mutex_unlock(&g_qmu);
         for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
         free(j->many);
+        free(j->raw);
         free(j);
         atomic_fetch_add(&s->c->dropped_full, 1);
         atomic_fetch_add(&G.dropped_full, 1);
@@ -605,6 +608,37 @@ static void on_changes(void *ud, const store_change_t *g, size_t n)
     pthread_rwlock_unlock(&g_rw);
 }
 
+/* ------------------------------------------------------- context source registration subscriptions */
+
+void notify_csub_start(notify_sub_t *s, const notify_sub_t *prev)
+{
+    if (prev && prev->c) {
+        s->c = prev->c;
+        atomic_fetch_add(&s->c->refs, 1);
+    } else if (!s->c) s->c = sub_counters_new();
+    if (!s->ep) s->ep = endpoint_get(s->uri);
+}
+
+void notify_csub_stop(notify_sub_t *s)
+{
+    atomic_store(&s->removed, true);
+}
+
+void notify_send(notify_sub_t *s, const char *data, size_t len, const char *reason)
+{
+    notify_job_t *j = cr_xcalloc(1, sizeof *j);
+    j->sub = s;
+    j->at = cr_now_us();
+    j->raw = cr_xmalloc(len + 1);
+    memcpy(j->raw, data, len);
+    j->raw[len] = '\0';
+    j->raw_len = len;
+    j->reason = reason;
+    atomic_fetch_add(&s->c->due, 1);
+    atomic_fetch_add(&G.due, 1);
+    queue_job(s, j, 0);
+}
+
 /* ------------------------------------------------------- the senders */
 
 static void job_free(notify_job_t *j)
@@ -612,6 +646,7 @@ static void job_free(notify_job_t *j)
     if (j->e) entity_unref(j->e);
     for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
     free(j->many);
+    free(j->raw);
     if (j->before) entity_unref(j->before);
     notify_sub_unref(j->sub);
     free(j);
@@ -828,7 +863,7 @@ static void lane_send(lane_t *l)
     sb_clear(&l->body);
     const char *ctype = notify_render(l->batch, l->n_batch, &l->body);
     long        tmo = s->timeout_ms ? s->timeout_ms : cr_config.notifier_timeout_ms;
-    notify_send(&l->conn, s, l->body.p, l->body.len, ctype, tmo, l);
+    notify_transport_send(&l->conn, s, l->body.p, l->body.len, ctype, tmo, l);
 }
 
 static void *sender_main(void *arg)

@@ -155,6 +155,40 @@ notify_sub_t **notify_list(const char *tenant, size_t offset, size_t limit, aren
 /* A subscription was ever created in this tenant (it then exists, 4.14). */
 bool          notify_tenant_known(const char *tenant);
 
+/* ------------------------ context source registration subscriptions (5.11)
+ *
+ * reg/ keeps them and matches them against registrations; notify/ validates
+ * the document (the rules of a subscription, and temporalQ) and sends their
+ * CSourceNotifications (5.3.2) through the same endpoints, lanes and
+ * counters as any notification. */
+notify_sub_t *notify_csub_build(const char *tenant, const char *json, size_t len, int64_t now, problem_t *p);
+/* Before its first notify_send: its endpoint, and its counters (prev's, when
+ * it replaces prev, so timesSent and the rest carry over). */
+void          notify_csub_start(notify_sub_t *s, const notify_sub_t *prev);
+/* It was deleted: its queued notifications are dropped (counted deleted). */
+void          notify_csub_stop(notify_sub_t *s);
+/* What a subscription selects (pointers into s, valid while s is). */
+typedef struct notify_selection {
+    const entity_selector_t *sel;      size_t n_sel;
+    const char *const       *watched;  size_t n_watched;   /* expanded, interned */
+    const char *const       *attrs;    size_t n_attrs;     /* notification.attributes, expanded */
+    const q_expr_t          *q;
+    const geoq_t            *geo;
+    const scopeq_t          *scope;
+    int64_t                  interval_us;                  /* timeInterval, 0: none */
+} notify_selection_t;
+void          notify_sub_selection(const notify_sub_t *s, notify_selection_t *out);
+/* Its tenant (interned, "" = default). */
+const char   *notify_sub_tenant(const notify_sub_t *s);
+/* The @context notifications are compacted with (jsonldContext). */
+const ld_context_t *notify_sub_out_context(const notify_sub_t *s);
+/* isActive and not expired at now. */
+bool          notify_sub_active(const notify_sub_t *s, int64_t now);
+/* Queues a notification of s whose "data" is `data` (a rendered JSON array,
+ * copied) with triggerReason `reason` (a static string, or NULL), in s's
+ * endpoint's lanes; a full queue drops it, counted. */
+void          notify_send(notify_sub_t *s, const char *data, size_t len, const char *reason);
+
 /* ---------------------------------------------------------- statistics */
 
 typedef struct notify_stats {

@@ -94,6 +94,7 @@ struct notify_sub {
     atomic_bool         removed;
     uint64_t            mark;             /* the change seq it was last matched for (tenant hooks are serial) */
     int64_t             next_at;          /* timeInterval: the next periodic notification (µs; ticker only) */
+    bool                csource;          /* a context source registration subscription (5.11): reg/ matches it */
 };
 
 #define SUB_JOIN_NONE   0
@@ -119,6 +120,9 @@ typedef struct notify_job {
     cr_entity_t       *before;           /* showChanges / attributeDeleted: a reference to the previous version, else NULL */
     store_attr_ref_t  *changed;          /* showChanges: the updated instances (point into e), in the job block */
     uint32_t           n_changed;
+    char              *raw;              /* notify_send: the rendered data array (malloc'd), else NULL */
+    size_t             raw_len;
+    const char        *reason;           /* notify_send: the triggerReason (static), or NULL */
 } notify_job_t;
 
 /* sender.c: renders ONE notification for jobs[0..n) (of one subscription,
@@ -126,7 +130,7 @@ typedef struct notify_job {
 const char *notify_render(notify_job_t *const *jobs, size_t n, sbuf_t *sb);
 
 /* sender.c: the HTTP client (libcurl multi on its own thread) and the
- * dispatch to MQTT. notify_send() sends one notification on a lane's
+ * dispatch to MQTT. notify_transport_send() sends one notification on a lane's
  * connection (*conn, created on first use: a kept easy handle, or an MQTT
  * client) and returns at once for HTTP; done(ud, ok, aborted) follows once,
  * on the HTTP thread (or on the caller's for MQTT and for a request that
@@ -139,8 +143,8 @@ bool notify_http_init(notify_done_fn done, problem_t *p);
 void notify_http_shutdown(void);
 /* After the connections are freed: the multi handle and libcurl go. */
 void notify_http_cleanup(void);
-void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
-                 long timeout_ms, void *ud);
+void notify_transport_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+                           long timeout_ms, void *ud);
 void notify_conn_free(void *conn);
 
 /* httpc.c: the HTTP/1.1 client of http:// endpoints with a literal address

@@ -261,7 +261,7 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
     render_opts_t       ro = s->ro;
     json_writer_t       w;
     char                now[32], id[64];
-    bool                geo = s->accept == SUB_ACC_GEOJSON;
+    bool                geo = s->accept == SUB_ACC_GEOJSON && !jobs[0]->raw;
     notify_linked_t     linked = {0};
     void               *lh = NULL;
     render_join_t       rj;
@@ -296,7 +296,10 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
         jw_string(&w, "FeatureCollection");
         jw_key(&w, "features");
     }
-    jw_array_begin(&w);
+    if (jobs[0]->raw) {          /* notify_send: one job, its data rendered by the caller */
+        jw_raw(&w, jobs[0]->raw, jobs[0]->raw_len);
+        n_jobs = 0;
+    } else jw_array_begin(&w);
     for (size_t k = 0; k < n_jobs; k++) {
         const notify_job_t *j = jobs[k];
         if (j->e) render_entity(&w, sb, j, &ro, geo);
@@ -318,8 +321,12 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
     if (lh && g_join_release) g_join_release(lh);
     if (over) LOG_W("notification of subscription %s: more linked entities than %zu, the rest not inlined", s->id,
                     (size_t)10000);
-    jw_array_end(&w);
+    if (!jobs[0]->raw) jw_array_end(&w);
     if (geo) jw_object_end(&w);
+    if (jobs[0]->reason) {
+        jw_key(&w, "triggerReason");
+        jw_string(&w, jobs[0]->reason);
+    }
     if (s->accept == SUB_ACC_LDJSON) {
         jw_key(&w, "@context");
         jw_raw(&w, ro.context_json, strlen(ro.context_json));
@@ -558,7 +565,7 @@ fail:
     return false;
 }
 
-void notify_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
+void notify_transport_send(void **conn, const notify_sub_t *s, const char *body, size_t len, const char *ctype,
                  long timeout_ms, void *ud)
 {
     conn_t *cn = *conn;

@@ -398,7 +398,8 @@ static const char *const top_members[] = {"id", "type", "subscriptionName", "des
     "localOnly", "expiresAt", "isActive", "throttling", "timeInterval", "jsonldContext", "expandValues",
     "jsonKeys", "notification", "@context", "createdAt", "modifiedAt", "status", "temporalQ", NULL};
 
-notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len, int64_t now, problem_t *p)
+static notify_sub_t *sub_build(const char *tenant, const char *json, size_t len, int64_t now, bool csource,
+                               problem_t *p)
 {
     notify_sub_t *s = cr_xcalloc(1, sizeof *s);
     atomic_init(&s->refs, 1);
@@ -530,7 +531,8 @@ notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len,
         s->interval_us = (int64_t)(json_number(v) * 1e6);
         if (s->interval_us < 1000) s->interval_us = 1000;
     }
-    if ((v = json_get(t, "temporalQ"))) BAD("temporalQ is not a member of a Subscription (it is of a context source one)");
+    s->csource = csource;
+    if ((v = json_get(t, "temporalQ")) && !csource) BAD("temporalQ is not a member of a Subscription (it is of a context source one)");
     if (!ents && !watched) BAD("a subscription needs entities or watchedAttributes (or both)");
     const json_t *n = json_get(t, "notification");
     if (!n) BAD("notification is mandatory");
@@ -540,6 +542,40 @@ fail:
     arena_free(s->a);
     free(s);
     return NULL;
+}
+
+notify_sub_t *notify_sub_build(const char *tenant, const char *json, size_t len, int64_t now, problem_t *p)
+{
+    return sub_build(tenant, json, len, now, false, p);
+}
+
+/* A context source registration subscription (5.11): the same rules, and
+ * temporalQ (which reg/ interprets, as it does csf). */
+notify_sub_t *notify_csub_build(const char *tenant, const char *json, size_t len, int64_t now, problem_t *p)
+{
+    return sub_build(tenant, json, len, now, true, p);
+}
+
+void notify_sub_selection(const notify_sub_t *s, notify_selection_t *out)
+{
+    out->sel = s->sel;
+    out->n_sel = s->n_sel;
+    out->watched = s->watched;
+    out->n_watched = s->n_watched;
+    out->attrs = s->ro.n_pick > 2 && !strcmp(s->ro.pick[0], "@id") ? s->ro.pick + 2 : NULL;
+    out->n_attrs = out->attrs ? s->ro.n_pick - 2 : 0;
+    out->q = s->q;
+    out->geo = s->geo;
+    out->scope = s->scope;
+    out->interval_us = s->interval_us;
+}
+
+const ld_context_t *notify_sub_out_context(const notify_sub_t *s) { return s->out_ctx; }
+const char         *notify_sub_tenant(const notify_sub_t *s) { return s->tenant; }
+
+bool notify_sub_active(const notify_sub_t *s, int64_t now)
+{
+    return s->active && (s->expires_at == CR_NO_TIME || s->expires_at > now);
 }
 
 void notify_sub_ref(notify_sub_t *s)
@@ -567,78 +603,20 @@ const char *notify_sub_doc(const notify_sub_t *s, size_t *len)
 
 /* ------------------------------------------------------------ documents */
 
-static bool read_only(const char *k)
-{
-    return !strcmp(k, "status") || !strcmp(k, "createdAt") || !strcmp(k, "modifiedAt");
-}
-
-static void add_time(arena_t *a, json_t *o, const char *key, int64_t us)
-{
-    char buf[32];
-    cr_datetime_format(us, buf);
-    json_add(o, key, json_new_stringn(a, buf, strlen(buf)));
-}
+/* The stored document is model/'s (doc.c): one implementation for every
+ * resource kept as JSON. */
+static const char *const doc_read_only[] = {"status", NULL};
+static const model_doc_kind_t k_sub = {"Subscription", "Subscription", "subscription", doc_read_only};
 
 char *notify_doc_new(arena_t *a, const json_t *body, const ld_context_t *ctx, int64_t now, size_t *len)
 {
-    json_t *o = json_new(a, JSON_OBJECT);
-    const json_t *id = json_get(body, "id");
-    if (id) json_add(o, "id", json_clone(a, id));
-    else {
-        uint64_t r1 = cr_hash(&now, sizeof now), r2 = cr_hash(&r1, sizeof r1);
-        static atomic_uint_fast64_t seq;
-        uint64_t k = atomic_fetch_add(&seq, 1) ^ r2;
-        json_add(o, "id", json_new_string(a, arena_printf(a, "urn:ngsi-ld:Subscription:%08x-%04x-4%03x-%04x-%012llx",
-            (unsigned)(r1 >> 32), (unsigned)(r1 >> 16) & 0xffff, (unsigned)r1 & 0xfff,
-            (unsigned)(0x8000 | (k & 0x3fff)), (unsigned long long)(r2 >> 16) & 0xffffffffffffULL)));
-    }
-    const json_t *type = json_get(body, "type");
-    json_add(o, "type", type ? json_clone(a, type) : json_new_string(a, "Subscription"));
-    for (const json_t *m = body->child; m; m = m->next)
-        if (strcmp(m->key, "id") && strcmp(m->key, "type") && strcmp(m->key, "@context") && !read_only(m->key))
-            json_add(o, m->key, json_clone(a, m));
-    const char *cv = ld_context_value_json(ctx);
-    char        err[128];
-    json_t     *c = json_parse_copy(a, cv, strlen(cv), &(json_limits_t){0}, err, sizeof err);
-    if (c) json_add(o, "@context", c);
-    add_time(a, o, "createdAt", now);
-    add_time(a, o, "modifiedAt", now);
-    sbuf_t sb;
-    sb_init(&sb, a, 512);
-    json_render(&sb, o);
-    *len = sb.len;
-    return sb.p;
+    return model_doc_new(a, body, ctx, &k_sub, now, len);
 }
 
 char *notify_doc_patch(arena_t *a, const char *stored, size_t stored_len, const json_t *patch, int64_t now,
                        size_t *len, problem_t *p)
 {
-    char    err[128];
-    json_t *o = json_parse_copy(a, stored, stored_len, &(json_limits_t){0}, err, sizeof err);
-    if (!o) {
-        problem_set(p, PB_INTERNAL_ERROR, "the stored subscription is not JSON: %s", err);
-        return NULL;
-    }
-    for (const json_t *m = patch->child; m; m = m->next) {
-        if (!strcmp(m->key, "@context") || read_only(m->key)) continue;
-        if (!strcmp(m->key, "id") || !strcmp(m->key, "type")) {
-            const json_t *old = json_get(o, m->key);
-            if (!json_is_string(m) || !old || strcmp(old->str, m->str)) {
-                problem_set(p, PB_BAD_REQUEST_DATA, "the %s of a subscription cannot be changed", m->key);
-                return NULL;
-            }
-            continue;
-        }
-        json_remove(o, m->key);
-        if (m->type != JSON_NULL) json_add(o, m->key, json_clone(a, m));   /* null removes the member */
-    }
-    json_remove(o, "modifiedAt");
-    add_time(a, o, "modifiedAt", now);
-    sbuf_t sb;
-    sb_init(&sb, a, stored_len + 256);
-    json_render(&sb, o);
-    *len = sb.len;
-    return sb.p;
+    return model_doc_patch(a, stored, stored_len, patch, &k_sub, now, len, p);
 }
 
 /* ------------------------------------------------------------ re-terming */

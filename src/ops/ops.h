@@ -361,6 +361,56 @@ bool   ops_ctx_add(const ops_req_t *rq, const json_t *value, const char **id, pr
 bool   ops_ctx_delete(const ops_req_t *rq, const char *id, problem_t *p);
 /* At start: registers the stored hosted contexts in ld/; answers how many. */
 size_t ops_ctx_restore(store_t *s);
+/* ------------------------------------------------------ registrations.c */
+
+/* Context source registrations (5.9.2-5.9.4, 5.10.1-5.10.2). A registration
+ * is reg/'s reg_t (render it with reg_render, release with reg_unref). */
+struct reg;
+/* Register (5.9.2): body is the CSourceRegistration, rq->ctx its @context;
+ * *id gets its id. Conflict for an exclusive or redirect registration that
+ * overlaps another or the entities held here. */
+bool ops_reg_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p);
+/* Retrieve (5.10.1): a reference, or NULL (BadRequestData, ResourceNotFound, NonexistentTenant). */
+struct reg *ops_reg_retrieve(const ops_req_t *rq, const char *id, problem_t *p);
+/* Update (5.9.3, 5.5.8): the members of body replace the registration's, null removes one. */
+bool ops_reg_update(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
+/* Delete (5.9.4). */
+bool ops_reg_delete(const ops_req_t *rq, const char *id, problem_t *p);
+/* Query (5.10.2): the entity specification (names expanded with rq->ctx)
+ * matched through reg/'s index (5.12), then csf, scopeQ, geo and the
+ * temporal query on each candidate; a page of references in rq->arena
+ * (unref each), *masks the matching RegistrationInfo elements of each. */
+typedef enum { OPS_TIMEREL_NONE = 0, OPS_TIMEREL_BEFORE, OPS_TIMEREL_AFTER, OPS_TIMEREL_BETWEEN } ops_timerel_t;
+typedef struct ops_reg_query {
+    const typesel_t   *types;
+    const char *const *ids; size_t n_ids;
+    const void        *id_pattern;
+    const char *const *attrs; size_t n_attrs;   /* attrs, pick and the attributes named by q and geoproperty */
+    const q_expr_t    *csf;
+    const scopeq_t    *scope;
+    const geoq_t      *geo;
+    ops_timerel_t      timerel;
+    int64_t            time_at, end_time_at;
+    bool               time_observed;           /* timeproperty observedAt (default) vs createdAt/modifiedAt/deletedAt */
+} ops_reg_query_t;
+struct reg **ops_reg_query(const ops_req_t *rq, const ops_reg_query_t *q, size_t offset, size_t limit, size_t *n,
+                           size_t *total, uint64_t **masks, problem_t *p);
+/* At start: the stored registrations into reg/'s registry; answers how many. */
+size_t ops_reg_restore(store_t *s);
+
+/* ------------------------------------------------------ csubscriptions.c */
+
+/* Context source registration subscriptions (5.11.2-5.11.6): the same
+ * signatures as the subscription operations; a subscription is a
+ * notify_sub_t (notify_sub_render). Create and update send the
+ * CSourceNotification of every matching registration (5.11.2.4, 5.11.3.4). */
+bool ops_csub_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p);
+struct notify_sub *ops_csub_retrieve(const ops_req_t *rq, const char *id, problem_t *p);
+bool ops_csub_update(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
+bool ops_csub_delete(const ops_req_t *rq, const char *id, problem_t *p);
+struct notify_sub **ops_csub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
+                                   problem_t *p);
+size_t ops_csub_restore(store_t *s);
 
 /* ------------------------------------------------------ administration */
 

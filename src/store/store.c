@@ -512,7 +512,7 @@ bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_
 
 static bool obj_kind_ok(store_obj_kind_t kind, problem_t *p)
 {
-    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CONTEXT)
+    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CSOURCE_SUBSCRIPTION)
         return true;
     return problem_set(p, PB_INTERNAL_ERROR, "store: unknown object kind %d", (int)kind);
 }
@@ -555,7 +555,7 @@ void store_obj_foreach(store_t *s, store_obj_kind_t kind,
                                   size_t len),
                        void *ud)
 {
-    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CONTEXT)
+    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CSOURCE_SUBSCRIPTION)
         s->be->obj_foreach(s->db, (int)kind, fn, ud);
 }
 

@@ -326,7 +326,10 @@ bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_
  * per tenant, an id, a kind and a JSON text. Every backend keeps them (corDB in RAM and on disk, MongoDB).
  * Object writes do not go through the change hooks; on disk they are logged
  * and recovered like entities. Ids are unique per (tenant, kind). */
-typedef enum { STORE_OBJ_SUBSCRIPTION = 1, STORE_OBJ_REGISTRATION = 2, STORE_OBJ_CONTEXT = 3 } store_obj_kind_t;
+typedef enum {
+    STORE_OBJ_SUBSCRIPTION = 1, STORE_OBJ_REGISTRATION = 2, STORE_OBJ_CONTEXT = 3,
+    STORE_OBJ_CSOURCE_SUBSCRIPTION = 4   /* context source registration subscriptions (5.11) */
+} store_obj_kind_t;
 /* Creates (create_only: AlreadyExists when the id is taken) or replaces object id; creates the tenant (4.14). */
 bool  store_obj_put(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id,
                     const char *json, size_t len, bool create_only, problem_t *p);

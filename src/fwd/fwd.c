@@ -1,0 +1,767 @@
+/*
+ * fwd.c - the forwarded requests of a distributed retrieve or query
+ * (fwd.h): built from the matching registrations, sent in parallel with a
+ * libcurl multi handle (at most --forwardFanout at once, each with its
+ * registration's timeout), their answers parsed into entities with the
+ * request's @context, and merged with the local version (4.5.5).
+ */
+#include "fwd.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static char g_alias[300];
+static _Atomic uint64_t g_forwarded, g_failed;
+
+void fwd_get_stats(fwd_stats_t *st)
+{
+    st->forwarded = __atomic_load_n(&g_forwarded, __ATOMIC_RELAXED);
+    st->failed = __atomic_load_n(&g_failed, __ATOMIC_RELAXED);
+}
+
+/* A forwarded answer is an entity or a page of them: bounded like a request body, times the page. */
+#define FWD_MAX_ANSWER ((size_t)64 << 20)
+
+bool fwd_start(problem_t *p)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return problem_set(p, PB_INTERNAL_ERROR, "cannot initialise libcurl");
+    if (cr_config.broker_alias && *cr_config.broker_alias)
+        snprintf(g_alias, sizeof g_alias, "%s", cr_config.broker_alias);
+    else {
+        /* unique per instance: two brokers on one host differ by port */
+        char host[256] = "localhost";
+        if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+        snprintf(g_alias, sizeof g_alias, "%s:%d", host, cr_config.port);
+    }
+    for (char *c = g_alias; *c; c++)
+        if (*c == ',' || *c <= ' ' || *c == '(' || *c == ')') *c = '_';   /* a Via pseudonym is one token */
+    return true;
+}
+
+void fwd_stop(void)
+{
+    curl_global_cleanup();
+}
+
+const char *fwd_alias(void)
+{
+    return g_alias;
+}
+
+/* Calls fn for each pseudonym ("received-by") of a Via value: "1.1 a, 1.0 b (comment)". */
+static bool via_each(const char *via, bool (*fn)(void *ud, const char *s, size_t n), void *ud)
+{
+    for (const char *s = via; s && *s;) {
+        while (*s == ' ' || *s == ',' || *s == '\t') s++;
+        const char *e = s;
+        while (*e && *e != ',' && *e != ' ') e++;        /* protocol */
+        while (*e == ' ') e++;
+        const char *b = e;
+        while (*e && *e != ',' && *e != ' ') e++;        /* received-by */
+        if (e > b && fn(ud, b, (size_t)(e - b))) return true;
+        while (*e && *e != ',') e++;                     /* comment */
+        s = e;
+    }
+    return false;
+}
+
+static bool is_me(void *ud, const char *s, size_t n)
+{
+    (void)ud;
+    return n == strlen(g_alias) && !memcmp(s, g_alias, n);
+}
+
+bool fwd_via_loop(const char *via)
+{
+    return via && via_each(via, is_me, NULL);
+}
+
+typedef struct aliases {
+    arena_t     *a;
+    const char **v;
+    size_t       n, cap;
+} aliases_t;
+
+static bool add_alias(void *ud, const char *s, size_t n)
+{
+    aliases_t *x = ud;
+    if (x->n < x->cap) x->v[x->n++] = arena_strndup(x->a, s, n);
+    return false;
+}
+
+/* ------------------------------------------------------------ one forwarded request */
+
+typedef struct call {
+    reg_t              *reg;
+    CURL               *h;
+    struct curl_slist  *hdrs;
+    char               *url;
+    long                timeout_ms;
+    sbuf_t              body;
+    bool                too_big, refused, skipped;
+    long                status;
+    CURLcode            rc;
+    const ld_context_t *ctx;        /* the answers are compact with it */
+    char               *post;       /* a Query body (queryBatch), else NULL: GET */
+} call_t;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    call_t *c = ud;
+    size_t  n = size * nmemb;
+    if (c->body.len + n > FWD_MAX_ANSWER) {
+        c->too_big = true;
+        return 0;
+    }
+    sb_add(&c->body, ptr, n);
+    return n;
+}
+
+/* The egress policy (core/egress.c) on the address actually connected. */
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    call_t *c = ud;
+    char    why[160];
+    char   *url = NULL, host[256] = "";
+    if (curl_easy_getinfo(c->h, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK && url) {
+        const char *s = strstr(url, "://");
+        s = s ? s + 3 : url;
+        size_t n = strcspn(s, ":/?#");
+        if (*s == '[') n = strcspn(s, "]") + 1;
+        snprintf(host, sizeof host, "%.*s", (int)n, s);
+    }
+    if (purpose != CURLSOCKTYPE_IPCXN || !egress_check_host(*host ? host : NULL, &a->addr, why, sizeof why)) {
+        c->refused = true;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+static void url_encode(sbuf_t *sb, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+            *p == '.' || *p == '_' || *p == '~' || *p == ':')
+            sb_addc(sb, (char)*p);
+        else {
+            sb_addc(sb, '%');
+            sb_addc(sb, hex[*p >> 4]);
+            sb_addc(sb, hex[*p & 15]);
+        }
+    }
+}
+
+static bool add_header(call_t *c, arena_t *a, const char *name, const char *value)
+{
+    struct curl_slist *t = curl_slist_append(c->hdrs, arena_printf(a, "%s: %s", name, value));
+    if (!t) return false;
+    c->hdrs = t;
+    return true;
+}
+
+/* The attributes to ask the source of r for: requested ∩ registered (mask:
+ * the matching RegistrationInfo). NULL with *n 0: no restriction; *skip when
+ * the registration declares none of the requested ones. */
+static const char **attrs_for(arena_t *a, const reg_t *r, uint64_t mask, const char *const *attrs, size_t n_attrs,
+                              size_t *n, bool *skip)
+{
+    size_t cap = 0;
+    *n = 0;
+    *skip = false;
+    for (size_t i = 0; i < reg_info_count(r); i++) {
+        const reg_info_t *in = reg_info_at(r, i);
+        if (i < 64 && !(mask >> i & 1)) continue;
+        if (!(in->n_props + in->n_rels)) {            /* this source may have any attribute */
+            if (!n_attrs) return NULL;
+            *n = n_attrs;
+            return (const char **)attrs;
+        }
+        cap += in->n_props + in->n_rels;
+    }
+    const char **v = arena_alloc(a, (cap + 1) * sizeof *v);
+    for (size_t i = 0; i < reg_info_count(r); i++) {
+        const reg_info_t *in = reg_info_at(r, i);
+        if (i < 64 && !(mask >> i & 1)) continue;
+        for (size_t k = 0; k < in->n_props + in->n_rels; k++) {
+            const char *name = k < in->n_props ? in->props[k] : in->rels[k - in->n_props];
+            bool        want = !n_attrs, dup = false;
+            for (size_t j = 0; j < n_attrs && !want; j++) want = attrs[j] == name || !strcmp(attrs[j], name);
+            for (size_t j = 0; j < *n && !dup; j++) dup = v[j] == name;
+            if (want && !dup) v[(*n)++] = name;
+        }
+    }
+    if (!*n) *skip = true;
+    return v;
+}
+
+static const char *param(const fwd_param_t *params, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(params[i].key, key)) return params[i].value;
+    return NULL;
+}
+
+/* The Query (5.2.23) of POST /entityOperations/query for a source that
+ * supports queryBatch only: the same selection as the query parameters. */
+static char *query_body(arena_t *a, const fwd_param_t *params, size_t n, const char *const *ask, size_t na,
+                        const ld_context_t *ctx, size_t want)
+{
+    sbuf_t        sb;
+    json_writer_t w;
+    sb_init(&sb, a, 512);
+    jw_init(&w, &sb);
+    jw_object_begin(&w);
+    jw_key(&w, "type");
+    jw_string(&w, "Query");
+    const char *type = param(params, n, "type"), *ids = param(params, n, "id"), *pat = param(params, n, "idPattern");
+    if (type || ids || pat) {
+        jw_key(&w, "entities");
+        jw_array_begin(&w);
+        for (const char *s = ids ? ids : ""; ;) {
+            const char *e = strchr(s, ',');
+            size_t      l = e ? (size_t)(e - s) : strlen(s);
+            jw_object_begin(&w);
+            if (l) {
+                jw_key(&w, "id");
+                jw_string(&w, arena_strndup(a, s, l));
+            } else if (pat) {
+                jw_key(&w, "idPattern");
+                jw_string(&w, pat);
+            }
+            if (type) {
+                jw_key(&w, "type");
+                jw_string(&w, type);
+            }
+            jw_object_end(&w);
+            if (!e) break;
+            s = e + 1;
+        }
+        jw_array_end(&w);
+    }
+    static const char *const plain[] = {"q", "scopeQ", "lang", NULL};
+    for (const char *const *k = plain; *k; k++) {
+        const char *v = param(params, n, *k);
+        if (!v) continue;
+        jw_key(&w, *k);
+        jw_string(&w, v);
+    }
+    const char *rel = param(params, n, "georel"), *geom = param(params, n, "geometry");
+    const char *coords = param(params, n, "coordinates"), *gp = param(params, n, "geoproperty");
+    if (rel && geom && coords) {
+        jw_key(&w, "geoQ");
+        jw_object_begin(&w);
+        jw_key(&w, "georel");
+        jw_string(&w, rel);
+        jw_key(&w, "geometry");
+        jw_string(&w, geom);
+        jw_key(&w, "coordinates");
+        jw_raw(&w, coords, strlen(coords));    /* validated JSON: the request's geo-query parsed */
+        if (gp) {
+            jw_key(&w, "geoproperty");
+            jw_string(&w, gp);
+        }
+        jw_object_end(&w);
+    }
+    if (na) {
+        jw_key(&w, "attrs");
+        jw_array_begin(&w);
+        for (size_t i = 0; i < na; i++) jw_string(&w, ld_compact(ctx, ask[i]));
+        jw_array_end(&w);
+    }
+    (void)want;
+    jw_object_end(&w);
+    return sb.p;
+}
+
+/* The entity ids the matching RegistrationInfo of r name, comma-separated,
+ * when every one of their EntityInfo names an id (a source is asked only
+ * for what it registered); else NULL. */
+static const char *ids_for(arena_t *a, const reg_t *r, uint64_t mask)
+{
+    sbuf_t sb;
+    sb_init(&sb, a, 128);
+    for (size_t i = 0; i < reg_info_count(r); i++) {
+        const reg_info_t *in = reg_info_at(r, i);
+        if (i < 64 && !(mask >> i & 1)) continue;
+        if (!in->n_entities) return NULL;
+        for (size_t j = 0; j < in->n_entities; j++) {
+            if (!in->entities[j].id) return NULL;
+            if (sb.len) sb_addc(&sb, ',');
+            sb_adds(&sb, in->entities[j].id);
+        }
+    }
+    return sb.len ? sb.p : NULL;
+}
+
+/* Builds the request to r's source; false: not to be sent (c->skipped). */
+static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, const char *id,
+                       const char *const *attrs, size_t n_attrs, const fwd_param_t *params, size_t n_params,
+                       size_t want)
+{
+    arena_t    *a = in->arena;
+    size_t      na;
+    bool        skip;
+    const char **ask = attrs_for(a, r, mask, attrs, n_attrs, &na, &skip);
+    c->reg = r;
+    c->ctx = in->ctx;
+    if (skip) return !(c->skipped = true);
+    int64_t last = reg_last_failure(r);
+    if (reg_cooldown_ms(r) && last && cr_now_us() - last < (int64_t)reg_cooldown_ms(r) * 1000)
+        return !(c->skipped = true);   /* 5.2.34 cooldown: counted as a failure below */
+
+    sbuf_t u;
+    sb_init(&u, a, 256);
+    const char *ep = reg_endpoint(r);
+    size_t      el = strlen(ep);
+    while (el && ep[el - 1] == '/') el--;
+    sb_add(&u, ep, el);
+    sb_adds(&u, "/ngsi-ld/v1/entities");
+    if (id) {
+        sb_addc(&u, '/');
+        url_encode(&u, id);
+    }
+    /* a query without ids to a registration of ids only: those ids */
+    const char *reg_ids = !id && !param(params, n_params, "id") && !param(params, n_params, "idPattern")
+                              ? ids_for(a, r, mask) : NULL;
+    if (reg_ids) {
+        fwd_param_t *np2 = arena_alloc(a, (n_params + 1) * sizeof *np2);
+        if (n_params) memcpy(np2, params, n_params * sizeof *np2);
+        np2[n_params++] = (fwd_param_t){"id", reg_ids};
+        params = np2;
+    }
+    /* a query to a source that supports queryBatch only: POST /entityOperations/query */
+    bool post = !id && !(reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_ENTITY)) && (reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_BATCH));
+    if (post) {
+        u.len -= strlen("/entities");
+        u.p[u.len] = '\0';
+        sb_adds(&u, "/entityOperations/query");
+    }
+    char sep = '?';
+    for (size_t i = 0; i < n_params && !post; i++) {
+        sb_addc(&u, sep);
+        sep = '&';
+        url_encode(&u, params[i].key);
+        sb_addc(&u, '=');
+        url_encode(&u, params[i].value);
+    }
+    const char *jctx = reg_csource_info(r, "jsonldContext");
+    if (jctx) {
+        problem_t q = {0};
+        json_t   *cv = json_new_string(a, jctx);
+        const ld_context_t *x = ld_from_json(cv, &q);
+        if (x) c->ctx = x;
+    }
+    if (post) c->post = query_body(a, params, n_params, ask, na, c->ctx, want);
+    if (na && !post) {
+        sb_addc(&u, sep);
+        sep = '&';
+        sb_adds(&u, "attrs=");
+        for (size_t i = 0; i < na; i++) {
+            if (i) sb_addc(&u, ',');
+            url_encode(&u, ld_compact(c->ctx, ask[i]));
+        }
+    }
+    if (want) {
+        sb_printf(&u, "%climit=%zu", sep, want);
+        sep = '&';
+    }
+    if (reg_local_only(r)) sb_printf(&u, "%clocal=true", sep);
+    c->url = u.p;
+
+    const char *accept = reg_csource_info(r, "accept");
+    bool ok = add_header(c, a, "Accept", accept ? accept : "application/json") &&
+              add_header(c, a, "Link", arena_printf(a, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; "
+                                                       "type=\"application/ld+json\"", jctx ? jctx : ld_context_link(c->ctx))) &&
+              add_header(c, a, "Via", in->via && *in->via ? arena_printf(a, "%s, 1.1 %s", in->via, g_alias)
+                                                           : arena_printf(a, "1.1 %s", g_alias));
+    if (ok && reg_source_tenant(r)) ok = add_header(c, a, "NGSILD-Tenant", reg_source_tenant(r));
+    if (ok && c->post) ok = add_header(c, a, "Content-Type", "application/json");
+    /* 6.3.19: the other contextSourceInfo pairs as headers; those set from the registration or by HTTP win */
+    static const char *const reserved[] = {"jsonldContext", "accept", "contentType", "ngsildConformance",
+        "NGSILD-Tenant", "Link", "Via", "Accept", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", NULL};
+    for (size_t i = 0; ok && i < reg_csource_info_count(r); i++) {
+        const char *k, *v;
+        reg_csource_info_at(r, i, &k, &v);
+        bool res = false;
+        for (const char *const *x = reserved; *x && !res; x++) res = !strcasecmp(k, *x);
+        if (res) continue;
+        if (!strcmp(v, "urn:ngsi-ld:request")) {
+            v = in->header ? in->header(in->header_ud, k) : NULL;
+            if (!v) continue;
+        }
+        ok = add_header(c, a, k, v);
+    }
+    if (!ok) return !(c->skipped = true);
+    c->timeout_ms = reg_timeout_ms(r) ? reg_timeout_ms(r) : cr_config.forward_timeout_ms;
+    sb_init(&c->body, a, 4096);
+    return true;
+}
+
+static bool call_start(CURLM *m, call_t *c)
+{
+    char why[160];
+    /* host rules before anything is resolved */
+    char        host[256] = "";
+    const char *s = strstr(c->url, "://");
+    s = s ? s + 3 : c->url;
+    size_t n = *s == '[' ? strcspn(s, "]") + 1 : strcspn(s, ":/?#");
+    snprintf(host, sizeof host, "%.*s", (int)n, s);
+    if (!egress_check_host(host, NULL, why, sizeof why)) {
+        c->refused = true;
+        return false;
+    }
+    if (!(c->h = curl_easy_init())) return false;
+    curl_easy_setopt(c->h, CURLOPT_URL, c->url);
+    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, c->hdrs);
+    curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+    curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms);
+    curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c->h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(c->h, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(c->h, CURLOPT_OPENSOCKETDATA, c);
+    curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c->h, CURLOPT_PRIVATE, c);
+    if (c->post) {
+        curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, c->post);
+        curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(c->post));
+    }
+    if (curl_multi_add_handle(m, c->h) != CURLM_OK) {
+        curl_easy_cleanup(c->h);
+        c->h = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* Runs the calls, at most --forwardFanout at once. */
+static void run(call_t *calls, size_t n)
+{
+    CURLM *m = curl_multi_init();
+    if (!m) {
+        for (size_t i = 0; i < n; i++) calls[i].rc = CURLE_FAILED_INIT;
+        return;
+    }
+    size_t fan = cr_config.forward_fanout > 0 ? (size_t)cr_config.forward_fanout : 1, next = 0, active = 0;
+    for (;;) {
+        while (active < fan && next < n) {
+            call_t *c = &calls[next++];
+            if (c->skipped) continue;
+            if (call_start(m, c)) active++;
+            else c->rc = CURLE_COULDNT_CONNECT;
+        }
+        if (!active) break;
+        int running = 0;
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int      left;
+        while ((msg = curl_multi_info_read(m, &left))) {
+            if (msg->msg != CURLMSG_DONE) continue;
+            call_t *c;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+            c->rc = msg->data.result;
+            if (c->rc == CURLE_OK) curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &c->status);
+            curl_multi_remove_handle(m, c->h);
+            curl_easy_cleanup(c->h);
+            c->h = NULL;
+            active--;
+        }
+        if (active) curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    curl_multi_cleanup(m);
+}
+
+/* ------------------------------------------------------------ merging (4.5.5) */
+
+typedef struct version {
+    const cr_entity_t *e;
+    bool               aux;     /* from an auxiliary source */
+} version_t;
+
+static bool newer(const cr_attr_t *x, const cr_attr_t *y)
+{
+    if (x->observed_at != CR_NO_TIME && y->observed_at != CR_NO_TIME) return x->observed_at > y->observed_at;
+    if (x->observed_at != CR_NO_TIME) return true;
+    return y->observed_at == CR_NO_TIME && x->modified_at > y->modified_at;
+}
+
+static bool same_instance(const cr_attr_t *x, const cr_attr_t *y)
+{
+    return x->name == y->name && (x->dataset_id == y->dataset_id ||
+                                  (x->dataset_id && y->dataset_id && !strcmp(x->dataset_id, y->dataset_id)));
+}
+
+/* One frozen entity from the versions of one id (v[0] first). */
+static cr_entity_t *merge(arena_t *a, const version_t *v, size_t n)
+{
+    if (n == 1 && v[0].e->refs) {                 /* a frozen one alone: itself */
+        entity_ref((cr_entity_t *)v[0].e);
+        return (cr_entity_t *)v[0].e;
+    }
+    size_t nt = 0, na = 0;
+    for (size_t i = 0; i < n; i++) {
+        nt += v[i].e->n_types;
+        na += v[i].e->n_attrs;
+    }
+    if (nt > CR_ATTRS_MAX || na > CR_ATTRS_MAX) return NULL;
+    cr_entity_t  *d = arena_calloc(a, sizeof *d);
+    const char  **types = arena_alloc(a, (nt + 1) * sizeof *types);
+    cr_attr_t    *attrs = arena_alloc(a, (na + 1) * sizeof *attrs);
+    bool         *aux = arena_alloc(a, (na + 1) * sizeof *aux);
+    size_t        kt = 0, ka = 0;
+    *d = *v[0].e;
+    d->refs = 0;
+    d->bytes = 0;
+    d->render_cache = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const cr_entity_t *e = v[i].e;
+        for (uint16_t t = 0; t < e->n_types; t++) {
+            bool dup = false;
+            for (size_t k = 0; k < kt && !dup; k++) dup = types[k] == e->types[t];
+            if (!dup) types[kt++] = e->types[t];
+        }
+        for (uint16_t j = 0; j < e->n_attrs; j++) {
+            const cr_attr_t *x = &e->attrs[j];
+            size_t k;
+            for (k = 0; k < ka; k++)
+                if (same_instance(&attrs[k], x)) break;
+            if (k == ka) {
+                attrs[ka] = *x;
+                aux[ka++] = v[i].aux;
+            } else if (!v[i].aux && (aux[k] || newer(x, &attrs[k]))) {
+                attrs[k] = *x;           /* 4.5.5.3: the most recent; auxiliary data never wins */
+                aux[k] = false;
+            }
+        }
+        if (!d->scope && e->scope) d->scope = e->scope;
+        if (e->created_at && (!d->created_at || e->created_at < d->created_at)) d->created_at = e->created_at;
+        if (e->modified_at > d->modified_at) d->modified_at = e->modified_at;
+    }
+    d->types = types;
+    d->n_types = (uint16_t)kt;
+    d->attrs = attrs;
+    d->n_attrs = (uint16_t)ka;
+    return entity_freeze(d);
+}
+
+/* The entities of one answer, parsed with ctx into drafts in a (an object or an array). */
+static size_t answer_entities(arena_t *a, const call_t *c, bool array, const cr_entity_t ***out, bool *bad)
+{
+    char    err[128];
+    *bad = false;
+    json_t *t = json_parse_copy(a, c->body.p ? c->body.p : "", c->body.len, &(json_limits_t){0}, err, sizeof err);
+    if (!t || (array ? !json_is_array(t) : !json_is_object(t))) {
+        *bad = true;
+        return 0;
+    }
+    size_t n = array ? t->len : 1, k = 0;
+    const cr_entity_t **v = arena_alloc(a, (n + 1) * sizeof *v);
+    for (const json_t *x = array ? t->child : t; x; x = array ? x->next : NULL) {
+        problem_t    q = {0};
+        cr_entity_t *e = json_is_object(x) ? entity_parse(a, x, c->ctx, EP_CREATE, 0, &q) : NULL;
+        if (!e) {
+            *bad = true;
+            continue;
+        }
+        v[k++] = e;
+    }
+    *out = v;
+    return k;
+}
+
+/* ------------------------------------------------------------ the operations */
+
+static void warn(arena_t *a, const char **w, const reg_t *r, int code, const char *text)
+{
+    const char *one = arena_printf(a, "%d %s \"%s\"", code, reg_id(r), text);
+    *w = *w ? arena_printf(a, "%s, %s", *w, one) : one;
+}
+
+/* Matches, loops, calls, counts: the answers' entities per call. */
+typedef struct collected {
+    const cr_entity_t **e;
+    size_t              n;
+    bool                aux;
+} collected_t;
+
+static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const char *const *attrs, size_t n_attrs,
+                    const fwd_param_t *params, size_t n_params, size_t want, fwd_out_t *out, collected_t **got,
+                    size_t *n_got, problem_t *p)
+{
+    arena_t  *a = in->arena;
+    aliases_t al = {.a = a, .cap = 32};
+    al.v = arena_alloc(a, al.cap * sizeof *al.v);
+    if (in->via) via_each(in->via, add_alias, &al);
+    q->skip_aliases = al.v;
+    q->n_skip_aliases = al.n;
+    size_t    nr;
+    uint64_t *masks;
+    reg_t   **regs = reg_match(in->tenant, q, cr_now_us(), a, &nr, &masks);
+    *n_got = 0;
+    out->forwarded = out->failed = 0;
+    out->warning = NULL;
+    if (!nr) return true;
+    if (fwd_via_loop(in->via)) {
+        bool proxied = false;
+        for (size_t i = 0; i < nr; i++) proxied = proxied || reg_mode(regs[i]) == REG_EXCLUSIVE ||
+                                                  reg_mode(regs[i]) == REG_REDIRECT;
+        for (size_t i = 0; i < nr; i++) reg_unref(regs[i]);
+        if (proxied) {
+            p->kind = PB_HTTP;
+            p->status = 508;
+            snprintf(p->detail, sizeof p->detail, "the request's Via already names this broker (%s): a registration "
+                     "loop (6.3.17)", g_alias);
+            return false;
+        }
+        return true;   /* an inclusive loop: answered from the local data only */
+    }
+    call_t *calls = arena_calloc(a, nr * sizeof *calls);
+    for (size_t i = 0; i < nr; i++)
+        call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, params, n_params, want);
+    run(calls, nr);
+    *got = arena_calloc(a, (nr + 1) * sizeof **got);
+    int64_t now = cr_now_us();
+    for (size_t i = 0; i < nr; i++) {
+        call_t *c = &calls[i];
+        if (c->hdrs) curl_slist_free_all(c->hdrs);
+        if (c->skipped && !c->url) {
+            if (reg_cooldown_ms(c->reg) && reg_last_failure(c->reg)) warn(a, &out->warning, c->reg, 199, "in cooldown after a failure");
+            reg_unref(c->reg);
+            continue;
+        }
+        out->forwarded++;
+        bool ok = c->rc == CURLE_OK && ((c->status >= 200 && c->status < 300) || c->status == 404);
+        if (!ok) {
+            out->failed++;
+            if (c->refused) warn(a, &out->warning, c->reg, 299, "refused by the egress policy");
+            else if (c->rc != CURLE_OK) warn(a, &out->warning, c->reg, 199, c->too_big ? "the answer is too large"
+                                                                                     : curl_easy_strerror(c->rc));
+            else warn(a, &out->warning, c->reg, 299, arena_printf(a, "answered %ld", c->status));
+        } else if (c->status != 404) {
+            bool bad;
+            collected_t *g = &(*got)[(*n_got)++];
+            g->n = answer_entities(a, c, id == NULL, &g->e, &bad);
+            g->aux = reg_mode(c->reg) == REG_AUXILIARY;
+            if (bad) {
+                ok = false;
+                out->failed++;
+                warn(a, &out->warning, c->reg, 111, "not an NGSI-LD payload");
+            }
+        }
+        reg_count(c->reg, ok, now);
+        __atomic_add_fetch(&g_forwarded, 1, __ATOMIC_RELAXED);
+        if (!ok) __atomic_add_fetch(&g_failed, 1, __ATOMIC_RELAXED);
+        reg_unref(c->reg);
+    }
+    return true;
+}
+
+bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, const char *const *attrs,
+                  size_t n_attrs, const fwd_param_t *params, size_t n_params, cr_entity_t *local, fwd_out_t *out,
+                  problem_t *p)
+{
+    reg_query_t q = {.types = types, .ids = &id, .n_ids = 1, .attrs = attrs, .n_attrs = n_attrs,
+                     .ops = REG_OP_BIT(REG_OP_RETRIEVE_ENTITY)};
+    collected_t *got = NULL;
+    size_t       n_got;
+    out->items = NULL;
+    out->n = 0;
+    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, out, &got, &n_got, p)) return false;
+    if (!out->forwarded) return true;
+    version_t *v = arena_alloc(in->arena, (n_got + 2) * sizeof *v);
+    size_t     k = 0;
+    if (local) v[k++] = (version_t){local, false};
+    for (size_t i = 0; i < n_got; i++)
+        for (size_t j = 0; j < got[i].n; j++)
+            if (!strcmp(got[i].e[j]->id, id)) v[k++] = (version_t){got[i].e[j], got[i].aux};
+    out->items = arena_alloc(in->arena, sizeof *out->items);
+    if (k) {
+        /* an auxiliary source answers only when nothing else does (4.3.6.2): kept, never winning */
+        cr_entity_t *m = merge(in->arena, v, k);
+        if (m) out->items[out->n++] = m;
+    }
+    return true;
+}
+
+typedef struct group {
+    const char *id;
+    version_t  *v;
+    size_t      n, cap;
+} group_t;
+
+/* The groups of one merge, in first-seen order, found by id through an
+ * open-addressing table (a page of every source: thousands of entities). */
+typedef struct groups {
+    group_t  *g;
+    size_t    n, cap;
+    size_t   *slot;        /* index + 1, 0: empty */
+    size_t    nslot;       /* power of two, > 2 * cap */
+} groups_t;
+
+static void groups_init(arena_t *a, groups_t *gs, size_t cap)
+{
+    gs->cap = cap ? cap : 1;
+    gs->n = 0;
+    gs->g = arena_calloc(a, gs->cap * sizeof *gs->g);
+    for (gs->nslot = 16; gs->nslot < 2 * gs->cap + 1; gs->nslot *= 2) {}
+    gs->slot = arena_calloc(a, gs->nslot * sizeof *gs->slot);
+}
+
+static group_t *group_of(groups_t *gs, const char *id)
+{
+    size_t i = (size_t)cr_hash(id, strlen(id)) & (gs->nslot - 1);
+    for (; gs->slot[i]; i = (i + 1) & (gs->nslot - 1))
+        if (!strcmp(gs->g[gs->slot[i] - 1].id, id)) return &gs->g[gs->slot[i] - 1];
+    group_t *g = &gs->g[gs->n++];      /* never full: cap counts every version */
+    g->id = id;
+    gs->slot[i] = gs->n;
+    return g;
+}
+
+static void group_add(arena_t *a, group_t *g, version_t v)
+{
+    if (g->n == g->cap) {
+        size_t     nc = g->cap ? g->cap * 2 : 4;
+        version_t *x = arena_alloc(a, nc * sizeof *x);
+        if (g->n) memcpy(x, g->v, g->n * sizeof *x);
+        g->v = x;
+        g->cap = nc;
+    }
+    g->v[g->n++] = v;
+}
+
+bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params, size_t want,
+               cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p)
+{
+    reg_query_t  q = *match;
+    collected_t *got = NULL;
+    size_t       n_got;
+    q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
+    out->items = NULL;
+    out->n = 0;
+    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, out, &got, &n_got, p))
+        return false;
+    if (!out->forwarded) return true;
+    arena_t *a = in->arena;
+    size_t   total = n_local;
+    for (size_t i = 0; i < n_got; i++) total += got[i].n;
+    groups_t gs;
+    groups_init(a, &gs, total);
+    for (size_t i = 0; i < n_local; i++) group_add(a, group_of(&gs, local[i]->id), (version_t){local[i], false});
+    for (size_t i = 0; i < n_got; i++)
+        for (size_t j = 0; j < got[i].n; j++)
+            group_add(a, group_of(&gs, got[i].e[j]->id), (version_t){got[i].e[j], got[i].aux});
+    out->items = arena_alloc(a, (gs.n + 1) * sizeof *out->items);
+    for (size_t i = 0; i < gs.n; i++) {
+        cr_entity_t *m = merge(a, gs.g[i].v, gs.g[i].n);
+        if (m) out->items[out->n++] = m;
+    }
+    return true;
+}

@@ -1,0 +1,102 @@
+/*
+ * fwd.h - distributed operations (4.3.6, 5.7.1 and 5.7.2 distributed,
+ * 6.3.17-6.3.19): a retrieve or query is forwarded to the context sources
+ * whose registrations match it (reg/'s index), in parallel over HTTP, and
+ * the answers are merged with the local entities (4.5.5).
+ *
+ * Who calls what: api/ (the HTTP binding) answers GET /entities and GET
+ * /entities/{id} from ops/ (the local data) and, unless local=true, asks
+ * fwd_query()/fwd_retrieve() for the rest; fwd/ never calls the store.
+ *
+ * A forwarded request:
+ *  - goes to <endpoint>/ngsi-ld/v1/entities[/{id}] with the request's query
+ *    parameters, the attributes narrowed to those the registration declares
+ *    (a source is not asked for what it did not register; a registration
+ *    that declares none of the requested attributes is not asked at all);
+ *  - carries the request's @context as Link (or contextSourceInfo's
+ *    jsonldContext), Accept application/json, NGSILD-Tenant when the
+ *    registration names a tenant, the other contextSourceInfo pairs as
+ *    headers (urn:ngsi-ld:request: the triggering request's header), local=true
+ *    when management.localOnly, and Via: the request's Via plus
+ *    "1.1 <alias>" (--brokerAlias, default host name:port);
+ *  - has the registration's management.timeout, else --forwardTimeout; at
+ *    most --forwardFanout of one operation are in flight at once; a
+ *    registration in management.cooldown after a failure is not tried;
+ *  - counts in the registration's timesSent/timesFailed/lastSuccess/
+ *    lastFailure/status.
+ * Registrations whose contextSourceAlias is named in the request's Via are
+ * not matched (5.12). An exclusive or redirect registration matched by a
+ * request whose Via already names this broker is 508 Loop Detected
+ * (6.3.17). A source that fails adds an NGSILD-Warning (199 no answer, 111
+ * not an NGSI-LD payload, 299 an error status; 404 is not a failure).
+ *
+ * Merging (4.5.5): the versions of one entity (local first, then the sources
+ * in registration order) give one entity with the union of the types and
+ * attributes; for the same attribute instance (name and datasetId) the most
+ * recent observedAt, else modifiedAt, wins, and an auxiliary source never
+ * replaces another version's instance (local data over auxiliary).
+ *
+ * The worker that handles the request waits for the forwards (bounded by
+ * the timeouts).
+ */
+#ifndef CORAINE_FWD_H
+#define CORAINE_FWD_H
+
+#include "../core/core.h"
+#include "../ld/ld.h"
+#include "../model/model.h"
+#include "../reg/reg.h"
+
+/* After cr_config_load: the alias. */
+bool        fwd_start(problem_t *p);
+void        fwd_stop(void);
+/* This broker's alias in Via headers. */
+const char *fwd_alias(void);
+/* Whether a Via header value names this broker. */
+bool        fwd_via_loop(const char *via);
+
+/* The request being answered. */
+typedef struct fwd_in {
+    const char         *tenant;
+    const ld_context_t *ctx;        /* the request's @context (sent as Link; answers parsed with it) */
+    const char         *via;        /* its Via header, or NULL */
+    arena_t            *arena;      /* the request's: results and scratch */
+    const char       *(*header)(void *ud, const char *name);   /* its headers, for urn:ngsi-ld:request */
+    void               *header_ud;
+} fwd_in_t;
+
+typedef struct fwd_param {
+    const char *key, *value;
+} fwd_param_t;
+
+typedef struct fwd_out {
+    cr_entity_t **items;      /* merged entities (references: entity_unref each) */
+    size_t        n;
+    size_t        forwarded;  /* forwarded requests (0: nothing matched; items untouched) */
+    size_t        failed;
+    const char   *warning;    /* the NGSILD-Warning value, or NULL */
+} fwd_out_t;
+
+/* Retrieve Entity (5.7.1) distributed: the registrations matching id (and
+ * the type selection, and attrs, expanded), operation retrieveEntity;
+ * params are forwarded (type, lang ...), attrs narrowed per registration.
+ * local: the local version or NULL. When forwarded, out->n is 1 (the merged
+ * entity) or 0 (found nowhere). */
+bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, const char *const *attrs,
+                  size_t n_attrs, const fwd_param_t *params, size_t n_params, cr_entity_t *local, fwd_out_t *out,
+                  problem_t *p);
+
+/* Query Entities (5.7.2) distributed: the registrations matching q (its
+ * ops: queryEntity), params forwarded (the query's own, without pagination;
+ * attrs narrowed per registration), each source asked for `want` entities;
+ * the local page merged with the answers, local order first. */
+bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params, size_t want,
+               cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p);
+
+/* Over all operations since start (/statistics). */
+typedef struct fwd_stats {
+    uint64_t forwarded, failed;
+} fwd_stats_t;
+void fwd_get_stats(fwd_stats_t *st);
+
+#endif
