@@ -276,11 +276,13 @@ def test_5_13_public_url_in_link_headers(pub, make_client):
            "notification": {"endpoint": {"uri": "http://127.0.0.1:9/n"}}, "@context": {"pq": "urn:pq"}}
     assert c.post("/subscriptions", sub, ctype="application/ld+json").status_code == 201
     r = c.get("/subscriptions/" + sid, headers={"Accept": "application/json"})
-    link = r.headers["Link"]
-    assert link.startswith("<http://ctx.invalid:9" + API + "/jsonldContexts/"), link
-    url = link[1:link.index(">")]
-    assert r.json()["jsonldContext"] == url
+    url = r.json()["jsonldContext"]             # the served context, named under --publicUrl
+    assert url.startswith("http://ctx.invalid:9" + API + "/jsonldContexts/"), url
     assert c.get("/jsonldContexts/" + url.rsplit("/", 1)[1]).json() == {"@context": {"pq": "urn:pq"}}
+    # a request in that context is answered with it in the Link header (resolved here, never downloaded)
+    r = c.get("/subscriptions/" + sid, link=url, headers={"Accept": "application/json"})
+    assert r.status_code == 200, r.text
+    assert r.headers["Link"].startswith("<" + url + ">"), r.headers["Link"]
     assert c.delete("/subscriptions/" + sid).status_code == 204
 
 
