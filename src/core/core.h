@@ -255,6 +255,9 @@ typedef struct cr_config {
     const char *egress_allow;        /* --egressAllow: CIDRs and host names */
     const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */
+    const char *history_uri;         /* --historyURI: PostgreSQL of --history timescale */
+    int         history_queue_size;  /* --historyQueueSize: changes queued for PostgreSQL */
+    int         history_queue_timeout_ms; /* --historyQueueTimeout: ms a write waits for room */
     const char *log_file;            /* --logFile */
     int         log_level;           /* --logLevel error|warn|info|debug */
     const char *bind_address;        /* --bind (127.0.0.1 / 0.0.0.0) */
