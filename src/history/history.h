@@ -1,0 +1,348 @@
+/*
+ * history.h - attribute history (--history none|corDB|timescale): the
+ * contract between the broker and a history backend, and the functions the
+ * temporal API (clauses 4.5.6-4.5.9, 4.5.19, 4.11, 5.6.11-5.6.16, 5.7.3,
+ * 5.7.4) calls.
+ *
+ * The story. The store commits every write as a Change in its tenant's
+ * ordered stream (store.h). History is a hook on that stream: history.c turns
+ * each group of committed changes into WRITES (hist_write_t: an entity, its
+ * types, and the attribute instances the change added or removed) and hands
+ * them to the backend chosen by --history, in commit order per tenant. The
+ * temporal API writes through the same door: POST /temporal/entities and
+ * POST /temporal/entities/{id}/attrs write the entity's newest instances
+ * through the core operations (so an entity made by the temporal API exists
+ * in the core API and the hook records those instances like any other
+ * change), and append the older instances directly with history_append().
+ * An entity written by the core API has a temporal evolution, and deleting an
+ * entity or an attribute in the core API keeps its history, closed by an
+ * instance with deletedAt.
+ *
+ * A backend keeps, per tenant, per entity, per (attribute name, datasetId) a
+ * SERIES of instances, and answers a temporal query (hist_query_t: entity
+ * selection with model.h's filter tree, timerel/timeAt/endTimeAt over a
+ * timeproperty, attrs, datasetId, lastN, the instance limit of 6.3.10)
+ * with entities whose series hold the selected instances (hist_result_t),
+ * in the arena of the request. Aggregation (4.5.19) is computed by
+ * history.c from the instances unless the backend does it itself.
+ *
+ * Backends: corDB (src/history/hcordb.c: in memory, compact per series,
+ * bounded by --historyRetention and --historyMaxInstances as instances are
+ * added, persisted with the store on --dbDir) and timescale (PostgreSQL:
+ * --historyURI). The table is history_backend_t; history_open() picks one.
+ * Changes to this contract are additive only.
+ *
+ * Times are µs since the epoch (int64), CR_NO_TIME when absent. Names
+ * (attribute names, types) are expanded IRIs, interned (compare by pointer;
+ * a backend that reads names back from its own storage interns them with
+ * cr_intern()). A tenant is "" for the default.
+ */
+#ifndef CORAINE_HISTORY_H
+#define CORAINE_HISTORY_H
+
+#include "../core/core.h"
+#include "../model/model.h"
+#include "../store/store.h"
+
+typedef struct history history_t;
+
+/* ----------------------------------------------------------- instances
+ *
+ * One attribute instance (4.5.7, 4.5.8): the attribute as the model holds it
+ * (attr: name, datasetId, kind, value, unitCode, objectType, observedAt,
+ * sub-attributes) and the instance's own members. attr.created_at is the
+ * instance's createdAt (when the broker added it to the history) and
+ * attr.modified_at its modifiedAt (the same, until the instance is modified
+ * with history_modify_instance). */
+typedef struct hist_instance {
+    cr_attr_t attr;
+    /* Not CR_NO_TIME: this instance records that the attribute (or its
+     * entity) was deleted at that time; attr.value is then NGSI-LD Null
+     * ("urn:ngsi-ld:null", a JSON string) and attr.kind the deleted one's. */
+    int64_t   deleted_at;
+    /* The instance's id, unique within its (tenant, entity, attribute name),
+     * never 0, assigned by the backend when the instance is appended (an id
+     * given in a write is ignored). Rendered "urn:ngsi-ld:attribute:instance:"
+     * followed by 16 hex digits (history_instance_id_render/_parse). */
+    uint64_t  instance_id;
+} hist_instance_t;
+
+#define HIST_INSTANCE_PREFIX "urn:ngsi-ld:attribute:instance:"
+/* buf: at least HIST_INSTANCE_ID_LEN + 1 bytes. */
+#define HIST_INSTANCE_ID_LEN (sizeof(HIST_INSTANCE_PREFIX) - 1 + 16)
+void history_instance_id_render(uint64_t id, char *buf);
+/* 0 when text is not an instance id this broker gave. */
+uint64_t history_instance_id_parse(const char *text);
+
+/* -------------------------------------------------------------- writes
+ *
+ * What one change (or one temporal API request) does to one entity's
+ * history. A backend applies a hist_write_t whole:
+ *  - the entity record: created when absent (types, createdAt = at), its
+ *    types set to `types` (the newest version's), modifiedAt = at;
+ *  - entity_deleted: the entity's deletedAt = at (it stays in the history,
+ *    readable with timeproperty=deletedAt; a later write that creates it
+ *    again clears deletedAt); inst then holds one deletedAt instance per
+ *    attribute instance the entity had;
+ *  - each instance of inst[] appended to its series (name, datasetId), in
+ *    array order, with a new instance id; attr.created_at and modified_at as
+ *    given (history.c sets them to `at` for changes; the temporal API to the
+ *    request's time);
+ *  - then the bounds (--historyMaxInstances per series, --historyRetention
+ *    over the timeproperty observedAt, else createdAt) applied to the series
+ *    written: the oldest instances beyond them are dropped.
+ * Within a tenant, writes are applied in the order given; a backend that
+ * queues them (timescale) makes them visible to its queries in that order.
+ *
+ * The pointers (entity, names, values) are valid only during the call: a
+ * backend copies what it keeps. */
+typedef struct hist_write {
+    const char             *id;           /* the entity id */
+    const char *const      *types;        /* expanded, interned */
+    size_t                  n_types;
+    /* The entity's newest version (after the change; for a delete, the one
+     * before it), or NULL (temporal API appends): a backend may keep a
+     * reference (entity_ref) to evaluate q, geo and scope on it. */
+    cr_entity_t            *entity;
+    int64_t                 at;           /* commit time (µs) */
+    bool                    entity_deleted;
+    const hist_instance_t  *inst;
+    size_t                  n_inst;
+} hist_write_t;
+
+/* -------------------------------------------------------------- queries */
+
+typedef enum {
+    HIST_TIMEREL_NONE = 0,     /* no temporal restriction */
+    HIST_TIMEREL_BEFORE,       /* t <  time_at (4.11: before is exclusive) */
+    HIST_TIMEREL_AFTER,        /* t >= time_at (after is inclusive) */
+    HIST_TIMEREL_BETWEEN       /* time_at <= t < end_time_at */
+} hist_timerel_t;
+
+typedef enum {
+    HIST_TP_OBSERVED_AT = 0,   /* the default timeproperty (4.11) */
+    HIST_TP_CREATED_AT,
+    HIST_TP_MODIFIED_AT,
+    HIST_TP_DELETED_AT
+} hist_timeprop_t;
+
+/* The time of an instance by a timeproperty (CR_NO_TIME: it has none, and
+ * then it is never selected by a query on that timeproperty, with or
+ * without timerel). */
+int64_t hist_instance_time(const hist_instance_t *in, hist_timeprop_t tp);
+
+/* A temporal query (5.7.3, 5.7.4). The backend selects:
+ *  1. entities: those matching f (ids, idPattern, types, sel, q, geo, scope;
+ *     f->attrs and f's pagination are NOT used: see attrs and the page
+ *     below), evaluated with filter_match() on the entity's newest version
+ *     as the core API last wrote it (for an entity deleted in the core API,
+ *     the version before its deletion; for an entity that has only history
+ *     (the version is gone, e.g. after a restart with the entity deleted),
+ *     an entity of its id and types only, so that q, geo and scope do not
+ *     match it). A backend may translate ids and types into its own query and
+ *     must evaluate the rest with filter_match(). f NULL: every entity;
+ *  2. in each, the series whose name is one of attrs (0: all) and whose
+ *     datasetId is one of dataset_ids ("@none": the default instance; 0:
+ *     all);
+ *  3. in each series, the instances whose time by timeprop is set and
+ *     satisfies timerel; ascending by that time (ties: in append order);
+ *  4. last_n > 0: only the last last_n of them (still ascending);
+ *  5. inst_limit (> 0): at most that many instances per series: the first
+ *     ones (forwards), or with last_n the last ones (backwards, 6.3.10); a
+ *     series so cut has cut = true and the result gets partial = true;
+ *  6. entities with no instance left are not in the result (5.7.3.4, S1),
+ *     except when instances are not asked for (attrs_only: entity records
+ *     with their series' names, no instances);
+ *  7. entities in creation order (of their history record), offset/limit;
+ *     more: a further entity matches; count (when want_count): all matching
+ *     entities.
+ * Deleted entities (deletedAt set) are selected like the others. */
+typedef struct hist_query {
+    const entity_filter_t *f;
+    const char *const     *attrs;          /* expanded, interned */
+    size_t                 n_attrs;
+    const char *const     *dataset_ids;
+    size_t                 n_dataset_ids;
+    hist_timerel_t         timerel;
+    int64_t                time_at, end_time_at;
+    hist_timeprop_t        timeprop;
+    size_t                 last_n;
+    size_t                 inst_limit;
+    size_t                 offset, limit;  /* entities; limit 0 with want_count: count only */
+    bool                   want_count;
+    bool                   attrs_only;
+} hist_query_t;
+
+/* Aggregation (4.5.19): methods as a bit set. */
+typedef enum {
+    HIST_AGGR_TOTAL_COUNT    = 1u << 0,
+    HIST_AGGR_DISTINCT_COUNT = 1u << 1,
+    HIST_AGGR_SUM            = 1u << 2,
+    HIST_AGGR_AVG            = 1u << 3,
+    HIST_AGGR_MIN            = 1u << 4,
+    HIST_AGGR_MAX            = 1u << 5,
+    HIST_AGGR_STDDEV         = 1u << 6,
+    HIST_AGGR_SUMSQ          = 1u << 7
+} hist_aggr_t;
+#define HIST_AGGR_N 8
+const char *hist_aggr_name(unsigned bit_index);          /* "totalCount", ... */
+
+/* One period of an aggregated series: [start, end). value[i] is method i's
+ * result (bit i of hist_aggr_t), NULL when the method was not asked for or
+ * does not apply (no values of a kind it takes): JSON in the arena; numbers
+ * of sum, avg, stddev, sumsq (and min/max of numbers) with a fraction. */
+typedef struct hist_bucket {
+    int64_t start, end;
+    json_t *value[HIST_AGGR_N];
+} hist_bucket_t;
+
+typedef struct hist_series {
+    const char      *name;         /* interned */
+    const char      *dataset_id;   /* NULL: the default instance */
+    hist_instance_t *inst;         /* in the arena; ascending (see hist_query_t) */
+    size_t           n;
+    bool             cut;          /* the instance limit left instances out */
+    /* aggregatedValues only (history_aggregate): the periods, in order */
+    hist_bucket_t   *buckets;
+    size_t           n_buckets;
+} hist_series_t;
+
+typedef struct hist_entity {
+    const char        *id;
+    const char *const *types;      /* the newest types (interned) */
+    size_t             n_types;
+    int64_t            created_at, modified_at;
+    int64_t            deleted_at; /* CR_NO_TIME: not deleted */
+    hist_series_t     *series;     /* grouped by name, in the order first written */
+    size_t             n_series;
+} hist_entity_t;
+
+typedef struct hist_result {
+    hist_entity_t *items;          /* in the arena */
+    size_t         n;
+    size_t         count;          /* want_count */
+    bool           more;           /* a further entity matches beyond limit */
+    /* 6.3.10: some series was cut by inst_limit; range_start/range_end: the
+     * least / most recent instance time (by timeprop) in the answer's cut
+     * series (history_content_range computes the header from them) */
+    bool           partial;
+    int64_t        range_first, range_last;
+} hist_result_t;
+
+/* ----------------------------------------------------- the backend table
+ *
+ * Every function may be called from any thread at once (a backend locks
+ * itself); `append` is called for one tenant by one thread at a time, in
+ * commit order (the store's delivery contract). Failures set p
+ * (problem_set) and change nothing. */
+typedef struct history_backend {
+    const char *name;                                /* "corDB", "timescale" */
+    /* Opens with cr_config (--history*, --dbDir, --historyURI); s: the store
+     * (a backend that persists with the store registers with it here). */
+    void *(*open)(store_t *s, problem_t *p);
+    void  (*close)(void *be);
+
+    /* Before a write of the core or temporal API: room for n changes'
+     * history, or false (503, PB_HTTP: nothing is written). NULL: always
+     * room. Each appended hist_write_t of that write consumes one unit;
+     * what the write did not use is given back with unreserve. A purge's
+     * chunks are appended without reservation (the backend waits for room
+     * and never drops). */
+    bool  (*reserve)(void *be, const char *tenant, size_t n, problem_t *p);
+    void  (*unreserve)(void *be, const char *tenant, size_t n);
+
+    /* Applies the writes (see hist_write_t) of one tenant, in order. From
+     * the change hook a failure can only be logged: a backend that can fail
+     * (a database) must queue and retry, never drop. */
+    bool  (*append)(void *be, const char *tenant, const hist_write_t *w, size_t n, problem_t *p);
+
+    /* A temporal query (hist_query_t), results in arena a. */
+    bool  (*query)(void *be, const char *tenant, const hist_query_t *q, arena_t *a,
+                   hist_result_t *out, problem_t *p);
+    /* Optional (NULL: history.c aggregates the instances query returns):
+     * query with out's series carrying buckets (history_aggregate's
+     * semantics) and no instances. */
+    bool  (*aggregate)(void *be, const char *tenant, const hist_query_t *q, unsigned methods,
+                       int64_t period, arena_t *a, hist_result_t *out, problem_t *p);
+
+    /* Whether the entity has a history (true) and its types; false when
+     * not (no problem set). Types go to arena a. */
+    bool  (*entity_info)(void *be, const char *tenant, const char *id, arena_t *a,
+                         const char *const **types, size_t *n_types);
+    /* 5.6.16: the entity's whole history (ResourceNotFound when none). */
+    bool  (*delete_entity)(void *be, const char *tenant, const char *id, problem_t *p);
+    /* 5.6.13: the series of `name` with datasetId dataset_id (NULL: the
+     * default), or every series of that name (delete_all). ResourceNotFound
+     * when the entity or the series is not there. */
+    bool  (*delete_attr)(void *be, const char *tenant, const char *id, const char *name,
+                         const char *dataset_id, bool delete_all, problem_t *p);
+    /* 5.6.15: one instance. ResourceNotFound when it is not there. */
+    bool  (*delete_instance)(void *be, const char *tenant, const char *id, const char *name,
+                             uint64_t instance_id, problem_t *p);
+    /* 5.6.14: instance instance_id of `name` takes the content of `with`
+     * (value, kind, unitCode, objectType, observedAt, sub-attributes; its
+     * datasetId must be the instance's: BadRequestData otherwise); it keeps
+     * its id and createdAt, modifiedAt = now. ResourceNotFound when absent. */
+    bool  (*modify_instance)(void *be, const char *tenant, const char *id, const char *name,
+                             uint64_t instance_id, const cr_attr_t *with, int64_t now,
+                             problem_t *p);
+
+    /* /statistics: instances held, series, bytes of memory they take (0 when
+     * not known), instances dropped by the bounds. */
+    void  (*stats)(void *be, uint64_t *instances, uint64_t *series, uint64_t *bytes,
+                   uint64_t *dropped);
+} history_backend_t;
+
+/* ------------------------------------------------- what the broker calls */
+
+/* Opens the backend --history names (NULL for none: every function below
+ * then fails with OperationNotSupported, and history_enabled is false) and
+ * adds its hook to the store (before the store's first write). */
+history_t *history_open(store_t *s, problem_t *p);
+void       history_close(history_t *h);
+bool       history_enabled(const history_t *h);
+/* The one history of the process (set by history_open; NULL: none), for
+ * the operations layer. */
+extern history_t *history_default;
+
+/* The hook's translation, exported for tests and for backends that replay:
+ * the writes of one committed change into w (at most 1, returns how many;
+ * instances in arena a). Created and updated attributes give an instance
+ * each (the after-version's attribute, createdAt = modifiedAt = ch->at);
+ * deleted ones an instance with deletedAt = ch->at and the NGSI-LD Null as
+ * value; an entity delete (after NULL) sets entity_deleted. A change that
+ * touched no attribute (a type or scope change) still updates the entity
+ * record (a write with no instances). */
+size_t history_from_change(const store_change_t *ch, arena_t *a, hist_write_t *w);
+
+bool history_reserve(history_t *h, const char *tenant, size_t n, problem_t *p);
+void history_unreserve(history_t *h, const char *tenant, size_t n);
+bool history_append(history_t *h, const char *tenant, const hist_write_t *w, size_t n, problem_t *p);
+bool history_query(history_t *h, const char *tenant, const hist_query_t *q, arena_t *a,
+                   hist_result_t *out, problem_t *p);
+/* aggregatedValues (4.5.19): methods (a hist_aggr_t set, not 0) over periods
+ * of `period` µs (0: PT0S, the whole range as one period) starting at each
+ * series' first selected instance; the last period ends at the range's end
+ * (end_time_at for between, else the last instance + 1 µs). totalCount and
+ * distinctCount count every instance; sum, avg, stddev, sumsq take numbers
+ * (booleans count as 0/1); min and max numbers, else strings or DateTimes
+ * by their order. Deleted-instance markers are not values. */
+bool history_aggregate(history_t *h, const char *tenant, const hist_query_t *q, unsigned methods,
+                       int64_t period, arena_t *a, hist_result_t *out, problem_t *p);
+bool history_entity_info(history_t *h, const char *tenant, const char *id, arena_t *a,
+                         const char *const **types, size_t *n_types);
+bool history_delete_entity(history_t *h, const char *tenant, const char *id, problem_t *p);
+bool history_delete_attr(history_t *h, const char *tenant, const char *id, const char *name,
+                         const char *dataset_id, bool delete_all, problem_t *p);
+bool history_delete_instance(history_t *h, const char *tenant, const char *id, const char *name,
+                             uint64_t instance_id, problem_t *p);
+bool history_modify_instance(history_t *h, const char *tenant, const char *id, const char *name,
+                             uint64_t instance_id, const cr_attr_t *with, int64_t now, problem_t *p);
+void history_stats(history_t *h, uint64_t *instances, uint64_t *series, uint64_t *bytes,
+                   uint64_t *dropped);
+
+/* The backends. */
+extern const history_backend_t history_cordb;
+extern const history_backend_t history_timescale;   /* src/history/timescale*.c (branch pg) */
+
+#endif
