@@ -83,8 +83,9 @@ $(BUILD)/libcoraine.a: $(LIBOBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
+# history.c names the timescale backend by a weak reference: -u pulls it in
 $(BUILD)/coraine: $(BUILD)/src/main.o $(BUILD)/libcoraine.a
-	$(CC) $(ALL_CFLAGS) $(LDEXTRA) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDEXTRA) -Wl,-u,history_timescale -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit/%: test/unit/%.c $(BUILD)/libcoraine.a
 	@mkdir -p $(dir $@)
