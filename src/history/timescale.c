@@ -115,6 +115,15 @@ PGresult *hts_query(PGconn *c, const char *sql, int n, const char *const *params
 
     if (PQresultStatus(r) == want)
         return r;
+    if (PQstatus(c) == CONNECTION_BAD) {
+        /* a pooled connection whose server went away (a restart): once more
+         * on a new session (the statement did not run on the dead one) */
+        PQclear(r);
+        PQreset(c);
+        r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(r) == want)
+            return r;
+    }
     pg_fail(p, "query failed", c);
     PQclear(r);
     return NULL;
