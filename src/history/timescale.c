@@ -724,7 +724,6 @@ static void *hts_open(store_t *s, problem_t *p)
     return h;
 
 fail:
-    h->store = NULL;                /* the gate was not set */
     hts_close(h);
     return NULL;
 }
@@ -733,10 +732,11 @@ static void hts_close(void *be)
 {
     hts_t *h = be;
 
+    /* After the last write (main stops HTTP first): the store's gate still
+     * names h but is never asked again, and the store may be closed already,
+     * so it is not touched here. */
     if (!h)
         return;
-    if (h->store)
-        store_set_gate(h->store, NULL);
     pthread_mutex_lock(&h->mu);
     h->stop              = true;
     h->drain_deadline_ms = cr_now_ms() + HTS_DRAIN_MS;
