@@ -51,6 +51,7 @@
 #define HTS_POOL         8          /* idle connections kept for reads */
 #define HTS_BACKOFF_MAX  5000       /* ms between two reconnection attempts */
 #define HTS_DRAIN_MS     10000      /* ms to write the queue at stop */
+#define HTS_SEEN_MAX     (1u << 20) /* entities whose types the writer remembers */
 
 typedef struct hts_batch {
     struct hts_batch *next;
@@ -78,6 +79,11 @@ struct hts {
     pthread_t        thread;
     bool             thread_started;
     PGconn          *wconn;         /* the writer's connection */
+    /* under mu: (tenant, id) hash -> hash of the types last written in an
+     * entity row (0: empty slot), so that a write that changes neither the
+     * types nor the entity's existence adds no entity row (seen_has) */
+    uint64_t        *seen_keys, *seen_vals;
+    size_t           seen_cap, seen_n;
     pthread_mutex_t  pool_mu;
     PGconn          *pool[HTS_POOL];
     int              n_pool;
@@ -166,8 +172,6 @@ static const char *const schema_sql =
     "CREATE INDEX IF NOT EXISTS coraine_entities_seq ON coraine_entities (tenant, seq);"
     "CREATE INDEX IF NOT EXISTS coraine_instances_obs ON coraine_instances"
     " (tenant, entity_id, attr, dataset_id, observed_at);"
-    "CREATE INDEX IF NOT EXISTS coraine_instances_mod ON coraine_instances"
-    " (tenant, entity_id, attr, dataset_id, modified_at);"
     "CREATE INDEX IF NOT EXISTS coraine_instances_iid ON coraine_instances (iid);";
 
 /* Creates what is missing, one broker at a time (an advisory lock: brokers
@@ -439,7 +443,7 @@ static void put_entity(hts_t *h, hts_batch_t *b, const char *tenant, const hist_
 {
     sbuf_t *sb = &b->stage, *t = &h->tmp;
 
-    sb_addi(sb, b->n_writes);
+    sb_addi(sb, b->n_writes);       /* ord: the last row of an entity in the batch wins */
     sb_addc(sb, '\t');
     col_str(sb, tenant);
     col_str(sb, w->id);
@@ -461,6 +465,72 @@ static void put_entity(hts_t *h, hts_batch_t *b, const char *tenant, const hist_
     sb_addc(sb, '\t');
     col_time(sb, w->at, '\t');
     sb_adds(sb, w->entity_deleted ? "t\n" : "f\n");
+}
+
+/* ----------------------------------------------- entity rows, when needed */
+
+static uint64_t types_hash(const hist_write_t *w)
+{
+    uint64_t v = 0x9e3779b97f4a7c15ULL ^ w->n_types;
+
+    for (size_t i = 0; i < w->n_types; i++)
+        v = cr_hash_u64(v ^ cr_hash_ptr(w->types[i]));   /* interned: the pointer names it */
+    return v | 1;
+}
+
+static size_t seen_slot(const hts_t *h, uint64_t key)
+{
+    size_t i = (size_t)key & (h->seen_cap - 1);
+
+    while (h->seen_keys[i] && h->seen_keys[i] != key)
+        i = (i + 1) & (h->seen_cap - 1);
+    return i;
+}
+
+static void seen_grow(hts_t *h)
+{
+    uint64_t *ok = h->seen_keys, *ov = h->seen_vals;
+    size_t    oc = h->seen_cap;
+
+    h->seen_cap  = oc ? oc * 2 : 4096;
+    h->seen_n    = 0;
+    if (h->seen_cap > HTS_SEEN_MAX) {      /* forget everything: costs one entity row each */
+        h->seen_cap = 4096;
+        oc          = 0;
+    }
+    h->seen_keys = cr_xcalloc(h->seen_cap, sizeof(*h->seen_keys));
+    h->seen_vals = cr_xcalloc(h->seen_cap, sizeof(*h->seen_vals));
+    for (size_t i = 0; i < oc; i++)
+        if (ok[i]) {
+            size_t j = seen_slot(h, ok[i]);
+
+            h->seen_keys[j] = ok[i];
+            h->seen_vals[j] = ov[i];
+            h->seen_n++;
+        }
+    free(ok);
+    free(ov);
+}
+
+/* Whether w needs an entity row (mu held): a new entity (to this process),
+ * new types, or a deletion, or the first write after one. The entity row's
+ * modifiedAt is therefore the time of its last such write (doc/history.md). */
+static bool entity_row_needed(hts_t *h, const char *tenant, const hist_write_t *w)
+{
+    uint64_t key = (cr_hash(tenant, strlen(tenant)) * 31 + cr_hash(w->id, strlen(w->id))) | 1;
+    uint64_t val = w->entity_deleted ? 2 : types_hash(w);    /* 2: deleted (never a types hash) */
+    size_t   i;
+
+    if (h->seen_n * 10 >= h->seen_cap * 7)
+        seen_grow(h);
+    i = seen_slot(h, key);
+    if (h->seen_keys[i] && h->seen_vals[i] == val && !w->entity_deleted)
+        return false;
+    if (!h->seen_keys[i])
+        h->seen_n++;
+    h->seen_keys[i] = key;
+    h->seen_vals[i] = val;
+    return true;
 }
 
 /* The open batch (mu held), a new one when it is full. */
@@ -513,7 +583,8 @@ static bool hts_append(void *be, const char *tenant, const hist_write_t *w, size
 
         for (size_t k = 0; k < w[i].n_inst; k++)
             put_instance(h, &b->copy, tenant, &w[i], &w[i].inst[k]);
-        put_entity(h, b, tenant, &w[i]);
+        if (entity_row_needed(h, tenant, &w[i]))
+            put_entity(h, b, tenant, &w[i]);
         b->n_writes++;
         h->instances += w[i].n_inst;
     }
@@ -757,6 +828,8 @@ static void hts_close(void *be)
     for (int i = 0; i < h->n_pool; i++)
         PQfinish(h->pool[i]);
     sb_release(&h->tmp);
+    free(h->seen_keys);
+    free(h->seen_vals);
     pthread_cond_destroy(&h->has_work);
     pthread_cond_destroy(&h->has_room);
     pthread_mutex_destroy(&h->mu);

@@ -21,10 +21,13 @@
  *                      when none). A hypertable on modified_at when the
  *                      timescaledb extension is installed, else a plain table
  *                      with a BRIN index on modified_at; btree indexes on
- *                      (tenant, entity_id, attr, dataset_id, observed_at) and
- *                      (..., modified_at), and on iid.
+ *                      (tenant, entity_id, attr, dataset_id, observed_at) (a
+ *                      query by another timeproperty reads the series through
+ *                      its prefix) and on iid.
  *   coraine_entities   one row per entity with a history: tenant, entity_id,
- *                      types (expanded), created_at, modified_at, deleted_at,
+ *                      types (expanded), created_at, modified_at (of the last
+ *                      write that created it, changed its types or deleted
+ *                      it: PATCHes of values add no entity row), deleted_at,
  *                      seq (creation order).
  */
 #ifndef CORAINE_HISTORY_TIMESCALE_H

@@ -30,6 +30,15 @@ def vehicle(eid, speed=1, **kw):
     return e
 
 
+@pytest.fixture(scope="module", autouse=True)
+def history_in_this_build():
+    """A build without history (a branch before the temporal API joined it)
+    says so at start: nothing here can run then."""
+    rc, log = run_broker("--history", "timescale", "--historyURI", "postgresql://x@/y?host=/nonexistent")
+    if "not part of this build" in log or "not in this build" in log:
+        pytest.skip("this build has no attribute history: " + log.strip().splitlines()[-1])
+
+
 def ts_broker(broker_factory, uri, *flags):
     return broker_factory("--history", "timescale", "--historyURI", uri, *flags)
 
