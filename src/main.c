@@ -4,6 +4,7 @@
  */
 #include "api/api.h"
 #include "core/core.h"
+#include "history/history.h"
 #include "http/http.h"
 #include "ld/ld.h"
 #include "model/model.h"
@@ -45,11 +46,6 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (strcmp(cr_config.history, "none")) {
-        LOG_E("--history %s: attribute history is not part of this build yet; use --history none", cr_config.history);
-        return 2;
-    }
-
     if (!ld_init()) {
         LOG_E("cannot load the core @context");
         return 1;
@@ -65,9 +61,16 @@ int main(int argc, char **argv)
         LOG_E("cannot open the store: %s", p.detail);
         return 1;
     }
+    history_t *history = history_open(store, &p);
+    if (!history && p.kind) {
+        LOG_E("cannot open the history: %s", p.detail);
+        store_close(store);
+        return 2;
+    }
     if (!notify_start(store, &p)) {
         LOG_E("cannot start the notifier: %s", p.detail);
         store_close(store);
+        history_close(history);
         return 1;
     }
     size_t n_subs = ops_sub_restore(store);
@@ -81,6 +84,7 @@ int main(int argc, char **argv)
         LOG_E("%s", p.detail);
         notify_stop();
         store_close(store);
+        history_close(history);
         return 1;
     }
 
@@ -96,6 +100,7 @@ int main(int argc, char **argv)
     http_stop(srv);
     notify_stop();
     store_close(store);
+    history_close(history);
     ld_shutdown();
     return 0;
 }

@@ -104,4 +104,13 @@ void api_reply_update_result(request_t *r, const op_result_t *res);
 /* 201 Created with Location: collection (e.g. "/ngsi-ld/v1/entities/") + the id, percent-encoded. */
 void api_reply_created(request_t *r, const char *collection, const char *id);
 
+/* The entity query of GET /entities and of a Query body (query.c), for the
+ * temporal API: the filter parameters into qy (BadRequestData as 6.4.3.2
+ * says), count and limit/offset, and a "next"/"prev" Link header. */
+bool api_query_params(request_t *r, const ld_context_t *ctx, ops_query_t *qy, problem_t *p);
+bool api_query_body(request_t *r, const ld_context_t *ctx, const json_t *body, ops_query_t *qy, api_view_t *v,
+                    problem_t *p);
+bool api_query_count(request_t *r, ops_query_t *qy, problem_t *p);
+void api_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype);
+
 #endif

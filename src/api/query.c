@@ -345,3 +345,26 @@ void api_batch_query(request_t *r)
 fail:
     reply_problem(r, &p);
 }
+
+/* ------------------------------------------ for the temporal API (temporal.c) */
+
+bool api_query_params(request_t *r, const ld_context_t *ctx, ops_query_t *qy, problem_t *p)
+{
+    return query_from_params(r, ctx, qy, false, p);
+}
+
+bool api_query_body(request_t *r, const ld_context_t *ctx, const json_t *body, ops_query_t *qy, api_view_t *v,
+                    problem_t *p)
+{
+    return query_from_body(r, ctx, body, qy, v, p);
+}
+
+bool api_query_count(request_t *r, ops_query_t *qy, problem_t *p)
+{
+    return read_count(r, qy, p) && set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p);
+}
+
+void api_page_link(request_t *r, const char *rel, size_t offset, size_t limit, const char *ctype)
+{
+    add_page_link(r, rel, offset, limit, ctype);
+}

@@ -36,6 +36,15 @@ void api_sub_query(request_t *r);
 void api_sub_get(request_t *r);
 void api_sub_update(request_t *r);
 void api_sub_delete(request_t *r);
+void api_temporal_create(request_t *r);
+void api_temporal_query(request_t *r);
+void api_temporal_get(request_t *r);
+void api_temporal_delete(request_t *r);
+void api_temporal_attrs_append(request_t *r);
+void api_temporal_attr_delete(request_t *r);
+void api_temporal_instance_patch(request_t *r);
+void api_temporal_instance_delete(request_t *r);
+void api_temporal_batch_query(request_t *r);
 
 #define V1 "/ngsi-ld/v1"
 
@@ -57,6 +66,12 @@ static const http_route_t routes[] = {
     {V1 "/attributes/{attrId}",             api_attribute_get,   NULL,              NULL,             NULL,             NULL,             0},
     {V1 "/subscriptions",                   api_sub_query,       api_sub_create,    NULL,             NULL,             NULL,             0},
     {V1 "/subscriptions/{id}",              api_sub_get,         NULL,              NULL,             api_sub_update,   api_sub_delete,   0},
+    {V1 "/temporal/entities",               api_temporal_query,  api_temporal_create, NULL,           NULL,             NULL,             0},
+    {V1 "/temporal/entities/{id}",          api_temporal_get,    NULL,              NULL,             NULL,             api_temporal_delete, 0},
+    {V1 "/temporal/entities/{id}/attrs",    NULL,                api_temporal_attrs_append, NULL,     NULL,             NULL,             0},
+    {V1 "/temporal/entities/{id}/attrs/{attrId}", NULL,          NULL,              NULL,             NULL,             api_temporal_attr_delete, 0},
+    {V1 "/temporal/entities/{id}/attrs/{attrId}/{instanceId}", NULL, NULL,          NULL,             api_temporal_instance_patch, api_temporal_instance_delete, 0},
+    {V1 "/temporal/entityOperations/query", NULL,                api_temporal_batch_query, NULL,      NULL,             NULL,             HR_QUERY_POST},
     {V1 "/jsonldContexts/{id}",             api_context_get,     NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/statistics",                         api_statistics,      NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},

@@ -258,6 +258,9 @@ typedef struct cr_config {
     const char *history_uri;         /* --historyURI: PostgreSQL of --history timescale */
     int         history_queue_size;  /* --historyQueueSize: changes queued for PostgreSQL */
     int         history_queue_timeout_ms; /* --historyQueueTimeout: ms a write waits for room */
+    const char *history_retention;   /* --historyRetention: a duration ("" = keep all) */
+    int         history_max_instances; /* --historyMaxInstances: per series (0 = no bound) */
+    int         temporal_limit;      /* --temporalLimit: instances per attribute in one answer (6.3.10) */
     const char *log_file;            /* --logFile */
     int         log_level;           /* --logLevel error|warn|info|debug */
     const char *bind_address;        /* --bind (127.0.0.1 / 0.0.0.0) */

@@ -58,7 +58,7 @@ typedef struct hist_instance {
     cr_attr_t attr;
     /* Not CR_NO_TIME: this instance records that the attribute (or its
      * entity) was deleted at that time; attr.value is then NGSI-LD Null
-     * ("urn:ngsi-ld:null", a JSON string) and attr.kind the deleted one's. */
+     * (hist_deleted_value) and attr.kind the deleted one's. */
     int64_t   deleted_at;
     /* The instance's id, unique within its (tenant, entity, attribute name),
      * never 0, assigned by the backend when the instance is appended (an id
@@ -67,12 +67,22 @@ typedef struct hist_instance {
     uint64_t  instance_id;
 } hist_instance_t;
 
+/* The NGSI-LD Null as a deleted attribute of that kind carries it:
+ * "urn:ngsi-ld:null" (value, object, vocab, json), {"@none": it}
+ * (languageMap), [it] (valueList, objectList). */
+json_t *hist_deleted_value(arena_t *a, attr_kind_t kind);
+
 #define HIST_INSTANCE_PREFIX "urn:ngsi-ld:attribute:instance:"
 /* buf: at least HIST_INSTANCE_ID_LEN + 1 bytes. */
 #define HIST_INSTANCE_ID_LEN (sizeof(HIST_INSTANCE_PREFIX) - 1 + 16)
 void history_instance_id_render(uint64_t id, char *buf);
 /* 0 when text is not an instance id this broker gave. */
 uint64_t history_instance_id_parse(const char *text);
+
+/* An ISO 8601 duration (PnYnMnWnDTnHnMnS; a year 365 days, a month 30) or
+ * seconds with an optional s/m/h/d suffix, in µs: --historyRetention,
+ * aggrPeriodDuration. */
+bool history_parse_duration(const char *s, int64_t *us);
 
 /* -------------------------------------------------------------- writes
  *
@@ -88,6 +98,11 @@ uint64_t history_instance_id_parse(const char *text);
  *    array order, with a new instance id; attr.created_at and modified_at as
  *    given (history.c sets them to `at` for changes; the temporal API to the
  *    request's time);
+ *  - upsert (the temporal API's writes, 5.6.11, 5.6.12): an instance that
+ *    has an observedAt replaces, instead, the instances of its series with
+ *    that observedAt: the first keeps its instance id and createdAt and
+ *    takes the new content with modifiedAt = at, the others are removed;
+ *    one with no such instance is appended;
  *  - then the bounds (--historyMaxInstances per series, --historyRetention
  *    over the timeproperty observedAt, else createdAt) applied to the series
  *    written: the oldest instances beyond them are dropped.
@@ -106,6 +121,7 @@ typedef struct hist_write {
     cr_entity_t            *entity;
     int64_t                 at;           /* commit time (µs) */
     bool                    entity_deleted;
+    bool                    upsert;       /* see above (0: append, as for changes) */
     const hist_instance_t  *inst;
     size_t                  n_inst;
 } hist_write_t;
@@ -131,6 +147,10 @@ typedef enum {
  * without timerel). */
 int64_t hist_instance_time(const hist_instance_t *in, hist_timeprop_t tp);
 
+/* The time by which query q orders and selects an instance (see 3. below). */
+struct hist_query;
+int64_t hist_query_time(const struct hist_query *q, const hist_instance_t *in);
+
 /* A temporal query (5.7.3, 5.7.4). The backend selects:
  *  1. entities: those matching f (ids, idPattern, types, sel, q, geo, scope;
  *     f->attrs and f's pagination are NOT used: see attrs and the page
@@ -145,11 +165,17 @@ int64_t hist_instance_time(const hist_instance_t *in, hist_timeprop_t tp);
  *     datasetId is one of dataset_ids ("@none": the default instance; 0:
  *     all);
  *  3. in each series, the instances whose time by timeprop is set and
- *     satisfies timerel; ascending by that time (ties: in append order);
+ *     satisfies timerel; ascending by that time (ties: in append order).
+ *     Without timerel, an instance without observedAt is selected too when
+ *     timeprop is observedAt, at its createdAt (hist_query_time). The
+ *     deletedAt instances are selected only by timeprop deletedAt;
  *  4. last_n > 0: only the last last_n of them (still ascending);
  *  5. inst_limit (> 0): at most that many instances per series: the first
  *     ones (forwards), or with last_n the last ones (backwards, 6.3.10); a
- *     series so cut has cut = true and the result gets partial = true;
+ *     series so cut has cut = true. (history_query then cuts the whole
+ *     answer to one time window holding at most inst_limit instances over
+ *     all its entities and attributes, 6.3.10, and sets partial and the
+ *     range; a backend need not.)
  *  6. entities with no instance left are not in the result (5.7.3.4, S1),
  *     except when instances are not asked for (attrs_only: entity records
  *     with their series' names, no instances);
@@ -222,9 +248,9 @@ typedef struct hist_result {
     size_t         n;
     size_t         count;          /* want_count */
     bool           more;           /* a further entity matches beyond limit */
-    /* 6.3.10: some series was cut by inst_limit; range_start/range_end: the
-     * least / most recent instance time (by timeprop) in the answer's cut
-     * series (history_content_range computes the header from them) */
+    /* 6.3.10 (set by history_query): the answer was cut to a time window of
+     * at most inst_limit instances; range_first/range_last: the least / most
+     * recent instance time (hist_query_time) in the answer */
     bool           partial;
     int64_t        range_first, range_last;
 } hist_result_t;

@@ -50,6 +50,7 @@
 #include "../ld/ld.h"
 #include "../model/model.h"
 #include "../store/store.h"
+#include "../history/history.h"
 
 /* What every operation gets: the store, the tenant (NULL or "": default),
  * the @context that expands the names of parameters and body, and the arena
@@ -335,5 +336,52 @@ struct notify_sub **ops_sub_query(const ops_req_t *rq, size_t offset, size_t lim
  * OperationNotSupported for a store in RAM. */
 bool ops_snapshot_start(store_t *s, problem_t *p);
 bool ops_snapshot_last(store_t *s, store_snapshot_info_t *info, bool *running, problem_t *p);
+
+
+/* ------------------------------------------------------ temporal.c */
+
+/* The temporal API (5.6.11-5.6.16, 5.7.3, 5.7.4) over the history
+ * (history.h). Every one fails with OperationNotSupported under --history
+ * none. A temporal write sends the newest instance of each attribute (by
+ * observedAt, unless the entity holds a newer one) through the store, so the
+ * entity exists in the core API, and appends the others to the history. */
+
+/* 5.6.11 POST /temporal/entities: *created tells 201 (the entity was known
+ * neither to the core API nor to the history) from 204. */
+bool ops_temporal_create(const ops_req_t *rq, const json_t *body, bool *created, const char **id, problem_t *p);
+/* 5.6.12: ResourceNotFound when the entity has neither a core version nor a history. */
+bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p);
+/* 5.6.16: the entity as a whole: its core version, then its history
+ * (ResourceNotFound when it has neither). */
+bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p);
+/* 5.6.13: name as given (expanded with rq->ctx). */
+bool ops_temporal_attr_delete(const ops_req_t *rq, const char *id, const char *name, const char *dataset_id,
+                              bool delete_all, problem_t *p);
+/* 5.6.14 / 5.6.15: instance ids as rendered (HIST_INSTANCE_PREFIX...). The
+ * body of a modification: the instance, or {name: instance}; members it
+ * does not give keep their value. */
+bool ops_temporal_instance_modify(const ops_req_t *rq, const char *id, const char *name, const char *iid,
+                                  const json_t *body, problem_t *p);
+bool ops_temporal_instance_delete(const ops_req_t *rq, const char *id, const char *name, const char *iid,
+                                  problem_t *p);
+
+/* A temporal query: the entity filter (f, with the selectors sel of a
+ * Query body), the history query (hq: its f is set by the operation) and
+ * the aggregation (aggregatedValues: methods, period in µs, 0 = PT0S). */
+typedef struct ops_temporal {
+    entity_filter_t    f;
+    entity_selector_t *sel;
+    size_t             nsel;
+    hist_query_t       hq;
+    bool               aggregated;
+    unsigned           methods;
+    int64_t            period;
+} ops_temporal_t;
+bool ops_temporal_check(const ops_temporal_t *t, problem_t *p);
+/* 5.7.4: entities of the history matching t, a page of t->hq.offset/limit. */
+bool ops_temporal_query(const ops_req_t *rq, ops_temporal_t *t, hist_result_t *res, problem_t *p);
+/* 5.7.3: ResourceNotFound when the entity has no history; res->n is 1. */
+bool ops_temporal_retrieve(const ops_req_t *rq, const char *id, ops_temporal_t *t, hist_result_t *res,
+                           problem_t *p);
 
 #endif

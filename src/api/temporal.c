@@ -1,0 +1,732 @@
+/*
+ * temporal.c - the temporal API (6.18-6.24): /temporal/entities,
+ * /temporal/entities/{id}, .../attrs, .../attrs/{attrId},
+ * .../attrs/{attrId}/{instanceId}, /temporal/entityOperations/query: the
+ * HTTP binding of ops/temporal.c.
+ *
+ * The temporal query (4.11: timerel, timeAt, endTimeAt, timeproperty),
+ * lastN, the aggregation parameters (aggrMethods, aggrPeriodDuration) and
+ * the entity query (the parameters or Query body of GET /entities, shared
+ * with query.c) become one ops_temporal_t; the answer is rendered here in
+ * the format asked for: normalized (instances with instanceId, 4.5.7),
+ * temporalValues (4.5.9) or aggregatedValues (4.5.19). When the instance
+ * limit (--temporalLimit) cuts an attribute the answer is 206 with a
+ * Content-Range in DateTime units (6.3.10).
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { TF_NORMALIZED = 0, TF_CONCISE, TF_VALUES, TF_AGGREGATED } tfmt_t;
+
+typedef struct tview {
+    api_view_t v;
+    tfmt_t     fmt;
+    bool       has_last_n;
+} tview_t;
+
+/* ------------------------------------------------------------ parameters */
+
+static bool parse_time(const char *s, const char *name, int64_t *t, problem_t *p)
+{
+    if (!cr_datetime_parse(s, t))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "%s must be a DateTime (ISO 8601 UTC), not '%.100s' (4.11)", name, s);
+    return true;
+}
+
+/* The temporal query (4.11) from its four texts (NULL: absent). */
+static bool temporal_q(const char *timerel, const char *time_at, const char *end_time_at, const char *timeprop,
+                       hist_query_t *q, problem_t *p)
+{
+    q->timerel  = HIST_TIMEREL_NONE;
+    q->timeprop = HIST_TP_OBSERVED_AT;
+    if (timeprop) {
+        if (!strcmp(timeprop, "observedAt")) q->timeprop = HIST_TP_OBSERVED_AT;
+        else if (!strcmp(timeprop, "createdAt")) q->timeprop = HIST_TP_CREATED_AT;
+        else if (!strcmp(timeprop, "modifiedAt")) q->timeprop = HIST_TP_MODIFIED_AT;
+        else if (!strcmp(timeprop, "deletedAt")) q->timeprop = HIST_TP_DELETED_AT;
+        else
+            return problem_set(p, PB_BAD_REQUEST_DATA,
+                               "timeproperty must be observedAt, createdAt, modifiedAt or deletedAt, not '%.100s' (4.11)",
+                               timeprop);
+    }
+    if (!timerel) {
+        if (time_at || end_time_at)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "timeAt and endTimeAt need timerel (4.11)");
+        return true;
+    }
+    if (!strcmp(timerel, "before")) q->timerel = HIST_TIMEREL_BEFORE;
+    else if (!strcmp(timerel, "after")) q->timerel = HIST_TIMEREL_AFTER;
+    else if (!strcmp(timerel, "between")) q->timerel = HIST_TIMEREL_BETWEEN;
+    else
+        return problem_set(p, PB_BAD_REQUEST_DATA, "timerel must be before, after or between, not '%.100s' (4.11)",
+                           timerel);
+    if (!time_at)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "timerel=%s needs timeAt (4.11)", timerel);
+    if (!parse_time(time_at, "timeAt", &q->time_at, p))
+        return false;
+    if (q->timerel == HIST_TIMEREL_BETWEEN) {
+        if (!end_time_at)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "timerel=between needs endTimeAt (4.11)");
+        if (!parse_time(end_time_at, "endTimeAt", &q->end_time_at, p))
+            return false;
+        if (q->end_time_at <= q->time_at)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "endTimeAt must be later than timeAt (4.11)");
+    } else if (end_time_at && !parse_time(end_time_at, "endTimeAt", &q->end_time_at, p))
+        return false;
+    return true;
+}
+
+static bool last_n(const char *s, tview_t *tv, hist_query_t *q, problem_t *p)
+{
+    if (!s)
+        return true;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v <= 0)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "lastN must be a positive integer, not '%.100s' (6.3.x)", s);
+    q->last_n      = (size_t)v;
+    tv->has_last_n = true;
+    return true;
+}
+
+static bool aggr_methods(const char *s, unsigned *m, problem_t *p)
+{
+    *m = 0;
+    while (s && *s) {
+        const char *e = strchr(s, ',');
+        size_t      l = e ? (size_t)(e - s) : strlen(s);
+        unsigned    i;
+        for (i = 0; i < HIST_AGGR_N; i++)
+            if (strlen(hist_aggr_name(i)) == l && !memcmp(hist_aggr_name(i), s, l))
+                break;
+        if (i == HIST_AGGR_N)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "aggrMethods: '%.*s' is not one of totalCount, distinctCount, "
+                               "sum, avg, min, max, stddev, sumsq (4.5.19)", (int)(l > 100 ? 100 : l), s);
+        *m |= 1u << i;
+        s = e ? e + 1 : NULL;
+    }
+    return true;
+}
+
+/* format / options: normalized, concise, temporalValues, aggregatedValues,
+ * sysAttrs; format wins over options (6.3.7). */
+static bool temporal_format(request_t *r, const ld_context_t *ctx, tview_t *tv, problem_t *p)
+{
+    memset(tv, 0, sizeof *tv);
+    tv->v.ro.ctx = ctx;
+    /* 6.3.20: an options value or a format the operation does not support is InvalidRequest */
+    if (!api_options_valid(r, "temporalValues,aggregatedValues,sysAttrs,normalized,concise,simplified,keyValues", p))
+        return false;
+    tv->fmt = TF_NORMALIZED;
+    if (api_option(r, "temporalValues") || api_option(r, "simplified") || api_option(r, "keyValues"))
+        tv->fmt = TF_VALUES;
+    else if (api_option(r, "aggregatedValues"))
+        tv->fmt = TF_AGGREGATED;
+    else if (api_option(r, "concise"))
+        tv->fmt = TF_CONCISE;
+    const char *fmt = req_param(r, "format");
+    if (fmt) {
+        if (!strcmp(fmt, "temporalValues") || !strcmp(fmt, "simplified") || !strcmp(fmt, "keyValues"))
+            tv->fmt = TF_VALUES;
+        else if (!strcmp(fmt, "aggregatedValues")) tv->fmt = TF_AGGREGATED;
+        else if (!strcmp(fmt, "normalized")) tv->fmt = TF_NORMALIZED;
+        else if (!strcmp(fmt, "concise")) tv->fmt = TF_CONCISE;
+        else
+            return problem_set(p, PB_INVALID_REQUEST, "format must be normalized, concise, temporalValues or "
+                               "aggregatedValues, not '%.100s' (6.3.7, 6.3.20)", fmt);
+    }
+    tv->v.ro.sys_attrs = api_option(r, "sysAttrs");
+    tv->v.ro.format    = tv->fmt == TF_CONCISE ? FMT_CONCISE : FMT_NORMALIZED;
+    if (!api_view_params(r, ctx, &tv->v, p))
+        return false;
+    if (tv->v.join != API_JOIN_NONE)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "Linked Entity retrieval (join) does not apply to the temporal API "
+                           "(5.7.3.4)");
+    const char *lang = req_param(r, "lang");
+    if (lang) {
+        if (!*lang) return problem_set(p, PB_BAD_REQUEST_DATA, "lang must not be empty");
+        tv->v.ro.lang = lang;
+    }
+    tv->v.accept = req_accept_best(r, ACC_JSON | ACC_LDJSON);
+    if (!tv->v.accept) tv->v.accept = ACC_JSON;
+    tv->v.ctype = tv->v.accept == ACC_LDJSON ? "application/ld+json" : "application/json";
+    return true;
+}
+
+/* The datasetId parameter (4.5.5) into the history query. */
+static void dataset_ids(const tview_t *tv, hist_query_t *q)
+{
+    q->dataset_ids   = (const char *const *)tv->v.ro.dataset_ids;
+    q->n_dataset_ids = tv->v.ro.n_dataset_ids;
+}
+
+/* Everything of a temporal read but the entity selection. */
+static bool temporal_params(request_t *r, tview_t *tv, ops_temporal_t *t, problem_t *p)
+{
+    hist_query_t *q = &t->hq;
+    if (!temporal_q(req_param(r, "timerel"), req_param(r, "timeAt"), req_param(r, "endTimeAt"),
+                    req_param(r, "timeproperty"), q, p))
+        return false;
+    if (!last_n(req_param(r, "lastN"), tv, q, p))
+        return false;
+    const char *am = req_param(r, "aggrMethods"), *ap = req_param(r, "aggrPeriodDuration");
+    if (tv->fmt == TF_AGGREGATED) {
+        if (!am)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "aggregatedValues needs aggrMethods (4.5.19)");
+        if (!aggr_methods(am, &t->methods, p))
+            return false;
+        if (!*am)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "aggrMethods must name at least one method (4.5.19)");
+        if (ap && !history_parse_duration(ap, &t->period))
+            return problem_set(p, PB_BAD_REQUEST_DATA, "aggrPeriodDuration must be an ISO 8601 duration such as PT1H, "
+                               "not '%.100s' (4.5.19)", ap);
+        t->aggregated = true;
+    } else if (am && !aggr_methods(am, &t->methods, p))
+        return false;
+    else if (ap && !history_parse_duration(ap, &t->period))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "aggrPeriodDuration must be an ISO 8601 duration (4.5.19)");
+    q->n_attrs    = tv->v.n_attrs;
+    q->attrs      = (const char *const *)tv->v.attrs;
+    q->inst_limit = cr_config.temporal_limit > 0 ? (size_t)cr_config.temporal_limit : 0;
+    dataset_ids(tv, q);
+    (void)req_param(r, "local");
+    (void)req_param(r, "orderBy");
+    (void)req_param(r, "csf");
+    return true;
+}
+
+/* ------------------------------------------------------------- rendering */
+
+static void wr_time(json_writer_t *w, const char *key, int64_t t)
+{
+    char buf[32];
+    cr_datetime_format(t, buf);
+    jw_key(w, key);
+    jw_string(w, buf);
+}
+
+static bool shown(const tview_t *tv, const char *name)
+{
+    const render_opts_t *o = &tv->v.ro;
+    if (o->pick_tree && !projection_keeps(o->pick_tree, name, false))
+        return false;
+    if (o->omit_tree && !projection_keeps(o->omit_tree, name, true))
+        return false;
+    return true;
+}
+
+/* One instance in the normalized (or concise) temporal representation:
+ * the attribute, its instanceId, and deletedAt for a deletion. */
+static void wr_instance(request_t *r, json_writer_t *w, const tview_t *tv, const hist_instance_t *in)
+{
+    sbuf_t        sb;
+    json_writer_t iw;
+    char          iid[HIST_INSTANCE_ID_LEN + 1];
+
+    sb_init(&sb, r->arena, 256);
+    jw_init(&iw, &sb);
+    render_opts_t ro = tv->v.ro;
+    ro.context_json  = NULL;
+    attr_render(&iw, &in->attr, &ro);
+    if (sb.len < 2 || sb.p[sb.len - 1] != '}') {  /* a concise bare value: as it is */
+        jw_raw(w, sb.p, sb.len);
+        return;
+    }
+    sb.len--;                                     /* reopen the object */
+    history_instance_id_render(in->instance_id, iid);
+    sb_adds(&sb, sb.len > 1 ? ",\"instanceId\":" : "\"instanceId\":");
+    json_render_string(&sb, iid, strlen(iid));
+    if (in->deleted_at != CR_NO_TIME) {
+        char t[32];
+        cr_datetime_format(in->deleted_at, t);
+        sb_adds(&sb, ",\"deletedAt\":\"");
+        sb_adds(&sb, t);
+        sb_addc(&sb, '"');
+    }
+    sb_addc(&sb, '}');
+    jw_raw(w, sb.p, sb.len);
+}
+
+static const char *values_key(attr_kind_t k)
+{
+    switch (k) {
+    case ATTR_RELATIONSHIP:     return "objects";
+    case ATTR_LANGUAGEPROPERTY: return "languageMaps";
+    case ATTR_VOCABPROPERTY:    return "vocabs";
+    case ATTR_LISTPROPERTY:     return "valueLists";
+    case ATTR_LISTRELATIONSHIP: return "objectLists";
+    case ATTR_JSONPROPERTY:     return "jsons";
+    default:                    return "values";
+    }
+}
+
+/* The value of an instance as temporalValues pairs carry it (4.5.9). */
+static void wr_pair_value(json_writer_t *w, const tview_t *tv, const cr_attr_t *a)
+{
+    switch ((attr_kind_t)a->kind) {
+    case ATTR_LANGUAGEPROPERTY:
+        jw_object_begin(w);
+        JW_KEY_LIT(w, "languageMap");
+        jw_value(w, a->value);
+        jw_object_end(w);
+        break;
+    case ATTR_VOCABPROPERTY:
+        jw_object_begin(w);
+        JW_KEY_LIT(w, "vocab");
+        if (json_is_string(a->value)) jw_string(w, ld_compact(tv->v.ro.ctx, a->value->str));
+        else if (json_is_array(a->value)) {
+            jw_array_begin(w);
+            json_foreach(el, a->value) {
+                if (json_is_string(el)) jw_string(w, ld_compact(tv->v.ro.ctx, el->str));
+                else jw_value(w, el);
+            }
+            jw_array_end(w);
+        } else jw_value(w, a->value);
+        jw_object_end(w);
+        break;
+    case ATTR_JSONPROPERTY:
+        jw_object_begin(w);
+        JW_KEY_LIT(w, "json");
+        jw_value(w, a->value);
+        jw_object_end(w);
+        break;
+    case ATTR_LISTRELATIONSHIP:
+        jw_array_begin(w);
+        if (json_is_array(a->value))
+            json_foreach(el, a->value) {
+                const json_t *o = json_is_object(el) ? json_get(el, "object") : el;
+                jw_value(w, o);
+            }
+        jw_array_end(w);
+        break;
+    default:
+        jw_value(w, a->value);
+        break;
+    }
+}
+
+static int64_t inst_time(const hist_instance_t *in, hist_timeprop_t tp)
+{
+    return hist_instance_time(in, tp);
+}
+
+/* An aggregate that is a number renders with a fraction (4.5.19). */
+static void wr_aggregate(json_writer_t *w, const json_t *v, unsigned method)
+{
+    if (v && v->type == JSON_NUMBER && method != 0 && method != 1) {
+        double d = json_number(v);
+        if (d == (double)(int64_t)d && d > -1e15 && d < 1e15) {
+            char buf[40];
+            int  n = snprintf(buf, sizeof buf, "%.1f", d);
+            jw_raw(w, buf, (size_t)n);
+            return;
+        }
+    }
+    jw_value(w, v);
+}
+
+static void wr_series_simplified(json_writer_t *w, const tview_t *tv, const ops_temporal_t *t,
+                                 const hist_series_t *s)
+{
+    attr_kind_t kind = s->n ? (attr_kind_t)s->inst[0].attr.kind : ATTR_PROPERTY;
+    jw_object_begin(w);
+    JW_KEY_LIT(w, "type");
+    jw_string(w, attr_kind_name(kind ? kind : ATTR_PROPERTY));
+    if (s->dataset_id) {
+        JW_KEY_LIT(w, "datasetId");
+        jw_string(w, s->dataset_id);
+    }
+    if (tv->fmt == TF_AGGREGATED) {
+        for (unsigned m = 0; m < HIST_AGGR_N; m++) {
+            if (!(t->methods & (1u << m)))
+                continue;
+            jw_key(w, hist_aggr_name(m));
+            jw_array_begin(w);
+            for (size_t b = 0; b < s->n_buckets; b++) {
+                const hist_bucket_t *bk = &s->buckets[b];
+                jw_array_begin(w);
+                if (bk->value[m]) wr_aggregate(w, bk->value[m], m);
+                else jw_null(w);
+                char t1[32], t2[32];
+                cr_datetime_format(bk->start, t1);
+                cr_datetime_format(bk->end, t2);
+                jw_string(w, t1);
+                jw_string(w, t2);
+                jw_array_end(w);
+            }
+            jw_array_end(w);
+        }
+    } else {
+        jw_key(w, values_key(kind));
+        jw_array_begin(w);
+        for (size_t i = 0; i < s->n; i++) {
+            const hist_instance_t *in = &s->inst[i];
+            char                   ts[32];
+            jw_array_begin(w);
+            wr_pair_value(w, tv, &in->attr);
+            cr_datetime_format(inst_time(in, t->hq.timeprop), ts);
+            jw_string(w, ts);
+            jw_array_end(w);
+        }
+        jw_array_end(w);
+    }
+    jw_object_end(w);
+}
+
+static void wr_types(json_writer_t *w, const tview_t *tv, const hist_entity_t *e)
+{
+    JW_KEY_LIT(w, "type");
+    if (e->n_types == 1) {
+        jw_string(w, ld_compact_name(tv->v.ro.ctx, e->types[0]));
+        return;
+    }
+    jw_array_begin(w);
+    for (size_t i = 0; i < e->n_types; i++)
+        jw_string(w, ld_compact_name(tv->v.ro.ctx, e->types[i]));
+    jw_array_end(w);
+}
+
+static void wr_entity(request_t *r, json_writer_t *w, const tview_t *tv, const ops_temporal_t *t,
+                      const hist_entity_t *e)
+{
+    jw_object_begin(w);
+    if (shown(tv, "@id")) {
+        JW_KEY_LIT(w, "id");
+        jw_string(w, e->id);
+    }
+    if (e->n_types && shown(tv, "@type"))
+        wr_types(w, tv, e);
+    if (tv->v.ro.sys_attrs) {
+        if (e->created_at != CR_NO_TIME && e->created_at) wr_time(w, "createdAt", e->created_at);
+        if (e->modified_at != CR_NO_TIME && e->modified_at) wr_time(w, "modifiedAt", e->modified_at);
+        if (e->deleted_at != CR_NO_TIME) wr_time(w, "deletedAt", e->deleted_at);
+    }
+    for (size_t i = 0; i < e->n_series;) {
+        const char *name = e->series[i].name;
+        size_t      j    = i;
+        while (j < e->n_series && e->series[j].name == name)
+            j++;
+        if (!shown(tv, name)) {
+            i = j;
+            continue;
+        }
+        jw_key(w, ld_compact_name(tv->v.ro.ctx, name));
+        if (tv->fmt == TF_VALUES || tv->fmt == TF_AGGREGATED) {
+            if (j - i > 1) jw_array_begin(w);
+            for (size_t k = i; k < j; k++)
+                wr_series_simplified(w, tv, t, &e->series[k]);
+            if (j - i > 1) jw_array_end(w);
+        } else {
+            jw_array_begin(w);
+            for (size_t k = i; k < j; k++)
+                for (size_t n = 0; n < e->series[k].n; n++)
+                    wr_instance(r, w, tv, &e->series[k].inst[n]);
+            jw_array_end(w);
+        }
+        i = j;
+    }
+    if (tv->v.ro.context_json) {
+        JW_KEY_LIT(w, "@context");
+        jw_raw(w, tv->v.ro.context_json, strlen(tv->v.ro.context_json));
+    }
+    jw_object_end(w);
+}
+
+/* 6.3.10: 206 with Content-Range when an attribute was cut. */
+static int content_range(request_t *r, const tview_t *tv, const ops_temporal_t *t, const hist_result_t *res)
+{
+    if (!res->partial || res->range_first == CR_NO_TIME)
+        return 200;
+    const hist_query_t *q = &t->hq;
+    int64_t             start, end;
+    char                a[32], b[32];
+    if (tv->has_last_n) {
+        start = q->timerel == HIST_TIMEREL_BEFORE ? q->time_at
+              : q->timerel == HIST_TIMEREL_BETWEEN ? q->end_time_at : res->range_last;
+        end   = res->range_first;
+    } else {
+        start = q->timerel == HIST_TIMEREL_AFTER || q->timerel == HIST_TIMEREL_BETWEEN ? q->time_at
+              : res->range_first;
+        end   = res->range_last;
+    }
+    cr_datetime_format(start, a);
+    cr_datetime_format(end, b);
+    const char *v = tv->has_last_n ? arena_printf(r->arena, "DateTime %s-%s/%zu", a, b, q->last_n)
+                                   : arena_printf(r->arena, "DateTime %s-%s/*", a, b);
+    reply_header(r, "Content-Range", v);
+    return 206;
+}
+
+static void answer(request_t *r, const ld_context_t *ctx, tview_t *tv, const ops_temporal_t *t,
+                   const hist_result_t *res, bool array)
+{
+    json_writer_t w;
+
+    api_view_context(r, ctx, &tv->v);
+    int status = content_range(r, tv, t, res);
+    jw_init(&w, &r->out);
+    if (array) jw_array_begin(&w);
+    for (size_t i = 0; i < res->n; i++)
+        wr_entity(r, &w, tv, t, &res->items[i]);
+    if (array) jw_array_end(&w);
+    reply_body(r, status, tv->v.ctype);
+}
+
+/* ---------------------------------------------------------------- reads */
+
+void api_temporal_get(request_t *r)
+{
+    problem_t      p = {0};
+    tview_t        tv;
+    ops_temporal_t t = {0};
+    hist_result_t  res;
+    const char    *id = r->pathv[0];
+
+    if (!ops_check_id(id, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
+    if (!temporal_format(r, ctx, &tv, &p)) goto fail;
+    if (!temporal_params(r, &tv, &t, &p)) goto fail;
+    (void)req_param(r, "type");
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_temporal_retrieve(&rq, id, &t, &res, &p)) goto fail;
+    answer(r, ctx, &tv, &t, &res, false);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+static void query_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, ops_temporal_t *t,
+                         ops_query_t *qy, problem_t *p, bool *ok)
+{
+    hist_result_t res;
+    ops_req_t     rq = api_req(r, ctx);
+
+    *ok = false;
+    t->f           = qy->f;
+    t->sel         = qy->sel;
+    t->nsel        = qy->nsel;
+    t->hq.offset   = qy->offset;
+    t->hq.limit    = qy->limit;
+    t->hq.want_count = qy->count;
+    if (t->f.n_attrs && !t->hq.n_attrs) {          /* attrs of a Query body */
+        t->hq.attrs   = (const char *const *)t->f.attrs;
+        t->hq.n_attrs = t->f.n_attrs;
+    }
+    if (!ops_temporal_query(&rq, t, &res, p)) return;
+    if (qy->count) reply_header(r, "NGSILD-Results-Count", arena_printf(r->arena, "%zu", res.count));
+    if (res.more) api_page_link(r, "next", qy->offset + res.n, qy->limit, tv->v.ctype);
+    if (qy->offset > 0 && qy->limit)
+        api_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, tv->v.ctype);
+    answer(r, ctx, tv, t, &res, true);
+    *ok = true;
+}
+
+void api_temporal_query(request_t *r)
+{
+    problem_t      p = {0};
+    tview_t        tv;
+    ops_temporal_t t = {0};
+    ops_query_t    qy = {0};
+    bool           ok;
+
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
+    if (!temporal_format(r, ctx, &tv, &p)) goto fail;
+    if (!temporal_params(r, &tv, &t, &p)) goto fail;
+    if (!api_query_params(r, ctx, &qy, &p)) goto fail;
+    if (!api_query_count(r, &qy, &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    query_answer(r, ctx, &tv, &t, &qy, &p, &ok);
+    if (!ok) goto fail;
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+/* POST /temporal/entityOperations/query (6.24): a Query (5.2.23) whose
+ * temporalQ (5.2.21) is required. */
+void api_temporal_batch_query(request_t *r)
+{
+    problem_t      p = {0};
+    tview_t        tv;
+    ops_temporal_t t = {0};
+    ops_query_t    qy = {0};
+    bool           ok;
+
+    const ld_context_t *ctx;
+    json_t             *body = api_body_context(r, &ctx, &p);
+    if (!body) goto fail;
+    if (!temporal_format(r, ctx, &tv, &p)) goto fail;
+    if (!temporal_params(r, &tv, &t, &p)) goto fail;
+    json_t *tq = json_remove(body, "temporalQ");
+    if (!tq) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "a temporal Query needs temporalQ (5.2.23, 6.24.3.1)");
+        goto fail;
+    }
+    if (!json_is_object(tq)) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "temporalQ must be an object (5.2.21)");
+        goto fail;
+    }
+    /* the body's temporal query (5.2.21), over what the URI may say */
+    const char *tx[4] = {0};
+    static const char *const keys[4] = {"timerel", "timeAt", "endTimeAt", "timeproperty"};
+    json_foreach(m, tq) {
+        size_t k;
+        for (k = 0; k < 4 && strcmp(m->key, keys[k]); k++) {}
+        if (k == 4 && !strcmp(m->key, "lastN")) {
+            if (m->type != JSON_NUMBER) {
+                problem_set(&p, PB_BAD_REQUEST_DATA, "temporalQ.lastN must be a positive integer");
+                goto fail;
+            }
+            if (!last_n(arena_printf(r->arena, "%.17g", json_number(m)), &tv, &t.hq, &p)) goto fail;
+            continue;
+        }
+        if (k == 4) {
+            problem_set(&p, PB_BAD_REQUEST_DATA, "member '%s' of temporalQ is not supported (5.2.21)", m->key);
+            goto fail;
+        }
+        if (!json_is_string(m)) {
+            problem_set(&p, PB_BAD_REQUEST_DATA, "temporalQ.%s must be a string", m->key);
+            goto fail;
+        }
+        tx[k] = m->str;
+    }
+    if ((tx[0] || tx[1] || tx[2] || tx[3]) && !temporal_q(tx[0], tx[1], tx[2], tx[3], &t.hq, &p)) goto fail;
+    if (!api_query_body(r, ctx, body, &qy, &tv.v, &p)) goto fail;
+    if (!api_view_check(&tv.v, &p)) goto fail;
+    if (tv.v.n_attrs && !t.hq.n_attrs) {
+        t.hq.attrs   = (const char *const *)tv.v.attrs;
+        t.hq.n_attrs = tv.v.n_attrs;
+    }
+    dataset_ids(&tv, &t.hq);
+    if (!api_query_count(r, &qy, &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    query_answer(r, ctx, &tv, &t, &qy, &p, &ok);
+    if (!ok) goto fail;
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+/* --------------------------------------------------------------- writes */
+
+void api_temporal_create(request_t *r)
+{
+    problem_t   p = {0};
+    const char *id;
+    bool        created;
+    json_t     *body = api_body(r, false, &p);
+
+    if (!body) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, body, &p);
+    if (!ctx) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_temporal_create(&rq, body, &created, &id, &p)) goto fail;
+    if (created) api_reply_created(r, "/ngsi-ld/v1/temporal/entities/", id);
+    else reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+void api_temporal_delete(request_t *r)
+{
+    problem_t p = {0};
+
+    (void)req_param(r, "type");
+    if (!ops_check_id(r->pathv[0], &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_temporal_delete(&rq, r->pathv[0], &p)) goto fail;
+    reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+void api_temporal_attrs_append(request_t *r)
+{
+    problem_t p = {0};
+    json_t   *body = api_body(r, false, &p);
+
+    if (!body) goto fail;
+    if (!ops_check_id(r->pathv[0], &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, body, &p);
+    if (!ctx) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_temporal_attrs_append(&rq, r->pathv[0], body, &p)) goto fail;
+    reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+void api_temporal_attr_delete(request_t *r)
+{
+    problem_t   p = {0};
+    const char *ds = req_param(r, "datasetId");
+    const char *all = req_param(r, "deleteAll");
+
+    if (!ops_check_id(r->pathv[0], &p)) goto fail;
+    if (all && strcmp(all, "true") && strcmp(all, "false")) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "deleteAll must be true or false");
+        goto fail;
+    }
+    if (ds && !model_valid_uri(ds)) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "datasetId must be a URI");
+        goto fail;
+    }
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_temporal_attr_delete(&rq, r->pathv[0], r->pathv[1], ds, all && !strcmp(all, "true"), &p)) goto fail;
+    reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+void api_temporal_instance_patch(request_t *r)
+{
+    problem_t p = {0};
+    json_t   *body = api_body(r, false, &p);
+
+    if (!body) goto fail;
+    if (!ops_check_id(r->pathv[0], &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, body, &p);
+    if (!ctx) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_temporal_instance_modify(&rq, r->pathv[0], r->pathv[1], r->pathv[2], body, &p)) goto fail;
+    reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+void api_temporal_instance_delete(request_t *r)
+{
+    problem_t p = {0};
+
+    if (!ops_check_id(r->pathv[0], &p)) goto fail;
+    if (!api_no_unknown_params(r, &p)) goto fail;
+    const ld_context_t *ctx = api_context(r, NULL, &p);
+    if (!ctx) goto fail;
+    ops_req_t rq = api_req(r, ctx);
+    if (!ops_temporal_instance_delete(&rq, r->pathv[0], r->pathv[1], r->pathv[2], &p)) goto fail;
+    reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}

@@ -1,0 +1,599 @@
+/*
+ * history.c - what every history backend shares (history.h): opening the
+ * one --history names, the change hook that turns committed changes into
+ * writes, instance ids, durations, and aggregation (4.5.19) over the
+ * instances a query returns, for backends that do not aggregate themselves.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "history.h"
+
+struct history {
+    const history_backend_t *be;
+    void                    *db;
+};
+
+history_t *history_default;
+
+/* The timescale backend lives on its own branch; until it is linked in, the
+ * weak reference stays NULL and --history timescale is refused at start. */
+extern const history_backend_t history_timescale __attribute__((weak));
+
+static const char NGSI_NULL[] = "urn:ngsi-ld:null";
+
+/* ------------------------------------------------------------ small things */
+
+void history_instance_id_render(uint64_t id, char *buf)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t            k     = sizeof(HIST_INSTANCE_PREFIX) - 1;
+
+    memcpy(buf, HIST_INSTANCE_PREFIX, k);
+    for (int i = 15; i >= 0; i--)
+        buf[k++] = hex[(id >> (i * 4)) & 0xf];
+    buf[k] = '\0';
+}
+
+uint64_t history_instance_id_parse(const char *text)
+{
+    size_t   k = sizeof(HIST_INSTANCE_PREFIX) - 1;
+    uint64_t v = 0;
+
+    if (!text || strncmp(text, HIST_INSTANCE_PREFIX, k) || strlen(text) != k + 16)
+        return 0;
+    for (size_t i = k; i < k + 16; i++) {
+        char c = text[i];
+        int  d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return 0;
+        v = v << 4 | (uint64_t)d;
+    }
+    return v;
+}
+
+int64_t hist_instance_time(const hist_instance_t *in, hist_timeprop_t tp)
+{
+    switch (tp) {
+    case HIST_TP_CREATED_AT:  return in->attr.created_at;
+    case HIST_TP_MODIFIED_AT: return in->attr.modified_at;
+    case HIST_TP_DELETED_AT:  return in->deleted_at;
+    default:                  return in->attr.observed_at;
+    }
+}
+
+int64_t hist_query_time(const hist_query_t *q, const hist_instance_t *in)
+{
+    if (in->deleted_at != CR_NO_TIME && q->timeprop != HIST_TP_DELETED_AT)
+        return CR_NO_TIME;
+    int64_t t = hist_instance_time(in, q->timeprop);
+    if (t == CR_NO_TIME && q->timeprop == HIST_TP_OBSERVED_AT && q->timerel == HIST_TIMEREL_NONE)
+        t = in->attr.created_at;
+    return t;
+}
+
+const char *hist_aggr_name(unsigned i)
+{
+    static const char *const names[HIST_AGGR_N] = {
+        "totalCount", "distinctCount", "sum", "avg", "min", "max", "stddev", "sumsq"
+    };
+    return i < HIST_AGGR_N ? names[i] : NULL;
+}
+
+/* ISO 8601 durations as 4.11 and aggrPeriodDuration use them: PnYnMnWnDTnHnMnS
+ * (a year is 365 days, a month 30), fractions on the last unit only; also
+ * plain seconds with an optional s/m/h/d suffix (flags). */
+bool history_parse_duration(const char *s, int64_t *us)
+{
+    if (!s || !*s)
+        return false;
+    if (*s != 'P' && *s != 'p') {
+        char  *end;
+        double v = strtod(s, &end);
+        double unit = 1;
+        if (end == s || v < 0 || !isfinite(v))
+            return false;
+        switch (*end) {
+        case '\0': case 's': unit = 1; break;
+        case 'm': unit = 60; break;
+        case 'h': unit = 3600; break;
+        case 'd': unit = 86400; break;
+        default: return false;
+        }
+        if (*end && end[1])
+            return false;
+        if (v * unit * 1e6 > 9e18)
+            return false;
+        *us = (int64_t)(v * unit * 1e6);
+        return true;
+    }
+    const char *c       = s + 1;
+    bool        in_time = false, any = false, fraction = false;
+    double      total   = 0;
+    while (*c) {
+        if (*c == 'T') {
+            if (in_time)
+                return false;
+            in_time = true;
+            c++;
+            if (!*c)
+                return false;
+            continue;
+        }
+        if (fraction)
+            return false;          /* a fraction only on the last unit */
+        char  *end;
+        if (!(*c >= '0' && *c <= '9'))
+            return false;
+        double v = strtod(c, &end);
+        if (end == c || !isfinite(v))
+            return false;
+        for (const char *d = c; d < end; d++)
+            if (*d == '.' || *d == ',')
+                fraction = true;
+        double unit;
+        switch (*end) {
+        case 'Y': if (in_time) return false; unit = 365.0 * 86400; break;
+        case 'M': unit = in_time ? 60 : 30.0 * 86400; break;
+        case 'W': if (in_time) return false; unit = 7.0 * 86400; break;
+        case 'D': if (in_time) return false; unit = 86400; break;
+        case 'H': if (!in_time) return false; unit = 3600; break;
+        case 'S': if (!in_time) return false; unit = 1; break;
+        default: return false;
+        }
+        total += v * unit;
+        any    = true;
+        c      = end + 1;
+    }
+    if (!any || total * 1e6 > 9e18)
+        return false;
+    *us = (int64_t)llround(total * 1e6);
+    return true;
+}
+
+/* ------------------------------------------------------------- changes */
+
+json_t *hist_deleted_value(arena_t *a, attr_kind_t kind)
+{
+    json_t *v = json_new_string(a, NGSI_NULL);
+    if (kind == ATTR_LANGUAGEPROPERTY) {
+        json_t *o = json_new(a, JSON_OBJECT);
+        json_add(o, "@none", v);
+        return o;
+    }
+    if (kind == ATTR_LISTPROPERTY) {
+        json_t *l = json_new(a, JSON_ARRAY);
+        json_add(l, NULL, v);
+        return l;
+    }
+    if (kind == ATTR_LISTRELATIONSHIP) {
+        json_t *l = json_new(a, JSON_ARRAY), *o = json_new(a, JSON_OBJECT);
+        json_add(o, "object", v);
+        json_add(l, NULL, o);
+        return l;
+    }
+    return v;
+}
+
+static void deleted_instance(hist_instance_t *in, const cr_attr_t *a, int64_t at, arena_t *ar)
+{
+    memset(in, 0, sizeof *in);
+    in->attr.name        = a->name;
+    in->attr.dataset_id  = a->dataset_id;
+    in->attr.kind        = a->kind;
+    in->attr.value       = hist_deleted_value(ar, (attr_kind_t)a->kind);
+    in->attr.observed_at = CR_NO_TIME;
+    in->attr.created_at  = at;
+    in->attr.modified_at = at;
+    in->deleted_at       = at;
+}
+
+size_t history_from_change(const store_change_t *ch, arena_t *a, hist_write_t *w)
+{
+    const cr_entity_t *e = ch->after ? ch->after : ch->before;
+
+    if (!ch->seq || !e)
+        return 0;
+    memset(w, 0, sizeof *w);
+    w->id      = e->id;
+    w->types   = e->types;
+    w->n_types = e->n_types;
+    w->entity  = (cr_entity_t *)e;
+    w->at      = ch->at;
+
+    if (!ch->after) {
+        /* an entity delete: one deletedAt instance per instance it had */
+        hist_instance_t *in = arena_alloc(a, (ch->before->n_attrs + 1u) * sizeof *in);
+        for (uint16_t i = 0; i < ch->before->n_attrs; i++)
+            deleted_instance(&in[i], &ch->before->attrs[i], ch->at, a);
+        w->entity_deleted = true;
+        w->inst           = in;
+        w->n_inst         = ch->before->n_attrs;
+        return 1;
+    }
+    size_t           cap = (size_t)ch->n_created + ch->n_updated + ch->n_deleted;
+    hist_instance_t *in  = arena_alloc(a, (cap + 1) * sizeof *in);
+    size_t           n   = 0;
+
+    const store_attr_ref_t *lists[2] = { ch->created, ch->updated };
+    uint32_t                counts[2] = { ch->n_created, ch->n_updated };
+    for (int l = 0; l < 2; l++)
+        for (uint32_t i = 0; i < counts[l]; i++) {
+            const cr_attr_t *at = entity_attr(ch->after, lists[l][i].name, lists[l][i].dataset_id);
+            if (!at)
+                continue;
+            hist_instance_t *x = &in[n++];
+            memset(x, 0, sizeof *x);
+            x->attr             = *at;
+            x->attr.created_at  = ch->at;
+            x->attr.modified_at = ch->at;
+            x->deleted_at       = CR_NO_TIME;
+        }
+    for (uint32_t i = 0; i < ch->n_deleted; i++) {
+        const cr_attr_t *at = ch->before ? entity_attr(ch->before, ch->deleted[i].name,
+                                                       ch->deleted[i].dataset_id) : NULL;
+        if (at)
+            deleted_instance(&in[n++], at, ch->at, a);
+    }
+    w->inst   = in;
+    w->n_inst = n;
+    return 1;
+}
+
+static __thread arena_t *tl_arena;
+
+static void on_changes(void *ud, const store_change_t *g, size_t n)
+{
+    history_t *h = ud;
+
+    if (!n)
+        return;
+    if (!tl_arena)
+        tl_arena = arena_new(16384);
+    hist_write_t *w  = arena_alloc(tl_arena, n * sizeof *w);
+    size_t        nw = 0;
+    for (size_t i = 0; i < n; i++)
+        nw += history_from_change(&g[i], tl_arena, &w[nw]);
+    if (nw) {
+        problem_t p = { 0 };
+        if (!h->be->append(h->db, g[0].tenant ? g[0].tenant : "", w, nw, &p))
+            LOG_E("history: %s: %zu changes not recorded: %s", h->be->name, nw, p.detail);
+    }
+    arena_reset_keep(tl_arena, 65536);
+}
+
+/* --------------------------------------------------------------- open */
+
+history_t *history_open(store_t *s, problem_t *p)
+{
+    const char              *name = cr_config.history ? cr_config.history : "none";
+    const history_backend_t *be   = NULL;
+
+    if (!strcasecmp(name, "none"))
+        return NULL;
+    if (!strcasecmp(name, "corDB"))
+        be = &history_cordb;
+    else if (!strcasecmp(name, "timescale")) {
+        if (!&history_timescale) {
+            problem_set(p, PB_OPERATION_NOT_SUPPORTED,
+                        "--history timescale: the PostgreSQL history backend is not in this build");
+            return NULL;
+        }
+        be = &history_timescale;
+    } else {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--history %s: expected none, corDB or timescale", name);
+        return NULL;
+    }
+    void *db = be->open(s, p);
+    if (!db)
+        return NULL;
+    history_t *h = cr_xcalloc(1, sizeof *h);
+    h->be = be;
+    h->db = db;
+    store_add_hook(s, on_changes, h);
+    history_default = h;
+    LOG_I("history: %s", be->name);
+    return h;
+}
+
+void history_close(history_t *h)
+{
+    if (!h)
+        return;
+    if (history_default == h)
+        history_default = NULL;
+    h->be->close(h->db);
+    free(h);
+}
+
+bool history_enabled(const history_t *h)
+{
+    return h != NULL;
+}
+
+/* ------------------------------------------------------------ wrappers */
+
+static bool none(problem_t *p)
+{
+    return problem_set(p, PB_OPERATION_NOT_SUPPORTED,
+                       "attribute history is off (--history none): the temporal API needs --history corDB");
+}
+
+bool history_reserve(history_t *h, const char *tenant, size_t n, problem_t *p)
+{
+    if (!h)
+        return true;
+    return !h->be->reserve || h->be->reserve(h->db, tenant ? tenant : "", n, p);
+}
+
+void history_unreserve(history_t *h, const char *tenant, size_t n)
+{
+    if (h && h->be->unreserve && n)
+        h->be->unreserve(h->db, tenant ? tenant : "", n);
+}
+
+bool history_append(history_t *h, const char *tenant, const hist_write_t *w, size_t n, problem_t *p)
+{
+    if (!h)
+        return none(p);
+    return h->be->append(h->db, tenant ? tenant : "", w, n, p);
+}
+
+static int cmp_time(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* 6.3.10: the answer cut to one time window of at most q->inst_limit
+ * instances over all its entities and attributes: the least recent ones
+ * (forwards), or with lastN the most recent ones (backwards). A series
+ * left with no instance stays (an empty array: the window ends before it). */
+static void window(arena_t *a, const hist_query_t *q, hist_result_t *out)
+{
+    size_t total = 0;
+    bool   cut   = false;
+
+    out->partial     = false;
+    out->range_first = out->range_last = CR_NO_TIME;
+    for (size_t e = 0; e < out->n; e++)
+        for (size_t s = 0; s < out->items[e].n_series; s++) {
+            total += out->items[e].series[s].n;
+            cut   |= out->items[e].series[s].cut;
+        }
+    if (!q->inst_limit || (!cut && total <= q->inst_limit))
+        return;
+    int64_t *t = arena_alloc(a, (total + 1) * sizeof *t);
+    size_t   k = 0;
+    for (size_t e = 0; e < out->n; e++)
+        for (size_t s = 0; s < out->items[e].n_series; s++)
+            for (size_t i = 0; i < out->items[e].series[s].n; i++)
+                t[k++] = hist_query_time(q, &out->items[e].series[s].inst[i]);
+    qsort(t, k, sizeof *t, cmp_time);
+    bool    back = q->last_n > 0;
+    size_t  keep = k < q->inst_limit ? k : q->inst_limit;
+    if (!keep)
+        return;
+    int64_t lo = back ? t[k - keep] : t[0];
+    int64_t hi = back ? t[k - 1] : t[keep - 1];
+    /* instances at the cut's own time are all in or all out: out, unless
+     * that leaves nothing */
+    if (back && k > keep && t[k - keep - 1] == lo && t[k - 1] != lo)
+        lo++;
+    if (!back && k > keep && t[keep] == hi && t[0] != hi)
+        hi--;
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (size_t e = 0; e < out->n; e++)
+        for (size_t s = 0; s < out->items[e].n_series; s++) {
+            hist_series_t *hs = &out->items[e].series[s];
+            size_t         m  = 0;
+            for (size_t i = 0; i < hs->n; i++) {
+                int64_t x = hist_query_time(q, &hs->inst[i]);
+                if (x >= lo && x <= hi) {
+                    hs->inst[m++] = hs->inst[i];
+                    if (x < first) first = x;
+                    if (x > last) last = x;
+                }
+            }
+            hs->n = m;
+        }
+    lo = first;
+    hi = last;
+    out->partial     = true;
+    out->range_first = lo;
+    out->range_last  = hi;
+}
+
+bool history_query(history_t *h, const char *tenant, const hist_query_t *q, arena_t *a,
+                   hist_result_t *out, problem_t *p)
+{
+    memset(out, 0, sizeof *out);
+    if (!h)
+        return none(p);
+    if (!h->be->query(h->db, tenant ? tenant : "", q, a, out, p))
+        return false;
+    window(a, q, out);
+    return true;
+}
+
+bool history_entity_info(history_t *h, const char *tenant, const char *id, arena_t *a,
+                         const char *const **types, size_t *n_types)
+{
+    return h && h->be->entity_info(h->db, tenant ? tenant : "", id, a, types, n_types);
+}
+
+bool history_delete_entity(history_t *h, const char *tenant, const char *id, problem_t *p)
+{
+    if (!h)
+        return none(p);
+    return h->be->delete_entity(h->db, tenant ? tenant : "", id, p);
+}
+
+bool history_delete_attr(history_t *h, const char *tenant, const char *id, const char *name,
+                         const char *dataset_id, bool delete_all, problem_t *p)
+{
+    if (!h)
+        return none(p);
+    return h->be->delete_attr(h->db, tenant ? tenant : "", id, name, dataset_id, delete_all, p);
+}
+
+bool history_delete_instance(history_t *h, const char *tenant, const char *id, const char *name,
+                             uint64_t instance_id, problem_t *p)
+{
+    if (!h)
+        return none(p);
+    return h->be->delete_instance(h->db, tenant ? tenant : "", id, name, instance_id, p);
+}
+
+bool history_modify_instance(history_t *h, const char *tenant, const char *id, const char *name,
+                             uint64_t instance_id, const cr_attr_t *with, int64_t now, problem_t *p)
+{
+    if (!h)
+        return none(p);
+    return h->be->modify_instance(h->db, tenant ? tenant : "", id, name, instance_id, with, now, p);
+}
+
+void history_stats(history_t *h, uint64_t *instances, uint64_t *series, uint64_t *bytes,
+                   uint64_t *dropped)
+{
+    *instances = *series = *bytes = *dropped = 0;
+    if (h && h->be->stats)
+        h->be->stats(h->db, instances, series, bytes, dropped);
+}
+
+/* --------------------------------------------------------- aggregation */
+
+/* The number an instance contributes to sum/avg/stddev/sumsq, if any. */
+static bool numeric(const hist_instance_t *in, double *v)
+{
+    const json_t *j = in->attr.value;
+
+    if (in->deleted_at != CR_NO_TIME || !j)
+        return false;
+    if (j->type == JSON_NUMBER) {
+        *v = json_number(j);
+        return true;
+    }
+    if (j->type == JSON_TRUE || j->type == JSON_FALSE) {
+        *v = j->type == JSON_TRUE;
+        return true;
+    }
+    return false;
+}
+
+/* min/max of strings and DateTimes: by their text (ISO 8601 text orders as time). */
+static const json_t *text_of(const hist_instance_t *in)
+{
+    const json_t *j = in->attr.value;
+    return in->deleted_at == CR_NO_TIME && j && j->type == JSON_STRING ? j : NULL;
+}
+
+/* Aggregates of numbers are JSON numbers with a fraction (4.5.19): they
+ * are doubles here; the renderer writes an integral one with ".0". */
+static json_t *num(arena_t *a, double v)
+{
+    return json_new_number(a, v);
+}
+
+static void bucket_fill(arena_t *a, hist_bucket_t *b, const hist_instance_t *in, size_t n,
+                        unsigned methods)
+{
+    size_t        count = 0, nnum = 0, distinct = 0;
+    double        sum = 0, sumsq = 0, mn = 0, mx = 0;
+    const json_t *smin = NULL, *smax = NULL;
+
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        if (in[i].deleted_at != CR_NO_TIME)
+            continue;
+        count++;
+        bool seen = false;
+        if (methods & HIST_AGGR_DISTINCT_COUNT)
+            for (size_t j = 0; j < i && !seen; j++)
+                seen = in[j].deleted_at == CR_NO_TIME && json_equal(in[j].attr.value, in[i].attr.value);
+        distinct += !seen;
+        if (numeric(&in[i], &v)) {
+            if (!nnum || v < mn) mn = v;
+            if (!nnum || v > mx) mx = v;
+            nnum++;
+            sum   += v;
+            sumsq += v * v;
+        } else if (text_of(&in[i])) {
+            const json_t *t = text_of(&in[i]);
+            if (!smin || strcmp(t->str, smin->str) < 0) smin = t;
+            if (!smax || strcmp(t->str, smax->str) > 0) smax = t;
+        }
+    }
+    if (methods & HIST_AGGR_TOTAL_COUNT)    b->value[0] = json_new_int(a, (int64_t)count);
+    if (methods & HIST_AGGR_DISTINCT_COUNT) b->value[1] = json_new_int(a, (int64_t)distinct);
+    if (nnum) {
+        double avg = sum / (double)nnum;
+        double var = sumsq / (double)nnum - avg * avg;
+        if (methods & HIST_AGGR_SUM)    b->value[2] = num(a, sum);
+        if (methods & HIST_AGGR_AVG)    b->value[3] = num(a, avg);
+        if (methods & HIST_AGGR_MIN)    b->value[4] = num(a, mn);
+        if (methods & HIST_AGGR_MAX)    b->value[5] = num(a, mx);
+        if (methods & HIST_AGGR_STDDEV) b->value[6] = num(a, sqrt(var > 0 ? var : 0));
+        if (methods & HIST_AGGR_SUMSQ)  b->value[7] = num(a, sumsq);
+    } else {
+        if ((methods & HIST_AGGR_MIN) && smin) b->value[4] = json_new_string(a, smin->str);
+        if ((methods & HIST_AGGR_MAX) && smax) b->value[5] = json_new_string(a, smax->str);
+    }
+}
+
+static void series_aggregate(arena_t *a, const hist_query_t *q, hist_series_t *s, unsigned methods,
+                             int64_t period)
+{
+    s->buckets   = NULL;
+    s->n_buckets = 0;
+    if (!s->n)
+        return;
+    int64_t first = hist_query_time(q, &s->inst[0]);
+    int64_t last  = hist_query_time(q, &s->inst[s->n - 1]);
+    /* PT0S: the whole range of the temporal query, as far as it is bounded */
+    int64_t end   = q->timerel == HIST_TIMEREL_BETWEEN ? q->end_time_at
+                  : q->timerel == HIST_TIMEREL_BEFORE ? q->time_at : last;
+    if (end < last)
+        end = last;
+    size_t nb = period > 0 ? (size_t)((end - first + period - 1) / period) : 1;
+    if (nb > s->n)                       /* empty periods are not listed: at most one per instance */
+        nb = s->n;
+    s->buckets = arena_calloc(a, nb * sizeof *s->buckets);
+    size_t i = 0;
+    while (i < s->n) {
+        int64_t t     = hist_query_time(q, &s->inst[i]);
+        int64_t start = period > 0 ? first + (t - first) / period * period : first;
+        int64_t stop  = period > 0 ? start + period : end;
+        if (stop > end && period > 0 && q->timerel == HIST_TIMEREL_BETWEEN)
+            stop = end;
+        size_t j = i;
+        while (j < s->n && (period <= 0 || hist_query_time(q, &s->inst[j]) < start + period))
+            j++;
+        hist_bucket_t *b = &s->buckets[s->n_buckets++];
+        b->start = start;
+        b->end   = stop;
+        bucket_fill(a, b, &s->inst[i], j - i, methods);
+        i = j;
+    }
+}
+
+bool history_aggregate(history_t *h, const char *tenant, const hist_query_t *q, unsigned methods,
+                       int64_t period, arena_t *a, hist_result_t *out, problem_t *p)
+{
+    memset(out, 0, sizeof *out);
+    if (!h)
+        return none(p);
+    if (h->be->aggregate)
+        return h->be->aggregate(h->db, tenant ? tenant : "", q, methods, period, a, out, p);
+    hist_query_t qq = *q;
+    qq.inst_limit   = 0;                 /* aggregates cover the whole range */
+    if (!h->be->query(h->db, tenant ? tenant : "", &qq, a, out, p))
+        return false;
+    for (size_t e = 0; e < out->n; e++)
+        for (size_t s = 0; s < out->items[e].n_series; s++)
+            series_aggregate(a, q, &out->items[e].series[s], methods, period);
+    out->partial = false;
+    return true;
+}
