@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,9 +56,10 @@
 
 typedef struct hts_batch {
     struct hts_batch *next;
-    sbuf_t            copy;         /* rows of coraine_instances */
-    sbuf_t            stage;        /* rows of coraine_stage (one per write) */
-    uint32_t          n_writes;
+    sbuf_t            copy;         /* rows of coraine_instances (upsert: of coraine_ustage) */
+    sbuf_t            stage;        /* rows of coraine_stage (entity rows) */
+    uint32_t          n_writes, n_rows;
+    bool              upsert;       /* writes with hist_write_t.upsert, alone in their batch */
 } hts_batch_t;
 
 struct hts {
@@ -74,6 +76,8 @@ struct hts {
     uint64_t         reserved;      /* room promised to writes not yet appended */
     uint64_t         queued, written, instances;
     uint64_t         batches, failures, reserve_timeouts;
+    _Atomic uint64_t dropped;       /* by the bounds (the writer adds, stats reads) */
+    int64_t          retention;     /* --historyRetention in µs (0: none) */
     bool             stop, connected, hypertable;
     int64_t          drain_deadline_ms;
     pthread_t        thread;
@@ -203,8 +207,9 @@ static bool hts_schema(hts_t *h, PGconn *c, problem_t *p)
     return hts_exec(c, "COMMIT", p);
 }
 
-/* A session as the broker uses it, with its staging table of entity rows. */
-static PGconn *hts_connect(hts_t *h, problem_t *p)
+/* A session as the broker uses it, with its staging tables (they need the
+ * schema: at start it is made first, with stage false). */
+static PGconn *hts_connect_as(hts_t *h, bool stage, problem_t *p)
 {
     PGconn *c = PQconnectdb(h->uri);
 
@@ -213,14 +218,22 @@ static PGconn *hts_connect(hts_t *h, problem_t *p)
         PQfinish(c);
         return NULL;
     }
-    if (!hts_exec(c, "SET client_min_messages = warning; SET application_name = 'coraine';"
+    if (!hts_exec(c, "SET client_min_messages = warning; SET application_name = 'coraine'", p) ||
+        (stage && !hts_exec(c,
                      " CREATE TEMP TABLE IF NOT EXISTS coraine_stage (ord int, tenant text,"
                      " entity_id text, types text[], at bigint, deleted boolean)"
-                     " ON COMMIT DELETE ROWS", p)) {
+                     " ON COMMIT DELETE ROWS;"
+                     " CREATE TEMP TABLE IF NOT EXISTS coraine_ustage (ord int, at bigint,"
+                     " LIKE coraine_instances) ON COMMIT DELETE ROWS", p))) {
         PQfinish(c);
         return NULL;
     }
     return c;
+}
+
+static PGconn *hts_connect(hts_t *h, problem_t *p)
+{
+    return hts_connect_as(h, true, p);
 }
 
 PGconn *hts_conn_get(hts_t *h, problem_t *p)
@@ -235,7 +248,7 @@ PGconn *hts_conn_get(hts_t *h, problem_t *p)
         PQfinish(c);
         c = NULL;
     }
-    return c ? c : hts_connect(h, p);
+    return c ? c : hts_connect_as(h, false, p);    /* reads need no staging tables */
 }
 
 void hts_conn_put(hts_t *h, PGconn *c, bool bad)
@@ -401,17 +414,28 @@ void hts_put_sub_hex(sbuf_t *sb, sbuf_t *tmp, const cr_attr_t *at, bool copy)
     }
 }
 
-static void put_instance(hts_t *h, sbuf_t *sb, const char *tenant, const hist_write_t *w,
+/* One instance row; in an upsert batch (coraine_ustage) led by its order in
+ * the batch and the write's time. */
+static void put_instance(hts_t *h, hts_batch_t *b, const char *tenant, const hist_write_t *w,
                          const hist_instance_t *in)
 {
     const cr_attr_t *at  = &in->attr;
     bool             del = in->deleted_at != CR_NO_TIME;
+    sbuf_t          *sb  = &b->copy;
     double           v;
 
+    if (b->upsert) {
+        sb_addi(sb, b->n_rows);
+        sb_addc(sb, '\t');
+        col_time(sb, w->at, '\t');
+    }
+    b->n_rows++;
     col_str(sb, tenant);
     col_str(sb, w->id);
     col_str(sb, at->name);
     col_str(sb, at->dataset_id ? at->dataset_id : "");
+    if (b->upsert)
+        sb_add(sb, "0\t", 2);                   /* iid: the INSERT gives it */
     sb_addi(sb, at->kind);
     sb_addc(sb, '\t');
     if (!del && at->value)
@@ -533,12 +557,13 @@ static bool entity_row_needed(hts_t *h, const char *tenant, const hist_write_t *
     return true;
 }
 
-/* The open batch (mu held), a new one when it is full. */
-static hts_batch_t *open_batch(hts_t *h)
+/* The open batch (mu held), a new one when it is full or of the other kind
+ * (upsert writes are applied by other statements: batches keep the order). */
+static hts_batch_t *open_batch(hts_t *h, bool upsert)
 {
     hts_batch_t *b = h->tail;
 
-    if (b && b->n_writes < HTS_BATCH && b->copy.len < HTS_BATCH_BYTES)
+    if (b && b->upsert == upsert && b->n_writes < HTS_BATCH && b->copy.len < HTS_BATCH_BYTES)
         return b;
     if ((b = h->free_list)) {
         h->free_list = b->next;
@@ -547,7 +572,8 @@ static hts_batch_t *open_batch(hts_t *h)
         sb_init(&b->copy, NULL, 1 << 16);
         sb_init(&b->stage, NULL, 1 << 14);
     }
-    b->next = NULL;
+    b->next   = NULL;
+    b->upsert = upsert;
     if (h->tail)
         h->tail->next = b;
     else
@@ -579,10 +605,10 @@ static bool hts_append(void *be, const char *tenant, const hist_write_t *w, size
     }
     h->reserved -= n - unreserved;
     for (size_t i = 0; i < n; i++) {
-        hts_batch_t *b = open_batch(h);
+        hts_batch_t *b = open_batch(h, w[i].upsert);
 
         for (size_t k = 0; k < w[i].n_inst; k++)
-            put_instance(h, &b->copy, tenant, &w[i], &w[i].inst[k]);
+            put_instance(h, b, tenant, &w[i], &w[i].inst[k]);
         if (entity_row_needed(h, tenant, &w[i]))
             put_entity(h, b, tenant, &w[i]);
         b->n_writes++;
@@ -636,7 +662,7 @@ static bool copy_into(PGconn *c, const char *sql, const sbuf_t *data, problem_t 
     return ok || pg_fail(p, "COPY failed", c);
 }
 
-static const char *const upsert_sql =
+static const char *const entity_sql =
     "INSERT INTO coraine_entities (tenant, entity_id, types, created_at, modified_at,"
     " deleted_at)"
     " SELECT DISTINCT ON (tenant, entity_id) tenant, entity_id, types, at, at,"
@@ -647,21 +673,117 @@ static const char *const upsert_sql =
     "  ELSE coraine_entities.created_at END,"
     " modified_at = EXCLUDED.modified_at, deleted_at = EXCLUDED.deleted_at";
 
+/* An upsert batch (history.h: hist_write_t.upsert), from coraine_ustage: per
+ * series and observedAt, the matching instances but the first go, the first
+ * takes the content last given for that time (keeping its iid and
+ * createdAt, modifiedAt = the write's time), and what matched nothing (or
+ * has no observedAt, or is a deletion) is appended in the order given. */
+#define HTS_KEY_EQ(a, b) a ".tenant = " b ".tenant AND " a ".entity_id = " b ".entity_id AND " \
+                         a ".attr = " b ".attr AND " a ".dataset_id = " b ".dataset_id AND " \
+                         a ".observed_at = " b ".observed_at AND " a ".deleted_at IS NULL"
+#define HTS_ICOLS "tenant, entity_id, attr, dataset_id, kind, value, num, unit_code, object_type," \
+                  " observed_at, created_at, modified_at, deleted_at, sub"
+static const char *const upsert_sql =
+    "DELETE FROM coraine_instances c USING (SELECT DISTINCT tenant, entity_id, attr, dataset_id,"
+    " observed_at FROM coraine_ustage WHERE observed_at IS NOT NULL AND deleted_at IS NULL) k"
+    " WHERE " HTS_KEY_EQ("c", "k") " AND c.iid > (SELECT min(m.iid) FROM coraine_instances m"
+    " WHERE " HTS_KEY_EQ("m", "c") ");"
+    "UPDATE coraine_instances c SET kind = s.kind, value = s.value, num = s.num,"
+    " unit_code = s.unit_code, object_type = s.object_type, sub = s.sub, modified_at = s.at"
+    " FROM (SELECT DISTINCT ON (tenant, entity_id, attr, dataset_id, observed_at) * FROM"
+    " coraine_ustage WHERE observed_at IS NOT NULL AND deleted_at IS NULL ORDER BY tenant,"
+    " entity_id, attr, dataset_id, observed_at, ord DESC) s WHERE " HTS_KEY_EQ("c", "s") ";"
+    "INSERT INTO coraine_instances (" HTS_ICOLS ") SELECT " HTS_ICOLS " FROM ("
+    " SELECT DISTINCT ON (tenant, entity_id, attr, dataset_id, observed_at,"
+    " CASE WHEN observed_at IS NULL OR deleted_at IS NOT NULL THEN ord END) * FROM coraine_ustage"
+    " ORDER BY tenant, entity_id, attr, dataset_id, observed_at,"
+    " CASE WHEN observed_at IS NULL OR deleted_at IS NOT NULL THEN ord END, ord DESC) s"
+    " WHERE s.observed_at IS NULL OR s.deleted_at IS NOT NULL OR NOT EXISTS (SELECT 1 FROM"
+    " coraine_instances c WHERE " HTS_KEY_EQ("c", "s") ") ORDER BY ord";
+
+/* The bounds (history.h: after the writes, on the series written), in the
+ * batch's transaction: the series are those of the rows past the largest
+ * iid before the batch, and of the upserted rows. --historyRetention drops
+ * the instances whose observedAt (else createdAt) is older, but never a
+ * series' newest; --historyMaxInstances keeps the newest appended. */
+#define HTS_SERIES_WRITTEN(upsert)                                                           \
+    "WITH k AS (SELECT DISTINCT tenant, entity_id, attr, dataset_id FROM coraine_instances"  \
+    " WHERE iid > $1::bigint" upsert ")"
+#define HTS_SERIES_EQ(a, b) a ".tenant = " b ".tenant AND " a ".entity_id = " b ".entity_id AND " \
+                            a ".attr = " b ".attr AND " a ".dataset_id = " b ".dataset_id"
+#define HTS_RETENTION_SQL(upsert) HTS_SERIES_WRITTEN(upsert)                                 \
+    " DELETE FROM coraine_instances c USING k WHERE " HTS_SERIES_EQ("c", "k")                 \
+    " AND coalesce(c.observed_at, c.created_at) < $2::bigint AND c.iid < (SELECT max(m.iid)" \
+    " FROM coraine_instances m WHERE " HTS_SERIES_EQ("m", "k") ")"
+#define HTS_MAXINST_SQL(upsert) HTS_SERIES_WRITTEN(upsert)                                   \
+    ", d AS (SELECT iid FROM (SELECT c.iid, row_number() OVER (PARTITION BY c.tenant,"         \
+    " c.entity_id, c.attr, c.dataset_id ORDER BY c.iid DESC) AS rn FROM coraine_instances c"  \
+    " JOIN k USING (tenant, entity_id, attr, dataset_id)) x WHERE rn > $2::bigint)"           \
+    " DELETE FROM coraine_instances c USING d WHERE c.iid = d.iid"
+#define HTS_USTAGE_SERIES " UNION SELECT tenant, entity_id, attr, dataset_id FROM coraine_ustage"
+
+static bool bound(hts_t *h, PGconn *c, const char *sql, const char *before, long long arg,
+                  problem_t *p)
+{
+    char        a[24];
+    const char *params[2] = { before, a };
+    PGresult   *r;
+
+    snprintf(a, sizeof a, "%lld", arg);
+    if (!(r = hts_query(c, sql, 2, params, PGRES_COMMAND_OK, p)))
+        return false;
+    atomic_fetch_add_explicit(&h->dropped, strtoull(PQcmdTuples(r), NULL, 10),
+                              memory_order_relaxed);
+    PQclear(r);
+    return true;
+}
+
+static bool write_bounds(hts_t *h, PGconn *c, const hts_batch_t *b, const char *before,
+                         problem_t *p)
+{
+    if (h->retention &&
+        !bound(h, c, b->upsert ? HTS_RETENTION_SQL(HTS_USTAGE_SERIES) : HTS_RETENTION_SQL(""),
+               before, (long long)(cr_now_us() - h->retention), p))
+        return false;
+    if (cr_config.history_max_instances > 0 &&
+        !bound(h, c, b->upsert ? HTS_MAXINST_SQL(HTS_USTAGE_SERIES) : HTS_MAXINST_SQL(""), before,
+               cr_config.history_max_instances, p))
+        return false;
+    return true;
+}
+
 static bool write_batch(hts_t *h, const hts_batch_t *b, problem_t *p)
 {
-    PGconn *c = h->wconn;
+    PGconn   *c = h->wconn;
+    char      before[24] = "0";
+    bool      bounds = h->retention || cr_config.history_max_instances > 0;
 
     if (!c && !(c = h->wconn = hts_connect(h, p)))
         return false;
     if (!hts_exec(c, "BEGIN", p))
         goto fail;
-    if (b->copy.len &&
-        !copy_into(c, "COPY coraine_instances (tenant, entity_id, attr, dataset_id, kind, value,"
-                      " num, unit_code, object_type, observed_at, created_at, modified_at,"
-                      " deleted_at, sub) FROM STDIN", &b->copy, p))
+    if (bounds) {
+        PGresult *r = hts_query(c, "SELECT coalesce(max(iid), 0) FROM coraine_instances", 0, NULL,
+                                PGRES_TUPLES_OK, p);
+
+        if (!r)
+            goto fail;
+        snprintf(before, sizeof before, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+    }
+    if (b->copy.len && !b->upsert &&
+        !copy_into(c, "COPY coraine_instances (" HTS_ICOLS ") FROM STDIN", &b->copy, p))
+        goto fail;
+    if (b->copy.len && b->upsert &&
+        (!copy_into(c, "COPY coraine_ustage (ord, at, tenant, entity_id, attr,"
+                      " dataset_id, iid, kind, value, num, unit_code, object_type, observed_at,"
+                      " created_at, modified_at, deleted_at, sub) FROM STDIN", &b->copy, p) ||
+         !hts_exec(c, upsert_sql, p)))
         goto fail;
     if (b->stage.len && (!copy_into(c, "COPY coraine_stage FROM STDIN", &b->stage, p) ||
-                         !hts_exec(c, upsert_sql, p)))
+                         !hts_exec(c, entity_sql, p)))
+        goto fail;
+    if (bounds && !write_bounds(h, c, b, before, p))
         goto fail;
     if (!hts_exec(c, "COMMIT", p))
         goto fail;
@@ -736,6 +858,7 @@ static void *hts_writer(void *arg)
             h->connected = true;
         }
         b->n_writes = 0;
+        b->n_rows   = 0;
         sb_clear(&b->copy);
         sb_clear(&b->stage);
         if (b->copy.cap > 2 * HTS_BATCH_BYTES) {    /* a huge batch: give the memory back */
@@ -773,13 +896,24 @@ static void *hts_open(store_t *s, problem_t *p)
     h->uri   = cr_xstrdup(uri);
     h->store = s;
     h->cap   = (uint32_t)cr_config.history_queue_size;
+    if (cr_config.history_retention && *cr_config.history_retention &&
+        (!history_parse_duration(cr_config.history_retention, &h->retention) || h->retention <= 0)) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--historyRetention %.100s: expected a duration "
+                    "(P30D, PT1H, 3600s ...)", cr_config.history_retention);
+        free(h->uri);
+        free(h);
+        return NULL;
+    }
     sb_init(&h->tmp, NULL, 256);
     pthread_mutex_init(&h->mu, NULL);
     pthread_mutex_init(&h->pool_mu, NULL);
     pthread_cond_init(&h->has_work, NULL);
     pthread_cond_init(&h->has_room, NULL);
 
-    if (!(h->wconn = hts_connect(h, p)) || !hts_schema(h, h->wconn, p))
+    if (!(h->wconn = hts_connect_as(h, false, p)) || !hts_schema(h, h->wconn, p))
+        goto fail;
+    PQfinish(h->wconn);                 /* the writer's own session, with its staging tables */
+    if (!(h->wconn = hts_connect(h, p)))
         goto fail;
     h->connected = true;
     if (pthread_create(&h->thread, NULL, hts_writer, h) != 0) {
@@ -845,10 +979,10 @@ static void hts_stats(void *be, uint64_t *instances, uint64_t *series, uint64_t 
 
     pthread_mutex_lock(&h->mu);
     *instances = h->instances;      /* appended by this process (the database may hold more) */
+    *dropped = atomic_load_explicit(&h->dropped, memory_order_relaxed);
     pthread_mutex_unlock(&h->mu);
     *series  = 0;
     *bytes   = 0;
-    *dropped = 0;
 }
 
 const history_backend_t history_timescale = {

@@ -38,9 +38,19 @@ static const char *const time_col[] = {
     [HIST_TP_MODIFIED_AT] = "modified_at", [HIST_TP_DELETED_AT] = "deleted_at",
 };
 
+/* The time an instance is selected and ordered by (hist_query_time): the
+ * timeproperty's column; without timerel, observedAt falls back to
+ * createdAt. tcond: deletedAt instances only under timeproperty=deletedAt. */
 static const char *tcol(const hist_query_t *q)
 {
+    if (q->timeprop == HIST_TP_OBSERVED_AT && q->timerel == HIST_TIMEREL_NONE)
+        return "coalesce(observed_at, created_at)";
     return q->timeprop <= HIST_TP_DELETED_AT ? time_col[q->timeprop] : "observed_at";
+}
+
+static const char *tcond(const hist_query_t *q)
+{
+    return q->timeprop == HIST_TP_DELETED_AT ? "deleted_at IS NOT NULL" : "deleted_at IS NULL";
 }
 
 static int64_t get_time(const PGresult *r, int row, int col)
@@ -104,7 +114,7 @@ static bool read_instance(arena_t *a, const PGresult *r, int row, hist_instance_
         if (!at->value)
             return false;
     } else {
-        at->value = json_new_string(a, "urn:ngsi-ld:null");
+        at->value = hist_deleted_value(a, (attr_kind_t)at->kind);
     }
     at->unit_code   = PQgetisnull(r, row, 5) ? NULL : arena_strdup(a, PQgetvalue(r, row, 5));
     at->object_type = PQgetisnull(r, row, 6) ? NULL : intern_cstr(PQgetvalue(r, row, 6));
@@ -142,7 +152,7 @@ static void build_where(arena_t *a, const hist_query_t *q, const char *tenant, s
     s->params[1] = NULL;        /* per entity */
     s->n         = 2;
     sb_init(&s->where, a, 256);
-    sb_printf(&s->where, "tenant = $1 AND entity_id = $2 AND %s IS NOT NULL", tc);
+    sb_printf(&s->where, "tenant = $1 AND entity_id = $2 AND %s AND %s IS NOT NULL", tcond(q), tc);
     if (q->n_attrs) {
         s->params[s->n++] = json_list(a, q->attrs, q->n_attrs, false);
         sb_printf(&s->where, " AND attr = ANY(ARRAY(SELECT json_array_elements_text($%d::json)))",
@@ -291,14 +301,15 @@ static bool fill_instances(walk_t *w, hist_entity_t *ent, problem_t *p)
     return true;
 }
 
-/* history.c's period ends (history.h: history_aggregate). */
+/* Where the last period ends, as history.c's history_aggregate has it (PT0S:
+ * the whole range of the query, as far as it is bounded). */
 static int64_t range_end(const hist_query_t *q, int64_t first, int64_t last)
 {
-    int64_t end = q->timerel == HIST_TIMEREL_BETWEEN ? q->end_time_at : last + 1;
+    int64_t end = q->timerel == HIST_TIMEREL_BETWEEN ? q->end_time_at
+                : q->timerel == HIST_TIMEREL_BEFORE ? q->time_at : last;
 
-    if (q->timerel == HIST_TIMEREL_BEFORE)
-        end = q->time_at;
-    return end <= first ? last + 1 : end;
+    (void)first;
+    return end < last ? last : end;
 }
 
 /* The periods of one entity's series, aggregated in SQL. */
