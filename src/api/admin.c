@@ -185,6 +185,17 @@ void api_statistics(request_t *r)
     jw_key(&w, "queued"); jw_int(&w, (int64_t)ns.queued);
     jw_key(&w, "endpoints"); jw_int(&w, (int64_t)ns.endpoints);
     jw_object_end(&w);
+    uint64_t hi, hs_, hb, hd;
+    if (ops_history_stats(&hi, &hs_, &hb, &hd)) {
+        jw_key(&w, "history");
+        jw_object_begin(&w);
+        jw_key(&w, "backend"); jw_string(&w, cr_config.history);
+        jw_key(&w, "instances"); jw_int(&w, (int64_t)hi);
+        jw_key(&w, "series"); jw_int(&w, (int64_t)hs_);
+        jw_key(&w, "bytes"); jw_int(&w, (int64_t)hb);
+        jw_key(&w, "dropped"); jw_int(&w, (int64_t)hd);
+        jw_object_end(&w);
+    }
     jw_key(&w, "internedNames"); jw_int(&w, (int64_t)intern_count());
     jw_object_end(&w);
     reply_body(r, 200, "application/json");

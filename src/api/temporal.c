@@ -332,7 +332,7 @@ static void wr_aggregate(json_writer_t *w, const json_t *v, unsigned method)
 static void wr_series_simplified(json_writer_t *w, const tview_t *tv, const ops_temporal_t *t,
                                  const hist_series_t *s)
 {
-    attr_kind_t kind = s->n ? (attr_kind_t)s->inst[0].attr.kind : ATTR_PROPERTY;
+    attr_kind_t kind = s->inst ? (attr_kind_t)s->inst[0].attr.kind : ATTR_PROPERTY;
     jw_object_begin(w);
     JW_KEY_LIT(w, "type");
     jw_string(w, attr_kind_name(kind ? kind : ATTR_PROPERTY));

@@ -17,6 +17,13 @@
  *
  * Queries copy what they select into the request arena under the tenant's
  * read lock; appends take the write lock for one group of changes.
+ *
+ * On --dbDir every write is also a record of the history log (hlog.c),
+ * appended under the tenant's write lock so that the log has each tenant's
+ * writes in the order they were applied; at start the snapshot and the log
+ * are replayed through the same functions (instance ids and bounds come out
+ * the same), and the entities' newest versions are taken from the store.
+ * A snapshot is written when the log has grown by --dbSnapshotSize.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,6 +31,8 @@
 #include <string.h>
 
 #include "history.h"
+#include "hlog.h"
+#include "../model/codec.h"
 
 enum { HT_NUM = 0, HT_TRUE, HT_FALSE, HT_BLOB, HT_DEL };
 
@@ -48,6 +57,7 @@ typedef struct hseries {
     uint32_t    cap, head, n;
     bool        obs_sorted;     /* appended in observedAt order (no instance lacks it) */
     bool        mod_sorted;     /* modifiedAt in ring order (false after a modify) */
+    bool        cre_sorted;     /* createdAt in ring order (false after an insertion) */
 } hseries_t;
 
 typedef struct hent hent_t;
@@ -76,6 +86,8 @@ struct htenant {
 
 typedef struct hdb {
     pthread_mutex_t  mu;        /* the tenant list */
+    hlog_t          *log;       /* --dbDir: the history's files; NULL in RAM */
+    _Atomic bool     snapping;  /* a snapshot is being written */
     htenant_t *_Atomic tenants;
     int64_t          retention;  /* µs, 0 = none */
     uint32_t         max_inst;   /* 0 = none */
@@ -268,8 +280,16 @@ static void series_drop_head(hdb_t *db, hseries_t *s)
 
 static void series_push(hdb_t *db, hent_t *e, hseries_t *s, const hist_instance_t *in, int64_t now)
 {
-    if (db->max_inst && s->n >= db->max_inst)
+    if (db->max_inst && s->n >= db->max_inst) {
+        /* full: an instance older than all it holds is the one to drop */
+        if (s->obs_sorted && in->attr.observed_at != CR_NO_TIME && in->deleted_at == CR_NO_TIME &&
+            in->attr.observed_at < s->v[s->head].observed_at) {
+            e->next_iid++;
+            atomic_fetch_add(&db->dropped, 1);
+            return;
+        }
         series_drop_head(db, s);
+    }
     if (s->n == s->cap) {
         uint32_t nc = s->cap ? s->cap * 2 : 4;
         if (db->max_inst && nc > db->max_inst)
@@ -286,17 +306,29 @@ static void series_push(hdb_t *db, hent_t *e, hseries_t *s, const hist_instance_
     hinst_t x;
     inst_set(db, &x, in);
     x.iid = ++e->next_iid;
-    if (s->n) {
-        const hinst_t *prev = &s->v[(s->head + s->n - 1) % s->cap];
-        if (x.observed_at == CR_NO_TIME || prev->observed_at > x.observed_at)
-            s->obs_sorted = false;
-        if (prev->modified_at > x.modified_at)
-            s->mod_sorted = false;
-    } else {
+    /* Instances are kept in observedAt order (the usual stream appends at
+     * the end; an older one, from the temporal API, is inserted where it
+     * belongs), so that the bounds drop the oldest by time and lastN and
+     * timerel read a sorted ring. */
+    uint32_t pos = s->n;
+    if (x.observed_at != CR_NO_TIME && s->obs_sorted)
+        while (pos > 0 && s->v[(s->head + pos - 1) % s->cap].observed_at > x.observed_at)
+            pos--;
+    for (uint32_t k = s->n; k > pos; k--)
+        s->v[(s->head + k) % s->cap] = s->v[(s->head + k - 1) % s->cap];
+    if (!s->n) {
         s->obs_sorted = x.observed_at != CR_NO_TIME;
-        s->mod_sorted = true;
+        s->mod_sorted = s->cre_sorted = true;
+    } else {
+        const hinst_t *last = &s->v[(s->head + s->n - 1) % s->cap];
+        if (x.observed_at == CR_NO_TIME)
+            s->obs_sorted = false;
+        if (pos != s->n || last->modified_at > x.modified_at)
+            s->mod_sorted = false;
+        if (pos != s->n || last->created_at > x.created_at)
+            s->cre_sorted = false;
     }
-    s->v[(s->head + s->n) % s->cap] = x;
+    s->v[(s->head + pos) % s->cap] = x;
     s->n++;
     atomic_fetch_add(&db->instances, 1);
     if (db->retention)
@@ -314,8 +346,29 @@ static bool series_upsert(hdb_t *db, hseries_t *s, const hist_instance_t *in, in
 
     if (t == CR_NO_TIME || in->deleted_at != CR_NO_TIME)
         return false;
-    for (uint32_t k = 0; k < s->n; k++) {
+    uint32_t from = 0;
+    if (s->obs_sorted) {                     /* the ring is in observedAt order: where t would go */
+        uint32_t lo = 0, hi = s->n;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (s->v[(s->head + mid) % s->cap].observed_at < t) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == s->n || s->v[(s->head + lo) % s->cap].observed_at != t)
+            return false;
+        from = lo;
+    }
+    keep = from;
+    for (uint32_t k = from; k < s->n; k++) {
         hinst_t *x = &s->v[(s->head + k) % s->cap];
+        if (s->obs_sorted && x->observed_at > t) {   /* past t: the rest stays as it is */
+            if (keep != k)
+                for (uint32_t m = k; m < s->n; m++)
+                    s->v[(s->head + keep++) % s->cap] = s->v[(s->head + m) % s->cap];
+            else
+                keep = s->n;
+            break;
+        }
         if (x->observed_at == t && x->tag != HT_DEL) {
             if (!hit) {
                 hinst_t         y;
@@ -379,6 +432,9 @@ static void ent_types(hent_t *e, const char *const *types, size_t n)
 
 /* ---------------------------------------------------------------- open */
 
+static void hc_close(void *v);
+static bool persist_open(hdb_t *db, store_t *s, problem_t *p);
+
 static void *hc_open(store_t *s, problem_t *p)
 {
     hdb_t  *db = cr_xcalloc(1, sizeof *db);
@@ -399,6 +455,10 @@ static void *hc_open(store_t *s, problem_t *p)
     db->retention = r;
     db->max_inst  = (uint32_t)cr_config.history_max_instances;
     pthread_mutex_init(&db->mu, NULL);
+    if (cr_config.db_dir && *cr_config.db_dir && !persist_open(db, s, p)) {
+        hc_close(db);
+        return NULL;
+    }
     return db;
 }
 
@@ -406,6 +466,7 @@ static void hc_close(void *v)
 {
     hdb_t *db = v;
 
+    hlog_close(db->log);
     for (htenant_t *t = atomic_load(&db->tenants), *nt; t; t = nt) {
         nt = t->next;
         for (hent_t *e = t->first, *ne; e; e = ne) {
@@ -422,6 +483,40 @@ static void hc_close(void *v)
 
 /* -------------------------------------------------------------- append */
 
+static void log_write(hdb_t *db, const char *tenant, const hist_write_t *x);
+static void log_simple(hdb_t *db, char op, const char *tenant, const char *id, const char *name, const char *ds,
+                       bool all, uint64_t iid);
+static void log_modify(hdb_t *db, const char *tenant, const char *id, const char *name, uint64_t iid,
+                       const cr_attr_t *with, int64_t now);
+static void maybe_snapshot(hdb_t *db);
+
+/* One write (hist_write_t) on t, under its write lock. */
+static void apply_write(hdb_t *db, htenant_t *t, const hist_write_t *x)
+{
+    hent_t *e = ent_find(t, x->id);
+    if (!e) {
+        e             = cr_xcalloc(1, sizeof *e);
+        e->id         = cr_xstrdup(x->id);
+        e->created_at = x->at;
+        e->deleted_at = CR_NO_TIME;
+        ent_link(t, e);
+    }
+    ent_types(e, x->types, x->n_types);
+    e->modified_at = x->at;
+    if (x->entity) {
+        entity_ref(x->entity);
+        entity_unref(e->last);
+        e->last = x->entity;
+    }
+    e->deleted_at = x->entity_deleted ? x->at : CR_NO_TIME;
+    for (size_t k = 0; k < x->n_inst; k++) {
+        const hist_instance_t *in = &x->inst[k];
+        hseries_t *s = series_get(db, e, in->attr.name, in->attr.dataset_id, true);
+        if (!x->upsert || !series_upsert(db, s, in, x->at))
+            series_push(db, e, s, in, x->at);
+    }
+}
+
 static bool hc_append(void *v, const char *tenant, const hist_write_t *w, size_t n, problem_t *p)
 {
     hdb_t     *db = v;
@@ -429,31 +524,12 @@ static bool hc_append(void *v, const char *tenant, const hist_write_t *w, size_t
 
     pthread_rwlock_wrlock(&t->lock);
     for (size_t i = 0; i < n; i++) {
-        const hist_write_t *x = &w[i];
-        hent_t             *e = ent_find(t, x->id);
-        if (!e) {
-            e             = cr_xcalloc(1, sizeof *e);
-            e->id         = cr_xstrdup(x->id);
-            e->created_at = x->at;
-            e->deleted_at = CR_NO_TIME;
-            ent_link(t, e);
-        }
-        ent_types(e, x->types, x->n_types);
-        e->modified_at = x->at;
-        if (x->entity) {
-            entity_ref(x->entity);
-            entity_unref(e->last);
-            e->last = x->entity;
-        }
-        e->deleted_at = x->entity_deleted ? x->at : CR_NO_TIME;
-        for (size_t k = 0; k < x->n_inst; k++) {
-            const hist_instance_t *in = &x->inst[k];
-            hseries_t *s = series_get(db, e, in->attr.name, in->attr.dataset_id, true);
-            if (!x->upsert || !series_upsert(db, s, in, x->at))
-                series_push(db, e, s, in, x->at);
-        }
+        apply_write(db, t, &w[i]);
+        if (db->log)
+            log_write(db, tenant, &w[i]);
     }
     pthread_rwlock_unlock(&t->lock);
+    maybe_snapshot(db);
     return true;
 }
 
@@ -494,7 +570,8 @@ static bool series_sorted(const hseries_t *s, hist_timeprop_t tp)
     switch (tp) {
     case HIST_TP_OBSERVED_AT: return s->obs_sorted;
     case HIST_TP_MODIFIED_AT: return s->mod_sorted;
-    default:                  return true;     /* createdAt is the append time */
+    case HIST_TP_CREATED_AT:  return s->cre_sorted;
+    default:                  return s->cre_sorted;   /* deletedAt: the createdAt of a deletion */
     }
 }
 
@@ -547,9 +624,40 @@ static void materialize(arena_t *a, const hseries_t *s, const hinst_t *x, hist_i
     out->instance_id = x->iid;
 }
 
+/* aggregatedValues computed here, from the ring (no instance materialized) */
+typedef struct agg {
+    unsigned methods;
+    int64_t  period;
+} agg_t;
+
+static void series_buckets(arena_t *a, const hist_query_t *q, const hseries_t *s, const pick_t *pk, size_t np,
+                           const agg_t *agg, hist_series_t *out)
+{
+    hist_point_t *pt = arena_alloc(a, (np + 1) * sizeof *pt);
+    size_t        n  = 0;
+    for (size_t i = 0; i < np; i++) {
+        const hinst_t *x = &s->v[(s->head + pk[i].pos) % s->cap];
+        if (x->tag == HT_DEL)
+            continue;
+        pt[n].t   = pk[i].t;
+        pt[n].j   = x->tag == HT_BLOB ? x->v.blob->attrs[0].value : NULL;
+        pt[n].num = x->tag == HT_NUM ? x->v.num : x->tag == HT_TRUE;
+        n++;
+    }
+    history_buckets(a, q, pt, n, agg->methods, agg->period, out);
+    if (n)
+        out->inst = arena_alloc(a, sizeof *out->inst);   /* the kind, for the renderer */
+    if (n) {
+        const hinst_t *x = &s->v[(s->head + pk[0].pos) % s->cap];
+        memset(out->inst, 0, sizeof *out->inst);
+        out->inst[0].attr.kind = x->tag == HT_BLOB ? x->v.blob->attrs[0].kind : ATTR_PROPERTY;
+    }
+    out->n = 0;
+}
+
 /* The selected instances of s into out (ascending); returns false when none. */
 static bool series_select(arena_t *a, const hist_query_t *q, const hseries_t *s, hist_series_t *out,
-                          int64_t *first, int64_t *last)
+                          int64_t *first, int64_t *last, const agg_t *agg)
 {
     size_t  want = q->last_n;
     size_t  lim  = q->inst_limit;
@@ -604,6 +712,10 @@ static bool series_select(arena_t *a, const hist_query_t *q, const hseries_t *s,
         return false;
     out->name       = s->name;
     out->dataset_id = s->dataset_id ? arena_strdup(a, s->dataset_id) : NULL;
+    if (agg) {
+        series_buckets(a, q, s, pk, np, agg, out);
+        return out->n_buckets > 0;
+    }
     out->inst       = arena_alloc(a, np * sizeof *out->inst);
     out->n          = np;
     for (size_t i = 0; i < np; i++)
@@ -628,7 +740,7 @@ static const cr_entity_t *bare_entity(arena_t *a, const hent_t *e)
 }
 
 static bool ent_select(arena_t *a, const hist_query_t *q, const entity_filter_t *f, const hent_t *e,
-                       hist_entity_t *out, hist_result_t *res)
+                       hist_entity_t *out, hist_result_t *res, const agg_t *agg)
 {
     if (f) {
         const cr_entity_t *v = e->last ? e->last : bare_entity(a, e);
@@ -659,7 +771,7 @@ static bool ent_select(arena_t *a, const hist_query_t *q, const entity_filter_t 
             out->n_series++;
             continue;
         }
-        if (series_select(a, q, s, hs, &res->range_first, &res->range_last)) {
+        if (series_select(a, q, s, hs, &res->range_first, &res->range_last, agg)) {
             res->partial |= hs->cut;
             out->n_series++;
         }
@@ -676,10 +788,27 @@ static bool ent_select(arena_t *a, const hist_query_t *q, const entity_filter_t 
     return out->n_series > 0 || q->attrs_only || (!q->n_attrs && !e->n_series && q->timerel == HIST_TIMEREL_NONE);
 }
 
+static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, arena_t *a, hist_result_t *out,
+                       const agg_t *agg, problem_t *p);
+
 static bool hc_query(void *v, const char *tenant, const hist_query_t *q, arena_t *a,
                      hist_result_t *out, problem_t *p)
 {
-    hdb_t     *db = v;
+    return query_impl(v, tenant, q, a, out, NULL, p);
+}
+
+static bool hc_aggregate(void *v, const char *tenant, const hist_query_t *q, unsigned methods, int64_t period,
+                         arena_t *a, hist_result_t *out, problem_t *p)
+{
+    hist_query_t qq = *q;
+    agg_t        agg = { methods, period };
+    qq.inst_limit = 0;                    /* aggregates cover the whole range */
+    return query_impl(v, tenant, &qq, a, out, &agg, p);
+}
+
+static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, arena_t *a, hist_result_t *out,
+                       const agg_t *agg, problem_t *p)
+{
     htenant_t *t  = tenant_get(db, tenant, false);
 
     memset(out, 0, sizeof *out);
@@ -710,7 +839,7 @@ static bool hc_query(void *v, const char *tenant, const hist_query_t *q, arena_t
         bool           on_page = matched >= skip && out->n < cap;
         hist_entity_t *dst     = on_page ? &out->items[out->n] : &scratch;
         memset(&aside, 0, sizeof aside);
-        if (!ent_select(a, q, f, x, dst, on_page ? out : &aside))
+        if (!ent_select(a, q, f, x, dst, on_page ? out : &aside, agg))
             continue;
         matched++;
         if (on_page)
@@ -766,8 +895,11 @@ static bool hc_delete_entity(void *v, const char *tenant, const char *id, proble
         return not_found(p, "entity", id);
     pthread_rwlock_wrlock(&t->lock);
     hent_t *e = ent_find(t, id);
-    if (e)
+    if (e) {
         ent_unlink(t, e);
+        if (db->log)
+            log_simple(db, 'E', tenant, id, NULL, NULL, false, 0);
+    }
     pthread_rwlock_unlock(&t->lock);
     if (!e)
         return not_found(p, "entity", id);
@@ -799,6 +931,8 @@ static bool hc_delete_attr(void *v, const char *tenant, const char *id, const ch
                 e->series[keep++] = s;
         }
         e->n_series = keep;
+        if (gone && db->log)
+            log_simple(db, 'T', tenant, id, name, ds, all, 0);
     }
     pthread_rwlock_unlock(&t->lock);
     if (!e)
@@ -844,6 +978,8 @@ static bool hc_delete_instance(void *v, const char *tenant, const char *id, cons
             s->v[(s->head + k) % s->cap] = s->v[(s->head + k + 1) % s->cap];
         s->n--;
         atomic_fetch_sub(&db->instances, 1);
+        if (db->log)
+            log_simple(db, 'I', tenant, id, name, NULL, false, iid);
     }
     pthread_rwlock_unlock(&t->lock);
     if (!e)
@@ -883,6 +1019,8 @@ static bool hc_modify_instance(void *v, const char *tenant, const char *id, cons
         s->obs_sorted = false;
         s->mod_sorted = false;
         e->modified_at = now;
+        if (db->log)
+            log_modify(db, tenant, id, name, iid, with, now);
     }
     pthread_rwlock_unlock(&t->lock);
     if (!e)
@@ -905,12 +1043,431 @@ static void hc_stats(void *v, uint64_t *instances, uint64_t *series, uint64_t *b
     *dropped   = atomic_load(&db->dropped);
 }
 
+
+/* --------------------------------------------------------- on --dbDir
+ *
+ * Records (payloads of hlog.c's records; integers varints, signed zigzag,
+ * strings length-prefixed, "ds" an optional string: 0, or 1 + string):
+ *   'A' tenant zz(at) flags(1 entity_deleted, 2 upsert) str(entity_encode of
+ *       {id, types, attrs = the instances}) zz(deletedAt) per instance
+ *   'E' tenant id                       delete entity
+ *   'T' tenant id name ds all           delete attribute
+ *   'I' tenant id name iid              delete instance
+ *   'M' tenant id name iid zz(now) str(entity_encode of {attrs = [with]})
+ *   'S' tenant id n_types types... zz(created) zz(modified) zz(deleted)
+ *       next_iid n_series, per series: name ds flags n, per instance:
+ *       iid tag zz(obs) zz(cre) zz(mod) value (NUM: 8 bytes; DEL: kind;
+ *       BLOB: str(entity_encode))      the state, in snapshots
+ */
+static uint64_t zz(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static int64_t  unzz(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+static void put_s(sbuf_t *sb, const char *s) { cr_put_str(sb, s, strlen(s)); }
+static void put_opt(sbuf_t *sb, const char *s)
+{
+    if (!s) { cr_put_varint(sb, 0); return; }
+    cr_put_varint(sb, 1);
+    put_s(sb, s);
+}
+
+/* A record buffer per writer thread, freed when the thread ends. */
+static pthread_key_t  rec_key;
+static pthread_once_t rec_once = PTHREAD_ONCE_INIT;
+
+static void rec_free(void *v)
+{
+    sb_release(v);
+    free(v);
+}
+
+static void rec_init(void)
+{
+    if (pthread_key_create(&rec_key, rec_free) != 0) {
+        LOG_E("history: cannot create a thread key; aborting");
+        abort();
+    }
+}
+
+static sbuf_t *rec_buf(void)
+{
+    pthread_once(&rec_once, rec_init);
+    sbuf_t *sb = pthread_getspecific(rec_key);
+    if (!sb) {
+        sb = cr_xcalloc(1, sizeof *sb);
+        sb_init(sb, NULL, 4096);
+        if (pthread_setspecific(rec_key, sb) != 0) {
+            LOG_E("history: cannot keep a thread's buffer; aborting");
+            abort();
+        }
+    }
+    sb_clear(sb);
+    return sb;
+}
+
+/* the buffer is kept for the thread; a very large one is given back */
+static void rec_done(void)
+{
+    sbuf_t *sb = pthread_getspecific(rec_key);
+    if (sb && sb->cap > (1u << 22)) {
+        sb_release(sb);
+        sb_init(sb, NULL, 4096);
+    }
+}
+
+static void log_write(hdb_t *db, const char *tenant, const hist_write_t *x)
+{
+    enum { CHUNK = 60000 };
+    size_t off = 0;
+    do {
+        size_t       n  = x->n_inst - off > CHUNK ? CHUNK : x->n_inst - off;
+        sbuf_t      *sb = rec_buf();
+        cr_attr_t   *at = n ? cr_xreallocarray(NULL, n, sizeof *at) : NULL;
+        cr_entity_t  pe = { 0 };
+        for (size_t i = 0; i < n; i++)
+            at[i] = x->inst[off + i].attr;
+        pe.id      = x->id;
+        pe.types   = (const char **)x->types;
+        pe.n_types = (uint16_t)x->n_types;
+        pe.attrs   = at;
+        pe.n_attrs = (uint16_t)n;
+        sb_addc(sb, 'A');
+        put_s(sb, tenant);
+        cr_put_varint(sb, zz(x->at));
+        cr_put_varint(sb, (x->entity_deleted ? 1u : 0u) | (x->upsert ? 2u : 0u));
+        sbuf_t enc;
+        sb_init(&enc, NULL, 256);
+        entity_encode(&enc, &pe);
+        cr_put_str(sb, enc.p, enc.len);
+        sb_release(&enc);
+        for (size_t i = 0; i < n; i++)
+            cr_put_varint(sb, zz(x->inst[off + i].deleted_at));
+        free(at);
+        hlog_append(db->log, sb->p, sb->len);
+        off += n;
+    } while (off < x->n_inst);
+    rec_done();
+}
+
+static void log_simple(hdb_t *db, char op, const char *tenant, const char *id, const char *name, const char *ds,
+                       bool all, uint64_t iid)
+{
+    sbuf_t *sb = rec_buf();
+    sb_addc(sb, op);
+    put_s(sb, tenant);
+    put_s(sb, id);
+    if (op == 'T') {
+        put_s(sb, name);
+        put_opt(sb, ds);
+        cr_put_varint(sb, all);
+    } else if (op == 'I') {
+        put_s(sb, name);
+        cr_put_varint(sb, iid);
+    }
+    hlog_append(db->log, sb->p, sb->len);
+    rec_done();
+}
+
+static void log_modify(hdb_t *db, const char *tenant, const char *id, const char *name, uint64_t iid,
+                       const cr_attr_t *with, int64_t now)
+{
+    sbuf_t      *sb = rec_buf();
+    cr_entity_t  pe = { 0 };
+    cr_attr_t    one = *with;
+    static const char *no_types[1];
+    pe.id = "";
+    pe.types = no_types;
+    pe.attrs = &one;
+    pe.n_attrs = 1;
+    sb_addc(sb, 'M');
+    put_s(sb, tenant);
+    put_s(sb, id);
+    put_s(sb, name);
+    cr_put_varint(sb, iid);
+    cr_put_varint(sb, zz(now));
+    sbuf_t enc;
+    sb_init(&enc, NULL, 256);
+    entity_encode(&enc, &pe);
+    cr_put_str(sb, enc.p, enc.len);
+    sb_release(&enc);
+    hlog_append(db->log, sb->p, sb->len);
+    rec_done();
+}
+
+static char *get_s(cr_reader_t *r, arena_t *a)
+{
+    size_t      n;
+    const char *s = cr_get_str(r, &n);
+    return s ? arena_strndup(a, s, n) : NULL;
+}
+
+/* the snapshot of one entity */
+static void dump_entity(sbuf_t *sb, const char *tenant, const hent_t *e)
+{
+    sb_addc(sb, 'S');
+    put_s(sb, tenant);
+    put_s(sb, e->id);
+    cr_put_varint(sb, e->n_types);
+    for (uint16_t i = 0; i < e->n_types; i++)
+        put_s(sb, e->types[i]);
+    cr_put_varint(sb, zz(e->created_at));
+    cr_put_varint(sb, zz(e->modified_at));
+    cr_put_varint(sb, zz(e->deleted_at));
+    cr_put_varint(sb, e->next_iid);
+    cr_put_varint(sb, e->n_series);
+    for (uint32_t i = 0; i < e->n_series; i++) {
+        const hseries_t *s = e->series[i];
+        put_s(sb, s->name);
+        put_opt(sb, s->dataset_id);
+        cr_put_varint(sb, (s->obs_sorted ? 1u : 0u) | (s->mod_sorted ? 2u : 0u) | (s->cre_sorted ? 4u : 0u));
+        cr_put_varint(sb, s->n);
+        for (uint32_t k = 0; k < s->n; k++) {
+            const hinst_t *x = &s->v[(s->head + k) % s->cap];
+            cr_put_varint(sb, x->iid);
+            cr_put_varint(sb, x->tag);
+            cr_put_varint(sb, zz(x->observed_at));
+            cr_put_varint(sb, zz(x->created_at));
+            cr_put_varint(sb, zz(x->modified_at));
+            if (x->tag == HT_NUM)
+                sb_add(sb, (const char *)&x->v.num, 8);
+            else if (x->tag == HT_DEL)
+                cr_put_varint(sb, (uint64_t)x->v.kind);
+            else if (x->tag == HT_BLOB) {
+                sbuf_t enc;
+                sb_init(&enc, NULL, 256);
+                entity_encode(&enc, x->v.blob);
+                cr_put_str(sb, enc.p, enc.len);
+                sb_release(&enc);
+            }
+        }
+    }
+}
+
+static bool load_entity(hdb_t *db, cr_reader_t *r, arena_t *a)
+{
+    const char *tenant = get_s(r, a), *id = get_s(r, a);
+    size_t      nt     = (size_t)cr_get_varint(r);
+    if (r->bad || !tenant || !id || nt > CR_ATTRS_MAX)
+        return false;
+    const char **types = arena_alloc(a, (nt + 1) * sizeof *types);
+    for (size_t i = 0; i < nt; i++) {
+        const char *ty = get_s(r, a);
+        if (!ty) return false;
+        types[i] = intern_cstr(ty);
+    }
+    htenant_t *t = tenant_get(db, tenant, true);
+    if (ent_find(t, id))
+        return false;
+    hent_t *e = cr_xcalloc(1, sizeof *e);
+    e->id          = cr_xstrdup(id);
+    e->created_at  = unzz(cr_get_varint(r));
+    e->modified_at = unzz(cr_get_varint(r));
+    e->deleted_at  = unzz(cr_get_varint(r));
+    e->next_iid    = cr_get_varint(r);
+    ent_types(e, types, nt);
+    ent_link(t, e);
+    uint64_t ns = cr_get_varint(r);
+    for (uint64_t i = 0; i < ns && !r->bad; i++) {
+        const char *name = get_s(r, a);
+        const char *ds   = cr_get_varint(r) ? get_s(r, a) : NULL;
+        unsigned    fl   = (unsigned)cr_get_varint(r);
+        uint64_t    n    = cr_get_varint(r);
+        if (r->bad || !name || n > (uint64_t)(r->end - r->p))
+            return false;
+        hseries_t *s = series_get(db, e, intern_cstr(name), ds, true);
+        s->cap = (uint32_t)(n ? n : 4);
+        if (db->max_inst && s->cap > db->max_inst && n <= db->max_inst)
+            s->cap = db->max_inst;
+        s->v = cr_xreallocarray(NULL, s->cap, sizeof *s->v);
+        atomic_fetch_add(&db->bytes, (uint64_t)s->cap * sizeof *s->v);
+        s->obs_sorted = fl & 1;
+        s->mod_sorted = (fl & 2) != 0;
+        s->cre_sorted = (fl & 4) != 0;
+        for (uint64_t k = 0; k < n && !r->bad; k++) {
+            hinst_t *x = &s->v[s->n];
+            memset(x, 0, sizeof *x);
+            x->iid         = cr_get_varint(r);
+            x->tag         = cr_get_varint(r) & 0xff;
+            x->observed_at = unzz(cr_get_varint(r));
+            x->created_at  = unzz(cr_get_varint(r));
+            x->modified_at = unzz(cr_get_varint(r));
+            if (x->tag == HT_NUM) {
+                if (r->end - r->p < 8) return false;
+                memcpy(&x->v.num, r->p, 8);
+                r->p += 8;
+            } else if (x->tag == HT_DEL)
+                x->v.kind = (int64_t)cr_get_varint(r);
+            else if (x->tag == HT_BLOB) {
+                size_t       len;
+                const char  *enc = cr_get_str(r, &len);
+                cr_entity_t *d   = enc ? entity_decode(a, enc, len) : NULL;
+                if (!d || d->n_attrs != 1 || !(x->v.blob = entity_freeze(d)))
+                    return false;
+                atomic_fetch_add(&db->bytes, x->v.blob->bytes);
+            } else if (x->tag != HT_TRUE && x->tag != HT_FALSE)
+                return false;
+            s->n++;
+            atomic_fetch_add(&db->instances, 1);
+        }
+    }
+    return !r->bad;
+}
+
+static bool replay(void *ud, const uint8_t *payload, size_t len, bool from_snapshot)
+{
+    hdb_t      *db = ud;
+    cr_reader_t r  = { payload + 1, payload + len, false };
+    arena_t    *a  = arena_new(4096);
+    bool        ok = false;
+    problem_t   p  = { 0 };
+
+    if (!len)
+        goto done;
+    char op = (char)payload[0];
+    if (op == 'S') {
+        ok = load_entity(db, &r, a);
+        goto done;
+    }
+    if (from_snapshot)
+        goto done;
+    const char *tenant = get_s(&r, a);
+    if (!tenant)
+        goto done;
+    hlog_t *keep = db->log;
+    db->log = NULL;                      /* replayed writes are not logged again */
+    if (op == 'A') {
+        hist_write_t w = { 0 };
+        w.at = unzz(cr_get_varint(&r));
+        unsigned fl = (unsigned)cr_get_varint(&r);
+        size_t       elen;
+        const char  *enc = cr_get_str(&r, &elen);
+        cr_entity_t *d   = enc ? entity_decode(a, enc, elen) : NULL;
+        if (d) {
+            hist_instance_t *in = arena_alloc(a, (d->n_attrs + 1u) * sizeof *in);
+            for (uint16_t i = 0; i < d->n_attrs; i++) {
+                in[i].attr        = d->attrs[i];
+                in[i].deleted_at  = unzz(cr_get_varint(&r));
+                in[i].instance_id = 0;
+            }
+            w.id = d->id;
+            w.types = (const char *const *)d->types;
+            w.n_types = d->n_types;
+            w.entity_deleted = fl & 1;
+            w.upsert = (fl & 2) != 0;
+            w.inst = in;
+            w.n_inst = d->n_attrs;
+            ok = !r.bad && hc_append(db, tenant, &w, 1, &p);
+        }
+    } else if (op == 'E') {
+        const char *id = get_s(&r, a);
+        ok = id && (hc_delete_entity(db, tenant, id, &p) || true);
+    } else if (op == 'T') {
+        const char *id = get_s(&r, a), *name = get_s(&r, a);
+        const char *ds = cr_get_varint(&r) ? get_s(&r, a) : NULL;
+        bool        all = cr_get_varint(&r) != 0;
+        ok = id && name && !r.bad && (hc_delete_attr(db, tenant, id, intern_cstr(name), ds, all, &p) || true);
+    } else if (op == 'I') {
+        const char *id = get_s(&r, a), *name = get_s(&r, a);
+        uint64_t    iid = cr_get_varint(&r);
+        ok = id && name && !r.bad && (hc_delete_instance(db, tenant, id, intern_cstr(name), iid, &p) || true);
+    } else if (op == 'M') {
+        const char *id = get_s(&r, a), *name = get_s(&r, a);
+        uint64_t    iid = cr_get_varint(&r);
+        int64_t     now = unzz(cr_get_varint(&r));
+        size_t       elen;
+        const char  *enc = cr_get_str(&r, &elen);
+        cr_entity_t *d   = enc ? entity_decode(a, enc, elen) : NULL;
+        ok = id && name && d && d->n_attrs == 1 && !r.bad &&
+             (hc_modify_instance(db, tenant, id, intern_cstr(name), iid, &d->attrs[0], now, &p) || true);
+    }
+    db->log = keep;
+done:
+    arena_free(a);
+    return ok;
+}
+
+/* every entity, with every tenant's write lock held (the log is still) */
+static void dump(void *ud, void (*emit)(void *ctx, const void *p, size_t n), void *ctx)
+{
+    hdb_t *db = ud;
+    sbuf_t sb;
+
+    sb_init(&sb, NULL, 65536);
+    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
+        for (hent_t *e = t->first; e; e = e->next) {
+            sb_clear(&sb);
+            dump_entity(&sb, t->name, e);
+            emit(ctx, sb.p, sb.len);
+        }
+    sb_release(&sb);
+}
+
+static void snapshot_now(hdb_t *db)
+{
+    problem_t p = { 0 };
+
+    pthread_mutex_lock(&db->mu);        /* no tenant is added meanwhile */
+    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
+        pthread_rwlock_wrlock(&t->lock);
+    int64_t t0 = cr_now_us();
+    bool ok = hlog_snapshot(db->log, dump, db, &p);
+    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
+        pthread_rwlock_unlock(&t->lock);
+    pthread_mutex_unlock(&db->mu);
+    if (ok)
+        LOG_I("history: snapshot of %llu instances in %.1f ms", (unsigned long long)atomic_load(&db->instances),
+              (double)(cr_now_us() - t0) / 1000.0);
+    else
+        LOG_E("%s", p.detail);
+}
+
+static void maybe_snapshot(hdb_t *db)
+{
+    size_t limit = cr_config.db_snapshot_size;
+    bool   no    = false;
+
+    if (!db->log || !limit || hlog_size(db->log) < limit)
+        return;
+    if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
+        return;
+    snapshot_now(db);
+    atomic_store(&db->snapping, false);
+}
+
+static bool persist_open(hdb_t *db, store_t *s, problem_t *p)
+{
+    int64_t t0 = cr_now_us();
+
+    db->log = NULL;
+    hlog_t *l = hlog_open(cr_config.db_dir, cr_config.db_sync_interval_ms, replay, db, p);
+    if (!l)
+        return false;
+    db->log = l;
+    /* the newest versions, for q, geo and scope on history entities */
+    uint64_t n = 0;
+    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
+        for (hent_t *e = t->first; e; e = e->next) {
+            problem_t ignore = { 0 };
+            cr_entity_t *v = store_get(s, t->name, e->id, &ignore);
+            if (v) {
+                entity_unref(e->last);
+                e->last = v;
+            }
+            n++;
+        }
+    if (n)
+        LOG_I("history: %llu entities, %llu instances recovered from %s in %.1f ms", (unsigned long long)n,
+              (unsigned long long)atomic_load(&db->instances), cr_config.db_dir,
+              (double)(cr_now_us() - t0) / 1000.0);
+    return true;
+}
+
 const history_backend_t history_cordb = {
     .name            = "corDB",
     .open            = hc_open,
     .close           = hc_close,
     .append          = hc_append,
     .query           = hc_query,
+    .aggregate       = hc_aggregate,
     .entity_info     = hc_entity_info,
     .delete_entity   = hc_delete_entity,
     .delete_attr     = hc_delete_attr,

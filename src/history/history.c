@@ -5,6 +5,7 @@
  * instances a query returns, for backends that do not aggregate themselves.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,7 +243,36 @@ size_t history_from_change(const store_change_t *ch, arena_t *a, hist_write_t *w
     return 1;
 }
 
-static __thread arena_t *tl_arena;
+/* A scratch arena per writer thread, freed when the thread ends. */
+static pthread_key_t  tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+
+static void tl_free(void *a)
+{
+    arena_free(a);
+}
+
+static void tl_init(void)
+{
+    if (pthread_key_create(&tl_key, tl_free) != 0) {
+        LOG_E("history: cannot create a thread key; aborting");
+        abort();
+    }
+}
+
+static arena_t *tl_scratch(void)
+{
+    pthread_once(&tl_once, tl_init);
+    arena_t *a = pthread_getspecific(tl_key);
+    if (!a) {
+        a = arena_new(16384);
+        if (pthread_setspecific(tl_key, a) != 0) {
+            LOG_E("history: cannot keep a thread's arena; aborting");
+            abort();
+        }
+    }
+    return a;
+}
 
 static void on_changes(void *ud, const store_change_t *g, size_t n)
 {
@@ -250,9 +280,8 @@ static void on_changes(void *ud, const store_change_t *g, size_t n)
 
     if (!n)
         return;
-    if (!tl_arena)
-        tl_arena = arena_new(16384);
-    hist_write_t *w  = arena_alloc(tl_arena, n * sizeof *w);
+    arena_t      *tl_arena = tl_scratch();
+    hist_write_t *w        = arena_alloc(tl_arena, n * sizeof *w);
     size_t        nw = 0;
     for (size_t i = 0; i < n; i++)
         nw += history_from_change(&g[i], tl_arena, &w[nw]);
@@ -465,118 +494,134 @@ void history_stats(history_t *h, uint64_t *instances, uint64_t *series, uint64_t
 
 /* --------------------------------------------------------- aggregation */
 
-/* The number an instance contributes to sum/avg/stddev/sumsq, if any. */
-static bool numeric(const hist_instance_t *in, double *v)
+/* A point of a series for aggregation: its time, and its value as a
+ * number (num) or as JSON (j: strings, objects, arrays; NULL for numbers). */
+/* The point of an instance (false: a deletion, not a value). */
+static bool point_of(const hist_query_t *q, const hist_instance_t *in, hist_point_t *pt)
 {
     const json_t *j = in->attr.value;
 
     if (in->deleted_at != CR_NO_TIME || !j)
         return false;
-    if (j->type == JSON_NUMBER) {
-        *v = json_number(j);
-        return true;
+    pt->t   = hist_query_time(q, in);
+    pt->j   = NULL;
+    pt->num = 0;
+    if (j->type == JSON_NUMBER)
+        pt->num = json_number(j);
+    else if (j->type == JSON_TRUE || j->type == JSON_FALSE)
+        pt->num = j->type == JSON_TRUE;
+    else
+        pt->j = j;
+    return true;
+}
+
+/* distinct values: numbers by value, the rest by JSON equality */
+static int cmp_num(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static size_t distinct(arena_t *a, const hist_point_t *pt, size_t n)
+{
+    double *v = arena_alloc(a, (n + 1) * sizeof *v);
+    size_t  nv = 0, d = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!pt[i].j) {
+            v[nv++] = pt[i].num;
+            continue;
+        }
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = pt[k].j && json_equal(pt[k].j, pt[i].j);
+        d += !seen;
     }
-    if (j->type == JSON_TRUE || j->type == JSON_FALSE) {
-        *v = j->type == JSON_TRUE;
-        return true;
-    }
-    return false;
+    qsort(v, nv, sizeof *v, cmp_num);
+    for (size_t i = 0; i < nv; i++)
+        d += i == 0 || v[i] != v[i - 1];
+    return d;
 }
 
-/* min/max of strings and DateTimes: by their text (ISO 8601 text orders as time). */
-static const json_t *text_of(const hist_instance_t *in)
+static void bucket_fill(arena_t *a, hist_bucket_t *b, const hist_point_t *pt, size_t n, unsigned methods)
 {
-    const json_t *j = in->attr.value;
-    return in->deleted_at == CR_NO_TIME && j && j->type == JSON_STRING ? j : NULL;
-}
-
-/* Aggregates of numbers are JSON numbers with a fraction (4.5.19): they
- * are doubles here; the renderer writes an integral one with ".0". */
-static json_t *num(arena_t *a, double v)
-{
-    return json_new_number(a, v);
-}
-
-static void bucket_fill(arena_t *a, hist_bucket_t *b, const hist_instance_t *in, size_t n,
-                        unsigned methods)
-{
-    size_t        count = 0, nnum = 0, distinct = 0;
+    size_t        nnum = 0;
     double        sum = 0, sumsq = 0, mn = 0, mx = 0;
     const json_t *smin = NULL, *smax = NULL;
 
     for (size_t i = 0; i < n; i++) {
-        double v;
-        if (in[i].deleted_at != CR_NO_TIME)
-            continue;
-        count++;
-        bool seen = false;
-        if (methods & HIST_AGGR_DISTINCT_COUNT)
-            for (size_t j = 0; j < i && !seen; j++)
-                seen = in[j].deleted_at == CR_NO_TIME && json_equal(in[j].attr.value, in[i].attr.value);
-        distinct += !seen;
-        if (numeric(&in[i], &v)) {
+        if (!pt[i].j) {
+            double v = pt[i].num;
             if (!nnum || v < mn) mn = v;
             if (!nnum || v > mx) mx = v;
             nnum++;
             sum   += v;
             sumsq += v * v;
-        } else if (text_of(&in[i])) {
-            const json_t *t = text_of(&in[i]);
+        } else if (pt[i].j->type == JSON_STRING) {   /* strings and DateTimes: by their text */
+            const json_t *t = pt[i].j;
             if (!smin || strcmp(t->str, smin->str) < 0) smin = t;
             if (!smax || strcmp(t->str, smax->str) > 0) smax = t;
         }
     }
-    if (methods & HIST_AGGR_TOTAL_COUNT)    b->value[0] = json_new_int(a, (int64_t)count);
-    if (methods & HIST_AGGR_DISTINCT_COUNT) b->value[1] = json_new_int(a, (int64_t)distinct);
+    if (methods & HIST_AGGR_TOTAL_COUNT)    b->value[0] = json_new_int(a, (int64_t)n);
+    if (methods & HIST_AGGR_DISTINCT_COUNT) b->value[1] = json_new_int(a, (int64_t)distinct(a, pt, n));
+    /* the points' JSON may be the backend's (valid only during the call): nothing of it is kept */
     if (nnum) {
         double avg = sum / (double)nnum;
         double var = sumsq / (double)nnum - avg * avg;
-        if (methods & HIST_AGGR_SUM)    b->value[2] = num(a, sum);
-        if (methods & HIST_AGGR_AVG)    b->value[3] = num(a, avg);
-        if (methods & HIST_AGGR_MIN)    b->value[4] = num(a, mn);
-        if (methods & HIST_AGGR_MAX)    b->value[5] = num(a, mx);
-        if (methods & HIST_AGGR_STDDEV) b->value[6] = num(a, sqrt(var > 0 ? var : 0));
-        if (methods & HIST_AGGR_SUMSQ)  b->value[7] = num(a, sumsq);
+        if (methods & HIST_AGGR_SUM)    b->value[2] = json_new_number(a, sum);
+        if (methods & HIST_AGGR_AVG)    b->value[3] = json_new_number(a, avg);
+        if (methods & HIST_AGGR_MIN)    b->value[4] = json_new_number(a, mn);
+        if (methods & HIST_AGGR_MAX)    b->value[5] = json_new_number(a, mx);
+        if (methods & HIST_AGGR_STDDEV) b->value[6] = json_new_number(a, sqrt(var > 0 ? var : 0));
+        if (methods & HIST_AGGR_SUMSQ)  b->value[7] = json_new_number(a, sumsq);
     } else {
-        if ((methods & HIST_AGGR_MIN) && smin) b->value[4] = json_new_string(a, smin->str);
-        if ((methods & HIST_AGGR_MAX) && smax) b->value[5] = json_new_string(a, smax->str);
+        if ((methods & HIST_AGGR_MIN) && smin) b->value[4] = json_new_stringn(a, smin->str, smin->len);
+        if ((methods & HIST_AGGR_MAX) && smax) b->value[5] = json_new_stringn(a, smax->str, smax->len);
+    }
+}
+
+void history_buckets(arena_t *a, const hist_query_t *q, const hist_point_t *pt, size_t n, unsigned methods,
+                     int64_t period, hist_series_t *s)
+{
+    s->buckets   = NULL;
+    s->n_buckets = 0;
+    if (!n)
+        return;
+    int64_t first = pt[0].t, last = pt[n - 1].t;
+    /* PT0S: the whole range of the temporal query, as far as it is bounded */
+    int64_t end = q->timerel == HIST_TIMEREL_BETWEEN ? q->end_time_at
+                : q->timerel == HIST_TIMEREL_BEFORE ? q->time_at : last;
+    if (end < last)
+        end = last;
+    size_t nb = period > 0 ? (size_t)((end - first) / period + 1) : 1;
+    if (nb > n)                          /* empty periods are not listed: at most one per point */
+        nb = n;
+    s->buckets = arena_calloc(a, nb * sizeof *s->buckets);
+    size_t i = 0;
+    while (i < n) {
+        int64_t start = period > 0 ? first + (pt[i].t - first) / period * period : first;
+        int64_t stop  = period > 0 ? start + period : end;
+        if (stop > end && period > 0 && q->timerel == HIST_TIMEREL_BETWEEN)
+            stop = end;
+        size_t j = i;
+        while (j < n && (period <= 0 || pt[j].t < start + period))
+            j++;
+        hist_bucket_t *b = &s->buckets[s->n_buckets++];
+        b->start = start;
+        b->end   = stop;
+        bucket_fill(a, b, &pt[i], j - i, methods);
+        i = j;
     }
 }
 
 static void series_aggregate(arena_t *a, const hist_query_t *q, hist_series_t *s, unsigned methods,
                              int64_t period)
 {
-    s->buckets   = NULL;
-    s->n_buckets = 0;
-    if (!s->n)
-        return;
-    int64_t first = hist_query_time(q, &s->inst[0]);
-    int64_t last  = hist_query_time(q, &s->inst[s->n - 1]);
-    /* PT0S: the whole range of the temporal query, as far as it is bounded */
-    int64_t end   = q->timerel == HIST_TIMEREL_BETWEEN ? q->end_time_at
-                  : q->timerel == HIST_TIMEREL_BEFORE ? q->time_at : last;
-    if (end < last)
-        end = last;
-    size_t nb = period > 0 ? (size_t)((end - first + period - 1) / period) : 1;
-    if (nb > s->n)                       /* empty periods are not listed: at most one per instance */
-        nb = s->n;
-    s->buckets = arena_calloc(a, nb * sizeof *s->buckets);
-    size_t i = 0;
-    while (i < s->n) {
-        int64_t t     = hist_query_time(q, &s->inst[i]);
-        int64_t start = period > 0 ? first + (t - first) / period * period : first;
-        int64_t stop  = period > 0 ? start + period : end;
-        if (stop > end && period > 0 && q->timerel == HIST_TIMEREL_BETWEEN)
-            stop = end;
-        size_t j = i;
-        while (j < s->n && (period <= 0 || hist_query_time(q, &s->inst[j]) < start + period))
-            j++;
-        hist_bucket_t *b = &s->buckets[s->n_buckets++];
-        b->start = start;
-        b->end   = stop;
-        bucket_fill(a, b, &s->inst[i], j - i, methods);
-        i = j;
-    }
+    hist_point_t *pt = arena_alloc(a, (s->n + 1) * sizeof *pt);
+    size_t        n  = 0;
+    for (size_t i = 0; i < s->n; i++)
+        n += point_of(q, &s->inst[i], &pt[n]);
+    history_buckets(a, q, pt, n, methods, period, s);
 }
 
 bool history_aggregate(history_t *h, const char *tenant, const hist_query_t *q, unsigned methods,

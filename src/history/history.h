@@ -222,6 +222,19 @@ typedef struct hist_bucket {
     json_t *value[HIST_AGGR_N];
 } hist_bucket_t;
 
+/* For backends that aggregate themselves (history_backend_t.aggregate): the
+ * points of a series in time order, and history_buckets, which fills
+ * s->buckets from them as history_aggregate does. */
+typedef struct hist_point {
+    int64_t       t;       /* hist_query_time */
+    double        num;     /* the value, when j is NULL (numbers; booleans as 0/1) */
+    const json_t *j;       /* any other value */
+} hist_point_t;
+
+struct hist_series;
+void history_buckets(arena_t *a, const struct hist_query *q, const hist_point_t *pt, size_t n, unsigned methods,
+                     int64_t period, struct hist_series *s);
+
 typedef struct hist_series {
     const char      *name;         /* interned */
     const char      *dataset_id;   /* NULL: the default instance */

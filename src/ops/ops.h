@@ -383,5 +383,7 @@ bool ops_temporal_query(const ops_req_t *rq, ops_temporal_t *t, hist_result_t *r
 /* 5.7.3: ResourceNotFound when the entity has no history; res->n is 1. */
 bool ops_temporal_retrieve(const ops_req_t *rq, const char *id, ops_temporal_t *t, hist_result_t *res,
                            problem_t *p);
+/* /statistics: the history's counters (false: --history none). */
+bool ops_history_stats(uint64_t *instances, uint64_t *series, uint64_t *bytes, uint64_t *dropped);
 
 #endif

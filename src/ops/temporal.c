@@ -432,3 +432,9 @@ bool ops_temporal_retrieve(const ops_req_t *rq, const char *id, ops_temporal_t *
     }
     return true;
 }
+
+bool ops_history_stats(uint64_t *instances, uint64_t *series, uint64_t *bytes, uint64_t *dropped)
+{
+    history_stats(history_default, instances, series, bytes, dropped);
+    return history_default != NULL;
+}

@@ -1,0 +1,37 @@
+/*
+ * hlog.h - the files of corDB history on --dbDir (internal to src/history/):
+ * an append-only log (history.log) of the history's writes and a snapshot
+ * (history.snap) of its whole state, both sequences of records
+ *     u32 len | u32 crc32c(payload) | payload[len]
+ * A torn or corrupt tail of the log is cut at the first bad record; a bad
+ * snapshot refuses the start (it was installed whole by rename, so it is
+ * never torn). hcordb.c says what the payloads mean.
+ */
+#ifndef CORAINE_HISTORY_HLOG_H
+#define CORAINE_HISTORY_HLOG_H
+
+#include "../core/core.h"
+
+typedef struct hlog hlog_t;
+
+/* Opens (creating) dir/history.log, after calling replay(ud, payload, len)
+ * for every record of dir/history.snap, then of the log, in order (a false
+ * from replay refuses the start). The log is then appended to; a thread
+ * fdatasyncs it every sync_ms. */
+hlog_t *hlog_open(const char *dir, int sync_ms,
+                  bool (*replay)(void *ud, const uint8_t *payload, size_t len, bool from_snapshot), void *ud,
+                  problem_t *p);
+void    hlog_close(hlog_t *l);
+/* Appends one record (false when the disk fails: logged once, the history
+ * stays correct in memory; the log is then off until a snapshot succeeds). */
+bool    hlog_append(hlog_t *l, const void *payload, size_t len);
+/* Bytes in the log since the last snapshot. */
+uint64_t hlog_size(hlog_t *l);
+
+/* A snapshot: dump(ud, emit, ctx) writes every record of the state with
+ * emit(ctx, payload, len); it is installed (rename) and the log emptied.
+ * The caller holds what keeps the state and the log still meanwhile. */
+bool    hlog_snapshot(hlog_t *l, void (*dump)(void *ud, void (*emit)(void *ctx, const void *p, size_t n), void *ctx),
+                      void *ud, problem_t *p);
+
+#endif

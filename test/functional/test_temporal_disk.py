@@ -1,0 +1,83 @@
+"""corDB history on --dbDir (issue 14): instances, deletes and modifications
+of the history survive a restart and kill -9 (its log), and a history
+snapshot (--dbSnapshotSize) followed by more writes and a restart."""
+
+import requests
+
+from test_cordb_disk import DiskBroker, dbdir  # noqa: F401  (the fixture)
+from ngsi import API, uid
+
+JSON = {"Content-Type": "application/json"}
+
+
+def post(b, path, body):
+    return requests.post(b.base + API + path, headers=JSON, json=body, timeout=15)
+
+
+def temporal(b, eid, **params):
+    r = requests.get(b.base + API + "/temporal/entities/" + eid, params=params, timeout=15)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def obs(v, t):
+    return {"type": "Property", "value": v, "observedAt": t}
+
+
+def values(b, eid, attr="speed"):
+    return [i["value"] for i in temporal(b, eid, attrs=attr).get(attr, [])]
+
+
+def test_history_survives_kill9_and_restart(dbdir, tmp_path):
+    flags = ("--history", "corDB", "--historyMaxInstances", "4")
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    eid = uid("Vehicle")
+    r = post(b, "/temporal/entities", {"id": eid, "type": "Vehicle", "speed": [
+        obs(1, "2020-01-01T00:00:01Z"), obs(2, "2020-01-01T00:00:02Z"), {"type": "Property", "value": "x",
+                                                                         "unitCode": "KMH",
+                                                                         "observedAt": "2020-01-01T00:00:03Z"}]})
+    assert r.status_code == 201, r.text
+    for v in range(4, 7):
+        r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                           json={"speed": obs(v, "2020-01-01T00:00:%02dZ" % v)}, timeout=15)
+        assert r.status_code == 204, r.text
+    before = temporal(b, eid)
+    iid = before["speed"][1]["instanceId"]
+    assert requests.delete(b.base + API + "/temporal/entities/%s/attrs/speed/%s" % (eid, iid),
+                           timeout=15).status_code == 204
+    before = temporal(b, eid)
+    assert [i["value"] for i in before["speed"]] == ["x", 5, 6]
+    b.kill()                          # kill -9: the history log is replayed
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    assert temporal(b, eid) == before
+    # the entity's newest version is known again: q selects it
+    r = requests.get(b.base + API + "/temporal/entities", params={"type": "Vehicle", "q": "speed==6"}, timeout=15)
+    assert [e["id"] for e in r.json()] == [eid]
+    # instance ids go on where they were
+    r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                       json={"speed": obs(7, "2020-01-01T00:00:07Z")}, timeout=15)
+    after = temporal(b, eid)["speed"]
+    assert len({i["instanceId"] for i in after}) == len(after) == 4
+    b.stop()
+
+
+def test_history_snapshot_then_log_then_restart(dbdir, tmp_path):
+    flags = ("--history", "corDB", "--dbSnapshotSize", "4k")
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    eid = uid("Room")
+    r = post(b, "/entities", {"id": eid, "type": "Room", "t": obs(0, "2020-01-01T00:00:00Z")})
+    assert r.status_code == 201, r.text
+    for v in range(1, 120):            # several history snapshots on the way
+        r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                           json={"t": obs(v, "2020-01-01T00:%02d:%02dZ" % (v // 60, v % 60))}, timeout=15)
+        assert r.status_code == 204
+    assert requests.delete(b.base + API + "/entities/" + eid, timeout=15).status_code == 204
+    before = temporal(b, eid, timeproperty="createdAt", options="sysAttrs")
+    deleted = temporal(b, eid, timeproperty="deletedAt")
+    assert len(before["t"]) == 120 and "t" in deleted
+    b.stop()
+    assert "history: snapshot" in b.log()
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    assert temporal(b, eid, timeproperty="createdAt", options="sysAttrs") == before
+    assert temporal(b, eid, timeproperty="deletedAt") == deleted
+    b.stop()
