@@ -582,31 +582,38 @@ static hts_batch_t *open_batch(hts_t *h, bool upsert)
     return b;
 }
 
-/* history.h's append: from the change hook (room reserved by the gate) or
- * from the temporal API (room waited for here, all n writes or none). */
+/* history.h's append. Writes from the change hook (upsert false) had their
+ * room reserved by the store's gate before their commit: each takes one
+ * reserved unit and never waits (one without a reservation, which the gate
+ * contract rules out, is queued anyway, beyond the bound, rather than lost
+ * or stalled). The temporal API's writes (upsert, appended directly, with
+ * no gate) wait for room here, and fail whole with 503 after
+ * --historyQueueTimeout. */
 static bool hts_append(void *be, const char *tenant, const hist_write_t *w, size_t n,
                        problem_t *p)
 {
     hts_t          *h = be;
     struct timespec ts;
-    uint64_t        unreserved;
+    uint64_t        direct = 0;
 
     if (!n)
         return true;
+    for (size_t i = 0; i < n; i++)
+        direct += w[i].upsert;
     pthread_mutex_lock(&h->mu);
-    unreserved = n > h->reserved ? n - h->reserved : 0;
-    if (unreserved) {
+    if (direct) {
         deadline_in(&ts, queue_timeout_ms());
-        if (!wait_room(h, unreserved, &ts)) {
+        if (!wait_room(h, direct, &ts)) {
             queue_full(h, p);
             pthread_mutex_unlock(&h->mu);
             return false;
         }
     }
-    h->reserved -= n - unreserved;
     for (size_t i = 0; i < n; i++) {
         hts_batch_t *b = open_batch(h, w[i].upsert);
 
+        if (!w[i].upsert && h->reserved)
+            h->reserved--;
         for (size_t k = 0; k < w[i].n_inst; k++)
             put_instance(h, b, tenant, &w[i], &w[i].inst[k]);
         if (entity_row_needed(h, tenant, &w[i]))
