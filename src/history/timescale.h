@@ -21,9 +21,10 @@
  *                      when none). A hypertable on modified_at when the
  *                      timescaledb extension is installed, else a plain table
  *                      with a BRIN index on modified_at; btree indexes on
- *                      (tenant, entity_id, attr, dataset_id, observed_at) (a
- *                      query by another timeproperty reads the series through
- *                      its prefix) and on iid.
+ *                      (tenant, entity_id, attr, dataset_id,
+ *                      coalesce(observed_at, created_at)) (the series index:
+ *                      a query by another timeproperty reads the series
+ *                      through its prefix) and on iid.
  *   coraine_entities   one row per entity with a history: tenant, entity_id,
  *                      types (expanded), created_at, modified_at (of the last
  *                      write that created it, changed its types or deleted

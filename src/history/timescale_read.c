@@ -43,14 +43,20 @@ static const char *const time_col[] = {
  * createdAt. tcond: deletedAt instances only under timeproperty=deletedAt. */
 static const char *tcol(const hist_query_t *q)
 {
-    if (q->timeprop == HIST_TP_OBSERVED_AT && q->timerel == HIST_TIMEREL_NONE)
+    /* observedAt: the expression of the series index (coraine_instances_t),
+     * which is observed_at itself whenever that is set */
+    if (q->timeprop == HIST_TP_OBSERVED_AT || q->timeprop > HIST_TP_DELETED_AT)
         return "coalesce(observed_at, created_at)";
-    return q->timeprop <= HIST_TP_DELETED_AT ? time_col[q->timeprop] : "observed_at";
+    return time_col[q->timeprop];
 }
 
 static const char *tcond(const hist_query_t *q)
 {
-    return q->timeprop == HIST_TP_DELETED_AT ? "deleted_at IS NOT NULL" : "deleted_at IS NULL";
+    if (q->timeprop == HIST_TP_DELETED_AT)
+        return "deleted_at IS NOT NULL";
+    if (q->timeprop == HIST_TP_OBSERVED_AT && q->timerel != HIST_TIMEREL_NONE)
+        return "deleted_at IS NULL AND observed_at IS NOT NULL";
+    return "deleted_at IS NULL";
 }
 
 static int64_t get_time(const PGresult *r, int row, int col)
@@ -141,6 +147,8 @@ typedef struct sel_sql {
     const char *params[8];
     int         n;
     sbuf_t      where;          /* the WHERE of coraine_instances for one entity */
+    sbuf_t      series;         /* the attrs and datasetIds, on the series list s */
+    sbuf_t      times;          /* the time conditions alone */
 } sel_sql_t;
 
 /* $1 tenant, $2 entity id, then attrs, datasetIds and the times. */
@@ -151,59 +159,74 @@ static void build_where(arena_t *a, const hist_query_t *q, const char *tenant, s
     s->params[0] = tenant;
     s->params[1] = NULL;        /* per entity */
     s->n         = 2;
-    sb_init(&s->where, a, 256);
-    sb_printf(&s->where, "tenant = $1 AND entity_id = $2 AND %s AND %s IS NOT NULL", tcond(q), tc);
+    sb_init(&s->series, a, 128);
+    sb_init(&s->times, a, 128);
+    sb_adds(&s->series, "TRUE");
+    sb_printf(&s->times, "%s AND %s IS NOT NULL", tcond(q), tc);
     if (q->n_attrs) {
         s->params[s->n++] = json_list(a, q->attrs, q->n_attrs, false);
-        sb_printf(&s->where, " AND attr = ANY(ARRAY(SELECT json_array_elements_text($%d::json)))",
+        sb_printf(&s->series, " AND attr = ANY(ARRAY(SELECT json_array_elements_text($%d::json)))",
                   s->n);
     }
     if (q->n_dataset_ids) {
         s->params[s->n++] = json_list(a, q->dataset_ids, q->n_dataset_ids, true);
-        sb_printf(&s->where,
+        sb_printf(&s->series,
                   " AND dataset_id = ANY(ARRAY(SELECT json_array_elements_text($%d::json)))", s->n);
     }
     if (q->timerel != HIST_TIMEREL_NONE) {
         s->params[s->n++] = arena_printf(a, "%lld", (long long)q->time_at);
-        sb_printf(&s->where, " AND %s %s $%d::bigint", tc,
+        sb_printf(&s->times, " AND %s %s $%d::bigint", tc,
                   q->timerel == HIST_TIMEREL_BEFORE ? "<" : ">=", s->n);
         if (q->timerel == HIST_TIMEREL_BETWEEN) {
             s->params[s->n++] = arena_printf(a, "%lld", (long long)q->end_time_at);
-            sb_printf(&s->where, " AND %s < $%d::bigint", tc, s->n);
+            sb_printf(&s->times, " AND %s < $%d::bigint", tc, s->n);
         }
     }
+    sb_init(&s->where, a, 256);
+    sb_printf(&s->where, "tenant = $1 AND entity_id = $2 AND %s AND %s", s->series.p, s->times.p);
 }
 
-/* The instances of one entity: series in first-written order by name (then
- * by datasetId), instances ascending by time (ties: append order). */
+/* The series of one entity (attr, dataset_id), read from the series index
+ * one step at a time (a loose index scan: O(series x log n), not a pass
+ * over every instance), filtered by attrs and datasetIds. */
+#define HTS_SERIES_CTE                                                                         \
+    "WITH RECURSIVE s0(attr, dataset_id) AS ((SELECT attr, dataset_id FROM coraine_instances" \
+    " WHERE tenant = $1 AND entity_id = $2 ORDER BY attr, dataset_id LIMIT 1) UNION ALL"      \
+    " SELECT n.attr, n.dataset_id FROM s0, LATERAL (SELECT attr, dataset_id FROM"             \
+    " coraine_instances WHERE tenant = $1 AND entity_id = $2 AND (attr, dataset_id) >"       \
+    " (s0.attr, s0.dataset_id) ORDER BY attr, dataset_id LIMIT 1) n),"                        \
+    " s AS (SELECT * FROM s0 WHERE %s)"
+
+/* The instances of one entity: per series (in the order of the index), the
+ * selected instances ascending by time, read through the series index: the
+ * first ones (inst_limit + 1 of them, to see whether the limit cuts), or with
+ * lastN the last ones, read backwards. */
 static const char *instances_sql(arena_t *a, const hist_query_t *q, const sel_sql_t *s)
 {
     const char *tc = tcol(q);
     sbuf_t      sb;
-    size_t      keep = 0;
+    size_t      take = 0;
+    bool        back = q->last_n > 0;
 
-    sb_init(&sb, a, 1024);
+    if (q->attrs_only)
+        take = 1;
+    else if (back)
+        take = q->inst_limit && q->inst_limit < q->last_n ? q->inst_limit + 1 : q->last_n;
+    else if (q->inst_limit)
+        take = q->inst_limit + 1;
+    sb_init(&sb, a, 1536);
+    sb_printf(&sb, HTS_SERIES_CTE, s->series.p);
     sb_printf(&sb,
-              "SELECT attr, dataset_id, iid, kind, value, unit_code, object_type, observed_at,"
-              " created_at, modified_at, deleted_at, sub, t, n FROM (SELECT attr, dataset_id,"
-              " iid, kind, value, unit_code, object_type, observed_at, created_at, modified_at,"
-              " deleted_at, sub, %s AS t,"
-              " row_number() OVER (PARTITION BY attr, dataset_id ORDER BY %s, iid) AS ra,"
-              " row_number() OVER (PARTITION BY attr, dataset_id ORDER BY %s DESC, iid DESC) AS rd,"
-              " count(*) OVER (PARTITION BY attr, dataset_id) AS n,"
-              " min(iid) OVER (PARTITION BY attr) AS fa,"
-              " min(iid) OVER (PARTITION BY attr, dataset_id) AS fd"
-              " FROM coraine_instances WHERE %s) s",
-              tc, tc, tc, s->where.p);
-    if (q->attrs_only) {
-        sb_adds(&sb, " WHERE ra = 1");
-    } else if (q->last_n) {
-        keep = q->inst_limit && q->inst_limit < q->last_n ? q->inst_limit : q->last_n;
-        sb_printf(&sb, " WHERE rd <= %zu", keep);
-    } else if (q->inst_limit) {
-        sb_printf(&sb, " WHERE ra <= %zu", q->inst_limit);
-    }
-    sb_adds(&sb, " ORDER BY fa, fd, t, iid");
+              " SELECT i.attr, i.dataset_id, i.iid, i.kind, i.value, i.unit_code, i.object_type,"
+              " i.observed_at, i.created_at, i.modified_at, i.deleted_at, i.sub, i.t FROM s,"
+              " LATERAL (SELECT attr, dataset_id, iid, kind, value, unit_code, object_type,"
+              " observed_at, created_at, modified_at, deleted_at, sub, %s AS t FROM"
+              " coraine_instances WHERE tenant = $1 AND entity_id = $2 AND attr = s.attr AND"
+              " dataset_id = s.dataset_id AND %s ORDER BY %s%s, iid%s",
+              tc, s->times.p, tc, back ? " DESC" : "", back ? " DESC" : "");
+    if (take)
+        sb_printf(&sb, " LIMIT %zu", take);
+    sb_adds(&sb, ") i ORDER BY i.attr, i.dataset_id, i.t, i.iid");
     return sb.p;
 }
 
@@ -247,7 +270,24 @@ static bool entity_matches(walk_t *w, const char *id, const char *const *types, 
     return ok;
 }
 
-/* The instances of one entity into ent's series; false with p on a failure. */
+/* Drops series k's extra row (the one past the instance limit: the last
+ * forwards, the first backwards) and marks it cut. */
+static void series_cut(const hist_query_t *q, hist_series_t *sr)
+{
+    size_t keep = q->inst_limit;
+
+    if (q->attrs_only || !keep || sr->n <= keep)
+        return;
+    if (q->last_n && q->last_n <= keep)
+        return;
+    if (q->last_n)
+        memmove(sr->inst, sr->inst + (sr->n - keep), keep * sizeof(*sr->inst));
+    sr->n   = keep;
+    sr->cut = true;
+}
+
+/* The instances of one entity into ent's series (in the index's order: by
+ * name, then datasetId); false with p on a failure. */
 static bool fill_instances(walk_t *w, hist_entity_t *ent, problem_t *p)
 {
     const hist_query_t *q = w->q;
@@ -264,7 +304,6 @@ static bool fill_instances(walk_t *w, hist_entity_t *ent, problem_t *p)
     ent->n_series = 0;
     for (int i = 0; i < rows; i++) {
         hist_instance_t in;
-        size_t          total = strtoull(PQgetvalue(r, i, 13), NULL, 10);
 
         if (!read_instance(w->a, r, i, &in)) {
             PQclear(r);
@@ -275,28 +314,19 @@ static bool fill_instances(walk_t *w, hist_entity_t *ent, problem_t *p)
             !(cur->dataset_id == in.attr.dataset_id ||
               (cur->dataset_id && in.attr.dataset_id &&
                !strcmp(cur->dataset_id, in.attr.dataset_id)))) {
-            size_t shown = q->last_n && q->last_n < total ? q->last_n : total;
-
+            if (cur)
+                series_cut(q, cur);
             cur             = &ent->series[ent->n_series++];
             cur->name       = in.attr.name;
             cur->dataset_id = in.attr.dataset_id;
             cur->inst       = arena_alloc(w->a, (size_t)(rows - i) * sizeof(*cur->inst));
             cur->n          = 0;
-            cur->cut        = !q->attrs_only && q->inst_limit && shown > q->inst_limit;
         }
-        if (q->attrs_only)
-            continue;
-        cur->inst[cur->n++] = in;
-        if (cur->cut) {
-            int64_t t = hist_instance_time(&in, q->timeprop);
-
-            if (!w->out->partial || t < w->out->range_first)
-                w->out->range_first = t;
-            if (!w->out->partial || t > w->out->range_last)
-                w->out->range_last = t;
-            w->out->partial = true;
-        }
+        if (!q->attrs_only)
+            cur->inst[cur->n++] = in;
     }
+    if (cur)
+        series_cut(q, cur);
     PQclear(r);
     return true;
 }

@@ -14,6 +14,10 @@ seconds. Reported per configuration:
   - how long after wrk ended the last instance arrived (the queue's lag).
 
   python3 test/perf/history_pg_ingest.py [--duration 10] [--entities 10000] [--connections 50]
+
+--reads lastN,hourly: instead, history_bench.py's read shapes against
+--history timescale (lastN=100 of --instances instances of one attribute;
+an hourly avg over a day of 1-second instances), on the same kind of server.
 """
 import argparse
 import os
@@ -119,10 +123,24 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--bin", help="the broker binary (default build/release/coraine)")
+    ap.add_argument("--reads", help="history_bench.py's read shapes (lastN,hourly) on timescale")
+    ap.add_argument("--instances", type=int, default=100000)
+    ap.add_argument("--conns", type=int, default=8)
     a = ap.parse_args()
     if a.bin:
         perf_run.BIN = a.bin
     pg = PgServer()
+    if a.reads:
+        import history_bench
+        uri = pg.uri(pg.new_database())
+        start = history_bench.broker
+        # the same shapes, on a broker with the PostgreSQL backend
+        history_bench.broker = lambda flags: start(["--history", "timescale", "--historyURI", uri])
+        try:
+            history_bench.reads(a, a.reads.split(","))
+        finally:
+            pg.close()
+        return
     try:
         res = []
         for _ in range(a.runs):
