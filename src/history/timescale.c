@@ -210,8 +210,8 @@ static const char *const schema_sql =
     " created_at bigint NOT NULL, modified_at bigint NOT NULL, deleted_at bigint,"
     " seq bigint GENERATED ALWAYS AS IDENTITY, PRIMARY KEY (tenant, entity_id));"
     "CREATE INDEX IF NOT EXISTS coraine_entities_seq ON coraine_entities (tenant, seq);"
-    "CREATE INDEX IF NOT EXISTS coraine_instances_t ON coraine_instances"
-    " (tenant, entity_id, attr, dataset_id, (coalesce(observed_at, created_at)));"
+    "CREATE INDEX IF NOT EXISTS coraine_instances_series ON coraine_instances"
+    " (tenant, entity_id, attr, dataset_id, (coalesce(observed_at, created_at)), iid);"
     "CREATE INDEX IF NOT EXISTS coraine_instances_iid ON coraine_instances (iid);";
 
 /* Creates what is missing, one broker at a time (an advisory lock: brokers

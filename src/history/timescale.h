@@ -22,7 +22,7 @@
  *                      timescaledb extension is installed, else a plain table
  *                      with a BRIN index on modified_at; btree indexes on
  *                      (tenant, entity_id, attr, dataset_id,
- *                      coalesce(observed_at, created_at)) (the series index:
+ *                      coalesce(observed_at, created_at), iid) (the series index:
  *                      a query by another timeproperty reads the series
  *                      through its prefix) and on iid.
  *   coraine_entities   one row per entity with a history: tenant, entity_id,

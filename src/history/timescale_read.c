@@ -43,7 +43,7 @@ static const char *const time_col[] = {
  * createdAt. tcond: deletedAt instances only under timeproperty=deletedAt. */
 static const char *tcol(const hist_query_t *q)
 {
-    /* observedAt: the expression of the series index (coraine_instances_t),
+    /* observedAt: the expression of the series index (coraine_instances_series),
      * which is observed_at itself whenever that is set */
     if (q->timeprop == HIST_TP_OBSERVED_AT || q->timeprop > HIST_TP_DELETED_AT)
         return "coalesce(observed_at, created_at)";
@@ -357,27 +357,32 @@ static bool fill_aggregates(walk_t *w, hist_entity_t *ent, problem_t *p)
     params[1]    = ent->id;
     params[np++] = arena_printf(w->a, "%lld", (long long)w->period);
     sb_init(&sb, w->a, 2048);
+    /* Per series (the loose index scan of the series): its selected
+     * instances read through the series index (with lastN: the last ones,
+     * backwards), their first and last time (min/max: from the index), then
+     * one GROUP BY per period, no join. Only what the methods need: a
+     * distinct count sorts the values, the text min/max reads them. */
+    const char *x = arena_printf(w->a, "(SELECT iid, %s AS t, value, num FROM coraine_instances"
+                                 " WHERE tenant = $1 AND entity_id = $2 AND attr = s.attr AND"
+                                 " dataset_id = s.dataset_id AND %s ORDER BY %s DESC, iid DESC%s) z",
+                                 tc, w->sql.times.p, tc,
+                                 q->last_n ? arena_printf(w->a, " LIMIT %zu", q->last_n) : "");
+    sb_printf(&sb, HTS_SERIES_CTE, w->sql.series.p);
     sb_printf(&sb,
-              "WITH s0 AS (SELECT attr, dataset_id, iid, %s AS t, value, num, deleted_at,"
-              " row_number() OVER (PARTITION BY attr, dataset_id ORDER BY %s DESC, iid DESC) AS rd"
-              " FROM coraine_instances WHERE %s),"
-              " s AS (SELECT * FROM s0%s),"
-              " f AS (SELECT attr, dataset_id, min(t) AS first, max(t) AS last, min(iid) AS fd"
-              " FROM s GROUP BY attr, dataset_id),"
-              " fa AS (SELECT attr, min(fd) AS fa FROM f GROUP BY attr)"
-              " SELECT s.attr, s.dataset_id, f.first, f.last,"
-              " CASE WHEN $%d::bigint > 0 THEN f.first + ((s.t - f.first) / $%d::bigint) * $%d::bigint"
-              " ELSE f.first END AS start,"
-              " count(*) FILTER (WHERE s.deleted_at IS NULL),"
-              " count(DISTINCT s.value::jsonb) FILTER (WHERE s.deleted_at IS NULL),"
-              " count(s.num), sum(s.num), min(s.num), max(s.num), sum(s.num * s.num),"
-              " min(s.value #>> '{}') FILTER (WHERE json_typeof(s.value) = 'string'),"
-              " max(s.value #>> '{}') FILTER (WHERE json_typeof(s.value) = 'string')"
-              " FROM s JOIN f USING (attr, dataset_id) JOIN fa USING (attr)"
-              " GROUP BY s.attr, s.dataset_id, f.first, f.last, fa.fa, f.fd, start"
-              " ORDER BY fa.fa, f.fd, start",
-              tc, tc, w->sql.where.p,
-              q->last_n ? arena_printf(w->a, " WHERE rd <= %zu", q->last_n) : "", np, np, np);
+              " SELECT s.attr, s.dataset_id, fl.first, fl.last, g.* FROM s"
+              " CROSS JOIN LATERAL (SELECT min(z.t) AS first, max(z.t) AS last FROM %s) fl"
+              " CROSS JOIN LATERAL (SELECT CASE WHEN $%d::bigint > 0 THEN fl.first +"
+              " ((z.t - fl.first) / $%d::bigint) * $%d::bigint ELSE fl.first END AS start,"
+              " count(*), %s, count(z.num), sum(z.num), min(z.num), max(z.num),"
+              " sum(z.num * z.num), %s, %s FROM %s GROUP BY 1) g"
+              " WHERE fl.first IS NOT NULL ORDER BY s.attr, s.dataset_id, g.start",
+              x, np, np, np,
+              w->methods & HIST_AGGR_DISTINCT_COUNT ? "count(DISTINCT z.value::jsonb)" : "0",
+              w->methods & (HIST_AGGR_MIN | HIST_AGGR_MAX)
+                  ? "min(z.value #>> '{}') FILTER (WHERE json_typeof(z.value) = 'string')" : "NULL",
+              w->methods & (HIST_AGGR_MIN | HIST_AGGR_MAX)
+                  ? "max(z.value #>> '{}') FILTER (WHERE json_typeof(z.value) = 'string')" : "NULL",
+              x);
     r = hts_query(w->c, sb.p, np, params, PGRES_TUPLES_OK, p);
     if (!r)
         return false;

@@ -289,7 +289,7 @@ def test_purge_stops_when_the_queue_is_full(own_pg, tmp_path):
     from conftest import Broker
     db = own_pg.new_database()
     b = Broker(["--history", "timescale", "--historyURI", own_pg.uri(db), "--historyQueueSize", "300",
-                "--historyQueueTimeout", "200"], str(tmp_path))
+                "--historyQueueTimeout", "2000"], str(tmp_path))
     try:
         c = Client(b, fresh_tenant())
         ents = [vehicle("urn:ngsi-ld:Vehicle:p%d" % i) for i in range(600)]
