@@ -501,13 +501,16 @@ fail:
     reply_problem(r, &p);
 }
 
-static void query_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, ops_temporal_t *t,
-                         ops_query_t *qy, problem_t *p, bool *ok)
+/* The page (limit, offset, count), the last check for unknown parameters,
+ * the query and its answer. */
+static bool query_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, ops_temporal_t *t,
+                         ops_query_t *qy, problem_t *p)
 {
     hist_result_t res;
     ops_req_t     rq = api_req(r, ctx);
 
-    *ok = false;
+    if (!api_query_count(r, qy, p) || !api_no_unknown_params(r, p))
+        return false;
     t->f           = qy->f;
     t->sel         = qy->sel;
     t->nsel        = qy->nsel;
@@ -518,13 +521,13 @@ static void query_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, ops
         t->hq.attrs   = (const char *const *)t->f.attrs;
         t->hq.n_attrs = t->f.n_attrs;
     }
-    if (!ops_temporal_query(&rq, t, &res, p)) return;
+    if (!ops_temporal_query(&rq, t, &res, p)) return false;
     if (qy->count) reply_header(r, "NGSILD-Results-Count", arena_printf(r->arena, "%zu", res.count));
     if (res.more) api_page_link(r, "next", qy->offset + res.n, qy->limit, tv->v.ctype);
     if (qy->offset > 0 && qy->limit)
         api_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, tv->v.ctype);
     answer(r, ctx, tv, t, &res, true);
-    *ok = true;
+    return true;
 }
 
 void api_temporal_query(request_t *r)
@@ -533,17 +536,13 @@ void api_temporal_query(request_t *r)
     tview_t        tv;
     ops_temporal_t t = {0};
     ops_query_t    qy = {0};
-    bool           ok;
 
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!temporal_format(r, ctx, &tv, &p)) goto fail;
     if (!temporal_params(r, &tv, &t, &p)) goto fail;
     if (!api_query_params(r, ctx, &qy, &p)) goto fail;
-    if (!api_query_count(r, &qy, &p)) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    query_answer(r, ctx, &tv, &t, &qy, &p, &ok);
-    if (!ok) goto fail;
+    if (!query_answer(r, ctx, &tv, &t, &qy, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);
@@ -557,7 +556,6 @@ void api_temporal_batch_query(request_t *r)
     tview_t        tv;
     ops_temporal_t t = {0};
     ops_query_t    qy = {0};
-    bool           ok;
 
     const ld_context_t *ctx;
     json_t             *body = api_body_context(r, &ctx, &p);
@@ -605,10 +603,7 @@ void api_temporal_batch_query(request_t *r)
         t.hq.n_attrs = tv.v.n_attrs;
     }
     dataset_ids(&tv, &t.hq);
-    if (!api_query_count(r, &qy, &p)) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    query_answer(r, ctx, &tv, &t, &qy, &p, &ok);
-    if (!ok) goto fail;
+    if (!query_answer(r, ctx, &tv, &t, &qy, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);
@@ -636,97 +631,73 @@ fail:
     reply_problem(r, &p);
 }
 
+/* What every write by id reads first: the body (when body is not NULL),
+ * the id, no unknown parameter, the @context; then the operation's request. */
+static bool write_req(request_t *r, json_t **body, ops_req_t *rq, problem_t *p)
+{
+    if (body && !(*body = api_body(r, false, p))) return false;
+    if (!ops_check_id(r->pathv[0], p)) return false;
+    if (!api_no_unknown_params(r, p)) return false;
+    const ld_context_t *ctx = api_context(r, body ? *body : NULL, p);
+    if (!ctx) return false;
+    *rq = api_req(r, ctx);
+    return true;
+}
+
+static void reply_done(request_t *r, bool ok, const problem_t *p)
+{
+    if (ok) reply_status(r, 204);
+    else reply_problem(r, p);
+}
+
 void api_temporal_delete(request_t *r)
 {
     problem_t p = {0};
+    ops_req_t rq;
 
     (void)req_param(r, "type");
-    if (!ops_check_id(r->pathv[0], &p)) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    const ld_context_t *ctx = api_context(r, NULL, &p);
-    if (!ctx) goto fail;
-    ops_req_t rq = api_req(r, ctx);
-    if (!ops_temporal_delete(&rq, r->pathv[0], &p)) goto fail;
-    reply_status(r, 204);
-    return;
-fail:
-    reply_problem(r, &p);
+    reply_done(r, write_req(r, NULL, &rq, &p) && ops_temporal_delete(&rq, r->pathv[0], &p), &p);
 }
 
 void api_temporal_attrs_append(request_t *r)
 {
     problem_t p = {0};
-    json_t   *body = api_body(r, false, &p);
+    ops_req_t rq;
+    json_t   *body;
 
-    if (!body) goto fail;
-    if (!ops_check_id(r->pathv[0], &p)) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    const ld_context_t *ctx = api_context(r, body, &p);
-    if (!ctx) goto fail;
-    ops_req_t rq = api_req(r, ctx);
-    if (!ops_temporal_attrs_append(&rq, r->pathv[0], body, &p)) goto fail;
-    reply_status(r, 204);
-    return;
-fail:
-    reply_problem(r, &p);
+    reply_done(r, write_req(r, &body, &rq, &p) && ops_temporal_attrs_append(&rq, r->pathv[0], body, &p), &p);
 }
 
 void api_temporal_attr_delete(request_t *r)
 {
     problem_t   p = {0};
+    ops_req_t   rq;
     const char *ds = req_param(r, "datasetId");
     const char *all = req_param(r, "deleteAll");
 
-    if (!ops_check_id(r->pathv[0], &p)) goto fail;
-    if (all && strcmp(all, "true") && strcmp(all, "false")) {
+    if (all && strcmp(all, "true") && strcmp(all, "false"))
         problem_set(&p, PB_BAD_REQUEST_DATA, "deleteAll must be true or false");
-        goto fail;
-    }
-    if (ds && !model_valid_uri(ds)) {
+    else if (ds && !model_valid_uri(ds))
         problem_set(&p, PB_BAD_REQUEST_DATA, "datasetId must be a URI");
-        goto fail;
-    }
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    const ld_context_t *ctx = api_context(r, NULL, &p);
-    if (!ctx) goto fail;
-    ops_req_t rq = api_req(r, ctx);
-    if (!ops_temporal_attr_delete(&rq, r->pathv[0], r->pathv[1], ds, all && !strcmp(all, "true"), &p)) goto fail;
-    reply_status(r, 204);
-    return;
-fail:
-    reply_problem(r, &p);
+    reply_done(r, !p.kind && write_req(r, NULL, &rq, &p) &&
+                  ops_temporal_attr_delete(&rq, r->pathv[0], r->pathv[1], ds, all && !strcmp(all, "true"), &p), &p);
 }
 
 void api_temporal_instance_patch(request_t *r)
 {
     problem_t p = {0};
-    json_t   *body = api_body(r, false, &p);
+    ops_req_t rq;
+    json_t   *body;
 
-    if (!body) goto fail;
-    if (!ops_check_id(r->pathv[0], &p)) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    const ld_context_t *ctx = api_context(r, body, &p);
-    if (!ctx) goto fail;
-    ops_req_t rq = api_req(r, ctx);
-    if (!ops_temporal_instance_modify(&rq, r->pathv[0], r->pathv[1], r->pathv[2], body, &p)) goto fail;
-    reply_status(r, 204);
-    return;
-fail:
-    reply_problem(r, &p);
+    reply_done(r, write_req(r, &body, &rq, &p) &&
+                  ops_temporal_instance_modify(&rq, r->pathv[0], r->pathv[1], r->pathv[2], body, &p), &p);
 }
 
 void api_temporal_instance_delete(request_t *r)
 {
     problem_t p = {0};
+    ops_req_t rq;
 
-    if (!ops_check_id(r->pathv[0], &p)) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
-    const ld_context_t *ctx = api_context(r, NULL, &p);
-    if (!ctx) goto fail;
-    ops_req_t rq = api_req(r, ctx);
-    if (!ops_temporal_instance_delete(&rq, r->pathv[0], r->pathv[1], r->pathv[2], &p)) goto fail;
-    reply_status(r, 204);
-    return;
-fail:
-    reply_problem(r, &p);
+    reply_done(r, write_req(r, NULL, &rq, &p) &&
+                  ops_temporal_instance_delete(&rq, r->pathv[0], r->pathv[1], r->pathv[2], &p), &p);
 }

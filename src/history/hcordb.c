@@ -221,7 +221,7 @@ static void inst_set(hdb_t *db, hinst_t *x, const hist_instance_t *in)
     x->modified_at = a->modified_at;
     if (in->deleted_at != CR_NO_TIME) {
         x->tag    = HT_DEL;
-        x->v.kind = a->kind;
+        x->v.kind = a->name == MN.scope ? HIST_KIND_SCOPE : a->kind;
         x->created_at = in->deleted_at;
         return;
     }
@@ -238,10 +238,11 @@ static void inst_set(hdb_t *db, hinst_t *x, const hist_instance_t *in)
     }
     cr_attr_t   one = *a;
     cr_entity_t d   = { 0 };
-    static const char *no_types[1];
+    const char *types[1] = { a->name };  /* an encodable entity (codec.h): an id and a type */
     one.dataset_id = NULL;              /* the series holds it */
-    d.id      = "";
-    d.types   = no_types;
+    d.id      = "i";
+    d.types   = types;
+    d.n_types = 1;
     d.attrs   = &one;
     d.n_attrs = 1;
     x->tag    = HT_BLOB;
@@ -609,7 +610,7 @@ static void materialize(arena_t *a, const hseries_t *s, const hinst_t *x, hist_i
         entity_ref(x->v.blob);
         arena_on_free(a, unref_blob, x->v.blob);
     } else {
-        at->kind = x->tag == HT_DEL ? (uint8_t)x->v.kind : ATTR_PROPERTY;
+        at->kind = x->tag == HT_DEL && x->v.kind != HIST_KIND_SCOPE ? (uint8_t)x->v.kind : ATTR_PROPERTY;
         at->value = x->tag == HT_NUM ? json_new_number(a, x->v.num)
                   : x->tag == HT_TRUE ? json_new_bool(a, true)
                   : x->tag == HT_FALSE ? json_new_bool(a, false)
@@ -1173,9 +1174,10 @@ static void log_modify(hdb_t *db, const char *tenant, const char *id, const char
     sbuf_t      *sb = rec_buf();
     cr_entity_t  pe = { 0 };
     cr_attr_t    one = *with;
-    static const char *no_types[1];
-    pe.id = "";
-    pe.types = no_types;
+    const char  *types[1] = { name };
+    pe.id = id;
+    pe.types = types;
+    pe.n_types = 1;
     pe.attrs = &one;
     pe.n_attrs = 1;
     sb_addc(sb, 'M');

@@ -158,6 +158,8 @@ bool history_parse_duration(const char *s, int64_t *us)
 
 json_t *hist_deleted_value(arena_t *a, attr_kind_t kind)
 {
+    if ((int)kind == HIST_KIND_SCOPE)
+        return json_new(a, JSON_ARRAY);
     json_t *v = json_new_string(a, NGSI_NULL);
     if (kind == ATTR_LANGUAGEPROPERTY) {
         json_t *o = json_new(a, JSON_OBJECT);
@@ -207,11 +209,17 @@ size_t history_from_change(const store_change_t *ch, arena_t *a, hist_write_t *w
     if (!ch->after) {
         /* an entity delete: one deletedAt instance per instance it had */
         hist_instance_t *in = arena_alloc(a, (ch->before->n_attrs + 1u) * sizeof *in);
+        size_t           n  = 0;
         for (uint16_t i = 0; i < ch->before->n_attrs; i++)
-            deleted_instance(&in[i], &ch->before->attrs[i], ch->at, a);
+            deleted_instance(&in[n++], &ch->before->attrs[i], ch->at, a);
+        if (ch->before->scope) {
+            cr_attr_t scope = { .name = MN.scope, .kind = ATTR_PROPERTY };
+            deleted_instance(&in[n], &scope, ch->at, a);
+            in[n++].attr.value = json_new(a, JSON_ARRAY);
+        }
         w->entity_deleted = true;
         w->inst           = in;
-        w->n_inst         = ch->before->n_attrs;
+        w->n_inst         = n;
         return 1;
     }
     size_t           cap = (size_t)ch->n_created + ch->n_updated + ch->n_deleted;
@@ -237,6 +245,27 @@ size_t history_from_change(const store_change_t *ch, arena_t *a, hist_write_t *w
                                                        ch->deleted[i].dataset_id) : NULL;
         if (at)
             deleted_instance(&in[n++], at, ch->at, a);
+    }
+    /* 4.5.6: the Scope as a temporal Property, observedAt a copy of modifiedAt */
+    const json_t *was = ch->before ? ch->before->scope : NULL, *is = ch->after->scope;
+    if ((was || is) && !(was && is && json_equal(was, is))) {
+        hist_instance_t *x = arena_alloc(a, (n + 1) * sizeof *x);
+        memcpy(x, in, n * sizeof *x);
+        in = x;
+        x  = &in[n++];
+        memset(x, 0, sizeof *x);
+        x->attr.name        = MN.scope;
+        x->attr.kind        = ATTR_PROPERTY;
+        x->attr.created_at  = x->attr.modified_at = ch->at;
+        x->attr.observed_at = is ? ch->at : CR_NO_TIME;
+        x->deleted_at       = is ? CR_NO_TIME : ch->at;
+        if (is && is->type == JSON_ARRAY)
+            x->attr.value = (json_t *)is;
+        else if (is) {
+            x->attr.value = json_new(a, JSON_ARRAY);
+            json_add(x->attr.value, NULL, json_clone(a, is));
+        } else
+            x->attr.value = json_new(a, JSON_ARRAY);      /* a deleted Scope: [] */
     }
     w->inst   = in;
     w->n_inst = n;
@@ -549,8 +578,9 @@ static void bucket_fill(arena_t *a, hist_bucket_t *b, const hist_point_t *pt, si
     const json_t *smin = NULL, *smax = NULL;
 
     for (size_t i = 0; i < n; i++) {
-        if (!pt[i].j) {
-            double v = pt[i].num;
+        /* numbers, booleans (0/1) and arrays (by their size: Table 4.5.19.1-1) */
+        if (!pt[i].j || pt[i].j->type == JSON_ARRAY) {
+            double v = pt[i].j ? (double)pt[i].j->len : pt[i].num;
             if (!nnum || v < mn) mn = v;
             if (!nnum || v > mx) mx = v;
             nnum++;

@@ -11,9 +11,10 @@
  * them to the backend chosen by --history, in commit order per tenant. The
  * temporal API writes through the same door: POST /temporal/entities and
  * POST /temporal/entities/{id}/attrs write the entity's newest instances
- * through the core operations (so an entity made by the temporal API exists
- * in the core API and the hook records those instances like any other
- * change), and append the older instances directly with history_append().
+ * through the store (so an entity made by the temporal API exists in the
+ * core API and the hook records those instances like any other change),
+ * then upsert every instance of the body with history_append() (by
+ * observedAt: the ones the hook just recorded replace themselves).
  * An entity written by the core API has a temporal evolution, and deleting an
  * entity or an attribute in the core API keeps its history, closed by an
  * instance with deletedAt.
@@ -35,7 +36,9 @@
  * Times are µs since the epoch (int64), CR_NO_TIME when absent. Names
  * (attribute names, types) are expanded IRIs, interned (compare by pointer;
  * a backend that reads names back from its own storage interns them with
- * cr_intern()). A tenant is "" for the default.
+ * intern_cstr()). A tenant is "" for the default. Every write of ops/ is
+ * admitted first (reserve/unreserve below), so a backend with a bounded
+ * queue can refuse it (503) before anything is applied.
  */
 #ifndef CORAINE_HISTORY_H
 #define CORAINE_HISTORY_H
@@ -71,6 +74,9 @@ typedef struct hist_instance {
  * "urn:ngsi-ld:null" (value, object, vocab, json), {"@none": it}
  * (languageMap), [it] (valueList, objectList). */
 json_t *hist_deleted_value(arena_t *a, attr_kind_t kind);
+/* The Scope's series (4.5.6) is named MN.scope; a deleted Scope's value is
+ * [] (hist_deleted_value of this kind, which a backend keeps for it). */
+#define HIST_KIND_SCOPE 0x7f
 
 #define HIST_INSTANCE_PREFIX "urn:ngsi-ld:attribute:instance:"
 /* buf: at least HIST_INSTANCE_ID_LEN + 1 bytes. */
@@ -104,8 +110,10 @@ bool history_parse_duration(const char *s, int64_t *us);
  *    takes the new content with modifiedAt = at, the others are removed;
  *    one with no such instance is appended;
  *  - then the bounds (--historyMaxInstances per series, --historyRetention
- *    over the timeproperty observedAt, else createdAt) applied to the series
- *    written: the oldest instances beyond them are dropped.
+ *    over observedAt, else createdAt, measured back from `at`) applied to
+ *    the series written: the oldest instances (by observedAt) beyond them
+ *    are dropped; an instance older than all a full series holds is not
+ *    added.
  * Within a tenant, writes are applied in the order given; a backend that
  * queues them (timescale) makes them visible to its queries in that order.
  *
@@ -281,12 +289,16 @@ typedef struct history_backend {
     void *(*open)(store_t *s, problem_t *p);
     void  (*close)(void *be);
 
-    /* Before a write of the core or temporal API: room for n changes'
-     * history, or false (503, PB_HTTP: nothing is written). NULL: always
-     * room. Each appended hist_write_t of that write consumes one unit;
-     * what the write did not use is given back with unreserve. A purge's
-     * chunks are appended without reservation (the backend waits for room
-     * and never drops). */
+    /* Admission (ops_admit in ops.h): before every write of the core or
+     * temporal API, reserve(n) sets aside room for n writes of history, or
+     * fails (503, PB_HTTP, after the backend's own timeout: nothing is
+     * written). The reservation is held for the whole write call, during
+     * which the change hook appends that write's history (appends come
+     * only from within reserved calls, but a purge's chunks); unreserve(n)
+     * then gives it back, whatever the write did. So a backend admits while
+     * queued + reserved + n <= its capacity, and its queue holds capacity
+     * + reserved: an append never waits, except a purge's (which waits for
+     * room and never drops). NULL: always room (corDB). */
     bool  (*reserve)(void *be, const char *tenant, size_t n, problem_t *p);
     void  (*unreserve)(void *be, const char *tenant, size_t n);
 
@@ -351,7 +363,10 @@ extern history_t *history_default;
  * deleted ones an instance with deletedAt = ch->at and the NGSI-LD Null as
  * value; an entity delete (after NULL) sets entity_deleted. A change that
  * touched no attribute (a type or scope change) still updates the entity
- * record (a write with no instances). */
+ * record (a write with no instances). A change of the Scope gives an
+ * instance of the series MN.scope (4.5.6): the new scope as an array, with
+ * observedAt = the commit time; a removed Scope an instance with deletedAt
+ * and the value []. */
 size_t history_from_change(const store_change_t *ch, arena_t *a, hist_write_t *w);
 
 bool history_reserve(history_t *h, const char *tenant, size_t n, problem_t *p);
@@ -364,8 +379,10 @@ bool history_query(history_t *h, const char *tenant, const hist_query_t *q, aren
  * series' first selected instance; the last period ends at the range's end
  * (end_time_at for between, else the last instance + 1 µs). totalCount and
  * distinctCount count every instance; sum, avg, stddev, sumsq take numbers
- * (booleans count as 0/1); min and max numbers, else strings or DateTimes
- * by their order. Deleted-instance markers are not values. */
+ * (booleans count as 0/1, arrays by their size); min and max numbers,
+ * else strings or DateTimes by their order; a method that does not apply
+ * to any value of a period is NULL there. Deleted-instance markers are not
+ * values. */
 bool history_aggregate(history_t *h, const char *tenant, const hist_query_t *q, unsigned methods,
                        int64_t period, arena_t *a, hist_result_t *out, problem_t *p);
 bool history_entity_info(history_t *h, const char *tenant, const char *id, arena_t *a,

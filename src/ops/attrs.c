@@ -18,7 +18,8 @@ static bool attrs_write(const ops_req_t *rq, const char *id, const json_t *body,
     if (!patch) return false;
     if (patch->n_attrs == 0 && patch->n_types == 0 && !patch->scope)   /* 5.6.3.4: types and scope count */
         return problem_set(p, PB_BAD_REQUEST_DATA, "the body holds no attribute, type or scope");
-    return store_modify(rq->store, rq->tenant, id, op, patch, args, res, rq->arena, p);
+    if (!ops_admit(rq, 1, p)) return false;
+    return ops_admitted(rq, 1, store_modify(rq->store, rq->tenant, id, op, patch, args, res, rq->arena, p));
 }
 
 bool ops_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, bool no_overwrite,
@@ -53,7 +54,8 @@ static bool attr_write(const ops_req_t *rq, const char *id, const char *name, js
     patch.attrs = &attr;
     patch.n_attrs = 1;
     patch.created_at = patch.modified_at = now;
-    return store_modify(rq->store, rq->tenant, id, op, &patch, &args, NULL, rq->arena, p);
+    if (!ops_admit(rq, 1, p)) return false;
+    return ops_admitted(rq, 1, store_modify(rq->store, rq->tenant, id, op, &patch, &args, NULL, rq->arena, p));
 }
 
 bool ops_attr_patch(const ops_req_t *rq, const char *id, const char *name, json_t *body, problem_t *p)
@@ -75,5 +77,6 @@ bool ops_attr_delete(const ops_req_t *rq, const char *id, const char *name, cons
         return problem_set(p, PB_BAD_REQUEST_DATA, "datasetId '%s' is not a URI", dataset_id);
     /* the attribute must exist (else 404): a name never stored is not interned */
     op_args_t args = {.attr_name = ld_expand_lookup(rq->ctx, name, rq->arena), .dataset_id = dataset_id, .delete_all = delete_all};
-    return store_modify(rq->store, rq->tenant, id, OP_DELETE_ATTR, NULL, &args, NULL, rq->arena, p);
+    if (!ops_admit(rq, 1, p)) return false;
+    return ops_admitted(rq, 1, store_modify(rq->store, rq->tenant, id, OP_DELETE_ATTR, NULL, &args, NULL, rq->arena, p));
 }

@@ -113,7 +113,9 @@ static bool batch_run(const ops_req_t *rq, size_t n, store_batch_item_t *items, 
                       const problem_t *const *pre, const char *const *ids, arena_t *scratch, ops_batch_result_t *res,
                       problem_t *p)
 {
-    if (n_items && !store_batch(rq->store, rq->tenant, items, n_items, scratch, p)) return false;
+    if (n_items && !ops_admit(rq, n_items, p)) return false;
+    if (n_items && !ops_admitted(rq, n_items, store_batch(rq->store, rq->tenant, items, n_items, scratch, p)))
+        return false;
     for (size_t i = 0; i < n; i++) {
         problem_t ep = {0};
         if (item_of[i] == SIZE_MAX) {

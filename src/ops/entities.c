@@ -43,7 +43,8 @@ bool ops_entity_create(const ops_req_t *rq, const json_t *body, const char **id,
 {
     cr_entity_t *e = entity_parse(rq->arena, body, rq->ctx, EP_CREATE, cr_now_us(), p);
     if (!e) return false;
-    if (!store_create(rq->store, rq->tenant, e, p)) return false;
+    if (!ops_admit(rq, 1, p)) return false;
+    if (!ops_admitted(rq, 1, store_create(rq->store, rq->tenant, e, p))) return false;
     *id = e->id;
     return true;
 }
@@ -90,7 +91,8 @@ bool ops_entity_delete(const ops_req_t *rq, const char *id, const char *type, pr
 {
     const typesel_t *ts;
     if (!ops_check_id(id, p) || !ops_if_type(rq, type, &ts, p)) return false;
-    return store_delete_if(rq->store, rq->tenant, id, ts, p);
+    if (!ops_admit(rq, 1, p)) return false;
+    return ops_admitted(rq, 1, store_delete_if(rq->store, rq->tenant, id, ts, p));
 }
 
 /* The body of merge/replace: id and type, when given, must agree with the
@@ -117,7 +119,8 @@ bool ops_entity_merge(const ops_req_t *rq, const char *id, const json_t *body, c
     cr_entity_t *patch = entity_fragment(rq, id, body, EP_MERGE, p);
     if (!patch || !ops_if_type(rq, o->type, &args.if_type, p)) return false;
     entity_patch_simplified(rq->arena, patch, o->key_values, o->lang);
-    return store_modify(rq->store, rq->tenant, id, OP_MERGE_ENTITY, patch, &args, NULL, rq->arena, p);
+    if (!ops_admit(rq, 1, p)) return false;
+    return ops_admitted(rq, 1, store_modify(rq->store, rq->tenant, id, OP_MERGE_ENTITY, patch, &args, NULL, rq->arena, p));
 }
 
 bool ops_entity_replace(const ops_req_t *rq, const char *id, const json_t *body, const char *type, problem_t *p)
@@ -127,7 +130,8 @@ bool ops_entity_replace(const ops_req_t *rq, const char *id, const json_t *body,
     if (!patch) return false;
     if (patch->n_types == 0) return problem_set(p, PB_BAD_REQUEST_DATA, "replacing an entity needs its type (5.6.18)");
     if (!ops_if_type(rq, type, &args.if_type, p)) return false;
-    return store_modify(rq->store, rq->tenant, id, OP_REPLACE_ENTITY, patch, &args, NULL, rq->arena, p);
+    if (!ops_admit(rq, 1, p)) return false;
+    return ops_admitted(rq, 1, store_modify(rq->store, rq->tenant, id, OP_REPLACE_ENTITY, patch, &args, NULL, rq->arena, p));
 }
 
 void ops_stats(store_t *s, store_stats_t *st)

@@ -62,6 +62,15 @@ typedef struct ops_req {
     arena_t            *arena;
 } ops_req_t;
 
+/* ------------------------------------------------------ history admission
+ * Every write of ops/ (but a purge's chunks) is admitted by the history
+ * first (history_reserve: a backend whose queue is full answers 503 and
+ * nothing is written), and the reservation is held for the write call, in
+ * which the change hook appends the write's history; ops_admitted gives it
+ * back and returns ok. Under --history none or corDB this is one test. */
+bool ops_admit(const ops_req_t *rq, size_t n, problem_t *p);
+bool ops_admitted(const ops_req_t *rq, size_t n, bool ok);
+
 /* ------------------------------------------------------ validators
  * The operations check their inputs themselves; these are exported so that a
  * binding can report the same errors in the order its protocol defines. */

@@ -20,6 +20,18 @@
 
 #include <string.h>
 
+bool ops_admit(const ops_req_t *rq, size_t n, problem_t *p)
+{
+    return !history_default || history_reserve(history_default, rq->tenant, n, p);
+}
+
+bool ops_admitted(const ops_req_t *rq, size_t n, bool ok)
+{
+    if (history_default)
+        history_unreserve(history_default, rq->tenant, n);
+    return ok;
+}
+
 static bool no_history(problem_t *p)
 {
     return problem_set(p, PB_OPERATION_NOT_SUPPORTED,
@@ -69,8 +81,6 @@ static bool tbody_parse(const ops_req_t *rq, const json_t *body, bool create, in
     tb->skel = entity_parse(a, sk, rq->ctx, create ? EP_CREATE : EP_FRAGMENT, now, p);
     if (!tb->skel)
         return false;
-    if (cap > (size_t)cr_config.temporal_limit * 1000 + 100000)
-        return problem_set(p, PB_BAD_REQUEST_DATA, "too many instances in one request (%zu)", cap);
     tb->inst    = arena_calloc(a, (cap + 1) * sizeof *tb->inst);
     tb->to_core = arena_calloc(a, cap + 1);
     tb->n       = 0;
@@ -180,6 +190,8 @@ bool ops_temporal_create(const ops_req_t *rq, const json_t *body, bool *created,
     if (!tbody_parse(rq, body, true, now, &tb, p))
         return false;
     *id = tb.skel->id;
+    if (!ops_admit(rq, 2, p))                   /* the store's write and the history's */
+        return false;
     problem_t    ignore = {0};
     cr_entity_t *cur    = store_get(rq->store, rq->tenant, tb.skel->id, &ignore);
     bool         known  = cur || history_entity_info(history_default, rq->tenant, tb.skel->id, rq->arena,
@@ -196,23 +208,20 @@ bool ops_temporal_create(const ops_req_t *rq, const json_t *body, bool *created,
         entity_unref(cur);
     }
     if (!ok)
-        return false;
+        return ops_admitted(rq, 2, false);
     *created = !known;
-    return append_rest(rq, &tb, tb.skel->id, (const char *const *)tb.skel->types, tb.skel->n_types, now, p);
+    return ops_admitted(rq, 2, append_rest(rq, &tb, tb.skel->id, (const char *const *)tb.skel->types,
+                                           tb.skel->n_types, now, p));
 }
 
-bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+static bool attrs_append(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
 {
     tbody_t            tb  = {0};
     int64_t            now = cr_now_us();
     const char *const *types = NULL;
     size_t             n_types = 0;
 
-    if (!history_default)
-        return no_history(p);
-    if (!ops_check_id(id, p))
-        return false;
-    if (!tbody_parse(rq, body, false, now, &tb, p))
+    if (!ops_check_id(id, p) || !tbody_parse(rq, body, false, now, &tb, p))
         return false;
     if (tb.skel->id && strcmp(tb.skel->id, id))
         return problem_set(p, PB_BAD_REQUEST_DATA, "the body's id is not the entity's");
@@ -242,7 +251,16 @@ bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t
     return append_rest(rq, &tb, id, types, n_types, now, p);
 }
 
-bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p)
+bool ops_temporal_attrs_append(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+{
+    if (!history_default)
+        return no_history(p);
+    if (!ops_admit(rq, 2, p))
+        return false;
+    return ops_admitted(rq, 2, attrs_append(rq, id, body, p));
+}
+
+static bool entity_delete(const ops_req_t *rq, const char *id, problem_t *p)
 {
     problem_t core = {0};
 
@@ -262,6 +280,15 @@ bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p)
     return true;
 }
 
+bool ops_temporal_delete(const ops_req_t *rq, const char *id, problem_t *p)
+{
+    if (!history_default)
+        return no_history(p);
+    if (!ops_admit(rq, 2, p))
+        return false;
+    return ops_admitted(rq, 2, entity_delete(rq, id, p));
+}
+
 bool ops_temporal_attr_delete(const ops_req_t *rq, const char *id, const char *name, const char *dataset_id,
                               bool delete_all, problem_t *p)
 {
@@ -269,8 +296,11 @@ bool ops_temporal_attr_delete(const ops_req_t *rq, const char *id, const char *n
         return no_history(p);
     if (!ops_check_id(id, p) || !ops_check_attr_name(name, false, p))
         return false;
-    return history_delete_attr(history_default, rq->tenant, id, ld_expand_lookup(rq->ctx, name, rq->arena),
-                               dataset_id, delete_all, p);
+    if (!ops_admit(rq, 1, p))
+        return false;
+    return ops_admitted(rq, 1, history_delete_attr(history_default, rq->tenant, id,
+                                                   ld_expand_lookup(rq->ctx, name, rq->arena), dataset_id,
+                                                   delete_all, p));
 }
 
 static bool instance_id(const char *text, uint64_t *iid, problem_t *p)
@@ -292,8 +322,10 @@ bool ops_temporal_instance_delete(const ops_req_t *rq, const char *id, const cha
         return no_history(p);
     if (!ops_check_id(id, p) || !ops_check_attr_name(name, false, p) || !instance_id(iid_text, &iid, p))
         return false;
-    return history_delete_instance(history_default, rq->tenant, id, ld_expand_lookup(rq->ctx, name, rq->arena),
-                                   iid, p);
+    if (!ops_admit(rq, 1, p))
+        return false;
+    return ops_admitted(rq, 1, history_delete_instance(history_default, rq->tenant, id,
+                                                       ld_expand_lookup(rq->ctx, name, rq->arena), iid, p));
 }
 
 /* The instance as it is now (for a partial modification). */
@@ -354,7 +386,9 @@ bool ops_temporal_instance_modify(const ops_req_t *rq, const char *id, const cha
         with.n_sub = old->attr.n_sub;
     }
     with.name = full;
-    return history_modify_instance(history_default, rq->tenant, id, full, iid, &with, now, p);
+    if (!ops_admit(rq, 1, p))
+        return false;
+    return ops_admitted(rq, 1, history_modify_instance(history_default, rq->tenant, id, full, iid, &with, now, p));
 }
 
 /* ------------------------------------------------------------ reads */
@@ -369,12 +403,34 @@ bool ops_temporal_check(const ops_temporal_t *t, problem_t *p)
     return true;
 }
 
+/* 5.7.4.4: an attribute not eligible for one of the methods asked for (no
+ * value of it that the method applies to: avg of strings) is InvalidRequest. */
+static bool eligible(const ops_temporal_t *t, const hist_result_t *res, problem_t *p)
+{
+    for (size_t e = 0; e < res->n; e++)
+        for (size_t s = 0; s < res->items[e].n_series; s++) {
+            const hist_series_t *hs = &res->items[e].series[s];
+            for (unsigned m = 0; m < HIST_AGGR_N; m++) {
+                if (!(t->methods & (1u << m)) || !hs->n_buckets)
+                    continue;
+                bool any = false;
+                for (size_t b = 0; b < hs->n_buckets && !any; b++)
+                    any = hs->buckets[b].value[m] != NULL;
+                if (!any)
+                    return problem_set(p, PB_INVALID_REQUEST, "%s does not apply to the values of attribute %s "
+                                       "(4.5.19, 5.7.4.4)", hist_aggr_name(m), hs->name);
+            }
+        }
+    return true;
+}
+
 static bool run(const ops_req_t *rq, ops_temporal_t *t, hist_result_t *res, problem_t *p)
 {
     if (!ops_temporal_check(t, p))
         return false;
     if (t->aggregated)
-        return history_aggregate(history_default, rq->tenant, &t->hq, t->methods, t->period, rq->arena, res, p);
+        return history_aggregate(history_default, rq->tenant, &t->hq, t->methods, t->period, rq->arena, res, p) &&
+               eligible(t, res, p);
     return history_query(history_default, rq->tenant, &t->hq, rq->arena, res, p);
 }
 

@@ -324,6 +324,19 @@ def test_4_5_19_every_method_whole_range(hcli):
     assert s["sum"][0][1:] == [T0, T2]
 
 
+def test_5_7_4_4_aggregation_that_does_not_apply_is_invalid_request(hcli):
+    eid = uid("Vehicle")
+    r = hcli.post("/temporal/entities", tent(eid, name=[obs("a", T0), obs("b", T1)],
+                                            sizes=[obs([1, 2], T0), obs([1, 2, 3, 4], T1)]))
+    assert r.status_code == 201, r.text
+    agg = {"format": "aggregatedValues", "aggrPeriodDuration": "PT0S"}
+    assert_problem(hcli.get(tpath(eid), params=dict(agg, aggrMethods="avg", attrs="name")), 400, "InvalidRequest")
+    b = hcli.get(tpath(eid), params=dict(agg, aggrMethods="max,totalCount", attrs="name")).json()
+    assert b["name"]["max"][0][0] == "b" and b["name"]["totalCount"][0][0] == 2
+    b = hcli.get(tpath(eid), params=dict(agg, aggrMethods="avg,max", attrs="sizes")).json()
+    assert b["sizes"]["avg"][0][0] == 3 and b["sizes"]["max"][0][0] == 4      # arrays by their size
+
+
 # ---- 5.7.4 query, 6.24 POST query -----------------------------------------
 
 def test_5_7_4_query_by_type_and_id(hcli):
@@ -498,9 +511,114 @@ def test_tenants_are_apart(hcli, make_client, broker_factory, history_flags):
     assert_problem(other.get(tpath(eid)), 404, "ResourceNotFound")
 
 
+def test_4_5_6_scope_as_a_temporal_property(hcli):
+    eid = uid("Vehicle")
+    r = hcli.post("/temporal/entities", tent(eid, scope=["/a/b", "/c"], speed=[obs(1, T0)]))
+    assert r.status_code == 201, r.text
+    b = hcli.get(tpath(eid), params={"timeproperty": "createdAt", "timerel": "after",
+                                    "timeAt": "2000-01-01T00:00:00Z"}).json()
+    assert b["scope"][0]["value"] == ["/a/b", "/c"] and b["scope"][0]["type"] == "Property"
+    assert hcli.delete("/entities/%s/attrs/scope" % eid).status_code == 204
+    d = hcli.get(tpath(eid), params={"timeproperty": "deletedAt"}).json()
+    assert [i["value"] for i in d["scope"]] == [[]] and "deletedAt" in d["scope"][0]
+    v = hcli.get(tpath(eid), params={"timeproperty": "deletedAt", "options": "temporalValues"}).json()
+    assert v["scope"]["values"][0][0] == []
+
+
 def test_relationship_instances(hcli):
     eid = uid("Car")
     hcli.create(entity(eid, "Car", owner=rel("urn:ngsi-ld:P:1")))
     hcli.patch("/entities/%s/attrs" % eid, {"owner": rel("urn:ngsi-ld:P:2")})
     b = hcli.get(tpath(eid)).json()
     assert [i["object"] for i in b["owner"]] == ["urn:ngsi-ld:P:1", "urn:ngsi-ld:P:2"]
+
+
+def test_concurrent_writers_and_temporal_readers(hcli, make_client, broker_factory):
+    """Writers of several entities and temporal readers at once: every write is
+    one instance, none lost or doubled (the hook runs per tenant in commit
+    order; queries take the history's read lock)."""
+    import threading
+    ids = [uid("Room") for _ in range(4)]
+    for eid in ids:
+        hcli.create(entity(eid, "Room", t=obs(-1, "2019-01-01T00:00:00Z")))
+    errors = []
+
+    def writer(eid):
+        c = make_client(broker_factory(*HISTORY_FLAGS), tenant=hcli.tenant)
+        for i in range(50):
+            r = c.patch("/entities/%s/attrs" % eid, {"t": obs(i, "2020-01-01T00:00:%02dZ" % i)})
+            if r.status_code != 204:
+                errors.append(r.text)
+
+    def reader():
+        c = make_client(broker_factory(*HISTORY_FLAGS), tenant=hcli.tenant)
+        for _ in range(30):
+            r = c.get("/temporal/entities", params={"type": "Room", "lastN": "5"})
+            if r.status_code != 200:
+                errors.append(r.text)
+
+    threads = [threading.Thread(target=writer, args=(e,)) for e in ids] + \
+        [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    for eid in ids:
+        v = values(hcli.get(tpath(eid), params={"attrs": "t"}).json()["t"])
+        assert v == [-1] + list(range(50))
+
+
+@pytest.mark.parametrize("body", [
+    [], "x", 3, None,
+    {"speed": [obs(1, T0)]},                                   # no id
+    tent("urn:ngsi-ld:V:x", speed={"type": "Property"}),
+    tent("urn:ngsi-ld:V:x", speed=[{"type": "Property", "value": 1, "observedAt": "yesterday"}]),
+    tent("urn:ngsi-ld:V:x", speed=[[obs(1, T0)]]),
+    tent("urn:ngsi-ld:V:x", **{"bad name!": [obs(1, T0)]}),
+    tent("urn:ngsi-ld:V:x", speed=[{"type": "Relationship", "value": 1}]),
+])
+def test_5_6_11_every_bad_body_is_400_and_writes_nothing(hcli, body):
+    hcli.ensure_tenant()
+    r = hcli.request("POST", "/temporal/entities", data=json_text(body), ctype="application/json")
+    assert r.status_code == 400, r.text
+    assert r.json()["type"].endswith(("BadRequestData", "InvalidRequest"))
+    assert hcli.get(tpath("urn:ngsi-ld:V:x")).status_code == 404
+
+
+def json_text(v):
+    import json
+    return json.dumps(v).encode()
+
+
+def test_bad_paths_and_bodies_of_attrs_and_instances(hcli):
+    eid = create_vehicle(hcli)
+    iid = hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"][0]["instanceId"]
+    assert_problem(hcli.post(tpath(eid, "/attrs"), {"speed": "x"}), 400, "BadRequestData")
+    assert_problem(hcli.post(tpath(eid, "/attrs"), {"speed": []}), 400, "BadRequestData")
+    assert_problem(hcli.post(tpath("notauri", "/attrs"), {"speed": [obs(1, T0)]}), 400, "BadRequestData")
+    r = hcli.request("PATCH", tpath(eid, "/attrs/speed/" + iid), data=b"[1,2]", ctype="application/json")
+    assert r.status_code == 400, r.text
+    assert_problem(hcli.patch(tpath(eid, "/attrs/speed/" + iid), {"speed": [obs(1, T0), obs(2, T1)]}), 400,
+                   "BadRequestData")
+    assert_problem(hcli.patch(tpath(eid, "/attrs/speed/" + iid), {"value": 1, "datasetId": DS1}), 400,
+                   "BadRequestData")
+    assert_problem(hcli.patch(tpath(eid, "/attrs/fuelLevel/" + iid), {"value": 1}), 404, "ResourceNotFound")
+    assert_problem(hcli.delete(tpath(eid, "/attrs/bad name!")), 400, "BadRequestData")
+    assert_problem(hcli.delete(tpath(eid, "/attrs/speed"), params={"datasetId": "not a uri"}), 400,
+                   "BadRequestData")
+    # nothing of the above changed the history
+    assert values(hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"]) == [120, 80, 100]
+
+
+@pytest.mark.parametrize("params", [{"lastN": "99999999999999999999"}, {"lastN": "18446744073709551615"},
+                                    {"timeAt": "9999-12-31T23:59:59Z", "timerel": "before"},
+                                    {"timeAt": "0001-01-01T00:00:00Z", "timerel": "after"},
+                                    {"aggrMethods": "avg", "format": "aggregatedValues",
+                                     "aggrPeriodDuration": "P99999999Y"},
+                                    {"aggrMethods": "avg,avg,max", "format": "aggregatedValues",
+                                     "aggrPeriodDuration": "PT0.000001S"}])
+def test_extreme_parameters_answer_cleanly(hcli, params):
+    eid = create_vehicle(hcli)
+    r = hcli.get(tpath(eid), params=params)
+    assert r.status_code in (200, 400), r.text

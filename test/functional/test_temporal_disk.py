@@ -65,7 +65,10 @@ def test_history_snapshot_then_log_then_restart(dbdir, tmp_path):
     flags = ("--history", "corDB", "--dbSnapshotSize", "4k")
     b = DiskBroker(dbdir, str(tmp_path), flags)
     eid = uid("Room")
-    r = post(b, "/entities", {"id": eid, "type": "Room", "t": obs(0, "2020-01-01T00:00:00Z")})
+    r = post(b, "/entities", {"id": eid, "type": "Room", "t": obs(0, "2020-01-01T00:00:00Z"),
+                              "name": {"type": "Property", "value": "a room", "unitCode": "X",
+                                       "note": {"type": "Property", "value": {"k": [1, "two"]}}},
+                              "owner": {"type": "Relationship", "object": "urn:ngsi-ld:P:1"}})
     assert r.status_code == 201, r.text
     for v in range(1, 120):            # several history snapshots on the way
         r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
@@ -80,4 +83,29 @@ def test_history_snapshot_then_log_then_restart(dbdir, tmp_path):
     b = DiskBroker(dbdir, str(tmp_path), flags)
     assert temporal(b, eid, timeproperty="createdAt", options="sysAttrs") == before
     assert temporal(b, eid, timeproperty="deletedAt") == deleted
+    assert before["name"][0]["note"]["value"] == {"k": [1, "two"]} and before["owner"][0]["object"] == "urn:ngsi-ld:P:1"
+    b.stop()
+
+
+def test_history_modify_and_deletes_replay(dbdir, tmp_path):
+    flags = ("--history", "corDB")
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    keep, gone = uid("Vehicle"), uid("Vehicle")
+    for eid in (keep, gone):
+        r = post(b, "/temporal/entities", {"id": eid, "type": "Vehicle",
+                                           "speed": [obs(1, "2020-01-01T00:00:01Z"), obs(2, "2020-01-01T00:00:02Z")],
+                                           "load": [obs(9, "2020-01-01T00:00:01Z")]})
+        assert r.status_code == 201, r.text
+    iid = temporal(b, keep)["speed"][0]["instanceId"]
+    r = requests.patch(b.base + API + "/temporal/entities/%s/attrs/speed/%s" % (keep, iid), headers=JSON,
+                       json={"value": 11}, timeout=15)
+    assert r.status_code == 204, r.text
+    assert requests.delete(b.base + API + "/temporal/entities/%s/attrs/load" % keep, timeout=15).status_code == 204
+    assert requests.delete(b.base + API + "/temporal/entities/" + gone, timeout=15).status_code == 204
+    before = temporal(b, keep, options="sysAttrs")
+    assert [i["value"] for i in before["speed"]] == [11, 2] and "load" not in before
+    b.kill()
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    assert temporal(b, keep, options="sysAttrs") == before
+    assert requests.get(b.base + API + "/temporal/entities/" + gone, timeout=15).status_code == 404
     b.stop()

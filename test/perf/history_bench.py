@@ -52,14 +52,6 @@ def broker(flags):
     return p, base
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def stats(base):
     with urllib.request.urlopen(base + "/statistics", timeout=30) as r:
         return json.loads(r.read())
@@ -107,12 +99,12 @@ def ingest(a):
 def reads(a, shapes):
     p, base = broker(["--history", "corDB"])
     try:
-        rss0 = rss_kib(p.pid)
+        rss0 = perf_run.rss_kib(p.pid)
         if "lastN" in shapes or "memory" in shapes:
             t0 = time.time()
             fill(base, "urn:ngsi-ld:Sensor:n", a.instances)
             load_s = time.time() - t0
-            rss1 = rss_kib(p.pid)
+            rss1 = perf_run.rss_kib(p.pid)
             st = stats(base)["history"]
             if "memory" in shapes:
                 print("memory  %d numeric instances with observedAt: history.bytes/instance %.1f, "
