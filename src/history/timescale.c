@@ -3,18 +3,16 @@
  * history_timescale): the connection, the schema, the bounded queue and the
  * writer thread that COPYs it in batches. Reads are in timescale_read.c.
  *
- * The request thread never talks to PostgreSQL for a write. Room first: the
- * backend registers the store's admission gate (store.h), so BEFORE a
- * write's atomic step hts_reserve takes room in the queue for the changes
- * the call may commit, waiting up to --historyQueueTimeout while the queue is
- * full, and then fails with 503: the store has not started the write, so
- * nothing is applied. After the commit, history.c's hook calls append with
- * the write's instances; each write takes one reserved unit (never waits,
- * never drops) and the store gives back what was reserved and not committed.
- * So a write is answered only once its history is queued, and a full queue
- * slows writers and then refuses them instead of losing history. Temporal
- * API appends (no change, no gate) wait for room in append itself, and fail
- * whole with 503 after the timeout.
+ * The request thread never talks to PostgreSQL for a write. Room first:
+ * ops/ admits every write before it runs (ops_admit -> history_reserve ->
+ * hts_reserve), which waits up to --historyQueueTimeout while the queued and
+ * reserved writes fill --historyQueueSize, and then fails with 503: nothing
+ * is applied. The room is held for the whole write call, during which
+ * history.c's hook appends the write's history (append never waits, never
+ * drops), then given back. So a write is answered only once its history is
+ * queued, and a full queue slows writers and then refuses them instead of
+ * losing history. A purge's chunks are not admitted: they are queued
+ * beyond the bound rather than waited for.
  *
  * The queue is a list of batches of COPY text: append formats its rows
  * (instances, and one entity row per write for the staging table) straight
@@ -309,7 +307,7 @@ void hts_conn_put(hts_t *h, PGconn *c, bool bad)
         PQfinish(c);
 }
 
-/* ------------------------------------------------------------- the gate */
+/* -------------------------------------------------------- the admission */
 
 static bool queue_full(hts_t *h, problem_t *p)
 {
@@ -364,15 +362,6 @@ static void hts_unreserve(void *be, const char *tenant, size_t n)
     pthread_mutex_unlock(&h->mu);
 }
 
-static bool gate_reserve(void *ud, const char *tenant, size_t n, problem_t *p)
-{
-    return hts_reserve(ud, tenant, n, p);
-}
-
-static void gate_release(void *ud, const char *tenant, size_t n)
-{
-    hts_unreserve(ud, tenant, n);
-}
 
 /* ------------------------------------------------------ COPY text rows */
 
@@ -432,7 +421,9 @@ bool hts_num_of(const cr_attr_t *at, double *v)
     if (j->type == JSON_NUMBER)
         *v = json_number(j);
     else if (j->type == JSON_TRUE || j->type == JSON_FALSE)
-        *v = j->type == JSON_TRUE;      /* booleans count as 0/1 (history.h) */
+        *v = j->type == JSON_TRUE;      /* booleans count as 0/1, arrays by their size (history.h) */
+    else if (j->type == JSON_ARRAY)
+        *v = j->len;
     else
         return false;
     return true;
@@ -624,38 +615,22 @@ static hts_batch_t *open_batch(hts_t *h, bool upsert)
     return b;
 }
 
-/* history.h's append. Writes from the change hook (upsert false) had their
- * room reserved by the store's gate before their commit: each takes one
- * reserved unit and never waits (one without a reservation, which the gate
- * contract rules out, is queued anyway, beyond the bound, rather than lost
- * or stalled). The temporal API's writes (upsert, appended directly, with
- * no gate) wait for room here, and fail whole with 503 after
- * --historyQueueTimeout. */
+/* history.h's append: every write of ops/ was admitted (hts_reserve) before
+ * it ran and holds its room while its history is appended here, so an
+ * append never waits and never fails; a purge's chunks (not admitted) are
+ * queued too, beyond the bound if need be, rather than lost or stalled. */
 static bool hts_append(void *be, const char *tenant, const hist_write_t *w, size_t n,
                        problem_t *p)
 {
-    hts_t          *h = be;
-    struct timespec ts;
-    uint64_t        direct = 0;
+    hts_t *h = be;
 
+    (void)p;
     if (!n)
         return true;
-    for (size_t i = 0; i < n; i++)
-        direct += w[i].upsert;
     pthread_mutex_lock(&h->mu);
-    if (direct) {
-        deadline_in(&ts, queue_timeout_ms());
-        if (!wait_room(h, direct, &ts)) {
-            queue_full(h, p);
-            pthread_mutex_unlock(&h->mu);
-            return false;
-        }
-    }
     for (size_t i = 0; i < n; i++) {
         hts_batch_t *b = open_batch(h, w[i].upsert);
 
-        if (!w[i].upsert && h->reserved)
-            h->reserved--;
         for (size_t k = 0; k < w[i].n_inst; k++)
             put_instance(h, b, tenant, &w[i], &w[i].inst[k]);
         if (entity_row_needed(h, tenant, &w[i]))
@@ -727,7 +702,8 @@ static const char *const entity_sql =
  * batch's transaction: the series are those of the rows past the largest
  * iid before the batch, and of the upserted rows. --historyRetention drops
  * the instances whose observedAt (else createdAt) is older, but never a
- * series' newest; --historyMaxInstances keeps the newest appended. */
+ * series' newest; --historyMaxInstances keeps the newest by observedAt
+ * (else createdAt). */
 #define HTS_SERIES_WRITTEN(upsert)                                                           \
     "WITH k AS (SELECT DISTINCT tenant, entity_id, attr, dataset_id FROM coraine_instances"  \
     " WHERE iid > $1::bigint" upsert ")"
@@ -739,7 +715,8 @@ static const char *const entity_sql =
     " FROM coraine_instances m WHERE " HTS_SERIES_EQ("m", "k") ")"
 #define HTS_MAXINST_SQL(upsert) HTS_SERIES_WRITTEN(upsert)                                   \
     ", d AS (SELECT iid FROM (SELECT c.iid, row_number() OVER (PARTITION BY c.tenant,"         \
-    " c.entity_id, c.attr, c.dataset_id ORDER BY c.iid DESC) AS rn FROM coraine_instances c"  \
+    " c.entity_id, c.attr, c.dataset_id ORDER BY coalesce(c.observed_at, c.created_at) DESC,"   \
+    " c.iid DESC) AS rn FROM coraine_instances c"  \
     " JOIN k USING (tenant, entity_id, attr, dataset_id)) x WHERE rn > $2::bigint)"           \
     " DELETE FROM coraine_instances c USING d WHERE c.iid = d.iid"
 #define HTS_USTAGE_SERIES " UNION SELECT tenant, entity_id, attr, dataset_id FROM coraine_ustage"
@@ -903,7 +880,6 @@ static void *hts_open(store_t *s, problem_t *p)
 {
     const char  *uri = cr_config.history_uri;
     hts_t       *h;
-    store_gate_t gate;
 
     if (!uri || !*uri) {
         problem_set(p, PB_BAD_REQUEST_DATA, "--history timescale needs --historyURI "
@@ -943,8 +919,6 @@ static void *hts_open(store_t *s, problem_t *p)
         goto fail;
     }
     h->thread_started = true;
-    gate = (store_gate_t){ .reserve = gate_reserve, .release = gate_release, .ud = h };
-    store_set_gate(s, &gate);
     LOG_I("history: PostgreSQL with %s, a queue of %u changes, writers wait %d ms for room",
           h->hypertable ? "a TimescaleDB hypertable" : "plain tables (btree and BRIN indexes)",
           h->cap, queue_timeout_ms());
@@ -959,9 +933,8 @@ static void hts_close(void *be)
 {
     hts_t *h = be;
 
-    /* After the last write (main stops HTTP first): the store's gate still
-     * names h but is never asked again, and the store may be closed already,
-     * so it is not touched here. */
+    /* After the last write (main stops HTTP first); the store may be
+     * closed already: it is not touched here. */
     if (!h)
         return;
     pthread_mutex_lock(&h->mu);

@@ -120,7 +120,9 @@ static bool read_instance(arena_t *a, const PGresult *r, int row, hist_instance_
         if (!at->value)
             return false;
     } else {
-        at->value = hist_deleted_value(a, (attr_kind_t)at->kind);
+        /* a deleted Scope's value is [] (history.h: HIST_KIND_SCOPE) */
+        at->value = hist_deleted_value(a, at->name == MN.scope ? (attr_kind_t)HIST_KIND_SCOPE
+                                                               : (attr_kind_t)at->kind);
     }
     at->unit_code   = PQgetisnull(r, row, 5) ? NULL : arena_strdup(a, PQgetvalue(r, row, 5));
     at->object_type = PQgetisnull(r, row, 6) ? NULL : intern_cstr(PQgetvalue(r, row, 6));

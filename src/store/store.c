@@ -42,7 +42,6 @@ struct store {
     void                  *db;
     store_hook_t           hooks[STORE_MAX_HOOKS];
     _Atomic size_t         n_hooks;
-    store_gate_t           gate;            /* reserve NULL: none (store_set_gate) */
     _Atomic uint64_t       creates, updates, deletes, queries;
 };
 
@@ -214,42 +213,17 @@ static void store_emit_group(store_t *s, store_change_t *g, size_t n)
     }
 }
 
-/* The gate (store.h): room for n changes before an atomic step, and what
- * was reserved but not committed given back after the hooks ran. */
-static bool gate_reserve(store_t *s, const char *tenant, size_t n, problem_t *p)
+static void store_commit(store_t *s, store_change_t *ch)
 {
-    return !s->gate.reserve || s->gate.reserve(s->gate.ud, tenant ? tenant : "", n, p);
+    if (!ch->seq)                           /* a modify that changed nothing */
+        return;
+    store_emit_group(s, ch, 1);
 }
 
-static void gate_release(store_t *s, const char *tenant, size_t reserved, size_t committed)
+/* The backend drops a purge group's references after this returns. */
+static void purge_emit(void *ud, store_change_t *g, size_t n)
 {
-    if (s->gate.release && reserved > committed)
-        s->gate.release(s->gate.ud, tenant ? tenant : "", reserved - committed);
-}
-
-static void store_commit(store_t *s, const char *tenant, store_change_t *ch)
-{
-    if (ch->seq)                            /* 0: a modify that changed nothing */
-        store_emit_group(s, ch, 1);
-    gate_release(s, tenant, 1, ch->seq ? 1 : 0);
-}
-
-/* A purge: each chunk delivered, then room for the next one reserved (the
- * backend drops the group's references after this returns). */
-typedef struct purge_ctx {
-    store_t    *s;
-    const char *tenant;
-    bool        reserved;               /* a chunk's room is held */
-} purge_ctx_t;
-
-static bool purge_emit(void *ud, store_change_t *g, size_t n, problem_t *p)
-{
-    purge_ctx_t *c = ud;
-
-    store_deliver(c->s, g, n);
-    gate_release(c->s, c->tenant, STORE_PURGE_CHUNK, n);
-    c->reserved = gate_reserve(c->s, c->tenant, STORE_PURGE_CHUNK, p);
-    return c->reserved;
+    store_deliver(ud, g, n);
 }
 
 /* ------------------------------------------------------------ op names */
@@ -363,14 +337,6 @@ void store_add_hook(store_t *s, store_hook_fn fn, void *ud)
     atomic_store_explicit(&s->n_hooks, n + 1, memory_order_release);
 }
 
-void store_set_gate(store_t *s, const store_gate_t *g)
-{
-    if (g && g->reserve && g->release)
-        s->gate = *g;
-    else
-        memset(&s->gate, 0, sizeof(s->gate));
-}
-
 static void count(_Atomic uint64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
@@ -392,14 +358,10 @@ bool store_create(store_t *s, const char *tenant, const cr_entity_t *draft, prob
 {
     store_change_t ch;
 
-    if (!gate_reserve(s, tenant, 1, p))
+    if (!s->be->create(s->db, tenant, draft, &ch, p))
         return false;
-    if (!s->be->create(s->db, tenant, draft, &ch, p)) {
-        gate_release(s, tenant, 1, 0);
-        return false;
-    }
     count(&s->creates, 1);
-    store_commit(s, tenant, &ch);
+    store_commit(s, &ch);
     return true;
 }
 
@@ -409,16 +371,12 @@ bool store_upsert(store_t *s, const char *tenant, const cr_entity_t *draft, bool
     store_change_t ch;
     bool           made = false;
 
-    if (!gate_reserve(s, tenant, 1, p))
+    if (!s->be->upsert(s->db, tenant, draft, replace, &made, scratch, &ch, p))
         return false;
-    if (!s->be->upsert(s->db, tenant, draft, replace, &made, scratch, &ch, p)) {
-        gate_release(s, tenant, 1, 0);
-        return false;
-    }
     count(made ? &s->creates : &s->updates, 1);
     if (created)
         *created = made;
-    store_commit(s, tenant, &ch);
+    store_commit(s, &ch);
     return true;
 }
 
@@ -433,15 +391,11 @@ bool store_modify(store_t *s, const char *tenant, const char *id, entity_op_t op
 {
     store_change_t ch;
 
-    if (!gate_reserve(s, tenant, 1, p))
+    if (!s->be->modify(s->db, tenant, id, op, patch, args, res, scratch, &ch, p))
         return false;
-    if (!s->be->modify(s->db, tenant, id, op, patch, args, res, scratch, &ch, p)) {
-        gate_release(s, tenant, 1, 0);
-        return false;
-    }
     if (ch.seq)
         count(&s->updates, 1);
-    store_commit(s, tenant, &ch);
+    store_commit(s, &ch);
     return true;
 }
 
@@ -450,14 +404,10 @@ bool store_delete_if(store_t *s, const char *tenant, const char *id, const types
 {
     store_change_t ch;
 
-    if (!gate_reserve(s, tenant, 1, p))
+    if (!s->be->remove(s->db, tenant, id, if_type, &ch, p))
         return false;
-    if (!s->be->remove(s->db, tenant, id, if_type, &ch, p)) {
-        gate_release(s, tenant, 1, 0);
-        return false;
-    }
     count(&s->deletes, 1);
-    store_commit(s, tenant, &ch);
+    store_commit(s, &ch);
     return true;
 }
 
@@ -472,12 +422,8 @@ bool store_batch(store_t *s, const char *tenant, store_batch_item_t *items, size
     store_change_t *group = arena_alloc(scratch, (n ? n : 1) * sizeof(*group));
     size_t          k = 0;
 
-    if (n && !gate_reserve(s, tenant, n, p))
+    if (!s->be->batch(s->db, tenant, items, n, scratch, group, &k, p))
         return false;
-    if (!s->be->batch(s->db, tenant, items, n, scratch, group, &k, p)) {
-        gate_release(s, tenant, n, 0);
-        return false;
-    }
     for (size_t i = 0; i < k; i++) {
         switch (group[i].op) {
         case STORE_OP_CREATE: count(&s->creates, 1); break;
@@ -487,7 +433,6 @@ bool store_batch(store_t *s, const char *tenant, store_batch_item_t *items, size
     }
     if (k)
         store_emit_group(s, group, k);
-    gate_release(s, tenant, n, k);
     return true;
 }
 
@@ -548,16 +493,8 @@ bool store_attributes(store_t *s, const char *tenant, void (*fn)(void *ud, const
 bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_t *deleted,
                  problem_t *p)
 {
-    purge_ctx_t c = { .s = s, .tenant = tenant };
-    size_t      n = 0;
-    bool        ok;
-
-    if (!gate_reserve(s, tenant, STORE_PURGE_CHUNK, p))
-        return false;
-    c.reserved = true;
-    ok = s->be->purge(s->db, tenant, f, &n, purge_emit, &c, p);
-    if (c.reserved)
-        gate_release(s, tenant, STORE_PURGE_CHUNK, 0);
+    size_t n  = 0;
+    bool   ok = s->be->purge(s->db, tenant, f, &n, purge_emit, s, p);
 
     count(&s->deletes, n);
     if (deleted)

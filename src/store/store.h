@@ -144,12 +144,11 @@ typedef struct store_backend {
                     arena_t *scratch, store_change_t *ch, problem_t *p);
     bool  (*remove)(void *db, const char *tenant, const char *id, const typesel_t *if_type,
                     store_change_t *ch, problem_t *p);
-    /* emit(ud, group, n, p) for each committed chunk, no lock held; the
-     * backend drops the group's references after it returns. emit false (p
-     * set): the purge stops before its next chunk and fails with p. */
+    /* emit(ud, group, n) for each committed chunk, no lock held; the backend
+     * drops the group's references after it returns. */
     bool  (*purge)(void *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
-                   bool (*emit)(void *ud, store_change_t *group, size_t n, problem_t *p),
-                   void *ud, problem_t *p);
+                   void (*emit)(void *ud, store_change_t *group, size_t n), void *ud,
+                   problem_t *p);
     bool  (*batch)(void *db, const char *tenant, struct store_batch_item *items, size_t n,
                    arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p);
     bool  (*query)(void *db, const char *tenant, const entity_filter_t *f, arena_t *a,
@@ -187,27 +186,6 @@ void     store_close(store_t *s);
 /* At start-up, before the store is shared between threads and before its
  * first write (a later hook is refused with a log line); at most 16. */
 void     store_add_hook(store_t *s, store_hook_fn fn, void *ud);
-
-/* The admission gate. A consumer of the stream that keeps a bounded queue of
- * its own (history in PostgreSQL) must be able to refuse a write BEFORE it
- * is applied: a hook runs after the commit, too late to say no. Before each
- * write's atomic step the store calls reserve(ud, tenant, n) with the most
- * changes the call can commit (1 for a create, modify or delete; n for a
- * batch of n items; STORE_PURGE_CHUNK before each chunk of a purge). When it
- * returns false (with p: a 503), the call fails with p and nothing is
- * applied (a purge stops before its next chunk: the chunks before it stay
- * deleted). After the hooks have run on what the call committed, the store
- * calls release(ud, tenant, k) with k = n minus the changes handed to the hooks (a
- * failed write, a modify that changed nothing, failed batch items): the
- * gate's own hook takes one reserved unit per change it receives. reserve
- * runs with no store lock held and may wait. One gate, set at start-up like
- * the hooks (store_set_gate replaces it; NULL fns: none). */
-typedef struct store_gate {
-    bool (*reserve)(void *ud, const char *tenant, size_t n, problem_t *p);
-    void (*release)(void *ud, const char *tenant, size_t n);
-    void  *ud;
-} store_gate_t;
-void     store_set_gate(store_t *s, const store_gate_t *g);
 
 /* The default tenant (NULL or "") always exists. A named tenant exists from
  * its first successful write until the store closes, also after its last

@@ -533,7 +533,7 @@ def test_relationship_instances(hcli):
     assert [i["object"] for i in b["owner"]] == ["urn:ngsi-ld:P:1", "urn:ngsi-ld:P:2"]
 
 
-def test_concurrent_writers_and_temporal_readers(hcli, make_client, broker_factory):
+def test_concurrent_writers_and_temporal_readers(hcli, make_client, broker_factory, history_flags):
     """Writers of several entities and temporal readers at once: every write is
     one instance, none lost or doubled (the hook runs per tenant in commit
     order; queries take the history's read lock)."""
@@ -544,14 +544,14 @@ def test_concurrent_writers_and_temporal_readers(hcli, make_client, broker_facto
     errors = []
 
     def writer(eid):
-        c = make_client(broker_factory(*HISTORY_FLAGS), tenant=hcli.tenant)
+        c = make_client(broker_factory(*history_flags), tenant=hcli.tenant)
         for i in range(50):
             r = c.patch("/entities/%s/attrs" % eid, {"t": obs(i, "2020-01-01T00:00:%02dZ" % i)})
             if r.status_code != 204:
                 errors.append(r.text)
 
     def reader():
-        c = make_client(broker_factory(*HISTORY_FLAGS), tenant=hcli.tenant)
+        c = make_client(broker_factory(*history_flags), tenant=hcli.tenant)
         for _ in range(30):
             r = c.get("/temporal/entities", params={"type": "Room", "lastN": "5"})
             if r.status_code != 200:

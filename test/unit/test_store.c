@@ -2258,114 +2258,6 @@ static void test_objects(void **state)
     store_close(s);
 }
 
-/* ------------------------------------------------ the admission gate */
-
-/* A gate that counts what it promised: every unit reserved is either taken
- * by a change the hook receives or given back, so `held` is 0 after every
- * call; `refuse_from`: the reserve call (1-based) from which it says no. */
-typedef struct gate_state {
-    long held, reserves, changes;
-    int  refuse_from;
-} gate_state_t;
-
-static bool g_reserve(void *ud, const char *tenant, size_t n, problem_t *p)
-{
-    gate_state_t *g = ud;
-
-    (void)tenant;
-    g->reserves++;
-    if (g->refuse_from && g->reserves >= g->refuse_from) {
-        problem_set(p, PB_HTTP, "full");
-        p->status = 503;
-        return false;
-    }
-    g->held += (long)n;
-    return true;
-}
-
-static void g_release(void *ud, const char *tenant, size_t n)
-{
-    gate_state_t *g = ud;
-
-    (void)tenant;
-    g->held -= (long)n;
-}
-
-static void g_hook(void *ud, const store_change_t *group, size_t n)
-{
-    gate_state_t *g = ud;
-
-    g->held    -= (long)n;
-    g->changes += (long)n;
-}
-
-static void test_gate(void **state)
-{
-    arena_t           *a = arena_new(1 << 16);
-    store_t           *s = open_store();
-    problem_t          p = { 0 };
-    gate_state_t       g = { 0 };
-    store_gate_t       gate = { .reserve = g_reserve, .release = g_release, .ud = &g };
-    store_batch_item_t items[3];
-    size_t             n = 0;
-
-    (void)state;
-    store_add_hook(s, g_hook, &g);
-    store_set_gate(s, &gate);
-
-    /* a create: one unit, taken by its change */
-    assert_true(store_create(s, "g", mk(a, "urn:G:0", T_A, NULL, "x", 1, NULL, 0), &p));
-    assert_int_equal(g.held, 0);
-    assert_int_equal(g.changes, 1);
-    /* a failed write gives its unit back */
-    assert_false(store_create(s, "g", mk(a, "urn:G:0", T_A, NULL, NULL, 0, NULL, 0), &p));
-    assert_int_equal(p.kind, PB_ALREADY_EXISTS);
-    assert_false(store_delete(s, "g", "urn:G:nope", &p));
-    assert_int_equal(g.held, 0);
-    assert_int_equal(g.changes, 1);
-    /* a batch of 3 with one failing item: 3 reserved, 2 taken, 1 back */
-    memset(items, 0, sizeof(items));
-    for (int i = 0; i < 3; i++) {
-        items[i].kind  = STORE_B_CREATE;
-        items[i].draft = mk(a, i == 1 ? "urn:G:0" : arena_printf(a, "urn:G:b%d", i), T_A, NULL,
-                            NULL, 0, NULL, 0);
-    }
-    assert_true(store_batch(s, "g", items, 3, a, &p));
-    assert_false(items[1].ok);
-    assert_int_equal(g.held, 0);
-    assert_int_equal(g.changes, 3);
-
-    /* refused: 503, nothing applied, the hook sees nothing */
-    g.refuse_from = (int)g.reserves + 1;
-    assert_false(store_create(s, "g", mk(a, "urn:G:new", T_A, NULL, NULL, 0, NULL, 0), &p));
-    assert_int_equal(problem_status(&p), 503);
-    assert_null(store_get(s, "g", "urn:G:new", &p));
-    assert_false(store_delete(s, "g", "urn:G:0", &p));
-    assert_non_null(store_get(s, "g", "urn:G:0", &p));
-    entity_unref(store_get(s, "g", "urn:G:0", &p));
-    assert_int_equal(g.changes, 3);
-    assert_int_equal(g.held, 0);
-
-    /* a purge asks before each chunk: the second refusal stops it after one chunk */
-    g.refuse_from = 0;
-    for (int i = 0; i < 300; i++)
-        assert_true(store_create(s, "gp", mk(a, arena_printf(a, "urn:P:%03d", i), T_B, NULL, NULL, 0,
-                                             NULL, 0), &p));
-    g.refuse_from = (int)g.reserves + 2;
-    assert_false(store_purge(s, "gp", NULL, &n, &p));
-    assert_int_equal(problem_status(&p), 503);
-    assert_int_equal(n, STORE_PURGE_CHUNK);
-    assert_int_equal(g.held, 0);
-    g.refuse_from = 0;
-    assert_true(store_purge(s, "gp", NULL, &n, &p));
-    assert_int_equal(n, 300 - STORE_PURGE_CHUNK);
-    assert_int_equal(g.held, 0);
-    assert_int_equal(g.changes, 3 + 300 + 300);
-
-    store_close(s);
-    arena_free(a);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2395,7 +2287,6 @@ int main(void)
         cmocka_unit_test(test_scan_chunks),
         cmocka_unit_test(test_q_view),
         cmocka_unit_test(test_objects),
-        cmocka_unit_test(test_gate),
     };
 
     return cmocka_run_group_tests(tests, group_setup, NULL);

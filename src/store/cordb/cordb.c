@@ -741,8 +741,7 @@ static void drop_group(store_change_t *g, size_t n)
 }
 
 bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
-               bool (*emit)(void *ud, store_change_t *group, size_t n, problem_t *p), void *ud,
-               problem_t *p)
+               void (*emit)(void *ud, store_change_t *group, size_t n), void *ud, problem_t *p)
 {
     cdb_tenant_t  *t = tenant_get(db, tenant, p);
     store_change_t group[STORE_PURGE_CHUNK];
@@ -790,12 +789,10 @@ bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *
             break;
         }
 
-        if (n && emit && !emit(ud, group, n, p))
-            ok = false;                 /* stop: what is deleted stays deleted */
+        if (n && emit)
+            emit(ud, group, n);
         drop_group(group, n);
         total += n;
-        if (!ok)
-            break;
         if (filter_regex_overflow(p)) {     /* stop: what is deleted stays deleted */
             ok = false;
             break;
@@ -1146,8 +1143,8 @@ static bool be_remove(void *db, const char *tenant, const char *id, const typese
 }
 
 static bool be_purge(void *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
-                     bool (*emit)(void *ud, store_change_t *group, size_t n, problem_t *p),
-                     void *ud, problem_t *p)
+                     void (*emit)(void *ud, store_change_t *group, size_t n), void *ud,
+                     problem_t *p)
 {
     return cdb_purge(db, tenant, f, deleted, emit, ud, p);
 }

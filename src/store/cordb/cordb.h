@@ -334,11 +334,10 @@ bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
 bool cdb_delete(cdb_t *db, const char *tenant, const char *id, const typesel_t *if_type,
                 store_change_t *ch, problem_t *p);
 /* Deletes every match in chunks of at most STORE_PURGE_CHUNK under the write
- * lock; emit(ud, group, n, p) is called for each after the lock is released,
- * then the group's references are dropped (emit false: stop there, fail with p). */
+ * lock; emit(ud, group, n) is called for each after the lock is released,
+ * then the group's references are dropped. */
 bool cdb_purge(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
-               bool (*emit)(void *ud, store_change_t *group, size_t n, problem_t *p), void *ud,
-               problem_t *p);
+               void (*emit)(void *ud, store_change_t *group, size_t n), void *ud, problem_t *p);
 /* store_batch(): group gets the committed changes (room for n), *n_group their number. */
 bool cdb_batch(cdb_t *db, const char *tenant, store_batch_item_t *items, size_t n,
                arena_t *scratch, store_change_t *group, size_t *n_group, problem_t *p);
