@@ -272,6 +272,21 @@ static bool entity_matches(walk_t *w, const char *id, const char *const *types, 
     return ok;
 }
 
+/* Runs one entity's statement; ent gets room for a series per row (at most
+ * one series per row), none filled yet. */
+static PGresult *series_rows(walk_t *w, hist_entity_t *ent, const char *sql, int n,
+                             const char *const *params, int *rows, problem_t *p)
+{
+    PGresult *r = hts_query(w->c, sql, n, params, PGRES_TUPLES_OK, p);
+
+    if (!r)
+        return NULL;
+    *rows         = PQntuples(r);
+    ent->series   = arena_calloc(w->a, (size_t)(*rows ? *rows : 1) * sizeof(*ent->series));
+    ent->n_series = 0;
+    return r;
+}
+
 /* Drops series k's extra row (the one past the instance limit: the last
  * forwards, the first backwards) and marks it cut. */
 static void series_cut(const hist_query_t *q, hist_series_t *sr)
@@ -298,12 +313,8 @@ static bool fill_instances(walk_t *w, hist_entity_t *ent, problem_t *p)
     hist_series_t      *cur = NULL;
 
     w->sql.params[1] = ent->id;
-    r = hts_query(w->c, w->inst_sql, w->sql.n, w->sql.params, PGRES_TUPLES_OK, p);
-    if (!r)
+    if (!(r = series_rows(w, ent, w->inst_sql, w->sql.n, w->sql.params, &rows, p)))
         return false;
-    rows = PQntuples(r);
-    ent->series   = arena_calloc(w->a, (size_t)(rows ? rows : 1) * sizeof(*ent->series));
-    ent->n_series = 0;
     for (int i = 0; i < rows; i++) {
         hist_instance_t in;
 
@@ -385,12 +396,8 @@ static bool fill_aggregates(walk_t *w, hist_entity_t *ent, problem_t *p)
               w->methods & (HIST_AGGR_MIN | HIST_AGGR_MAX)
                   ? "max(z.value #>> '{}') FILTER (WHERE json_typeof(z.value) = 'string')" : "NULL",
               x);
-    r = hts_query(w->c, sb.p, np, params, PGRES_TUPLES_OK, p);
-    if (!r)
+    if (!(r = series_rows(w, ent, sb.p, np, params, &rows, p)))
         return false;
-    rows = PQntuples(r);
-    ent->series   = arena_calloc(w->a, (size_t)(rows ? rows : 1) * sizeof(*ent->series));
-    ent->n_series = 0;
     for (int i = 0; i < rows; i++) {
         const char    *name = intern_cstr(PQgetvalue(r, i, 0));
         const char    *ds   = PQgetvalue(r, i, 1);
