@@ -20,7 +20,7 @@ ifeq ($(CC),cc)
 CC      := gcc
 endif
 
-PKGS    := libmicrohttpd libcurl libpcre2-8 libmosquitto icu-i18n icu-uc
+PKGS    := libmicrohttpd libcurl libpcre2-8 libmosquitto icu-i18n icu-uc libpq
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(shell geos-config --clibs 2>/dev/null)
 
@@ -83,8 +83,11 @@ $(BUILD)/libcoraine.a: $(LIBOBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
+# history.c names the timescale backend by a weak reference: -u pulls it in
+comma := ,
+HISTORY_LINK := $(if $(wildcard src/history/history.c),-Wl$(comma)-u$(comma)history_timescale)
 $(BUILD)/coraine: $(BUILD)/src/main.o $(BUILD)/libcoraine.a
-	$(CC) $(ALL_CFLAGS) $(LDEXTRA) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDEXTRA) $(HISTORY_LINK) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit/%: test/unit/%.c $(BUILD)/libcoraine.a
 	@mkdir -p $(dir $@)

@@ -266,6 +266,9 @@ typedef struct cr_config {
     int         forward_fanout;      /* --forwardFanout */
     const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */
+    const char *history_uri;         /* --historyURI: PostgreSQL of --history timescale */
+    int         history_queue_size;  /* --historyQueueSize: changes queued for PostgreSQL */
+    int         history_queue_timeout_ms; /* --historyQueueTimeout: ms a write waits for room */
     const char *history_retention;   /* --historyRetention: a duration ("" = keep all) */
     int         history_max_instances; /* --historyMaxInstances: per series (0 = no bound) */
     int         temporal_limit;      /* --temporalLimit: instances per attribute in one answer (6.3.10) */

@@ -385,3 +385,7 @@ def ctxserver():
 def vctx(ctxserver):
     """URL of the Vehicle user @context."""
     return ctxserver.url("/ctx.jsonld")
+
+
+# the PostgreSQL server of --history timescale (test/functional/pg.py)
+from pg import pg_server, pg_uri  # noqa: E402,F401
