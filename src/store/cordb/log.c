@@ -13,10 +13,16 @@
  * seq and offset written, drops the mutex, fdatasyncs, and on success
  * publishes that seq as synced: every group appended before its fdatasync
  * began is covered by that one call. Fsyncs are numbered; a writer waits on
- * the condition variable of the fsync that covers its group (wcv[k & 1]),
- * so an fsync wakes only the writers it covered; those that arrived
- * meanwhile sleep on for the next. (One condition variable for everybody,
- * broadcast per fsync and per unlink, cost 18 futex calls a write.)
+ * the futex word of the fsync that covers its group (fword[k & 1]), so an
+ * fsync wakes only the writers it covered; those that arrived meanwhile
+ * sleep on for the next. The syncer takes the covered writers off the list
+ * itself and marks them done before the wake: a woken writer returns
+ * without the log's mutex (with a condition variable each woken writer took
+ * the mutex again, one after the other: more sleeps and switches). Anything
+ * else (a fault, a repair, the close) raises the alarm count: the writers
+ * that see it changed wait the slow way, under the mutex, on cv. (One
+ * condition variable for everybody, broadcast per fsync and per unlink, cost
+ * 18 futex calls a write.)
  *
  * Faults. A failed pwrite cuts the segment back to its previous end (nothing
  * of the group stays) and answers 503. A failed fdatasync cannot tell what
@@ -53,7 +59,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -313,7 +321,8 @@ struct cdb_log {
     pthread_mutex_t roll_mu;        /* one roll-over at a time (size, snapshot) */
 
     pthread_mutex_t mu;
-    pthread_cond_t  wcv[2];         /* writers whose group fsync number k covers: wcv[k & 1] */
+    _Atomic uint32_t fword[2];      /* futex: writers whose group fsync number k covers: fword[k & 1] */
+    _Atomic uint32_t alarm;         /* raised by wake_all: waiters go the slow way */
     pthread_cond_t  cv;             /* the end of any fsync (snapshots), doomed writers' turn */
     pthread_cond_t  thr_cv;         /* the log thread (always: the syncer) */
     pthread_cond_t  snap_cv;        /* the snapshot thread */
@@ -386,16 +395,25 @@ static void zero_ahead(cdb_log_t *l)
     int          fd = l->fd;
     bool         ok;
 
+    size_t       n = 0, len;
+
     l->zero_wanted = false;
-    if (l->failed || l->zero_off || from >= l->end + ZERO_AHEAD)
+    if (l->seg_size && to > l->seg_size)
+        to = l->seg_size;               /* the roll-over comes there */
+    if (l->failed || l->zero_off || from >= l->end + ZERO_AHEAD || to <= from)
         return;
-    for (size_t i = 0; i < sizeof(iov) / sizeof(iov[0]); i++)
-        iov[i] = (struct iovec){ .iov_base = (void *)zero_buf, .iov_len = ZERO_BUF };
+    len = (size_t)(to - from);
+    for (size_t left = len; left; n++) {
+        size_t k = left < ZERO_BUF ? left : ZERO_BUF;
+
+        iov[n] = (struct iovec){ .iov_base = (void *)zero_buf, .iov_len = k };
+        left -= k;
+    }
     l->zeroing   = true;
     l->zero_from = from;
     l->zero_to   = to;
     pthread_mutex_unlock(&l->mu);
-    ok = pwritev(fd, iov, (int)(sizeof(iov) / sizeof(iov[0])), (off_t)from) == (ssize_t)ZERO_CHUNK;
+    ok = pwritev(fd, iov, (int)n, (off_t)from) == (ssize_t)len;
     pthread_mutex_lock(&l->mu);
     l->zeroing = false;
     if (ok && epoch == l->zero_epoch && fd == l->fd)
@@ -502,8 +520,6 @@ cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_
     l->old_fd        = -1;
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->roll_mu, NULL);
-    pthread_cond_init(&l->wcv[0], NULL);
-    pthread_cond_init(&l->wcv[1], NULL);
     pthread_cond_init(&l->cv, NULL);
     pthread_cond_init(&l->thr_cv, NULL);
     pthread_cond_init(&l->snap_cv, NULL);
@@ -533,12 +549,38 @@ static int seg_create(const char *dir, uint32_t seg, bool sync)
     return fd;
 }
 
-/* Under mu: wakes every waiter (a fault, a repair, the close). */
+static void futex_wake(_Atomic uint32_t *word)
+{
+    atomic_fetch_add_explicit(word, 1, memory_order_release);
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* Under mu: wakes every waiter (a fault, a repair, the close): the alarm
+ * sends them the slow way, under the mutex. */
 static void wake_all(cdb_log_t *l)
 {
-    pthread_cond_broadcast(&l->wcv[0]);
-    pthread_cond_broadcast(&l->wcv[1]);
+    atomic_fetch_add_explicit(&l->alarm, 1, memory_order_release);
+    futex_wake(&l->fword[0]);
+    futex_wake(&l->fword[1]);
     pthread_cond_broadcast(&l->cv);
+}
+
+static void unlink_w(cdb_log_t *l, cdb_logw_t *w);
+
+/* Under mu, after a good fsync of everything up to upto: it is synced; the
+ * writers it covers (a prefix of the list, in seq order) are taken off it
+ * and marked done; the caller then wakes fword[k & 1]. After done, w is
+ * its writer's again (it may return and leave its stack frame). */
+static void publish_locked(cdb_log_t *l, uint64_t upto)
+{
+    if (upto > l->synced_seq)
+        l->synced_seq = upto;
+    while (l->head && l->head->last <= l->synced_seq) {
+        cdb_logw_t *w = l->head;
+
+        unlink_w(l, w);
+        atomic_store_explicit(&w->done, true, memory_order_release);
+    }
 }
 
 /* Under mu: with the log failed, tries to make the files what the log says
@@ -575,7 +617,7 @@ static void log_repair_locked(cdb_log_t *l)
 
 /* Under mu, not syncing: fdatasyncs everything written so far without the
  * mutex (the caller becomes the syncer). It is fsync number k: the writers
- * whose groups were appended before it began wait on wcv[k & 1] (those
+ * whose groups were appended before it began wait on fword[k & 1] (those
  * appended meanwhile, on the other one, for the next fsync), so an fsync
  * wakes only the writers it covers. */
 static void log_sync_locked(cdb_log_t *l)
@@ -608,8 +650,7 @@ static void log_sync_locked(cdb_log_t *l)
     l->fsyncs++;
     l->fsync_groups += groups;
     if (rc == 0) {
-        if (target > l->synced_seq)
-            l->synced_seq = target;
+        publish_locked(l, target);
         if (fd == l->fd && off > l->synced_off)
             l->synced_off = off;
     } else {
@@ -627,7 +668,7 @@ static void log_sync_locked(cdb_log_t *l)
         }
         wake_all(l);
     }
-    pthread_cond_broadcast(&l->wcv[k & 1]);
+    futex_wake(&l->fword[k & 1]);
     pthread_cond_broadcast(&l->cv);
 }
 
@@ -790,8 +831,6 @@ void cdb_log_close(cdb_log_t *l)
     if (l->old_fd >= 0)
         close(l->old_fd);
     close(l->lock_fd);              /* releases the flock */
-    pthread_cond_destroy(&l->wcv[0]);
-    pthread_cond_destroy(&l->wcv[1]);
     pthread_cond_destroy(&l->cv);
     pthread_cond_destroy(&l->thr_cv);
     pthread_cond_destroy(&l->snap_cv);
@@ -825,7 +864,7 @@ bool cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
     size_t n;
     int    err;
 
-    w->linked = false;
+    w->linked = w->waits = false;
     pthread_mutex_lock(&l->mu);
     if (l->failed) {
         pthread_mutex_unlock(&l->mu);
@@ -887,7 +926,9 @@ bool cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
         w->last   = l->next_seq - 1;
         w->next   = NULL;
         w->prev   = l->tail;
-        w->linked = true;
+        w->alarm  = atomic_load_explicit(&l->alarm, memory_order_relaxed);
+        atomic_store_explicit(&w->done, false, memory_order_relaxed);
+        w->linked = w->waits = true;
         if (l->tail)
             l->tail->next = w;
         else
@@ -915,10 +956,28 @@ static void unlink_w(cdb_log_t *l, cdb_logw_t *w)
 
 cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p)
 {
-    if (!w->linked)
+    _Atomic uint32_t *word = &l->fword[w->gen & 1];
+
+    if (!w->waits)
         return CDB_WAIT_OK;
+    /* The fast way: sleep on the fsync's futex word until the syncer marks
+     * w done (it unlinked w): no mutex. The word is read before done, so a
+     * wake between the two makes FUTEX_WAIT return at once. */
+    for (;;) {
+        uint32_t v = atomic_load_explicit(word, memory_order_acquire);
+
+        if (atomic_load_explicit(&w->done, memory_order_acquire))
+            return CDB_WAIT_OK;
+        if (atomic_load_explicit(&l->alarm, memory_order_acquire) != w->alarm)
+            break;
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+    }
     pthread_mutex_lock(&l->mu);
     for (;;) {
+        if (atomic_load_explicit(&w->done, memory_order_relaxed)) {
+            pthread_mutex_unlock(&l->mu);
+            return CDB_WAIT_OK;
+        }
         if (l->synced_seq >= w->last) {
             unlink_w(l, w);
             /* Only doomed writers wait for a change of the list (their
@@ -938,8 +997,9 @@ cdb_wait_t cdb_log_wait(cdb_log_t *l, cdb_logw_t *w, problem_t *p)
             pthread_cond_wait(&l->cv, &l->mu);
             continue;
         }
-        /* The log thread syncs (it is never stopped while a writer waits). */
-        pthread_cond_wait(&l->wcv[w->gen & 1], &l->mu);
+        /* The log thread syncs (it is never stopped while a writer waits);
+         * cv is broadcast at the end of every fsync. */
+        pthread_cond_wait(&l->cv, &l->mu);
     }
 }
 
@@ -1060,8 +1120,7 @@ static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *
     l->syncing = false;
     l->fsyncs++;
     if (rc == 0) {
-        if (*upto > l->synced_seq)
-            l->synced_seq = *upto;
+        publish_locked(l, *upto);
         close(oldfd);
         l->old_fd         = -1;
         l->create_pending = false;      /* the new segment's creation fsynced the directory */
@@ -1076,7 +1135,7 @@ static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *
         LOG_E("corDB: fdatasync of a log segment failed (%s)", strerror(err));
         wake_all(l);
     }
-    pthread_cond_broadcast(&l->wcv[k & 1]);
+    futex_wake(&l->fword[k & 1]);
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     pthread_mutex_unlock(&l->roll_mu);
