@@ -477,3 +477,44 @@ def test_subscriptions_survive_a_restart_and_notify(dbdir, tmp_path):
             b.stop()
     finally:
         rcv.stop()
+
+
+def test_zeros_ahead_always(dbdir, tmp_path):
+    """--dbSync always writes zeros ahead of its appends (an fdatasync that
+    does not grow the file skips the inode): a clean stop cuts them off, a
+    kill -9 leaves them, and recovery takes them for the end of the log
+    (no warning, nothing lost), also in a segment before the last (a crash
+    between a roll-over and the cut of the old segment)."""
+    seg = os.path.join(dbdir, "log-00000001.cdb")
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"])
+    try:
+        for i in range(5):
+            assert b.create("urn:z:%d" % i, i).status_code == 201
+        deadline = time.time() + 10
+        while os.path.getsize(seg) < (1 << 20) and time.time() < deadline:
+            time.sleep(0.01)                         # the snapshot thread writes them
+        assert os.path.getsize(seg) >= (1 << 20)
+    finally:
+        b.kill()
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"])
+    try:
+        assert "zeros ahead cut" in b.log() and "torn" not in b.log()
+        for i in range(5):
+            assert b.value("urn:z:%d" % i) == i
+        assert b.create("urn:z:5", 5).status_code == 201
+    finally:
+        b.stop()
+    size = os.path.getsize(seg)
+    assert size < 1 << 20                            # cut at the clean stop
+    with open(seg, "ab") as f:                       # as a crash after a roll-over leaves it
+        f.write(bytes(1 << 16))
+    with open(os.path.join(dbdir, "log-00000002.cdb"), "wb") as f:
+        f.write(b"CDBLOG01")
+    b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"])
+    try:
+        assert "zeros ahead cut" in b.log()
+        for i in range(6):
+            assert b.value("urn:z:%d" % i) == i
+    finally:
+        b.stop()
+    assert os.path.getsize(seg) == size

@@ -41,9 +41,9 @@ import perf_run  # noqa: E402  (shares the broker start, wrk and the Vehicle sha
 ROOT = perf_run.ROOT
 
 
-def start(port, flags, logpath):
+def start(port, flags, logpath, binary=None):
     log = open(logpath, "ab")
-    p = subprocess.Popen(perf_run.PIN_SERVER + [perf_run.BIN, "-fg", "--port", str(port), "--bind", "127.0.0.1",
+    p = subprocess.Popen(perf_run.PIN_SERVER + [binary or perf_run.BIN, "-fg", "--port", str(port), "--bind", "127.0.0.1",
                           "--logLevel", "info"] + flags, stdout=log, stderr=subprocess.STDOUT)
     log.close()
     return p
@@ -107,7 +107,8 @@ def du(path):
 def ingest(a):
     configs = [("RAM", [])] + [(m, ["--dbSync", m]) for m in ("always", "interval", "none")]
     if a.configs:
-        # NAME=FLAGS;NAME=FLAGS ... (e.g. "RAM=;always=--dbSync always --connectionPoolSize 32")
+        # NAME=FLAGS;NAME=FLAGS ... (e.g. "RAM=;always=--dbSync always --connectionPoolSize 32");
+        # a flag bin=PATH runs that binary (a before / after pair side by side)
         configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split()) for c in a.configs.split(";")]
     res = {name: {"create": [], "patch": [], "cp99": [], "pp99": [], "fs": [], "wpf": [], "fms": [],
                   "cpu": [], "cs": []} for name, _ in configs}
@@ -116,8 +117,10 @@ def ingest(a):
         for name, flags in configs:
             port = perf_run.free_port()
             d = os.path.join(work, "db-%s-%d" % (name, run))
-            fl = flags + (["--dbDir", d] if name != "RAM" else [])
-            p = start(port, fl, os.path.join(work, "broker.log"))
+            fl = [f for f in flags if not f.startswith("bin=")]
+            binary = next((f[4:] for f in flags if f.startswith("bin=")), None)
+            fl += ["--dbDir", d] if name != "RAM" else []
+            p = start(port, fl, os.path.join(work, "broker.log"), binary)
             base = "http://127.0.0.1:%d" % port
             perf_run.wait_up(base + "/version")
             perf_run.load(base, 10000)

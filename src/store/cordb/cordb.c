@@ -435,7 +435,7 @@ static bool log_group(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, c
 {
     bool any = false;
 
-    w->linked = false;
+    w->linked = w->waits = false;
     if (CR_LIKELY(!db->log))
         return true;
     for (size_t i = 0; i < n && !any; i++)
@@ -453,7 +453,7 @@ static bool log_group(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, c
 static bool log_wait(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, cdb_logw_t *w,
                      problem_t *p)
 {
-    if (CR_LIKELY(!w->linked))
+    if (CR_LIKELY(!w->waits))
         return true;
     if (cdb_log_wait(db->log, w, p) == CDB_WAIT_OK)
         return true;

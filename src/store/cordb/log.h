@@ -84,7 +84,10 @@ typedef struct cdb_logw {
     struct cdb_logw *prev, *next;
     uint64_t         last;      /* the group's last seq */
     uint64_t         gen;       /* the number of the fsync that covers it */
-    bool             linked;
+    uint32_t         alarm;     /* the log's alarm count at the append (log.c) */
+    bool             linked;    /* in the log's list (under its mutex) */
+    bool             waits;     /* the writer waits (always): set by cdb_log_append, the writer's own */
+    _Atomic bool     done;      /* on disk: unlinked by the syncer, the writer returns */
 } cdb_logw_t;
 
 typedef enum { CDB_WAIT_OK = 0, CDB_WAIT_DOOMED } cdb_wait_t;

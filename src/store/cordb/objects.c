@@ -129,7 +129,7 @@ static bool obj_log(cdb_t *db, cdb_tenant_t *t, int kind, const char *id, const 
     sbuf_t    *sb;
     size_t     at;
 
-    w->linked = false;
+    w->linked = w->waits = false;
     if (!log)
         return true;
     sb = cdb_log_buf();
@@ -201,7 +201,7 @@ bool cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const 
     }
     pthread_rwlock_unlock(&t->lock);
 
-    if (w.linked && cdb_log_wait(cdb_db_log(db), &w, p) == CDB_WAIT_DOOMED) {
+    if (w.waits && cdb_log_wait(cdb_db_log(db), &w, p) == CDB_WAIT_DOOMED) {
         size_t k2;
         char  *k = obj_key(kind, id, &k2);
 
@@ -254,7 +254,7 @@ bool cdb_obj_delete(cdb_t *db, const char *tenant, int kind, const char *id, pro
     free(key);
     if (!ob)
         return obj_not_found(p, kind, id);
-    if (w.linked && cdb_log_wait(cdb_db_log(db), &w, p) == CDB_WAIT_DOOMED) {
+    if (w.waits && cdb_log_wait(cdb_db_log(db), &w, p) == CDB_WAIT_DOOMED) {
         cdb_tenant_wrlock(t);               /* back, at the end of the creation order */
         objs_add(&t->objs, ob);
         pthread_rwlock_unlock(&t->lock);

@@ -13,7 +13,12 @@
  * that are only zeros, or a bad record that runs to the end of the file, or
  * a record position holding zeros: a hole a machine crash left) is a torn
  * tail: a crash while writing, never acknowledged. It is cut off, from
- * the start of its group, and the bytes dropped are logged. Any other bad
+ * the start of its group, and the bytes dropped are logged. With --dbSync
+ * always the log writes zeros ahead of its appends (log.c): after a crash a
+ * segment ends in zeros, the end of its records, cut without a warning (in
+ * any segment: a crash between a roll-over and the cut of the old segment
+ * leaves its zeros; the seqs of the next segment must still follow on), and
+ * "runs to the end of the file" means to the end of what is not zeros. Any other bad
  * record stops the start with its file and offset, unless --dbRecover
  * truncate says to cut the log there (and drop the segments after it).
  */
@@ -221,7 +226,8 @@ static bool seg_replay(seg_scan_t *ss, const char *dir, uint32_t seg, bool last,
     size_t    off = CDB_MAGIC_LEN, group_at = CDB_MAGIC_LEN, bad_at = 0;
     cdb_rec_t r;
     const char *why = NULL;
-    bool      ok = true, holed = false;
+    bool      ok = true, holed = false, zeros = false;
+    size_t    data_end;
 
     cdb_seg_path(path, sizeof(path), dir, seg);
     if (!map_file(path, &m, true))
@@ -236,11 +242,22 @@ static bool seg_replay(seg_scan_t *ss, const char *dir, uint32_t seg, bool last,
         return problem_set(p, PB_INTERNAL_ERROR, "%s: not a corDB log segment", path);
     }
 
+    /* the end of what is not zeros (the zeros ahead of a crashed log) */
+    data_end = m.n;
+    while (data_end > CDB_MAGIC_LEN && data_end % 8 && !m.p[data_end - 1])
+        data_end--;
+    while (data_end >= CDB_MAGIC_LEN + 8 && all_zero(m.p + data_end - 8, 8))
+        data_end -= 8;
+    while (data_end > CDB_MAGIC_LEN && !m.p[data_end - 1])
+        data_end--;
+
     while (off < m.n) {
         cdb_parse_t pr = cdb_rec_parse(m.p + off, m.n - off, &r);
 
         if (pr != CDB_PARSE_OK) {
-            bool torn = pr == CDB_PARSE_SHORT || all_zero(m.p + off, m.n - off);
+            bool torn = pr == CDB_PARSE_SHORT || off >= data_end;
+
+            zeros = off >= data_end;
 
             /* A record that starts with 8 zero bytes (length 0: no record
              * is) is space that was never written: after a machine crash,
@@ -256,10 +273,10 @@ static bool seg_replay(seg_scan_t *ss, const char *dir, uint32_t seg, bool last,
                 /* a bad record that runs to the end of the file */
                 uint32_t len = (uint32_t)m.p[off] | (uint32_t)m.p[off + 1] << 8 |
                                (uint32_t)m.p[off + 2] << 16 | (uint32_t)m.p[off + 3] << 24;
-                torn = (uint64_t)off + 8 + len >= m.n;
+                torn = (uint64_t)off + 8 + len >= data_end;
             }
             bad_at = off;
-            why    = torn && last ? "torn" : "corrupt";
+            why    = torn && (last || (zeros && group_at == off)) ? "torn" : "corrupt";
             break;
         }
         if (r.seq > ss->base) {
@@ -307,7 +324,10 @@ static bool seg_replay(seg_scan_t *ss, const char *dir, uint32_t seg, bool last,
                 ss->expect--;
             at += g.size;
         }
-        if (!strcmp(why, "torn") && holed) {
+        if (!strcmp(why, "torn") && zeros && group_at == bad_at) {
+            LOG_I("corDB: %s: the log's zeros ahead cut at offset %zu (%zu bytes)", path,
+                  group_at, m.n - group_at);
+        } else if (!strcmp(why, "torn") && holed) {
             LOG_W("corDB: %s: a torn tail (a machine crash while writing: never-written zeros at "
                   "offset %zu, written bytes after them) cut at offset %zu: %zu bytes dropped, "
                   "never synced", path, bad_at, group_at, m.n - group_at);
