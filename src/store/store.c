@@ -138,12 +138,73 @@ static bool same_ds(const char *a, const char *b)
     return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-static const cr_attr_t *find_instance(const cr_entity_t *e, const cr_attr_t *at)
+/* The instances of an entity by (name, datasetId), so that the diff of two
+ * versions costs linear time whatever their width (an entity may have tens of
+ * thousands of attributes): a linear search below INST_LINEAR instances, an
+ * open-addressing table above (on the stack up to INST_STACK slots). */
+#define INST_LINEAR 16u
+#define INST_STACK  128u
+
+typedef struct {
+    const cr_entity_t *e;
+    const cr_attr_t  **slot;        /* NULL: search e linearly */
+    uint32_t           mask;
+    const cr_attr_t   *local[INST_STACK];
+} inst_index_t;
+
+static uint32_t inst_hash(const cr_attr_t *at)
 {
-    for (uint16_t i = 0; i < e->n_attrs; i++)
-        if (e->attrs[i].name == at->name && same_ds(e->attrs[i].dataset_id, at->dataset_id))
-            return &e->attrs[i];
+    uint64_t h = cr_hash_ptr(at->name);
+    if (at->dataset_id) h ^= cr_hash(at->dataset_id, strlen(at->dataset_id));
+    return (uint32_t)h;
+}
+
+static void inst_index_init(inst_index_t *x, const cr_entity_t *e)
+{
+    x->e = e;
+    x->slot = NULL;
+    if (!e || e->n_attrs <= INST_LINEAR) return;
+    uint32_t cap = 32;
+    while (cap < 2u * e->n_attrs) cap *= 2;
+    x->slot = cap <= INST_STACK ? x->local : cr_xmalloc(cap * sizeof *x->slot);
+    memset(x->slot, 0, cap * sizeof *x->slot);
+    x->mask = cap - 1;
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        uint32_t j = inst_hash(&e->attrs[i]) & x->mask;
+        while (x->slot[j]) j = (j + 1) & x->mask;
+        x->slot[j] = &e->attrs[i];
+    }
+}
+
+static void inst_index_free(inst_index_t *x)
+{
+    if (x->slot && x->slot != x->local) free(x->slot);
+}
+
+static const cr_attr_t *find_instance(const inst_index_t *x, const cr_attr_t *at)
+{
+    const cr_entity_t *e = x->e;
+    if (!x->slot) {
+        for (uint16_t i = 0; i < e->n_attrs; i++)
+            if (e->attrs[i].name == at->name && same_ds(e->attrs[i].dataset_id, at->dataset_id))
+                return &e->attrs[i];
+        return NULL;
+    }
+    for (uint32_t j = inst_hash(at) & x->mask; x->slot[j]; j = (j + 1) & x->mask)
+        if (x->slot[j]->name == at->name && same_ds(x->slot[j]->dataset_id, at->dataset_id))
+            return x->slot[j];
     return NULL;
+}
+
+/* The same instances at the same positions (the common PATCH): nothing is
+ * created or deleted. */
+static bool same_instances(const cr_entity_t *b, const cr_entity_t *a)
+{
+    if (b->n_attrs != a->n_attrs) return false;
+    for (uint16_t i = 0; i < a->n_attrs; i++)
+        if (b->attrs[i].name != a->attrs[i].name || !same_ds(b->attrs[i].dataset_id, a->attrs[i].dataset_id))
+            return false;
+    return true;
 }
 
 static store_attr_ref_t *put_ref(store_attr_ref_t *r, const cr_attr_t *at)
@@ -161,24 +222,39 @@ static store_attr_ref_t *diff_change(store_change_t *ch, store_attr_ref_t *r)
 {
     const cr_entity_t *b = ch->before, *a = ch->after;
 
+    if (a && b && same_instances(b, a)) {
+        ch->created = ch->deleted = r;
+        ch->n_created = ch->n_deleted = 0;
+        ch->updated = r;
+        for (uint16_t i = 0; i < a->n_attrs; i++)
+            if (a->attrs[i].modified_at == ch->at) r = put_ref(r, &a->attrs[i]);
+        ch->n_updated = (uint32_t)(r - ch->updated);
+        ch->deleted = r;
+        return r;
+    }
+    inst_index_t bi, ai;
+    inst_index_init(&bi, b);
+    inst_index_init(&ai, a);
     ch->created = r;
     if (a)
         for (uint16_t i = 0; i < a->n_attrs; i++)
-            if (!b || !find_instance(b, &a->attrs[i]))
+            if (!b || !find_instance(&bi, &a->attrs[i]))
                 r = put_ref(r, &a->attrs[i]);
     ch->n_created = (uint32_t)(r - ch->created);
     ch->updated   = r;
     if (a && b)
         for (uint16_t i = 0; i < a->n_attrs; i++)
-            if (a->attrs[i].modified_at == ch->at && find_instance(b, &a->attrs[i]))
+            if (a->attrs[i].modified_at == ch->at && find_instance(&bi, &a->attrs[i]))
                 r = put_ref(r, &a->attrs[i]);
     ch->n_updated = (uint32_t)(r - ch->updated);
     ch->deleted   = r;
     if (b)
         for (uint16_t i = 0; i < b->n_attrs; i++)
-            if (!a || !find_instance(a, &b->attrs[i]))
+            if (!a || !find_instance(&ai, &b->attrs[i]))
                 r = put_ref(r, &b->attrs[i]);
     ch->n_deleted = (uint32_t)(r - ch->deleted);
+    inst_index_free(&bi);
+    inst_index_free(&ai);
     return r;
 }
 
