@@ -242,6 +242,7 @@ typedef struct cr_config {
     int         max_geo_vertices;    /* --maxGeoVertices per geometry (GeoProperty value, geo-query); 0: none */
     int         max_batch_size;      /* --maxBatchSize: entities in one batch operation */
     int         max_limit;           /* --maxLimit: largest page size */
+    int         order_indexes;       /* --orderIndexes per tenant (0: none; at most CDB_OIDX_MAX) */
     int         render_cache_mb;     /* --renderCache MiB of cached entity renderings (0: off) */
     int         default_limit;       /* limit when none is given (20) */
     int         context_timeout_ms;  /* --contextTimeout for remote @context downloads */
