@@ -2024,8 +2024,37 @@ static void test_order_index_pages_through_writes(void **state)
     order_pages_agree(s, &f, a);
     assert_true(store_create(s, "oi", mk(a, "urn:I:new", T_B, NULL, "v", 1, NULL, 0), &p));
     order_pages_agree(s, &f, a);
-    cr_config.order_indexes = saved;
     store_close(s);
+
+    /* built by the first ordered query, counted in the shape, gone with the entities */
+    {
+        cdb_t         *db = cdb_open(false, &p);
+        cdb_shape_t    sh;
+        store_change_t ch;
+        store_page_t   pg;
+
+        for (int i = 0; i < 50; i++) {
+            assert_true(cdb_create(db, "x", mk(a, arena_printf(a, "urn:X:%d", i), T_A, NULL, "v", i % 7,
+                                              NULL, 0), &ch, &p));
+            drop_change(&ch);
+        }
+        assert_true(cdb_tenant_shape(db, "x", &sh));
+        assert_int_equal(sh.order_indexes, 0);
+        assert_true(cdb_query(db, "x", &f, 0, 5, false, a, &pg, &p));
+        assert_int_equal(pg.n, 5);
+        store_page_release(&pg);
+        assert_true(cdb_tenant_shape(db, "x", &sh));
+        assert_int_equal(sh.order_indexes, 1);
+        assert_true(sh.order_bytes > 50 * sizeof(cdb_oent_t));
+        for (int i = 0; i < 50; i++) {
+            assert_true(cdb_delete(db, "x", arena_printf(a, "urn:X:%d", i), NULL, &ch, &p));
+            drop_change(&ch);
+        }
+        assert_true(cdb_tenant_shape(db, "x", &sh));
+        assert_int_equal(sh.order_indexes, 0);
+        cdb_close(db);
+    }
+    cr_config.order_indexes = saved;
     arena_free(a);
 }
 

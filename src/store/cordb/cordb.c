@@ -1273,6 +1273,7 @@ bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out)
                        cdb_typeidx_bytes(&t->types, &entries) + out->geo_bytes +
                        cdb_attridx_bytes(&t->attrs);
     out->type_entries = entries;
+    out->order_bytes  = cdb_oidx_bytes(t, &out->order_indexes);
     for (uint32_t i = 0; i < t->n_slots; i++)
         if (t->slots[i].cur)
             out->entity_bytes += t->slots[i].cur->bytes;

@@ -443,6 +443,7 @@ typedef struct cdb_shape {
     size_t geo_scans, geo_grids, geo_entries, geo_large, geo_bytes;   /* geo_large: of the first grid */
     int    geo_level;           /* of the first grid */
     size_t index_bytes;         /* slot array + id map + type index + geo index */
+    size_t order_indexes, order_bytes;   /* ordered indexes (with their dirty log) */
     size_t entity_bytes;        /* sum of the frozen blocks */
 } cdb_shape_t;
 bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out);
