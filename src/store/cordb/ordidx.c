@@ -18,8 +18,11 @@
  * A reader then merges: an index entry counts only while the slot still holds
  * that entity (slots[slot].cur == e), and the slots dirtied since (their
  * current entities, keyed and sorted in the request's arena) are merged in.
- * When more than 64 + n/32 slots are dirty, the reader that notices rebuilds
- * the index by one merge, O(n), and swaps it in. Compaction and a release
+ * When more than 32 + n/1024 slots are dirty, the reader that notices rebuilds
+ * the index by one merge, O(n), and swaps it in: a query then merges at most
+ * that many (a sort of them) and a fold costs about 80 instructions per entry,
+ * so that an ordered query right after each write stays near a plain page
+ * (doc/performance.md). Compaction and a release
  * (which renumber or drop the slots) make every index stale: rebuilt by the
  * next query. The log itself is trimmed by writers (cdb_oidx_log_full).
  *
@@ -33,6 +36,8 @@
 #include <string.h>
 
 #include "cordb.h"
+
+#define OIDX_FOLD_AT(n) (32 + (n) / 1024)    /* dirty slots that make a reader fold them in */
 
 struct cdb_oidx {
     char            *sig;
@@ -165,7 +170,8 @@ static size_t oidx_dirty(const cdb_tenant_t *t, const cdb_oidx_t *idx, arena_t *
     size_t    n = t->dirty_n - idx->dpos, u = 0;
     uint32_t *v = arena_alloc(a, (n ? n : 1) * sizeof *v);
 
-    memcpy(v, t->dirty + idx->dpos, n * sizeof *v);
+    if (n)
+        memcpy(v, t->dirty + idx->dpos, n * sizeof *v);
     qsort(v, n, sizeof *v, cmp_u32);
     for (size_t i = 0; i < n; i++)
         if (!u || v[i] != v[u - 1])
@@ -192,10 +198,12 @@ void cdb_oidx_unref(cdb_oidx_t *idx)
 }
 
 /* A new index: old's entries still current (NULL: none) merged with extra
- * (sorted, keys in xk). Read lock held. */
-static cdb_oidx_t *oidx_merge(const cdb_tenant_t *t, const cdb_oidx_t *old, const entity_order_t *o,
+ * (sorted, keys in xk). steal: nobody else holds old (its refs are 1, taken
+ * under oidx_mu): its references move to the new index (no reference counting
+ * per entry) and old is left empty. Read lock held. */
+static cdb_oidx_t *oidx_merge(const cdb_tenant_t *t, cdb_oidx_t *old, const entity_order_t *o,
                               const char *sig, const cdb_oent_t *extra, const order_key_t *xk,
-                              size_t n_extra)
+                              size_t n_extra, bool steal)
 {
     size_t      m = o->n ? o->n : 1, cap = n_extra + (old ? old->n : 0), i = 0, j = 0, n = 0;
     cdb_oidx_t *idx = cr_xcalloc(1, sizeof *idx);
@@ -213,13 +221,17 @@ static cdb_oidx_t *oidx_merge(const cdb_tenant_t *t, const cdb_oidx_t *old, cons
         const cdb_oent_t  *pick;
         const order_key_t *pk;
 
-        while (old && i < old->n && t->slots[old->ent[i].slot].cur != old->ent[i].e)
-            i++;                    /* changed or deleted since: its new version is in extra */
+        bool               moved = false;
+
+        for (; old && i < old->n && t->slots[old->ent[i].slot].cur != old->ent[i].e; i++)
+            if (steal)              /* changed or deleted since: its new version is in extra */
+                entity_unref(old->ent[i].e);
         if (old && i < old->n &&
             (j == n_extra || order_keys_cmp(o, &old->k[i * m], old->ent[i].e,
                                             &xk[extra[j].ki * m], extra[j].e) < 0)) {
-            pick = &old->ent[i];
-            pk   = &old->k[i * m];
+            pick  = &old->ent[i];
+            pk    = &old->k[i * m];
+            moved = steal;
             i++;
         } else if (j < n_extra) {
             pick = &extra[j];
@@ -230,11 +242,14 @@ static cdb_oidx_t *oidx_merge(const cdb_tenant_t *t, const cdb_oidx_t *old, cons
         }
         idx->ent[n] = (cdb_oent_t){.e = pick->e, .slot = pick->slot, .ki = (uint32_t)n};
         memcpy(&idx->k[n * m], pk, m * sizeof *pk);
-        entity_ref(pick->e);
+        if (!moved)
+            entity_ref(pick->e);
         idx->pos[pick->slot] = (uint32_t)n + 1;
         n++;
     }
     idx->n = n;
+    if (steal)
+        old->n = 0;                 /* every reference moved or dropped */
     return idx;
 }
 
@@ -258,7 +273,7 @@ cdb_oidx_t *cdb_oidx_get(cdb_tenant_t *t, const entity_order_t *o, arena_t *a)
         if (t->oidx[i]->used < t->oidx[w]->used)
             w = i;
     }
-    if (!idx || idx->epoch != t->compactions || t->dirty_n - idx->dpos > 64 + idx->n / 32) {
+    if (!idx || idx->epoch != t->compactions || t->dirty_n - idx->dpos > OIDX_FOLD_AT(idx->n)) {
         cdb_oent_t  *extra;
         order_key_t *xk;
         uint32_t    *sv;
@@ -275,7 +290,8 @@ cdb_oidx_t *cdb_oidx_get(cdb_tenant_t *t, const entity_order_t *o, arena_t *a)
                     sv[n_sv++] = s;
         }
         n_extra = cdb_oidx_extra(t, old, o, sv, n_sv, NULL, NULL, a, &extra, &xk);
-        old = oidx_merge(t, old, o, sig, extra, xk, n_extra);
+        old = oidx_merge(t, old, o, sig, extra, xk, n_extra,
+                         old && atomic_load_explicit(&old->refs, memory_order_acquire) == 1);
         if (idx) {
             cdb_oidx_unref(t->oidx[w]);         /* replaced (readers walking it keep it) */
         } else if (t->oidx_n < (size_t)cr_config.order_indexes && t->oidx_n < CDB_OIDX_MAX) {
