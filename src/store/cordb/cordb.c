@@ -1053,7 +1053,9 @@ static bool __attribute__((noinline)) query_ordered(cdb_tenant_t *t, const entit
  * sorted here), until offset + limit matches. Holds the read lock throughout,
  * so an index walk visits at most CDB_OIDX_WALK_MAX entries: a filter that
  * matches too few of them (or a large offset) gives way to the bounded heap,
- * which breathes. false: no index serves (the page is empty then). */
+ * which breathes; so does a filter whose candidates (the type index's count)
+ * are too few for a walk to find the page within that bound. false: no index
+ * serves (the page is empty then). */
 #define CDB_OIDX_WALK_MAX 4096
 
 static bool filter_ok_ud(const void *ud, const cr_entity_t *e)
@@ -1073,8 +1075,22 @@ static bool __attribute__((noinline)) query_indexed(cdb_tenant_t *t, const entit
     order_key_t          *xk;
     uint32_t             *sv;
 
-    if (f->ids || !(idx = cdb_oidx_get(t, o, a)))
+    if (f->ids)
         return false;               /* by ids: a few candidates, the heap is cheaper */
+    if (!f->geo) {                  /* (a geo scan's candidates cost their collection) */
+        cdb_scan_t sc;
+        size_t     est, need = offset + limit;
+
+        cdb_scan_begin(&sc, t, f, a);
+        est = cdb_scan_estimate(&sc);
+        cdb_scan_end(&sc);
+        /* few candidates (a rare type): the heap over them is cheaper than
+         * walking the index past the entities of other types */
+        if ((double)need * t->n_live > (double)est * CDB_OIDX_WALK_MAX)
+            return false;
+    }
+    if (!(idx = cdb_oidx_get(t, o, a)))
+        return false;
     n    = cdb_oidx_len(idx);
     n_sv = cdb_oidx_dirty(t, idx, a, &sv);
     nx   = cdb_oidx_extra(t, idx, o, sv, n_sv, filter_ok_ud, f, a, &x, &xk);

@@ -348,6 +348,8 @@ void         cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_
                             arena_t *a);
 cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot);
 void         cdb_scan_end(cdb_scan_t *sc);
+/* At most how many candidates the walk will return (after begin). */
+size_t       cdb_scan_estimate(const cdb_scan_t *sc);
 /* Chunks: pause before releasing the tenant lock, resume after taking it
  * again. Resuming goes on after the last candidate returned, in creation
  * order, whatever compaction, a release or new types did meanwhile. */

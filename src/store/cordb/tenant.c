@@ -494,6 +494,24 @@ void cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_filter_t
         scan_try_geo(sc, f->geo, a);
 }
 
+size_t cdb_scan_estimate(const cdb_scan_t *sc)
+{
+    size_t n = 0;
+
+    switch (sc->mode) {
+    case SCAN_VEC:
+        return sc->n_sv;
+    case SCAN_TYPES:
+        for (size_t i = 0; i < sc->n_lists; i++)
+            n += sc->lists[i] ? sc->lists[i]->n : 0;
+        return n;
+    case SCAN_NONE:
+        return 0;
+    default:
+        return sc->t->n_live;
+    }
+}
+
 /* Candidates from ids or the geo index are spread over memory: fetch the
  * slot SCAN_AHEAD positions ahead, and the first lines of the entity (header,
  * attributes, first values) half as far ahead, so that the cache misses of
