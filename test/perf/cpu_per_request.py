@@ -14,6 +14,7 @@ Shapes (the names of perf_run.py):
   query_ldjson  the same, Accept: application/ld+json
   join_inline   the same with join=inline
   orderby       GET /entities?type=Vehicle&orderBy=speed;desc&limit=20
+  orderby_count the same with count=true
   create, patch POST /entities (a new entity), PATCH /entities/{id} (a new speed): not in the
                 default list (--shapes create,patch)
   orderby_patched  a PATCH of a Vehicle, then the orderby query (per pair): the ordered
@@ -41,6 +42,7 @@ SHAPES = {
     "query_ldjson": (PAGE, {"Accept": "application/ld+json"}),
     "join_inline": (PAGE + "&join=inline", {}),
     "orderby": ("/ngsi-ld/v1/entities?type=Vehicle&orderBy=speed%3Bdesc&limit=20", {}),
+    "orderby_count": ("/ngsi-ld/v1/entities?type=Vehicle&orderBy=speed%3Bdesc&limit=20&count=true", {}),
 }
 JSON = {"Content-Type": "application/json"}
 _seq = [0]
@@ -103,7 +105,7 @@ def measure(binary, flags, n, r, shapes):
     out = {}
     with loaded_broker(binary, flags, n) as (b, c):
         for s in shapes:
-            reps = max(100, r // 20) if s == "orderby" else r
+            reps = max(100, r // 20) if s.startswith("orderby") else r
             send(c, s, 20)
             t0 = cpu_seconds(b.pid)
             send(c, s, reps)
