@@ -224,7 +224,7 @@ void cdb_objs_free(cdb_objs_t *o);
 /* ------------------------------------------------------ ordered index */
 
 /* Per tenant and orderBy signature, the live entities sorted (ordidx.c). */
-#define CDB_OIDX_MAX        16
+#define CDB_OIDX_MAX        CR_ORDER_INDEXES_MAX
 #define CDB_OIDX_DIRTY_MAX  (1u << 16)   /* dirty log entries before writers trim it */
 
 typedef struct cdb_oidx cdb_oidx_t;
