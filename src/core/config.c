@@ -53,6 +53,7 @@ static flag_t flags[] = {
     {"maxGeoVertices", F_INT, &cr_config.max_geo_vertices, "2048", NULL, "positions in one geometry (GeoProperty value or geo-query; 0: no limit)"},
     {"maxBatchSize", F_INT, &cr_config.max_batch_size, "1000", NULL, "entities in one batch operation (400 beyond; at least 1)"},
     {"maxLimit", F_INT, &cr_config.max_limit, "1000", NULL, "largest page size (limit) of a query"},
+    {"orderIndexes", F_INT, &cr_config.order_indexes, "8", NULL, "ordered indexes per tenant for orderBy, built on first use (0: none, at most " CR_STR(CR_ORDER_INDEXES_MAX) ")"},
     {"renderCache", F_INT, &cr_config.render_cache_mb, "256", NULL, "MiB of cached entity renderings (0: none)"},
     {"defaultLimit", F_INT, &cr_config.default_limit, "20", NULL, "page size when a query gives no limit"},
     {"contextTimeout", F_INT, &cr_config.context_timeout_ms, "5000", NULL, "ms a request may wait for its remote @contexts in total (from its arrival)"},
@@ -97,6 +98,7 @@ static const struct { const void *dst; long long max; } bounds[] = {
     {&cr_config.max_body_size, CR_JSON_DOC_MAX},
     {&cr_config.max_json_depth, CR_JSON_DEPTH_MAX},
     {&cr_config.max_attributes, CR_ATTRS_MAX},
+    {&cr_config.order_indexes, CR_ORDER_INDEXES_MAX},
 };
 
 static long long flag_max(const flag_t *f)

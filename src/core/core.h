@@ -218,6 +218,7 @@ const char *problem_title(problem_kind_t kind);
 #define CR_JSON_DEPTH_MAX   1024         /* json/: the parser's recursion and the writer's levels */
 #define CR_JSON_DOC_MAX     (1u << 30)   /* json/: string lengths are 32-bit; --maxBodySize up to 1 GiB */
 #define CR_ATTRS_MAX        65535        /* model/: attribute, sub-attribute and type counts are 16-bit */
+#define CR_ORDER_INDEXES_MAX 16          /* corDB: ordered indexes per tenant (a fixed table) */
 
 /* --------------------------------------------------------- configuration */
 
@@ -244,6 +245,7 @@ typedef struct cr_config {
     int         max_geo_vertices;    /* --maxGeoVertices per geometry (GeoProperty value, geo-query); 0: none */
     int         max_batch_size;      /* --maxBatchSize: entities in one batch operation */
     int         max_limit;           /* --maxLimit: largest page size */
+    int         order_indexes;       /* --orderIndexes per tenant (0: none; at most CR_ORDER_INDEXES_MAX) */
     int         render_cache_mb;     /* --renderCache MiB of cached entity renderings (0: off) */
     int         default_limit;       /* limit when none is given (20) */
     int         context_timeout_ms;  /* --contextTimeout for remote @context downloads */

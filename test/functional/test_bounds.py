@@ -26,6 +26,7 @@ from ngsi import assert_problem, uid
     ("--maxAttributes", "65536"),              # beyond the 16-bit count
     ("--maxJsonDepth", "1025"),                # beyond the parser and the writer
     ("--maxGeoVertices", "-5"),
+    ("--orderIndexes", "17"),                  # beyond corDB's table of ordered indexes
 ])
 def test_bad_flag_values_refused_at_start(flag, value):
     p = subprocess.run([binary_path(), "-fg", "--port", "1", flag, value],

@@ -193,3 +193,41 @@ def test_4_23_order_by_while_entities_change(cli):
     for t in ts:
         t.join(120)
     assert not errors, errors[:5]
+
+
+def test_4_23_pages_follow_the_order_through_writes(cli):
+    """The ordered index (doc/cordb.md): after every kind of write (PATCH,
+    replace, delete, create, batch upsert, purge) each page equals the slice
+    of the full order, computed here from the entities as they are."""
+    def key(e):
+        return (0, -e["v"]["value"], e["id"]) if "v" in e else (1, 0, e["id"])
+
+    def check():
+        allents = cli.get("/entities", params={"type": "P", "limit": 1000}).json()
+        expect = [e["id"] for e in sorted(allents, key=key)]
+        got = []
+        for offset in range(0, len(expect) + 20, 20):
+            r = cli.get("/entities", params={"type": "P", "orderBy": "v;desc,id", "limit": 20,
+                                             "offset": offset, "count": "true"})
+            assert r.headers["NGSILD-Results-Count"] == str(len(expect))
+            got += ids(r)
+        assert got == expect
+
+    pid = lambda i: "urn:ngsi-ld:P:%04d" % i  # noqa: E731
+    cli.batch_create([entity(pid(i), "P", **({"v": prop((i * 37) % 50)} if i % 11 else {"w": prop(1)}))
+                      for i in range(300)])
+    check()
+    for r in range(3):
+        for i in range(40):
+            k = (i * 53 + r) % 300
+            cli.patch("/entities/%s/attrs" % pid(k), {"v": prop((i * 7 + r) % 50)})
+        check()
+        for i in range(8):
+            cli.delete("/entities/" + pid((i * 29 + r * 5) % 300))
+        cli.create(entity(pid(1000 + r), "P", v=prop(25)))
+        cli.put("/entities/" + pid(3 + r), {"type": "P", "v": prop(49)})
+        cli.post("/entityOperations/upsert", [entity(pid(10 + r), "P", v=prop(0)),
+                                              entity(pid(2000 + r), "P", v=prop(48))])
+        check()
+    assert cli.delete("/entities", params={"type": "P", "q": "v<20"}).status_code == 204   # purge (5.6.21)
+    check()

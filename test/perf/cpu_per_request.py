@@ -14,6 +14,11 @@ Shapes (the names of perf_run.py):
   query_ldjson  the same, Accept: application/ld+json
   join_inline   the same with join=inline
   orderby       GET /entities?type=Vehicle&orderBy=speed;desc&limit=20
+  orderby_count the same with count=true
+  create, patch POST /entities (a new entity), PATCH /entities/{id} (a new speed): not in the
+                default list (--shapes create,patch)
+  orderby_patched  a PATCH of a Vehicle, then the orderby query (per pair): the ordered
+                query right after a write
 
   python3 test/perf/cpu_per_request.py [--bin A --bin B] [--flags '--renderCache 0'] [-n 10000] [-r 10000]
                                        [--repeat 3]
@@ -37,6 +42,29 @@ SHAPES = {
     "query_ldjson": (PAGE, {"Accept": "application/ld+json"}),
     "join_inline": (PAGE + "&join=inline", {}),
     "orderby": ("/ngsi-ld/v1/entities?type=Vehicle&orderBy=speed%3Bdesc&limit=20", {}),
+    "orderby_count": ("/ngsi-ld/v1/entities?type=Vehicle&orderBy=speed%3Bdesc&limit=20&count=true", {}),
+}
+JSON = {"Content-Type": "application/json"}
+_seq = [0]
+
+
+def _patch(i):
+    return ("PATCH", "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:%d" % (i * 7919 % 1000), JSON,
+            '{"speed":{"type":"Property","value":%d}}' % (i % 120), 204)
+
+
+def _create(i):
+    _seq[0] += 1
+    return ("POST", "/ngsi-ld/v1/entities", JSON,
+            '{"id":"urn:ngsi-ld:New:%d:%d","type":"New","speed":{"type":"Property","value":%d}}'
+            % (os.getpid(), _seq[0], i % 120), 201)
+
+
+# Writes, and the ordered query right after a write (one unit = both requests).
+WRITES = {
+    "create": lambda i: [_create(i)],
+    "patch": lambda i: [_patch(i)],
+    "orderby_patched": lambda i: [_patch(i), ("GET", SHAPES["orderby"][0], {}, None, 200)],
 }
 
 
@@ -63,20 +91,21 @@ def loaded_broker(binary, flags, n, prefix=()):
 
 
 def send(c, shape, times):
-    path, hdr = SHAPES[shape]
-    for _ in range(times):
-        c.request("GET", path, headers=hdr)
-        resp = c.getresponse()
-        resp.read()
-        if resp.status != 200:
-            raise RuntimeError("%s: %d" % (shape, resp.status))
+    for i in range(times):
+        reqs = WRITES[shape](i) if shape in WRITES else [("GET",) + SHAPES[shape] + (None, 200)]
+        for method, path, hdr, body, want in reqs:
+            c.request(method, path, body=body, headers=hdr)
+            resp = c.getresponse()
+            resp.read()
+            if resp.status != want:
+                raise RuntimeError("%s: %d" % (shape, resp.status))
 
 
 def measure(binary, flags, n, r, shapes):
     out = {}
     with loaded_broker(binary, flags, n) as (b, c):
         for s in shapes:
-            reps = max(100, r // 20) if s == "orderby" else r
+            reps = max(100, r // 20) if s.startswith("orderby") else r
             send(c, s, 20)
             t0 = cpu_seconds(b.pid)
             send(c, s, reps)

@@ -16,7 +16,9 @@ Shapes (wrk on loopback, keep-alive):
   query_nocache, retrieve_nocache  query and retrieve on a second broker started with
             --renderCache 0 and the same entities: every read renders
   orderby   GET /ngsi-ld/v1/entities?type=Vehicle&orderBy=speed;desc&limit=20 over N entities
-            (4.23: every match is ranked, a page of 20 comes back)
+            (4.23: a page of 20 from corDB's ordered index)
+  orderby_patched  alternately a PATCH of a random Vehicle's speed and the orderby page
+            (the ordered page right after each write; requests/s counts both)
 The shapes are alternated RUNS times, so the machine's drift spreads over
 all of them; the report gives the median requests/s of each and the ratios.
 
@@ -214,6 +216,7 @@ def main():
             "query_nocache": (nbase + page, None),
             "retrieve_nocache": (nbase + "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1", None),
             "orderby": (base + "/ngsi-ld/v1/entities?type=Vehicle&orderBy=speed%3Bdesc&limit=20", None),
+            "orderby_patched": (base + "/", os.path.join(ROOT, "test/perf/orderby_patched.lua")),
         }
         headers = {"query_ldjson": ("Accept: application/ld+json",)}
         res = {s: [] for s in shapes}
@@ -221,7 +224,7 @@ def main():
             for s in shapes:
                 url, script = urls[s]
                 rps, bad, p99 = wrk(url, a.duration, a.connections, a.threads, script,
-                                    (str(a.entities),) if s == "patch" else (), headers.get(s, ()))
+                                    (str(a.entities),) if s in ("patch", "orderby_patched") else (), headers.get(s, ()))
                 res[s].append((rps, bad, p99))
                 print("run %d %-8s %10.0f req/s  non-2xx %d  p99 %s us" % (run + 1, s, rps, bad, p99),
                       file=sys.stderr)
@@ -236,7 +239,8 @@ def main():
         print()
         if "trivial" in med and "retrieve" in med:
             print("- retrieve / trivial responder: %.2f" % (med["retrieve"] / med["trivial"]))
-        for s in ("query", "create", "join", "join_inline", "query_ldjson", "query_nocache", "orderby"):
+        for s in ("query", "create", "join", "join_inline", "query_ldjson", "query_nocache", "orderby",
+                  "patch", "orderby_patched"):
             if s in med and "retrieve" in med:
                 print("- %s / retrieve: %.2f" % (s, med[s] / med["retrieve"]))
         if "retrieve_nocache" in med and "query_nocache" in med:

@@ -1943,6 +1943,121 @@ static void test_order_by_pages(void **state)
     arena_free(a);
 }
 
+/* Every page of f through the ordered index equals the bounded heap's
+ * (--orderIndexes 0), and the count is the same. */
+static void order_pages_agree(store_t *s, const entity_filter_t *f, arena_t *a)
+{
+    problem_t    p = { 0 };
+    store_page_t ref, pg;
+    int          saved = cr_config.order_indexes;
+
+    cr_config.order_indexes = 0;
+    assert_true(store_query(s, "oi", f, 0, 100000, true, a, &ref, &p));
+    cr_config.order_indexes = saved;
+    for (size_t off = 0; off <= ref.n + 7; off += off < 60 ? 7 : 97) {
+        size_t lim = off % 3 ? 20 : 1;
+
+        assert_true(store_query(s, "oi", f, off, lim, off % 2 == 0, a, &pg, &p));
+        if (off % 2 == 0)
+            assert_int_equal(pg.count, ref.n);
+        assert_int_equal(pg.n, off >= ref.n ? 0 : ref.n - off < lim ? ref.n - off : lim);
+        for (size_t i = 0; i < pg.n; i++)
+            assert_ptr_equal(pg.items[i], ref.items[off + i]);
+        store_page_release(&pg);
+    }
+    store_page_release(&ref);
+}
+
+/* The ordered index (ordidx.c) through writes of every kind: creates,
+ * replaces, attribute updates, deletes, purge, more writes than the refresh
+ * threshold, compaction, a release of the emptied tenant, and more indexes
+ * than --orderIndexes; pages always equal the heap's. */
+static void test_order_index_pages_through_writes(void **state)
+{
+    arena_t        *a = arena_new(1 << 16);
+    store_t        *s = open_store();
+    problem_t       p = { 0 };
+    order_term_t    t[2] = {{.key = ORDER_ATTR, .dir = ORDER_DESC}, {.key = ORDER_ID, .dir = ORDER_ASC}};
+    order_term_t    t2[1] = {{.key = ORDER_MODIFIED_AT, .dir = ORDER_DESC}};
+    order_term_t    t3[1] = {{.key = ORDER_ID, .dir = ORDER_DESC}};
+    entity_order_t  o = {.terms = t, .n = 2}, o2 = {.terms = t2, .n = 1}, o3 = {.terms = t3, .n = 1};
+    entity_filter_t f = { .order_by = &o }, fb = { .order_by = &o }, f2 = { .order_by = &o2 },
+                    f3 = { .order_by = &o3 };
+    entity_filter_t purge = { 0 };
+    bool            created;
+    int             saved = cr_config.order_indexes;
+
+    (void)state;
+    cr_config.order_indexes = 2;
+    t[0].attr = iri(a, ATTR, "v");
+    fb.types  = types_filter(a, T_B)->types;
+    for (int i = 0; i < 400; i++)
+        assert_true(store_create(s, "oi", mk(a, arena_printf(a, "urn:I:%03d", i), i % 4 ? T_A : T_B, NULL,
+                                            i % 9 ? "v" : "w", (i * 37) % 50, NULL, 0), &p));
+    order_pages_agree(s, &f, a);                /* builds the index */
+    order_pages_agree(s, &fb, a);
+    for (int r = 0; r < 3; r++) {
+        /* fewer writes than the refresh threshold (merged per query), then more */
+        for (int i = 0; i < (r ? 300 : 20); i++) {
+            int k = (i * 53 + r) % 400;
+            assert_true(store_upsert(s, "oi", mk(a, arena_printf(a, "urn:I:%03d", k), k % 4 ? T_A : T_B,
+                                                 NULL, "v", (i * 11 + r) % 50, NULL, 0),
+                                     i % 2, &created, a, &p));
+        }
+        order_pages_agree(s, &f, a);
+        order_pages_agree(s, &fb, a);
+        order_pages_agree(s, &f2, a);
+        for (int i = 0; i < 15; i++)
+            store_delete(s, "oi", arena_printf(a, "urn:I:%03d", (i * 29 + r * 3) % 400), &p);
+        assert_true(store_create(s, "oi", mk(a, arena_printf(a, "urn:J:%d", r), T_B, NULL, "v", 25,
+                                            NULL, 0), &p));
+        order_pages_agree(s, &fb, a);
+        order_pages_agree(s, &f3, a);           /* a third index: the least recently used goes */
+        order_pages_agree(s, &f, a);
+    }
+    /* a purge of the As (with compaction), then of everything (a release) */
+    purge.types = types_filter(a, T_A)->types;
+    assert_true(store_purge(s, "oi", &purge, NULL, &p));
+    order_pages_agree(s, &f, a);
+    order_pages_agree(s, &fb, a);
+    assert_true(store_purge(s, "oi", NULL, NULL, &p));
+    order_pages_agree(s, &f, a);
+    assert_true(store_create(s, "oi", mk(a, "urn:I:new", T_B, NULL, "v", 1, NULL, 0), &p));
+    order_pages_agree(s, &f, a);
+    store_close(s);
+
+    /* built by the first ordered query, counted in the shape, gone with the entities */
+    {
+        cdb_t         *db = cdb_open(false, &p);
+        cdb_shape_t    sh;
+        store_change_t ch;
+        store_page_t   pg;
+
+        for (int i = 0; i < 50; i++) {
+            assert_true(cdb_create(db, "x", mk(a, arena_printf(a, "urn:X:%d", i), T_A, NULL, "v", i % 7,
+                                              NULL, 0), &ch, &p));
+            drop_change(&ch);
+        }
+        assert_true(cdb_tenant_shape(db, "x", &sh));
+        assert_int_equal(sh.order_indexes, 0);
+        assert_true(cdb_query(db, "x", &f, 0, 5, false, a, &pg, &p));
+        assert_int_equal(pg.n, 5);
+        store_page_release(&pg);
+        assert_true(cdb_tenant_shape(db, "x", &sh));
+        assert_int_equal(sh.order_indexes, 1);
+        assert_true(sh.order_bytes > 50 * sizeof(cdb_oent_t));
+        for (int i = 0; i < 50; i++) {
+            assert_true(cdb_delete(db, "x", arena_printf(a, "urn:X:%d", i), NULL, &ch, &p));
+            drop_change(&ch);
+        }
+        assert_true(cdb_tenant_shape(db, "x", &sh));
+        assert_int_equal(sh.order_indexes, 0);
+        cdb_close(db);
+    }
+    cr_config.order_indexes = saved;
+    arena_free(a);
+}
+
 /* A regex over PCRE2's match limit fails the query with BadRequestData. */
 static void test_regex_limit(void **state)
 {
@@ -2323,6 +2438,7 @@ int main(void)
         cmocka_unit_test(test_preconditions),
         cmocka_unit_test(test_tenant_limits),
         cmocka_unit_test(test_order_by_pages),
+        cmocka_unit_test(test_order_index_pages_through_writes),
         cmocka_unit_test(test_regex_limit),
         cmocka_unit_test(test_selectors_types),
         cmocka_unit_test(test_scan_chunks),

@@ -1048,6 +1048,89 @@ static bool __attribute__((noinline)) query_ordered(cdb_tenant_t *t, const entit
     return true;
 }
 
+/* orderBy with an ordered index (ordidx.c): the index walked from the start,
+ * the slots written since it was exact merged in (their entities keyed and
+ * sorted here), until offset + limit matches. Holds the read lock throughout,
+ * so an index walk visits at most CDB_OIDX_WALK_MAX entries: a filter that
+ * matches too few of them (or a large offset) gives way to the bounded heap,
+ * which breathes; so does a filter whose candidates (the type index's count)
+ * are too few for a walk to find the page within that bound. false: no index
+ * serves (the page is empty then). */
+#define CDB_OIDX_WALK_MAX 4096
+
+static bool filter_ok_ud(const void *ud, const cr_entity_t *e)
+{
+    return filter_ok(ud, e);
+}
+
+static bool __attribute__((noinline)) query_indexed(cdb_tenant_t *t, const entity_filter_t *f,
+                                                    size_t offset, size_t limit, arena_t *a,
+                                                    store_page_t *out)
+{
+    const entity_order_t *o = f->order_by;
+    size_t                m = o->n ? o->n : 1, n, nx, n_sv, i = 0, j = 0, seen = 0, visits = 0;
+    size_t                room = limit < t->n_live ? limit : t->n_live;
+    cdb_oidx_t           *idx;
+    cdb_oent_t           *x;
+    order_key_t          *xk;
+    uint32_t             *sv;
+
+    if (f->ids)
+        return false;               /* by ids: a few candidates, the heap is cheaper */
+    if (!f->geo) {                  /* (a geo scan's candidates cost their collection) */
+        cdb_scan_t sc;
+        size_t     est, need = offset + limit;
+
+        cdb_scan_begin(&sc, t, f, a);
+        est = cdb_scan_estimate(&sc);
+        cdb_scan_end(&sc);
+        /* few candidates (a rare type): the heap over them is cheaper than
+         * walking the index past the entities of other types */
+        if ((double)need * t->n_live > (double)est * CDB_OIDX_WALK_MAX)
+            return false;
+    }
+    if (!(idx = cdb_oidx_get(t, o, a)))
+        return false;
+    n    = cdb_oidx_len(idx);
+    n_sv = cdb_oidx_dirty(t, idx, a, &sv);
+    nx   = cdb_oidx_extra(t, idx, o, sv, n_sv, filter_ok_ud, f, a, &x, &xk);
+    out->items = arena_alloc(a, (room ? room : 1) * sizeof *out->items);
+    while (out->n < room) {
+        const cdb_oent_t  *ie = NULL;
+        const order_key_t *ik = NULL;
+        cr_entity_t       *e;
+
+        for (; i < n; i++) {
+            if (CR_UNLIKELY(++visits > CDB_OIDX_WALK_MAX))
+                goto give_way;
+            ie = cdb_oidx_ent(idx, i, &ik);
+            if (t->slots[ie->slot].cur == ie->e && filter_ok(f, ie->e))
+                break;              /* still current (else its new version is in x) and a match */
+        }
+        if (i < n && (j == nx || order_keys_cmp(o, ik, ie->e, &xk[x[j].ki * m], x[j].e) < 0)) {
+            e = ie->e;
+            i++;
+        } else if (j < nx) {
+            e = x[j++].e;
+        } else {
+            break;
+        }
+        if (seen++ < offset)
+            continue;
+        entity_ref(e);
+        out->items[out->n++] = e;
+    }
+    cdb_oidx_unref(idx);
+    return true;
+
+give_way:
+    cdb_oidx_unref(idx);
+    store_page_release(out);
+    out->items = NULL;
+    out->n     = 0;
+    return false;
+}
+
 bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t offset,
                size_t limit, bool want_count, arena_t *a, store_page_t *out, problem_t *p)
 {
@@ -1066,12 +1149,19 @@ bool cdb_query(cdb_t *db, const char *tenant, const entity_filter_t *f, size_t o
 
     filter_regex_reset();
     pthread_rwlock_rdlock(&t->lock);
-    if (f && f->order_by) {
-        query_ordered(t, f, offset, limit, a, out, &matched);
-        pthread_rwlock_unlock(&t->lock);
-        goto done;
-    }
     room = limit < t->n_live ? limit : t->n_live;
+    if (f && f->order_by && limit) {
+        if (!query_indexed(t, f, offset, limit, a, out)) {
+            query_ordered(t, f, offset, limit, a, out, &matched);
+            pthread_rwlock_unlock(&t->lock);
+            goto done;
+        }
+        if (!want_count) {
+            pthread_rwlock_unlock(&t->lock);
+            goto done;
+        }
+        room = 0;                   /* the page is there: count the matches */
+    }
     if (room)
         out->items = arena_alloc(a, room * sizeof(*out->items));
     cdb_scan_begin(&sc, t, f, a);
@@ -1199,6 +1289,7 @@ bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out)
                        cdb_typeidx_bytes(&t->types, &entries) + out->geo_bytes +
                        cdb_attridx_bytes(&t->attrs);
     out->type_entries = entries;
+    out->order_bytes  = cdb_oidx_bytes(t, &out->order_indexes);
     for (uint32_t i = 0; i < t->n_slots; i++)
         if (t->slots[i].cur)
             out->entity_bytes += t->slots[i].cur->bytes;

@@ -221,7 +221,20 @@ typedef struct cdb_objs {
 void cdb_objs_init(cdb_objs_t *o);
 void cdb_objs_free(cdb_objs_t *o);
 
+/* ------------------------------------------------------ ordered index */
+
+/* Per tenant and orderBy signature, the live entities sorted (ordidx.c). */
+#define CDB_OIDX_MAX        CR_ORDER_INDEXES_MAX
+#define CDB_OIDX_DIRTY_MAX  (1u << 16)   /* dirty log entries before writers trim it */
+
+typedef struct cdb_oidx cdb_oidx_t;
+typedef struct cdb_oent {
+    cr_entity_t *e;             /* the version listed (one reference, held by the index) */
+    uint32_t     slot, ki;      /* its slot; its keys' index */
+} cdb_oent_t;
+
 typedef struct cdb_tenant {
+
     pthread_rwlock_t lock;
     _Atomic uint32_t wwait;     /* writers waiting for the lock (scans yield to them) */
     char            *name;      /* "" for the default tenant */
@@ -239,7 +252,43 @@ typedef struct cdb_tenant {
     uint64_t         compactions;   /* also the scan epoch: slots renumbered or released */
     uint64_t         releases;      /* times the emptied tenant gave back its memory */
     _Atomic uint64_t geo_scans;     /* scans that took the geo index (readers: atomic) */
+    /* ordered indexes (ordidx.c): the table under oidx_mu and the read lock,
+     * or the write lock; the dirty log written under the write lock */
+    pthread_mutex_t  oidx_mu;
+    cdb_oidx_t      *oidx[CDB_OIDX_MAX];
+    size_t           oidx_n;
+    uint64_t         oidx_tick;
+    uint32_t        *dirty;         /* slots whose version changed, in order */
+    uint32_t         dirty_n, dirty_cap;
 } cdb_tenant_t;
+
+/* Ordered indexes (ordidx.c). get: the index of o's terms (built or
+ * refreshed now; a reference for the caller, cdb_oidx_unref), or NULL when
+ * o cannot have one (dist-*) or --orderIndexes is 0. Read lock held. */
+cdb_oidx_t       *cdb_oidx_get(cdb_tenant_t *t, const entity_order_t *o, arena_t *a);
+void              cdb_oidx_unref(cdb_oidx_t *idx);
+size_t            cdb_oidx_len(const cdb_oidx_t *idx);
+const cdb_oent_t *cdb_oidx_ent(const cdb_oidx_t *idx, size_t i, const order_key_t **keys);
+/* The slots dirtied since idx was exact (ascending, unique; arena). */
+size_t            cdb_oidx_dirty(const cdb_tenant_t *t, const cdb_oidx_t *idx, arena_t *a,
+                                 uint32_t **out);
+/* The live entities of the slots sv that idx (NULL: none) does not list as
+ * they are and that pass ok (NULL: all), keyed (*keys) and sorted (*out). */
+size_t            cdb_oidx_extra(const cdb_tenant_t *t, const cdb_oidx_t *idx,
+                                 const entity_order_t *o, const uint32_t *sv, size_t n_sv,
+                                 bool (*ok)(const void *, const cr_entity_t *), const void *ud,
+                                 arena_t *a, cdb_oent_t **out, order_key_t **keys);
+/* Writers (write lock held): slot s changed its version. One branch while
+ * the tenant has no ordered index. */
+void              cdb_oidx_touch_slow(cdb_tenant_t *t, uint32_t s);
+static inline void cdb_oidx_touch(cdb_tenant_t *t, uint32_t s)
+{
+    if (__builtin_expect(t->oidx_n != 0, 0))
+        cdb_oidx_touch_slow(t, s);
+}
+void              cdb_oidx_log_full(cdb_tenant_t *t);
+void              cdb_oidx_drop_all(cdb_tenant_t *t);
+size_t            cdb_oidx_bytes(const cdb_tenant_t *t, size_t *n_indexes);
 
 cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers);
 void          cdb_tenant_free(cdb_tenant_t *t);            /* unrefs every entity */
@@ -299,6 +348,8 @@ void         cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_
                             arena_t *a);
 cr_entity_t *cdb_scan_next(cdb_scan_t *sc, uint32_t *slot);
 void         cdb_scan_end(cdb_scan_t *sc);
+/* At most how many candidates the walk will return (after begin). */
+size_t       cdb_scan_estimate(const cdb_scan_t *sc);
 /* Chunks: pause before releasing the tenant lock, resume after taking it
  * again. Resuming goes on after the last candidate returned, in creation
  * order, whatever compaction, a release or new types did meanwhile. */
@@ -394,6 +445,7 @@ typedef struct cdb_shape {
     size_t geo_scans, geo_grids, geo_entries, geo_large, geo_bytes;   /* geo_large: of the first grid */
     int    geo_level;           /* of the first grid */
     size_t index_bytes;         /* slot array + id map + type index + geo index */
+    size_t order_indexes, order_bytes;   /* ordered indexes (with their dirty log) */
     size_t entity_bytes;        /* sum of the frozen blocks */
 } cdb_shape_t;
 bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out);

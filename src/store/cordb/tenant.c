@@ -51,6 +51,7 @@ cdb_tenant_t *cdb_tenant_new(const char *name, bool prefer_writers)
     cdb_attridx_init(&t->attrs);
     cdb_geoidx_init(&t->geo);
     cdb_objs_init(&t->objs);
+    pthread_mutex_init(&t->oidx_mu, NULL);
     t->stream = store_stream_new();
     return t;
 
@@ -73,6 +74,9 @@ void cdb_tenant_free(cdb_tenant_t *t)
     cdb_attridx_free(&t->attrs);
     cdb_geoidx_free(&t->geo);
     cdb_objs_free(&t->objs);
+    cdb_oidx_drop_all(t);
+    free(t->dirty);
+    pthread_mutex_destroy(&t->oidx_mu);
     store_stream_free(t->stream);
     pthread_rwlock_destroy(&t->lock);
     free(t->name);
@@ -96,6 +100,7 @@ void cdb_tenant_release(cdb_tenant_t *t)
     cdb_attridx_free(&t->attrs);
     cdb_geoidx_free(&t->geo);
     cdb_geoidx_init(&t->geo);
+    cdb_oidx_drop_all(t);       /* they hold the deleted entities */
     t->compactions++;           /* paused scans start over (and find nothing) */
     t->releases++;
 }
@@ -151,6 +156,7 @@ static void tenant_put(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
 {
     t->slots[s].cur = e;
     t->n_live++;
+    cdb_oidx_touch(t, s);
     cdb_idmap_insert(&t->ids, cdb_hash_key(e->id, strlen(e->id)), s);
     for (uint16_t i = 0; i < e->n_types; i++)
         cdb_typeidx_add(&t->types, e->types[i], s);
@@ -173,6 +179,7 @@ cr_entity_t *cdb_tenant_swap(cdb_tenant_t *t, uint32_t s, cr_entity_t *e)
     /* The id map needs nothing: the id is the same, the key is read through
      * the slot. Types the entity lost stay as stale entries. */
     t->slots[s].cur = e;
+    cdb_oidx_touch(t, s);
     for (uint16_t i = 0; i < e->n_types; i++)
         if (!tenant_has_type(old, e->types[i]))
             cdb_typeidx_add(&t->types, e->types[i], s);
@@ -208,6 +215,7 @@ cr_entity_t *cdb_tenant_remove(cdb_tenant_t *t, uint32_t s)
         cdb_geoidx_update(&t->geo, s, old, NULL);
     t->slots[s].cur = NULL;
     t->n_live--;
+    cdb_oidx_touch(t, s);
     return old;
 }
 
@@ -250,6 +258,7 @@ static void tenant_compact(cdb_tenant_t *t, uint32_t *map)
             t->cap_slots = cap;
         }
     }
+    cdb_oidx_drop_all(t);       /* slot numbers changed: rebuilt by the next ordered query */
     t->compactions++;
 }
 
@@ -483,6 +492,24 @@ void cdb_scan_begin(cdb_scan_t *sc, const cdb_tenant_t *t, const entity_filter_t
     }
     if (f->geo)
         scan_try_geo(sc, f->geo, a);
+}
+
+size_t cdb_scan_estimate(const cdb_scan_t *sc)
+{
+    size_t n = 0;
+
+    switch (sc->mode) {
+    case SCAN_VEC:
+        return sc->n_sv;
+    case SCAN_TYPES:
+        for (size_t i = 0; i < sc->n_lists; i++)
+            n += sc->lists[i] ? sc->lists[i]->n : 0;
+        return n;
+    case SCAN_NONE:
+        return 0;
+    default:
+        return sc->t->n_live;
+    }
 }
 
 /* Candidates from ids or the geo index are spread over memory: fetch the
