@@ -1034,6 +1034,18 @@ static bool hc_modify_instance(void *v, const char *tenant, const char *id, cons
     return true;
 }
 
+/* --dbSync always: the write's history records are on disk before its
+ * answer (hlog_sync: one fdatasync for every writer waiting meanwhile). */
+static bool hc_sync(void *v)
+{
+    hdb_t *db = v;
+
+    if (!db->log || hlog_sync(db->log))
+        return true;
+    LOG_E("history: the history of an acknowledged write may not be on disk (the history log failed)");
+    return false;
+}
+
 static void hc_stats(void *v, uint64_t *instances, uint64_t *series, uint64_t *bytes, uint64_t *dropped)
 {
     hdb_t *db = v;
@@ -1440,7 +1452,8 @@ static bool persist_open(hdb_t *db, store_t *s, problem_t *p)
     int64_t t0 = cr_now_us();
 
     db->log = NULL;
-    hlog_t *l = hlog_open(cr_config.db_dir, cr_config.db_sync_interval_ms, replay, db, p);
+    bool    always = cr_config.db_sync && !strcmp(cr_config.db_sync, "always");
+    hlog_t *l      = hlog_open(cr_config.db_dir, always, cr_config.db_sync_interval_ms, replay, db, p);
     if (!l)
         return false;
     db->log = l;
@@ -1476,4 +1489,5 @@ const history_backend_t history_cordb = {
     .delete_instance = hc_delete_instance,
     .modify_instance = hc_modify_instance,
     .stats           = hc_stats,
+    .sync            = hc_sync,
 };

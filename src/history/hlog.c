@@ -6,8 +6,10 @@
  * Why a file of its own and not records in corDB's log: history is written
  * by the change hook, after the store's atomic step, and the temporal API
  * writes history that no store change carries; its records therefore come
- * in the history's own order. Durability: within --dbSyncInterval of the
- * write (the entity log keeps its --dbSync promise; doc/history.md).
+ * in the history's own order. Durability: the store's --dbSync promise.
+ * always: the write waits (hlog_sync, from ops_admitted) for an fdatasync
+ * of its history, one for every writer waiting at that time (group commit);
+ * interval: a thread fdatasyncs every --dbSyncInterval ms (doc/history.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,10 +28,17 @@ struct hlog {
     int             fd;
     pthread_mutex_t mu;
     pthread_cond_t  cv;
+    pthread_cond_t  synced_cv;      /* always: a waiter's bytes are synced */
     pthread_t       thread;
     bool            stop, dirty, failed;
+    bool            always;         /* --dbSync always: group commit (hlog_sync) */
     int             sync_ms;
     uint64_t        size;
+    /* bytes ever appended (across snapshots) and bytes known durable: a
+     * waiter of hlog_sync waits until synced covers what was written */
+    uint64_t        written, synced, want;
+    uint64_t        fail_mark;      /* always: the bytes of the last failed fdatasync */
+    uint64_t        fsyncs;
     uint64_t        gen;            /* generation of the log (its first record) */
 };
 
@@ -166,32 +175,58 @@ static bool replay_file(const char *path, bool snapshot, off_t *good, uint64_t *
     return ok;
 }
 
+/* The syncer. interval: an fdatasync every sync_ms when something was
+ * written. always: an fdatasync as soon as a writer waits (hlog_sync), one
+ * for every writer that waits meanwhile (group commit). */
 static void *sync_main(void *arg)
 {
     hlog_t *l = arg;
 
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)l->sync_ms * 1000000L;
-        ts.tv_sec  += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        if (l->always) {
+            if (l->want <= l->synced) {
+                pthread_cond_wait(&l->cv, &l->mu);
+                continue;
+            }
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += (long)l->sync_ms * 1000000L;
+            ts.tv_sec  += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        }
         if (l->dirty && l->fd >= 0) {
-            int fd   = l->fd;
+            int      fd     = l->fd;
+            uint64_t target = l->written;
             l->dirty = false;
             pthread_mutex_unlock(&l->mu);
-            if (fdatasync(fd) != 0)
+            int rc = fdatasync(fd);
+            if (rc != 0)
                 LOG_E("history: fdatasync of the history log: %s", strerror(errno));
             pthread_mutex_lock(&l->mu);
+            l->fsyncs++;
+            if (rc == 0 && target > l->synced)
+                l->synced = target;
+            else if (rc != 0) {
+                l->dirty     = true;       /* tried again at the next write or interval */
+                l->fail_mark = target;     /* the writers waiting for these bytes fail */
+                if (l->want <= target)
+                    l->want = l->synced;
+            }
+            pthread_cond_broadcast(&l->synced_cv);
+        } else if (l->want > l->synced) {
+            l->synced = l->want;           /* nothing dirty: what was written is synced */
+            pthread_cond_broadcast(&l->synced_cv);
         }
     }
+    pthread_cond_broadcast(&l->synced_cv);
     pthread_mutex_unlock(&l->mu);
     return NULL;
 }
 
-hlog_t *hlog_open(const char *dir, int sync_ms, bool (*replay)(void *, const uint8_t *, size_t, bool), void *ud,
+hlog_t *hlog_open(const char *dir, bool always, int sync_ms, bool (*replay)(void *, const uint8_t *, size_t, bool), void *ud,
                   problem_t *p)
 {
     char     snap[4096], logp[4096];
@@ -207,6 +242,7 @@ hlog_t *hlog_open(const char *dir, int sync_ms, bool (*replay)(void *, const uin
     hlog_t *l = cr_xcalloc(1, sizeof *l);
     l->dir     = cr_xstrdup(dir);
     l->sync_ms = sync_ms > 0 ? sync_ms : 100;
+    l->always  = always;
     l->fd      = open(logp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (l->fd < 0 || ftruncate(l->fd, good) != 0 || lseek(l->fd, good, SEEK_SET) < 0) {
         problem_set(p, PB_INTERNAL_ERROR, "history: cannot write %s: %s", logp, strerror(errno));
@@ -232,6 +268,7 @@ hlog_t *hlog_open(const char *dir, int sync_ms, bool (*replay)(void *, const uin
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
+    pthread_cond_init(&l->synced_cv, NULL);
     if (pthread_create(&l->thread, NULL, sync_main, l) != 0) {
         LOG_E("history: cannot start the sync thread; aborting");
         abort();
@@ -255,6 +292,7 @@ void hlog_close(hlog_t *l)
     }
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
+    pthread_cond_destroy(&l->synced_cv);
     free(l->dir);
     free(l);
 }
@@ -266,8 +304,9 @@ bool hlog_append(hlog_t *l, const void *payload, size_t len)
     pthread_mutex_lock(&l->mu);
     ok = !l->failed && put_record(l->fd, payload, len);
     if (ok) {
-        l->size += 8 + len;
-        l->dirty = true;
+        l->size    += 8 + len;
+        l->written += 8 + len;
+        l->dirty    = true;
     } else if (!l->failed) {
         l->failed = true;
         LOG_E("history: the history log cannot be written (%s): history is kept in memory only until a "
@@ -275,6 +314,38 @@ bool hlog_append(hlog_t *l, const void *payload, size_t len)
     }
     pthread_mutex_unlock(&l->mu);
     return ok;
+}
+
+bool hlog_sync(hlog_t *l)
+{
+    bool ok = true;
+
+    pthread_mutex_lock(&l->mu);
+    if (l->always && !l->failed) {
+        uint64_t target = l->written;
+        if (target > l->want) {
+            l->want = target;
+            pthread_cond_signal(&l->cv);
+        }
+        while (l->synced < target && !l->stop && !l->failed) {
+            pthread_cond_wait(&l->synced_cv, &l->mu);
+            if (l->synced < target && l->fail_mark >= target) {
+                ok = false;                /* the fdatasync of our bytes failed */
+                break;
+            }
+        }
+    }
+    ok = ok && !l->failed;
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+uint64_t hlog_fsyncs(hlog_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    uint64_t n = l->fsyncs;
+    pthread_mutex_unlock(&l->mu);
+    return n;
 }
 
 uint64_t hlog_size(hlog_t *l)
@@ -338,6 +409,9 @@ bool hlog_snapshot(hlog_t *l, void (*dump)(void *, void (*)(void *, const void *
         } else {
             l->size   = 8 + GEN_LEN;
             l->failed = false;
+            /* everything written so far is in the synced snapshot */
+            l->synced = l->want = l->written;
+            pthread_cond_broadcast(&l->synced_cv);
         }
     }
     pthread_mutex_unlock(&l->mu);

@@ -2,6 +2,8 @@
 of the history survive a restart and kill -9 (its log), and a history
 snapshot (--dbSnapshotSize) followed by more writes and a restart."""
 
+import os
+
 import requests
 
 from test_cordb_disk import DiskBroker, dbdir  # noqa: F401  (the fixture)
@@ -108,4 +110,50 @@ def test_history_modify_and_deletes_replay(dbdir, tmp_path):
     b = DiskBroker(dbdir, str(tmp_path), flags)
     assert temporal(b, keep, options="sysAttrs") == before
     assert requests.get(b.base + API + "/temporal/entities/" + gone, timeout=15).status_code == 404
+    b.stop()
+
+
+def hsyncs(fault_dir):
+    try:
+        return os.path.getsize(os.path.join(fault_dir, "hsyncs"))
+    except FileNotFoundError:
+        return 0
+
+
+def test_history_durable_before_the_answer_under_dbsync_always(dbdir, tmp_path):
+    """--dbSync always: a write is answered only after its history is on disk
+    (an fdatasync of history.log before each answer, counted by the shim),
+    however long --dbSyncInterval is; with interval the history log is synced
+    every --dbSyncInterval only. Then kill -9 keeps every acknowledged
+    instance."""
+    fault_dir = str(tmp_path / "faults")
+    os.mkdir(fault_dir)
+    flags = ("--history", "corDB", "--dbSync", "always", "--dbSyncInterval", "600000")
+    b = DiskBroker(dbdir, str(tmp_path), flags, fault_dir=fault_dir)
+    eid = uid("Vehicle")
+    assert post(b, "/entities", {"id": eid, "type": "Vehicle", "speed": obs(0, "2020-01-01T00:00:00Z")}
+                ).status_code == 201
+    for v in range(1, 6):
+        n = hsyncs(fault_dir)
+        r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                           json={"speed": obs(v, "2020-01-01T00:00:%02dZ" % v)}, timeout=15)
+        assert r.status_code == 204, r.text
+        assert hsyncs(fault_dir) > n, "PATCH %d answered before its history was synced" % v
+    n = hsyncs(fault_dir)                        # a temporal API write too
+    r = post(b, "/temporal/entities/%s/attrs" % eid, {"speed": [obs(9, "2019-01-01T00:00:00Z")]})
+    assert r.status_code == 204, r.text
+    assert hsyncs(fault_dir) > n
+    b.kill()
+    b = DiskBroker(dbdir, str(tmp_path), flags, fault_dir=fault_dir)
+    assert values(b, eid) == [9, 0, 1, 2, 3, 4, 5]
+    b.kill()
+    # interval (the default mode): no fdatasync per write
+    b = DiskBroker(dbdir, str(tmp_path), ("--history", "corDB", "--dbSyncInterval", "600000"),
+                   fault_dir=fault_dir)
+    n = hsyncs(fault_dir)
+    for v in range(6, 11):
+        r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                           json={"speed": obs(v, "2020-01-01T00:00:%02dZ" % v)}, timeout=15)
+        assert r.status_code == 204, r.text
+    assert hsyncs(fault_dir) == n
     b.stop()
