@@ -350,6 +350,9 @@ typedef struct history_backend {
      * is answered (history_sync). false: the disk failed (logged; the
      * write is committed in the store already). */
     bool  (*sync)(void *be);
+    /* Optional: POST /admin/snapshot: a backend that persists in files
+     * writes its snapshot now (writers wait only for a consistent copy). */
+    bool  (*snapshot)(void *be, problem_t *p);
 } history_backend_t;
 
 /* ------------------------------------------------- what the broker calls */
@@ -404,6 +407,8 @@ bool history_modify_instance(history_t *h, const char *tenant, const char *id, c
                              uint64_t instance_id, const cr_attr_t *with, int64_t now, problem_t *p);
 /* See history_backend_t.sync: before a write is answered. */
 bool history_sync(history_t *h);
+/* See history_backend_t.snapshot (true when the backend has none). */
+bool history_snapshot(history_t *h, problem_t *p);
 void history_stats(history_t *h, uint64_t *instances, uint64_t *series, uint64_t *bytes,
                    uint64_t *dropped);
 

@@ -33,10 +33,15 @@ uint64_t hlog_fsyncs(hlog_t *l);   /* fdatasyncs of the log so far */
 /* Bytes in the log since the last snapshot. */
 uint64_t hlog_size(hlog_t *l);
 
-/* A snapshot: dump(ud, emit, ctx) writes every record of the state with
- * emit(ctx, payload, len); it is installed (rename) and the log emptied.
- * The caller holds what keeps the state and the log still meanwhile. */
-bool    hlog_snapshot(hlog_t *l, void (*dump)(void *ud, void (*emit)(void *ctx, const void *p, size_t n), void *ctx),
-                      void *ud, problem_t *p);
+/* A snapshot, in three steps so that writers wait only for the copy:
+ * hlog_image_begin, with the caller holding what keeps the state and the log
+ * still, marks the log's position; the caller then adds every record of the
+ * state (hlog_image_add, in memory) and lets writers go on;
+ * hlog_image_install writes the copy to history.snap (by rename) and
+ * compacts the log to the records after the mark. It frees im. */
+typedef struct hlog_image hlog_image_t;
+hlog_image_t *hlog_image_begin(hlog_t *l);
+void          hlog_image_add(void *im, const void *payload, size_t len);
+bool          hlog_image_install(hlog_t *l, hlog_image_t *im, problem_t *p);
 
 #endif
