@@ -72,6 +72,7 @@ struct hent {
     uint32_t      n_series, cap_series;
     hent_t       *prev, *next;  /* creation order */
     hent_t       *hnext;        /* hash chain */
+    uint64_t      ord;          /* its place in creation order (a query resumes by it) */
 };
 
 typedef struct htenant htenant_t;
@@ -81,6 +82,7 @@ struct htenant {
     hent_t         **slot;
     size_t           nslot, n;
     hent_t          *first, *last;
+    uint64_t         next_ord;
     htenant_t       *next;
 };
 
@@ -160,6 +162,7 @@ static void ent_link(htenant_t *t, hent_t *e)
     t->slot[k] = e;
     e->prev    = t->last;
     e->next    = NULL;
+    e->ord     = ++t->next_ord;
     if (t->last) t->last->next = e; else t->first = e;
     t->last = e;
     t->n++;
@@ -807,6 +810,10 @@ static bool hc_aggregate(void *v, const char *tenant, const hist_query_t *q, uns
     return query_impl(v, tenant, &qq, a, out, &agg, p);
 }
 
+/* A query holds its tenant's read lock for QUERY_CHUNK entities at a time
+ * (as corDB's scans do), so a large query does not hold writers back. */
+#define QUERY_CHUNK 256
+
 static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, arena_t *a, hist_result_t *out,
                        const agg_t *agg, problem_t *p)
 {
@@ -830,12 +837,27 @@ static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, are
 
     filter_regex_reset();
     pthread_rwlock_rdlock(&t->lock);
-    bool   by_ids = f && f->n_ids && !f->n_sel;
-    size_t k      = 0;
-    for (hent_t *e = by_ids ? NULL : t->first; by_ids ? k < f->n_ids : e != NULL;
-         e = by_ids ? NULL : e->next) {
+    bool    by_ids = f && f->n_ids && !f->n_sel;
+    size_t  k      = 0, in_chunk = 0;
+    hent_t *e      = by_ids ? NULL : t->first;
+    while (by_ids ? k < f->n_ids : e != NULL) {
+        if (++in_chunk > QUERY_CHUNK) {
+            /* writers of the tenant go on between chunks; the scan resumes
+             * at the entity it was at, or after its place if it is gone */
+            in_chunk = 1;
+            const char *rid  = by_ids ? NULL : arena_strdup(a, e->id);
+            uint64_t    rord = by_ids ? 0 : e->ord;
+            pthread_rwlock_unlock(&t->lock);
+            pthread_rwlock_rdlock(&t->lock);
+            if (!by_ids && (!(e = ent_find(t, rid)) || e->ord != rord))
+                for (e = t->first; e && e->ord < rord; e = e->next) {}
+            if (!by_ids && !e)
+                break;
+        }
         const hent_t *x = e;
-        if (by_ids && !(x = ent_find(t, f->ids[k++])))
+        if (!by_ids)
+            e = e->next;
+        else if (!(x = ent_find(t, f->ids[k++])))
             continue;
         bool           on_page = matched >= skip && out->n < cap;
         hist_entity_t *dst     = on_page ? &out->items[out->n] : &scratch;

@@ -605,3 +605,44 @@ def test_extreme_parameters_answer_cleanly(hcli, params):
     eid = create_vehicle(hcli)
     r = hcli.get(tpath(eid), params=params)
     assert r.status_code in (200, 400), r.text
+
+
+def test_query_of_many_entities_in_chunks_while_writers_delete_and_create(hcli, make_client, broker_factory):
+    """A temporal query over more entities than one chunk (256: the history's
+    read lock is released between chunks, so writers are not held back)
+    answers every entity once, in creation order, while other entities of the
+    tenant are deleted and created meanwhile."""
+    import threading
+    ids = [uid("Pile") for _ in range(700)]
+    for k in range(0, len(ids), 100):
+        r = hcli.post("/entityOperations/create",
+                      [entity(i, "Pile", t=obs(n, T0)) for n, i in enumerate(ids[k:k + 100], k)])
+        assert r.status_code == 201, r.text
+    churn = [uid("Pile") for _ in range(40)]
+    errors, stop = [], []
+
+    def writer():
+        c = make_client(broker_factory(*HISTORY_FLAGS), tenant=hcli.tenant)
+        while not stop:
+            for i in churn:
+                r = c.post("/entities", entity(i, "Pile", t=obs(0, T1)))
+                if r.status_code != 201:
+                    errors.append(r.text)
+            for i in churn:
+                r = c.delete("/temporal/entities/" + i)
+                if r.status_code != 204:
+                    errors.append(r.text)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(8):
+            r = hcli.get("/temporal/entities", params={"type": "Pile", "limit": "1000", "lastN": "1"})
+            assert r.status_code == 200, r.text
+            got = [e["id"] for e in r.json()]
+            assert [i for i in got if i not in churn] == ids
+            assert len(set(got)) == len(got)
+    finally:
+        stop.append(1)
+        t.join()
+    assert not errors, errors[:3]
