@@ -646,3 +646,23 @@ def test_query_of_many_entities_in_chunks_while_writers_delete_and_create(hcli, 
         stop.append(1)
         t.join()
     assert not errors, errors[:3]
+
+
+def test_4_15_lang_reduces_languagemaps_in_temporal_values(hcli):
+    """lang with temporalValues (4.5.9, 4.15): a LanguageProperty's
+    languageMaps become a Property's values, strings in the language asked
+    for; without lang the languageMaps are kept."""
+    eid = uid("Room")
+    says = [{"type": "LanguageProperty", "languageMap": {"en": "yes", "fr": "oui"}, "observedAt": T0},
+            {"type": "LanguageProperty", "languageMap": {"en": "no", "fr": "non"}, "observedAt": T1}]
+    r = hcli.post("/temporal/entities", tent(eid, "Room", says=says))
+    assert r.status_code == 201, r.text
+    r = hcli.get(tpath(eid), params={"format": "temporalValues", "lang": "fr"})
+    assert r.status_code == 200, r.text
+    assert r.json()["says"] == {"type": "Property", "values": [["oui", T0], ["non", T1]]}
+    r = hcli.get("/temporal/entities", params={"type": "Room", "id": eid, "options": "temporalValues",
+                                               "lang": "en"})
+    assert r.json()[0]["says"]["values"] == [["yes", T0], ["no", T1]]
+    r = hcli.get(tpath(eid), params={"format": "temporalValues"})
+    assert r.json()["says"] == {"type": "LanguageProperty", "languageMaps": [
+        [{"languageMap": {"en": "yes", "fr": "oui"}}, T0], [{"languageMap": {"en": "no", "fr": "non"}}, T1]]}
