@@ -40,7 +40,9 @@ void api_entity_get(request_t *r)
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
     ops_retrieve_t o = {.type = req_param(r, "type"), .attrs = v.attrs, .n_attrs = v.n_attrs,
                         .pick = v.ro.pick_tree ? v.ro.pick_tree->names : NULL,
-                        .n_pick = v.ro.pick_tree ? v.ro.pick_tree->n : 0};
+                        .n_pick = v.ro.pick_tree ? v.ro.pick_tree->n : 0,
+                        .omit = v.ro.omit_tree ? v.ro.omit_tree->names : NULL,
+                        .n_omit = v.ro.omit_tree ? v.ro.omit_tree->n : 0};
     const char *local = req_param(r, "local");
     if (local && strcmp(local, "true") && strcmp(local, "false")) {
         problem_set(&p, PB_BAD_REQUEST_DATA, "local must be true or false");

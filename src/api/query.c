@@ -55,6 +55,22 @@ static bool id_list(request_t *r, const char *text, entity_filter_t *f, problem_
     return true;
 }
 
+/* orderBy, collation, orderFrom, orderGeometry (4.23, Table 6.4.3.2-1).
+ * 5.7.2.4 refuses orderBy for a query that is not limited to the local
+ * scope because it would be forwarded; no registration exists here yet, so
+ * every query is answered locally and orderBy is always honoured (the
+ * refusal belongs with forwarding, doc/api.md). */
+static bool set_order(request_t *r, const ld_context_t *ctx, const order_params_t *op, entity_filter_t *f,
+                      problem_t *p)
+{
+    if (!op->order_by) {
+        if (op->collation || op->from || op->geometry)
+            return problem_set(p, PB_BAD_REQUEST_DATA, "collation, orderFrom and orderGeometry go with orderBy (4.23)");
+        return true;
+    }
+    return (f->order_by = order_parse(r->arena, op, ctx, p)) != NULL;
+}
+
 /* GET /entities and DELETE /entities parameters -> query. */
 static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t *qy, bool purge, problem_t *p)
 {
@@ -90,11 +106,30 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
     if (id && !id_list(r, id, f, p)) return false;
     if (idp && !(f->id_pattern = filter_compile_pattern(r->arena, idp, p))) return false;
     if (q && !(f->q = q_parse(r->arena, q, ctx, p))) return false;
+    if (purge && q_link_depth(f->q))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "a purge has no Linked Entity retrieval: q cannot reach into "
+                           "linked entities (rel{...}) (6.4.3.3)");
     if (scope && !(f->scope = scopeq_parse(r->arena, scope, p))) return false;
     if (has_geo && !(f->geo = geoq_parse(r->arena, &gp, ctx, p))) return false;
     if (!has_geo && gp.geoproperty)
         return problem_set(p, PB_BAD_REQUEST_DATA, "geoproperty needs georel, geometry and coordinates");
     if (attrs && *attrs && !api_name_list(r, ctx, attrs, &f->attrs, &f->n_attrs, false, p)) return false;
+    if (!purge) {
+        /* one pass over the query string, not a lookup per name (the query fast path) */
+        order_params_t op = {0};
+        for (int i = 0; i < r->nparams; i++) {
+            const char *k = r->params[i].key, **slot = NULL;
+            if (k[0] == 'o' && !strcmp(k, "orderBy")) slot = &op.order_by;
+            else if (k[0] == 'o' && !strcmp(k, "orderFrom")) slot = &op.from;
+            else if (k[0] == 'o' && !strcmp(k, "orderGeometry")) slot = &op.geometry;
+            else if (k[0] == 'c' && !strcmp(k, "collation")) slot = &op.collation;
+            if (slot && !*slot) {       /* the first one, as req_param() */
+                *slot = r->params[i].value;
+                r->params_used |= 1u << i;
+            }
+        }
+        if (!set_order(r, ctx, &op, f, p)) return false;
+    }
     return true;
 }
 
@@ -154,6 +189,13 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
     ops_page_t pg;
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
+    unsigned qd = q_link_depth(qy->f.q), jl = v->join_level ? v->join_level : 1;
+    if (qd && v->join == API_JOIN_NONE)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "q terms into linked entities (rel{...}) need Linked Entity "
+                           "retrieval: join=inline or flat (5.7.2.4)");
+    if (qd > jl)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "too deep query: q reaches %u levels of linked entities, "
+                           "joinLevel is %u (5.7.2.4)", qd, jl);
     ops_req_t rq = api_req(r, ctx);
     /* a query with pick keeps the entities that have a picked attribute, as with attrs (4.21) */
     if (v->n_pick_attrs && !qy->f.n_attrs) {
@@ -315,6 +357,27 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
         } else if (!strcmp(k, "local")) {
             if (!json_is_bool(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "local must be a boolean");
             any = any || m->type == JSON_TRUE;
+        } else if (!strcmp(k, "ordering")) {   /* OrderingParams (5.2.43) */
+            if (!json_is_object(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "ordering must be an object (5.2.43)");
+            order_params_t op = {0};
+            json_foreach(o, m) {
+                if (!strcmp(o->key, "orderBy")) {
+                    if (!(op.order_by = body_list_text(r, o)))
+                        return problem_set(p, PB_BAD_REQUEST_DATA, "ordering.orderBy must be a non-empty array of strings");
+                } else if (!strcmp(o->key, "collation") || !strcmp(o->key, "geometry")) {
+                    if (!json_is_string(o)) return problem_set(p, PB_BAD_REQUEST_DATA, "ordering.%s must be a string", o->key);
+                    *(o->key[0] == 'c' ? &op.collation : &op.geometry) = o->str;
+                } else if (!strcmp(o->key, "coordinates")) {
+                    if (!json_is_array(o)) return problem_set(p, PB_BAD_REQUEST_DATA, "ordering.coordinates must be an array");
+                    sbuf_t sb;
+                    sb_init(&sb, r->arena, 64);
+                    json_render(&sb, o);
+                    op.from = sb.p;
+                } else {
+                    return problem_set(p, PB_BAD_REQUEST_DATA, "member '%s' of ordering is not one of 5.2.43", o->key);
+                }
+            }
+            if (!set_order(r, ctx, &op, &qy->f, p)) return false;
         } else if (!strcmp(k, "csf")) {
             if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "csf must be a string");
         } else {

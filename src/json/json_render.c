@@ -53,10 +53,31 @@ static inline void jr_putc(sbuf_t *sb, char c)
     sb->len++;
 }
 
+/* Keys and short values are a few bytes: two overlapping fixed-size copies
+ * (inlined moves, reads within s[0..n)) instead of a call to memcpy. */
+static inline void jr_copy(char *d, const char *s, size_t n)
+{
+    if (n >= 16 && n <= 32) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    } else {
+        memcpy(d, s, n);
+    }
+}
+
 static inline void jr_put(sbuf_t *sb, const char *s, size_t n)
 {
     char *w = jr_room(sb, n);
-    memcpy(w, s, n);
+    jr_copy(w, s, n);
     sb->len += n;
 }
 
@@ -99,9 +120,21 @@ static char *jr_escape(char *w, const unsigned char *s, size_t n)
     static const char hex[] = "0123456789abcdef";
     size_t            i = 0;
 
-    /* short strings (names, ids, most values): a plain byte loop, no calls */
-    if (n <= 32) {
-        for (; i < n; i++) {
+    while (i < n) {
+        /* eight bytes at a time while none of them needs escaping (names,
+         * ids, most values): one load, the test, one store (w has room for
+         * 6n bytes, so the store never passes it) */
+        while (n - i >= 8) {
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            if (swar_special(x))
+                break;
+            memcpy(w, &x, 8);
+            w += 8;
+            i += 8;
+        }
+        /* the tail, or the eight bytes that hold one to escape: byte by byte */
+        for (size_t stop = n - i >= 8 ? i + 8 : n; i < stop; i++) {
             unsigned char c = s[i];
             char          e = esc_tab[c];
             if (CR_LIKELY(!e)) {
@@ -116,36 +149,6 @@ static char *jr_escape(char *w, const unsigned char *s, size_t n)
                 *w++ = hex[c >> 4];
                 *w++ = hex[c & 15];
             }
-        }
-        return w;
-    }
-    while (i < n) {
-        size_t run = i;
-        while (n - run >= 8) {
-            uint64_t x;
-            memcpy(&x, s + run, 8);
-            if (swar_special(x))
-                break;
-            run += 8;
-        }
-        while (run < n && !esc_tab[s[run]])
-            run++;
-        if (run > i) {
-            memcpy(w, s + i, run - i);
-            w += run - i;
-            i = run;
-        }
-        if (i < n) {
-            char e = esc_tab[s[i]];
-            *w++ = '\\';
-            *w++ = e;
-            if (e == 'u') {
-                *w++ = '0';
-                *w++ = '0';
-                *w++ = hex[s[i] >> 4];
-                *w++ = hex[s[i] & 15];
-            }
-            i++;
         }
     }
     return w;
@@ -418,10 +421,16 @@ void jw_array_end(json_writer_t *w) { jw_end(w, ']'); }
 
 void jw_key_raw(json_writer_t *w, const char *quoted, size_t n)
 {
-    jw_pre(w);
-    jr_put(w->sb, quoted, n);
-    *jw_slot(w) = 0;                    /* the value takes no comma */
-    jr_done(w->sb);
+    uint8_t *slot = jw_slot(w);
+    sbuf_t  *sb = w->sb;
+    char    *d = jr_room(sb, n + 1);    /* the comma and the key in one reservation */
+
+    if (*slot)
+        *d++ = ',';
+    jr_copy(d, quoted, n);
+    sb->len = (size_t)(d - sb->p) + n;
+    *slot = 0;                          /* the value takes no comma */
+    jr_done(sb);
 }
 
 void jw_key(json_writer_t *w, const char *key)

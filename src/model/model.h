@@ -205,7 +205,7 @@ struct projection {
     const char        **names;  size_t n;
     const char        **links;
     projection_t      **sub;    size_t n_links;
-    const projection_t *base;   /* omit: the root's own names, for entities no term reaches */
+    const projection_t *base;   /* omit: the root's own names but id and type, for linked entities */
     unsigned            depth;  /* deepest nesting of braces (0: a plain list) */
 };
 #define PROJECTION_MAX_DEPTH 16
@@ -336,9 +336,67 @@ typedef struct entity_selector {
     typesel_t  *types;
 } entity_selector_t;
 
-/* Result order. Creation order is the only one now; orderBy (a later issue)
- * will add an attribute path and a direction. */
-typedef enum { ORDER_CREATION = 0 } order_kind_t;
+/* Entity ordering (4.23, order.c): orderBy with collation, orderFrom and
+ * orderGeometry, parsed once per request into this description. A backend
+ * reads it to translate it (terms in sequence: the member or the attribute
+ * path, the direction) or orders with order_keys() / order_keys_cmp().
+ * Mixed data types order as 4.23.2; null and absent values come last in
+ * either direction; entities equal on every term keep creation order. */
+typedef enum {
+    ORDER_ID = 0, ORDER_TYPE, ORDER_SCOPE, ORDER_CREATED_AT, ORDER_MODIFIED_AT,
+    ORDER_ATTR                     /* an attribute path (4.9): path, attr */
+} order_key_kind_t;
+typedef enum { ORDER_ASC = 0, ORDER_DESC, ORDER_DIST_ASC, ORDER_DIST_DESC } order_dir_t;
+
+typedef struct order_term {
+    order_key_kind_t key;
+    order_dir_t      dir;
+    const char      *attr;         /* ORDER_ATTR: the attribute (expanded) */
+    const q_expr_t  *path;         /* ORDER_ATTR: the path as a q existence term: q_term_get, q_term_step */
+    const char      *text;         /* the term as given */
+    /* ORDER_ATTR, the path read once (model-internal): q_term_step's names
+     * and kinds, the trailing [a.b] keys */
+    const char          **step_names;
+    const uint8_t        *step_kinds;   /* q_memberkind_t */
+    size_t                n_steps;
+    const char *const    *keys;
+    size_t                n_keys;
+} order_term_t;
+
+typedef struct entity_order {
+    const order_term_t *terms;  size_t n;
+    const char         *collation;   /* RFC 6067 tag as given; NULL: ICU root order */
+    const void         *collator;    /* model-internal (ICU), shared, never freed */
+    double             *from;        /* dist-*: the vertices of orderFrom, [lon, lat] pairs */
+    size_t              n_from;
+    const char         *geometry;    /* orderGeometry (default Point) */
+} entity_order_t;
+
+typedef struct order_params {
+    const char *order_by;          /* 4.23.3 text: "name;desc,createdAt" */
+    const char *collation, *from, *geometry;   /* NULL when absent; from: JSON coordinates */
+} order_params_t;
+/* BadRequestData for a syntax error, a path that is not one of 4.9, an
+ * invalid collation, a distance without orderFrom or a bad geometry. */
+entity_order_t *order_parse(arena_t *a, const order_params_t *op, const ld_context_t *ctx, problem_t *p);
+
+/* One entity's key for one term (order_keys fills o->n of them; they point
+ * into the entity: valid while it is referenced). */
+typedef struct order_key {
+    uint8_t       rank;            /* the data type's place in 4.23.2 */
+    bool          b, bytewise;
+    size_t        len;
+    double        num;
+    int64_t       us;
+    const char   *s;
+    const json_t *j;
+} order_key_t;
+#define ORDER_MAX_TERMS 16
+void order_keys(const entity_order_t *o, const cr_entity_t *e, order_key_t *keys);
+/* < 0 when a comes first; never 0 for two different entities. */
+int  order_keys_cmp(const entity_order_t *o, const order_key_t *ka, const cr_entity_t *a,
+                    const order_key_t *kb, const cr_entity_t *b);
+int  order_compare(const entity_order_t *o, const cr_entity_t *a, const cr_entity_t *b);
 
 /* Everything that selects entities (GET /entities, POST entityOperations/query,
  * DELETE /entities, and later subscriptions): an inspectable tree that a
@@ -357,8 +415,7 @@ typedef struct entity_filter {
     size_t       offset;
     size_t       limit;                   /* 0: no page, count only */
     bool         count;                   /* count every match */
-    order_kind_t order;
-    const char  *order_by;                /* reserved for orderBy: NULL */
+    const entity_order_t *order_by;       /* orderBy (4.23); NULL: creation order */
 } entity_filter_t;
 
 /* Compiles an idPattern (PCRE2) in the arena's lifetime (freed with it). */
@@ -415,6 +472,7 @@ typedef struct q_value_view {
 
 typedef struct q_term_view {
     const char    *attr;       /* expanded, interned */
+    bool           linked;     /* attr{...}: a term into linked entities (q_link_get) */
     size_t         n_steps;    /* q_term_step() */
     const char *const *keys;   /* trailing [a.b] path, not expanded */
     size_t         n_keys;
@@ -433,5 +491,24 @@ bool            q_term_get(const q_expr_t *q, q_term_view_t *out);
 /* Step i of a term's path: its expanded name (QMK_SUBATTR) and kind. */
 const char     *q_term_step(const q_expr_t *q, size_t i, q_memberkind_t *kind);
 bool            q_term_value(const q_expr_t *q, size_t i, q_value_view_t *out);
+
+/* Terms into linked entities (4.9: rel{humidity}==40, rel{Device:humidity},
+ * nested rel{rel2{...}}), in a request's q only (q_parse_stored refuses
+ * them). Such a term's attribute is the Relationship; it holds when one of
+ * its objects is an entity that the inner expression matches. The operation
+ * resolves each before the query, innermost first: the ids of the entities
+ * the inner expression (and the type hint) matches, by q_link_resolve;
+ * unresolved, the term matches nothing. */
+typedef struct q_link_view {
+    const char     *rel;          /* the Relationship (expanded) */
+    const char     *types;        /* the type hint, 4.17 text (a,b), or NULL */
+    const q_expr_t *inner;        /* the expression for the linked entities */
+} q_link_view_t;
+unsigned q_link_depth(const q_expr_t *q);                        /* deepest rel{...} nesting; 0: none */
+/* The linked terms, innermost first; the count (only cap of them stored). */
+size_t   q_links(q_expr_t *q, q_expr_t **out, size_t cap);
+bool     q_link_get(const q_expr_t *link, q_link_view_t *v);
+/* ids (in the tree's arena; sorted here) of the entities the inner expression matched. */
+void     q_link_resolve(q_expr_t *link, const char **ids, size_t n);
 
 #endif

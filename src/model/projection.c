@@ -136,10 +136,15 @@ projection_t *projection_parse(arena_t *a, const char *text, const ld_context_t 
         return NULL;
     }
     if (omit) {
+        /* The root's own names reach every entity of the payload (5.7.1.5),
+         * except id and type: 4.21 projects Attributes of the linked
+         * entities, and a linked entity keeps what identifies it. */
         projection_t *base = arena_calloc(a, sizeof *base);
 
-        base->names = pr->names;
-        base->n     = pr->n;
+        base->names = arena_alloc(a, (pr->n ? pr->n : 1) * sizeof *base->names);
+        for (size_t i = 0; i < pr->n; i++)
+            if (strcmp(pr->names[i], "@id") && strcmp(pr->names[i], "@type"))
+                base->names[base->n++] = pr->names[i];
         base->base  = base;
         set_base(pr, base);
     }

@@ -47,8 +47,13 @@
  * target exists and == holds for none, !~= when there is a string target
  * and the pattern matches none.
  *
- * Not supported: linked-entity paths "rel{attr}" (they need other entities;
- * OperationNotSupported), and the expandValues / jsonKeys parameters.
+ * Linked entities (4.9, EXAMPLES 13 and 14): rel{[Type,...:]path op value}
+ * holds when one of rel's objects is an entity matching the inner term
+ * (q_link_*: the operation resolves the targets before the query). A ':'
+ * after a leading run of names and commas inside the braces ends a type
+ * hint, as the grammar reads it. Stored filters (subscriptions) refuse
+ * them (OperationNotSupported). Not supported: the expandValues / jsonKeys
+ * parameters.
  * Names are expanded lookup-only (ld_expandn_lookup): a query interns
  * nothing, and a name no entity was ever written with is a copy that equals
  * no stored (interned) name, so it matches as an absent attribute.
@@ -100,7 +105,20 @@ typedef struct q_term {
     uint8_t      op;         /* q_opkind_t */
     uint8_t      shape;      /* q_shapekind_t */
     uint8_t      numeric;    /* attr <op> number, nothing else: q_term_numeric() */
+    struct q_link *link;     /* attr{...}: attr is a Relationship, the term applies to its targets */
 } q_term_t;
+
+/* A term into linked entities (4.9, attr{[Type,...:]path}): the entity
+ * matches when one of attr's objects is among the ids that the inner
+ * expression matched, which the operation resolves before the query
+ * (q_link_resolve); unresolved, it matches nothing. */
+typedef struct q_link {
+    const char  *types;      /* the entity type hint (4.9 EXAMPLE 14) as given, or NULL */
+    q_expr_t    *inner;      /* a QK_TERM: the path (maybe linked again), the operator and values */
+    const char **ids;        /* sorted (strcmp) */
+    size_t       n_ids;
+    bool         resolved;
+} q_link_t;
 
 struct q_expr {
     uint8_t    type;         /* q_kind_t */
@@ -596,6 +614,8 @@ static const char *qp_name(q_parser_t *qp)
     return iri;
 }
 
+static bool qp_link(q_parser_t *qp, q_term_t *t);
+
 static bool qp_path(q_parser_t *qp, q_term_t *t)
 {
     q_step_t    steps[Q_MAX_PATH];
@@ -653,9 +673,14 @@ static bool qp_path(q_parser_t *qp, q_term_t *t)
         }
     }
 
-    if (qp_peek(qp) == '{')
-        return qp_fail_kind(qp, PB_OPERATION_NOT_SUPPORTED, qp->pos,
-                            "linked entity queries (AttrName{...}) are not supported");
+    if (qp_peek(qp) == '{') {
+        if (qp->intern)
+            return qp_fail_kind(qp, PB_OPERATION_NOT_SUPPORTED, qp->pos,
+                                "linked entity queries (AttrName{...}) are not supported in a stored filter");
+        if (ns || nk)
+            return qp_fail(qp, qp->pos, "a linked entity term follows a Relationship name, not a path");
+        return qp_link(qp, t);
+    }
 
     if (ns) {
         t->steps = arena_alloc(qp->a, ns * sizeof(q_step_t));
@@ -670,6 +695,45 @@ static bool qp_path(q_parser_t *qp, q_term_t *t)
     return true;
 }
 
+/* "{" [Type *("," Type) ":"] (Link / ValuePath) "}" after a Relationship name. */
+static bool qp_link(q_parser_t *qp, q_term_t *t)
+{
+    q_link_t *l = arena_calloc(qp->a, sizeof *l);
+    q_term_t *in = arena_calloc(qp->a, sizeof *in);
+    size_t    open_at = qp->pos++;
+
+    if (++qp->depth > Q_MAX_DEPTH)
+        return qp_fail_kind(qp, PB_TOO_COMPLEX_QUERY, open_at, "linked entity terms nested deeper than %d",
+                            Q_MAX_DEPTH);
+    /* a type hint: names and commas up to a ':' that comes before any other delimiter */
+    size_t e = qp->pos;
+    while (e < qp->len && ((q_name_char((unsigned char)qp->s[e]) && qp->s[e] != ':') || qp->s[e] == ','))
+        e++;
+    if (e < qp->len && qp->s[e] == ':' && e > qp->pos) {
+        l->types = arena_strndup(qp->a, qp->s + qp->pos, e - qp->pos);
+        qp->pos = e + 1;
+    }
+    if (!qp_path(qp, in))
+        return false;
+    if (qp_peek(qp) != '}')
+        return qp_fail(qp, qp->pos, "expected '}' to close the linked entity term at offset %zu", open_at);
+    qp->pos++;
+    qp->depth--;
+    l->inner = arena_calloc(qp->a, sizeof *l->inner);
+    l->inner->type = QK_TERM;
+    l->inner->term = in;
+    t->link = l;
+    return true;
+}
+
+/* The innermost term of a linked one: where its operator and values go. */
+static q_term_t *q_innermost(q_term_t *t)
+{
+    while (t->link)
+        t = t->link->inner->term;
+    return t;
+}
+
 static q_expr_t *qp_term(q_parser_t *qp)
 {
     q_term_t *t = arena_calloc(qp->a, sizeof(*t));
@@ -682,8 +746,10 @@ static q_expr_t *qp_term(q_parser_t *qp)
         neg = true;
         qp->pos++;
     }
-    if (!qp_path(qp, t))
+    q_term_t *outer = t;
+    if (!qp_path(qp, outer))
         return NULL;
+    t = q_innermost(outer);             /* the operator and values apply to the linked entities' path */
     qp_blank(qp);
 
     c0 = qp_peek(qp);
@@ -723,9 +789,11 @@ static q_expr_t *qp_term(q_parser_t *qp)
                  t->vals[0].kind == QVK_NUM &&
                  (t->op == QO_EQ || t->op == QO_GT || t->op == QO_GE || t->op == QO_LT || t->op == QO_LE);
 
+    for (q_term_t *o = outer; o->link; o = o->link->inner->term)
+        o->op = QO_EXISTS;              /* a linked term: "has a target that matches" */
     x = arena_calloc(qp->a, sizeof(*x));
     x->type = QK_TERM;
-    x->term = t;
+    x->term = outer;
     return x;
 }
 
@@ -1217,6 +1285,44 @@ static int q_term_numeric(const q_term_t *t, const cr_entity_t *e)
     return 0;
 }
 
+static bool q_link_has(const q_link_t *l, const char *id)
+{
+    size_t lo = 0, hi = l->n_ids;
+    while (lo < hi) {
+        size_t m = lo + (hi - lo) / 2;
+        int    c = strcmp(l->ids[m], id);
+        if (!c)
+            return true;
+        if (c < 0) lo = m + 1;
+        else hi = m;
+    }
+    return false;
+}
+
+/* attr{...}: one of the Relationship's (or ListRelationship's) objects is a target that matched. */
+static bool __attribute__((noinline)) q_link_match(const q_term_t *t, const cr_entity_t *e)
+{
+    const q_link_t *l = t->link;
+
+    if (!l->resolved || !l->n_ids)
+        return false;
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *a = &e->attrs[i];
+        if (a->name != t->attr || (a->kind != ATTR_RELATIONSHIP && a->kind != ATTR_LISTRELATIONSHIP) || !a->value)
+            continue;
+        if (json_is_string(a->value) && q_link_has(l, a->value->str))
+            return true;
+        if (!json_is_array(a->value))
+            continue;
+        json_foreach(el, a->value) {
+            const json_t *o = json_is_object(el) ? json_get(el, "object") : el;
+            if (json_is_string(o) && q_link_has(l, o->str))
+                return true;
+        }
+    }
+    return false;
+}
+
 static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
 {
     q_acc_t acc = { .t = t };
@@ -1226,6 +1332,8 @@ static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
         if (r >= 0)
             return r == 1;
     }
+    if (CR_UNLIKELY(t->link != NULL))
+        return q_link_match(t, e);
 
     for (uint16_t i = 0; i < e->n_attrs; i++)
         if (e->attrs[i].name == t->attr && q_walk(&acc, &e->attrs[i], 0))
@@ -1290,6 +1398,7 @@ bool q_term_get(const q_expr_t *q, q_term_view_t *out)
         return false;
     t = q->term;
     out->attr        = t->attr;
+    out->linked      = t->link != NULL;
     out->n_steps     = t->n_steps;
     out->keys        = t->keys;
     out->n_keys      = t->n_keys;
@@ -1328,4 +1437,79 @@ bool q_term_value(const q_expr_t *q, size_t i, q_value_view_t *out)
     out->len      = v->len;
     out->expanded = v->expanded;
     return true;
+}
+
+/* ====================================================== linked entities */
+
+static unsigned q_depth_of(const q_expr_t *q)
+{
+    unsigned d = 0;
+    if (!q)
+        return 0;
+    if (q->type == QK_TERM) {
+        for (const q_term_t *t = q->term; t->link; t = t->link->inner->term)
+            d++;
+        return d;
+    }
+    for (uint32_t i = 0; i < q->n; i++) {
+        unsigned k = q_depth_of(q->kids[i]);
+        if (k > d)
+            d = k;
+    }
+    return d;
+}
+
+unsigned q_link_depth(const q_expr_t *q)
+{
+    return q_depth_of(q);
+}
+
+static void q_links_of(q_expr_t *q, q_expr_t **out, size_t cap, size_t *n)
+{
+    if (!q)
+        return;
+    if (q->type != QK_TERM) {
+        for (uint32_t i = 0; i < q->n; i++)
+            q_links_of(q->kids[i], out, cap, n);
+        return;
+    }
+    if (!q->term->link)
+        return;
+    q_links_of(q->term->link->inner, out, cap, n);     /* innermost first */
+    if (*n < cap)
+        out[*n] = q;
+    (*n)++;
+}
+
+size_t q_links(q_expr_t *q, q_expr_t **out, size_t cap)
+{
+    size_t n = 0;
+    q_links_of(q, out, cap, &n);
+    return n;
+}
+
+bool q_link_get(const q_expr_t *link, q_link_view_t *v)
+{
+    if (!link || link->type != QK_TERM || !link->term->link)
+        return false;
+    v->rel   = link->term->attr;
+    v->types = link->term->link->types;
+    v->inner = link->term->link->inner;
+    return true;
+}
+
+static int q_cmp_ids(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void q_link_resolve(q_expr_t *link, const char **ids, size_t n)
+{
+    q_link_t *l = link->term->link;
+
+    if (n > 1)
+        qsort(ids, n, sizeof *ids, q_cmp_ids);
+    l->ids      = ids;
+    l->n_ids    = n;
+    l->resolved = true;
 }

@@ -125,13 +125,34 @@ static const char *compact_value(const rctx_t *r, const char *iri)
     return iri ? ld_compact(r->ctx, iri) : iri;
 }
 
-static void wr_time(json_writer_t *w, const char *key, int64_t ms)
+/* A time member: the key given quoted (WR_TIME), the text of a DateTime,
+ * which never needs escaping, written with its quotes. */
+static void wr_time_q(json_writer_t *w, const char *qkey, size_t qlen, int64_t us)
 {
-    char buf[32];
-    int  n = cr_datetime_format(ms, buf);
+    char buf[34];
+    int  n = cr_datetime_format(us, buf + 1);
 
-    jw_key(w, key);
-    jw_stringn(w, buf, n > 0 ? (size_t)n : 0);
+    n = n > 0 ? n : 0;
+    buf[0] = buf[n + 1] = '"';
+    jw_key_raw(w, qkey, qlen);
+    jw_raw(w, buf, (size_t)n + 2);
+}
+#define WR_TIME(w, lit, us) wr_time_q((w), "\"" lit "\":", sizeof("\"" lit "\":") - 1, (us))
+
+/* The "type" of an attribute, quoted: no strlen, no escaping per attribute. */
+static void wr_kind(json_writer_t *w, uint8_t kind)
+{
+    static const struct { const char *q; size_t n; } kq[] = {
+#define KQ(s) {"\"" s "\"", sizeof("\"" s "\"") - 1}
+        [0] = KQ("Property"), [ATTR_PROPERTY] = KQ("Property"), [ATTR_RELATIONSHIP] = KQ("Relationship"),
+        [ATTR_GEOPROPERTY] = KQ("GeoProperty"), [ATTR_LANGUAGEPROPERTY] = KQ("LanguageProperty"),
+        [ATTR_VOCABPROPERTY] = KQ("VocabProperty"), [ATTR_LISTPROPERTY] = KQ("ListProperty"),
+        [ATTR_LISTRELATIONSHIP] = KQ("ListRelationship"), [ATTR_JSONPROPERTY] = KQ("JsonProperty"),
+#undef KQ
+    };
+    if (kind >= sizeof kq / sizeof kq[0])
+        kind = 0;
+    jw_raw(w, kq[kind].q, kq[kind].n);
 }
 
 static bool valid_time(int64_t ms)
@@ -712,7 +733,7 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         /* 4.15 / C.2.2: the LanguageProperty becomes a Property */
         if (!concise) {
             JW_KEY_LIT(w, "type");
-            jw_string(w, "Property");
+            wr_kind(w, ATTR_PROPERTY);
         }
         JW_KEY_LIT(w, "value");
         jw_value(w, lang);
@@ -724,7 +745,7 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
          * pass for a GeoProperty (4.5.2.3). */
         if (!concise || (a->kind == ATTR_PROPERTY && value_reads_as_geometry(a->value))) {
             JW_KEY_LIT(w, "type");
-            jw_string(w, a->kind ? attr_kind_name((attr_kind_t)a->kind) : "Property");
+            wr_kind(w, a->kind);
         }
         switch ((attr_kind_t)a->kind) {
         case ATTR_RELATIONSHIP:
@@ -770,7 +791,7 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         jw_string(w, compact(r, a->object_type));
     }
     if (a->observed_at != CR_NO_TIME)
-        wr_time(w, "observedAt", a->observed_at);
+        WR_TIME(w, "observedAt", a->observed_at);
     if (a->unit_code) {
         JW_KEY_LIT(w, "unitCode");
         jw_string(w, a->unit_code);
@@ -781,9 +802,9 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
     }
     if (r->sys) {
         if (valid_time(a->created_at))
-            wr_time(w, "createdAt", a->created_at);
+            WR_TIME(w, "createdAt", a->created_at);
         if (valid_time(a->modified_at))
-            wr_time(w, "modifiedAt", a->modified_at);
+            WR_TIME(w, "modifiedAt", a->modified_at);
     }
     render_members(w, r, a->sub, a->n_sub, false);
     jw_object_end(w);
@@ -871,9 +892,9 @@ static void render_body(json_writer_t *w, const rctx_t *r, const cr_entity_t *e,
     }
     if (r->sys) {
         if (valid_time(e->created_at))
-            wr_time(w, "createdAt", e->created_at);
+            WR_TIME(w, "createdAt", e->created_at);
         if (valid_time(e->modified_at))
-            wr_time(w, "modifiedAt", e->modified_at);
+            WR_TIME(w, "modifiedAt", e->modified_at);
     }
     render_members(w, r, e->attrs, e->n_attrs, true);
 }
@@ -1045,20 +1066,32 @@ static void render_joined(json_writer_t *w, const cr_entity_t *e, const render_o
         sb_release(&tmp);
 }
 
-void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+/* The plain text of an entity, with the "@context" member of an ld+json
+ * answer put in before its closing brace, where render_entity_at writes it
+ * (wr_context: the last member), so that ld+json answers share the cache. */
+static inline __attribute__((always_inline)) void emit(json_writer_t *w, const char *text, size_t len,
+                                                      const char *context_json)
 {
-    if (spliceable(e, o)) {
-        render_joined(w, e, o);
+    if (!context_json) {
+        jw_raw(w, text, len);
         return;
     }
-    if (!cacheable(e, o)) {
-        render_entity(w, e, o);
-        return;
-    }
+    jw_raw(w, text, len - 1);
+    sb_add(w->sb, ",\"@context\":", sizeof ",\"@context\":" - 1);
+    sb_adds(w->sb, context_json);
+    sb_addc(w->sb, '}');
+}
+
+/* From the cache, or rendered and offered to it: po is the plain rendering
+ * (o without its @context member, context_json), o the one asked for. */
+static inline __attribute__((always_inline)) void render_cached(json_writer_t *w, const cr_entity_t *e,
+                                                               const render_opts_t *po, const render_opts_t *o,
+                                                               const char *context_json)
+{
     const render_cache_t *rc = __atomic_load_n((render_cache_t *const *)&e->render_cache, __ATOMIC_ACQUIRE);
     if (rc && rc->ctx_serial == ld_context_serial(o->ctx) && rc->format == o->format) {
         __atomic_add_fetch(&rc_hits, 1, __ATOMIC_RELAXED);
-        jw_raw(w, RC_TEXT(rc), rc->len);
+        emit(w, RC_TEXT(rc), rc->len, context_json);
         return;
     }
     __atomic_add_fetch(&rc_misses, 1, __ATOMIC_RELAXED);
@@ -1074,11 +1107,41 @@ void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *
     link_rec_t rec;
     rec.n = 0;
     rec.overflow = false;
-    render_entity_rec(&tw, e, o, &rec);
-    jw_raw(w, tmp.p, tmp.len);
-    cache_offer(e, o, tmp.p, tmp.len, &rec);
+    render_entity_rec(&tw, e, po, &rec);
+    emit(w, tmp.p, tmp.len, context_json);
+    cache_offer(e, po, tmp.p, tmp.len, &rec);
     if (!tmp.a)
         sb_release(&tmp);
+}
+
+/* ld+json: the plain rendering's cached text and the @context member. */
+static void __attribute__((noinline)) render_ld(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    render_opts_t plain = *o;
+
+    plain.context_json = NULL;
+    if (!cacheable(e, &plain)) {
+        render_entity(w, e, o);
+        return;
+    }
+    render_cached(w, e, &plain, o, o->context_json);
+}
+
+void entity_render(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)
+{
+    if (spliceable(e, o)) {
+        render_joined(w, e, o);
+        return;
+    }
+    if (o->context_json && !o->join) {
+        render_ld(w, e, o);
+        return;
+    }
+    if (!cacheable(e, o)) {
+        render_entity(w, e, o);
+        return;
+    }
+    render_cached(w, e, o, o, NULL);
 }
 
 static void render_entity(json_writer_t *w, const cr_entity_t *e, const render_opts_t *o)

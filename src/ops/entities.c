@@ -49,6 +49,25 @@ bool ops_entity_create(const ops_req_t *rq, const json_t *body, const char **id,
     return true;
 }
 
+static bool listed(const char *const *v, size_t n, const char *m)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == m || !strcmp(v[i], m))
+            return true;
+    return false;
+}
+
+/* Every member of e is among the names omitted. */
+static bool omits_all(const cr_entity_t *e, const char *const *omit, size_t n)
+{
+    if (!listed(omit, n, "@id") || !listed(omit, n, "@type") || (e->scope && !listed(omit, n, MN.scope)))
+        return false;
+    for (size_t i = 0; i < e->n_attrs; i++)
+        if (!listed(omit, n, e->attrs[i].name))
+            return false;
+    return true;
+}
+
 /* The entity must match the type selection and have one of the attrs. */
 static bool retrieve_matches(const ops_req_t *rq, const cr_entity_t *e, const ops_retrieve_t *o, problem_t *p)
 {
@@ -72,6 +91,8 @@ static bool retrieve_matches(const ops_req_t *rq, const cr_entity_t *e, const op
         }
         if (!any) return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity %s has none of the members picked", e->id);
     }
+    if (o->n_omit && omits_all(e, o->omit, o->n_omit))   /* omit leaves nothing of it: as pick (4.21) */
+        return problem_set(p, PB_RESOURCE_NOT_FOUND, "omit leaves nothing of entity %s", e->id);
     return true;
 }
 

@@ -104,6 +104,10 @@ typedef struct ops_retrieve {
      * attribute names) of which the entity must have one, else ResourceNotFound */
     const char **pick;
     size_t       n_pick;
+    /* omit (4.21): the entity members removed; when they are all of them
+     * (id, type, scope and every attribute), ResourceNotFound */
+    const char **omit;
+    size_t       n_omit;
 } ops_retrieve_t;
 cr_entity_t *ops_entity_retrieve(const ops_req_t *rq, const char *id, const ops_retrieve_t *o, problem_t *p);
 
@@ -221,6 +225,10 @@ typedef struct ops_page {
     bool          more;
 } ops_page_t;
 
+/* q terms into linked entities (4.9 rel{...}) are resolved first: one scan
+ * of the linked entities per term (at most 100000 targets each,
+ * TooManyResults beyond). The binding checks that join is given and
+ * deep enough (5.7.2.4). */
 /* The page limits (--maxLimit; limit 0 only with count). */
 bool ops_query_check(const ops_query_t *qy, problem_t *p);
 bool ops_query(const ops_req_t *rq, const ops_query_t *qy, ops_page_t *pg, problem_t *p);

@@ -274,9 +274,13 @@ typedef struct store_page {
     size_t        count;        /* total matches, when f->count */
 } store_page_t;
 
-/* Entities matching f (NULL = all), in f->order (creation order), skipping
- * f->offset, at most f->limit (0 = none: count only). With f->count the scan
- * goes on to count every match; without it, it stops when the page is full.
+/* Entities matching f (NULL = all), in creation order, skipping f->offset,
+ * at most f->limit (0 = none: count only). With f->count the scan goes on to
+ * count every match; without it, it stops when the page is full.
+ * With f->order_by (orderBy, 4.23) the page is the first of all matches in
+ * that order (order_keys_cmp: every backend orders alike); the scan sees
+ * every match, keeping the best offset+limit (corDB: a bounded heap), and
+ * the count is exact.
  * Access path (corDB): the ids of f and of its selectors, else the type index
  * when the type selections are plain lists of types, else a bounded geo-query
  * through the geo index, else every entity; filter_match() decides. A long

@@ -135,3 +135,32 @@ def test_6_23_post_query_pick_string_with_nested_terms(cli):
                                              "join": "inline", "pick": "isParked{name}"})
     assert r.status_code == 200, r.text
     assert r.json() == [{"isParked": {"type": "Relationship", "object": pk, "entity": {"name": prop("Top")}}}]
+
+
+def test_4_21_top_level_omit_of_type_keeps_linked_entity_type(cli):
+    """ETSI 018_21 / 019_23: omit=type,rel{name} removes type from the entity
+    the request names; top-level attribute terms reach every entity, but a
+    linked entity keeps its id and type (4.21 projects Attributes)."""
+    v, pk, co = world(cli)
+    e = cli.entity(v, params={"join": "inline", "joinLevel": "2", "omit": "type,name,isParked{spots}"})
+    assert "type" not in e and "name" not in e and e["id"] == v
+    linked = e["isParked"]["entity"]
+    assert linked["type"] == "Parking" and linked["id"] == pk
+    assert "spots" not in linked and "name" not in linked
+    assert linked["operatedBy"]["entity"]["type"] == "Company"
+    assert linked["operatedBy"]["entity"]["size"] == prop(9)
+    got = cli.get("/entities/" + v, params={"join": "flat", "joinLevel": "2", "omit": "type,isParked{spots}"}).json()
+    assert [x.get("type") for x in got] == [None, "Parking", "Company"]
+    assert "spots" not in got[1]
+    # a query: the same for every matched entity
+    got = cli.get("/entities", params={"type": "Vehicle", "id": v, "join": "flat", "omit": "type"}).json()
+    assert "type" not in got[0] and got[1]["type"] == "Parking"
+
+
+def test_4_21_retrieve_whose_omit_leaves_nothing_is_404(cli):
+    """ETSI 018_19_02: omit naming every member of the entity."""
+    v, _, _ = world(cli)
+    assert_problem(cli.get("/entities/" + v, params={"omit": "id,type,name,speed,isParked"}),
+                   404, "ResourceNotFound")
+    r = cli.get("/entities/" + v, params={"omit": "type,name,speed,isParked"})
+    assert r.status_code == 200 and r.json() == {"id": v}

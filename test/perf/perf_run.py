@@ -11,6 +11,12 @@ Shapes (wrk on loopback, keep-alive):
   patch     PATCH /ngsi-ld/v1/entities/{one of the N} (a merge of speed; not in the default set)
   join      the query page with join=inline (4.5.23): each of the 20 Vehicles
             links one Parking of its own, inlined under isParked
+  join_inline  the same (the name the issue gives it)
+  query_ldjson the query page asked as application/ld+json (an @context member per entity)
+  query_nocache, retrieve_nocache  query and retrieve on a second broker started with
+            --renderCache 0 and the same entities: every read renders
+  orderby   GET /ngsi-ld/v1/entities?type=Vehicle&orderBy=speed;desc&limit=20 over N entities
+            (4.23: every match is ranked, a page of 20 comes back)
 The shapes are alternated RUNS times, so the machine's drift spreads over
 all of them; the report gives the median requests/s of each and the ratios.
 
@@ -101,8 +107,10 @@ def start_broker(port, extra=(), binary=None, prefix=()):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def wrk(url, duration, conns, threads, script=None, args=()):
+def wrk(url, duration, conns, threads, script=None, args=(), headers=()):
     cmd = PIN_LOAD + ["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ds" % duration, "--latency"]
+    for h in headers:
+        cmd += ["-H", h]
     if script:
         cmd += ["-s", script]
     out = subprocess.run(cmd + [url] + (["--"] + list(args) if args else []), capture_output=True,
@@ -173,8 +181,12 @@ def main():
         memory([int(x) for x in a.memory.split(",")])
         return
 
-    bport, tport, t20port = free_port(), free_port(), free_port()
+    bport, tport, t20port, nport = free_port(), free_port(), free_port(), free_port()
     broker = start_broker(bport, a.broker_flags.split())
+    shapes = a.shapes.split(",")
+    nocache = None
+    if any(s.endswith("_nocache") for s in shapes):
+        nocache = start_broker(nport, a.broker_flags.split() + ["--renderCache", "0"])
     trivial = subprocess.Popen(PIN_SERVER + [TRIVIAL, str(tport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     trivial20 = subprocess.Popen(PIN_SERVER + [TRIVIAL, str(t20port), "0", "20"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
@@ -184,6 +196,11 @@ def main():
         wait_up("http://127.0.0.1:%d/" % tport)
         wait_up("http://127.0.0.1:%d/" % t20port)
         load(base, a.entities)
+        nbase = "http://127.0.0.1:%d" % nport
+        if nocache:
+            wait_up(nbase + "/version")
+            load(nbase, a.entities)
+        page = "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20"
         urls = {
             "trivial": ("http://127.0.0.1:%d/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1" % tport, None),
             "trivial20": ("http://127.0.0.1:%d/ngsi-ld/v1/entities?type=Vehicle" % t20port, None),
@@ -191,15 +208,20 @@ def main():
             "query": (base + "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20", None),
             "create": (base + "/ngsi-ld/v1/entities", os.path.join(ROOT, "test/perf/create.lua")),
             "patch": (base + "/", os.path.join(ROOT, "test/perf/patch.lua")),
-            "join": (base + "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20&join=inline", None),
+            "join": (base + page + "&join=inline", None),
+            "join_inline": (base + page + "&join=inline", None),
+            "query_ldjson": (base + page, None),
+            "query_nocache": (nbase + page, None),
+            "retrieve_nocache": (nbase + "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1", None),
+            "orderby": (base + "/ngsi-ld/v1/entities?type=Vehicle&orderBy=speed%3Bdesc&limit=20", None),
         }
-        shapes = a.shapes.split(",")
+        headers = {"query_ldjson": ("Accept: application/ld+json",)}
         res = {s: [] for s in shapes}
         for run in range(a.runs):
             for s in shapes:
                 url, script = urls[s]
                 rps, bad, p99 = wrk(url, a.duration, a.connections, a.threads, script,
-                                    (str(a.entities),) if s == "patch" else ())
+                                    (str(a.entities),) if s == "patch" else (), headers.get(s, ()))
                 res[s].append((rps, bad, p99))
                 print("run %d %-8s %10.0f req/s  non-2xx %d  p99 %s us" % (run + 1, s, rps, bad, p99),
                       file=sys.stderr)
@@ -214,17 +236,21 @@ def main():
         print()
         if "trivial" in med and "retrieve" in med:
             print("- retrieve / trivial responder: %.2f" % (med["retrieve"] / med["trivial"]))
-        for s in ("query", "create", "join"):
+        for s in ("query", "create", "join", "join_inline", "query_ldjson", "query_nocache", "orderby"):
             if s in med and "retrieve" in med:
                 print("- %s / retrieve: %.2f" % (s, med[s] / med["retrieve"]))
+        if "retrieve_nocache" in med and "query_nocache" in med:
+            print("- query_nocache / retrieve_nocache (both --renderCache 0): %.2f"
+                  % (med["query_nocache"] / med["retrieve_nocache"]))
         if "trivial20" in med and "query" in med:
             print("- query / trivial responder with the same 20-entity page: %.2f" % (med["query"] / med["trivial20"]))
         if any(sum(r[1] for r in res[s]) for s in shapes):
             print("\nWARNING: some requests failed (non-2xx): those figures do not count")
     finally:
-        for p in (broker, trivial, trivial20):
+        procs = [p for p in (broker, trivial, trivial20, nocache) if p]
+        for p in procs:
             p.terminate()
-        for p in (broker, trivial, trivial20):
+        for p in procs:
             p.wait()
 
 

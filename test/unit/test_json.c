@@ -434,6 +434,30 @@ static void test_render_strings(void **state)
     assert_int_equal(back->len, n);
     assert_memory_equal(back->str, s, n);
 
+    /* every length up to 40 with one byte to escape at every place (the
+     * 8-byte steps and the byte-by-byte tail meet everywhere) */
+    for (size_t len = 0; len <= 40; len++)
+        for (size_t at = 0; at <= len; at++) {
+            char in[48], want[64];
+            size_t k = 0;
+            want[k++] = '"';
+            for (size_t i = 0; i < len; i++) {
+                in[i] = (char)('a' + i % 26);
+                if (i == at) {
+                    in[i] = '\n';
+                    want[k++] = '\\';
+                    want[k++] = 'n';
+                } else {
+                    want[k++] = in[i];
+                }
+            }
+            want[k++] = '"';
+            want[k] = '\0';
+            sb_init(&sb, A, 4);
+            json_render_string(&sb, in, len);
+            assert_string_equal(sb.p, want);
+        }
+
     /* a NUL byte in a string renders as \u0000 (and the parser refuses it back) */
     sb_init(&sb, A, 4);
     json_render_string(&sb, "a\0b", 3);

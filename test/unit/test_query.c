@@ -562,7 +562,11 @@ static void test_q_errors(void **state)
         { "!speed==3", PB_BAD_REQUEST_DATA },          /* ! only for existence */
         { "!(speed)", PB_BAD_REQUEST_DATA },
         { "speed==3 rpm", PB_BAD_REQUEST_DATA },
-        { "sensor{humidity}==40", PB_OPERATION_NOT_SUPPORTED },
+        { "sensor{humidity", PB_BAD_REQUEST_DATA },    /* 4.9 linked entity terms */
+        { "sensor{}", PB_BAD_REQUEST_DATA },
+        { "sensor{humidity}}", PB_BAD_REQUEST_DATA },
+        { "sensor.x{humidity}", PB_BAD_REQUEST_DATA },
+        { "sensor{Device:}", PB_BAD_REQUEST_DATA },
         { "\xff\xfe", PB_BAD_REQUEST_DATA },           /* not UTF-8 */
     };
     (void)state;
@@ -576,6 +580,53 @@ static void test_q_errors(void **state)
         if (!p.detail[0])
             fail_msg("q_parse(%s): no detail", c[i].q);
     }
+}
+
+/* 4.9 EXAMPLES 13 and 14: rel{path} terms, resolved to the targets' ids. */
+static void test_q_linked(void **state)
+{
+    problem_t    p = { 0 };
+    cr_entity_t *st = E("{'id':'urn:ngsi-ld:WS:1','type':'WS','sensor':{'type':'Relationship','object':'urn:ngsi-ld:Device:345'},"
+                        "'list':{'type':'ListRelationship','objectList':[{'object':'urn:ngsi-ld:Device:9'}]}}");
+    (void)E("{'id':'urn:ngsi-ld:Device:345','type':'Device','humidity':{'type':'Property','value':40}}");
+    (void)state;
+
+    q_expr_t *q = q_parse(A, "sensor{humidity}==40", ld_core(), &p);
+    assert_non_null(q);
+    assert_int_equal(q_link_depth(q), 1);
+    assert_false(q_match(q, st));                     /* unresolved: nothing */
+    q_expr_t *l[4];
+    assert_int_equal(q_links(q, l, 4), 1);
+    q_link_view_t v;
+    assert_true(q_link_get(l[0], &v));
+    assert_null(v.types);
+    q_term_view_t tv;
+    assert_true(q_term_get(v.inner, &tv));
+    assert_int_equal(tv.op, QO_EQ);
+    assert_true(q_term_get(q, &tv) && tv.linked);
+    const char **ids = arena_alloc(A, 2 * sizeof *ids);
+    ids[0] = "urn:ngsi-ld:Device:999";
+    ids[1] = "urn:ngsi-ld:Device:345";
+    q_link_resolve(l[0], ids, 2);
+    assert_true(q_match(q, st));
+
+    q = q_parse(A, "list{Device,Sensor:humidity}==40;sensor{a{b{c}}}", ld_core(), &p);
+    assert_non_null(q);
+    assert_int_equal(q_link_depth(q), 3);
+    assert_int_equal(q_links(q, l, 4), 4);           /* innermost first: c's, b's, a's ... */
+    assert_true(q_link_get(l[0], &v));
+    assert_string_equal(v.types, "Device,Sensor");
+    ids = arena_alloc(A, sizeof *ids);
+    ids[0] = "urn:ngsi-ld:Device:9";
+    q_link_resolve(l[0], ids, 1);
+    q_expr_t *one = q_parse(A, "list{Device,Sensor:humidity}", ld_core(), &p);
+    assert_int_equal(q_links(one, l, 4), 1);
+    q_link_resolve(l[0], ids, 1);
+    assert_true(q_match(one, st));                    /* a ListRelationship's objects */
+
+    /* stored filters (subscriptions) refuse them */
+    assert_null(q_parse_stored(A, "sensor{humidity}==40", ld_core(), &p));
+    assert_int_equal(p.kind, PB_OPERATION_NOT_SUPPORTED);
 }
 
 static void test_q_error_detail(void **state)
@@ -906,6 +957,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_q_context, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_hand_built, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_q_linked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_error_detail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_threads, setup, teardown),

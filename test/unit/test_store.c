@@ -1903,6 +1903,46 @@ static void test_tenant_limits(void **state)
     arena_free(a);
 }
 
+/* orderBy (4.23) through the store contract: every page of the bounded
+ * heap is the slice of the full order, the count is exact, offsets past the
+ * end give nothing. */
+static void test_order_by_pages(void **state)
+{
+    arena_t        *a = arena_new(1 << 16);
+    store_t        *s = open_store();
+    problem_t       p = { 0 };
+    order_term_t    t[2] = {{.key = ORDER_ATTR, .dir = ORDER_DESC}, {.key = ORDER_ID, .dir = ORDER_ASC}};
+    entity_order_t  o = {.terms = t, .n = 2};
+    entity_filter_t f = { .order_by = &o };
+    store_page_t    pg;
+    const int       N = 300;
+
+    (void)state;
+    t[0].attr = iri(a, ATTR, "v");
+    for (int i = 0; i < N; i++)
+        assert_true(store_create(s, "ord", mk(a, arena_printf(a, "urn:O:%03d", i), T_A, NULL, "v", (i * 37) % 50,
+                                             NULL, 0), &p));
+    /* the expected order: v descending, then id */
+    int want[300], k = 0;
+    for (int v = 49; v >= 0; v--)
+        for (int i = 0; i < N; i++)
+            if ((i * 37) % 50 == v)
+                want[k++] = i;
+    for (size_t off = 0; off <= (size_t)N + 10; off += 25) {
+        assert_true(store_query(s, "ord", &f, off, 25, true, a, &pg, &p));
+        assert_int_equal(pg.count, N);
+        assert_int_equal(pg.n, off >= (size_t)N ? 0 : (size_t)N - off < 25 ? (size_t)N - off : 25);
+        for (size_t i = 0; i < pg.n; i++)
+            assert_string_equal(pg.items[i]->id, arena_printf(a, "urn:O:%03d", want[off + i]));
+        store_page_release(&pg);
+    }
+    assert_true(store_query(s, "ord", &f, 0, 0, true, a, &pg, &p));      /* count only */
+    assert_int_equal(pg.n, 0);
+    assert_int_equal(pg.count, N);
+    store_close(s);
+    arena_free(a);
+}
+
 /* A regex over PCRE2's match limit fails the query with BadRequestData. */
 static void test_regex_limit(void **state)
 {
@@ -2282,6 +2322,7 @@ int main(void)
         cmocka_unit_test(test_change_attrs),
         cmocka_unit_test(test_preconditions),
         cmocka_unit_test(test_tenant_limits),
+        cmocka_unit_test(test_order_by_pages),
         cmocka_unit_test(test_regex_limit),
         cmocka_unit_test(test_selectors_types),
         cmocka_unit_test(test_scan_chunks),
