@@ -194,7 +194,6 @@ static bool temporal_params(request_t *r, tview_t *tv, ops_temporal_t *t, proble
     q->inst_limit = cr_config.temporal_limit > 0 ? (size_t)cr_config.temporal_limit : 0;
     dataset_ids(tv, q);
     (void)req_param(r, "local");
-    (void)req_param(r, "orderBy");
     (void)req_param(r, "csf");
     return true;
 }

@@ -810,6 +810,40 @@ static bool hc_aggregate(void *v, const char *tenant, const hist_query_t *q, uns
     return query_impl(v, tenant, &qq, a, out, &agg, p);
 }
 
+typedef struct order_ctx {
+    const entity_order_t *o;
+    const cr_entity_t   **ver;
+} order_ctx_t;
+
+static int order_cmp(const void *x, const void *y, void *ctx)
+{
+    const order_ctx_t *c = ctx;
+    size_t i = *(const size_t *)x, j = *(const size_t *)y;
+    int    r = order_compare(c->o, c->ver[i], c->ver[j]);
+    return r ? r : (i > j) - (i < j);        /* equal: creation order */
+}
+
+/* out->items (all matching entities, in creation order, their versions in
+ * ver) -> the page q->offset/q->limit in the order o. */
+static void order_page(arena_t *a, const entity_order_t *o, const hist_query_t *q, const cr_entity_t **ver,
+                       hist_result_t *out)
+{
+    size_t  n   = out->n;
+    size_t *idx = arena_alloc(a, (n + 1) * sizeof *idx);
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    order_ctx_t c = { o, ver };
+    qsort_r(idx, n, sizeof *idx, order_cmp, &c);
+    size_t from = q->offset < n ? q->offset : n;
+    size_t m    = n - from < q->limit ? n - from : q->limit;
+    hist_entity_t *page = arena_alloc(a, (m + 1) * sizeof *page);
+    for (size_t i = 0; i < m; i++)
+        page[i] = out->items[idx[from + i]];
+    out->items = page;
+    out->n     = m;
+    out->more  = from + m < n;
+}
+
 /* A query holds its tenant's read lock for QUERY_CHUNK entities at a time
  * (as corDB's scans do), so a large query does not hold writers back. */
 #define QUERY_CHUNK 256
@@ -830,8 +864,13 @@ static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, are
         fc.n_attrs = 0;
         f          = &fc;
     }
-    size_t cap = q->limit, skip = q->offset, matched = 0;
+    /* orderBy (4.23, 5.7.4.4: as for the entity query): every matching
+     * entity is selected, then ordered by model's order_compare on its
+     * newest version and paged */
+    const entity_order_t *order = f ? f->order_by : NULL;
+    size_t cap = order ? 16 : q->limit, skip = order ? 0 : q->offset, matched = 0;
     out->items = arena_alloc(a, (cap + 1) * sizeof *out->items);
+    const cr_entity_t **ver = order ? arena_alloc(a, (cap + 1) * sizeof *ver) : NULL;
     hist_entity_t scratch;
     hist_result_t aside;                 /* what entities off the page would report */
 
@@ -859,12 +898,29 @@ static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, are
             e = e->next;
         else if (!(x = ent_find(t, f->ids[k++])))
             continue;
+        if (order && out->n == cap) {
+            hist_entity_t      *ni = arena_alloc(a, (2 * cap + 1) * sizeof *ni);
+            const cr_entity_t **nv = arena_alloc(a, (2 * cap + 1) * sizeof *nv);
+            memcpy(ni, out->items, out->n * sizeof *ni);
+            memcpy(nv, ver, out->n * sizeof *nv);
+            out->items = ni;
+            ver        = nv;
+            cap       *= 2;
+        }
         bool           on_page = matched >= skip && out->n < cap;
         hist_entity_t *dst     = on_page ? &out->items[out->n] : &scratch;
         memset(&aside, 0, sizeof aside);
         if (!ent_select(a, q, f, x, dst, on_page ? out : &aside, agg))
             continue;
         matched++;
+        if (order) {
+            if (x->last) {
+                entity_ref(x->last);
+                arena_on_free(a, unref_blob, x->last);
+                ver[out->n] = x->last;
+            } else
+                ver[out->n] = bare_entity(a, x);
+        }
         if (on_page)
             out->n++;
         else if (matched > skip) {
@@ -875,6 +931,8 @@ static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, are
     }
     pthread_rwlock_unlock(&t->lock);
     out->count = matched;
+    if (order)
+        order_page(a, order, q, ver, out);
     if (!filter_regex_overflow(p))
         return true;
     return false;

@@ -666,3 +666,34 @@ def test_4_15_lang_reduces_languagemaps_in_temporal_values(hcli):
     r = hcli.get(tpath(eid), params={"format": "temporalValues"})
     assert r.json()["says"] == {"type": "LanguageProperty", "languageMaps": [
         [{"languageMap": {"en": "yes", "fr": "oui"}}, T0], [{"languageMap": {"en": "no", "fr": "non"}}, T1]]}
+
+
+def test_5_7_4_4_orderby_orders_the_temporal_query_as_the_entity_query(hcli):
+    """orderBy (4.23) on GET /temporal/entities and in the Query body of POST
+    /temporal/entityOperations/query: the entities in the order of the entity
+    query (the newest version's values), paged after ordering."""
+    typ = "Ord" + "".join(c for c in uid("x") if c.isalnum())[-8:]
+    speeds = [30, 10, 50, 20, 40]
+    ids = []
+    for v in speeds:
+        eid = uid(typ)
+        ids.append(eid)
+        assert hcli.post("/temporal/entities", tent(eid, typ, speed=[obs(v, T0)])).status_code == 201
+    by_speed_desc = [i for _, i in sorted(zip(speeds, ids), reverse=True)]
+    r = hcli.get("/temporal/entities", params={"type": typ, "orderBy": "speed;desc"})
+    assert r.status_code == 200, r.text
+    assert [e["id"] for e in r.json()] == by_speed_desc
+    r = hcli.get("/temporal/entities", params={"type": typ, "orderBy": "speed", "limit": "2", "offset": "1",
+                                               "count": "true"})
+    assert [e["id"] for e in r.json()] == by_speed_desc[::-1][1:3]
+    assert r.headers.get("NGSILD-Results-Count") == "5"
+    # the entity query orders the same way
+    core = hcli.get("/entities", params={"type": typ, "orderBy": "speed;desc"})
+    assert [e["id"] for e in core.json()] == by_speed_desc
+    r = hcli.post("/temporal/entityOperations/query", {
+        "type": "Query", "entities": [{"type": typ}], "temporalQ": {"timerel": "after", "timeAt": T0},
+        "ordering": {"orderBy": ["speed;desc"]}})
+    assert r.status_code == 200, r.text
+    assert [e["id"] for e in r.json()] == by_speed_desc
+    r = hcli.get("/temporal/entities", params={"type": typ, "orderBy": "speed;sideways"})
+    assert r.status_code == 400
