@@ -33,6 +33,7 @@ struct hlog {
     pthread_t       thread;
     bool            stop, dirty, failed;
     bool            always;         /* --dbSync always: group commit (hlog_sync) */
+    bool            syncing;        /* the thread is in an fdatasync of fd (no lock held) */
     int             sync_ms;
     uint64_t        size;
     /* bytes ever appended (across snapshots) and bytes known durable: a
@@ -240,6 +241,8 @@ static bool compact_locked(hlog_t *l, uint64_t from)
         unlink(tmp);
         return false;
     }
+    while (l->syncing)                      /* the syncer is done with the old fd before it is closed */
+        pthread_cond_wait(&l->synced_cv, &l->mu);
     if (l->fd >= 0)
         close(l->fd);
     l->fd   = fd;
@@ -277,12 +280,14 @@ static void *sync_main(void *arg)
         if (l->dirty && l->fd >= 0) {
             int      fd     = l->fd;
             uint64_t target = l->written;
-            l->dirty = false;
+            l->dirty   = false;
+            l->syncing = true;
             pthread_mutex_unlock(&l->mu);
             int rc = fdatasync(fd);
             if (rc != 0)
                 LOG_E("history: fdatasync of the history log: %s", strerror(errno));
             pthread_mutex_lock(&l->mu);
+            l->syncing = false;
             l->fsyncs++;
             if (rc == 0 && target > l->synced)
                 l->synced = target;
