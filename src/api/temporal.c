@@ -194,7 +194,6 @@ static bool temporal_params(request_t *r, tview_t *tv, ops_temporal_t *t, proble
     q->inst_limit = cr_config.temporal_limit > 0 ? (size_t)cr_config.temporal_limit : 0;
     dataset_ids(tv, q);
     (void)req_param(r, "local");
-    (void)req_param(r, "orderBy");
     (void)req_param(r, "csf");
     return true;
 }
@@ -333,6 +332,14 @@ static void wr_series_simplified(json_writer_t *w, const tview_t *tv, const ops_
                                  const hist_series_t *s)
 {
     attr_kind_t kind = s->inst ? (attr_kind_t)s->inst[0].attr.kind : ATTR_PROPERTY;
+    /* 4.15 with temporalValues: a LanguageProperty's languageMaps are reduced
+     * to strings in the language asked for, pairs of a Property's values
+     * (the string as the simplified core rendering picks it) */
+    bool by_lang = kind == ATTR_LANGUAGEPROPERTY && tv->v.ro.lang && tv->fmt == TF_VALUES;
+    render_opts_t kv = tv->v.ro;
+    kv.format = FMT_KEYVALUES;
+    if (by_lang)
+        kind = ATTR_PROPERTY;
     jw_object_begin(w);
     JW_KEY_LIT(w, "type");
     jw_string(w, attr_kind_name(kind ? kind : ATTR_PROPERTY));
@@ -367,7 +374,10 @@ static void wr_series_simplified(json_writer_t *w, const tview_t *tv, const ops_
             const hist_instance_t *in = &s->inst[i];
             char                   ts[32];
             jw_array_begin(w);
-            wr_pair_value(w, tv, &in->attr);
+            if (by_lang)
+                attr_render(w, &in->attr, &kv);
+            else
+                wr_pair_value(w, tv, &in->attr);
             cr_datetime_format(inst_time(in, t->hq.timeprop), ts);
             jw_string(w, ts);
             jw_array_end(w);

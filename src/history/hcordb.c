@@ -72,6 +72,7 @@ struct hent {
     uint32_t      n_series, cap_series;
     hent_t       *prev, *next;  /* creation order */
     hent_t       *hnext;        /* hash chain */
+    uint64_t      ord;          /* its place in creation order (a query resumes by it) */
 };
 
 typedef struct htenant htenant_t;
@@ -81,6 +82,7 @@ struct htenant {
     hent_t         **slot;
     size_t           nslot, n;
     hent_t          *first, *last;
+    uint64_t         next_ord;
     htenant_t       *next;
 };
 
@@ -160,6 +162,7 @@ static void ent_link(htenant_t *t, hent_t *e)
     t->slot[k] = e;
     e->prev    = t->last;
     e->next    = NULL;
+    e->ord     = ++t->next_ord;
     if (t->last) t->last->next = e; else t->first = e;
     t->last = e;
     t->n++;
@@ -807,6 +810,44 @@ static bool hc_aggregate(void *v, const char *tenant, const hist_query_t *q, uns
     return query_impl(v, tenant, &qq, a, out, &agg, p);
 }
 
+typedef struct order_ctx {
+    const entity_order_t *o;
+    const cr_entity_t   **ver;
+} order_ctx_t;
+
+static int order_cmp(const void *x, const void *y, void *ctx)
+{
+    const order_ctx_t *c = ctx;
+    size_t i = *(const size_t *)x, j = *(const size_t *)y;
+    int    r = order_compare(c->o, c->ver[i], c->ver[j]);
+    return r ? r : (i > j) - (i < j);        /* equal: creation order */
+}
+
+/* out->items (all matching entities, in creation order, their versions in
+ * ver) -> the page q->offset/q->limit in the order o. */
+static void order_page(arena_t *a, const entity_order_t *o, const hist_query_t *q, const cr_entity_t **ver,
+                       hist_result_t *out)
+{
+    size_t  n   = out->n;
+    size_t *idx = arena_alloc(a, (n + 1) * sizeof *idx);
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    order_ctx_t c = { o, ver };
+    qsort_r(idx, n, sizeof *idx, order_cmp, &c);
+    size_t from = q->offset < n ? q->offset : n;
+    size_t m    = n - from < q->limit ? n - from : q->limit;
+    hist_entity_t *page = arena_alloc(a, (m + 1) * sizeof *page);
+    for (size_t i = 0; i < m; i++)
+        page[i] = out->items[idx[from + i]];
+    out->items = page;
+    out->n     = m;
+    out->more  = from + m < n;
+}
+
+/* A query holds its tenant's read lock for QUERY_CHUNK entities at a time
+ * (as corDB's scans do), so a large query does not hold writers back. */
+#define QUERY_CHUNK 256
+
 static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, arena_t *a, hist_result_t *out,
                        const agg_t *agg, problem_t *p)
 {
@@ -823,26 +864,63 @@ static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, are
         fc.n_attrs = 0;
         f          = &fc;
     }
-    size_t cap = q->limit, skip = q->offset, matched = 0;
+    /* orderBy (4.23, 5.7.4.4: as for the entity query): every matching
+     * entity is selected, then ordered by model's order_compare on its
+     * newest version and paged */
+    const entity_order_t *order = f ? f->order_by : NULL;
+    size_t cap = order ? 16 : q->limit, skip = order ? 0 : q->offset, matched = 0;
     out->items = arena_alloc(a, (cap + 1) * sizeof *out->items);
+    const cr_entity_t **ver = order ? arena_alloc(a, (cap + 1) * sizeof *ver) : NULL;
     hist_entity_t scratch;
     hist_result_t aside;                 /* what entities off the page would report */
 
     filter_regex_reset();
     pthread_rwlock_rdlock(&t->lock);
-    bool   by_ids = f && f->n_ids && !f->n_sel;
-    size_t k      = 0;
-    for (hent_t *e = by_ids ? NULL : t->first; by_ids ? k < f->n_ids : e != NULL;
-         e = by_ids ? NULL : e->next) {
+    bool    by_ids = f && f->n_ids && !f->n_sel;
+    size_t  k      = 0, in_chunk = 0;
+    hent_t *e      = by_ids ? NULL : t->first;
+    while (by_ids ? k < f->n_ids : e != NULL) {
+        if (++in_chunk > QUERY_CHUNK) {
+            /* writers of the tenant go on between chunks; the scan resumes
+             * at the entity it was at, or after its place if it is gone */
+            in_chunk = 1;
+            const char *rid  = by_ids ? NULL : arena_strdup(a, e->id);
+            uint64_t    rord = by_ids ? 0 : e->ord;
+            pthread_rwlock_unlock(&t->lock);
+            pthread_rwlock_rdlock(&t->lock);
+            if (!by_ids && (!(e = ent_find(t, rid)) || e->ord != rord))
+                for (e = t->first; e && e->ord < rord; e = e->next) {}
+            if (!by_ids && !e)
+                break;
+        }
         const hent_t *x = e;
-        if (by_ids && !(x = ent_find(t, f->ids[k++])))
+        if (!by_ids)
+            e = e->next;
+        else if (!(x = ent_find(t, f->ids[k++])))
             continue;
+        if (order && out->n == cap) {
+            hist_entity_t      *ni = arena_alloc(a, (2 * cap + 1) * sizeof *ni);
+            const cr_entity_t **nv = arena_alloc(a, (2 * cap + 1) * sizeof *nv);
+            memcpy(ni, out->items, out->n * sizeof *ni);
+            memcpy(nv, ver, out->n * sizeof *nv);
+            out->items = ni;
+            ver        = nv;
+            cap       *= 2;
+        }
         bool           on_page = matched >= skip && out->n < cap;
         hist_entity_t *dst     = on_page ? &out->items[out->n] : &scratch;
         memset(&aside, 0, sizeof aside);
         if (!ent_select(a, q, f, x, dst, on_page ? out : &aside, agg))
             continue;
         matched++;
+        if (order) {
+            if (x->last) {
+                entity_ref(x->last);
+                arena_on_free(a, unref_blob, x->last);
+                ver[out->n] = x->last;
+            } else
+                ver[out->n] = bare_entity(a, x);
+        }
         if (on_page)
             out->n++;
         else if (matched > skip) {
@@ -853,6 +931,8 @@ static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, are
     }
     pthread_rwlock_unlock(&t->lock);
     out->count = matched;
+    if (order)
+        order_page(a, order, q, ver, out);
     if (!filter_regex_overflow(p))
         return true;
     return false;
@@ -1032,6 +1112,18 @@ static bool hc_modify_instance(void *v, const char *tenant, const char *id, cons
         return problem_set(p, PB_RESOURCE_NOT_FOUND, "attribute %s of entity %s has no instance with that instanceId",
                            name, id);
     return true;
+}
+
+/* --dbSync always: the write's history records are on disk before its
+ * answer (hlog_sync: one fdatasync for every writer waiting meanwhile). */
+static bool hc_sync(void *v)
+{
+    hdb_t *db = v;
+
+    if (!db->log || hlog_sync(db->log))
+        return true;
+    LOG_E("history: the history of an acknowledged write may not be on disk (the history log failed)");
+    return false;
 }
 
 static void hc_stats(void *v, uint64_t *instances, uint64_t *series, uint64_t *bytes, uint64_t *dropped)
@@ -1387,39 +1479,53 @@ done:
     return ok;
 }
 
-/* every entity, with every tenant's write lock held (the log is still) */
-static void dump(void *ud, void (*emit)(void *ctx, const void *p, size_t n), void *ctx)
+/* A snapshot: every tenant's write lock is held while the history is copied
+ * into memory (no disk I/O), then writers go on while the copy is written
+ * and installed (hlog_image_install). */
+static bool snapshot_now(hdb_t *db, problem_t *p)
 {
-    hdb_t *db = ud;
     sbuf_t sb;
 
+    int64_t t0 = cr_now_us();
     sb_init(&sb, NULL, 65536);
+    pthread_mutex_lock(&db->mu);        /* no tenant is added meanwhile */
+    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
+        pthread_rwlock_wrlock(&t->lock);
+    hlog_image_t *im = hlog_image_begin(db->log);
     for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
         for (hent_t *e = t->first; e; e = e->next) {
             sb_clear(&sb);
             dump_entity(&sb, t->name, e);
-            emit(ctx, sb.p, sb.len);
+            hlog_image_add(im, sb.p, sb.len);
         }
-    sb_release(&sb);
-}
-
-static void snapshot_now(hdb_t *db)
-{
-    problem_t p = { 0 };
-
-    pthread_mutex_lock(&db->mu);        /* no tenant is added meanwhile */
-    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
-        pthread_rwlock_wrlock(&t->lock);
-    int64_t t0 = cr_now_us();
-    bool ok = hlog_snapshot(db->log, dump, db, &p);
     for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
         pthread_rwlock_unlock(&t->lock);
     pthread_mutex_unlock(&db->mu);
+    sb_release(&sb);
+    int64_t t1 = cr_now_us();
+    bool ok = hlog_image_install(db->log, im, p);
     if (ok)
-        LOG_I("history: snapshot of %llu instances in %.1f ms", (unsigned long long)atomic_load(&db->instances),
-              (double)(cr_now_us() - t0) / 1000.0);
+        LOG_I("history: snapshot of %llu instances: copied in %.1f ms (writers waited), written in %.1f ms",
+              (unsigned long long)atomic_load(&db->instances), (double)(t1 - t0) / 1000.0,
+              (double)(cr_now_us() - t1) / 1000.0);
     else
-        LOG_E("%s", p.detail);
+        LOG_E("%s", p->detail);
+    return ok;
+}
+
+/* POST /admin/snapshot: a history snapshot now (one at a time). */
+static bool hc_snapshot(void *v, problem_t *p)
+{
+    hdb_t *db = v;
+    bool   no = false;
+
+    if (!db->log)
+        return true;
+    if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
+        return true;                    /* one is being written */
+    bool ok = snapshot_now(db, p);
+    atomic_store(&db->snapping, false);
+    return ok;
 }
 
 static void maybe_snapshot(hdb_t *db)
@@ -1431,7 +1537,8 @@ static void maybe_snapshot(hdb_t *db)
         return;
     if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
         return;
-    snapshot_now(db);
+    problem_t p = { 0 };
+    snapshot_now(db, &p);
     atomic_store(&db->snapping, false);
 }
 
@@ -1440,7 +1547,8 @@ static bool persist_open(hdb_t *db, store_t *s, problem_t *p)
     int64_t t0 = cr_now_us();
 
     db->log = NULL;
-    hlog_t *l = hlog_open(cr_config.db_dir, cr_config.db_sync_interval_ms, replay, db, p);
+    bool    always = cr_config.db_sync && !strcmp(cr_config.db_sync, "always");
+    hlog_t *l      = hlog_open(cr_config.db_dir, always, cr_config.db_sync_interval_ms, replay, db, p);
     if (!l)
         return false;
     db->log = l;
@@ -1476,4 +1584,6 @@ const history_backend_t history_cordb = {
     .delete_instance = hc_delete_instance,
     .modify_instance = hc_modify_instance,
     .stats           = hc_stats,
+    .sync            = hc_sync,
+    .snapshot        = hc_snapshot,
 };

@@ -392,6 +392,16 @@ void history_unreserve(history_t *h, const char *tenant, size_t n)
         h->be->unreserve(h->db, tenant ? tenant : "", n);
 }
 
+bool history_sync(history_t *h)
+{
+    return !h || !h->be->sync || h->be->sync(h->db);
+}
+
+bool history_snapshot(history_t *h, problem_t *p)
+{
+    return !h || !h->be->snapshot || h->be->snapshot(h->db, p);
+}
+
 bool history_append(history_t *h, const char *tenant, const hist_write_t *w, size_t n, problem_t *p)
 {
     if (!h)

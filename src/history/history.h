@@ -342,6 +342,17 @@ typedef struct history_backend {
      * not known), instances dropped by the bounds. */
     void  (*stats)(void *be, uint64_t *instances, uint64_t *series, uint64_t *bytes,
                    uint64_t *dropped);
+
+    /* Optional (NULL: nothing to wait for). Returns when the history of
+     * every write that returned before the call is as durable as --dbSync
+     * promises the store's writes (always: on disk, group-committed with
+     * the other writers waiting). Called by ops/ after each write, before it
+     * is answered (history_sync). false: the disk failed (logged; the
+     * write is committed in the store already). */
+    bool  (*sync)(void *be);
+    /* Optional: POST /admin/snapshot: a backend that persists in files
+     * writes its snapshot now (writers wait only for a consistent copy). */
+    bool  (*snapshot)(void *be, problem_t *p);
 } history_backend_t;
 
 /* ------------------------------------------------- what the broker calls */
@@ -394,6 +405,10 @@ bool history_delete_instance(history_t *h, const char *tenant, const char *id, c
                              uint64_t instance_id, problem_t *p);
 bool history_modify_instance(history_t *h, const char *tenant, const char *id, const char *name,
                              uint64_t instance_id, const cr_attr_t *with, int64_t now, problem_t *p);
+/* See history_backend_t.sync: before a write is answered. */
+bool history_sync(history_t *h);
+/* See history_backend_t.snapshot (true when the backend has none). */
+bool history_snapshot(history_t *h, problem_t *p);
 void history_stats(history_t *h, uint64_t *instances, uint64_t *series, uint64_t *bytes,
                    uint64_t *dropped);
 

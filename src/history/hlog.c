@@ -1,13 +1,16 @@
 /*
  * hlog.c - the files of corDB history on --dbDir (hlog.h): replay at start,
- * appends, a thread that fdatasyncs the log every --dbSyncInterval ms, and
- * snapshots installed by rename.
+ * appends, a thread that fdatasyncs the log every --dbSyncInterval ms (or at
+ * once for the writers waiting, --dbSync always), and snapshots written from
+ * a consistent copy in memory and installed by rename while writers go on.
  *
  * Why a file of its own and not records in corDB's log: history is written
  * by the change hook, after the store's atomic step, and the temporal API
  * writes history that no store change carries; its records therefore come
- * in the history's own order. Durability: within --dbSyncInterval of the
- * write (the entity log keeps its --dbSync promise; doc/history.md).
+ * in the history's own order. Durability: the store's --dbSync promise.
+ * always: the write waits (hlog_sync, from ops_admitted) for an fdatasync
+ * of its history, one for every writer waiting at that time (group commit);
+ * interval: a thread fdatasyncs every --dbSyncInterval ms (doc/history.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,29 +29,47 @@ struct hlog {
     int             fd;
     pthread_mutex_t mu;
     pthread_cond_t  cv;
+    pthread_cond_t  synced_cv;      /* always: a waiter's bytes are synced */
     pthread_t       thread;
     bool            stop, dirty, failed;
+    bool            always;         /* --dbSync always: group commit (hlog_sync) */
+    bool            syncing;        /* the thread is in an fdatasync of fd (no lock held) */
     int             sync_ms;
     uint64_t        size;
+    /* bytes ever appended (across snapshots) and bytes known durable: a
+     * waiter of hlog_sync waits until synced covers what was written */
+    uint64_t        written, synced, want;
+    uint64_t        fail_mark;      /* always: the bytes of the last failed fdatasync */
+    uint64_t        fsyncs;
     uint64_t        gen;            /* generation of the log (its first record) */
 };
 
-/* hlog's own record: 0x00, u64 generation. The snapshot starts with the
- * generation of the log that continues it; a log of an older generation
- * (a crash between installing a snapshot and emptying the log) is covered
- * by the snapshot and not replayed. */
-#define GEN_LEN 9
-static void gen_record(uint8_t out[GEN_LEN], uint64_t gen)
+/* hlog's own record, the first of each file: 0x00, u64 generation, and in
+ * a snapshot u64 offset. A log starts with its generation; a snapshot with
+ * the generation of the log it was taken from and the offset in that log
+ * where the records it does not hold begin (the log's end at the time of the
+ * consistent copy; 0: every record of that generation). So at start a log
+ * of the snapshot's generation is replayed from that offset, a newer one
+ * wholly, an older one (covered) not at all. After installing a snapshot
+ * the log is compacted: its records from the offset on are copied into a
+ * log of the next generation (installed by rename), while writers go on. */
+#define GEN_LEN  9
+#define SNAP_LEN 17
+static void gen_record(uint8_t out[SNAP_LEN], uint64_t gen, uint64_t off)
 {
     out[0] = 0;
     memcpy(out + 1, &gen, 8);
+    memcpy(out + 9, &off, 8);
 }
 
-static bool is_gen(const uint8_t *p, size_t n, uint64_t *gen)
+static bool is_gen(const uint8_t *p, size_t n, uint64_t *gen, uint64_t *off)
 {
-    if (n != GEN_LEN || p[0] != 0)
+    if ((n != GEN_LEN && n != SNAP_LEN) || p[0] != 0)
         return false;
     memcpy(gen, p + 1, 8);
+    *off = 0;
+    if (n == SNAP_LEN)
+        memcpy(off, p + 9, 8);
     return true;
 }
 
@@ -101,12 +122,15 @@ static bool put_record(int fd, const void *payload, size_t len)
 }
 
 /* Replays file path; *good gets the length of its well-formed prefix, *gen
- * its generation (0: none). A log whose generation is below min_gen is
- * skipped (*good 0). */
-static bool replay_file(const char *path, bool snapshot, off_t *good, uint64_t *gen, uint64_t min_gen,
+ * its generation (0: none), *off (a snapshot) the offset it covers its log
+ * to. A log of generation min_gen is replayed from offset min_off, one below
+ * min_gen is skipped (*good 0). */
+static bool replay_file(const char *path, bool snapshot, off_t *good, uint64_t *gen, uint64_t *off,
+                        uint64_t min_gen, uint64_t min_off,
                         bool (*replay)(void *, const uint8_t *, size_t, bool), void *ud, problem_t *p)
 {
     *gen = 0;
+    *off = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     *good = 0;
     if (fd < 0) {
@@ -131,83 +155,177 @@ static bool replay_file(const char *path, bool snapshot, off_t *good, uint64_t *
         got += (size_t)r;
     }
     close(fd);
-    bool   ok  = true;
-    size_t off = 0;
-    while (ok && off + 8 <= got) {
+    bool   ok   = true;
+    size_t from = 0;                                /* records before it are in the snapshot */
+    size_t o    = 0;
+    while (ok && o + 8 <= got) {
         uint32_t l, c;
-        memcpy(&l, buf + off, 4);
-        memcpy(&c, buf + off + 4, 4);
-        if (off + 8 + l > got || crc32c(buf + off + 8, l) != c)
+        memcpy(&l, buf + o, 4);
+        memcpy(&c, buf + o + 4, 4);
+        if (o + 8 + l > got || crc32c(buf + o + 8, l) != c)
             break;                                  /* a torn tail */
-        uint64_t g;
-        if (off == 0 && is_gen(buf + 8, l, &g)) {
+        uint64_t g, go;
+        if (o == 0 && is_gen(buf + 8, l, &g, &go)) {
             *gen = g;
+            *off = go;
             if (!snapshot && g < min_gen) {         /* covered by the snapshot */
                 LOG_I("history: %s is older than history.snap: not replayed", path);
                 free(buf);
                 *good = 0;
                 return true;
             }
-            off += 8 + l;
+            if (!snapshot && g == min_gen)
+                from = min_off;
+            o += 8 + l;
             continue;
         }
-        if (!replay(ud, buf + off + 8, l, snapshot)) {
-            ok = problem_set(p, PB_INTERNAL_ERROR, "history: %s: a record at offset %zu cannot be read", path, off);
+        if (o >= from && !replay(ud, buf + o + 8, l, snapshot)) {
+            ok = problem_set(p, PB_INTERNAL_ERROR, "history: %s: a record at offset %zu cannot be read", path, o);
             break;
         }
-        off += 8 + l;
+        o += 8 + l;
     }
-    if (ok && snapshot && off != got)
-        ok = problem_set(p, PB_INTERNAL_ERROR, "history: %s is damaged at offset %zu", path, off);
-    else if (ok && off != got)
-        LOG_W("history: %s: %zu bytes of a torn tail cut", path, got - off);
+    if (ok && snapshot && o != got)
+        ok = problem_set(p, PB_INTERNAL_ERROR, "history: %s is damaged at offset %zu", path, o);
+    else if (ok && o != got)
+        LOG_W("history: %s: %zu bytes of a torn tail cut", path, got - o);
     free(buf);
-    *good = (off_t)off;
+    *good = (off_t)o;
     return ok;
 }
 
+static bool dir_sync(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return false;
+    bool ok = fsync(dfd) == 0;
+    close(dfd);
+    return ok;
+}
+
+/* With l->mu held (or alone, at open): the log's records from offset `from`
+ * on become a log of the next generation, installed by rename. Everything
+ * in it is synced, and so is all that was written before. */
+static bool compact_locked(hlog_t *l, uint64_t from)
+{
+    char     tmp[4096], logp[4096];
+    uint8_t  g[SNAP_LEN];
+    bool     ok;
+    uint64_t size = 8 + GEN_LEN;
+
+    snprintf(tmp, sizeof tmp, "%s/history.log.tmp", l->dir);
+    snprintf(logp, sizeof logp, "%s/history.log", l->dir);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return false;
+    gen_record(g, l->gen + 1, 0);
+    ok = put_record(fd, g, GEN_LEN);
+    if (from < 8 + GEN_LEN)
+        from = l->size;                     /* nothing to keep: a log that was never written */
+    uint8_t buf[65536];
+    for (uint64_t o = from; ok && o < l->size;) {
+        size_t  want = l->size - o > sizeof buf ? sizeof buf : (size_t)(l->size - o);
+        ssize_t r    = pread(l->fd, buf, want, (off_t)o);
+        if (r < 0 && errno == EINTR)
+            continue;
+        ok = r > 0 && write_all(fd, buf, (size_t)r);
+        if (ok) {
+            o    += (uint64_t)r;
+            size += (uint64_t)r;
+        }
+    }
+    ok = ok && fdatasync(fd) == 0 && rename(tmp, logp) == 0 && dir_sync(l->dir);
+    if (!ok) {
+        close(fd);
+        unlink(tmp);
+        return false;
+    }
+    while (l->syncing)                      /* the syncer is done with the old fd before it is closed */
+        pthread_cond_wait(&l->synced_cv, &l->mu);
+    if (l->fd >= 0)
+        close(l->fd);
+    l->fd   = fd;
+    l->gen++;
+    l->size = size;
+    if (lseek(fd, 0, SEEK_END) < 0)
+        return false;
+    l->synced = l->want = l->written;
+    l->dirty  = false;
+    return true;
+}
+
+/* The syncer. interval: an fdatasync every sync_ms when something was
+ * written. always: an fdatasync as soon as a writer waits (hlog_sync), one
+ * for every writer that waits meanwhile (group commit). */
 static void *sync_main(void *arg)
 {
     hlog_t *l = arg;
 
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)l->sync_ms * 1000000L;
-        ts.tv_sec  += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        if (l->always) {
+            if (l->want <= l->synced) {
+                pthread_cond_wait(&l->cv, &l->mu);
+                continue;
+            }
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += (long)l->sync_ms * 1000000L;
+            ts.tv_sec  += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        }
         if (l->dirty && l->fd >= 0) {
-            int fd   = l->fd;
-            l->dirty = false;
+            int      fd     = l->fd;
+            uint64_t target = l->written;
+            l->dirty   = false;
+            l->syncing = true;
             pthread_mutex_unlock(&l->mu);
-            if (fdatasync(fd) != 0)
+            int rc = fdatasync(fd);
+            if (rc != 0)
                 LOG_E("history: fdatasync of the history log: %s", strerror(errno));
             pthread_mutex_lock(&l->mu);
+            l->syncing = false;
+            l->fsyncs++;
+            if (rc == 0 && target > l->synced)
+                l->synced = target;
+            else if (rc != 0) {
+                l->dirty     = true;       /* tried again at the next write or interval */
+                l->fail_mark = target;     /* the writers waiting for these bytes fail */
+                if (l->want <= target)
+                    l->want = l->synced;
+            }
+            pthread_cond_broadcast(&l->synced_cv);
+        } else if (l->want > l->synced) {
+            l->synced = l->want;           /* nothing dirty: what was written is synced */
+            pthread_cond_broadcast(&l->synced_cv);
         }
     }
+    pthread_cond_broadcast(&l->synced_cv);
     pthread_mutex_unlock(&l->mu);
     return NULL;
 }
 
-hlog_t *hlog_open(const char *dir, int sync_ms, bool (*replay)(void *, const uint8_t *, size_t, bool), void *ud,
-                  problem_t *p)
+hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
+                  bool (*replay)(void *, const uint8_t *, size_t, bool), void *ud, problem_t *p)
 {
     char     snap[4096], logp[4096];
     off_t    good;
-    uint64_t snap_gen, log_gen;
+    uint64_t snap_gen, snap_off, log_gen, log_off;
 
     snprintf(snap, sizeof snap, "%s/history.snap", dir);
     snprintf(logp, sizeof logp, "%s/history.log", dir);
-    if (!replay_file(snap, true, &good, &snap_gen, 0, replay, ud, p))
+    if (!replay_file(snap, true, &good, &snap_gen, &snap_off, 0, 0, replay, ud, p))
         return NULL;
-    if (!replay_file(logp, false, &good, &log_gen, snap_gen, replay, ud, p))
+    if (!replay_file(logp, false, &good, &log_gen, &log_off, snap_gen, snap_off, replay, ud, p))
         return NULL;
     hlog_t *l = cr_xcalloc(1, sizeof *l);
     l->dir     = cr_xstrdup(dir);
     l->sync_ms = sync_ms > 0 ? sync_ms : 100;
-    l->fd      = open(logp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    l->always  = always;
+    l->fd      = open(logp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (l->fd < 0 || ftruncate(l->fd, good) != 0 || lseek(l->fd, good, SEEK_SET) < 0) {
         problem_set(p, PB_INTERNAL_ERROR, "history: cannot write %s: %s", logp, strerror(errno));
         if (l->fd >= 0) close(l->fd);
@@ -217,21 +335,27 @@ hlog_t *hlog_open(const char *dir, int sync_ms, bool (*replay)(void *, const uin
     }
     l->size = (uint64_t)good;
     l->gen  = snap_gen > log_gen ? snap_gen : log_gen;
-    if (!good) {                            /* a new (or covered) log starts with its generation */
-        uint8_t g[GEN_LEN];
-        if (!l->gen) l->gen = 1;
-        gen_record(g, l->gen);
-        if (!put_record(l->fd, g, GEN_LEN)) {
-            problem_set(p, PB_INTERNAL_ERROR, "history: cannot write %s: %s", logp, strerror(errno));
-            close(l->fd);
-            free(l->dir);
-            free(l);
-            return NULL;
-        }
+    bool ok = true;
+    if (!good) {                            /* a new (or covered) log starts with the next generation */
+        uint8_t g[SNAP_LEN];
+        l->gen++;
+        gen_record(g, l->gen, 0);
+        ok = put_record(l->fd, g, GEN_LEN);
         l->size = 8 + GEN_LEN;
+    } else if (log_gen == snap_gen && snap_off) {
+        /* the compaction after the snapshot did not happen: do it now */
+        ok = compact_locked(l, snap_off < (uint64_t)good ? snap_off : (uint64_t)good);
+    }
+    if (!ok) {
+        problem_set(p, PB_INTERNAL_ERROR, "history: cannot write %s: %s", logp, strerror(errno));
+        close(l->fd);
+        free(l->dir);
+        free(l);
+        return NULL;
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
+    pthread_cond_init(&l->synced_cv, NULL);
     if (pthread_create(&l->thread, NULL, sync_main, l) != 0) {
         LOG_E("history: cannot start the sync thread; aborting");
         abort();
@@ -255,6 +379,7 @@ void hlog_close(hlog_t *l)
     }
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
+    pthread_cond_destroy(&l->synced_cv);
     free(l->dir);
     free(l);
 }
@@ -266,8 +391,9 @@ bool hlog_append(hlog_t *l, const void *payload, size_t len)
     pthread_mutex_lock(&l->mu);
     ok = !l->failed && put_record(l->fd, payload, len);
     if (ok) {
-        l->size += 8 + len;
-        l->dirty = true;
+        l->size    += 8 + len;
+        l->written += 8 + len;
+        l->dirty    = true;
     } else if (!l->failed) {
         l->failed = true;
         LOG_E("history: the history log cannot be written (%s): history is kept in memory only until a "
@@ -275,6 +401,38 @@ bool hlog_append(hlog_t *l, const void *payload, size_t len)
     }
     pthread_mutex_unlock(&l->mu);
     return ok;
+}
+
+bool hlog_sync(hlog_t *l)
+{
+    bool ok = true;
+
+    pthread_mutex_lock(&l->mu);
+    if (l->always && !l->failed) {
+        uint64_t target = l->written;
+        if (target > l->want) {
+            l->want = target;
+            pthread_cond_signal(&l->cv);
+        }
+        while (l->synced < target && !l->stop && !l->failed) {
+            pthread_cond_wait(&l->synced_cv, &l->mu);
+            if (l->synced < target && l->fail_mark >= target) {
+                ok = false;                /* the fdatasync of our bytes failed */
+                break;
+            }
+        }
+    }
+    ok = ok && !l->failed;
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+uint64_t hlog_fsyncs(hlog_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    uint64_t n = l->fsyncs;
+    pthread_mutex_unlock(&l->mu);
+    return n;
 }
 
 uint64_t hlog_size(hlog_t *l)
@@ -285,63 +443,68 @@ uint64_t hlog_size(hlog_t *l)
     return n;
 }
 
-typedef struct emit_ctx {
-    int  fd;
-    bool ok;
-} emit_ctx_t;
+struct hlog_image {
+    uint64_t gen, off;          /* the log's position the copy holds everything up to */
+    uint8_t *p;
+    size_t   len, cap;
+};
 
-static void emit(void *ctx, const void *payload, size_t n)
+hlog_image_t *hlog_image_begin(hlog_t *l)
 {
-    emit_ctx_t *e = ctx;
-    if (e->ok)
-        e->ok = put_record(e->fd, payload, n);
+    hlog_image_t *im = cr_xcalloc(1, sizeof *im);
+
+    pthread_mutex_lock(&l->mu);
+    im->gen = l->gen;
+    im->off = l->size;
+    pthread_mutex_unlock(&l->mu);
+    uint8_t g[SNAP_LEN];
+    gen_record(g, im->gen, im->off);
+    hlog_image_add(im, g, SNAP_LEN);
+    return im;
 }
 
-bool hlog_snapshot(hlog_t *l, void (*dump)(void *, void (*)(void *, const void *, size_t), void *), void *ud,
-                   problem_t *p)
+void hlog_image_add(void *ctx, const void *payload, size_t n)
 {
-    char tmp[4096], snap[4096], logp[4096];
+    hlog_image_t *im = ctx;
+    uint32_t      l = (uint32_t)n, c = crc32c(payload, n);
+
+    if (im->len + 8 + n > im->cap) {
+        size_t cap = im->cap ? im->cap : 65536;
+        while (cap < im->len + 8 + n)
+            cap *= 2;
+        im->p   = cr_xrealloc(im->p, cap);
+        im->cap = cap;
+    }
+    memcpy(im->p + im->len, &l, 4);
+    memcpy(im->p + im->len + 4, &c, 4);
+    memcpy(im->p + im->len + 8, payload, n);
+    im->len += 8 + n;
+}
+
+bool hlog_image_install(hlog_t *l, hlog_image_t *im, problem_t *p)
+{
+    char tmp[4096], snap[4096];
+    bool ok;
 
     snprintf(tmp, sizeof tmp, "%s/history.snap.tmp", l->dir);
     snprintf(snap, sizeof snap, "%s/history.snap", l->dir);
-    snprintf(logp, sizeof logp, "%s/history.log", l->dir);
-    pthread_mutex_lock(&l->mu);
-    emit_ctx_t e = { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), true };
-    if (e.fd < 0) {
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ok = fd >= 0 && write_all(fd, im->p, im->len) && fdatasync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    /* installed by rename (the commit point); then the log drops what it holds */
+    ok = ok && rename(tmp, snap) == 0 && dir_sync(l->dir);
+    if (ok) {
+        pthread_mutex_lock(&l->mu);
+        if (l->gen == im->gen && !compact_locked(l, im->off))
+            LOG_W("history: the history log could not be compacted after a snapshot (%s): it is at the next "
+                  "snapshot or start", strerror(errno));
+        pthread_cond_broadcast(&l->synced_cv);
         pthread_mutex_unlock(&l->mu);
-        return problem_set(p, PB_INTERNAL_ERROR, "history: cannot write %s: %s", tmp, strerror(errno));
     }
-    uint8_t g[GEN_LEN];
-    gen_record(g, l->gen + 1);
-    emit(&e, g, GEN_LEN);
-    dump(ud, emit, &e);
-    if (e.ok && fdatasync(e.fd) != 0)
-        e.ok = false;
-    close(e.fd);
-    /* installed by rename; then the log starts empty */
-    if (e.ok && rename(tmp, snap) != 0)
-        e.ok = false;
-    if (e.ok) {
-        int dfd = open(l->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            if (fsync(dfd) != 0) e.ok = false;
-            close(dfd);
-        }
-    }
-    if (e.ok) {
-        /* the snapshot is in (commit point): the log starts again at the next generation */
-        l->gen++;
-        gen_record(g, l->gen);
-        if (ftruncate(l->fd, 0) != 0 || lseek(l->fd, 0, SEEK_SET) < 0 || !put_record(l->fd, g, GEN_LEN)) {
-            l->failed = true;
-            LOG_E("history: the history log cannot be started again after a snapshot (%s)", strerror(errno));
-        } else {
-            l->size   = 8 + GEN_LEN;
-            l->failed = false;
-        }
-    }
-    pthread_mutex_unlock(&l->mu);
-    if (!e.ok) {
+    free(im->p);
+    free(im);
+    if (!ok) {
         unlink(tmp);
         return problem_set(p, PB_INTERNAL_ERROR, "history: the snapshot could not be written: %s", strerror(errno));
     }

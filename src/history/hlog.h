@@ -17,21 +17,31 @@ typedef struct hlog hlog_t;
 /* Opens (creating) dir/history.log, after calling replay(ud, payload, len)
  * for every record of dir/history.snap, then of the log, in order (a false
  * from replay refuses the start). The log is then appended to; a thread
- * fdatasyncs it every sync_ms. */
-hlog_t *hlog_open(const char *dir, int sync_ms,
+ * fdatasyncs it every sync_ms, or with always when hlog_sync asks. */
+hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
                   bool (*replay)(void *ud, const uint8_t *payload, size_t len, bool from_snapshot), void *ud,
                   problem_t *p);
 void    hlog_close(hlog_t *l);
 /* Appends one record (false when the disk fails: logged once, the history
  * stays correct in memory; the log is then off until a snapshot succeeds). */
 bool    hlog_append(hlog_t *l, const void *payload, size_t len);
+/* always: returns when every record appended before the call is on disk
+ * (one fdatasync serves every caller waiting meanwhile); false when the
+ * log failed or that fdatasync did. Without always: true at once. */
+bool    hlog_sync(hlog_t *l);
+uint64_t hlog_fsyncs(hlog_t *l);   /* fdatasyncs of the log so far */
 /* Bytes in the log since the last snapshot. */
 uint64_t hlog_size(hlog_t *l);
 
-/* A snapshot: dump(ud, emit, ctx) writes every record of the state with
- * emit(ctx, payload, len); it is installed (rename) and the log emptied.
- * The caller holds what keeps the state and the log still meanwhile. */
-bool    hlog_snapshot(hlog_t *l, void (*dump)(void *ud, void (*emit)(void *ctx, const void *p, size_t n), void *ctx),
-                      void *ud, problem_t *p);
+/* A snapshot, in three steps so that writers wait only for the copy:
+ * hlog_image_begin, with the caller holding what keeps the state and the log
+ * still, marks the log's position; the caller then adds every record of the
+ * state (hlog_image_add, in memory) and lets writers go on;
+ * hlog_image_install writes the copy to history.snap (by rename) and
+ * compacts the log to the records after the mark. It frees im. */
+typedef struct hlog_image hlog_image_t;
+hlog_image_t *hlog_image_begin(hlog_t *l);
+void          hlog_image_add(void *im, const void *payload, size_t len);
+bool          hlog_image_install(hlog_t *l, hlog_image_t *im, problem_t *p);
 
 #endif

@@ -61,5 +61,8 @@ bool ops_purge(const ops_req_t *rq, const entity_filter_t *f, const char **names
 {
     *deleted = 0;
     if (n_names) return purge_attributes(rq, f, names, n_names, keep, p);
-    return store_purge(rq->store, rq->tenant, f, deleted, p);
+    bool ok = store_purge(rq->store, rq->tenant, f, deleted, p);
+    if (ok && history_default)
+        history_sync(history_default);       /* the chunks' history as durable as their deletes */
+    return ok;
 }

@@ -27,8 +27,11 @@ bool ops_admit(const ops_req_t *rq, size_t n, problem_t *p)
 
 bool ops_admitted(const ops_req_t *rq, size_t n, bool ok)
 {
-    if (history_default)
+    if (history_default) {
+        if (ok)
+            history_sync(history_default);   /* the history as durable as the write (--dbSync) */
         history_unreserve(history_default, rq->tenant, n);
+    }
     return ok;
 }
 

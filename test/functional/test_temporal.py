@@ -622,3 +622,95 @@ def test_extreme_parameters_answer_cleanly(hcli, params):
     eid = create_vehicle(hcli)
     r = hcli.get(tpath(eid), params=params)
     assert r.status_code in (200, 400), r.text
+
+
+def test_query_of_many_entities_in_chunks_while_writers_delete_and_create(hcli, make_client, broker_factory):
+    """A temporal query over more entities than one chunk (256: the history's
+    read lock is released between chunks, so writers are not held back)
+    answers every entity once, in creation order, while other entities of the
+    tenant are deleted and created meanwhile."""
+    import threading
+    ids = [uid("Pile") for _ in range(700)]
+    for k in range(0, len(ids), 100):
+        r = hcli.post("/entityOperations/create",
+                      [entity(i, "Pile", t=obs(n, T0)) for n, i in enumerate(ids[k:k + 100], k)])
+        assert r.status_code == 201, r.text
+    churn = [uid("Pile") for _ in range(40)]
+    errors, stop = [], []
+
+    def writer():
+        c = make_client(broker_factory(*HISTORY_FLAGS), tenant=hcli.tenant)
+        while not stop:
+            for i in churn:
+                r = c.post("/entities", entity(i, "Pile", t=obs(0, T1)))
+                if r.status_code != 201:
+                    errors.append(r.text)
+            for i in churn:
+                r = c.delete("/temporal/entities/" + i)
+                if r.status_code != 204:
+                    errors.append(r.text)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(8):
+            r = hcli.get("/temporal/entities", params={"type": "Pile", "limit": "1000", "lastN": "1"})
+            assert r.status_code == 200, r.text
+            got = [e["id"] for e in r.json()]
+            assert [i for i in got if i not in churn] == ids
+            assert len(set(got)) == len(got)
+    finally:
+        stop.append(1)
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_4_15_lang_reduces_languagemaps_in_temporal_values(hcli):
+    """lang with temporalValues (4.5.9, 4.15): a LanguageProperty's
+    languageMaps become a Property's values, strings in the language asked
+    for; without lang the languageMaps are kept."""
+    eid = uid("Room")
+    says = [{"type": "LanguageProperty", "languageMap": {"en": "yes", "fr": "oui"}, "observedAt": T0},
+            {"type": "LanguageProperty", "languageMap": {"en": "no", "fr": "non"}, "observedAt": T1}]
+    r = hcli.post("/temporal/entities", tent(eid, "Room", says=says))
+    assert r.status_code == 201, r.text
+    r = hcli.get(tpath(eid), params={"format": "temporalValues", "lang": "fr"})
+    assert r.status_code == 200, r.text
+    assert r.json()["says"] == {"type": "Property", "values": [["oui", T0], ["non", T1]]}
+    r = hcli.get("/temporal/entities", params={"type": "Room", "id": eid, "options": "temporalValues",
+                                               "lang": "en"})
+    assert r.json()[0]["says"]["values"] == [["yes", T0], ["no", T1]]
+    r = hcli.get(tpath(eid), params={"format": "temporalValues"})
+    assert r.json()["says"] == {"type": "LanguageProperty", "languageMaps": [
+        [{"languageMap": {"en": "yes", "fr": "oui"}}, T0], [{"languageMap": {"en": "no", "fr": "non"}}, T1]]}
+
+
+def test_5_7_4_4_orderby_orders_the_temporal_query_as_the_entity_query(hcli):
+    """orderBy (4.23) on GET /temporal/entities and in the Query body of POST
+    /temporal/entityOperations/query: the entities in the order of the entity
+    query (the newest version's values), paged after ordering."""
+    typ = "Ord" + "".join(c for c in uid("x") if c.isalnum())[-8:]
+    speeds = [30, 10, 50, 20, 40]
+    ids = []
+    for v in speeds:
+        eid = uid(typ)
+        ids.append(eid)
+        assert hcli.post("/temporal/entities", tent(eid, typ, speed=[obs(v, T0)])).status_code == 201
+    by_speed_desc = [i for _, i in sorted(zip(speeds, ids), reverse=True)]
+    r = hcli.get("/temporal/entities", params={"type": typ, "orderBy": "speed;desc"})
+    assert r.status_code == 200, r.text
+    assert [e["id"] for e in r.json()] == by_speed_desc
+    r = hcli.get("/temporal/entities", params={"type": typ, "orderBy": "speed", "limit": "2", "offset": "1",
+                                               "count": "true"})
+    assert [e["id"] for e in r.json()] == by_speed_desc[::-1][1:3]
+    assert r.headers.get("NGSILD-Results-Count") == "5"
+    # the entity query orders the same way
+    core = hcli.get("/entities", params={"type": typ, "orderBy": "speed;desc"})
+    assert [e["id"] for e in core.json()] == by_speed_desc
+    r = hcli.post("/temporal/entityOperations/query", {
+        "type": "Query", "entities": [{"type": typ}], "temporalQ": {"timerel": "after", "timeAt": T0},
+        "ordering": {"orderBy": ["speed;desc"]}})
+    assert r.status_code == 200, r.text
+    assert [e["id"] for e in r.json()] == by_speed_desc
+    r = hcli.get("/temporal/entities", params={"type": typ, "orderBy": "speed;sideways"})
+    assert r.status_code == 400

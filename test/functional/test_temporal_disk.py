@@ -2,6 +2,8 @@
 of the history survive a restart and kill -9 (its log), and a history
 snapshot (--dbSnapshotSize) followed by more writes and a restart."""
 
+import os
+
 import requests
 
 from test_cordb_disk import DiskBroker, dbdir  # noqa: F401  (the fixture)
@@ -108,4 +110,88 @@ def test_history_modify_and_deletes_replay(dbdir, tmp_path):
     b = DiskBroker(dbdir, str(tmp_path), flags)
     assert temporal(b, keep, options="sysAttrs") == before
     assert requests.get(b.base + API + "/temporal/entities/" + gone, timeout=15).status_code == 404
+    b.stop()
+
+
+def hsyncs(fault_dir):
+    try:
+        return os.path.getsize(os.path.join(fault_dir, "hsyncs"))
+    except FileNotFoundError:
+        return 0
+
+
+def test_history_durable_before_the_answer_under_dbsync_always(dbdir, tmp_path):
+    """--dbSync always: a write is answered only after its history is on disk
+    (an fdatasync of history.log before each answer, counted by the shim),
+    however long --dbSyncInterval is; with interval the history log is synced
+    every --dbSyncInterval only. Then kill -9 keeps every acknowledged
+    instance."""
+    fault_dir = str(tmp_path / "faults")
+    os.mkdir(fault_dir)
+    flags = ("--history", "corDB", "--dbSync", "always", "--dbSyncInterval", "600000")
+    b = DiskBroker(dbdir, str(tmp_path), flags, fault_dir=fault_dir)
+    eid = uid("Vehicle")
+    assert post(b, "/entities", {"id": eid, "type": "Vehicle", "speed": obs(0, "2020-01-01T00:00:00Z")}
+                ).status_code == 201
+    for v in range(1, 6):
+        n = hsyncs(fault_dir)
+        r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                           json={"speed": obs(v, "2020-01-01T00:00:%02dZ" % v)}, timeout=15)
+        assert r.status_code == 204, r.text
+        assert hsyncs(fault_dir) > n, "PATCH %d answered before its history was synced" % v
+    n = hsyncs(fault_dir)                        # a temporal API write too
+    r = post(b, "/temporal/entities/%s/attrs" % eid, {"speed": [obs(9, "2019-01-01T00:00:00Z")]})
+    assert r.status_code == 204, r.text
+    assert hsyncs(fault_dir) > n
+    b.kill()
+    b = DiskBroker(dbdir, str(tmp_path), flags, fault_dir=fault_dir)
+    assert values(b, eid) == [9, 0, 1, 2, 3, 4, 5]
+    b.kill()
+    # interval (the default mode): no fdatasync per write
+    b = DiskBroker(dbdir, str(tmp_path), ("--history", "corDB", "--dbSyncInterval", "600000"),
+                   fault_dir=fault_dir)
+    n = hsyncs(fault_dir)
+    for v in range(6, 11):
+        r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                           json={"speed": obs(v, "2020-01-01T00:00:%02dZ" % v)}, timeout=15)
+        assert r.status_code == 204, r.text
+    assert hsyncs(fault_dir) == n
+    b.stop()
+
+
+def test_admin_snapshot_writes_the_history_and_compacts_its_log(dbdir, tmp_path):
+    """POST /admin/snapshot snapshots the history too (history.snap, the log
+    compacted to what came after the copy); a crash between installing the
+    snapshot and compacting the log (the old log put back) replays nothing
+    twice; writes after the snapshot are in the new log."""
+    flags = ("--history", "corDB")
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    eid = uid("Vehicle")
+    assert post(b, "/entities", {"id": eid, "type": "Vehicle", "speed": obs(0, "2020-01-01T00:00:00Z")}
+                ).status_code == 201
+    for v in range(1, 40):
+        r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                           json={"speed": obs(v, "2020-01-01T00:00:%02dZ" % v)}, timeout=15)
+        assert r.status_code == 204, r.text
+    logp, snapp = os.path.join(dbdir, "history.log"), os.path.join(dbdir, "history.snap")
+    with open(logp, "rb") as f:
+        old_log = f.read()
+    r = requests.post(b.base + "/admin/snapshot", timeout=15)
+    assert r.status_code in (200, 202), r.text
+    assert os.path.exists(snapp)
+    assert os.path.getsize(logp) < len(old_log) // 4       # compacted
+    want = values(b, eid)
+    assert want == list(range(40))
+    b.kill()
+    with open(logp, "wb") as f:                             # as if the compaction had not happened
+        f.write(old_log)
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    assert values(b, eid) == want
+    for v in range(40, 45):
+        r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                           json={"speed": obs(v, "2020-01-01T00:00:%02dZ" % v)}, timeout=15)
+        assert r.status_code == 204, r.text
+    b.kill()
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    assert values(b, eid) == list(range(45))
     b.stop()

@@ -21,6 +21,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -69,7 +70,10 @@ def fill(base, eid, n, step=1):
 
 
 def ingest(a):
-    brokers = {name: broker(flags) for name, flags in
+    disk = []
+    if a.dbsync:                         # both on --dbDir with that --dbSync (history as durable as the store)
+        disk = lambda: ["--dbDir", tempfile.mkdtemp(prefix="coraine-hbench-"), "--dbSync", a.dbsync]
+    brokers = {name: broker(flags + (disk() if disk else [])) for name, flags in
                (("none", ["--history", "none"]), ("corDB", ["--history", "corDB"]))}
     try:
         for _, base in brokers.values():
@@ -83,8 +87,8 @@ def ingest(a):
                 rates[name].append(rps)
                 p99[name].append(lat or 0)
         none, cor = statistics.median(rates["none"]), statistics.median(rates["corDB"])
-        print("ingest  PATCH with observedAt, %d entities, %d connections, %d runs x %d s" %
-              (a.entities, a.conns, a.runs, a.duration))
+        print("ingest  PATCH with observedAt, %d entities, %d connections, %d runs x %d s%s" %
+              (a.entities, a.conns, a.runs, a.duration, ", --dbSync " + a.dbsync if a.dbsync else ""))
         print("        --history none : %9.0f req/s  (p99 %.0f us)" % (none, statistics.median(p99["none"])))
         print("        --history corDB: %9.0f req/s  (p99 %.0f us)   ratio %.2f" %
               (cor, statistics.median(p99["corDB"]), cor / none))
@@ -144,6 +148,8 @@ def main():
     ap.add_argument("--instances", type=int, default=100000)
     ap.add_argument("--conns", type=int, default=8)
     ap.add_argument("--shapes", default="ingest,lastN,hourly,memory")
+    ap.add_argument("--dbsync", choices=["always", "interval", "none"], default=None,
+                    help="ingest: both brokers on a --dbDir with this --dbSync")
     a = ap.parse_args()
     shapes = a.shapes.split(",")
     if "ingest" in shapes:
