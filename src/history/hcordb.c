@@ -810,40 +810,6 @@ static bool hc_aggregate(void *v, const char *tenant, const hist_query_t *q, uns
     return query_impl(v, tenant, &qq, a, out, &agg, p);
 }
 
-typedef struct order_ctx {
-    const entity_order_t *o;
-    const cr_entity_t   **ver;
-} order_ctx_t;
-
-static int order_cmp(const void *x, const void *y, void *ctx)
-{
-    const order_ctx_t *c = ctx;
-    size_t i = *(const size_t *)x, j = *(const size_t *)y;
-    int    r = order_compare(c->o, c->ver[i], c->ver[j]);
-    return r ? r : (i > j) - (i < j);        /* equal: creation order */
-}
-
-/* out->items (all matching entities, in creation order, their versions in
- * ver) -> the page q->offset/q->limit in the order o. */
-static void order_page(arena_t *a, const entity_order_t *o, const hist_query_t *q, const cr_entity_t **ver,
-                       hist_result_t *out)
-{
-    size_t  n   = out->n;
-    size_t *idx = arena_alloc(a, (n + 1) * sizeof *idx);
-    for (size_t i = 0; i < n; i++)
-        idx[i] = i;
-    order_ctx_t c = { o, ver };
-    qsort_r(idx, n, sizeof *idx, order_cmp, &c);
-    size_t from = q->offset < n ? q->offset : n;
-    size_t m    = n - from < q->limit ? n - from : q->limit;
-    hist_entity_t *page = arena_alloc(a, (m + 1) * sizeof *page);
-    for (size_t i = 0; i < m; i++)
-        page[i] = out->items[idx[from + i]];
-    out->items = page;
-    out->n     = m;
-    out->more  = from + m < n;
-}
-
 /* A query holds its tenant's read lock for QUERY_CHUNK entities at a time
  * (as corDB's scans do), so a large query does not hold writers back. */
 #define QUERY_CHUNK 256
@@ -932,7 +898,7 @@ static bool query_impl(hdb_t *db, const char *tenant, const hist_query_t *q, are
     pthread_rwlock_unlock(&t->lock);
     out->count = matched;
     if (order)
-        order_page(a, order, q, ver, out);
+        history_order_page(a, order, q, ver, out);
     if (!filter_regex_overflow(p))
         return true;
     return false;

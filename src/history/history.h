@@ -243,6 +243,15 @@ struct hist_series;
 void history_buckets(arena_t *a, const struct hist_query *q, const hist_point_t *pt, size_t n, unsigned methods,
                      int64_t period, struct hist_series *s);
 
+/* orderBy of a temporal query (5.7.4.4: as for the entity query), for the
+ * backends: out->items holds every matching entity in creation order and
+ * ver[i] the version item i is ordered by (its newest); out becomes the page
+ * q->offset/q->limit in the order o (model's order_compare; ties keep
+ * creation order). */
+struct hist_result;
+void history_order_page(arena_t *a, const entity_order_t *o, const struct hist_query *q, const cr_entity_t **ver,
+                        struct hist_result *out);
+
 typedef struct hist_series {
     const char      *name;         /* interned */
     const char      *dataset_id;   /* NULL: the default instance */

@@ -248,10 +248,18 @@ typedef struct walk {
     size_t              cap;
 } walk_t;
 
-static bool entity_matches(walk_t *w, const char *id, const char *const *types, size_t n_types)
+static void unref_entity(void *e)
+{
+    entity_unref(e);
+}
+
+/* Does the entity's current version (or, deleted, its id and types) pass the
+ * query's filter? ver (orderBy): gets that version, kept until the arena goes. */
+static bool entity_matches(walk_t *w, const char *id, const char *const *types, size_t n_types,
+                           const cr_entity_t **ver)
 {
     entity_filter_t f;
-    cr_entity_t    *e, stub;
+    cr_entity_t    *e, *stub;
     bool            ok;
 
     if (!w->q->f)
@@ -261,13 +269,16 @@ static bool entity_matches(walk_t *w, const char *id, const char *const *types, 
     f.n_attrs = 0;
     e = store_get(hts_store(w->h), w->tenant, id, NULL);
     if (!e) {
-        memset(&stub, 0, sizeof(stub));
-        stub.id          = id;
-        stub.types       = (const char **)types;
-        stub.n_types     = (uint16_t)n_types;
+        stub          = arena_calloc(w->a, sizeof(*stub));
+        stub->id      = id;
+        stub->types   = (const char **)types;
+        stub->n_types = (uint16_t)n_types;
     }
-    ok = filter_match(&f, e ? e : &stub);
-    if (e)
+    ok = filter_match(&f, e ? e : stub);
+    if (ok && ver) {
+        *ver = e ? e : stub;
+        if (e) arena_on_free(w->a, unref_entity, e);
+    } else if (e)
         entity_unref(e);
     return ok;
 }
@@ -451,7 +462,11 @@ static bool walk(walk_t *w, bool (*fill)(walk_t *, hist_entity_t *, problem_t *)
     const hist_query_t *q = w->q;
     const char         *params[3];
     const char         *sql;
-    size_t              skip = q->offset;
+    /* orderBy (5.7.4.4, as for the entity query): every matching entity is
+     * collected with its current version, then ordered and paged */
+    const entity_order_t *order = q->f ? q->f->order_by : NULL;
+    const cr_entity_t  **ver = NULL;
+    size_t              limit = order ? SIZE_MAX : q->limit, skip = order ? 0 : q->offset;
     long long           last_seq = 0;
     bool                ok = true, done = false;
 
@@ -468,8 +483,9 @@ static bool walk(walk_t *w, bool (*fill)(walk_t *, hist_entity_t *, problem_t *)
               " FROM coraine_entities WHERE tenant = $1 AND seq > $2::bigint"
               " ORDER BY seq LIMIT " HTS_STR(HTS_ENT_PAGE);
     }
-    w->cap            = q->limit < 64 ? q->limit : 64;
+    w->cap            = limit < 64 ? limit : 64;
     w->out->items     = arena_alloc(w->a, (w->cap ? w->cap : 1) * sizeof(*w->out->items));
+    if (order) ver = arena_alloc(w->a, w->cap * sizeof(*ver));
     filter_regex_reset();
     while (ok && !done) {
         PGresult *r;
@@ -490,7 +506,8 @@ static bool walk(walk_t *w, bool (*fill)(walk_t *, hist_entity_t *, problem_t *)
             ent.created_at  = get_time(r, i, 3);
             ent.modified_at = get_time(r, i, 4);
             ent.deleted_at  = get_time(r, i, 5);
-            if (!entity_matches(w, ent.id, ent.types, ent.n_types))
+            const cr_entity_t *v = NULL;
+            if (!entity_matches(w, ent.id, ent.types, ent.n_types, order ? &v : NULL))
                 continue;
             if (!(ok = fill(w, &ent, p)))
                 break;
@@ -501,14 +518,20 @@ static bool walk(walk_t *w, bool (*fill)(walk_t *, hist_entity_t *, problem_t *)
                 w->out->count++;
                 continue;
             }
-            if (w->out->n < q->limit) {
+            if (w->out->n < limit) {
                 if (w->out->n == w->cap) {
                     hist_entity_t *g = arena_alloc(w->a, 2 * w->cap * sizeof(*g));
 
                     memcpy(g, w->out->items, w->cap * sizeof(*g));
                     w->out->items = g;
+                    if (ver) {
+                        const cr_entity_t **gv = arena_alloc(w->a, 2 * w->cap * sizeof(*gv));
+                        memcpy(gv, ver, w->cap * sizeof(*gv));
+                        ver = gv;
+                    }
                     w->cap *= 2;
                 }
+                if (ver) ver[w->out->n] = v;
                 w->out->items[w->out->n++] = ent;
             } else {
                 w->out->more = true;
@@ -521,6 +544,8 @@ static bool walk(walk_t *w, bool (*fill)(walk_t *, hist_entity_t *, problem_t *)
         if (rows < HTS_ENT_PAGE)
             break;
     }
+    if (ok && order)
+        history_order_page(w->a, order, q, ver, w->out);
     if (ok && filter_regex_overflow(p))
         ok = false;
     return ok;
