@@ -689,8 +689,11 @@ static bool copy_into(PGconn *c, const char *sql, const sbuf_t *data, problem_t 
 static const char *const entity_sql =
     "INSERT INTO coraine_entities (tenant, entity_id, types, created_at, modified_at,"
     " deleted_at)"
-    " SELECT DISTINCT ON (tenant, entity_id) tenant, entity_id, types, at, at,"
-    " CASE WHEN deleted THEN at END FROM coraine_stage ORDER BY tenant, entity_id, ord DESC"
+    " SELECT tenant, entity_id, types, at, at, CASE WHEN deleted THEN at END FROM"
+    " (SELECT DISTINCT ON (tenant, entity_id) tenant, entity_id, types, at, deleted,"
+    "  min(ord) OVER (PARTITION BY tenant, entity_id) AS first_ord FROM coraine_stage"
+    "  ORDER BY tenant, entity_id, ord DESC) s"
+    " ORDER BY first_ord"          /* new entities take their seq in commit order */
     " ON CONFLICT (tenant, entity_id) DO UPDATE SET types = EXCLUDED.types,"
     " created_at = CASE WHEN coraine_entities.deleted_at IS NOT NULL"
     "  AND EXCLUDED.deleted_at IS NULL THEN EXCLUDED.created_at"

@@ -624,12 +624,14 @@ def test_extreme_parameters_answer_cleanly(hcli, params):
     assert r.status_code in (200, 400), r.text
 
 
-def test_query_of_many_entities_in_chunks_while_writers_delete_and_create(hcli, make_client, broker_factory):
+def test_query_of_many_entities_in_chunks_while_writers_delete_and_create(make_client, broker_factory, history_flags):
     """A temporal query over more entities than one chunk (256: the history's
     read lock is released between chunks, so writers are not held back)
     answers every entity once, in creation order, while other entities of the
     tenant are deleted and created meanwhile."""
     import threading
+    b = broker_factory(*history_flags)
+    hcli = make_client(b)
     ids = [uid("Pile") for _ in range(700)]
     for k in range(0, len(ids), 100):
         r = hcli.post("/entityOperations/create",
@@ -639,7 +641,7 @@ def test_query_of_many_entities_in_chunks_while_writers_delete_and_create(hcli, 
     errors, stop = [], []
 
     def writer():
-        c = make_client(broker_factory(*HISTORY_FLAGS), tenant=hcli.tenant)
+        c = make_client(b, tenant=hcli.tenant)
         while not stop:
             for i in churn:
                 r = c.post("/entities", entity(i, "Pile", t=obs(0, T1)))
