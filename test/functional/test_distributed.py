@@ -348,3 +348,16 @@ def test_statistics_count_registrations_and_forwards(hub, src):
     after = hub.get("/statistics").json()["distributed"]
     assert after["registrations"] == before["registrations"] + 1
     assert after["forwarded"] == before["forwarded"] + 1
+
+
+def test_6_3_18_local_taken_by_every_entity_operation(hub):
+    # 6.3.18: every operation of /entities/, /types/, /attributes/, /entityOperations/ and /temporal/ takes local
+    eid = uid("Vehicle")
+    assert hub.post("/entities?local=true", entity(eid, "Vehicle", speed=prop(1))).status_code == 201
+    assert hub.patch(f"/entities/{eid}/attrs?local=true", {"speed": prop(2)}).status_code == 204
+    assert hub.post("/entityOperations/upsert?local=false", [entity(eid, "Vehicle", speed=prop(3))]).status_code == 204
+    assert hub.get("/types?local=true").status_code == 200
+    assert_problem(hub.post("/entities?local=maybe", entity(uid("Vehicle"), "Vehicle")), 400, "BadRequestData")
+    # the Registry API is always local: the parameter is not one of its own
+    assert_problem(hub.get("/csourceRegistrations?type=Vehicle&local=true"), 400, "InvalidRequest")
+    assert hub.delete(f"/entities/{eid}?local=true").status_code == 204
