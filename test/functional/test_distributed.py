@@ -287,8 +287,23 @@ def test_4_20_query_batch_only_source_asked_with_post(hub, src):
     src.create(entity(eid, "Vehicle", speed=prop(3)))
     register(hub, src, operations=["queryBatch"])
     assert ids(hub.get("/entities", params={"type": "Vehicle", "id": eid})) == [eid]
-    # retrieveEntity is not among its operations: a retrieve does not forward
-    assert_problem(hub.get("/entities/" + eid), 404, "ResourceNotFound")
+    # retrieveEntity is not among its operations: the retrieve is asked as a queryBatch (4.20)
+    assert hub.get("/entities/" + eid).json()["speed"]["value"] == 3
+    assert_problem(hub.get("/entities/" + uid("Vehicle")), 404, "ResourceNotFound")
+
+
+def test_4_20_retrieve_from_a_query_entity_only_source(hub):
+    # 4.20: operations [queryEntity]: a retrieve is asked as GET /entities?id=...&type=<registered types>
+    eid = uid("Vehicle")
+    m = MockSource(body=json.dumps([{"id": eid, "type": "Vehicle", "speed": {"type": "Property", "value": 4}}]).encode())
+    try:
+        register_mock(hub, m, operations=["queryEntity"])
+        r = hub.get("/entities/" + eid)
+        assert r.status_code == 200 and r.json()["speed"]["value"] == 4
+        path = m.requests[0][0]
+        assert path.startswith("/base/ngsi-ld/v1/entities?") and "type=Vehicle" in path and "id=" + eid in path
+    finally:
+        m.close()
 
 
 def test_5_7_2_post_query_distributed(hub, src):
