@@ -314,6 +314,15 @@ static bool local_resource(const char *path)
     return false;
 }
 
+/* local=true|false on those resources: read (the handler need not know it) and checked; false: bad value. */
+static bool local_param(request_t *r, problem_t *p)
+{
+    const char *v = local_resource(r->path) ? req_param(r, "local") : NULL;
+    if (v && strcmp(v, "true") && strcmp(v, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "local must be true or false (6.3.18)");
+    return true;
+}
+
 bool api_params_known(request_t *r, api_params_t *known, problem_t *p)
 {
     if (!r->nparams) return true;
@@ -332,9 +341,7 @@ bool api_params_known(request_t *r, api_params_t *known, problem_t *p)
         const char *k = r->params[i].key;
         bool        ok = param_set_has(set, k, strlen(k));
         if (!ok && !strcmp(k, "local") && local_resource(r->path)) {
-            const char *v = req_param(r, "local");   /* read: the handler need not know it */
-            if (strcmp(v, "true") && strcmp(v, "false"))
-                return problem_set(p, PB_BAD_REQUEST_DATA, "local must be true or false (6.3.18)");
+            if (!local_param(r, p)) return false;
             ok = true;
         }
         if (!ok) return problem_set(p, PB_INVALID_REQUEST, "unknown or unsupported query parameter '%s' for %s %s (6.3.20)",
@@ -345,6 +352,7 @@ bool api_params_known(request_t *r, api_params_t *known, problem_t *p)
 
 bool api_no_unknown_params(request_t *r, problem_t *p)
 {
+    if (!local_param(r, p)) return false;
     const char *u = req_unused_param(r);
     if (u) return problem_set(p, PB_INVALID_REQUEST, "unknown or unsupported query parameter '%s' for %s %s (6.3.20)",
                               u, r->method_name, r->path);

@@ -372,6 +372,10 @@ def test_6_3_18_local_taken_by_every_entity_operation(hub):
     assert hub.patch(f"/entities/{eid}/attrs?local=true", {"speed": prop(2)}).status_code == 204
     assert hub.post("/entityOperations/upsert?local=false", [entity(eid, "Vehicle", speed=prop(3))]).status_code == 204
     assert hub.get("/types?local=true").status_code == 200
+    # (no --history here: 422; what matters is that local is not an unknown parameter)
+    assert hub.get(f"/temporal/entities/{eid}?local=true").status_code != 400
+    assert hub.post(f"/temporal/entities/{eid}/attrs?local=true",
+                    {"speed": prop(5, observedAt="2020-01-01T00:00:00Z")}).status_code != 400
     assert_problem(hub.post("/entities?local=maybe", entity(uid("Vehicle"), "Vehicle")), 400, "BadRequestData")
     # the Registry API is always local: the parameter is not one of its own
     assert_problem(hub.get("/csourceRegistrations?type=Vehicle&local=true"), 400, "InvalidRequest")
