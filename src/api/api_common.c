@@ -299,6 +299,30 @@ static bool param_set_has(const param_set_t *s, const char *k, size_t kl)
     return false;
 }
 
+/* 6.3.18: every operation of /entities/, /types/, /attributes/, /entityOperations/, /temporal/entities/ and
+ * /temporal/entityOperations/ takes local=true|false (the Registry API's do not). */
+static bool local_resource(const char *path)
+{
+    static const char *const roots[] = {"entities", "types", "attributes", "entityOperations", "temporal/"};
+    const char prefix[] = "/ngsi-ld/v1/";
+    if (!path || strncmp(path, prefix, sizeof prefix - 1)) return false;
+    path += sizeof prefix - 1;
+    for (size_t i = 0; i < sizeof roots / sizeof *roots; i++) {
+        size_t n = strlen(roots[i]);
+        if (!strncmp(path, roots[i], n) && (roots[i][n - 1] == '/' || path[n] == '\0' || path[n] == '/')) return true;
+    }
+    return false;
+}
+
+/* local=true|false on those resources: read (the handler need not know it) and checked; false: bad value. */
+static bool local_param(request_t *r, problem_t *p)
+{
+    const char *v = local_resource(r->path) ? req_param(r, "local") : NULL;
+    if (v && strcmp(v, "true") && strcmp(v, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "local must be true or false (6.3.18)");
+    return true;
+}
+
 bool api_params_known(request_t *r, api_params_t *known, problem_t *p)
 {
     if (!r->nparams) return true;
@@ -316,6 +340,10 @@ bool api_params_known(request_t *r, api_params_t *known, problem_t *p)
     for (int i = 0; i < r->nparams; i++) {
         const char *k = r->params[i].key;
         bool        ok = param_set_has(set, k, strlen(k));
+        if (!ok && !strcmp(k, "local") && local_resource(r->path)) {
+            if (!local_param(r, p)) return false;
+            ok = true;
+        }
         if (!ok) return problem_set(p, PB_INVALID_REQUEST, "unknown or unsupported query parameter '%s' for %s %s (6.3.20)",
                                     k, r->method_name, r->path);
     }
@@ -324,6 +352,7 @@ bool api_params_known(request_t *r, api_params_t *known, problem_t *p)
 
 bool api_no_unknown_params(request_t *r, problem_t *p)
 {
+    if (!local_param(r, p)) return false;
     const char *u = req_unused_param(r);
     if (u) return problem_set(p, PB_INVALID_REQUEST, "unknown or unsupported query parameter '%s' for %s %s (6.3.20)",
                               u, r->method_name, r->path);

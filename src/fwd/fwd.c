@@ -108,6 +108,7 @@ typedef struct call {
     CURLcode            rc;
     const ld_context_t *ctx;        /* the answers are compact with it */
     char               *post;       /* a Query body (queryBatch), else NULL: GET */
+    bool                as_query;   /* a retrieve asked as a query (answers an array) */
 } call_t;
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -299,6 +300,26 @@ static const char *ids_for(arena_t *a, const reg_t *r, uint64_t mask)
     return sb.len ? sb.p : NULL;
 }
 
+/* The entity types of the matching RegistrationInfo of r, compacted with
+ * ctx and comma-separated (a retrieve asked as a query names them: 5.7.2
+ * needs a type or attrs); NULL when one names none. */
+static const char *types_for(arena_t *a, const reg_t *r, uint64_t mask, const ld_context_t *ctx)
+{
+    sbuf_t sb;
+    sb_init(&sb, a, 64);
+    for (size_t i = 0; i < reg_info_count(r); i++) {
+        const reg_info_t *in = reg_info_at(r, i);
+        if (i < 64 && !(mask >> i & 1)) continue;
+        for (size_t j = 0; j < in->n_entities; j++)
+            for (size_t k = 0; k < in->entities[j].n_types; k++) {
+                const char *t = ld_compact(ctx, in->entities[j].types[k]);
+                if (sb.len) sb_addc(&sb, ',');
+                sb_adds(&sb, t);
+            }
+    }
+    return sb.len ? sb.p : NULL;
+}
+
 /* Builds the request to r's source; false: not to be sent (c->skipped). */
 static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, const char *id,
                        const char *const *attrs, size_t n_attrs, const fwd_param_t *params, size_t n_params,
@@ -322,6 +343,18 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
     while (el && ep[el - 1] == '/') el--;
     sb_add(&u, ep, el);
     sb_adds(&u, "/ngsi-ld/v1/entities");
+    /* 4.20: a source registered for queryEntity or queryBatch but not retrieveEntity is asked a
+     * query for the id (with the registered types when the request names none) */
+    if (id && !(reg_ops(r) & REG_OP_BIT(REG_OP_RETRIEVE_ENTITY))) {
+        const char  *types = param(params, n_params, "type") ? NULL : types_for(a, r, mask, c->ctx);
+        fwd_param_t *np2 = arena_alloc(a, (n_params + 2) * sizeof *np2);
+        if (n_params) memcpy(np2, params, n_params * sizeof *np2);
+        np2[n_params++] = (fwd_param_t){"id", id};
+        if (types) np2[n_params++] = (fwd_param_t){"type", types};
+        params = np2;
+        c->as_query = true;
+        id = NULL;
+    }
     if (id) {
         sb_addc(&u, '/');
         url_encode(&u, id);
@@ -647,7 +680,7 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         } else if (c->status != 404) {
             bool bad;
             collected_t *g = &(*got)[(*n_got)++];
-            g->n = answer_entities(a, c, id == NULL, &g->e, &bad);
+            g->n = answer_entities(a, c, id == NULL || c->as_query, &g->e, &bad);
             g->aux = reg_mode(c->reg) == REG_AUXILIARY;
             if (bad) {
                 ok = false;
@@ -668,7 +701,8 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
                   problem_t *p)
 {
     reg_query_t q = {.types = types, .ids = &id, .n_ids = 1, .attrs = attrs, .n_attrs = n_attrs,
-                     .ops = REG_OP_BIT(REG_OP_RETRIEVE_ENTITY)};
+                     .ops = REG_OP_BIT(REG_OP_RETRIEVE_ENTITY) | REG_OP_BIT(REG_OP_QUERY_ENTITY) |
+                            REG_OP_BIT(REG_OP_QUERY_BATCH)};
     collected_t *got = NULL;
     size_t       n_got;
     out->items = NULL;

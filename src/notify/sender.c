@@ -284,7 +284,7 @@ const char *notify_render(notify_job_t *const *jobs, size_t n_jobs, sbuf_t *sb)
     jw_key(&w, "id");
     jw_string(&w, id);
     jw_key(&w, "type");
-    jw_string(&w, "Notification");
+    jw_string(&w, jobs[0]->raw ? "ContextSourceNotification" : "Notification");   /* raw: a CSourceNotification (5.3.2) */
     jw_key(&w, "subscriptionId");
     jw_string(&w, s->id);
     jw_key(&w, "notifiedAt");

@@ -196,7 +196,7 @@ static void *ticker_main(void *arg)
                 notify_sub_selection(c->s, &sel);
                 if (!sel.interval_us) continue;
                 if (c->next_at <= now) {
-                    if (notify_sub_active(c->s, now)) send_all(c, NULL, false);
+                    if (notify_sub_active(c->s, now)) send_all(c, NULL, true);   /* 5.11.7: regardless of changes */
                     c->next_at = now + sel.interval_us;
                 }
                 if (c->next_at < next) next = c->next_at;
@@ -260,7 +260,7 @@ bool reg_csub_add(notify_sub_t *s, bool initial, problem_t *p)
     /* initially on subscription (5.11.2.4); a periodic one: its first tick, now */
     notify_selection_t sel;
     notify_sub_selection(s, &sel);
-    if (initial && notify_sub_active(s, cr_now_us())) send_all(c, sel.interval_us ? NULL : "newlyMatching", false);
+    if (initial && notify_sub_active(s, cr_now_us())) send_all(c, sel.interval_us ? NULL : "newlyMatching", sel.interval_us != 0);
     c->next_at = cr_now_us() + sel.interval_us;
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
@@ -286,7 +286,7 @@ bool reg_csub_replace(notify_sub_t *s, problem_t *p)
     notify_selection_t sel;
     notify_sub_selection(s, &sel);
     /* 5.11.3.4: then a notification with every currently matching registration */
-    if (notify_sub_active(s, cr_now_us())) send_all(c, sel.interval_us ? NULL : "newlyMatching", false);
+    if (notify_sub_active(s, cr_now_us())) send_all(c, sel.interval_us ? NULL : "newlyMatching", sel.interval_us != 0);
     c->next_at = cr_now_us() + sel.interval_us;
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);

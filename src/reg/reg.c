@@ -356,7 +356,10 @@ reg_t *reg_build(const char *tenant, const char *json, size_t len, int64_t now, 
             r->ops |= m;
         }
     }
-    if (r->mode == REG_AUXILIARY && (!ops || (r->ops & ~(uint64_t)RETRIEVE_OPS)))
+    /* 4.3.6.2: auxiliary registrations are always accepted, their operations limited to consumption:
+     * without operations, retrieveOps; with operations, only those of 5.9.2.4 */
+    if (r->mode == REG_AUXILIARY && !ops) r->ops = RETRIEVE_OPS;
+    if (r->mode == REG_AUXILIARY && (r->ops & ~(uint64_t)RETRIEVE_OPS))
         BAD("an auxiliary registration supports only retrieveOps, retrieveEntity or queryEntity (5.9.2.4)");
     if (r->mode == REG_EXCLUSIVE)
         for (size_t i = 0; i < r->n_info; i++) {
@@ -611,7 +614,7 @@ void reg_render(json_writer_t *w, const reg_t *r, const ld_context_t *ctx, bool 
     if (!json_get(r->tree, "operations")) {
         jw_key(w, "operations");
         jw_array_begin(w);
-        jw_string(w, "federationOps");
+        jw_string(w, r->mode == REG_AUXILIARY ? "retrieveOps" : "federationOps");
         jw_array_end(w);
     }
     uint64_t sent = atomic_load(&c->sent);

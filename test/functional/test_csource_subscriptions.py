@@ -82,7 +82,7 @@ def test_5_11_7_initially_then_newly_matching_updated_no_longer_matching(cli, rc
     create(cli, "/csourceRegistrations", reg(information=[{"entities": [{"type": "Bus"}]}]))
     sid = create(cli, "/csourceSubscriptions", csub(rcv.uri))
     b = bodies(rcv, 1)
-    assert b[0]["type"] == "Notification" and b[0]["subscriptionId"] == sid
+    assert b[0]["type"] == "ContextSourceNotification" and b[0]["subscriptionId"] == sid   # 5.3.2
     assert b[0]["triggerReason"] == "newlyMatching"
     assert [x["id"] for x in b[0]["data"]] == [first]
     second = create(cli, "/csourceRegistrations", reg())
@@ -170,6 +170,16 @@ def test_5_11_7_periodic(cli, rcv):
     sid = create(cli, "/csourceSubscriptions", csub(rcv.uri, timeInterval=1))
     b = bodies(rcv, 2, timeout=5)
     assert all(x["subscriptionId"] == sid and len(x["data"]) == 1 for x in b)
+    assert cli.delete("/csourceSubscriptions/" + sid).status_code == 204
+
+
+def test_5_11_7_periodic_regardless_of_matches(cli, rcv):
+    # 5.11.7: with timeInterval, sent initially and periodically regardless of the registrations (none match)
+    create(cli, "/csourceRegistrations", reg(information=[{"entities": [{"type": "Bus"}]}]))
+    sid = create(cli, "/csourceSubscriptions", csub(rcv.uri, timeInterval=1))
+    b = bodies(rcv, 2, timeout=5)
+    assert all(x["type"] == "ContextSourceNotification" and x["subscriptionId"] == sid and x["data"] == []
+               and "triggerReason" not in x for x in b)
     assert cli.delete("/csourceSubscriptions/" + sid).status_code == 204
 
 

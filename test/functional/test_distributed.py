@@ -287,8 +287,23 @@ def test_4_20_query_batch_only_source_asked_with_post(hub, src):
     src.create(entity(eid, "Vehicle", speed=prop(3)))
     register(hub, src, operations=["queryBatch"])
     assert ids(hub.get("/entities", params={"type": "Vehicle", "id": eid})) == [eid]
-    # retrieveEntity is not among its operations: a retrieve does not forward
-    assert_problem(hub.get("/entities/" + eid), 404, "ResourceNotFound")
+    # retrieveEntity is not among its operations: the retrieve is asked as a queryBatch (4.20)
+    assert hub.get("/entities/" + eid).json()["speed"]["value"] == 3
+    assert_problem(hub.get("/entities/" + uid("Vehicle")), 404, "ResourceNotFound")
+
+
+def test_4_20_retrieve_from_a_query_entity_only_source(hub):
+    # 4.20: operations [queryEntity]: a retrieve is asked as GET /entities?id=...&type=<registered types>
+    eid = uid("Vehicle")
+    m = MockSource(body=json.dumps([{"id": eid, "type": "Vehicle", "speed": {"type": "Property", "value": 4}}]).encode())
+    try:
+        register_mock(hub, m, operations=["queryEntity"])
+        r = hub.get("/entities/" + eid)
+        assert r.status_code == 200 and r.json()["speed"]["value"] == 4
+        path = m.requests[0][0]
+        assert path.startswith("/base/ngsi-ld/v1/entities?") and "type=Vehicle" in path and "id=" + eid in path
+    finally:
+        m.close()
 
 
 def test_5_7_2_post_query_distributed(hub, src):
@@ -348,3 +363,20 @@ def test_statistics_count_registrations_and_forwards(hub, src):
     after = hub.get("/statistics").json()["distributed"]
     assert after["registrations"] == before["registrations"] + 1
     assert after["forwarded"] == before["forwarded"] + 1
+
+
+def test_6_3_18_local_taken_by_every_entity_operation(hub):
+    # 6.3.18: every operation of /entities/, /types/, /attributes/, /entityOperations/ and /temporal/ takes local
+    eid = uid("Vehicle")
+    assert hub.post("/entities?local=true", entity(eid, "Vehicle", speed=prop(1))).status_code == 201
+    assert hub.patch(f"/entities/{eid}/attrs?local=true", {"speed": prop(2)}).status_code == 204
+    assert hub.post("/entityOperations/upsert?local=false", [entity(eid, "Vehicle", speed=prop(3))]).status_code == 204
+    assert hub.get("/types?local=true").status_code == 200
+    # (no --history here: 422; what matters is that local is not an unknown parameter)
+    assert hub.get(f"/temporal/entities/{eid}?local=true").status_code != 400
+    assert hub.post(f"/temporal/entities/{eid}/attrs?local=true",
+                    {"speed": prop(5, observedAt="2020-01-01T00:00:00Z")}).status_code != 400
+    assert_problem(hub.post("/entities?local=maybe", entity(uid("Vehicle"), "Vehicle")), 400, "BadRequestData")
+    # the Registry API is always local: the parameter is not one of its own
+    assert_problem(hub.get("/csourceRegistrations?type=Vehicle&local=true"), 400, "InvalidRequest")
+    assert hub.delete(f"/entities/{eid}?local=true").status_code == 204

@@ -102,8 +102,8 @@ def test_5_9_2_already_exists(cli):
     {"scope": "no scope"},
     {"datasetId": ["not a uri"]},
     # auxiliary only for retrieval operations (5.9.2.4)
-    {"mode": "auxiliary"},
     {"mode": "auxiliary", "operations": ["updateOps"]},
+    {"mode": "auxiliary", "operations": ["federationOps"]},
     # exclusive needs entity ids and attributes (4.3.6.3)
     {"mode": "exclusive"},
     {"mode": "exclusive", "information": [{"entities": [{"id": "urn:x:1", "type": "T"}]}]},
@@ -121,6 +121,9 @@ def test_5_9_2_bad_registration_is_400(cli, bad):
 def test_5_9_2_auxiliary_with_retrieve_ops_is_accepted(cli):
     create(cli, reg(mode="auxiliary", operations=["retrieveOps"]))
     create(cli, reg(mode="auxiliary", operations=["retrieveEntity", "queryEntity"]))
+    # 4.3.6.2: "always accepted"; without operations it serves consumption only: retrieveOps
+    rid = create(cli, reg(mode="auxiliary"))
+    assert cli.get("/csourceRegistrations/" + rid).json()["operations"] == ["retrieveOps"]
 
 
 def test_5_9_2_operation_groups_and_names_accepted(cli):
@@ -180,7 +183,8 @@ def test_5_9_3_update_errors(cli):
     rid = create(cli, reg())
     assert_problem(cli.patch("/csourceRegistrations/" + rid, {"information": None}), 400, "BadRequestData")
     assert_problem(cli.patch("/csourceRegistrations/" + rid, {"type": "Other"}), 400, "BadRequestData")
-    assert_problem(cli.patch("/csourceRegistrations/" + rid, {"mode": "auxiliary"}), 400, "BadRequestData")
+    assert_problem(cli.patch("/csourceRegistrations/" + rid, {"mode": "auxiliary", "operations": ["updateOps"]}),
+                   400, "BadRequestData")
     assert_problem(cli.patch("/csourceRegistrations/" + rid, {}), 400, "BadRequestData")
     assert_problem(cli.patch("/csourceRegistrations/urn:x:none", {"description": "x"}), 404, "ResourceNotFound")
     assert_problem(cli.patch("/csourceRegistrations/not-a-uri", {"description": "x"}), 400, "BadRequestData")

@@ -40,7 +40,8 @@ static void test_validation(void **state)
         {"\"information\":[{\"entities\":[{\"type\":\"A\"}]}],\"operations\":[\"federationOps\",\"createEntity\"]", true},
         {"\"information\":[]", false},
         {"\"information\":[{\"entities\":[{\"idPattern\":\"(\",\"type\":\"A\"}]}]", false},
-        {"\"information\":[{\"entities\":[{\"type\":\"A\"}]}],\"mode\":\"auxiliary\"", false},
+        {"\"information\":[{\"entities\":[{\"type\":\"A\"}]}],\"mode\":\"auxiliary\"", true},   /* 4.3.6.2: retrieveOps */
+        {"\"information\":[{\"entities\":[{\"type\":\"A\"}]}],\"mode\":\"auxiliary\",\"operations\":[\"federationOps\"]", false},
         {"\"information\":[{\"entities\":[{\"type\":\"A\"}]}],\"mode\":\"exclusive\"", false},
         {"\"information\":[{\"entities\":[{\"type\":\"A\"}]}],\"operations\":[\"nope\"]", false},
         {"\"information\":[{\"entities\":[{\"type\":\"A\"}]}],\"expiresAt\":\"2001-01-01T00:00:00Z\"", false},
