@@ -28,8 +28,10 @@
  *
  * When PostgreSQL fails, the batch is kept and retried after reconnecting
  * (backoff 50 ms .. 5 s); writes queue meanwhile up to the bound, then get
- * 503. Known limit: a connection lost after PostgreSQL committed a batch but
- * before its answer came makes the retry write it twice (at least once).
+ * 503. Exactly once: each batch carries this writer's next batch number,
+ * and its transaction advances the writer's row of coraine_writers only
+ * past a smaller number; a retry of a batch that PostgreSQL committed
+ * before the connection was lost finds its number there and writes nothing.
  * At stop, the writer writes what is queued for at most the drain time
  * while PostgreSQL answers; what is left then is logged as lost.
  */
@@ -39,7 +41,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "timescale.h"
 #include "../json/json.h"
@@ -57,6 +61,7 @@ typedef struct hts_batch {
     sbuf_t            copy;         /* rows of coraine_instances (upsert: of coraine_ustage) */
     sbuf_t            stage;        /* rows of coraine_stage (entity rows) */
     uint32_t          n_writes, n_rows;
+    uint64_t          number;       /* the writer's batch number (0: not taken yet) */
     bool              upsert;       /* writes with hist_write_t.upsert, alone in their batch */
 } hts_batch_t;
 
@@ -81,6 +86,8 @@ struct hts {
     pthread_t        thread;
     bool             thread_started;
     PGconn          *wconn;         /* the writer's connection */
+    char             writer_id[24]; /* this process's row of coraine_writers (random) */
+    uint64_t         batch_number;  /* the last batch number taken (the writer thread's) */
     /* under mu: (tenant, id) hash -> hash of the types last written in an
      * entity row (0: empty slot), so that a write that changes neither the
      * types nor the entity's existence adds no entity row (seen_has) */
@@ -210,7 +217,9 @@ static const char *const schema_sql =
     "CREATE INDEX IF NOT EXISTS coraine_entities_seq ON coraine_entities (tenant, seq);"
     "CREATE INDEX IF NOT EXISTS coraine_instances_series ON coraine_instances"
     " (tenant, entity_id, attr, dataset_id, (coalesce(observed_at, created_at)), iid);"
-    "CREATE INDEX IF NOT EXISTS coraine_instances_iid ON coraine_instances (iid);";
+    "CREATE INDEX IF NOT EXISTS coraine_instances_iid ON coraine_instances (iid);"
+    "CREATE TABLE IF NOT EXISTS coraine_writers ("
+    " writer bigint PRIMARY KEY, last_batch bigint NOT NULL, started_at timestamptz NOT NULL DEFAULT now());";
 
 /* Creates what is missing, one broker at a time (an advisory lock: brokers
  * may share a database). The hypertable path only when the extension is
@@ -764,6 +773,24 @@ static bool write_batch(hts_t *h, const hts_batch_t *b, problem_t *p)
         return false;
     if (!hts_exec(c, "BEGIN", p))
         goto fail;
+    {   /* exactly once: a batch committed before a lost answer is not written again */
+        char        num[24];
+        const char *params[2] = { h->writer_id, num };
+        snprintf(num, sizeof num, "%llu", (unsigned long long)b->number);
+        PGresult *r = hts_query(c, "UPDATE coraine_writers SET last_batch = $2::bigint"
+                                   " WHERE writer = $1::bigint AND last_batch < $2::bigint",
+                                2, params, PGRES_COMMAND_OK, p);
+        if (!r)
+            goto fail;
+        bool done_before = !strcmp(PQcmdTuples(r), "0");
+        PQclear(r);
+        if (done_before) {
+            PQclear(PQexec(c, "ROLLBACK"));
+            LOG_I("history: a batch of %u changes was committed before the connection was lost; "
+                  "not written again", b->n_writes);
+            return true;
+        }
+    }
     if (bounds) {
         PGresult *r = hts_query(c, "SELECT coalesce(max(iid), 0) FROM coraine_instances", 0, NULL,
                                 PGRES_TUPLES_OK, p);
@@ -823,6 +850,7 @@ static void *hts_writer(void *arg)
         if (h->tail == b)
             h->tail = NULL;
         pthread_mutex_unlock(&h->mu);
+        b->number = ++h->batch_number;              /* kept across its retries */
 
         while (!write_batch(h, b, &p)) {
             bool give_up;
@@ -913,6 +941,17 @@ static void *hts_open(store_t *s, problem_t *p)
 
     if (!(h->wconn = hts_connect_as(h, false, p)) || !hts_schema(h, h->wconn, p))
         goto fail;
+    {   /* this process's batch numbers start at 1 in a row of its own */
+        uint64_t id;
+        if (getrandom(&id, sizeof id, 0) != sizeof id) id = (uint64_t)cr_now_us() ^ (uint64_t)getpid() << 40;
+        snprintf(h->writer_id, sizeof h->writer_id, "%lld", (long long)(id >> 1));
+        const char *params[1] = { h->writer_id };
+        PGresult *r = hts_query(h->wconn, "INSERT INTO coraine_writers (writer, last_batch) VALUES ($1::bigint, 0)",
+                                1, params, PGRES_COMMAND_OK, p);
+        if (!r)
+            goto fail;
+        PQclear(r);
+    }
     PQfinish(h->wconn);                 /* the writer's own session, with its staging tables */
     if (!(h->wconn = hts_connect(h, p)))
         goto fail;
