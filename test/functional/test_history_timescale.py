@@ -9,6 +9,7 @@ down), read-your-writes of the temporal API, deletes not overtaken by queued
 instances, and the history surviving a restart of the broker.
 """
 
+import os
 import subprocess
 import time
 import uuid
@@ -347,3 +348,89 @@ def test_concurrent_writers_through_a_small_queue_lose_nothing(broker_factory, p
     for e in ids:
         assert speeds(tget(c, e, lastN=1000)) == list(range(0, 61))
     assert pg_server.psql("SELECT count(*) FROM coraine_instances", db) == str(8 * 61)
+
+
+class CommitCutter:
+    """A Unix-socket proxy in front of PostgreSQL that, once armed, forwards
+    the writer's next COMMIT to the server and then cuts that connection
+    before the server's answer reaches the broker: the batch is committed,
+    and the broker cannot know it (what a lost network does)."""
+
+    def __init__(self, pg):
+        import socket
+        import tempfile
+        import threading
+        self.dir = tempfile.mkdtemp(prefix="coraine-pgproxy-")
+        self.port = pg.port
+        self.target = os.path.join(pg.dir, ".s.PGSQL.%d" % pg.port)
+        self.armed = threading.Event()
+        self.cut = threading.Event()
+        self.ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.ls.bind(os.path.join(self.dir, ".s.PGSQL.%d" % self.port))
+        self.ls.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def uri(self, db):
+        return "postgresql://%s@/%s?host=%s&port=%d" % (PgServer.USER, db, self.dir, self.port)
+
+    def _accept(self):
+        import socket
+        import threading
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.target)
+            state = {"copy": False, "cut": False}
+            threading.Thread(target=self._pipe, args=(c, s, True, state), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(s, c, False, state), daemon=True).start()
+
+    def _pipe(self, src, dst, upstream, state):
+        try:
+            while True:
+                d = src.recv(65536)
+                if not d:
+                    break
+                if upstream and b"COPY coraine_instances" in d:
+                    state["copy"] = True          # the writer's batch transaction
+                if upstream and self.armed.is_set() and state["copy"] and b"COMMIT\x00" in d:
+                    self.armed.clear()
+                    state["cut"] = True           # the answer is dropped from now on
+                    dst.sendall(d)
+                    time.sleep(0.5)               # the server commits; its answer is never relayed
+                    self.cut.set()
+                    return
+                if not upstream and state["cut"]:
+                    return
+                dst.sendall(d)
+        except OSError:
+            pass
+        finally:
+            for x in (src, dst):
+                try:
+                    x.close()
+                except OSError:
+                    pass
+
+
+def test_a_batch_committed_before_a_lost_answer_is_not_written_twice(broker_factory, pg_server):
+    """Exactly once: the connection is cut after PostgreSQL committed a batch
+    and before its answer arrived; the retry finds the batch's number in
+    coraine_writers and writes nothing, so no instance is doubled."""
+    db = pg_server.new_database()
+    proxy = CommitCutter(pg_server)
+    c = Client(ts_broker(broker_factory, proxy.uri(db)), fresh_tenant())
+    eid = uid("Vehicle")
+    assert c.create(vehicle(eid, speed=1)).status_code == 201
+    assert tget(c, eid).status_code == 200          # flushed: the create's batch is written
+    proxy.armed.set()
+    r = c.patch("/entities/%s/attrs" % eid, {"speed": {"type": "Property", "value": 2}})
+    assert r.status_code == 204, r.text
+    assert proxy.cut.wait(10), "no batch COMMIT went through the proxy"
+    r = tget(c, eid)                                 # waits for the queue: the retry is done
+    assert r.status_code == 200, r.text
+    assert speeds(r) == [1, 2], r.text
+    assert pg_server.psql("SELECT count(*) FROM coraine_instances WHERE attr LIKE '%speed'", db) == "2"
+    c.close()
