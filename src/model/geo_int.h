@@ -9,8 +9,9 @@
  * geo_locate.c answers "where is this point relative to this polygon" without
  * GEOS (the fast path of most real geo-queries); geo_geos.c turns validated
  * GeoJSON into GEOS geometries and owns the per-thread GEOS handles;
+ * geo_wrap.c cuts a geometry crossing the antimeridian at +-180;
  * geoquery.c is the geo-query language of 4.10 (parsing, what is computed
- * once per query, and matching), built on the other three.
+ * once per query, and matching), built on the others.
  */
 #ifndef CORAINE_MODEL_GEO_INT_H
 #define CORAINE_MODEL_GEO_INT_H
@@ -41,7 +42,18 @@ extern const char *const geo_type_names[];   /* indexed by geo_type_t */
 typedef struct geo_box {
     double   minx, miny, maxx, maxy;
     uint64_t n;                 /* positions scanned into it (all rings, all parts) */
+    bool     wraps;             /* an edge crosses the antimeridian (geo_edge_wraps) */
+    bool     polar;             /* a ring winds around a pole: evaluated flat */
 } geo_box_t;
+
+/* An edge from longitude x1 to x2 crosses the antimeridian when the shorter
+ * way between them does (RFC 7946 3.1.9): when they are more than 180
+ * degrees apart. Exactly 180 apart is not a crossing (both ways are as long;
+ * the edge is taken as written). */
+static inline bool geo_edge_wraps(double x1, double x2)
+{
+    return fabs(x2 - x1) > 180.0;
+}
 
 /* A linear ring as a flat array x0,y0,x1,y1,... (closed: last == first). */
 typedef struct geo_ring {
@@ -75,6 +87,13 @@ static inline void geo_box_empty(geo_box_t *b)
     b->minx = b->miny = INFINITY;
     b->maxx = b->maxy = -INFINITY;
     b->n    = 0;
+    b->wraps = b->polar = false;
+}
+
+/* The geometry is cut at the antimeridian before it is evaluated. */
+static inline bool geo_box_wraps(const geo_box_t *b)
+{
+    return b->wraps && !b->polar;
 }
 
 static inline void geo_box_add(geo_box_t *b, double x, double y)
@@ -113,5 +132,12 @@ const char *geo_geos_error(void);
 void        geo_geos_clear_error(void);
 GEOSGeometry *geo_geos_from_coords(GEOSContextHandle_t h, geo_type_t t, const json_t *c);
 GEOSGeometry *geo_geos_build(GEOSContextHandle_t h, const json_t *geometry, int depth);
+
+/* ---- geo_wrap.c: geometries crossing the antimeridian */
+/* The geometry `flat` (taken, destroyed) cut at +-180 into parts within
+ * [-180, 180]; NULL when GEOS fails. */
+GEOSGeometry *geo_wrap_split(GEOSContextHandle_t h, GEOSGeometry *flat);
+/* A copy of g moved dx degrees in longitude. */
+GEOSGeometry *geo_wrap_shift(GEOSContextHandle_t h, const GEOSGeometry *g, double dx);
 
 #endif

@@ -66,18 +66,33 @@ static bool scan_position(const json_t *pos, geo_box_t *b, const char *what, pro
     return true;
 }
 
-/* An array of at least `min` positions. */
-static bool scan_positions(const json_t *arr, uint32_t min, geo_box_t *b, const char *what,
+/* An array of at least `min` positions; edges: consecutive positions are
+ * edges (a line or a ring), whose antimeridian crossings are noted in b (a
+ * ring whose crossings do not cancel out winds around a pole). */
+static bool scan_positions(const json_t *arr, uint32_t min, bool edges, geo_box_t *b, const char *what,
                            const char *elem, problem_t *p)
 {
+    const json_t *prev = NULL;
+    int           wind = 0;
+
     if (!json_is_array(arr))
         return problem_set(p, BRD, "Invalid GeoJSON %s: %s must be an array of positions", what, elem);
     if (arr->len < min)
         return problem_set(p, BRD, "Invalid GeoJSON %s: %s needs at least %u position%s, it has %u",
                            what, elem, min, min == 1 ? "" : "s", arr->len);
-    for (const json_t *c = arr->child; c; c = c->next)
+    for (const json_t *c = arr->child; c; prev = c, c = c->next) {
         if (!scan_position(c, b, what, p))
             return false;
+        if (edges && prev) {
+            double x1 = geo_num(prev->child), x2 = geo_num(c->child);
+            if (geo_edge_wraps(x1, x2)) {
+                b->wraps = true;
+                wind += x2 > x1 ? -1 : 1;
+            }
+        }
+    }
+    if (min == 4 && wind != 0)      /* a linear ring */
+        b->polar = true;
     return true;
 }
 
@@ -109,7 +124,7 @@ static bool scan_polygon(const json_t *rings, geo_box_t *b, const char *what, pr
         if (r->len < 4)
             return problem_set(p, BRD, "Invalid GeoJSON %s: linear ring %u has %u positions, "
                                "at least 4 are needed", what, i, r->len);
-        if (!scan_positions(r, 4, &rb, what, "a linear ring", p))
+        if (!scan_positions(r, 4, true, &rb, what, "a linear ring", p))
             return false;
         const json_t *last = r->child;
         while (last->next)
@@ -119,13 +134,30 @@ static bool scan_polygon(const json_t *rings, geo_box_t *b, const char *what, pr
                                "(its first and last positions differ)", what, i);
         if (i == 0)
             box_merge(b, &rb);
+        b->wraps |= rb.wraps;
+        b->polar |= rb.polar;
         b->n += rb.n;
     }
     return true;
 }
 
+static bool scan_coordinates(geo_type_t t, const json_t *c, geo_box_t *b, problem_t *p);
+
 /* The coordinates of a geometry of type t. */
 bool geo_scan_coordinates(geo_type_t t, const json_t *c, geo_box_t *b, problem_t *p)
+{
+    if (!scan_coordinates(t, c, b, p))
+        return false;
+    /* A geometry crossing the antimeridian is evaluated cut there
+     * (geo_wrap.c): its parts reach both -180 and 180. */
+    if (geo_box_wraps(b)) {
+        b->minx = -180.0;
+        b->maxx = 180.0;
+    }
+    return true;
+}
+
+static bool scan_coordinates(geo_type_t t, const json_t *c, geo_box_t *b, problem_t *p)
 {
     const char *what = geo_type_names[t];
 
@@ -135,14 +167,14 @@ bool geo_scan_coordinates(geo_type_t t, const json_t *c, geo_box_t *b, problem_t
     case GT_POINT:
         return scan_position(c, b, what, p);
     case GT_MULTIPOINT:
-        return scan_positions(c, 1, b, what, "coordinates", p);
+        return scan_positions(c, 1, false, b, what, "coordinates", p);
     case GT_LINESTRING:
-        return scan_positions(c, 2, b, what, "a LineString", p);
+        return scan_positions(c, 2, true, b, what, "a LineString", p);
     case GT_MULTILINESTRING:
         if (c->len == 0)
             return problem_set(p, BRD, "Invalid GeoJSON %s: coordinates must not be empty", what);
         for (const json_t *l = c->child; l; l = l->next)
-            if (!scan_positions(l, 2, b, what, "a LineString", p))
+            if (!scan_positions(l, 2, true, b, what, "a LineString", p))
                 return false;
         return true;
     case GT_POLYGON:

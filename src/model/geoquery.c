@@ -32,8 +32,13 @@
  *    near;maxDistance matches at distance <= d; near;minDistance matches at
  *    distance > d ("disjoint with the buffer", 4.10).
  *  - Topology (within, intersects, ...) is planar in lon/lat degrees, as GEOS
- *    computes it; nothing wraps at the antimeridian (RFC 7946 3.1.9 asks
- *    producers to cut geometries there).
+ *    computes it, on geometries cut at the antimeridian: a reference or an
+ *    entity geometry with an edge crossing it (geo_edge_wraps) is cut there
+ *    by geo_wrap.c (the reference once, at parse time; no point-in-polygon
+ *    fast path for those), its bounding box then spans every longitude. For
+ *    near, a reference whose distance box reaches past +-180 (or a pole)
+ *    also keeps two copies moved by +-360 degrees: the distance is the least
+ *    over the three, so a neighbour across the antimeridian is near.
  *
  * Threads: a prepared geometry builds its indexes lazily and is not safe for
  * concurrent use, so each query carries a mutex held around every GEOS call
@@ -74,6 +79,7 @@ struct geoq {
     GEOSGeometry               *geos;        /* valid: the reference, or its made-valid copy */
     const GEOSPreparedGeometry *prep;
     GEOSGeometry               *exact;       /* an invalid reference, normalized: for equals */
+    GEOSGeometry               *shifted[2];  /* near across +-180: geos moved by +360, -360 */
     pthread_mutex_t             lock;        /* around GEOS calls on geos/prep */
     bool                        lock_ready;
 };
@@ -137,9 +143,13 @@ static void box_expand_m(const geo_box_t *b, double meters, geo_box_t *out)
 static void geoq_release(void *ptr)
 {
     geoq_t             *g = ptr;
-    GEOSContextHandle_t h = (g->prep || g->geos || g->exact) ? geo_geos_handle() : NULL;
+    GEOSContextHandle_t h = (g->prep || g->geos || g->exact || g->shifted[0] || g->shifted[1])
+                            ? geo_geos_handle() : NULL;
 
     if (h) {
+        for (int i = 0; i < 2; i++)
+            if (g->shifted[i])
+                GEOSGeom_destroy_r(h, g->shifted[i]);
         if (g->prep)
             GEOSPreparedGeom_destroy_r(h, g->prep);
         if (g->geos)
@@ -150,6 +160,7 @@ static void geoq_release(void *ptr)
     g->prep  = NULL;
     g->geos  = NULL;
     g->exact = NULL;
+    g->shifted[0] = g->shifted[1] = NULL;
     if (g->lock_ready)
         pthread_mutex_destroy(&g->lock);
     g->lock_ready = false;
@@ -298,7 +309,7 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
     if (t == GT_POINT) {
         g->px = geo_num(coords->child);
         g->py = geo_num(coords->child->next);
-    } else if (t == GT_POLYGON || t == GT_MULTIPOLYGON) {
+    } else if ((t == GT_POLYGON || t == GT_MULTIPOLYGON) && !geo_box_wraps(&g->box)) {
         g->polys = geo_polys_build(a, t, coords, &g->n_polys);
     }
     if (rel == GR_NEAR_MAX || rel == GR_NEAR_MIN)
@@ -315,6 +326,8 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
 
     geo_geos_clear_error();
     g->geos = geo_geos_from_coords(h, t, coords);
+    if (g->geos && geo_box_wraps(&g->box))
+        g->geos = geo_wrap_split(h, g->geos);
     if (!g->geos) {
         problem_set(p, BRD, "Invalid %s coordinates: %s", geo_type_names[t],
                     geo_geos_error()[0] ? geo_geos_error() : "rejected by the geometry engine");
@@ -358,6 +371,16 @@ static geoq_t *geoq_build(arena_t *a, const char *georel, const char *geometry, 
     if (!g->prep) {
         problem_set(p, PB_INTERNAL_ERROR, "geo-query: cannot prepare the geometry");
         return NULL;
+    }
+    /* near whose distance reaches across +-180: the reference moved by a
+     * turn either way too (box_expand_m gives up on such boxes) */
+    if ((rel == GR_NEAR_MAX || rel == GR_NEAR_MIN) && g->near_box.minx == -INFINITY) {
+        g->shifted[0] = geo_wrap_shift(h, g->geos, 360.0);
+        g->shifted[1] = geo_wrap_shift(h, g->geos, -360.0);
+        if (!g->shifted[0] || !g->shifted[1]) {
+            problem_set(p, PB_INTERNAL_ERROR, "geo-query: cannot copy the geometry");
+            return NULL;
+        }
     }
     return g;
 }
@@ -452,6 +475,23 @@ bool geoq_bbox(const geoq_t *g, double box[4])
 
 /* -------------------------------------------------------------- matching */
 
+/* The great-circle distance between the nearest points of a and b
+ * (planar nearest pair); false when GEOS fails. */
+static bool nearest_m(GEOSContextHandle_t h, const GEOSGeometry *a, const GEOSPreparedGeometry *pa,
+                      const GEOSGeometry *b, double *out)
+{
+    GEOSCoordSequence *cs = pa ? GEOSPreparedNearestPoints_r(h, pa, b) : GEOSNearestPoints_r(h, a, b);
+    double             x0, y0, x1, y1;
+    bool               ok = cs && GEOSCoordSeq_getXY_r(h, cs, 0, &x0, &y0) &&
+                            GEOSCoordSeq_getXY_r(h, cs, 1, &x1, &y1);
+
+    if (ok)
+        *out = haversine_m(x0, y0, x1, y1);
+    if (cs)
+        GEOSCoordSeq_destroy_r(h, cs);
+    return ok;
+}
+
 /* Point target against Point reference. */
 static bool match_point_point(const geoq_t *g, double x, double y)
 {
@@ -511,15 +551,13 @@ static int relate_geos(GEOSContextHandle_t h, const geoq_t *g, GEOSGeometry *t)
     case GR_NEAR_MAX:
     case GR_NEAR_MIN: {
         /* an entity's degenerate geometry takes the unprepared (and robust) path */
-        GEOSCoordSequence *cs = GEOSisValid_r(h, t) == 1 ? GEOSPreparedNearestPoints_r(h, g->prep, t)
-                                                          : GEOSNearestPoints_r(h, g->geos, t);
-        double x0, y0, x1, y1;
-        if (cs && GEOSCoordSeq_getXY_r(h, cs, 0, &x0, &y0) && GEOSCoordSeq_getXY_r(h, cs, 1, &x1, &y1)) {
-            double d = haversine_m(x0, y0, x1, y1);
+        double d, ds;
+        if (nearest_m(h, g->geos, GEOSisValid_r(h, t) == 1 ? g->prep : NULL, t, &d)) {
+            for (int i = 0; i < 2; i++)
+                if (g->shifted[i] && nearest_m(h, g->shifted[i], NULL, t, &ds) && ds < d)
+                    d = ds;
             r = g->rel == GR_NEAR_MAX ? d <= g->distance : d > g->distance;
         }
-        if (cs)
-            GEOSCoordSeq_destroy_r(h, cs);
         break;
     }
     }
@@ -528,7 +566,7 @@ static int relate_geos(GEOSContextHandle_t h, const geoq_t *g, GEOSGeometry *t)
 
 /* Through GEOS; -1 when GEOS fails (no match then). An entity's invalid
  * geometry on which GEOS fails is tried again on its made-valid copy. */
-static int match_geos(const geoq_t *g, const json_t *value)
+static int match_geos(const geoq_t *g, const json_t *value, bool wraps)
 {
     GEOSContextHandle_t h = geo_geos_handle();
     GEOSGeometry       *t;
@@ -537,6 +575,8 @@ static int match_geos(const geoq_t *g, const json_t *value)
     if (!g->prep)
         return -1;
     t = geo_geos_build(h, value, 0);
+    if (t && wraps)
+        t = geo_wrap_split(h, t);
     if (!t)
         return -1;
 
@@ -583,12 +623,12 @@ static bool match_value(const geoq_t *g, const json_t *value)
             return match_point_point(g, x, y);
         if (g->polys && g->rel != GR_NEAR_MAX && g->rel != GR_NEAR_MIN)
             return match_by_locate(g->rel, geo_polys_locate(g->polys, g->n_polys, x, y), true);
-    } else if (g->type == GT_POINT && (et == GT_POLYGON || et == GT_MULTIPOLYGON) &&
+    } else if (g->type == GT_POINT && (et == GT_POLYGON || et == GT_MULTIPOLYGON) && !geo_box_wraps(&eb) &&
                g->rel != GR_NEAR_MAX && g->rel != GR_NEAR_MIN) {
         return match_by_locate(g->rel, geo_coords_locate(et, coords, g->px, g->py), false);
     }
 
-    return match_geos(g, value) == 1;
+    return match_geos(g, value, geo_box_wraps(&eb)) == 1;
 }
 
 bool geoq_match(const geoq_t *g, const cr_entity_t *e)

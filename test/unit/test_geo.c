@@ -588,6 +588,76 @@ static void test_vertex_budget(void **state)
     valid_ok(text);
 }
 
+/* ----------------------------------------------------- the antimeridian */
+
+#define ACROSS "[[[179,10],[-179,10],[-179,-10],[179,-10],[179,10]]]"
+#define ACROSS_HOLED "[[[178,10],[-178,10],[-178,-10],[178,-10],[178,10]]," \
+                     "[[179.5,1],[-179.5,1],[-179.5,-1],[179.5,-1],[179.5,1]]]"
+
+static void test_antimeridian(void **state)
+{
+    double b[4];
+    (void)state;
+
+    /* an edge crossing +-180: the box of the cut geometry spans every longitude */
+    assert_true(geo_bbox(J("{\"type\":\"Polygon\",\"coordinates\":" ACROSS "}"), b));
+    assert_true(b[0] == -180 && b[2] == 180 && b[1] == -10 && b[3] == 10);
+    assert_true(geo_bbox(J("{\"type\":\"LineString\",\"coordinates\":[[170,1],[-170,2]]}"), b));
+    assert_true(b[0] == -180 && b[2] == 180);
+    /* exactly 180 degrees apart, or a MultiPoint: no crossing, the box as written */
+    assert_true(geo_bbox(J("{\"type\":\"LineString\",\"coordinates\":[[-90,1],[90,2]]}"), b));
+    assert_true(b[0] == -90 && b[2] == 90);
+    assert_true(geo_bbox(J("{\"type\":\"MultiPoint\",\"coordinates\":[[179,1],[-179,2]]}"), b));
+    assert_true(b[0] == -179 && b[2] == 179);
+
+    /* the reference polygon across 180: the point-in-polygon answers of the cut polygon */
+    assert_true(M("within", "Polygon", ACROSS, PT(179.5, 0)));
+    assert_true(M("within", "Polygon", ACROSS, PT(-179.5, 0)));
+    assert_false(M("within", "Polygon", ACROSS, PT(0, 0)));
+    assert_false(M("intersects", "Polygon", ACROSS, PT(178, 0)));
+    assert_true(M("disjoint", "Polygon", ACROSS, PT(0, 0)));
+    assert_false(M("disjoint", "Polygon", ACROSS, PT(-179.9, 5)));
+    /* with a hole across it too */
+    assert_false(M("within", "Polygon", ACROSS_HOLED, PT(179.9, 0)));
+    assert_false(M("within", "Polygon", ACROSS_HOLED, PT(-179.9, 0)));
+    assert_true(M("within", "Polygon", ACROSS_HOLED, PT(-178.5, 5)));
+    /* a MultiPolygon with one part across */
+    assert_true(M("within", "MultiPolygon", "[[[[0,0],[1,0],[1,1],[0,0]]]," ACROSS "]", PT(-179.5, 0)));
+
+    /* entity geometries across 180 */
+    const char *zone = "{\"type\":\"Polygon\",\"coordinates\":" ACROSS "}";
+    assert_true(M("contains", "Point", "[-179.5,0]", zone));
+    assert_true(M("contains", "Point", "[179.5,0]", zone));
+    assert_false(M("contains", "Point", "[0,0]", zone));
+    assert_true(M("intersects", "Polygon", "[[[-179.8,1],[-179.2,1],[-179.2,2],[-179.8,2],[-179.8,1]]]", zone));
+    assert_true(M("within", "Polygon", "[[[170,20],[-170,20],[-170,-20],[170,-20],[170,20]]]", zone));
+    assert_false(M("within", "Polygon", "[[[-10,20],[10,20],[10,-20],[-10,-20],[-10,20]]]", zone));
+    assert_true(M("intersects", "LineString", "[[179.5,20],[-179.5,-20]]", zone));
+    assert_true(M("equals", "MultiPolygon",
+                  "[[[[179,10],[180,10],[180,-10],[179,-10],[179,10]]],"
+                  "[[[-180,10],[-179,10],[-179,-10],[-180,-10],[-180,10]]]]", zone));
+
+    /* near: great-circle distances across 180 (1 degree of longitude at the equator: 111195 m) */
+    assert_true(M("near;maxDistance==111200", "Point", "[179.5,0]", PT(-179.5, 0)));
+    assert_false(M("near;maxDistance==111190", "Point", "[179.5,0]", PT(-179.5, 0)));
+    assert_true(M("near;minDistance==111190", "Point", "[179.5,0]", PT(-179.5, 0)));
+    assert_true(M("near;maxDistance==55700", "Polygon", "[[[179,-1],[180,-1],[180,1],[179,1],[179,-1]]]",
+                  PT(-179.5, 0)));
+    assert_false(M("near;maxDistance==55500", "Polygon", "[[[179,-1],[180,-1],[180,1],[179,1],[179,-1]]]",
+                   PT(-179.5, 0)));
+    assert_true(M("near;maxDistance==55700", "Point", "[179.5,0]",
+                  "{\"type\":\"LineString\",\"coordinates\":[[-180,-1],[-180,1]]}"));
+    assert_false(M("near;minDistance==55700", "Point", "[-179.5,0]",
+                   "{\"type\":\"Polygon\",\"coordinates\":[[[179,-1],[180,-1],[180,1],[179,1],[179,-1]]]}"));
+
+    /* a self-intersecting ring across 180 is still evaluated */
+    assert_true(M("intersects", "Polygon", "[[[179,1],[-179,-1],[-179,1],[179,-1],[179,1]]]", PT(-179.2, 0.5)));
+    assert_false(M("intersects", "Polygon", "[[[179,1],[-179,-1],[-179,1],[179,-1],[179,1]]]", PT(-179.5, 0.9)));
+    /* a ring winding around a pole is evaluated as written (not cut) */
+    const char *polar = "[[[0,80],[90,80],[180,80],[-90,80],[0,80]]]";
+    assert_true(M("intersects", "Polygon", polar, PT(0, 80)));
+}
+
 int main(void)
 {
     ld_init();
@@ -607,6 +677,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_self_intersecting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vertex_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_antimeridian, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

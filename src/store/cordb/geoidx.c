@@ -29,9 +29,9 @@
  * Every write reserves room first (cdb_geoidx_reserve), then applies the
  * difference between the old and the new version (cdb_geoidx_update): cells
  * both versions touch are left alone, new ones get the slot, old ones lose it
- * (a cell left empty is deleted by backward shift). The antimeridian is not
- * handled: a geometry crossing it has a bbox spanning every longitude (and
- * goes to the large list), as model/geoquery.c treats it.
+ * (a cell left empty is deleted by backward shift). A geometry crossing the
+ * antimeridian is evaluated cut there (model/geo_wrap.c), so its bbox spans
+ * every longitude (and it goes to the large list).
  *
  * Nothing here locks: tenant.c runs under the tenant lock.
  */
