@@ -200,6 +200,15 @@ static char *jr_u64(char *w, uint64_t v)
     char *t = tmp + sizeof tmp;
     size_t n;
 
+    if (v < 10) {                       /* most counts, coordinates' integer parts */
+        *w = (char)('0' + v);
+        return w + 1;
+    }
+    if (v < 100) {
+        memcpy(w, digits2 + 2 * v, 2);
+        return w + 2;
+    }
+
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
@@ -251,7 +260,7 @@ static char *jr_double(char *w, double v)
         return w;
     }
     /* integral and exact: plain digits */
-    if (a < 9007199254740992.0 && a == floor(a)) {
+    if (a < 9007199254740992.0 && a == (double)(uint64_t)a) {   /* floor without the libm call */
         if (v < 0)
             *w++ = '-';
         return jr_u64(w, (uint64_t)a);

@@ -365,6 +365,27 @@ static void test_render_numbers(void **state)
     json_render_number(&sb, -INFINITY);
     assert_string_equal(sb.p, "nullnull");
 
+    /* integral values below 2^53 (the digit fast paths of jr_u64 and the
+     * cast-based integral test): exactly the digits %.0f prints */
+    for (int i = -100000; i <= 100000; i++) {
+        double v = i;
+        snprintf(ref, sizeof ref, "%.0f", v);
+        sb_init(&sb, A, 8);
+        json_render_number(&sb, v);
+        if (i != 0 && strcmp(sb.p, ref) != 0)
+            fail_msg("integer %d rendered as %s", i, sb.p);
+    }
+    for (int i = 0; i < 100000; i++) {
+        double v = (double)(rng() >> (11 + i % 53));
+        if (i & 1)
+            v = -v;
+        snprintf(ref, sizeof ref, "%.0f", v);
+        sb_init(&sb, A, 8);
+        json_render_number(&sb, v);
+        if (v != 0 && strcmp(sb.p, ref) != 0)
+            fail_msg("integer %.0f rendered as %s", v, sb.p);
+    }
+
     /* random bit patterns round-trip; non-integers match the reference text */
     for (int i = 0; i < 200000; i++) {
         uint64_t bits = rng();
