@@ -94,10 +94,19 @@ static __thread struct {
 static void wr_name_key(json_writer_t *w, const rctx_t *r, const char *iri)
 {
     size_t slot = (size_t)(cr_hash_ptr(iri) ^ (r->ctx_serial * 0x9e3779b97f4a7c15ULL)) & (KEY_MEMO - 1);
-    if (key_memo[slot].iri == iri && key_memo[slot].ctx_serial == r->ctx_serial) {
+    if (CR_LIKELY(key_memo[slot].iri == iri && key_memo[slot].ctx_serial == r->ctx_serial)) {
         jw_key_raw(w, key_memo[slot].text, key_memo[slot].len);
         return;
     }
+    /* two ways: the neighbour slot holds a name that collides with a live
+     * one (two names of a page sharing a slot evicted each other, a full
+     * compaction per entity) */
+    if (key_memo[slot ^ 1].iri == iri && key_memo[slot ^ 1].ctx_serial == r->ctx_serial) {
+        jw_key_raw(w, key_memo[slot ^ 1].text, key_memo[slot ^ 1].len);
+        return;
+    }
+    if (key_memo[slot].iri && key_memo[slot].ctx_serial == r->ctx_serial)
+        slot ^= 1;
     const char *term = ld_compact_name(r->ctx, iri);
     size_t      n = strlen(term);
     if (n + 3 > KEY_MEMO_MAX || strpbrk(term, "\"\\") ) {
