@@ -133,6 +133,19 @@ static char *jr_escape(char *w, const unsigned char *s, size_t n)
             w += 8;
             i += 8;
         }
+        /* a clean tail of a string of 8 bytes or more: the last eight bytes
+         * in one overlapping load and store (the bytes before i in it are
+         * clean too, so they were copied as they are: the store rewrites
+         * them with themselves) */
+        if (n - i < 8 && n >= 8 && i < n) {
+            uint64_t x;
+            memcpy(&x, s + n - 8, 8);
+            if (!swar_special(x)) {
+                memcpy(w - (8 - (n - i)), &x, 8);
+                w += n - i;
+                break;
+            }
+        }
         /* the tail, or the eight bytes that hold one to escape: byte by byte */
         for (size_t stop = n - i >= 8 ? i + 8 : n; i < stop; i++) {
             unsigned char c = s[i];

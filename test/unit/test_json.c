@@ -479,6 +479,31 @@ static void test_render_strings(void **state)
             assert_string_equal(sb.p, want);
         }
 
+    /* two to escape at every pair of places, a quote and a control byte:
+     * an escaped byte followed by a clean tail that the overlapping last
+     * 8-byte store covers */
+    for (size_t len = 2; len <= 26; len++)
+        for (size_t at1 = 0; at1 < len; at1++)
+            for (size_t at2 = at1 + 1; at2 < len; at2++) {
+                char   in[32], want[96];
+                size_t k = 0;
+                want[k++] = '"';
+                for (size_t i = 0; i < len; i++) {
+                    in[i] = (char)('A' + i % 26);
+                    if (i == at1 || i == at2) {
+                        in[i] = i == at1 ? '"' : '\x01';
+                        k += (size_t)sprintf(want + k, i == at1 ? "\\\"" : "\\u0001");
+                    } else {
+                        want[k++] = in[i];
+                    }
+                }
+                want[k++] = '"';
+                want[k] = '\0';
+                sb_init(&sb, A, 4);
+                json_render_string(&sb, in, len);
+                assert_string_equal(sb.p, want);
+            }
+
     /* a NUL byte in a string renders as \u0000 (and the parser refuses it back) */
     sb_init(&sb, A, 4);
     json_render_string(&sb, "a\0b", 3);
