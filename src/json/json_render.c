@@ -441,18 +441,61 @@ void jw_object_end(json_writer_t *w) { jw_end(w, '}'); }
 void jw_array_begin(json_writer_t *w) { jw_begin(w, '['); }
 void jw_array_end(json_writer_t *w) { jw_end(w, ']'); }
 
-void jw_key_raw(json_writer_t *w, const char *quoted, size_t n)
+/* A pre-quoted piece (a key with its ':', or a whole member) after the
+ * comma its level needs; `after` is the level's comma flag once it is
+ * written (0 after a key: its value takes no comma). The common case, a
+ * piece of 4..48 bytes with room in the buffer, calls nothing, so it runs
+ * without saving registers; growing the buffer and other lengths go
+ * through jw_piece_slow. */
+static void __attribute__((noinline)) jw_piece_slow(json_writer_t *w, const char *s, size_t n, uint8_t after)
 {
     uint8_t *slot = jw_slot(w);
     sbuf_t  *sb = w->sb;
-    char    *d = jr_room(sb, n + 1);    /* the comma and the key in one reservation */
+    char    *d = jr_room(sb, n + 1);    /* the comma and the piece in one reservation */
 
     if (*slot)
         *d++ = ',';
-    jr_copy(d, quoted, n);
+    jr_copy(d, s, n);
     sb->len = (size_t)(d - sb->p) + n;
-    *slot = 0;                          /* the value takes no comma */
+    *slot = after;
     jr_done(sb);
+}
+
+static inline void jw_piece(json_writer_t *w, const char *s, size_t n, uint8_t after)
+{
+    uint8_t *slot = jw_slot(w);
+    sbuf_t  *sb = w->sb;
+    char    *d;
+
+    if (CR_UNLIKELY(!sb->p || sb->cap - sb->len < n + 2 || n < 4 || n > 48)) {
+        jw_piece_slow(w, s, n, after);
+        return;
+    }
+    d = sb->p + sb->len;
+    if (*slot)
+        *d++ = ',';
+    if (n > 32) {                       /* two overlapping copies, as jr_copy does */
+        memcpy(d, s, 32);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    }
+    d += n;
+    *d = '\0';
+    sb->len = (size_t)(d - sb->p);
+    *slot = after;
+}
+
+void jw_key_raw(json_writer_t *w, const char *quoted, size_t n)
+{
+    jw_piece(w, quoted, n, 0);
 }
 
 void jw_key(json_writer_t *w, const char *key)
@@ -529,7 +572,5 @@ void jw_value(json_writer_t *w, const json_t *n)
 
 void jw_raw(json_writer_t *w, const char *s, size_t n)
 {
-    jw_pre(w);
-    jr_put(w->sb, s, n);
-    jw_post(w);
+    jw_piece(w, s, n, 1);
 }
