@@ -419,21 +419,53 @@ void jw_init(json_writer_t *w, sbuf_t *sb)
     w->need_comma[0] = 0;
 }
 
-static void jw_begin(json_writer_t *w, char c)
+/* Opening and closing brackets: with room for a comma, the bracket and
+ * the NUL (nearly always), stored without a call (no registers saved);
+ * else through jr_room. */
+static void __attribute__((noinline)) jw_begin_slow(json_writer_t *w, char c)
 {
     jw_pre(w);
     jr_putc(w->sb, c);
-    w->depth++;
-    *jw_slot(w) = 0;
     jr_done(w->sb);
 }
 
-static void jw_end(json_writer_t *w, char c)
+static void __attribute__((noinline)) jw_end_slow(json_writer_t *w, char c)
 {
-    if (w->depth > 0)
-        w->depth--;
     jr_putc(w->sb, c);
     jw_post(w);
+}
+
+static inline void jw_begin(json_writer_t *w, char c)
+{
+    sbuf_t *sb = w->sb;
+
+    if (CR_LIKELY(sb->p && sb->cap - sb->len >= 3)) {
+        char *d = sb->p + sb->len;
+        if (*jw_slot(w))
+            *d++ = ',';
+        *d++ = c;
+        *d = '\0';
+        sb->len = (size_t)(d - sb->p);
+    } else {
+        jw_begin_slow(w, c);
+    }
+    w->depth++;
+    *jw_slot(w) = 0;
+}
+
+static inline void jw_end(json_writer_t *w, char c)
+{
+    sbuf_t *sb = w->sb;
+
+    if (w->depth > 0)
+        w->depth--;
+    if (CR_LIKELY(sb->p && sb->cap - sb->len >= 2)) {
+        sb->p[sb->len++] = c;
+        sb->p[sb->len] = '\0';
+        *jw_slot(w) = 1;
+    } else {
+        jw_end_slow(w, c);
+    }
 }
 
 void jw_object_begin(json_writer_t *w) { jw_begin(w, '{'); }
