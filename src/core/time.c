@@ -10,6 +10,8 @@
  */
 #include "core.h"
 
+#include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #define US_PER_S   1000000LL
@@ -181,7 +183,29 @@ static char *put2(char *p, int v)
     return p + 2;
 }
 
+/* The text of the value formatted last on this thread: a page renders the
+ * same observedAt / modifiedAt over and over (one write stamps many
+ * attributes), and a copy is a tenth of the formatting. */
+static __thread int64_t dt_memo_us = INT64_MIN;
+static __thread char    dt_memo_txt[32];
+static __thread int     dt_memo_len;
+
+static int datetime_format_slow(int64_t us, char out[32]);
+
 int cr_datetime_format(int64_t us, char out[32])
+{
+    if (CR_LIKELY(us == dt_memo_us && us != INT64_MIN)) {
+        memcpy(out, dt_memo_txt, (size_t)dt_memo_len + 1);
+        return dt_memo_len;
+    }
+    int n = datetime_format_slow(us, out);
+    memcpy(dt_memo_txt, out, (size_t)n + 1);
+    dt_memo_len = n;
+    dt_memo_us = us;
+    return n;
+}
+
+static int datetime_format_slow(int64_t us, char out[32])
 {
     int64_t days = us >= 0 ? us / US_PER_DAY : -((-us + US_PER_DAY - 1) / US_PER_DAY);
     int64_t rem = us - days * US_PER_DAY;

@@ -133,6 +133,19 @@ static char *jr_escape(char *w, const unsigned char *s, size_t n)
             w += 8;
             i += 8;
         }
+        /* a clean tail of a string of 8 bytes or more: the last eight bytes
+         * in one overlapping load and store (the bytes before i in it are
+         * clean too, so they were copied as they are: the store rewrites
+         * them with themselves) */
+        if (n - i < 8 && n >= 8 && i < n) {
+            uint64_t x;
+            memcpy(&x, s + n - 8, 8);
+            if (!swar_special(x)) {
+                memcpy(w - (8 - (n - i)), &x, 8);
+                w += n - i;
+                break;
+            }
+        }
         /* the tail, or the eight bytes that hold one to escape: byte by byte */
         for (size_t stop = n - i >= 8 ? i + 8 : n; i < stop; i++) {
             unsigned char c = s[i];
@@ -200,6 +213,15 @@ static char *jr_u64(char *w, uint64_t v)
     char *t = tmp + sizeof tmp;
     size_t n;
 
+    if (v < 10) {                       /* most counts, coordinates' integer parts */
+        *w = (char)('0' + v);
+        return w + 1;
+    }
+    if (v < 100) {
+        memcpy(w, digits2 + 2 * v, 2);
+        return w + 2;
+    }
+
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
@@ -251,7 +273,7 @@ static char *jr_double(char *w, double v)
         return w;
     }
     /* integral and exact: plain digits */
-    if (a < 9007199254740992.0 && a == floor(a)) {
+    if (a < 9007199254740992.0 && a == (double)(uint64_t)a) {   /* floor without the libm call */
         if (v < 0)
             *w++ = '-';
         return jr_u64(w, (uint64_t)a);
@@ -397,21 +419,53 @@ void jw_init(json_writer_t *w, sbuf_t *sb)
     w->need_comma[0] = 0;
 }
 
-static void jw_begin(json_writer_t *w, char c)
+/* Opening and closing brackets: with room for a comma, the bracket and
+ * the NUL (nearly always), stored without a call (no registers saved);
+ * else through jr_room. */
+static void __attribute__((noinline)) jw_begin_slow(json_writer_t *w, char c)
 {
     jw_pre(w);
     jr_putc(w->sb, c);
-    w->depth++;
-    *jw_slot(w) = 0;
     jr_done(w->sb);
 }
 
-static void jw_end(json_writer_t *w, char c)
+static void __attribute__((noinline)) jw_end_slow(json_writer_t *w, char c)
 {
-    if (w->depth > 0)
-        w->depth--;
     jr_putc(w->sb, c);
     jw_post(w);
+}
+
+static inline void jw_begin(json_writer_t *w, char c)
+{
+    sbuf_t *sb = w->sb;
+
+    if (CR_LIKELY(sb->p && sb->cap - sb->len >= 3)) {
+        char *d = sb->p + sb->len;
+        if (*jw_slot(w))
+            *d++ = ',';
+        *d++ = c;
+        *d = '\0';
+        sb->len = (size_t)(d - sb->p);
+    } else {
+        jw_begin_slow(w, c);
+    }
+    w->depth++;
+    *jw_slot(w) = 0;
+}
+
+static inline void jw_end(json_writer_t *w, char c)
+{
+    sbuf_t *sb = w->sb;
+
+    if (w->depth > 0)
+        w->depth--;
+    if (CR_LIKELY(sb->p && sb->cap - sb->len >= 2)) {
+        sb->p[sb->len++] = c;
+        sb->p[sb->len] = '\0';
+        *jw_slot(w) = 1;
+    } else {
+        jw_end_slow(w, c);
+    }
 }
 
 void jw_object_begin(json_writer_t *w) { jw_begin(w, '{'); }
@@ -419,18 +473,61 @@ void jw_object_end(json_writer_t *w) { jw_end(w, '}'); }
 void jw_array_begin(json_writer_t *w) { jw_begin(w, '['); }
 void jw_array_end(json_writer_t *w) { jw_end(w, ']'); }
 
-void jw_key_raw(json_writer_t *w, const char *quoted, size_t n)
+/* A pre-quoted piece (a key with its ':', or a whole member) after the
+ * comma its level needs; `after` is the level's comma flag once it is
+ * written (0 after a key: its value takes no comma). The common case, a
+ * piece of 4..48 bytes with room in the buffer, calls nothing, so it runs
+ * without saving registers; growing the buffer and other lengths go
+ * through jw_piece_slow. */
+static void __attribute__((noinline)) jw_piece_slow(json_writer_t *w, const char *s, size_t n, uint8_t after)
 {
     uint8_t *slot = jw_slot(w);
     sbuf_t  *sb = w->sb;
-    char    *d = jr_room(sb, n + 1);    /* the comma and the key in one reservation */
+    char    *d = jr_room(sb, n + 1);    /* the comma and the piece in one reservation */
 
     if (*slot)
         *d++ = ',';
-    jr_copy(d, quoted, n);
+    jr_copy(d, s, n);
     sb->len = (size_t)(d - sb->p) + n;
-    *slot = 0;                          /* the value takes no comma */
+    *slot = after;
     jr_done(sb);
+}
+
+static inline void jw_piece(json_writer_t *w, const char *s, size_t n, uint8_t after)
+{
+    uint8_t *slot = jw_slot(w);
+    sbuf_t  *sb = w->sb;
+    char    *d;
+
+    if (CR_UNLIKELY(!sb->p || sb->cap - sb->len < n + 2 || n < 4 || n > 48)) {
+        jw_piece_slow(w, s, n, after);
+        return;
+    }
+    d = sb->p + sb->len;
+    if (*slot)
+        *d++ = ',';
+    if (n > 32) {                       /* two overlapping copies, as jr_copy does */
+        memcpy(d, s, 32);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    }
+    d += n;
+    *d = '\0';
+    sb->len = (size_t)(d - sb->p);
+    *slot = after;
+}
+
+void jw_key_raw(json_writer_t *w, const char *quoted, size_t n)
+{
+    jw_piece(w, quoted, n, 0);
 }
 
 void jw_key(json_writer_t *w, const char *key)
@@ -507,7 +604,5 @@ void jw_value(json_writer_t *w, const json_t *n)
 
 void jw_raw(json_writer_t *w, const char *s, size_t n)
 {
-    jw_pre(w);
-    jr_put(w->sb, s, n);
-    jw_post(w);
+    jw_piece(w, s, n, 1);
 }

@@ -94,10 +94,19 @@ static __thread struct {
 static void wr_name_key(json_writer_t *w, const rctx_t *r, const char *iri)
 {
     size_t slot = (size_t)(cr_hash_ptr(iri) ^ (r->ctx_serial * 0x9e3779b97f4a7c15ULL)) & (KEY_MEMO - 1);
-    if (key_memo[slot].iri == iri && key_memo[slot].ctx_serial == r->ctx_serial) {
+    if (CR_LIKELY(key_memo[slot].iri == iri && key_memo[slot].ctx_serial == r->ctx_serial)) {
         jw_key_raw(w, key_memo[slot].text, key_memo[slot].len);
         return;
     }
+    /* two ways: the neighbour slot holds a name that collides with a live
+     * one (two names of a page sharing a slot evicted each other, a full
+     * compaction per entity) */
+    if (key_memo[slot ^ 1].iri == iri && key_memo[slot ^ 1].ctx_serial == r->ctx_serial) {
+        jw_key_raw(w, key_memo[slot ^ 1].text, key_memo[slot ^ 1].len);
+        return;
+    }
+    if (key_memo[slot].iri && key_memo[slot].ctx_serial == r->ctx_serial)
+        slot ^= 1;
     const char *term = ld_compact_name(r->ctx, iri);
     size_t      n = strlen(term);
     if (n + 3 > KEY_MEMO_MAX || strpbrk(term, "\"\\") ) {
@@ -129,21 +138,27 @@ static const char *compact_value(const rctx_t *r, const char *iri)
  * which never needs escaping, written with its quotes. */
 static void wr_time_q(json_writer_t *w, const char *qkey, size_t qlen, int64_t us)
 {
-    char buf[34];
-    int  n = cr_datetime_format(us, buf + 1);
+    char buf[64];                       /* the member whole: "key":"time" (qlen <= 16) */
+    int  n;
 
+    memcpy(buf, qkey, qlen);
+    n = cr_datetime_format(us, buf + qlen + 1);
     n = n > 0 ? n : 0;
-    buf[0] = buf[n + 1] = '"';
-    jw_key_raw(w, qkey, qlen);
-    jw_raw(w, buf, (size_t)n + 2);
+    buf[qlen] = buf[qlen + (size_t)n + 1] = '"';
+    jw_raw(w, buf, qlen + (size_t)n + 2);
 }
-#define WR_TIME(w, lit, us) wr_time_q((w), "\"" lit "\":", sizeof("\"" lit "\":") - 1, (us))
+#define WR_TIME(w, lit, us)                                                                  \
+    do {                                                                                     \
+        _Static_assert(sizeof("\"" lit "\":") - 1 <= 16, "wr_time_q's buffer holds 16-byte keys"); \
+        wr_time_q((w), "\"" lit "\":", sizeof("\"" lit "\":") - 1, (us));                    \
+    } while (0)
 
-/* The "type" of an attribute, quoted: no strlen, no escaping per attribute. */
+/* The "type" member of an attribute, key and value in one piece: no strlen,
+ * no escaping, one writer call per attribute. */
 static void wr_kind(json_writer_t *w, uint8_t kind)
 {
     static const struct { const char *q; size_t n; } kq[] = {
-#define KQ(s) {"\"" s "\"", sizeof("\"" s "\"") - 1}
+#define KQ(s) {"\"type\":\"" s "\"", sizeof("\"type\":\"" s "\"") - 1}
         [0] = KQ("Property"), [ATTR_PROPERTY] = KQ("Property"), [ATTR_RELATIONSHIP] = KQ("Relationship"),
         [ATTR_GEOPROPERTY] = KQ("GeoProperty"), [ATTR_LANGUAGEPROPERTY] = KQ("LanguageProperty"),
         [ATTR_VOCABPROPERTY] = KQ("VocabProperty"), [ATTR_LISTPROPERTY] = KQ("ListProperty"),
@@ -376,7 +391,8 @@ static void render_members(json_writer_t *w, const rctx_t *r, const cr_attr_t *a
         wr_name_key(w, r, attrs[i].name);
         render_group(w, r, &g, i);
     }
-    free(heap);
+    if (heap)
+        free(heap);
 }
 
 static void wr_vocab(json_writer_t *w, const rctx_t *r, const json_t *v)
@@ -736,7 +752,6 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
     if (lang) {
         /* 4.15 / C.2.2: the LanguageProperty becomes a Property */
         if (!concise) {
-            JW_KEY_LIT(w, "type");
             wr_kind(w, ATTR_PROPERTY);
         }
         JW_KEY_LIT(w, "value");
@@ -748,7 +763,6 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
          * otherwise: a Property whose value is a GeoJSON geometry would
          * pass for a GeoProperty (4.5.2.3). */
         if (!concise || (a->kind == ATTR_PROPERTY && value_reads_as_geometry(a->value))) {
-            JW_KEY_LIT(w, "type");
             wr_kind(w, a->kind);
         }
         switch ((attr_kind_t)a->kind) {
@@ -820,7 +834,8 @@ static void render_instance(json_writer_t *w, const rctx_t *r, const cr_attr_t *
         if (valid_time(a->modified_at))
             WR_TIME(w, "modifiedAt", a->modified_at);
     }
-    render_members(w, r, a->sub, a->n_sub, false);
+    if (a->n_sub)
+        render_members(w, r, a->sub, a->n_sub, false);
     jw_object_end(w);
 }
 

@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -195,6 +197,27 @@ static void times(void **state)
     assert_string_equal(out, "1969-12-31T23:59:59.999Z");
     cr_datetime_format(-1, out);
     assert_string_equal(out, "1969-12-31T23:59:59.999999Z");
+    /* the per-thread memo of the last value: repeats and alternations give
+     * the text of a fresh formatting (gmtime as the reference) */
+    for (int i = 0; i < 3000; i++) {
+        int64_t   v = (int64_t)(i % 3) * 86400123456LL + (int64_t)(i / 3) * 1000 + 1700000000000000LL;
+        time_t    t = (time_t)(v / 1000000);
+        struct tm tm;
+        char      ref[40];
+        gmtime_r(&t, &tm);
+        int n = (int)strftime(ref, sizeof ref, "%Y-%m-%dT%H:%M:%S", &tm);
+        int us = (int)(v % 1000000);
+        if (us % 1000)
+            snprintf(ref + n, sizeof ref - (size_t)n, ".%06dZ", us);
+        else if (us)
+            snprintf(ref + n, sizeof ref - (size_t)n, ".%03dZ", us / 1000);
+        else
+            snprintf(ref + n, sizeof ref - (size_t)n, "Z");
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(cr_datetime_format(v, out), (int)strlen(ref));
+            assert_string_equal(out, ref);
+        }
+    }
     /* 4.6.3: up to six fraction digits survive; more are read and dropped */
     assert_true(cr_datetime_parse("2024-01-01T10:00:00.123456Z", &ms));
     assert_int_equal(cr_datetime_format(ms, out), 27);

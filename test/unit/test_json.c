@@ -365,6 +365,27 @@ static void test_render_numbers(void **state)
     json_render_number(&sb, -INFINITY);
     assert_string_equal(sb.p, "nullnull");
 
+    /* integral values below 2^53 (the digit fast paths of jr_u64 and the
+     * cast-based integral test): exactly the digits %.0f prints */
+    for (int i = -100000; i <= 100000; i++) {
+        double v = i;
+        snprintf(ref, sizeof ref, "%.0f", v);
+        sb_init(&sb, A, 8);
+        json_render_number(&sb, v);
+        if (i != 0 && strcmp(sb.p, ref) != 0)
+            fail_msg("integer %d rendered as %s", i, sb.p);
+    }
+    for (int i = 0; i < 100000; i++) {
+        double v = (double)(rng() >> (11 + i % 53));
+        if (i & 1)
+            v = -v;
+        snprintf(ref, sizeof ref, "%.0f", v);
+        sb_init(&sb, A, 8);
+        json_render_number(&sb, v);
+        if (v != 0 && strcmp(sb.p, ref) != 0)
+            fail_msg("integer %.0f rendered as %s", v, sb.p);
+    }
+
     /* random bit patterns round-trip; non-integers match the reference text */
     for (int i = 0; i < 200000; i++) {
         uint64_t bits = rng();
@@ -457,6 +478,31 @@ static void test_render_strings(void **state)
             json_render_string(&sb, in, len);
             assert_string_equal(sb.p, want);
         }
+
+    /* two to escape at every pair of places, a quote and a control byte:
+     * an escaped byte followed by a clean tail that the overlapping last
+     * 8-byte store covers */
+    for (size_t len = 2; len <= 26; len++)
+        for (size_t at1 = 0; at1 < len; at1++)
+            for (size_t at2 = at1 + 1; at2 < len; at2++) {
+                char   in[32], want[96];
+                size_t k = 0;
+                want[k++] = '"';
+                for (size_t i = 0; i < len; i++) {
+                    in[i] = (char)('A' + i % 26);
+                    if (i == at1 || i == at2) {
+                        in[i] = i == at1 ? '"' : '\x01';
+                        k += (size_t)sprintf(want + k, i == at1 ? "\\\"" : "\\u0001");
+                    } else {
+                        want[k++] = in[i];
+                    }
+                }
+                want[k++] = '"';
+                want[k] = '\0';
+                sb_init(&sb, A, 4);
+                json_render_string(&sb, in, len);
+                assert_string_equal(sb.p, want);
+            }
 
     /* a NUL byte in a string renders as \u0000 (and the parser refuses it back) */
     sb_init(&sb, A, 4);
