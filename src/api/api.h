@@ -114,6 +114,10 @@ typedef struct api_params {
 bool api_params_known(request_t *r, api_params_t *known, problem_t *p);
 /* The parameters api_view() reads (retrieve and query). */
 #define API_VIEW_PARAMS "format,options,attrs,pick,omit,lang,geometryProperty,join,joinLevel,containedBy,datasetId"
+/* The parameters of a query's selection (GET and DELETE /entities, GET /temporal/entities). */
+#define API_QUERY_PARAMS "type,id,idPattern,q,scopeQ,local,georel,geometry,coordinates,geoproperty,csf"
+/* A query's page, count, value options and order (GET /entities, GET /temporal/entities). */
+#define API_PAGE_PARAMS "count,limit,offset,expandValues,jsonKeys,orderBy,collation,orderFrom,orderGeometry"
 /* InvalidRequest when a query parameter was never read by the handler: the
  * last guard, after api_params_known, that nothing given is ignored. */
 bool api_no_unknown_params(request_t *r, problem_t *p);

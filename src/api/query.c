@@ -43,8 +43,6 @@ static bool set_order(request_t *r, const ld_context_t *ctx, const order_params_
     return (f->order_by = order_parse(r->arena, op, ctx, p)) != NULL;
 }
 
-/* The parameters of a query's selection (GET and DELETE /entities). */
-#define QUERY_PARAMS "type,id,idPattern,q,scopeQ,local,georel,geometry,coordinates,geoproperty,csf"
 
 /* expandValues and jsonKeys (4.9, Table 6.4.3.2-1, 5.2.23): comma-separated
  * attribute names that change how q compares their values. */
@@ -295,7 +293,7 @@ void api_entities_query(request_t *r)
     api_view_t   v;
 
     static api_params_t known =
-        API_PARAMS(API_VIEW_PARAMS "," QUERY_PARAMS ",count,limit,offset,expandValues,jsonKeys,orderBy,collation,orderFrom,orderGeometry");
+        API_PARAMS(API_VIEW_PARAMS "," API_QUERY_PARAMS "," API_PAGE_PARAMS);
     if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
@@ -314,7 +312,7 @@ void api_entities_purge(request_t *r)
     ops_query_t qy = {0};
     size_t    n = 0;
 
-    static api_params_t known = API_PARAMS(QUERY_PARAMS ",drop,keep");
+    static api_params_t known = API_PARAMS(API_QUERY_PARAMS ",drop,keep");
     if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;

@@ -547,6 +547,10 @@ void api_temporal_query(request_t *r)
     ops_temporal_t t = {0};
     ops_query_t    qy = {0};
 
+    /* 6.3.20: an unknown parameter is InvalidRequest before anything else */
+    static api_params_t known = API_PARAMS(API_VIEW_PARAMS "," API_QUERY_PARAMS "," API_PAGE_PARAMS
+                                           ",timerel,timeAt,endTimeAt,timeproperty,lastN,aggrMethods,aggrPeriodDuration");
+    if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!temporal_format(r, ctx, &tv, &p)) goto fail;
@@ -626,10 +630,10 @@ void api_temporal_create(request_t *r)
     problem_t   p = {0};
     const char *id;
     bool        created;
-    json_t     *body = api_body(r, false, &p);
-
+    static api_params_t known = API_PARAMS("");     /* 6.3.20: before the body */
+    if (!api_params_known(r, &known, &p)) goto fail;
+    json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
-    if (!api_no_unknown_params(r, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
     ops_req_t rq = api_req(r, ctx);

@@ -716,3 +716,15 @@ def test_5_7_4_4_orderby_orders_the_temporal_query_as_the_entity_query(hcli):
     assert [e["id"] for e in r.json()] == by_speed_desc
     r = hcli.get("/temporal/entities", params={"type": typ, "orderBy": "speed;sideways"})
     assert r.status_code == 400
+
+
+def test_6_3_20_unknown_parameter_first(hcli):
+    """6.3.20: an unknown parameter is InvalidRequest, checked before the body
+    and the other parameters (ETSI 059_01_03, 059_01_04)."""
+    r = hcli.post("/temporal/entities", {"id": "not a uri"}, params={"invalidParams": "invalidValue"})
+    assert_problem(r, 400, "InvalidRequest")
+    r = hcli.get("/temporal/entities", params={"invalidParams": "invalidValue", "type": "Building"})
+    assert_problem(r, 400, "InvalidRequest")
+    r = hcli.get("/temporal/entities", params={"type": "Building", "timerel": "before",
+                                               "timeAt": "2020-01-01T00:00:00Z", "lastN": "2", "local": "true"})
+    assert r.status_code == 200, r.text
