@@ -86,7 +86,8 @@ def run(cli, rcv, n=5):
     cli.create(entity(eid, "Car", speed=prop(0)))
     for i in range(n - 1):
         time.sleep(0.02)
-        cli.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 1)})
+        r = cli.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 1)})
+        assert r.status_code == 204, r.text
     deadline = time.time() + 15
     while time.time() < deadline:
         m = cli.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()["notification"]
@@ -114,7 +115,8 @@ def test_answers_that_are_success(cli, name, answer, close_after):
     r = RawReceiver(answer, close_after)
     try:
         m = run(cli, r)
-        assert m["timesSent"] == 5 and m["timesFailed"] == 0 and m["coraine:delivered"] == 5, (name, m)
+        assert m["timesSent"] == 5 and m["timesFailed"] == 0 and m["coraine:delivered"] == 5, \
+            (name, m, r.requests, cli.get("/statistics").text[:2000])
         assert r.requests == 5
         if not close_after and b"close" not in answer(1) and not answer(1).startswith(b"HTTP/1.0"):
             assert r.conns == 1, "one kept connection"
