@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 static char g_alias[300];
-static _Atomic uint64_t g_forwarded, g_failed;
+static uint64_t g_forwarded, g_failed;     /* __atomic builtins (relaxed counters) */
 
 void fwd_get_stats(fwd_stats_t *st)
 {
