@@ -33,7 +33,10 @@ def shim_path():
 
 
 class DiskBroker:
+    live = []           # every broker started, so that a failed test leaves none running
+
     def __init__(self, dbdir, logdir, flags=(), fault_dir=None, expect_fail=False):
+        DiskBroker.live.append(self)
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.logpath = os.path.join(logdir, "coraine-disk-%d.log" % self.port)
@@ -100,6 +103,16 @@ class DiskBroker:
             return None
         assert r.status_code == 200, r.text
         return r.json()[A]["value"]
+
+
+@pytest.fixture(autouse=True)
+def no_broker_left():
+    """A test that fails before it stops its brokers leaves none running."""
+    yield
+    while DiskBroker.live:
+        b = DiskBroker.live.pop()
+        if getattr(b, "proc", None) is not None and b.proc.poll() is None:
+            b.kill()
 
 
 @pytest.fixture

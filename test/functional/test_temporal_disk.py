@@ -6,7 +6,7 @@ import os
 
 import requests
 
-from test_cordb_disk import DiskBroker, dbdir  # noqa: F401  (the fixture)
+from test_cordb_disk import DiskBroker, dbdir, no_broker_left  # noqa: F401  (the fixtures)
 from ngsi import API, uid
 
 JSON = {"Content-Type": "application/json"}
