@@ -8,27 +8,30 @@
  * disk keep it, and the engine's registry is the parsed index the matcher
  * reads, rebuilt from the store at start (ops_sub_restore). The writes of
  * subscriptions are serialised (g_write: they are rare), so that the store
- * and the registry always agree. Tenants: a subscription belongs to the tenant of its
+ * and the registry always agree. The operations are written once for both
+ * kinds of subscription document (subkind.h; csubscriptions.c is the other
+ * kind). Tenants: a subscription belongs to the tenant of its
  * request; reading a tenant that has neither entities nor subscriptions is
  * NonexistentTenant, as for entities (4.14).
  */
-#include "ops.h"
-
-#include "../notify/notify.h"
+#include "subkind.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
+/* --------------------------------------- the operations of both kinds */
+
 static pthread_mutex_t g_write = PTHREAD_MUTEX_INITIALIZER;
 
-static bool tenant_known(const ops_req_t *rq, problem_t *p)
+static bool tenant_known(const ops_sub_kind_t *k, const ops_req_t *rq, problem_t *p)
 {
     if (!rq->tenant || !*rq->tenant || store_tenant_exists(rq->store, rq->tenant)) return true;
-    if (notify_tenant_known(rq->tenant)) return true;
+    if (k->tenant_known(rq->tenant)) return true;
     return problem_set(p, PB_NONEXISTENT_TENANT, "tenant '%s' does not exist", rq->tenant);
 }
 
-bool ops_sub_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p)
+bool ops_subk_create(const ops_sub_kind_t *k, const ops_req_t *rq, const json_t *body, const char **id,
+                     problem_t *p)
 {
     if (!json_is_object(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "a subscription must be a JSON object");
     const json_t *given = json_get(body, "id");
@@ -37,37 +40,35 @@ bool ops_sub_create(const ops_req_t *rq, const json_t *body, const char **id, pr
     int64_t       now = cr_now_us();
     size_t        len;
     char         *doc = notify_doc_new(rq->arena, body, rq->ctx, now, &len);
-    notify_sub_t *s = notify_sub_build(rq->tenant, doc, len, now, p);
+    notify_sub_t *s = k->build(rq->tenant, doc, len, now, p);
     if (!s) return false;
     *id = arena_strdup(rq->arena, notify_sub_id(s));
     pthread_mutex_lock(&g_write);
-    bool ok = store_obj_put(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, *id, doc, len, true, p);
-    if (ok && !(ok = notify_add(s, p))) {
+    bool ok = store_obj_put(rq->store, rq->tenant, k->kind, *id, doc, len, true, p);
+    if (ok && !(ok = k->add(s, true, p))) {
         problem_t q = {0};
-        store_obj_delete(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, *id, &q);
+        store_obj_delete(rq->store, rq->tenant, k->kind, *id, &q);
     }
     pthread_mutex_unlock(&g_write);
     notify_sub_unref(s);
     return ok;
 }
 
-notify_sub_t *ops_sub_retrieve(const ops_req_t *rq, const char *id, problem_t *p)
+notify_sub_t *ops_subk_retrieve(const ops_sub_kind_t *k, const ops_req_t *rq, const char *id, problem_t *p)
 {
     if (!ops_check_id(id, p)) return NULL;
-    notify_sub_t *s = notify_find(rq->tenant, id);
-    if (!s) {
-        if (tenant_known(rq, p)) problem_set(p, PB_RESOURCE_NOT_FOUND, "no subscription '%s'", id);
-        return NULL;
-    }
+    notify_sub_t *s = k->find(rq->tenant, id);
+    if (!s && tenant_known(k, rq, p)) problem_set(p, PB_RESOURCE_NOT_FOUND, "no subscription '%s'", id);
     return s;
 }
 
-bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+bool ops_subk_update(const ops_sub_kind_t *k, const ops_req_t *rq, const char *id, const json_t *body,
+                     problem_t *p)
 {
     if (!json_is_object(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "the update must be a JSON object");
     if (!body->len || (body->len == 1 && json_get(body, "@context")))
         return problem_set(p, PB_BAD_REQUEST_DATA, "the update names no member of the subscription");
-    notify_sub_t *old = ops_sub_retrieve(rq, id, p);
+    notify_sub_t *old = ops_subk_retrieve(k, rq, id, p);
     if (!old) return false;
     size_t      stored_len, len;
     const char *stored = notify_sub_doc(old, &stored_len);
@@ -79,46 +80,99 @@ bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, pro
     char       *doc = notify_doc_patch(rq->arena, stored, stored_len, body, now, &len, p);
     notify_sub_unref(old);
     if (!doc) return false;
-    notify_sub_t *s = notify_sub_build(rq->tenant, doc, len, now, p);
+    notify_sub_t *s = k->build(rq->tenant, doc, len, now, p);
     if (!s) return false;
     pthread_mutex_lock(&g_write);
-    bool ok = notify_replace(s, p) &&
-              store_obj_put(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, notify_sub_id(s), doc, len, false, p);
+    /* the registry first: a subscription deleted meanwhile is not written back to the store */
+    bool ok = k->replace(s, p) && store_obj_put(rq->store, rq->tenant, k->kind, notify_sub_id(s), doc, len, false, p);
     pthread_mutex_unlock(&g_write);
     notify_sub_unref(s);
     return ok;
 }
 
-bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p)
+bool ops_subk_delete(const ops_sub_kind_t *k, const ops_req_t *rq, const char *id, problem_t *p)
 {
     if (!ops_check_id(id, p)) return false;
     pthread_mutex_lock(&g_write);
-    bool ok = store_obj_delete(rq->store, rq->tenant, STORE_OBJ_SUBSCRIPTION, id, p);
-    if (ok) notify_remove(rq->tenant, id, p);
+    bool ok = store_obj_delete(rq->store, rq->tenant, k->kind, id, p);
+    if (ok) k->remove(rq->tenant, id, p);
     pthread_mutex_unlock(&g_write);
     return ok;
 }
 
-notify_sub_t **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
-                             problem_t *p)
+notify_sub_t **ops_subk_query(const ops_sub_kind_t *k, const ops_req_t *rq, size_t offset, size_t limit, size_t *n,
+                              size_t *total, problem_t *p)
 {
     if (limit > (size_t)cr_config.max_limit) {
         problem_set(p, PB_TOO_MANY_RESULTS, "limit %zu is above the maximum page size %d (--maxLimit)", limit,
                     cr_config.max_limit);
         return NULL;
     }
-    if (!tenant_known(rq, p)) return NULL;
-    return notify_list(rq->tenant, offset, limit, rq->arena, n, total);
+    if (!tenant_known(k, rq, p)) return NULL;
+    return k->list(rq->tenant, offset, limit, rq->arena, n, total);
 }
+
+typedef struct restore {
+    const ops_sub_kind_t *k;
+    size_t                n;
+} restore_t;
 
 static void restore_one(void *ud, const char *tenant, const char *id, const char *json, size_t len)
 {
-    size_t   *n = ud;
-    problem_t p = {0};
-    notify_sub_t *s = notify_sub_build(tenant, json, len, 0, &p);
-    if (!s || !notify_add(s, &p)) LOG_E("subscription '%s' of tenant '%s' is not restored: %s", id, tenant, p.detail);
-    else (*n)++;
+    restore_t    *r = ud;
+    problem_t     p = {0};
+    notify_sub_t *s = r->k->build(tenant, json, len, 0, &p);
+    if (!s || !r->k->add(s, false, &p))
+        LOG_E("%s '%s' of tenant '%s' is not restored: %s", r->k->what, id, tenant, p.detail);
+    else r->n++;
     notify_sub_unref(s);
+}
+
+size_t ops_subk_restore(const ops_sub_kind_t *k, store_t *s)
+{
+    restore_t r = {k, 0};
+    store_obj_foreach(s, k->kind, restore_one, &r);
+    return r.n;
+}
+
+/* ------------------------------------------------------ subscriptions */
+
+static bool sub_add(notify_sub_t *s, bool initial, problem_t *p)
+{
+    (void)initial;
+    return notify_add(s, p);
+}
+
+static const ops_sub_kind_t k_sub = {
+    .kind = STORE_OBJ_SUBSCRIPTION, .what = "subscription", .build = notify_sub_build, .add = sub_add,
+    .replace = notify_replace, .remove = notify_remove, .find = notify_find, .list = notify_list,
+    .tenant_known = notify_tenant_known,
+};
+
+bool ops_sub_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p)
+{
+    return ops_subk_create(&k_sub, rq, body, id, p);
+}
+
+notify_sub_t *ops_sub_retrieve(const ops_req_t *rq, const char *id, problem_t *p)
+{
+    return ops_subk_retrieve(&k_sub, rq, id, p);
+}
+
+bool ops_sub_update(const ops_req_t *rq, const char *id, const json_t *body, problem_t *p)
+{
+    return ops_subk_update(&k_sub, rq, id, body, p);
+}
+
+bool ops_sub_delete(const ops_req_t *rq, const char *id, problem_t *p)
+{
+    return ops_subk_delete(&k_sub, rq, id, p);
+}
+
+notify_sub_t **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, size_t *n, size_t *total,
+                             problem_t *p)
+{
+    return ops_subk_query(&k_sub, rq, offset, limit, n, total, p);
 }
 
 /* The entities of a periodic notification (notify_source_fn). */
@@ -175,9 +229,7 @@ static void join_release(void *hv)
 
 size_t ops_sub_restore(store_t *s)
 {
-    size_t n = 0;
     notify_set_source(periodic_source, s);
     notify_set_join(join_fetch, join_release, s);
-    store_obj_foreach(s, STORE_OBJ_SUBSCRIPTION, restore_one, &n);
-    return n;
+    return ops_subk_restore(&k_sub, s);
 }
