@@ -83,11 +83,8 @@ $(BUILD)/libcoraine.a: $(LIBOBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-# history.c names the timescale backend by a weak reference: -u pulls it in
-comma := ,
-HISTORY_LINK := $(if $(wildcard src/history/history.c),-Wl$(comma)-u$(comma)history_timescale)
 $(BUILD)/coraine: $(BUILD)/src/main.o $(BUILD)/libcoraine.a
-	$(CC) $(ALL_CFLAGS) $(LDEXTRA) $(HISTORY_LINK) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDEXTRA) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit/%: test/unit/%.c $(BUILD)/libcoraine.a
 	@mkdir -p $(dir $@)

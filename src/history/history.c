@@ -18,10 +18,6 @@ struct history {
 
 history_t *history_default;
 
-/* The timescale backend lives on its own branch; until it is linked in, the
- * weak reference stays NULL and --history timescale is refused at start. */
-extern const history_backend_t history_timescale __attribute__((weak));
-
 static const char NGSI_NULL[] = "urn:ngsi-ld:null";
 
 /* ------------------------------------------------------------ small things */
@@ -333,14 +329,9 @@ history_t *history_open(store_t *s, problem_t *p)
         return NULL;
     if (!strcasecmp(name, "corDB"))
         be = &history_cordb;
-    else if (!strcasecmp(name, "timescale")) {
-        if (!&history_timescale) {
-            problem_set(p, PB_OPERATION_NOT_SUPPORTED,
-                        "--history timescale: the PostgreSQL history backend is not in this build");
-            return NULL;
-        }
+    else if (!strcasecmp(name, "timescale"))
         be = &history_timescale;
-    } else {
+    else {
         problem_set(p, PB_BAD_REQUEST_DATA, "--history %s: expected none, corDB or timescale", name);
         return NULL;
     }

@@ -423,6 +423,7 @@ void history_stats(history_t *h, uint64_t *instances, uint64_t *series, uint64_t
 
 /* The backends. */
 extern const history_backend_t history_cordb;
+extern const history_backend_t history_timescale;   /* PostgreSQL (timescale.c) */
 extern const history_backend_t history_timescale;   /* src/history/timescale*.c (branch pg) */
 
 #endif

@@ -99,22 +99,6 @@ class PgServer:
 
 
 _PG = []
-_BUILT = []
-
-
-def timescale_built():
-    """Whether the broker under test has the timescale backend (a build
-    without it says so at start, before connecting)."""
-    if not _BUILT:
-        from conftest import binary_path
-        r = subprocess.run([binary_path(), "-fg", "--port", str(free_port()), "--bind", "127.0.0.1",
-                            "--history", "timescale", "--historyURI",
-                            "postgresql://x@/y?host=/nonexistent"], capture_output=True, text=True,
-                           timeout=30)
-        log = r.stdout + r.stderr
-        _BUILT.append(not ("not in this build" in log or "not part of this build" in log))
-    return _BUILT[0]
-
 
 @pytest.fixture(scope="session")
 def pg_server():

@@ -19,7 +19,7 @@ import requests
 
 from conftest import Client, binary_path, fresh_tenant
 from ngsi import API, ERR, free_port, uid
-from pg import PgServer, timescale_built
+from pg import PgServer
 
 SPEED = "https://uri.etsi.org/ngsi-ld/default-context/speed"
 
@@ -29,12 +29,6 @@ def vehicle(eid, speed=1, **kw):
          "speed": {"type": "Property", "value": speed, "observedAt": "2024-01-01T00:00:00Z"}}
     e.update(kw)
     return e
-
-
-@pytest.fixture(scope="module", autouse=True)
-def history_in_this_build():
-    if not timescale_built():
-        pytest.skip("this build has no --history timescale backend")
 
 
 def ts_broker(broker_factory, uri, *flags):

@@ -30,9 +30,6 @@ def history_flags(request):
         return ENV_FLAGS
     if request.param == "corDB":
         return ("--history", "corDB")
-    from pg import timescale_built
-    if not timescale_built():
-        pytest.skip("this build has no --history timescale backend")
     return ("--history", "timescale", "--historyURI", request.getfixturevalue("pg_uri"))
 
 
