@@ -5,6 +5,7 @@
  */
 #include "api/api.h"
 #include "core/core.h"
+#include "cor/cor.h"
 #include "history/history.h"
 #include "http/http.h"
 #include "ld/ld.h"
@@ -104,6 +105,15 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (!cor_start(routes, n, fwd_alias(), &p)) {      /* cor://: the client, and --corPort's listener */
+        LOG_E("%s", p.detail);
+        http_stop(srv);
+        notify_stop();
+        store_close(store);
+        history_close(history);
+        return 1;
+    }
+
     LOG_I("coraine listening on %s:%d (store %s %s%s, %d HTTP threads)", cr_config.bind_address, cr_config.port,
           cr_config.database, cr_config.db_dir ? "on disk in " : "in RAM",
           cr_config.db_dir ? cr_config.db_dir : "", cr_config.connection_pool_size);
@@ -122,6 +132,7 @@ int main(int argc, char **argv)
 
     LOG_I("stopping (%s)", sig == SIGINT ? "SIGINT" : "SIGTERM");
     ld_stop();                 /* requests waiting for a @context download answer now */
+    cor_stop();                /* cor:// requests finish before the parts they use stop */
     http_stop(srv);
     reg_shutdown();            /* registration subscriptions: before the notifier they send through */
     notify_stop();

@@ -89,6 +89,7 @@ static flag_t flags[] = {
     {"notifierCaFile", F_STR, &cr_config.notifier_ca_file, "", NULL, "CA certificates (PEM) for https:// and mqtts:// endpoints (none: the system's)"},
     {"forwardTimeout", F_INT, &cr_config.forward_timeout_ms, "5000", NULL, "ms a forwarded request may take (a registration's management.timeout overrides)"},
     {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
+    {"corPort", F_INT, &cr_config.cor_port, "0", NULL, "TCP port of the cor:// broker-to-broker protocol (doc/cor-protocol.md; 0: not listening)"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };
 
@@ -300,6 +301,10 @@ bool cr_config_load(int argc, char **argv)
     }
     if (cr_config.port < 1 || cr_config.port > 65535) {
         fprintf(stderr, "coraine: --port must be 1..65535\n");
+        return false;
+    }
+    if (cr_config.cor_port < 0 || cr_config.cor_port > 65535 || cr_config.cor_port == cr_config.port) {
+        fprintf(stderr, "coraine: --corPort must be 1..65535 and not --port (0: not listening)\n");
         return false;
     }
     if (cr_config.default_limit > cr_config.max_limit) cr_config.default_limit = cr_config.max_limit;

@@ -266,6 +266,7 @@ typedef struct cr_config {
     const char *egress_allow;        /* --egressAllow: CIDRs and host names */
     int         forward_timeout_ms;  /* --forwardTimeout */
     int         forward_fanout;      /* --forwardFanout */
+    int         cor_port;            /* --corPort: cor:// listener (0: none) */
     const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */
     const char *history_uri;         /* --historyURI: PostgreSQL of --history timescale */

@@ -6,6 +6,7 @@
  * request's @context, and merged with the local version (4.5.5).
  */
 #include "fwd.h"
+#include "../cor/cor.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -109,6 +110,7 @@ typedef struct call {
     const ld_context_t *ctx;        /* the answers are compact with it */
     char               *post;       /* a Query body (queryBatch), else NULL: GET */
     bool                as_query;   /* a retrieve asked as a query (answers an array) */
+    cor_call_t         *cor;        /* sent over cor:// (the endpoint's scheme) */
 } call_t;
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -474,19 +476,56 @@ static bool call_start(CURLM *m, call_t *c)
     return true;
 }
 
+/* A source at a cor:// endpoint: the same request over cor/'s client
+ * (submitted at once, its window bounds it; answered while the HTTP ones run). */
+static void cor_send(call_t *c)
+{
+    const char *lines[64];
+    size_t      nl = 0;
+    for (struct curl_slist *h = c->hdrs; h && nl < CR_ARRAY_LEN(lines); h = h->next) lines[nl++] = h->data;
+    problem_t q = {0};
+    c->cor = cor_submit(c->post ? "POST" : "GET", c->url, lines, nl, c->post, c->post ? strlen(c->post) : 0,
+                        c->timeout_ms, &q);
+    if (!c->cor) c->rc = CURLE_URL_MALFORMAT;
+}
+
+static void cor_collect(call_t *c)
+{
+    int         status;
+    const char *body, *why;
+    size_t      len;
+    int         e = cor_wait(c->cor, &status, &body, &len, &why);
+    c->rc = e == COR_OK ? CURLE_OK : e == COR_E_TIMEOUT ? CURLE_OPERATION_TIMEDOUT
+          : e == COR_E_CONNECT || e == COR_E_REFUSED ? CURLE_COULDNT_CONNECT : CURLE_RECV_ERROR;
+    c->refused = e == COR_E_REFUSED;
+    c->too_big = e == COR_E_TOO_BIG || len > FWD_MAX_ANSWER;
+    if (c->too_big) c->rc = CURLE_WRITE_ERROR;
+    else if (e == COR_OK) {
+        c->status = status;
+        sb_add(&c->body, body ? body : "", len);
+    } else
+        LOG_D("fwd: %s: %s", c->url, why);
+    cor_release(c->cor);
+    c->cor = NULL;
+}
+
 /* Runs the calls, at most --forwardFanout at once. */
 static void run(call_t *calls, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        if (!calls[i].skipped && cor_is_url(calls[i].url)) cor_send(&calls[i]);
     CURLM *m = curl_multi_init();
     if (!m) {
-        for (size_t i = 0; i < n; i++) calls[i].rc = CURLE_FAILED_INIT;
+        for (size_t i = 0; i < n; i++)
+            if (calls[i].cor) cor_collect(&calls[i]);
+            else calls[i].rc = CURLE_FAILED_INIT;
         return;
     }
     size_t fan = cr_config.forward_fanout > 0 ? (size_t)cr_config.forward_fanout : 1, next = 0, active = 0;
     for (;;) {
         while (active < fan && next < n) {
             call_t *c = &calls[next++];
-            if (c->skipped) continue;
+            if (c->skipped || cor_is_url(c->url)) continue;
             if (call_start(m, c)) active++;
             else c->rc = CURLE_COULDNT_CONNECT;
         }
@@ -509,6 +548,8 @@ static void run(call_t *calls, size_t n)
         if (active) curl_multi_poll(m, NULL, 0, 100, NULL);
     }
     curl_multi_cleanup(m);
+    for (size_t i = 0; i < n; i++)
+        if (calls[i].cor) cor_collect(&calls[i]);
 }
 
 /* ------------------------------------------------------------ merging (4.5.5) */

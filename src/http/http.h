@@ -84,6 +84,7 @@ typedef struct request {
 
     /* connection-private state (http/ only) */
     void       *priv;
+    void       *exec;                     /* http_exec's state when run outside libmicrohttpd, else NULL */
 } request_t;
 
 typedef void (*http_handler_fn)(request_t *r);
@@ -107,6 +108,22 @@ typedef struct http_server http_server_t;
 /* Starts libmicrohttpd on cr_config.port with the route table (kept, not copied). */
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p);
 void           http_stop(http_server_t *s);
+
+/* ---- a request run outside libmicrohttpd (cor://, doc/cor-protocol.md)
+ * The same dispatch as an HTTP request (the router, the 6.3.4
+ * preconditions, the handler, the NGSILD-Tenant echo), for another binding
+ * of the same API. The caller zeroes r, then sets r->arena, r->method_name,
+ * r->path (as received: percent-encoded, writable) and r->body/body_len (a
+ * NUL-terminated copy is made per run); query is the raw query string
+ * (writable; NULL: none) and headers the request's (kept, not copied).
+ * A handler that defers (req_defer) runs again on the calling thread when
+ * it is resumed: http_exec waits (bounded as for HTTP: --contextTimeout).
+ * The answer is in r->status, r->out_type, r->out and r->out_headers. */
+typedef struct http_exec http_exec_t;
+http_exec_t *http_exec_new(const http_route_t *routes, size_t n_routes);
+void         http_exec_free(http_exec_t *x);
+void         http_exec(const http_exec_t *x, request_t *r, char *query, const http_header_t *headers,
+                       size_t n_headers);
 
 /* ---- request helpers */
 /* The value of query parameter `key` (marks it used), NULL when absent. */

@@ -543,8 +543,16 @@ const char *req_unused_param(const request_t *r)
     return NULL;
 }
 
+static const char *exec_header(const request_t *r, const char *name);
+static void        exec_defer(request_t *r);
+static bool        exec_deferred(const request_t *r);
+static void        exec_resume(req_token_t *t);
+/* http_exec's token is its state's address with the low bit set (a conn_t's never has it) */
+#define EXEC_TOKEN(t) ((uintptr_t)(t) & 1u)
+
 const char *req_header(request_t *r, const char *name)
 {
+    if (r->exec) return exec_header(r, name);
     conn_t *cn = r->priv;
     return MHD_lookup_connection_value(cn->mhd, MHD_HEADER_KIND, name);
 }
@@ -553,11 +561,16 @@ const char *req_header(request_t *r, const char *name)
 
 req_token_t *req_token(request_t *r)
 {
+    if (r->exec) return (req_token_t *)((uintptr_t)r->exec | 1u);
     return (req_token_t *)r->priv;
 }
 
 void req_defer(request_t *r)
 {
+    if (r->exec) {
+        exec_defer(r);
+        return;
+    }
     conn_t *cn = r->priv;
     pthread_mutex_lock(&cn->dlock);
     if (cn->dstate == DS_NONE) cn->dstate = DS_ARMED;   /* DS_RESUMED: already woken */
@@ -566,6 +579,7 @@ void req_defer(request_t *r)
 
 bool req_deferred(const request_t *r)
 {
+    if (r->exec) return exec_deferred(r);
     conn_t *cn = r->priv;
     if (!cn) return false;
     pthread_mutex_lock(&cn->dlock);
@@ -576,6 +590,10 @@ bool req_deferred(const request_t *r)
 
 void req_resume(req_token_t *t)
 {
+    if (EXEC_TOKEN(t)) {
+        exec_resume(t);
+        return;
+    }
     conn_t *cn = (conn_t *)t;
     pthread_mutex_lock(&cn->dlock);
     if (cn->dstate == DS_SUSPENDED) {
@@ -811,7 +829,7 @@ static bool check_preconditions(request_t *r, const http_route_t *rt, problem_t 
     bool has_body_method = r->method & (HM_POST | HM_PUT | HM_PATCH);
     if (has_body_method) {
         const conn_t *cn = r->priv;
-        if (!cn->h_clen) {   /* 6.3.4: a chunked body has no Content-Length either */
+        if (cn && !cn->h_clen) {     /* http_exec: the binding frames the body */   /* 6.3.4: a chunked body has no Content-Length either */
             p->kind = PB_HTTP; p->status = 411;
             snprintf(p->detail, sizeof p->detail, "Content-Length required");
             return false;
@@ -865,17 +883,24 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
     return ret;
 }
 
+static void route_and_run(const router_t *router, request_t *r, const char *body, size_t body_len);
+
 static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
 {
     request_t *r = &cn->req;
-    problem_t  p = {0};
 
     if (!cn->rerun) {        /* a deferred request counts once */
         atomic_fetch_add(&stats.requests, 1);
         if (r->method) atomic_fetch_add(&stats.by_method[method_index(r->method)], 1);
     }
     if (r->status) return;   /* an error found while the request came in */
+    route_and_run(srv->router, r, cn->body.p, cn->body.len);
+}
 
+/* The route, the preconditions and the handler of r (HTTP and http_exec). */
+static void route_and_run(const router_t *router, request_t *r, const char *body, size_t body_len)
+{
+    problem_t p = {0};
     if (!r->method) {
         p.kind = PB_HTTP; p.status = 405;
         snprintf(p.detail, sizeof p.detail, "method %s not supported", r->method_name);
@@ -883,7 +908,7 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
         return;
     }
     const http_route_t *rt = NULL;
-    int rc = router_match(srv->router, r, &rt);
+    int rc = router_match(router, r, &rt);
     if (rc == ROUTE_BAD_PATH) {
         reply_error(r, PB_BAD_REQUEST_DATA, "malformed percent-encoding (or %%00) in the path");
         return;
@@ -912,8 +937,8 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
         return;
     }
     /* a copy: the handler parses it in situ, and a deferred request runs again */
-    r->body = cn->body.p ? arena_strndup(r->arena, cn->body.p, cn->body.len) : (char *)"";
-    r->body_len = cn->body.p ? cn->body.len : 0;
+    r->body = body ? arena_strndup(r->arena, body, body_len) : (char *)"";
+    r->body_len = body ? body_len : 0;
     h(r);
     if (r->tenant && r->status < 400) reply_header(r, "NGSILD-Tenant", r->tenant);
 }
@@ -1119,4 +1144,138 @@ void http_stop(http_server_t *srv)
     guard_stop();
     router_free(srv->router);
     free(srv);
+}
+
+/* ------------------------------------------------------------ http_exec (cor://) */
+
+struct http_exec {
+    router_t *router;
+};
+
+/* The state of one run, in the request's arena (a late req_resume finds it
+ * there until the arena is reset, as a conn_t outlives its request). */
+typedef struct exec_state {
+    const http_header_t *headers;
+    size_t               n;
+    const char          *body;
+    size_t               body_len;
+    pthread_mutex_t      lock;
+    pthread_cond_t       cond;
+    int                  dstate;   /* DS_NONE, DS_ARMED, DS_RESUMED */
+} exec_state_t;
+
+static void exec_state_free(void *arg)
+{
+    exec_state_t *x = arg;
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->cond);
+}
+
+http_exec_t *http_exec_new(const http_route_t *routes, size_t n_routes)
+{
+    router_t *rt = router_new(routes, n_routes);
+    if (!rt) return NULL;
+    http_exec_t *x = cr_xcalloc(1, sizeof *x);
+    x->router = rt;
+    return x;
+}
+
+void http_exec_free(http_exec_t *x)
+{
+    if (!x) return;
+    router_free(x->router);
+    free(x);
+}
+
+static const char *exec_header(const request_t *r, const char *name)
+{
+    const exec_state_t *x = r->exec;
+    for (size_t i = 0; i < x->n; i++)
+        if (!strcasecmp(x->headers[i].name, name)) return x->headers[i].value;
+    return NULL;
+}
+
+static void exec_defer(request_t *r)
+{
+    exec_state_t *x = r->exec;
+    pthread_mutex_lock(&x->lock);
+    if (x->dstate == DS_NONE) x->dstate = DS_ARMED;
+    pthread_mutex_unlock(&x->lock);
+}
+
+static bool exec_deferred(const request_t *r)
+{
+    exec_state_t *x = r->exec;
+    pthread_mutex_lock(&x->lock);
+    bool d = x->dstate != DS_NONE;
+    pthread_mutex_unlock(&x->lock);
+    return d;
+}
+
+static void exec_resume(req_token_t *t)
+{
+    exec_state_t *x = (exec_state_t *)((uintptr_t)t & ~(uintptr_t)1);
+    pthread_mutex_lock(&x->lock);
+    x->dstate = DS_RESUMED;
+    pthread_cond_signal(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+}
+
+void http_exec(const http_exec_t *ex, request_t *r, char *query, const http_header_t *headers, size_t n_headers)
+{
+    exec_state_t *x = arena_calloc(r->arena, sizeof *x);
+    problem_t     p = {0};
+    x->headers = headers;
+    x->n = n_headers;
+    x->body = r->body;
+    x->body_len = r->body_len;
+    pthread_mutex_init(&x->lock, NULL);
+    pthread_cond_init(&x->cond, NULL);
+    arena_on_free(r->arena, exec_state_free, x);
+    r->exec = x;
+    r->priv = NULL;
+    r->method = method_bit(r->method_name);
+    r->arrived_ns = cr_mono_ns();
+    sb_init(&r->out, r->arena, 1024);
+    for (size_t i = 0; i < n_headers; i++) {
+        const char *k = headers[i].name, *v = headers[i].value;
+        if (!strcasecmp(k, "Link")) r->link = v;
+        else if (!strcasecmp(k, "Accept")) r->accept = v;
+        else if (!strcasecmp(k, "Prefer")) r->prefer = v;
+        else if (!strcasecmp(k, "Content-Type")) r->content_type = v;
+        else if (!strcasecmp(k, "NGSILD-Tenant") && *v) r->tenant = v;
+    }
+    r->ctype = parse_ctype(r->content_type);
+    parse_accept(r);
+    if (r->tenant && !valid_tenant(r->tenant)) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "invalid NGSILD-Tenant '%.64s': 1 to 64 characters of A-Z a-z 0-9 _ -",
+                    r->tenant);
+        r->tenant = NULL;
+        reply_problem(r, &p);
+        return;
+    }
+    char *hash = strchr(r->path, '#');
+    if (hash) *hash = '\0';
+    if (!parse_query(r, query, &p)) {
+        reply_problem(r, &p);
+        return;
+    }
+    for (bool rerun = false;; rerun = true) {
+        if (rerun) {
+            r->status = 0;
+            r->out_type = NULL;
+            sb_clear(&r->out);
+            r->n_out_headers = 0;
+            r->params_used = 0;
+            r->npath = 0;
+        }
+        route_and_run(ex->router, r, x->body, x->body_len);
+        pthread_mutex_lock(&x->lock);
+        while (x->dstate == DS_ARMED) pthread_cond_wait(&x->cond, &x->lock);
+        bool again = x->dstate == DS_RESUMED;
+        x->dstate = DS_NONE;
+        pthread_mutex_unlock(&x->lock);
+        if (!again) break;
+    }
+    if (!r->status) r->status = 500;
 }
