@@ -519,15 +519,20 @@ static void *worker_run(void *arg)
         r.arena = a;
         char  *query;
         size_t nh;
-        bool   ok = build_request(&f, &r, &query, h, &nh, &p);
-        if (ok) {
-            r.body = f.body_len ? arena_strndup(a, f.body, f.body_len) : NULL;
-            r.body_len = f.body_len;
-            http_exec(g.exec, &r, query, h, nh);
-        } else {
-            sb_init(&r.out, a, 512);
+        pthread_mutex_lock(&c->lock);
+        bool gone = c->closing;        /* nobody reads the answer: not run */
+        pthread_mutex_unlock(&c->lock);
+        if (!gone) {
+            bool ok = build_request(&f, &r, &query, h, &nh, &p);
+            if (ok) {
+                r.body = f.body_len ? arena_strndup(a, f.body, f.body_len) : NULL;
+                r.body_len = f.body_len;
+                http_exec(g.exec, &r, query, h, nh);
+            } else {
+                sb_init(&r.out, a, 512);
+            }
+            answer(c, f.id, &r, ok ? NULL : &p, &fr);
         }
-        answer(c, f.id, &r, ok ? NULL : &p, &fr);
         pthread_mutex_lock(&c->lock);
         for (int i = 0; i < c->n_ids; i++)
             if (c->ids[i] == f.id) {
