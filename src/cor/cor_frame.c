@@ -286,7 +286,7 @@ bool cor_frame_encode(sbuf_t *out, const cor_frame_t *f)
         put16(out, f->window);
         put32(out, f->max_frame);
         put16(out, (unsigned)f->alias_len);
-        sb_add(out, f->alias, f->alias_len);
+        if (f->alias_len) sb_add(out, f->alias, f->alias_len);
         break;
     case COR_REQUEST:
         put8(out, f->op);
@@ -314,9 +314,9 @@ bool cor_frame_encode(sbuf_t *out, const cor_frame_t *f)
                 sb_add(out, x->name, x->name_len);
             }
             put16(out, (unsigned)x->len);
-            sb_add(out, x->value, x->len);
+            if (x->len) sb_add(out, x->value, x->len);
         }
-        sb_add(out, f->body, f->body_len);
+        if (f->body_len) sb_add(out, f->body, f->body_len);
     }
     size_t len = out->len - start - 4;
     if (len > 0xffffffffu) return false;
