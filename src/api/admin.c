@@ -6,6 +6,7 @@
  */
 #include "api.h"
 
+#include "../cor/cor.h"
 #include "../fwd/fwd.h"
 #include "../notify/notify.h"
 #include "../reg/reg.h"
@@ -211,6 +212,17 @@ void api_statistics(request_t *r)
     jw_key(&w, "registrations"); jw_int(&w, (int64_t)gs.registrations);
     jw_key(&w, "forwarded"); jw_int(&w, (int64_t)fs.forwarded);
     jw_key(&w, "forwardFailed"); jw_int(&w, (int64_t)fs.failed);
+    cor_stats_t cs;               /* cor:// (doc/cor-protocol.md): served, and sent as a client */
+    cor_get_stats(&cs);
+    jw_key(&w, "cor");
+    jw_object_begin(&w);
+    jw_key(&w, "connectionsAccepted"); jw_int(&w, (int64_t)cs.server_connections);
+    jw_key(&w, "requestsServed"); jw_int(&w, (int64_t)cs.server_requests);
+    jw_key(&w, "protocolErrors"); jw_int(&w, (int64_t)cs.server_errors);
+    jw_key(&w, "connectionsMade"); jw_int(&w, (int64_t)cs.client_connects);
+    jw_key(&w, "requestsSent"); jw_int(&w, (int64_t)cs.client_requests);
+    jw_key(&w, "requestsFailed"); jw_int(&w, (int64_t)cs.client_failures);
+    jw_object_end(&w);
     jw_object_end(&w);
     jw_key(&w, "internedNames"); jw_int(&w, (int64_t)intern_count());
     jw_object_end(&w);

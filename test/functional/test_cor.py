@@ -151,6 +151,9 @@ def test_5_7_2_query_hub_and_two_sources_over_cor(trio):
     assert len(r.json()) == 2 and r.headers["NGSILD-Results-Count"] == "3"
     reg = hub.get("/csourceRegistrations/" + rid).json()
     assert reg["timesSent"] == 3 and reg["timesFailed"] == 0 and reg["status"] == "ok"
+    st = hub.get("/statistics").json()["distributed"]["cor"]
+    assert st["requestsSent"] >= 6 and st["connectionsMade"] >= 2
+    assert Client(s1.broker).get("/statistics").json()["distributed"]["cor"]["requestsServed"] >= 3
 
 
 def test_5_7_1_retrieve_merged_and_404_over_cor(trio):
@@ -347,6 +350,7 @@ GARBAGE = [
 @pytest.mark.parametrize("name,data,detail", GARBAGE, ids=[g[0] for g in GARBAGE])
 def test_cor_garbage_before_the_handshake(broker_factory, name, data, detail):
     b = cor_broker(broker_factory, "s2")
+    errors = Client(b).get("/statistics").json()["distributed"]["cor"]["protocolErrors"]
     s = socket.create_connection(("127.0.0.1", COR_PORTS["s2"]), timeout=10)
     s.sendall(data)
     t, fid, status, fl, body = read_frame(s)
@@ -354,7 +358,7 @@ def test_cor_garbage_before_the_handshake(broker_factory, name, data, detail):
     assert b"BadRequestData" in body and detail.encode() in body, body
     assert closed(s)
     s.close()
-    assert Client(b).get("/version").status_code == 200
+    assert Client(b).get("/statistics").json()["distributed"]["cor"]["protocolErrors"] == errors + 1
 
 
 GARBAGE_AFTER = [
