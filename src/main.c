@@ -96,18 +96,17 @@ int main(int argc, char **argv)
 
     size_t              n;
     const http_route_t *routes = api_routes(&n);
-    http_server_t      *srv = http_start(routes, n, &p);
-    if (!srv) {
+    if (!cor_start(routes, n, fwd_alias(), &p)) {      /* cor://: the client, and --corPort's listener */
         LOG_E("%s", p.detail);
         notify_stop();
         store_close(store);
         history_close(history);
         return 1;
     }
-
-    if (!cor_start(routes, n, fwd_alias(), &p)) {      /* cor://: the client, and --corPort's listener */
+    http_server_t      *srv = http_start(routes, n, &p);
+    if (!srv) {
+        cor_stop();
         LOG_E("%s", p.detail);
-        http_stop(srv);
         notify_stop();
         store_close(store);
         history_close(history);

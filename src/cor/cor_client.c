@@ -666,10 +666,14 @@ bool cor_client_start(const char *alias, problem_t *pb)
         return problem_set(pb, PB_INTERNAL_ERROR, "cor: epoll: %s", strerror(errno));
     struct epoll_event ee = {.events = EPOLLIN, .data.ptr = &g_event_tag};
     if (epoll_ctl(g.ep, EPOLL_CTL_ADD, g.evfd, &ee) != 0) return problem_set(pb, PB_INTERNAL_ERROR, "cor: epoll: %s", strerror(errno));
+    pthread_mutex_lock(&g.lock);
     g.stop = false;
-    if (pthread_create(&g.thread, NULL, io_run, NULL) != 0)
-        return problem_set(pb, PB_INTERNAL_ERROR, "cor: cannot start the client thread");
     g.running = true;
+    pthread_mutex_unlock(&g.lock);
+    if (pthread_create(&g.thread, NULL, io_run, NULL) != 0) {
+        g.running = false;
+        return problem_set(pb, PB_INTERNAL_ERROR, "cor: cannot start the client thread");
+    }
     return true;
 }
 
@@ -681,9 +685,9 @@ void cor_client_stop(void)
         pthread_mutex_unlock(&g.lock);
         wake();
         pthread_join(g.thread, NULL);
-        g.running = false;
     }
     pthread_mutex_lock(&g.lock);
+    g.running = false;
     for (peer_t *p = g.peers, *nx; p; p = nx) {
         nx = p->next;
         if (p->fd >= 0) close(p->fd);
