@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import Client, fresh_tenant
-from ngsi import assert_problem, entity, free_port, prop, uid
+from ngsi import VEHICLE_CTX, assert_problem, entity, free_port, prop, uid
 
 COR_MAGIC = 0x434F5231
 HELLO, REQUEST, RESPONSE, GOAWAY = 1, 2, 3, 4
@@ -184,6 +184,21 @@ def test_4_3_6_registered_attributes_and_tenant_over_cor(trio):
     register(hub2, "s1", fresh_tenant())
     assert_problem(hub2.get("/entities/" + eid), 404, "ResourceNotFound")
     hub2.close()
+
+
+def test_remote_context_downloaded_by_the_source_over_cor(trio, ctxserver):
+    """A request whose @context the source has not cached waits for it there
+    (the request is deferred, as over HTTP) and is answered with its terms."""
+    hub, s1, _ = trio
+    url = ctxserver.unique(VEHICLE_CTX, delay=0.3)
+    eid = uid("Vehicle")
+    s1.create(entity(eid, "https://example.org/Vehicle", **{"https://example.org/speed": prop(9)}))
+    register(hub, "s1", s1.tenant, info=[{"entities": [{"type": "https://example.org/Vehicle"}]}])
+    r = hub.get("/entities", params={"type": "Vehicle"}, link=url)
+    assert r.status_code == 200, r.text
+    assert [e["id"] for e in r.json()] == [eid] and r.json()[0]["speed"]["value"] == 9
+    assert "NGSILD-Warning" not in r.headers
+    assert ctxserver.count(url) == 2          # the hub and the source each downloaded it once
 
 
 def test_6_3_18_brokers_registered_to_each_other_over_cor(trio):
