@@ -12,6 +12,12 @@
  * protocol error: a GOAWAY with a ProblemDetails, and the connection is
  * closed; the other connections and the broker go on.
  *
+ * Bounded cost: a connection must send its HELLO within --headerTimeout
+ * seconds and each frame, once begun, within --bodyTimeout (a GOAWAY 408
+ * beyond, as HTTP answers 408), so idle half-made connections cannot hold
+ * the --maxConnections slots; a connection past its handshake with no
+ * frame in progress is kept (persistent by design; TCP keepalive is on).
+ *
  * Lifetimes: a connection is referenced by the listener (until it closes
  * it) and by each of its requests in a worker; its socket is closed with
  * the last reference, so a worker never writes to a reused descriptor.
@@ -43,6 +49,7 @@ typedef struct sconn {
     bool            hello;          /* the handshake is done */
     uint32_t        peer_max;       /* the peer's largest frame */
     char            peer[256];      /* its alias, for the log */
+    int64_t         deadline;       /* mono ms by which the HELLO or the frame begun must be in; 0: none */
     struct sconn   *prev, *next;
     /* under lock */
     pthread_mutex_t lock;
@@ -80,6 +87,16 @@ static struct {
 } g = {.lfd = -1, .ep = -1, .evfd = -1, .qlock = PTHREAD_MUTEX_INITIALIZER, .qcond = PTHREAD_COND_INITIALIZER};
 
 static char g_listen_tag, g_event_tag;   /* epoll data of the listening socket and the eventfd */
+
+static int64_t mono_ms(void)
+{
+    return cr_mono_ns() / 1000000;
+}
+
+static int64_t deadline_after(int secs)
+{
+    return secs > 0 ? mono_ms() + (int64_t)secs * 1000 : 0;
+}
 
 /* ------------------------------------------------------------ connections */
 
@@ -227,6 +244,7 @@ static bool on_frame(sconn_t *c, const uint8_t *b, size_t n)
         conn_send(c, sb.p, sb.len, false);
         sb_release(&sb);
         c->hello = true;
+        c->deadline = 0;
         return true;
     }
     job_t *j = cr_xmalloc(sizeof *j + n);
@@ -297,6 +315,10 @@ static void on_readable(sconn_t *c)
             memmove(c->in.p, c->in.p + off, c->in.len - off);
             c->in.len -= off;
         }
+        if (c->hello) {        /* a frame begun has --bodyTimeout to arrive whole */
+            if (!c->in.len) c->deadline = 0;
+            else if (off || !c->deadline) c->deadline = deadline_after(cr_config.body_timeout);
+        }
         /* a large frame in progress: room for all of it at once */
         if (c->in.len >= 4) {
             problem_t p = {0};
@@ -306,6 +328,25 @@ static void on_readable(sconn_t *c)
                 c->in.cap = (size_t)sz + 1;
             }
         }
+    }
+}
+
+/* Connections past their deadline: a GOAWAY 408 each. */
+static void reap(void)
+{
+    int64_t now = mono_ms();
+    for (sconn_t *c = g.conns, *nx; c; c = nx) {
+        nx = c->next;
+        pthread_mutex_lock(&c->lock);
+        bool closing = c->closing;
+        pthread_mutex_unlock(&c->lock);
+        if (closing || !c->deadline || now < c->deadline) continue;
+        problem_t p = {.kind = PB_HTTP, .status = 408};
+        snprintf(p.detail, sizeof p.detail, c->hello ? "cor: a frame not complete within --bodyTimeout (%d s)"
+                                                     : "cor: no HELLO within --headerTimeout (%d s)",
+                 c->hello ? cr_config.body_timeout : cr_config.header_timeout);
+        c->deadline = 0;
+        protocol_error(c, &p);
     }
 }
 
@@ -324,6 +365,7 @@ static void on_accept(void)
         sconn_t *c = cr_xcalloc(1, sizeof *c);
         c->fd = fd;
         c->refs = 1;
+        c->deadline = deadline_after(cr_config.header_timeout);
         pthread_mutex_init(&c->lock, NULL);
         c->next = g.conns;
         if (g.conns) g.conns->prev = c;
@@ -348,8 +390,13 @@ static void *listener_run(void *arg)
 {
     (void)arg;
     struct epoll_event evs[64];
+    int64_t            next_reap = mono_ms() + 250;
     while (!atomic_load(&g.stop)) {
-        int n = epoll_wait(g.ep, evs, 64, -1);
+        int n = epoll_wait(g.ep, evs, 64, 250);
+        if (mono_ms() >= next_reap) {
+            reap();
+            next_reap = mono_ms() + 250;
+        }
         if (n < 0) {
             if (errno == EINTR) continue;
             LOG_E("cor: epoll_wait: %s", strerror(errno));

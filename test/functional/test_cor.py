@@ -97,7 +97,7 @@ def closed(s):
 
 # ---------------------------------------------------------------- brokers
 
-COR_PORTS = {name: free_port() for name in ("hub", "s1", "s2", "a", "b", "c", "restart")}
+COR_PORTS = {name: free_port() for name in ("hub", "s1", "s2", "a", "b", "c", "restart", "strict")}
 
 
 def cor_broker(broker_factory, name):
@@ -434,6 +434,29 @@ def test_cor_flow_control_errors(broker_factory, slow, case):
     s.sendall(request(1, OP_QUERY, [(F_QUERY, b"type=Vehicle")]))
     assert read_frame(s)[:3] == (RESPONSE, 1, 200)
     assert time.time() - t < 1.5
+    s.close()
+    assert Client(b).get("/version").status_code == 200
+
+
+@pytest.mark.parametrize("case", ["no hello", "frame never completed"])
+def test_cor_slow_peers_are_cut(broker_factory, case):
+    """--headerTimeout for the HELLO, --bodyTimeout for a frame begun: a GOAWAY 408, as HTTP answers 408."""
+    b = broker_factory("--brokerAlias", "cor-strict", "--corPort", str(COR_PORTS["strict"]),
+                       "--headerTimeout", "1", "--bodyTimeout", "1")
+    if case == "no hello":
+        s = socket.create_connection(("127.0.0.1", COR_PORTS["strict"]), timeout=10)
+        s.sendall(hello()[:5])
+        detail = b"no HELLO within --headerTimeout"
+    else:
+        s = connect(COR_PORTS["strict"])
+        time.sleep(1.3)                      # an idle connection after its handshake is kept
+        s.sendall(request(1, OP_QUERY, [(F_QUERY, b"type=Vehicle")])[:10])
+        detail = b"not complete within --bodyTimeout"
+    t0 = time.time()
+    t, fid, status, fl, body = read_frame(s)
+    assert (t, status) == (GOAWAY, 408) and detail in body, body
+    assert 0.3 < time.time() - t0 < 3
+    assert closed(s)
     s.close()
     assert Client(b).get("/version").status_code == 200
 
