@@ -19,6 +19,12 @@
  * flight on it (COR_E_LOST) and the next call reconnects. A call past its
  * deadline is answered COR_E_TIMEOUT; if it was sent, its window slot stays
  * taken until the peer answers it (the peer counts it in flight until then).
+ *
+ * A connection whose whole window is taken by requests already timed out
+ * is dropped (the peer answers nothing), and the next call reconnects.
+ * A peer with nothing in flight or queued for --requestTimeout seconds
+ * (HTTP's idle keep-alive) is closed and forgotten, so registrations that
+ * named many endpoints once do not keep a connection and buffers each.
  */
 #include "cor.h"
 
@@ -87,6 +93,7 @@ struct peer {
     slot_t     *slots;              /* in flight: n_slots of window */
     int         n_slots;
     uint32_t    next_id;
+    int64_t     last_used;          /* mono ms of the last call submitted or answered */
     peer_t     *next;
 };
 
@@ -317,6 +324,7 @@ static void on_frame(peer_t *p, const uint8_t *b, size_t n)
     }
     cor_call_t *c = p->slots[i].call;
     p->slots[i] = p->slots[--p->n_slots];
+    p->last_used = mono_ms();
     if (c) {
         c->resp = cr_xmalloc(n);
         memcpy(c->resp, b, n);
@@ -403,11 +411,35 @@ static void on_event(peer_t *p, uint32_t ev)
     if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) peer_read(p);
 }
 
-/* Deadlines, connections to make, queues to send; the next wake-up in ms. */
+static void peer_free(peer_t *p)
+{
+    if (p->fd >= 0) {
+        epoll_ctl(g.ep, EPOLL_CTL_DEL, p->fd, NULL);
+        close(p->fd);
+    }
+    sb_release(&p->in);
+    free(p->out);
+    free(p->slots);
+    free(p);
+}
+
+/* Deadlines, connections to make, queues to send, idle peers; the next wake-up in ms. */
 static int tick(void)
 {
     int64_t now = mono_ms(), next = now + 200;
-    for (peer_t *p = g.peers; p; p = p->next) {
+    int64_t idle_ms = (int64_t)(cr_config.request_timeout > 0 ? cr_config.request_timeout : 30) * 1000;
+    for (peer_t **pp0 = &g.peers, *p; (p = *pp0);) {
+        int live = 0;              /* slots whose caller still waits */
+        for (int i = 0; i < p->n_slots; i++) live += p->slots[i].call != NULL;
+        if (p->state == P_UP && !live && p->n_slots == p->window)
+            peer_down(p, COR_E_LOST, "a window of requests unanswered past their deadlines: connection dropped", false);
+        if (!p->qhead && !live && now - p->last_used > idle_ms && p->state != P_CONNECTING && p->state != P_HELLO) {
+            *pp0 = p->next;
+            LOG_D("cor: %s:%d idle for %lld s: closed", p->host, p->port, (long long)(idle_ms / 1000));
+            peer_free(p);
+            continue;
+        }
+        pp0 = &p->next;
         cor_call_t **pp = &p->qhead, *last = NULL;
         while (*pp) {
             cor_call_t *c = *pp;
@@ -604,6 +636,7 @@ cor_call_t *cor_submit(const char *method, const char *url, const char *const *h
         return c;
     }
     peer_t *p = peer_get(host, port);
+    p->last_used = mono_ms();
     c->peer = p;
     c->state = C_PENDING;
     if (p->qtail) p->qtail->next = c;
@@ -690,15 +723,10 @@ void cor_client_stop(void)
     g.running = false;
     for (peer_t *p = g.peers, *nx; p; p = nx) {
         nx = p->next;
-        if (p->fd >= 0) close(p->fd);
-        p->fd = -1;
         for (int i = 0; i < p->n_slots; i++)
             if (p->slots[i].call) complete(p->slots[i].call, COR_E_LOST, "the broker is stopping");
         fail_queue(p, COR_E_LOST, "the broker is stopping");
-        sb_release(&p->in);
-        free(p->out);
-        free(p->slots);
-        free(p);
+        peer_free(p);
     }
     g.peers = NULL;
     pthread_mutex_unlock(&g.lock);

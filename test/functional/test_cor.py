@@ -438,11 +438,60 @@ def test_cor_flow_control_errors(broker_factory, slow, case):
     assert Client(b).get("/version").status_code == 200
 
 
+def strict_broker(broker_factory):
+    return broker_factory("--brokerAlias", "cor-strict", "--corPort", str(COR_PORTS["strict"]),
+                          "--headerTimeout", "1", "--bodyTimeout", "1", "--requestTimeout", "1")
+
+
+def cor_stats(c):
+    return Client(c.broker).get("/statistics").json()["distributed"]["cor"]
+
+
+def test_idle_peer_closed_and_reconnected(broker_factory):
+    """The client closes a connection idle for --requestTimeout and makes a new one when needed."""
+    hub = Client(strict_broker(broker_factory), fresh_tenant())
+    src = client(broker_factory, "s1")
+    try:
+        hub.ensure_tenant()
+        eid = uid("Vehicle")
+        src.create(entity(eid, "Vehicle"))
+        register(hub, "s1", src.tenant)
+        assert hub.entity(eid)["id"] == eid
+        made = cor_stats(hub)["connectionsMade"]
+        assert hub.entity(eid)["id"] == eid
+        assert cor_stats(hub)["connectionsMade"] == made          # the same connection
+        time.sleep(1.6)
+        assert hub.entity(eid)["id"] == eid
+        assert cor_stats(hub)["connectionsMade"] == made + 1
+    finally:
+        hub.close()
+        src.close()
+
+
+def test_a_window_of_unanswered_requests_drops_the_connection(broker_factory):
+    """A peer that answers the HELLO and nothing else: once its whole window is
+    taken by requests past their deadline, the connection is dropped and a new one made."""
+    hub = client(broker_factory, "hub")
+    peer = SilentPeer(True)               # its HELLO announces a window of 16
+    try:
+        r = hub.post("/csourceRegistrations", {
+            "type": "ContextSourceRegistration", "information": [{"entities": [{"type": "Vehicle"}]}],
+            "endpoint": "cor://127.0.0.1:%d" % peer.port, "management": {"timeout": 50}})
+        assert r.status_code == 201, r.text
+        made = cor_stats(hub)["connectionsMade"]
+        for _ in range(20):
+            r = hub.get("/entities", params={"type": "Vehicle"})
+            assert r.status_code == 200 and r.headers["NGSILD-Warning"].startswith("199")
+        assert cor_stats(hub)["connectionsMade"] >= made + 2
+    finally:
+        peer.close()
+        hub.close()
+
+
 @pytest.mark.parametrize("case", ["no hello", "frame never completed"])
 def test_cor_slow_peers_are_cut(broker_factory, case):
     """--headerTimeout for the HELLO, --bodyTimeout for a frame begun: a GOAWAY 408, as HTTP answers 408."""
-    b = broker_factory("--brokerAlias", "cor-strict", "--corPort", str(COR_PORTS["strict"]),
-                       "--headerTimeout", "1", "--bodyTimeout", "1")
+    b = strict_broker(broker_factory)
     if case == "no hello":
         s = socket.create_connection(("127.0.0.1", COR_PORTS["strict"]), timeout=10)
         s.sendall(hello()[:5])
