@@ -512,13 +512,16 @@ static void cor_collect(call_t *c)
 /* Runs the calls, at most --forwardFanout at once. */
 static void run(call_t *calls, size_t n)
 {
+    size_t n_http = 0;
     for (size_t i = 0; i < n; i++)
-        if (!calls[i].skipped && cor_is_url(calls[i].url)) cor_send(&calls[i]);
-    CURLM *m = curl_multi_init();
+        if (calls[i].skipped) continue;
+        else if (cor_is_url(calls[i].url)) cor_send(&calls[i]);
+        else n_http++;
+    CURLM *m = n_http ? curl_multi_init() : NULL;
     if (!m) {
         for (size_t i = 0; i < n; i++)
             if (calls[i].cor) cor_collect(&calls[i]);
-            else calls[i].rc = CURLE_FAILED_INIT;
+            else if (!calls[i].skipped) calls[i].rc = CURLE_FAILED_INIT;
         return;
     }
     size_t fan = cr_config.forward_fanout > 0 ? (size_t)cr_config.forward_fanout : 1, next = 0, active = 0;
