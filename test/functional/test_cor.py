@@ -201,6 +201,27 @@ def test_remote_context_downloaded_by_the_source_over_cor(trio, ctxserver):
     assert ctxserver.count(url) == 2          # the hub and the source each downloaded it once
 
 
+def test_4_20_query_batch_only_source_over_cor(trio):
+    """operations [queryBatch]: queries and retrieves go as POST /entityOperations/query (operation 3, a body)."""
+    hub, s1, _ = trio
+    eid = uid("Vehicle")
+    s1.create(entity(eid, "Vehicle", speed=prop(3)))
+    register(hub, "s1", s1.tenant, operations=["queryBatch"])
+    assert ids(hub.get("/entities", params={"type": "Vehicle", "id": eid})) == [eid]
+    assert hub.entity(eid)["speed"]["value"] == 3
+    assert_problem(hub.get("/entities/" + uid("Vehicle")), 404, "ResourceNotFound")
+
+
+def test_ids_with_reserved_characters_over_cor(trio):
+    """The target of a retrieve is the id itself: "/", "?", "&", "%" survive the trip."""
+    hub, s1, _ = trio
+    eid = "urn:ngsi-ld:Vehicle:a/b?c=1&d%2F" + uid("X").rsplit(":", 1)[1]
+    s1.create(entity(eid, "Vehicle", speed=prop(8)))
+    register(hub, "s1", s1.tenant)
+    assert hub.entity(eid)["speed"]["value"] == 8
+    assert ids(hub.get("/entities", params={"type": "Vehicle", "id": eid})) == [eid]
+
+
 def test_6_3_18_brokers_registered_to_each_other_over_cor(trio):
     hub, s1, _ = trio
     a, b = uid("Vehicle"), uid("Vehicle")
