@@ -94,6 +94,12 @@ struct peer {
     int         n_slots;
     uint32_t    next_id;
     int64_t     last_used;          /* mono ms of the last call submitted or answered */
+    struct sockaddr_storage addr;   /* resolved (peer_resolve) */
+    socklen_t   addrlen;
+    bool        have_addr;
+    char        resolve_err[200];
+    int         down_err;           /* why the last connection could not be made (calls in the backoff) */
+    char        down_why[200];
     peer_t     *next;
 };
 
@@ -181,6 +187,9 @@ static void peer_down(peer_t *p, int err, const char *why, bool failed_connect)
     int64_t now = mono_ms();
     if (failed_connect || p->state != P_UP) {
         fail_queue(p, COR_E_CONNECT, why);
+        p->down_err = COR_E_CONNECT;
+        snprintf(p->down_why, sizeof p->down_why, "%s (not tried again yet: backoff)", why);
+        p->have_addr = false;         /* resolved again by the next call */
         p->next_try = now + p->backoff;
         p->backoff = p->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : p->backoff * 2;
     } else {
@@ -219,26 +228,49 @@ static void peer_write(peer_t *p, const char *b, size_t n)
     p->out_len += n;
 }
 
+/* The peer's address, resolved by the thread that submits a call (never
+ * the I/O thread: a slow name server would stall every peer); kept while
+ * connections to it succeed, resolved again after a failed one. */
+static void peer_resolve(const char *host, int port)
+{
+    char            ps[16], err[200] = "";
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &res);
+    if (rc != 0) snprintf(err, sizeof err, "cannot resolve %.120s: %s", host, gai_strerror(rc));
+    pthread_mutex_lock(&g.lock);
+    for (peer_t *p = g.peers; p; p = p->next)       /* looked up again: the lock was let go */
+        if (p->port == port && !strcasecmp(p->host, host) && !p->have_addr) {
+            if (res && res->ai_addrlen <= sizeof p->addr) {
+                memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
+                p->addrlen = res->ai_addrlen;
+                p->have_addr = true;
+            } else
+                snprintf(p->resolve_err, sizeof p->resolve_err, "%s", *err ? err : "no usable address");
+            break;
+        }
+    pthread_mutex_unlock(&g.lock);
+    if (res) freeaddrinfo(res);
+}
+
 static void peer_connect(peer_t *p)
 {
-    char             port[16], why[320];
-    struct addrinfo  hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    snprintf(port, sizeof port, "%d", p->port);
-    int rc = getaddrinfo(p->host, port, &hints, &res);
-    if (rc != 0) {
-        snprintf(why, sizeof why, "cannot resolve %s: %s", p->host, gai_strerror(rc));
-        peer_down(p, COR_E_CONNECT, why, true);
+    char why[320];
+    if (!p->have_addr) {
+        peer_down(p, COR_E_CONNECT, *p->resolve_err ? p->resolve_err : "the address is not resolved", true);
+        p->resolve_err[0] = '\0';
         return;
     }
-    if (!egress_check_host(p->host, res->ai_addr, why, sizeof why)) {
-        freeaddrinfo(res);
+    if (!egress_check_host(p->host, (struct sockaddr *)&p->addr, why, sizeof why)) {
         fail_queue(p, COR_E_REFUSED, "refused by the egress policy");
+        p->down_err = COR_E_REFUSED;
+        snprintf(p->down_why, sizeof p->down_why, "refused by the egress policy");
         p->next_try = mono_ms() + BACKOFF_MAX_MS;
+        p->have_addr = false;
         return;
     }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        freeaddrinfo(res);
         snprintf(why, sizeof why, "socket: %s", strerror(errno));
         peer_down(p, COR_E_CONNECT, why, true);
         return;
@@ -246,8 +278,7 @@ static void peer_connect(peer_t *p)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    rc = connect(fd, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
+    int rc = connect(fd, (struct sockaddr *)&p->addr, p->addrlen);
     p->fd = fd;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP, .data.ptr = p};
     if ((rc != 0 && errno != EINPROGRESS) || epoll_ctl(g.ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -466,7 +497,7 @@ static int tick(void)
             peer_down(p, COR_E_CONNECT, "no handshake from the peer", true);
         if (p->state == P_DOWN && p->qhead) {
             if (now >= p->next_try) peer_connect(p);
-            else fail_queue(p, COR_E_CONNECT, "not reconnected yet after a failure (backoff)");
+            else fail_queue(p, p->down_err ? p->down_err : COR_E_CONNECT, p->down_why);
         }
         if (p->state == P_UP) peer_pump(p);
     }
@@ -636,6 +667,17 @@ cor_call_t *cor_submit(const char *method, const char *url, const char *const *h
         return c;
     }
     peer_t *p = peer_get(host, port);
+    if (!p->have_addr && p->state == P_DOWN && mono_ms() >= p->next_try) {
+        pthread_mutex_unlock(&g.lock);
+        peer_resolve(host, port);
+        pthread_mutex_lock(&g.lock);
+        if (g.stop || !g.running) {
+            complete(c, COR_E_LOST, "the broker is stopping");
+            pthread_mutex_unlock(&g.lock);
+            return c;
+        }
+        p = peer_get(host, port);     /* the same, or made anew if the idle reaper took it meanwhile */
+    }
     p->last_used = mono_ms();
     c->peer = p;
     c->state = C_PENDING;

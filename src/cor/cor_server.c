@@ -200,7 +200,9 @@ static void send_goaway(sconn_t *c, const problem_t *p)
 
 static void protocol_error(sconn_t *c, const problem_t *p)
 {
-    LOG_W("cor: closing the connection from %s: %s", *c->peer ? c->peer : "a peer before its HELLO", p->detail);
+    /* at debug, as libmicrohttpd's own complaints: a client can cause any
+     * number of them (/statistics counts them: distributed.cor.protocolErrors) */
+    LOG_D("cor: closing the connection from %s: %s", *c->peer ? c->peer : "a peer before its HELLO", p->detail);
     cor_stat_add(CS_SRV_ERR, 1);
     send_goaway(c, p);
     pthread_mutex_lock(&c->lock);

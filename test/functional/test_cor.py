@@ -339,6 +339,30 @@ def test_6_3_17_source_that_never_answers_times_out_over_cor(broker_factory, ans
         hub.close()
 
 
+@pytest.mark.parametrize("endpoint,flags", [
+    ("cor://no-such-host.invalid:1234", ()),                     # no address
+    ("cor://127.0.0.1:%d" % free_port(), ()),                      # nobody listens
+    ("cor://127.0.0.1:1", ("--egressDeny", "127.0.0.1/32")),       # the egress policy refuses it
+])
+def test_unreachable_cor_sources_warn(broker_factory, endpoint, flags):
+    hub = Client(broker_factory("--brokerAlias", "cor-unreachable", *flags), fresh_tenant())
+    try:
+        a = uid("Vehicle")
+        hub.create(entity(a, "Vehicle"))
+        r = hub.post("/csourceRegistrations", {
+            "type": "ContextSourceRegistration", "information": [{"entities": [{"type": "Vehicle"}]}],
+            "endpoint": endpoint})
+        assert r.status_code == 201, r.text
+        for _ in range(2):              # the second one is in the backoff: refused at once as well
+            t = time.time()
+            r = hub.get("/entities", params={"type": "Vehicle"})
+            assert ids(r) == [a] and time.time() - t < 3
+            code = "299" if flags else "199"
+            assert r.headers["NGSILD-Warning"].startswith(code), r.headers["NGSILD-Warning"]
+    finally:
+        hub.close()
+
+
 # ---------------------------------------------------------------- the listener: frames in, frames out
 
 def test_cor_requests_answered_out_of_order(broker_factory):
