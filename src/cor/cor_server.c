@@ -147,10 +147,19 @@ static bool out_flush(sconn_t *c)
     return true;
 }
 
+/* Answers a peer has not read past this are not kept: its connection is cut. */
+#define COR_OUT_MAX ((size_t)256 << 20)
+
 /* From any thread: the frame goes out now or after those queued. */
 static void conn_send(sconn_t *c, const char *p, size_t n, bool last)
 {
     pthread_mutex_lock(&c->lock);
+    if (!c->closing && c->out_len + n > COR_OUT_MAX) {
+        LOG_D("cor: %s reads nothing of %zu bytes of answers: cut", *c->peer ? c->peer : "a peer", c->out_len);
+        c->closing = true;            /* the listener sees the hang-up and closes it */
+        c->out_len = c->out_off = 0;
+        shutdown(c->fd, SHUT_RDWR);
+    }
     if (!c->closing) {
         out_append(c, p, n);
         if (!out_flush(c)) c->out_off = c->out_len = 0;
@@ -208,7 +217,8 @@ static void protocol_error(sconn_t *c, const problem_t *p)
     pthread_mutex_lock(&c->lock);
     bool flushed = c->out_len == 0;
     pthread_mutex_unlock(&c->lock);
-    if (flushed) conn_close(c);    /* else on EPOLLOUT once the GOAWAY is out */
+    if (flushed) conn_close(c);    /* else on EPOLLOUT once the GOAWAY is out, or at the deadline */
+    else c->deadline = mono_ms() + (cr_config.body_timeout > 0 ? cr_config.body_timeout : 10) * 1000;
 }
 
 /* ------------------------------------------------------------ frames in */
@@ -342,7 +352,11 @@ static void reap(void)
         pthread_mutex_lock(&c->lock);
         bool closing = c->closing;
         pthread_mutex_unlock(&c->lock);
-        if (closing || !c->deadline || now < c->deadline) continue;
+        if (!c->deadline || now < c->deadline) continue;
+        if (closing) {                 /* its GOAWAY never left: the peer reads nothing */
+            conn_close(c);
+            continue;
+        }
         problem_t p = {.kind = PB_HTTP, .status = 408};
         snprintf(p.detail, sizeof p.detail, c->hello ? "cor: a frame not complete within --bodyTimeout (%d s)"
                                                      : "cor: no HELLO within --headerTimeout (%d s)",
@@ -426,8 +440,8 @@ static void *listener_run(void *arg)
                 pthread_mutex_lock(&c->lock);
                 bool closing = c->closing;
                 pthread_mutex_unlock(&c->lock);
-                if (closing) continue;         /* waits for its GOAWAY to leave */
-                on_readable(c);
+                if (!closing) on_readable(c);
+                else if (evs[i].events & (EPOLLHUP | EPOLLERR)) conn_close(c);   /* its GOAWAY cannot leave */
             }
         }
     }
