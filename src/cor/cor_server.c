@@ -536,7 +536,7 @@ static void answer(sconn_t *c, uint32_t id, request_t *r, const problem_t *p, sb
         o.fields[o.n_fields++] = code ? (cor_field_t){code, NULL, 0, h->value, vl}
                                       : (cor_field_t){COR_F_NAMED, h->name, nl > 255 ? 255 : nl, h->value, vl};
     }
-    if (r->out_type || r->out.len) {
+    if ((r->out_type || r->out.len) && r->method != HM_HEAD) {     /* HEAD: the headers of GET, no body */
         o.body = r->out.p;
         o.body_len = r->out.len;
     }

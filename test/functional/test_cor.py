@@ -562,6 +562,10 @@ def test_cor_http_operation_and_bad_target(broker_factory):
     s.sendall(frame(REQUEST, 3, struct.pack(">BBH", 255, 0, 2) + fields([(3, b"GET"), (F_TARGET, b"/ngsi-ld/v1/types")])))
     t, fid, status, fl, body = read_frame(s)
     assert (t, fid, status) == (RESPONSE, 3, 200) and body.startswith(b"{")
+    # HEAD: the answer of GET without its body
+    s.sendall(frame(REQUEST, 6, struct.pack(">BBH", 255, 0, 2) + fields([(3, b"HEAD"), (F_TARGET, b"/ngsi-ld/v1/types")])))
+    t, fid, status, fl, body = read_frame(s)
+    assert (t, fid, status, body) == (RESPONSE, 6, 200, b"") and fl[F_CONTENT_TYPE] == b"application/json"
     # a retrieve without its target is a 400 answer, not a protocol error
     s.sendall(request(4, OP_RETRIEVE, []))
     t, fid, status, fl, body = read_frame(s)
