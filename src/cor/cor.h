@@ -168,6 +168,16 @@ typedef struct cor_stats {
 } cor_stats_t;
 void cor_get_stats(cor_stats_t *st);
 
+/* internal: the output queue of a connection (cor_io.c) */
+typedef struct cor_outq {
+    char  *p;
+    size_t len, off, cap;       /* bytes [off, len) wait to be sent */
+} cor_outq_t;
+void cor_outq_add(cor_outq_t *q, const char *b, size_t n);
+/* Sends what the socket takes now; false when it failed. */
+bool cor_outq_flush(cor_outq_t *q, int fd);
+void cor_outq_free(cor_outq_t *q);
+
 /* internal: the parts' start and stop (cor_start calls them) */
 bool cor_server_start(const http_route_t *routes, size_t n_routes, const char *alias, problem_t *p);
 void cor_server_stop(void);

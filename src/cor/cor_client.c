@@ -83,8 +83,7 @@ struct peer {
     int64_t     hello_deadline;
     int         backoff;
     sbuf_t      in;                 /* malloc */
-    char       *out;
-    size_t      out_len, out_off, out_cap;
+    cor_outq_t  out;
     bool        watching_out;
     uint16_t    window;
     uint32_t    max_frame;
@@ -182,7 +181,7 @@ static void peer_down(peer_t *p, int err, const char *why, bool failed_connect)
         if (p->slots[i].call) complete(p->slots[i].call, err, "%s", why);
     p->n_slots = 0;
     p->in.len = 0;
-    p->out_len = p->out_off = 0;
+    p->out.len = p->out.off = 0;
     p->watching_out = false;
     int64_t now = mono_ms();
     if (failed_connect || p->state != P_UP) {
@@ -201,31 +200,10 @@ static void peer_down(peer_t *p, int err, const char *why, bool failed_connect)
 
 static bool peer_flush(peer_t *p)
 {
-    while (p->out_off < p->out_len) {
-        ssize_t k = send(p->fd, p->out + p->out_off, p->out_len - p->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            return false;
-        }
-        p->out_off += (size_t)k;
-    }
-    if (p->out_off == p->out_len) p->out_off = p->out_len = 0;
-    bool pending = p->out_len > 0;
+    if (!cor_outq_flush(&p->out, p->fd)) return false;
+    bool pending = p->out.len > 0;
     if (pending != p->watching_out) peer_watch(p, pending);
     return true;
-}
-
-static void peer_write(peer_t *p, const char *b, size_t n)
-{
-    if (p->out_len + n > p->out_cap) {
-        size_t cap = p->out_cap ? p->out_cap : 16384;
-        while (cap < p->out_len + n) cap *= 2;
-        p->out = cr_xrealloc(p->out, cap);
-        p->out_cap = cap;
-    }
-    memcpy(p->out + p->out_len, b, n);
-    p->out_len += n;
 }
 
 /* The peer's address, resolved by the thread that submits a call (never
@@ -311,9 +289,9 @@ static void peer_pump(peer_t *p)
         c->frame[11] = (char)(id & 0xff);
         p->slots[p->n_slots++] = (slot_t){id, c};
         c->state = C_SENT;
-        peer_write(p, c->frame, c->frame_len);
+        cor_outq_add(&p->out, c->frame, c->frame_len);
     }
-    if (p->out_len && p->fd >= 0 && !peer_flush(p)) peer_down(p, COR_E_LOST, "the connection failed while sending", false);
+    if (p->out.len && p->fd >= 0 && !peer_flush(p)) peer_down(p, COR_E_LOST, "the connection failed while sending", false);
 }
 
 static void on_frame(peer_t *p, const uint8_t *b, size_t n)
@@ -429,7 +407,7 @@ static void on_event(peer_t *p, uint32_t ev)
                          .max_frame = (uint32_t)COR_CLIENT_MAX_FRAME, .alias = g.alias, .alias_len = strlen(g.alias)};
         sb_init(&sb, NULL, 128);
         cor_frame_encode(&sb, &h);
-        peer_write(p, sb.p, sb.len);
+        cor_outq_add(&p->out, sb.p, sb.len);
         sb_release(&sb);
         p->state = P_HELLO;
         if (!peer_flush(p)) peer_down(p, COR_E_CONNECT, "the connection failed during the handshake", true);
@@ -449,7 +427,7 @@ static void peer_free(peer_t *p)
         close(p->fd);
     }
     sb_release(&p->in);
-    free(p->out);
+    cor_outq_free(&p->out);
     free(p->slots);
     free(p);
 }
@@ -685,7 +663,7 @@ cor_call_t *cor_submit(const char *method, const char *url, const char *const *h
     else p->qhead = c;
     p->qtail = c;
     bool sent_here = false;
-    if (p->state == P_UP && p->qhead == c && p->n_slots < p->window && !p->out_len) {
+    if (p->state == P_UP && p->qhead == c && p->n_slots < p->window && !p->out.len) {
         peer_pump(p);          /* straight to the socket */
         sent_here = true;
     }

@@ -53,8 +53,7 @@ typedef struct sconn {
     struct sconn   *prev, *next;
     /* under lock */
     pthread_mutex_t lock;
-    char           *out;            /* bytes to send (malloc) */
-    size_t          out_len, out_off, out_cap;
+    cor_outq_t      out;            /* bytes to send */
     bool            closing;        /* no more answers; closed when out is flushed */
     bool            watching_out;   /* EPOLLOUT armed */
     uint32_t        ids[COR_WINDOW];
@@ -105,7 +104,7 @@ static void conn_unref(sconn_t *c)
     if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL)) return;
     close(c->fd);
     sb_release(&c->in);
-    free(c->out);
+    cor_outq_free(&c->out);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -118,35 +117,6 @@ static void watch(sconn_t *c, bool out)
     c->watching_out = out;
 }
 
-/* Queues bytes after those waiting; under c->lock. */
-static void out_append(sconn_t *c, const char *p, size_t n)
-{
-    if (c->out_len + n > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 16384;
-        while (cap < c->out_len + n) cap *= 2;
-        c->out = cr_xrealloc(c->out, cap);
-        c->out_cap = cap;
-    }
-    memcpy(c->out + c->out_len, p, n);
-    c->out_len += n;
-}
-
-/* Sends what is queued; under c->lock. false: the socket failed. */
-static bool out_flush(sconn_t *c)
-{
-    while (c->out_off < c->out_len) {
-        ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            return false;
-        }
-        c->out_off += (size_t)k;
-    }
-    if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
-    return true;
-}
-
 /* Answers a peer has not read past this are not kept: its connection is cut. */
 #define COR_OUT_MAX ((size_t)256 << 20)
 
@@ -154,17 +124,17 @@ static bool out_flush(sconn_t *c)
 static void conn_send(sconn_t *c, const char *p, size_t n, bool last)
 {
     pthread_mutex_lock(&c->lock);
-    if (!c->closing && c->out_len + n > COR_OUT_MAX) {
-        LOG_D("cor: %s reads nothing of %zu bytes of answers: cut", *c->peer ? c->peer : "a peer", c->out_len);
+    if (!c->closing && c->out.len + n > COR_OUT_MAX) {
+        LOG_D("cor: %s reads nothing of %zu bytes of answers: cut", *c->peer ? c->peer : "a peer", c->out.len);
         c->closing = true;            /* the listener sees the hang-up and closes it */
-        c->out_len = c->out_off = 0;
+        c->out.len = c->out.off = 0;
         shutdown(c->fd, SHUT_RDWR);
     }
     if (!c->closing) {
-        out_append(c, p, n);
-        if (!out_flush(c)) c->out_off = c->out_len = 0;
+        cor_outq_add(&c->out, p, n);
+        if (!cor_outq_flush(&c->out, c->fd)) c->out.off = c->out.len = 0;
         if (last) c->closing = true;
-        bool pending = c->out_len > 0;
+        bool pending = c->out.len > 0;
         if (pending != c->watching_out || last) watch(c, pending);
     }
     pthread_mutex_unlock(&c->lock);
@@ -215,7 +185,7 @@ static void protocol_error(sconn_t *c, const problem_t *p)
     cor_stat_add(CS_SRV_ERR, 1);
     send_goaway(c, p);
     pthread_mutex_lock(&c->lock);
-    bool flushed = c->out_len == 0;
+    bool flushed = c->out.len == 0;
     pthread_mutex_unlock(&c->lock);
     if (flushed) conn_close(c);    /* else on EPOLLOUT once the GOAWAY is out, or at the deadline */
     else c->deadline = mono_ms() + (cr_config.body_timeout > 0 ? cr_config.body_timeout : 10) * 1000;
@@ -428,7 +398,7 @@ static void *listener_run(void *arg)
             sconn_t *c = d;
             if (evs[i].events & EPOLLOUT) {
                 pthread_mutex_lock(&c->lock);
-                bool ok = out_flush(c), done = c->out_len == 0, closing = c->closing;
+                bool ok = cor_outq_flush(&c->out, c->fd), done = c->out.len == 0, closing = c->closing;
                 if (ok && done) watch(c, false);
                 pthread_mutex_unlock(&c->lock);
                 if (!ok || (done && closing)) {
@@ -619,6 +589,17 @@ static void *worker_run(void *arg)
 
 /* ------------------------------------------------------------ start/stop */
 
+static void workers_stop(void)
+{
+    pthread_mutex_lock(&g.qlock);
+    g.qstop = true;
+    pthread_cond_broadcast(&g.qcond);
+    pthread_mutex_unlock(&g.qlock);
+    for (int i = 0; i < g.n_workers; i++) pthread_join(g.workers[i], NULL);
+    free(g.workers);
+    g.workers = NULL;
+}
+
 bool cor_server_start(const http_route_t *routes, size_t n_routes, const char *alias, problem_t *p)
 {
     snprintf(g.alias, sizeof g.alias, "%s", alias ? alias : "");
@@ -666,13 +647,7 @@ bool cor_server_start(const http_route_t *routes, size_t n_routes, const char *a
           g.n_workers, COR_WINDOW);
     return true;
 fail_threads:
-    pthread_mutex_lock(&g.qlock);
-    g.qstop = true;
-    pthread_cond_broadcast(&g.qcond);
-    pthread_mutex_unlock(&g.qlock);
-    for (int i = 0; i < g.n_workers; i++) pthread_join(g.workers[i], NULL);
-    free(g.workers);
-    g.workers = NULL;
+    workers_stop();
 fail:
     if (g.lfd >= 0) close(g.lfd);
     if (g.ep >= 0) close(g.ep);
@@ -691,13 +666,7 @@ void cor_server_stop(void)
     uint64_t one = 1;
     if (write(g.evfd, &one, sizeof one) < 0) LOG_W("cor: cannot wake the listener: %s", strerror(errno));
     pthread_join(g.listener, NULL);
-    pthread_mutex_lock(&g.qlock);
-    g.qstop = true;
-    pthread_cond_broadcast(&g.qcond);
-    pthread_mutex_unlock(&g.qlock);
-    for (int i = 0; i < g.n_workers; i++) pthread_join(g.workers[i], NULL);
-    free(g.workers);
-    g.workers = NULL;
+    workers_stop();
     for (job_t *j = g.qhead, *nx; j; j = nx) {      /* never run: their connections are closed */
         nx = j->next;
         conn_unref(j->c);

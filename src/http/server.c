@@ -885,6 +885,17 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
 
 static void route_and_run(const router_t *router, request_t *r, const char *body, size_t body_len);
 
+/* A deferred request runs again: a clean slate for the answer. */
+static void clear_answer(request_t *r)
+{
+    r->status = 0;
+    r->out_type = NULL;
+    sb_clear(&r->out);
+    r->n_out_headers = 0;
+    r->params_used = 0;
+    r->npath = 0;
+}
+
 static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
 {
     request_t *r = &cn->req;
@@ -1043,14 +1054,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         reply_problem(r, &p);
     }
     for (;;) {
-        if (cn->rerun) {              /* a deferred request: a clean slate for the answer */
-            r->status = 0;
-            r->out_type = NULL;
-            sb_clear(&r->out);
-            r->n_out_headers = 0;
-            r->params_used = 0;
-            r->npath = 0;
-        }
+        if (cn->rerun) clear_answer(r);
         dispatch(srv, cn, c);
         cn->rerun = true;
         bool again;
@@ -1261,14 +1265,7 @@ void http_exec(const http_exec_t *ex, request_t *r, char *query, const http_head
         return;
     }
     for (bool rerun = false;; rerun = true) {
-        if (rerun) {
-            r->status = 0;
-            r->out_type = NULL;
-            sb_clear(&r->out);
-            r->n_out_headers = 0;
-            r->params_used = 0;
-            r->npath = 0;
-        }
+        if (rerun) clear_answer(r);
         route_and_run(ex->router, r, x->body, x->body_len);
         pthread_mutex_lock(&x->lock);
         while (x->dstate == DS_ARMED) pthread_cond_wait(&x->cond, &x->lock);
