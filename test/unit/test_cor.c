@@ -201,10 +201,41 @@ static void operations(void **state)
     assert_int_equal(cor_field_code("X-Other", 7), COR_F_NAMED);
 }
 
+/* The client's URLs: cor://host:port with an optional path; anything else
+ * is refused before any connection. A call on a client not started is
+ * answered at once (COR_E_LOST), never left waiting. */
+static void client_urls(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"http://h:1/x", "cor://h", "cor://h:0", "cor://h:65536", "cor://:5",
+                                      "cor://h:5x", "cor://[::1/x", NULL};
+    problem_t p;
+    for (size_t i = 0; bad[i]; i++) {
+        memset(&p, 0, sizeof p);
+        assert_null(cor_submit("GET", bad[i], NULL, 0, NULL, 0, 100, &p));
+        assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    }
+    assert_true(cor_is_url("COR://h:1"));
+    assert_false(cor_is_url("corx://h:1"));
+    static const char *const good[] = {"cor://127.0.0.1:9/ngsi-ld/v1/entities?type=A", "cor://[::1]:9", "cor://h:9/base/"};
+    const char *hdr[] = {"Link: <x>", "X-A: b", "NGSILD-Tenant: t"};
+    for (size_t i = 0; i < CR_ARRAY_LEN(good); i++) {
+        cor_call_t *c = cor_submit("GET", good[i], hdr, 3, NULL, 0, 100, &p);
+        assert_non_null(c);
+        int         status;
+        const char *body, *why;
+        size_t      len;
+        assert_int_equal(cor_wait(c, &status, &body, &len, &why), COR_E_LOST);
+        assert_non_null(strstr(why, "stopping"));
+        assert_null(cor_header(c, "Link", &len));
+        cor_release(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(hello_round_trip_and_layout), cmocka_unit_test(request_round_trip),
                                        cmocka_unit_test(response_and_goaway), cmocka_unit_test(sizes),
-                                       cmocka_unit_test(operations)};
+                                       cmocka_unit_test(operations), cmocka_unit_test(client_urls)};
     return cmocka_run_group_tests_name("cor", tests, NULL, NULL);
 }
