@@ -20,8 +20,12 @@
  *    when management.localOnly, and Via: the request's Via plus
  *    "1.1 <alias>" (--brokerAlias, default host name:port);
  *  - has the registration's management.timeout, else --forwardTimeout; at
- *    most --forwardFanout of one operation are in flight at once; a
- *    registration in management.cooldown after a failure is not tried;
+ *    most --forwardFanout of one operation are in flight at once over HTTP
+ *    (over cor://, the peer connection's window bounds them: they hold no
+ *    connection of their own); a registration in management.cooldown after
+ *    a failure is not tried;
+ *  - goes over cor:// (cor/, doc/cor-protocol.md) when the endpoint is
+ *    cor://host:port: the same request, in parallel with the HTTP ones;
  *  - counts in the registration's timesSent/timesFailed/lastSuccess/
  *    lastFailure/status.
  * Registrations whose contextSourceAlias is named in the request's Via are
