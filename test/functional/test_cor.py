@@ -5,6 +5,7 @@ a peer that dies and comes back, a peer that never answers, and garbage on
 the --corPort listener. The frames of the raw tests are written by a small
 codec here, from the document (a second implementation of its layout)."""
 
+import concurrent.futures
 import socket
 import struct
 import threading
@@ -154,6 +155,36 @@ def test_5_7_2_query_hub_and_two_sources_over_cor(trio):
     st = hub.get("/statistics").json()["distributed"]["cor"]
     assert st["requestsSent"] >= 6 and st["connectionsMade"] >= 2
     assert Client(s1.broker).get("/statistics").json()["distributed"]["cor"]["requestsServed"] >= 3
+
+
+def test_many_queries_in_flight_share_one_connection_per_peer(trio):
+    """Concurrent forwards are multiplexed: every answer complete and right, no new connection."""
+    hub, s1, s2 = trio
+    mine = {}
+    for src, n in ((s1, 5), (s2, 7)):
+        for _ in range(n):
+            eid = uid("Vehicle")
+            src.create(entity(eid, "Vehicle", speed=prop(n)))
+            mine[eid] = n
+    register(hub, "s1", s1.tenant)
+    register(hub, "s2", s2.tenant)
+    assert ids(hub.get("/entities", params={"type": "Vehicle", "limit": 100})) == sorted(mine)
+    made = cor_stats(hub)["connectionsMade"]
+
+    def one(i):
+        c = Client(hub.broker, hub.tenant)
+        try:
+            if i % 2:
+                r = c.get("/entities", params={"type": "Vehicle", "limit": 100})
+                return sorted(e["id"] for e in r.json()) == sorted(mine) and "NGSILD-Warning" not in r.headers
+            eid = list(mine)[i % len(mine)]
+            return c.entity(eid)["speed"]["value"] == mine[eid]
+        finally:
+            c.close()
+
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        assert all(ex.map(one, range(120)))
+    assert cor_stats(hub)["connectionsMade"] == made
 
 
 def test_5_7_1_retrieve_merged_and_404_over_cor(trio):
