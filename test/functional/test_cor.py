@@ -202,6 +202,24 @@ def test_5_7_1_retrieve_merged_and_404_over_cor(trio):
     assert "NGSILD-Warning" not in r.headers       # 404 from a source is not a failure
 
 
+def test_4_3_6_2_local_data_over_an_auxiliary_source_over_cor(trio):
+    hub, s1, _ = trio
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", speed=prop(1, observedAt="2020-01-01T00:00:00Z")))
+    s1.create(entity(eid, "Vehicle", speed=prop(2, observedAt="2021-01-01T00:00:00Z"), brand=prop("aux")))
+    register(hub, "s1", s1.tenant, mode="auxiliary", operations=["retrieveOps"])
+    e = hub.entity(eid)
+    assert e["speed"]["value"] == 1 and e["brand"]["value"] == "aux"
+
+
+def test_6_3_17_loop_with_a_redirect_registration_is_508_over_cor(trio):
+    hub, s1, _ = trio
+    register(hub, "s1", s1.tenant, mode="redirect")
+    r = hub.get("/entities", params={"type": "Vehicle"}, headers={"Via": "1.1 somebody, 1.1 cor-hub"})
+    assert r.status_code == 508, r.text
+    assert hub.get("/entities", params={"type": "Vehicle"}).status_code == 200
+
+
 def test_4_3_6_registered_attributes_and_tenant_over_cor(trio):
     hub, s1, _ = trio
     eid = uid("Vehicle")
