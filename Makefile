@@ -16,7 +16,8 @@
 #   make install_pgo  build/pgo/coraine -> /usr/local/bin, its tune.env -> /opt/coraine/etc
 #   make tune WORKLOAD=file.json  the build and settings for one workload (doc/tuning.md)
 #   make tune-smoke the same on test/perf/tune/workload.example.json, a few seconds per step
-#   make pgo-bench  the PGO build against plain -O2, alternated (test/perf/pgo_bench.sh)
+#   make tune-compare WORKLOAD=f  out of the box / tuned profile / tuned, 3 runs (doc/tuning.md's input)
+#   make pgo-bench  the PGO builds against plain -O2, alternated (test/perf/pgo_bench.py)
 
 VARIANT ?= release
 BUILD   := build/$(VARIANT)
@@ -83,7 +84,7 @@ UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 
 .PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools crash faultshim \
-        pgo pgo-nolto install_pgo tune tune-smoke pgo-bench
+        pgo pgo-nolto install_pgo tune tune-smoke tune-compare pgo-bench
 all: $(BUILD)/coraine tools
 
 # ---- tools/: the notification receiver (tests and benchmarks use it)
@@ -214,6 +215,17 @@ tune-smoke:
 	TUNE_REPEATS=1 TUNE_TRAIN_DURATION=2 TUNE_DURATION=2 TUNE_WARMUP=1 PGO_TRAIN_DURATION=1 \
 	    $(MAKE) tune WORKLOAD=test/perf/tune/workload.example.json TUNE_RESULT=build/tune-smoke-result.json
 	python3 test/perf/tune/tuneResult.py --validate build/tune-smoke-result.json
+
+# What make tune is worth on WORKLOAD (doc/tuning.md): make pgo's build kept as
+# build/pgo-general, make tune's in build/pgo, then tuneCompare.py's three ways.
+TUNE_NAME = $(basename $(notdir $(WORKLOAD)))
+tune-compare:
+	@test -n "$(WORKLOAD)" || { echo "tune-compare: WORKLOAD=file.json is required"; exit 2; }
+	$(MAKE) pgo
+	install -D -m 0755 build/pgo/coraine build/pgo-general/coraine
+	$(MAKE) tune WORKLOAD=$(WORKLOAD) TUNE_RESULT=build/perf/tune_$(TUNE_NAME)-result.json
+	python3 test/perf/tune/tuneCompare.py $(WORKLOAD) --general build/pgo-general/coraine \
+	    --tuned build/pgo/coraine --result build/perf/tune_$(TUNE_NAME)-result.json
 
 # the same profile without -flto (build/pgo-nolto): what LTO adds, for pgo-bench
 pgo-nolto:

@@ -16,9 +16,7 @@ import argparse
 import csv
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import urllib.request
 
@@ -91,11 +89,14 @@ def main():
         w = csv.DictWriter(f, fieldnames=["build", "shape", "run", "rps", "non2xx", "p99us"])
         w.writeheader()
         w.writerows(rows)
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    print("commit %s, %s, %d cores, load average %.2f at the end; `%s`" %
-          (commit, platform.processor() or platform.machine(), os.cpu_count(), os.getloadavg()[0],
-           "python3 test/perf/pgo_bench.py " + " ".join(sys.argv[1:])))
+    sys.path.insert(0, os.path.join(ROOT, "test", "perf", "tune"))
+    import tuneRun
+    meta = dict(tuneRun.about(), command="python3 test/perf/pgo_bench.py " + " ".join(sys.argv[1:]),
+                runs=a.runs, durationSeconds=a.duration, builds={build_name(b): info.get(b, {}) for b in bins})
+    with open(a.csv + ".meta.json", "w") as f:
+        json.dump(meta, f, indent=1)
+    print("commit %s, %s, load average %.2f at the end; `%s`" %
+          (meta["commit"], meta["machine"], meta["loadAverageAtEnd"], meta["command"]))
     print()
     names = [build_name(b) for b in bins]
     for b in bins:

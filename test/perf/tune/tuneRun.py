@@ -257,6 +257,23 @@ def run(gendir, binary, duration, warmup, preload, flags):
     return res
 
 
+def about():
+    """Where figures come from (each generated table names them): commit, machine, time, load."""
+    import platform
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"commit": commit or "unknown",
+            "machine": "%s, %d cores%s" % (platform.machine(), os.cpu_count(), ", " + model if model else ""),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "loadAverageAtEnd": round(os.getloadavg()[0], 2)}
+
+
 def warn_busy():
     """Other processes that took more than 20 % of a core over one second (a browser, a build...)."""
     def sample():
