@@ -221,3 +221,22 @@ def test_version_reports_the_build_and_the_allocator(tmp_path):
         assert v["allocator"] == "glibc" and "libc" in v["allocatorLibrary"]
     finally:
         stop(p)
+
+
+# ---- docker/Dockerfile (no Docker engine here: what can be checked without one) ------
+
+def test_the_image_installs_every_library_the_broker_links():
+    """Each NEEDED library of the broker comes from a package the runtime stage installs
+    (or the base image's C library)."""
+    with open(os.path.join(REPO, "docker", "Dockerfile")) as f:
+        runtime = f.read().split("FROM debian:bookworm-slim\n", 1)[1]
+    needed = [l.split()[1] for l in subprocess.run(["objdump", "-p", binary_path()], capture_output=True,
+                                                   text=True).stdout.splitlines() if l.strip().startswith("NEEDED")]
+    assert needed
+    for so in needed:
+        if so.startswith(("libc.so", "libm.so", "libpthread", "libdl", "libasan", "libubsan", "libtsan",
+                          "libgcc_s", "libstdc++")):
+            continue
+        r = subprocess.run(["dpkg", "-S", "*/" + so], capture_output=True, text=True)
+        pkgs = {l.split(":")[0] for l in r.stdout.splitlines()}
+        assert pkgs and any(p in runtime.split() for p in pkgs), "%s (%s) not installed by the image" % (so, pkgs)
