@@ -18,6 +18,7 @@
 #   make tune-smoke the same on test/perf/tune/workload.example.json, a few seconds per step
 #   make tune-compare WORKLOAD=f  out of the box / tuned profile / tuned, 3 runs (doc/tuning.md's input)
 #   make pgo-bench  the PGO builds against plain -O2, alternated (test/perf/pgo_bench.py)
+#   make perf-report  doc/tuning.md and build/perf/report.html from the CSVs (test/perf/report.py)
 
 VARIANT ?= release
 BUILD   := build/$(VARIANT)
@@ -84,7 +85,7 @@ UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 
 .PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools crash faultshim \
-        pgo pgo-nolto install_pgo tune tune-smoke tune-compare pgo-bench
+        pgo pgo-nolto install_pgo tune tune-smoke tune-compare pgo-bench perf-report
 all: $(BUILD)/coraine tools
 
 # ---- tools/: the notification receiver (tests and benchmarks use it)
@@ -233,6 +234,10 @@ pgo-nolto:
 	rm -rf build/pgo-nolto
 	cd build/pgo-gen && find . -name '*.gcda' -exec install -D -m 0644 {} ../pgo-nolto/{} \;
 	$(MAKE) VARIANT=pgo-nolto PGO_TRAINING='$(PGO_TRAINING)' build/pgo-nolto/coraine
+
+# doc/tuning.md, build/perf/report.html (SVG plots) and build/perf/harness.md from build/perf/*.csv
+perf-report:
+	python3 test/perf/report.py
 
 PGO_BENCH_ARGS ?=
 pgo-bench:
