@@ -242,6 +242,9 @@ perf-report:
 PGO_BENCH_ARGS ?=
 pgo-bench:
 	python3 test/perf/pgo_bench.py $(PGO_BENCH_ARGS)
+	python3 test/perf/callgrind_requests.py --bin build/release/coraine --bin build/pgo/coraine \
+	    $(if $(wildcard build/pgo-nolto/coraine),--bin build/pgo-nolto/coraine) \
+	    --shapes retrieve,query,create,patch -n 2000 -r 200 --csv build/perf/pgo_callgrind.csv
 
 clean:
 	rm -rf build

@@ -5,6 +5,7 @@
 
 Inputs (each CSV with its .meta.json: commit, machine, time, load, command):
   pgo_bench.csv              pgo_bench.py: the builds (-O2, PGO, PGO+LTO) per shape, alternated
+  pgo_callgrind.csv          callgrind_requests.py --csv: the same builds' instructions per request
   tune_<workload>.csv        tuneCompare.py: out of the box / tuned profile / tuned, per run
   tune_<workload>-result.json  make tune's own comparison (tune-result.json)
   startup.csv, scaling.csv   startup.py, scaling.py (their tables go to build/perf/harness.md)
@@ -138,6 +139,20 @@ def pgo_section(indir, md, plots):
         bad = sum(int(r["non2xx"]) for r in rows if r["shape"] == s)
         md.append("| %s | %s | %s | %d |" % (s, " | ".join(cells), " | ".join(ratios), bad))
     md.append("")
+    cg = os.path.join(indir, "pgo_callgrind.csv")
+    if os.path.exists(cg):
+        crows = read_csv(cg)
+        cb = list(dict.fromkeys(r["build"] for r in crows))
+        cs = list(dict.fromkeys(r["shape"] for r in crows))
+        ins = {(r["build"], r["shape"]): float(r["instructionsPerRequest"]) for r in crows}
+        md.append("Instructions per request (callgrind, every thread of the broker; the other load does not change "
+                  "them, unlike requests/s). " + provenance(meta(cg)) + "\n")
+        md.append("| shape | " + " | ".join(cb) + " | " + " | ".join("%s / %s" % (b, cb[0]) for b in cb[1:]) + " |")
+        md.append("|---|" + "---:|" * (2 * len(cb) - 1))
+        for s_ in cs:
+            md.append("| %s | %s | %s |" % (s_, " | ".join("%.0f" % ins[(b, s_)] for b in cb),
+                                             " | ".join("%.3f" % (ins[(b, s_)] / ins[(cb[0], s_)]) for b in cb[1:])))
+        md.append("")
     plots.append(("make pgo against plain -O2", provenance(m),
                   svg_bars("requests/s per shape", shapes, [(b, [med[(b, s)] for s in shapes]) for b in builds])))
 
