@@ -43,8 +43,12 @@ def meta(path):
 def provenance(m):
     if not m:
         return "_(no .meta.json beside the CSV: commit and machine unknown)_"
-    return "Commit `%s`, %s, %s, load average %s at the end (the machine is shared: the figures measure it too). `%s`" % (
-        m.get("commit"), m.get("machine"), m.get("at"), m.get("loadAverageAtEnd"), m.get("command"))
+    runs = ""
+    if m.get("runs") and m.get("durationSeconds"):
+        runs = ", %s runs of %s s each" % (m["runs"], m["durationSeconds"])
+    return "Commit `%s`, %s, %s, load average %s at the end (the machine is shared: the figures measure it " \
+           "too)%s. `%s`" % (m.get("commit"), m.get("machine"), m.get("at"), m.get("loadAverageAtEnd"), runs,
+                              m.get("command"))
 
 
 def spread(xs):
@@ -213,6 +217,9 @@ def compare_section(indir, md, plots):
                     t["dbLockPrefer"] or "-", t["allocator"], t["rps"], t.get("spread", ""),
                     ", ".join(str(x) for x in t["runs"]), t["p99us"], t["failedRequests"], t["notifiedPerRun"],
                     t["vsDefault"]))
+            if all(len(t["runs"]) < 2 for t in tr["table"]):
+                md.append("\nOne run per combination (TUNE_REPEATS=1): no spread to weigh the differences "
+                          "against; a smoke-length measurement, not a verdict.")
             if tr.get("allocatorsLeftOut"):
                 md.append("\nLeft out (not installed): %s." % ", ".join(tr["allocatorsLeftOut"]))
             md.append("")

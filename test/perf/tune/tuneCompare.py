@@ -68,7 +68,11 @@ def main():
         cw = csv.DictWriter(f, fieldnames=FIELDS)
         cw.writeheader()
         cw.writerows(rows)
-    meta = dict(tuneRun.about(), command="python3 test/perf/tune/tuneCompare.py " + " ".join(sys.argv[1:]),
+    knobs = " ".join("%s=%s" % (k, os.environ[k]) for k in ("TUNE_DURATION", "TUNE_WARMUP", "TUNE_REPEATS",
+                                                             "TUNE_TRAIN_DURATION", "PGO_TRAIN_DURATION",
+                                                             "TUNE_BROKER_CPUS", "TUNE_LOAD_CPUS") if k in os.environ)
+    meta = dict(tuneRun.about(), command=(knobs + " " if knobs else "") + "python3 test/perf/tune/tuneCompare.py " +
+                " ".join(sys.argv[1:]),
                 runs=a.runs, durationSeconds=duration, best=best)
     with open(out + ".meta.json", "w") as f:
         json.dump(meta, f, indent=1)
