@@ -31,6 +31,11 @@ static const char *allocator_in_use(const char **lib)
     void *(*volatile m)(size_t) = malloc;
 
     *lib = dladdr((void *)m, &di) && di.dli_fname ? di.dli_fname : "";
+#if defined(__SANITIZE_ADDRESS__)
+    return "asan";                   /* the sanitizer's allocator intercepts malloc */
+#elif defined(__SANITIZE_THREAD__)
+    return "tsan";
+#endif
     if (dlsym(RTLD_DEFAULT, "mallctl")) return "jemalloc";
     if (dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty") || dlsym(RTLD_DEFAULT, "tc_malloc"))
         return "tcmalloc";

@@ -30,10 +30,13 @@ def example():
 def check(tmp_path, w):
     p = tmp_path / "w.json"
     p.write_text(json.dumps(w) if not isinstance(w, str) else w)
-    t0 = time.time()
+    c0 = os.times()
     r = subprocess.run([sys.executable, os.path.join(TUNE, "tuneGen.py"), "check", str(p)],
                        capture_output=True, text=True, timeout=10)
-    return r, time.time() - t0
+    c1 = os.times()
+    # the checker's own CPU time: "in the first second" on an idle machine; the wall time of
+    # a loaded one (the tests share it) says more about the others than about the checker
+    return r, (c1.children_user - c0.children_user) + (c1.children_system - c0.children_system)
 
 
 def test_the_example_workloads_check(tmp_path):
@@ -193,7 +196,7 @@ def test_coraine_start_environment_wins(tmp_path):
                  CORAINE_DBLOCKPREFER="reads", LD_PRELOAD="")
     try:
         assert v["dbLockPrefer"] == "reads"
-        assert v["allocator"] == "glibc"
+        assert v["allocator"] in (("asan", "tsan") if is_sanitized(binary_path()) else ("glibc",))
     finally:
         stop(p)
 
@@ -201,7 +204,8 @@ def test_coraine_start_environment_wins(tmp_path):
 def test_coraine_start_defaults_without_tune_env(tmp_path):
     p, v = start(tmp_path, "")
     try:
-        assert v["dbLockPrefer"] == "reads" and v["allocator"] == "glibc"
+        assert v["dbLockPrefer"] == "reads"
+        assert v["allocator"] in (("asan", "tsan") if is_sanitized(binary_path()) else ("glibc",))
     finally:
         stop(p)
 
@@ -218,7 +222,10 @@ def test_version_reports_the_build_and_the_allocator(tmp_path):
     try:
         assert isinstance(v["pgo"], bool) and isinstance(v["lto"], bool)
         assert isinstance(v["pgoTraining"], str) and (v["pgoTraining"] != "") == v["pgo"]
-        assert v["allocator"] == "glibc" and "libc" in v["allocatorLibrary"]
+        if is_sanitized(binary_path()):
+            assert v["allocator"] in ("asan", "tsan")
+        else:
+            assert v["allocator"] == "glibc" and "libc" in v["allocatorLibrary"]
     finally:
         stop(p)
 
