@@ -70,14 +70,10 @@ def main():
             print("| %s | " % b + " | ".join("%.0f" % m[s] for s in shapes) + " |", flush=True)
             rows += [(os.path.basename(os.path.dirname(os.path.abspath(b))), s, round(m[s])) for s in shapes]
     if a.csv:
-        import json
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune"))
         import tuneRun
-        with open(a.csv, "w") as f:
-            f.write("build,shape,instructionsPerRequest\n" + "".join("%s,%s,%d\n" % r for r in rows))
-        with open(a.csv + ".meta.json", "w") as f:
-            json.dump(dict(tuneRun.about(), command="python3 test/perf/callgrind_requests.py " +
-                           " ".join(sys.argv[1:])), f)
+        tuneRun.write_csv(a.csv, [{"build": b, "shape": s, "instructionsPerRequest": n} for b, s, n in rows],
+                          "test/perf/callgrind_requests.py")
 
 
 if __name__ == "__main__":

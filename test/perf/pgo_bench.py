@@ -13,7 +13,6 @@ exist is left out and named. The CSV (one line per build, shape and run) is
 report.py's input. Say how busy the machine was: the figures measure it too.
 """
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -84,17 +83,12 @@ def main():
             finally:
                 proc.terminate()
                 proc.wait()
-    os.makedirs(os.path.dirname(a.csv), exist_ok=True)
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["build", "shape", "run", "rps", "non2xx", "p99us"])
-        w.writeheader()
-        w.writerows(rows)
     sys.path.insert(0, os.path.join(ROOT, "test", "perf", "tune"))
     import tuneRun
-    meta = dict(tuneRun.about(), command="python3 test/perf/pgo_bench.py " + " ".join(sys.argv[1:]),
-                runs=a.runs, durationSeconds=a.duration, builds={build_name(b): info.get(b, {}) for b in bins})
-    with open(a.csv + ".meta.json", "w") as f:
-        json.dump(meta, f, indent=1)
+    tuneRun.write_csv(a.csv, rows, "test/perf/pgo_bench.py", runs=a.runs, durationSeconds=a.duration,
+                      builds={build_name(b): info.get(b, {}) for b in bins})
+    with open(a.csv + ".meta.json") as f:
+        meta = json.load(f)
     print("commit %s, %s, load average %.2f at the end; `%s`" %
           (meta["commit"], meta["machine"], meta["loadAverageAtEnd"], meta["command"]))
     print()

@@ -11,8 +11,6 @@ Per step and shape: requests/s, the broker's CPU seconds per request (from
 ladder has two steps, the second shared; a bigger machine climbs further.
 """
 import argparse
-import csv
-import json
 import os
 import statistics
 import sys
@@ -64,13 +62,7 @@ def main():
             finally:
                 p.terminate()
                 p.wait()
-    os.makedirs(os.path.dirname(a.csv), exist_ok=True)
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    with open(a.csv + ".meta.json", "w") as f:
-        json.dump(dict(tuneRun.about(), command="python3 test/perf/scaling.py " + " ".join(sys.argv[1:])), f)
+    tuneRun.write_csv(a.csv, rows, "test/perf/scaling.py")
     print("| shape | cores | load | median requests/s | efficiency | CPU µs per request |")
     print("|---|---:|---|---:|---:|---:|")
     for s in a.shapes.split(","):

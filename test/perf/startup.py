@@ -11,10 +11,8 @@ taken first, POST /admin/snapshot, so the start reads it and the log's tail);
 the time to the first answer, the RSS then, and the entities it answers.
 """
 import argparse
-import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -80,13 +78,7 @@ def main():
                          "rssKiB": perf_run.rss_kib(p.pid), "answered": count(port)})
             p.terminate()
             p.wait()
-    os.makedirs(os.path.dirname(a.csv), exist_ok=True)
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    with open(a.csv + ".meta.json", "w") as f:
-        json.dump(dict(tuneRun.about(), command="python3 test/perf/startup.py " + " ".join(sys.argv[1:])), f)
+    tuneRun.write_csv(a.csv, rows, "test/perf/startup.py")
     print("| case | entities | run | seconds to the first answer | RSS (MiB) | entities answered |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:

@@ -12,7 +12,6 @@ The CSV (one line per way and run) is report.py's input for doc/tuning.md.
 `make tune-compare WORKLOAD=...` builds both brokers and runs this.
 """
 import argparse
-import csv
 import json
 import os
 import sys
@@ -63,19 +62,7 @@ def main():
             tuneRun.log("compare %s run %d %s: %d requests/s, %d failed, notifications %d/%d" %
                         (name, run + 1, way, rows[-1]["rps"], rows[-1]["failedRequests"],
                          r["notificationsDelivered"], r["notificationsDue"]))
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w", newline="") as f:
-        cw = csv.DictWriter(f, fieldnames=FIELDS)
-        cw.writeheader()
-        cw.writerows(rows)
-    knobs = " ".join("%s=%s" % (k, os.environ[k]) for k in ("TUNE_DURATION", "TUNE_WARMUP", "TUNE_REPEATS",
-                                                             "TUNE_TRAIN_DURATION", "PGO_TRAIN_DURATION",
-                                                             "TUNE_BROKER_CPUS", "TUNE_LOAD_CPUS") if k in os.environ)
-    meta = dict(tuneRun.about(), command=(knobs + " " if knobs else "") + "python3 test/perf/tune/tuneCompare.py " +
-                " ".join(sys.argv[1:]),
-                runs=a.runs, durationSeconds=duration, best=best)
-    with open(out + ".meta.json", "w") as f:
-        json.dump(meta, f, indent=1)
+    tuneRun.write_csv(out, rows, "test/perf/tune/tuneCompare.py", runs=a.runs, durationSeconds=duration, best=best)
     print("tuneCompare: %s" % out)
 
 

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,18 +36,12 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 FUNCTIONAL = os.path.join(ROOT, "test", "functional")
+sys.path.insert(0, os.path.dirname(HERE))
+from perf_run import free_port  # noqa: E402
 
 
 def log(msg):
     print("tune: " + msg, file=sys.stderr, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def http(method, url, body=None, timeout=60):
@@ -272,6 +265,22 @@ def about():
             "machine": "%s, %d cores%s" % (platform.machine(), os.cpu_count(), ", " + model if model else ""),
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "loadAverageAtEnd": round(os.getloadavg()[0], 2)}
+
+
+def write_csv(path, rows, script, **extra):
+    """rows (dicts) as CSV at path, and path.meta.json: about(), the command that ran (script and
+    this process's arguments, with the TUNE_/PGO_ knobs set) and extra; report.py reads both."""
+    import csv
+    knobs = " ".join("%s=%s" % (k, v) for k, v in sorted(os.environ.items())
+                     if k.startswith(("TUNE_", "PGO_TRAIN")) and k != "TUNE_WORKLOAD")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    with open(path + ".meta.json", "w") as f:
+        json.dump(dict(about(), command=(knobs + " " if knobs else "") + "python3 " + script + " " +
+                       " ".join(sys.argv[1:]), **extra), f, indent=1)
 
 
 def warn_busy():
