@@ -12,6 +12,13 @@
 #   make crash      corDB crash loop (kill -9 against --dbSync always; CRASH_ITERATIONS=100)
 #   make faultshim  the LD_PRELOAD fault injector of the disk tests -> build/<variant>/faultshim.so
 #   make install    /usr/local/bin/coraine
+#   make pgo        profile-guided build, trained by test/perf/pgoTrain.sh -> build/pgo/coraine
+#   make install_pgo  build/pgo/coraine -> /usr/local/bin, its tune.env -> /opt/coraine/etc
+#   make tune WORKLOAD=file.json  the build and settings for one workload (doc/tuning.md)
+#   make tune-smoke the same on test/perf/tune/workload.example.json, a few seconds per step
+#   make tune-compare WORKLOAD=f  out of the box / tuned profile / tuned, 3 runs (doc/tuning.md's input)
+#   make pgo-bench  the PGO builds against plain -O2, alternated (test/perf/pgo_bench.py)
+#   make perf-report  doc/tuning.md and build/perf/report.html from the CSVs (test/perf/report.py)
 
 VARIANT ?= release
 BUILD   := build/$(VARIANT)
@@ -47,8 +54,25 @@ ifeq ($(VARIANT),pgo-gen)
 OPT     := -O2 -fprofile-generate -fprofile-update=atomic
 LDEXTRA := -fprofile-generate
 endif
+# make pgo: -fprofile-use reads the .gcda files the training left beside each
+# object (copied from build/pgo-gen); code the training never ran is
+# optimised as without a profile (-fprofile-partial-training).
+PGO_LTO      ?= 1
+PGO_TRAINING ?= pgoTrain
+ifeq ($(VARIANT),pgo-nolto)
+PGO_LTO := 0
+endif
+ifneq ($(filter pgo pgo-nolto,$(VARIANT)),)
+OPT     := -O2 -fprofile-use -fprofile-partial-training -Wno-missing-profile
+BUILD_DEFS := -DCR_PGO -DCR_PGO_TRAINING='"$(PGO_TRAINING)"'
+ifeq ($(PGO_LTO),1)
+OPT     += -flto=auto
+AR      := gcc-ar
+BUILD_DEFS += -DCR_LTO
+endif
+endif
 CFLAGS  ?=
-ALL_CFLAGS := $(BASE_CFLAGS) $(OPT) $(CFLAGS) -DCR_CFLAGS='"$(strip $(OPT) $(CFLAGS))"'
+ALL_CFLAGS := $(BASE_CFLAGS) $(OPT) $(CFLAGS) $(BUILD_DEFS) -DCR_CFLAGS='"$(strip $(OPT) $(CFLAGS))"'
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
 SRCS    := $(shell find src -name '*.c' | sort)
@@ -60,7 +84,8 @@ CORE_CONTEXT := src/ld/ngsi-ld-core-context-v1.8.jsonld
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 
-.PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools crash faultshim
+.PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools crash faultshim \
+        pgo pgo-nolto install_pgo tune tune-smoke tune-compare pgo-bench perf-report
 all: $(BUILD)/coraine tools
 
 # ---- tools/: the notification receiver (tests and benchmarks use it)
@@ -81,7 +106,7 @@ $(BUILD)/src/ld/core_context.o: src/ld/core_context.S $(CORE_CONTEXT)
 
 $(BUILD)/libcoraine.a: $(LIBOBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(BUILD)/coraine: $(BUILD)/src/main.o $(BUILD)/libcoraine.a
 	$(CC) $(ALL_CFLAGS) $(LDEXTRA) -o $@ $^ $(LDLIBS)
@@ -149,6 +174,77 @@ $(BUILD)/perf/%: test/perf/%.c $(BUILD)/libcoraine.a
 
 install: all
 	install -m 0755 $(BUILD)/coraine /usr/local/bin/coraine
+
+# ---- make pgo, make tune (test/perf/pgoTrain.sh, test/perf/tune/, doc/tuning.md)
+# The instrumented build (build/pgo-gen) is trained by PGO_TRAIN with the
+# release build's receiver and responders (their own code must not enter
+# the profile); the profiles are copied beside build/pgo's objects and
+# build/pgo is rebuilt from scratch on them. Knobs: PGO_TRAIN_DURATION
+# (seconds per shape), PGO_LTO=0|1 (measured: doc/tuning.md).
+PGO_TRAIN ?= test/perf/pgoTrain.sh
+PGO_TRAIN_ARGS ?=
+PREFIX  ?= /usr/local
+pgo:
+	$(MAKE) VARIANT=release all perf
+	$(MAKE) VARIANT=pgo-gen build/pgo-gen/coraine
+	find build/pgo-gen -name '*.gcda' -delete
+	$(PGO_TRAIN) $(CURDIR)/build/pgo-gen/coraine $(PGO_TRAIN_ARGS)
+	rm -rf build/pgo
+	cd build/pgo-gen && find . -name '*.gcda' -exec install -D -m 0644 {} ../pgo/{} \;
+	$(MAKE) VARIANT=pgo PGO_TRAINING='$(PGO_TRAINING)' build/pgo/coraine
+	printf '# make pgo: the out-of-the-box settings\nTUNE_DBLOCKPREFER=reads\nTUNE_ALLOCATOR=glibc\n' >build/pgo/tune.env
+	@echo "pgo: build/pgo/coraine (trained by $(PGO_TRAINING))"
+
+install_pgo:
+	@test -x build/pgo/coraine || { echo "install_pgo: run make pgo (or make tune) first"; exit 1; }
+	install -D -m 0755 build/pgo/coraine $(DESTDIR)$(PREFIX)/bin/coraine
+	install -D -m 0644 build/pgo/tune.env $(DESTDIR)/opt/coraine/etc/tune.env
+
+# make tune: check the file first (fails in a second), then make pgo trained on
+# it, then measure its knobs (tuneMeasure.sh writes tune-result.json and
+# build/pgo/tune.env). Knobs: TUNE_REPEATS, TUNE_TRAIN_DURATION,
+# TUNE_BROKER_CPUS, TUNE_LOAD_CPUS, TUNE_DURATION, TUNE_WARMUP.
+TUNE_RESULT ?= tune-result.json
+tune:
+	@test -n "$(WORKLOAD)" || { echo "tune: WORKLOAD=file.json is required (test/perf/tune/workload.example.json)"; exit 2; }
+	python3 test/perf/tune/tuneGen.py check $(WORKLOAD) --bin $(CURDIR)/build/release/coraine
+	$(MAKE) pgo PGO_TRAIN=test/perf/tune/tuneTrain.sh PGO_TRAIN_ARGS='$(abspath $(WORKLOAD))' \
+	    PGO_TRAINING='workload:$(notdir $(WORKLOAD))'
+	test/perf/tune/tuneMeasure.sh $(abspath $(WORKLOAD)) $(CURDIR)/build/pgo/coraine $(TUNE_RESULT)
+
+tune-smoke:
+	TUNE_REPEATS=1 TUNE_TRAIN_DURATION=2 TUNE_DURATION=2 TUNE_WARMUP=1 PGO_TRAIN_DURATION=1 \
+	    $(MAKE) tune WORKLOAD=test/perf/tune/workload.example.json TUNE_RESULT=build/tune-smoke-result.json
+	python3 test/perf/tune/tuneResult.py --validate build/tune-smoke-result.json
+
+# What make tune is worth on WORKLOAD (doc/tuning.md): make pgo's build kept as
+# build/pgo-general, make tune's in build/pgo, then tuneCompare.py's three ways.
+TUNE_NAME = $(basename $(notdir $(WORKLOAD)))
+tune-compare:
+	@test -n "$(WORKLOAD)" || { echo "tune-compare: WORKLOAD=file.json is required"; exit 2; }
+	$(MAKE) pgo
+	install -D -m 0755 build/pgo/coraine build/pgo-general/coraine
+	$(MAKE) tune WORKLOAD=$(WORKLOAD) TUNE_RESULT=build/perf/tune_$(TUNE_NAME)-result.json
+	python3 test/perf/tune/tuneCompare.py $(WORKLOAD) --general build/pgo-general/coraine \
+	    --tuned build/pgo/coraine --result build/perf/tune_$(TUNE_NAME)-result.json
+
+# the same profile without -flto (build/pgo-nolto): what LTO adds, for pgo-bench
+pgo-nolto:
+	@test -d build/pgo-gen || { echo "pgo-nolto: run make pgo first"; exit 1; }
+	rm -rf build/pgo-nolto
+	cd build/pgo-gen && find . -name '*.gcda' -exec install -D -m 0644 {} ../pgo-nolto/{} \;
+	$(MAKE) VARIANT=pgo-nolto PGO_TRAINING='$(PGO_TRAINING)' build/pgo-nolto/coraine
+
+# doc/tuning.md, build/perf/report.html (SVG plots) and build/perf/harness.md from build/perf/*.csv
+perf-report:
+	python3 test/perf/report.py
+
+PGO_BENCH_ARGS ?=
+pgo-bench:
+	python3 test/perf/pgo_bench.py $(PGO_BENCH_ARGS)
+	python3 test/perf/callgrind_requests.py --bin build/release/coraine --bin build/pgo/coraine \
+	    $(if $(wildcard build/pgo-nolto/coraine),--bin build/pgo-nolto/coraine) \
+	    --shapes retrieve,query,create,patch -n 2000 -r 200 --csv build/perf/pgo_callgrind.csv
 
 clean:
 	rm -rf build

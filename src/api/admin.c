@@ -11,18 +11,35 @@
 #include "../notify/notify.h"
 #include "../reg/reg.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifndef CR_CFLAGS
 #define CR_CFLAGS ""
 #endif
+#ifndef CR_PGO_TRAINING              /* make pgo / make tune: what trained the profile */
+#define CR_PGO_TRAINING ""
+#endif
 
-static const char *allocator_in_use(void)
+/* The allocator that serves malloc in this process, found at run time (an
+ * LD_PRELOAD'ed one is seen whatever the variable's spelling): jemalloc
+ * exports mallctl, tcmalloc its MallocExtension C API; *lib gets the file
+ * that defines malloc (dladdr), "" when unknown. */
+static const char *allocator_in_use(const char **lib)
 {
-    const char *pre = getenv("LD_PRELOAD");
-    if (pre && strstr(pre, "jemalloc")) return "jemalloc";
-    if (pre && strstr(pre, "tcmalloc")) return "tcmalloc";
+    Dl_info di;
+    void *(*volatile m)(size_t) = malloc;
+
+    *lib = dladdr((void *)m, &di) && di.dli_fname ? di.dli_fname : "";
+#if defined(__SANITIZE_ADDRESS__)
+    return "asan";                   /* the sanitizer's allocator intercepts malloc */
+#elif defined(__SANITIZE_THREAD__)
+    return "tsan";
+#endif
+    if (dlsym(RTLD_DEFAULT, "mallctl")) return "jemalloc";
+    if (dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty") || dlsym(RTLD_DEFAULT, "tc_malloc"))
+        return "tcmalloc";
     return "glibc";
 }
 
@@ -41,7 +58,16 @@ void api_version(request_t *r)
 #else
     jw_key(&w, "pgo"); jw_bool(&w, false);
 #endif
-    jw_key(&w, "allocator"); jw_string(&w, allocator_in_use());
+    jw_key(&w, "pgoTraining"); jw_string(&w, CR_PGO_TRAINING);
+#ifdef CR_LTO
+    jw_key(&w, "lto"); jw_bool(&w, true);
+#else
+    jw_key(&w, "lto"); jw_bool(&w, false);
+#endif
+    const char *alloc_lib;
+    jw_key(&w, "allocator"); jw_string(&w, allocator_in_use(&alloc_lib));
+    jw_key(&w, "allocatorLibrary"); jw_string(&w, alloc_lib);
+    jw_key(&w, "dbLockPrefer"); jw_string(&w, cr_config.db_lock_prefer);
     jw_key(&w, "ngsildVersion"); jw_string(&w, "1.9.1");
     jw_key(&w, "coreContext"); jw_string(&w, LD_CORE_CONTEXT_URL);
     jw_key(&w, "database"); jw_string(&w, cr_config.database);

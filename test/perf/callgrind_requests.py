@@ -56,7 +56,9 @@ def main():
     ap.add_argument("-r", type=int, default=100)
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--keep", help="keep the callgrind dumps in this directory (for callgrind_annotate)")
+    ap.add_argument("--csv", help="also write binary,shape,instructions rows here (report.py's input)")
     a = ap.parse_args()
+    rows = []
     shapes = a.shapes.split(",")
     print("| binary | " + " | ".join(shapes) + " |")
     print("|---|" + "---:|" * len(shapes))
@@ -66,6 +68,12 @@ def main():
             os.makedirs(d, exist_ok=True)
             m = measure(b, a.flags.split(), a.n, a.r, shapes, d)
             print("| %s | " % b + " | ".join("%.0f" % m[s] for s in shapes) + " |", flush=True)
+            rows += [(os.path.basename(os.path.dirname(os.path.abspath(b))), s, round(m[s])) for s in shapes]
+    if a.csv:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune"))
+        import tuneRun
+        tuneRun.write_csv(a.csv, [{"build": b, "shape": s, "instructionsPerRequest": n} for b, s, n in rows],
+                          "test/perf/callgrind_requests.py")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ Shapes (wrk on loopback, keep-alive):
             (4.23: a page of 20 from corDB's ordered index)
   orderby_patched  alternately a PATCH of a random Vehicle's speed and the orderby page
             (the ordered page right after each write; requests/s counts both)
+  temporal  GET /ngsi-ld/v1/temporal/entities/{id} (needs --broker-flags '--history corDB')
 The shapes are alternated RUNS times, so the machine's drift spreads over
 all of them; the report gives the median requests/s of each and the ratios.
 
@@ -189,14 +190,20 @@ def main():
     nocache = None
     if any(s.endswith("_nocache") for s in shapes):
         nocache = start_broker(nport, a.broker_flags.split() + ["--renderCache", "0"])
-    trivial = subprocess.Popen(PIN_SERVER + [TRIVIAL, str(tport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    trivial20 = subprocess.Popen(PIN_SERVER + [TRIVIAL, str(t20port), "0", "20"], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+    trivial = trivial20 = None
+    if "trivial" in shapes:
+        trivial = subprocess.Popen(PIN_SERVER + [TRIVIAL, str(tport)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+    if "trivial20" in shapes:
+        trivial20 = subprocess.Popen(PIN_SERVER + [TRIVIAL, str(t20port), "0", "20"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
     try:
         base = "http://127.0.0.1:%d" % bport
         wait_up(base + "/version")
-        wait_up("http://127.0.0.1:%d/" % tport)
-        wait_up("http://127.0.0.1:%d/" % t20port)
+        if trivial:
+            wait_up("http://127.0.0.1:%d/" % tport)
+        if trivial20:
+            wait_up("http://127.0.0.1:%d/" % t20port)
         load(base, a.entities)
         nbase = "http://127.0.0.1:%d" % nport
         if nocache:
@@ -217,6 +224,7 @@ def main():
             "retrieve_nocache": (nbase + "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1", None),
             "orderby": (base + "/ngsi-ld/v1/entities?type=Vehicle&orderBy=speed%3Bdesc&limit=20", None),
             "orderby_patched": (base + "/", os.path.join(ROOT, "test/perf/orderby_patched.lua")),
+            "temporal": (base + "/ngsi-ld/v1/temporal/entities/urn:ngsi-ld:Vehicle:1?lastN=10", None),
         }
         headers = {"query_ldjson": ("Accept: application/ld+json",)}
         res = {s: [] for s in shapes}
