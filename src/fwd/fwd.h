@@ -93,6 +93,48 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
 bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params, size_t want,
                cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p);
 
+/* ------------------------------------------------ distributed writes (fwd_write.c)
+ * A write of one entity (5.6.x distributed, 4.3.6.2-4.3.6.4): the
+ * registrations (inclusive, exclusive, redirect; never auxiliary) matching
+ * the entity and the payload's attributes get the attributes they cover;
+ * those an exclusive or redirect one covers are taken out of the local
+ * write. Via as for queries: a request whose Via names this broker is 508
+ * when an exclusive or redirect registration matches, else written locally
+ * only. */
+typedef struct fwd_write {
+    reg_op_t         op;         /* the operation name (4.20) a source must support */
+    const char      *method;     /* "POST", "PATCH", "PUT", "DELETE" */
+    const char      *path;       /* below /ngsi-ld/v1/, URL-encoded: "entities", "entities/<id>/attrs" ... */
+    const char      *query;      /* the query string sent along (no '?'), or NULL */
+    const char      *id;         /* the entity */
+    const typesel_t *types;      /* its type(s) when known (the created entity's, ?type=), or NULL */
+    const char      *attr;       /* the attribute the path names (expanded), or NULL */
+    const json_t    *body;       /* the payload: an entity or fragment (split by attribute), or NULL */
+    bool             attr_body;  /* body is the one attribute `attr` (PATCH/PUT .../attrs/{attrId}) */
+} fwd_write_t;
+
+/* One source's part. */
+typedef struct fwd_sent {
+    const char  *reg_id;
+    bool         ok;         /* it answered 2xx */
+    problem_t    problem;    /* !ok: its ProblemDetails, 504 no answer in time, 502 unreachable, Conflict
+                                (an exclusive/redirect registration without the operation) */
+    const char **attrs;      /* the attribute names sent (as in the payload); NULL: the whole entity */
+    size_t       n_attrs;
+} fwd_sent_t;
+
+typedef struct fwd_wout {
+    json_t     *local;       /* the payload of the local write (w->body, or a copy without what was taken) */
+    bool        local_skip;  /* nothing is left to write locally */
+    fwd_sent_t *sent;        /* the parts, in registration order */
+    size_t      n_sent, failed;
+} fwd_wout_t;
+
+/* Sends the parts and waits for them (bounded by the timeouts). false only
+ * for the 508 of a loop; out->n_sent 0: nothing matched (out->local is the
+ * whole payload). */
+bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, problem_t *p);
+
 /* Over all operations since start (/statistics). */
 typedef struct fwd_stats {
     uint64_t forwarded, failed;

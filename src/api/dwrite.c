@@ -1,0 +1,221 @@
+/*
+ * dwrite.c - the HTTP side of a distributed write (6.3.17, 6.4.3.1 and the
+ * 207 of every write binding): fwd_write() forwards the parts of the write
+ * the registrations take (fwd/fwd_write.c), the handler writes the rest
+ * locally through ops/, and the answer here combines the outcomes:
+ *  - every part succeeded: the handler's own success (201, 204);
+ *  - one part only, and it failed: its error (a single exclusive or
+ *    redirect source: its 404, 504 on a timeout, 502 otherwise, 6.3.17);
+ *  - some part failed: 207 with a BatchOperationResult (5.2.16: success
+ *    and errors, each error naming the registrationId, 5.2.17) for the
+ *    operations on an entity, an UpdateResult (5.2.18: notUpdated with
+ *    registrationId, 5.2.19) for those on attributes.
+ * When every part failed, the answer is the first failure (the local one
+ * when there was a local part): the operation failed as a whole.
+ */
+#include "api.h"
+
+#include "../fwd/fwd.h"
+
+#include <string.h>
+
+/* local=true|false (6.3.18): whether a write is only local. */
+bool api_dw_local_param(request_t *r, problem_t *p)
+{
+    const char *local = req_param(r, "local");
+    if (local && strcmp(local, "true") && strcmp(local, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "local must be true or false");
+    return true;
+}
+
+/* The type selection of an entity payload's type(s): what registrations by
+ * type match (NULL: none given or not valid, the operation reports it). */
+const typesel_t *api_dw_body_types(request_t *r, const ld_context_t *ctx, const json_t *body)
+{
+    const json_t *t = json_get(body, "type");
+    if (!t) t = json_get(body, "@type");
+    sbuf_t sb;
+    sb_init(&sb, r->arena, 64);
+    if (json_is_string(t)) sb_adds(&sb, t->str);
+    else if (json_is_array(t))
+        for (const json_t *x = t->child; x; x = x->next) {
+            if (!json_is_string(x) || strchr(x->str, ',') || strchr(x->str, '|') || strchr(x->str, ';')) return NULL;
+            if (sb.len) sb_addc(&sb, ',');
+            sb_adds(&sb, x->str);
+        }
+    if (!sb.len) return NULL;
+    problem_t q = {0};
+    return typesel_parse(r->arena, sb.p, ctx, &q);
+}
+
+/* The ?type= precondition as a type selection for matching, or NULL. */
+const typesel_t *api_dw_param_types(request_t *r, const ld_context_t *ctx, const char *type)
+{
+    problem_t q = {0};
+    return type && ctx ? typesel_parse(r->arena, type, ctx, &q) : NULL;
+}
+
+/* prefix, the id URL-encoded, suffix. */
+const char *api_dw_path(request_t *r, const char *prefix, const char *id, const char *suffix)
+{
+    sbuf_t sb;
+    sb_init(&sb, r->arena, 64);
+    sb_adds(&sb, prefix);
+    http_url_encode(&sb, id);
+    if (suffix) sb_adds(&sb, suffix);
+    return sb.p;
+}
+
+/* The request's query string without local (sent along to the sources). */
+const char *api_dw_query(request_t *r)
+{
+    sbuf_t sb;
+    sb_init(&sb, r->arena, 64);
+    for (int i = 0; i < r->nparams; i++) {
+        if (!strcmp(r->params[i].key, "local")) continue;
+        if (sb.len) sb_addc(&sb, '&');
+        http_url_encode(&sb, r->params[i].key);
+        sb_addc(&sb, '=');
+        http_url_encode(&sb, r->params[i].value);
+    }
+    return sb.len ? sb.p : NULL;
+}
+
+bool api_fwd_write(request_t *r, const ld_context_t *ctx, const fwd_write_t *w, fwd_wout_t *out, problem_t *p)
+{
+    memset(out, 0, sizeof *out);
+    out->local = (json_t *)w->body;
+    if (!api_distributed(r)) return true;
+    fwd_in_t in;
+    api_fwd_in(r, ctx, &in);
+    return fwd_write(&in, w, out, p);
+}
+
+/* The first failure, or NULL. */
+static const problem_t *first_failure(bool tried, bool local_ok, const problem_t *lp, const fwd_wout_t *out)
+{
+    if (tried && !local_ok) return lp;
+    for (size_t i = 0; i < out->n_sent; i++)
+        if (!out->sent[i].ok) return &out->sent[i].problem;
+    return NULL;
+}
+
+/* Whether every part failed (nothing to answer 207 for). */
+static bool all_failed(bool tried, bool local_ok, const fwd_wout_t *out)
+{
+    if (tried && local_ok) return false;
+    for (size_t i = 0; i < out->n_sent; i++)
+        if (out->sent[i].ok) return false;
+    return true;
+}
+
+bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, const problem_t *lp,
+                      const fwd_wout_t *out)
+{
+    const problem_t *f = first_failure(tried, local_ok, lp, out);
+    if (!f) return false;
+    if (all_failed(tried, local_ok, out)) {
+        reply_problem(r, f);
+        return true;
+    }
+    json_writer_t w;
+    sb_clear(&r->out);
+    jw_init(&w, &r->out);
+    jw_object_begin(&w);
+    jw_key(&w, "success");
+    jw_array_begin(&w);
+    jw_string(&w, id);
+    jw_array_end(&w);
+    jw_key(&w, "errors");
+    jw_array_begin(&w);
+    if (tried && !local_ok) {
+        jw_object_begin(&w);
+        jw_key(&w, "entityId");
+        jw_string(&w, id);
+        jw_key(&w, "error");
+        jw_problem(&w, lp, NULL);
+        jw_object_end(&w);
+    }
+    for (size_t i = 0; i < out->n_sent; i++) {
+        const fwd_sent_t *s = &out->sent[i];
+        if (s->ok) continue;
+        jw_object_begin(&w);
+        jw_key(&w, "entityId");
+        jw_string(&w, id);
+        jw_key(&w, "registrationId");
+        jw_string(&w, s->reg_id);
+        jw_key(&w, "error");
+        jw_problem(&w, &s->problem, NULL);
+        jw_object_end(&w);
+    }
+    jw_array_end(&w);
+    jw_object_end(&w);
+    reply_body(r, 207, "application/json");
+    return true;
+}
+
+bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, bool local_ok, const problem_t *lp,
+                            const op_result_t *res, const fwd_wout_t *out)
+{
+    bool local_partial = tried && local_ok && res && res->n_not_updated;
+    const problem_t *f = first_failure(tried, local_ok, lp, out);
+    if (!f && !local_partial) return false;
+    if (f && all_failed(tried, local_ok, out)) {
+        reply_problem(r, f);
+        return true;
+    }
+    json_writer_t w;
+    sb_clear(&r->out);
+    jw_init(&w, &r->out);
+    jw_object_begin(&w);
+    jw_key(&w, "updated");
+    jw_array_begin(&w);
+    if (tried && local_ok && res)
+        for (size_t i = 0; i < res->n; i++)
+            if (res->items[i].updated) jw_string(&w, ld_compact(ctx, res->items[i].name));
+    for (size_t i = 0; i < out->n_sent; i++)
+        for (size_t k = 0; out->sent[i].ok && k < out->sent[i].n_attrs; k++) jw_string(&w, out->sent[i].attrs[k]);
+    jw_array_end(&w);
+    jw_key(&w, "notUpdated");
+    jw_array_begin(&w);
+    if (tried && local_ok && res)
+        for (size_t i = 0; i < res->n; i++) {
+            if (res->items[i].updated) continue;
+            jw_object_begin(&w);
+            jw_key(&w, "attributeName");
+            jw_string(&w, ld_compact(ctx, res->items[i].name));
+            jw_key(&w, "reason");
+            jw_string(&w, res->items[i].reason ? res->items[i].reason : "not updated");
+            jw_object_end(&w);
+        }
+    if (tried && !local_ok) {
+        /* the local part failed as a whole: every attribute it had */
+        for (const json_t *m = json_is_object(out->local) ? out->local->child : NULL; m; m = m->next) {
+            if (!strcmp(m->key, "@context") || !strcmp(m->key, "id") || !strcmp(m->key, "type")) continue;
+            jw_object_begin(&w);
+            jw_key(&w, "attributeName");
+            jw_string(&w, m->key);
+            jw_key(&w, "reason");
+            jw_string(&w, lp->detail);
+            jw_object_end(&w);
+        }
+    }
+    for (size_t i = 0; i < out->n_sent; i++) {
+        const fwd_sent_t *s = &out->sent[i];
+        if (s->ok) continue;
+        for (size_t k = 0; k < (s->n_attrs ? s->n_attrs : 1); k++) {
+            jw_object_begin(&w);
+            jw_key(&w, "attributeName");
+            jw_string(&w, s->n_attrs ? s->attrs[k] : "*");
+            jw_key(&w, "reason");
+            jw_string(&w, s->problem.detail);
+            jw_key(&w, "registrationId");
+            jw_string(&w, s->reg_id);
+            jw_object_end(&w);
+        }
+    }
+    jw_array_end(&w);
+    jw_object_end(&w);
+    reply_body(r, 207, "application/json");
+    return true;
+}

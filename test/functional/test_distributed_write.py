@@ -1,0 +1,354 @@
+"""Distributed writes (4.3.6.2-4.3.6.4, 5.6.x distributed, 6.3.17, 6.3.18): a
+write at the hub goes to the sources its registrations name, split by
+attribute and by mode (inclusive: here and there; exclusive and redirect: only
+there; auxiliary: never), answered 207 with the per-source errors when some
+part fails, and 508 on a loop through an exclusive or redirect registration."""
+
+import http.server
+import json
+import threading
+import time
+
+import pytest
+
+from conftest import Client, fresh_tenant
+from ngsi import assert_problem, entity, prop, uid
+
+
+def _client(broker_factory, alias):
+    b = broker_factory("--brokerAlias", alias, "--forwardTimeout", "1500")
+    c = Client(b, fresh_tenant())
+    c.ensure_tenant()
+    return c
+
+
+@pytest.fixture
+def hub(broker_factory):
+    c = _client(broker_factory, "hub-w")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def src(broker_factory):
+    c = _client(broker_factory, "src-w")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def src2(broker_factory):
+    c = _client(broker_factory, "src2-w")
+    yield c
+    c.close()
+
+
+def register(hub, src, eid, mode="inclusive", attrs=None, ops=("redirectionOps",), endpoint=None, **members):
+    info = {"entities": [{"id": eid, "type": "Vehicle"}]}
+    if attrs:
+        info["propertyNames"] = attrs
+    body = {"type": "ContextSourceRegistration", "information": [info], "mode": mode,
+            "endpoint": endpoint or src.broker.base}
+    if src is not None and endpoint is None:
+        body["tenant"] = src.tenant
+    if ops:
+        body["operations"] = list(ops)
+    body.update(members)
+    r = hub.post("/csourceRegistrations", body)
+    assert r.status_code == 201, r.text
+    return r.headers["Location"].rsplit("/", 1)[1]
+
+
+def local(c, eid):
+    return c.get("/entities/" + eid, params={"local": "true"})
+
+
+class MockSource:
+    """A source answering every write with a fixed status and body, or never in time."""
+
+    def __init__(self, status=204, body=b"", delay=0.0):
+        self.requests = []
+        mock = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _any(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(n) if n else b""
+                mock.requests.append((self.command, self.path, dict(self.headers), data))
+                if delay:
+                    time.sleep(delay)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.base = "http://127.0.0.1:%d" % self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.fixture
+def mock_factory():
+    made = []
+
+    def make(*a, **kw):
+        m = MockSource(*a, **kw)
+        made.append(m)
+        return m
+    yield make
+    for m in made:
+        m.close()
+
+
+# ---------------------------------------------------------------- create (5.6.1.4)
+
+def test_4_3_6_2_inclusive_create_here_and_there(hub, src):
+    eid = uid("Vehicle")
+    register(hub, src, eid)
+    r = hub.create(entity(eid, "Vehicle", speed=prop(5), brand=prop("b")))
+    assert r.status_code == 201, r.text
+    assert local(hub, eid).json()["speed"]["value"] == 5
+    e = src.entity(eid)
+    assert e["speed"]["value"] == 5 and e["brand"]["value"] == "b"
+
+
+def test_4_3_6_3_exclusive_create_takes_its_attributes(hub, src):
+    eid = uid("Vehicle")
+    register(hub, src, eid, mode="exclusive", attrs=["speed"])
+    r = hub.create(entity(eid, "Vehicle", speed=prop(5), brand=prop("b")))
+    assert r.status_code == 201, r.text
+    h = local(hub, eid).json()
+    assert "speed" not in h and h["brand"]["value"] == "b"
+    s = src.entity(eid)
+    assert s["speed"]["value"] == 5 and "brand" not in s
+
+
+def test_4_3_6_3_redirect_create_only_at_the_source(hub, src, src2):
+    eid = uid("Vehicle")
+    register(hub, src, eid, mode="redirect")
+    register(hub, src2, eid, mode="redirect")
+    r = hub.create(entity(eid, "Vehicle", speed=prop(5)))
+    assert r.status_code == 201, r.text
+    assert local(hub, eid).status_code == 404
+    assert src.entity(eid)["speed"]["value"] == 5 and src2.entity(eid)["speed"]["value"] == 5
+
+
+def test_4_3_6_4_auxiliary_never_receives_writes(hub, mock_factory):
+    m = mock_factory(201)
+    eid = uid("Vehicle")
+    register(hub, None, eid, mode="auxiliary", endpoint=m.base, ops=["retrieveOps"])
+    assert hub.create(entity(eid, "Vehicle", speed=prop(5))).status_code == 201
+    assert hub.patch("/entities/%s/attrs" % eid, {"speed": prop(6)}).status_code == 204
+    assert hub.delete("/entities/" + eid).status_code == 204
+    assert [x for x in m.requests if x[0] != "GET"] == []
+
+
+def test_5_6_1_4_exclusive_without_the_operation_is_a_conflict(hub, src):
+    eid = uid("Vehicle")
+    register(hub, src, eid, mode="exclusive", attrs=["speed"], ops=["retrieveOps"])
+    r = hub.post("/entities", entity(eid, "Vehicle", speed=prop(5), brand=prop("b")))
+    assert r.status_code == 207, r.text
+    err = r.json()["errors"]
+    assert len(err) == 1 and err[0]["error"]["status"] == 409 and "registrationId" in err[0]
+    assert "speed" not in local(hub, eid).json()
+
+
+def test_5_6_1_4_inclusive_create_existing_locally_is_207(hub, src):
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", brand=prop("b")))
+    register(hub, src, eid)
+    r = hub.post("/entities", entity(eid, "Vehicle", speed=prop(5)))
+    assert r.status_code == 207, r.text
+    body = r.json()
+    assert body["success"] == [eid] and len(body["errors"]) == 1
+    assert body["errors"][0]["error"]["status"] == 409 and "registrationId" not in body["errors"][0]
+    assert src.entity(eid)["speed"]["value"] == 5
+
+
+def test_5_6_1_4_malformed_entity_is_not_forwarded(hub, mock_factory):
+    m = mock_factory(201)
+    eid = uid("Vehicle")
+    register(hub, None, eid, endpoint=m.base)
+    r = hub.post("/entities", {"id": "not a uri", "type": "Vehicle"})
+    assert r.status_code == 400
+    assert m.requests == []
+
+
+# ---------------------------------------------------------------- 207 with failing sources (6.3.17)
+
+@pytest.mark.parametrize("status,body,delay,code", [
+    (500, b'{"type":"https://uri.etsi.org/ngsi-ld/errors/InternalError","title":"x","detail":"boom"}', 0, 500),
+    (200, b"garbage", 0, None),
+    (204, b"", 3.0, 504),
+])
+def test_6_3_17_inclusive_update_with_a_failing_source_is_207(hub, mock_factory, status, body, delay, code):
+    m = mock_factory(status, body, delay)
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", speed=prop(1)))
+    rid = register(hub, None, eid, endpoint=m.base)
+    r = hub.patch("/entities/%s/attrs" % eid, {"speed": prop(2)})
+    if code is None:                   # a 2xx with a body that is not JSON: the write was accepted
+        assert r.status_code == 204, r.text
+        return
+    assert r.status_code == 207, r.text
+    res = r.json()
+    assert res["updated"] == ["speed"]
+    assert res["notUpdated"][0]["registrationId"] == rid and res["notUpdated"][0]["attributeName"] == "speed"
+    assert local(hub, eid).json()["speed"]["value"] == 2
+    reg = hub.get("/csourceRegistrations/" + rid).json()
+    assert reg["timesFailed"] == 1
+
+
+def test_6_3_17_single_exclusive_source_error_is_the_answer(hub, mock_factory):
+    m = mock_factory(404, b'{"type":"https://uri.etsi.org/ngsi-ld/errors/ResourceNotFound","title":"n","detail":"no"}')
+    eid = uid("Vehicle")
+    register(hub, None, eid, mode="redirect", endpoint=m.base)
+    assert_problem(hub.patch("/entities/%s/attrs" % eid, {"speed": prop(2)}), 404, "ResourceNotFound")
+    slow = mock_factory(204, b"", 3.0)
+    eid2 = uid("Vehicle")
+    register(hub, None, eid2, mode="redirect", endpoint=slow.base)
+    assert hub.delete("/entities/" + eid2).status_code == 504
+
+
+# ---------------------------------------------------------------- the other writes
+
+def test_5_6_2_4_inclusive_update_attrs_and_attr(hub, src):
+    eid = uid("Vehicle")
+    register(hub, src, eid)
+    hub.create(entity(eid, "Vehicle", speed=prop(1), brand=prop("a")))
+    assert hub.patch("/entities/%s/attrs" % eid, {"speed": prop(2)}).status_code == 204
+    assert hub.patch("/entities/%s/attrs/brand" % eid, {"value": "z"}).status_code == 204
+    assert hub.post("/entities/%s/attrs" % eid, {"colour": prop("red")}).status_code == 204
+    for c in (src, ):
+        e = c.entity(eid)
+        assert e["speed"]["value"] == 2 and e["brand"]["value"] == "z" and e["colour"]["value"] == "red"
+    h = local(hub, eid).json()
+    assert h["speed"]["value"] == 2 and h["brand"]["value"] == "z" and h["colour"]["value"] == "red"
+
+
+def test_5_6_5_4_exclusive_delete_attr_goes_only_to_the_source(hub, src):
+    eid = uid("Vehicle")
+    register(hub, src, eid, mode="exclusive", attrs=["speed"])
+    hub.create(entity(eid, "Vehicle", speed=prop(1), brand=prop("a")))
+    assert hub.delete("/entities/%s/attrs/speed" % eid).status_code == 204
+    assert "speed" not in src.entity(eid)
+    assert local(hub, eid).json()["brand"]["value"] == "a"
+
+
+def test_5_6_17_and_5_6_18_merge_and_replace_forwarded(hub, src):
+    eid = uid("Vehicle")
+    register(hub, src, eid)
+    hub.create(entity(eid, "Vehicle", speed=prop(1), brand=prop("a")))
+    assert hub.patch("/entities/" + eid, {"speed": prop(3)}).status_code == 204
+    assert src.entity(eid)["speed"]["value"] == 3
+    assert hub.put("/entities/" + eid, {"type": "Vehicle", "brand": prop("q")}).status_code == 204
+    e = src.entity(eid)
+    assert e["brand"]["value"] == "q" and "speed" not in e
+
+
+def test_5_6_6_4_delete_entity_here_and_there(hub, src):
+    eid = uid("Vehicle")
+    register(hub, src, eid)
+    hub.create(entity(eid, "Vehicle", speed=prop(1)))
+    assert hub.delete("/entities/" + eid).status_code == 204
+    assert local(hub, eid).status_code == 404
+    assert src.get("/entities/" + eid).status_code == 404
+
+
+def test_5_6_6_4_inclusive_delete_missing_at_the_source_is_207(hub, src):
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", speed=prop(1)))
+    register(hub, src, eid)
+    r = hub.delete("/entities/" + eid)
+    assert r.status_code == 207, r.text
+    assert r.json()["errors"][0]["error"]["status"] == 404
+    assert local(hub, eid).status_code == 404
+
+
+def test_6_3_18_local_true_writes_only_here(hub, mock_factory):
+    m = mock_factory(201)
+    eid = uid("Vehicle")
+    register(hub, None, eid, endpoint=m.base)
+    assert hub.post("/entities", entity(eid, "Vehicle", speed=prop(1)), params={"local": "true"}).status_code == 201
+    assert m.requests == []
+
+
+def test_6_3_19_forwarded_write_carries_via_and_tenant(hub, mock_factory):
+    m = mock_factory(204)
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", speed=prop(1)))
+    register(hub, None, eid, endpoint=m.base + "/base/", tenant="t1")
+    assert hub.patch("/entities/%s/attrs" % eid, {"speed": prop(2), "other": prop(1)}).status_code == 204
+    (meth, path, hdrs, data) = m.requests[0]
+    assert meth == "PATCH" and path == "/base/ngsi-ld/v1/entities/%s/attrs" % eid
+    assert hdrs["Via"] == "1.1 hub-w" and hdrs["NGSILD-Tenant"] == "t1"
+    assert json.loads(data)["speed"]["value"] == 2
+
+
+def test_6_3_19_only_the_registered_attributes_are_sent(hub, mock_factory):
+    m = mock_factory(204)
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", speed=prop(1), brand=prop("a")))
+    register(hub, None, eid, endpoint=m.base, attrs=["speed"])
+    assert hub.patch("/entities/%s/attrs" % eid, {"speed": prop(2), "brand": prop("b")}).status_code == 204
+    assert set(json.loads(m.requests[0][3])) == {"speed"}
+    assert hub.patch("/entities/%s/attrs" % eid, {"brand": prop("c")}).status_code == 204
+    assert len(m.requests) == 1
+
+
+# ---------------------------------------------------------------- loops (6.3.17, 6.3.18)
+
+def test_6_3_17_write_loop_through_exclusive_is_508(hub, mock_factory):
+    m = mock_factory(204)
+    eid = uid("Vehicle")
+    register(hub, None, eid, mode="redirect", endpoint=m.base)
+    r = hub.patch("/entities/%s/attrs" % eid, {"speed": prop(2)}, headers={"Via": "1.1 other, 1.1 hub-w"})
+    assert r.status_code == 508
+    assert m.requests == []
+
+
+def test_6_3_18_two_brokers_registered_to_each_other(hub, src):
+    """hub redirects the entity to src, src redirects it back: 508, not an endless loop."""
+    eid = uid("Vehicle")
+    register(hub, src, eid, mode="redirect")
+    b = {"type": "ContextSourceRegistration", "information": [{"entities": [{"id": eid, "type": "Vehicle"}]}],
+         "mode": "redirect", "endpoint": hub.broker.base, "tenant": hub.tenant, "operations": ["redirectionOps"]}
+    assert src.post("/csourceRegistrations", b).status_code == 201
+    r = hub.post("/entities", entity(eid, "Vehicle", speed=prop(1)))
+    assert r.status_code == 508, r.text
+
+
+def test_6_3_18_three_broker_chain_without_false_loop(broker_factory):
+    """A -> B -> C by redirect registrations, brokers started with the default alias."""
+    # distinct flags: distinct processes (the factory shares a broker per flag list)
+    cs = [Client(broker_factory("--forwardTimeout", str(3000 + i)), fresh_tenant()) for i in range(3)]
+    try:
+        for c in cs:
+            c.ensure_tenant()
+        eid = uid("Vehicle")
+        for x, y in ((cs[0], cs[1]), (cs[1], cs[2])):
+            register(x, y, eid, mode="redirect")
+        r = cs[0].post("/entities", entity(eid, "Vehicle", speed=prop(7)))
+        assert r.status_code == 201, r.text
+        assert cs[2].get("/entities/" + eid, params={"local": "true"}).json()["speed"]["value"] == 7
+        for c in cs[:2]:
+            assert local(c, eid).status_code == 404
+        assert cs[0].patch("/entities/%s/attrs" % eid, {"speed": prop(8)}).status_code == 204
+        assert local(cs[2], eid).json()["speed"]["value"] == 8
+    finally:
+        for c in cs:
+            c.close()
