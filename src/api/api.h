@@ -158,7 +158,6 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
 bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, bool local_ok, const problem_t *lp,
                             const op_result_t *res, const struct fwd_wout *out);
 bool api_dw_local_param(request_t *r, problem_t *p);                 /* local=true|false */
-const typesel_t *api_dw_body_types(request_t *r, const ld_context_t *ctx, const json_t *body);
 const typesel_t *api_dw_param_types(request_t *r, const ld_context_t *ctx, const char *type);
 const char *api_dw_path(request_t *r, const char *prefix, const char *id, const char *suffix);
 const char *api_dw_query(request_t *r);                             /* the query string without local */

@@ -82,7 +82,7 @@ static void attr_write(request_t *r, bool partial)
         sbuf_t sfx;
         sb_init(&sfx, r->arena, 64);
         sb_adds(&sfx, "/attrs/");
-        http_url_encode(&sfx, name);
+        fwd_url_encode(&sfx, name);
         fwd_write_t w = {.op = partial ? REG_OP_UPDATE_ATTRS : REG_OP_REPLACE_ATTRS, .method = partial ? "PATCH" : "PUT",
                          .path = api_dw_path(r, "entities/", id, sfx.p), .query = api_dw_query(r), .id = id,
                          .types = api_dw_param_types(r, ctx, type), .attr = ld_expand(ctx, name), .body = body,
@@ -139,7 +139,7 @@ void api_attr_delete(request_t *r)
         sbuf_t sfx;
         sb_init(&sfx, r->arena, 64);
         sb_adds(&sfx, "/attrs/");
-        http_url_encode(&sfx, name);
+        fwd_url_encode(&sfx, name);
         fwd_write_t w = {.op = REG_OP_DELETE_ATTRS, .method = "DELETE", .path = api_dw_path(r, "entities/", id, sfx.p),
                          .query = api_dw_query(r), .id = id, .types = api_dw_param_types(r, ctx, type),
                          .attr = ld_expand(ctx, name)};

@@ -28,26 +28,6 @@ bool api_dw_local_param(request_t *r, problem_t *p)
     return true;
 }
 
-/* The type selection of an entity payload's type(s): what registrations by
- * type match (NULL: none given or not valid, the operation reports it). */
-const typesel_t *api_dw_body_types(request_t *r, const ld_context_t *ctx, const json_t *body)
-{
-    const json_t *t = json_get(body, "type");
-    if (!t) t = json_get(body, "@type");
-    sbuf_t sb;
-    sb_init(&sb, r->arena, 64);
-    if (json_is_string(t)) sb_adds(&sb, t->str);
-    else if (json_is_array(t))
-        for (const json_t *x = t->child; x; x = x->next) {
-            if (!json_is_string(x) || strchr(x->str, ',') || strchr(x->str, '|') || strchr(x->str, ';')) return NULL;
-            if (sb.len) sb_addc(&sb, ',');
-            sb_adds(&sb, x->str);
-        }
-    if (!sb.len) return NULL;
-    problem_t q = {0};
-    return typesel_parse(r->arena, sb.p, ctx, &q);
-}
-
 /* The ?type= precondition as a type selection for matching, or NULL. */
 const typesel_t *api_dw_param_types(request_t *r, const ld_context_t *ctx, const char *type)
 {
@@ -61,7 +41,7 @@ const char *api_dw_path(request_t *r, const char *prefix, const char *id, const 
     sbuf_t sb;
     sb_init(&sb, r->arena, 64);
     sb_adds(&sb, prefix);
-    http_url_encode(&sb, id);
+    fwd_url_encode(&sb, id);
     if (suffix) sb_adds(&sb, suffix);
     return sb.p;
 }
@@ -74,9 +54,9 @@ const char *api_dw_query(request_t *r)
     for (int i = 0; i < r->nparams; i++) {
         if (!strcmp(r->params[i].key, "local")) continue;
         if (sb.len) sb_addc(&sb, '&');
-        http_url_encode(&sb, r->params[i].key);
+        fwd_url_encode(&sb, r->params[i].key);
         sb_addc(&sb, '=');
-        http_url_encode(&sb, r->params[i].value);
+        fwd_url_encode(&sb, r->params[i].value);
     }
     return sb.len ? sb.p : NULL;
 }

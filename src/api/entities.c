@@ -30,7 +30,7 @@ void api_entity_create(request_t *r)
     if (api_distributed(r) && json_is_string(jid) && ops_check_id(jid->str, &(problem_t){0})) {
         /* 5.6.1.4 distributed: the parts the registrations take go to their sources */
         fwd_write_t w = {.op = REG_OP_CREATE_ENTITY, .method = "POST", .path = "entities", .id = jid->str,
-                         .types = api_dw_body_types(r, ctx, body), .body = body};
+                         .body = body};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
     }
     if (out.n_sent) {
@@ -223,7 +223,7 @@ void api_entity_replace(request_t *r)
     fwd_wout_t  out = {0};
     if (api_distributed(r)) {
         fwd_write_t w = {.op = REG_OP_REPLACE_ENTITY, .method = "PUT", .path = api_dw_path(r, "entities/", r->pathv[0], NULL),
-                         .query = api_dw_query(r), .id = r->pathv[0], .types = api_dw_body_types(r, ctx, body), .body = body};
+                         .query = api_dw_query(r), .id = r->pathv[0], .body = body};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;     /* 5.6.18 distributed */
     }
     if (out.n_sent) {

@@ -341,9 +341,11 @@ bool fwd_headers(const fwd_in_t *in, call_t *c, const reg_t *r, const char *jctx
 {
     arena_t *a = in->arena;
     const char *accept = reg_csource_info(r, "accept");
+    /* a JSON-LD payload carries its @context: no Link then (6.3.5) */
+    bool ld = ctype && !strcmp(ctype, "application/ld+json");
     bool ok = fwd_add_header(c, a, "Accept", accept ? accept : "application/json") &&
-              fwd_add_header(c, a, "Link", arena_printf(a, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; "
-                                                       "type=\"application/ld+json\"", jctx ? jctx : ld_context_link(c->ctx))) &&
+              (ld || fwd_add_header(c, a, "Link", arena_printf(a, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; "
+                                                       "type=\"application/ld+json\"", jctx ? jctx : ld_context_link(c->ctx)))) &&
               fwd_add_header(c, a, "Via", in->via && *in->via ? arena_printf(a, "%s, 1.1 %s", in->via, g_alias)
                                                            : arena_printf(a, "1.1 %s", g_alias));
     if (ok && reg_source_tenant(r)) ok = fwd_add_header(c, a, "NGSILD-Tenant", reg_source_tenant(r));

@@ -52,6 +52,9 @@ bool        fwd_start(problem_t *p);
 void        fwd_stop(void);
 /* This broker's alias in Via headers. */
 const char *fwd_alias(void);
+/* Percent-encodes s as one path segment or query value of a forwarded
+ * request (RFC 3986 unreserved characters and ':' kept). */
+void        fwd_url_encode(sbuf_t *sb, const char *s);
 /* Whether a Via header value names this broker. */
 bool        fwd_via_loop(const char *via);
 
@@ -134,6 +137,29 @@ typedef struct fwd_wout {
  * for the 508 of a loop; out->n_sent 0: nothing matched (out->local is the
  * whole payload). */
 bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, problem_t *p);
+
+/* A batch (5.6.7-5.6.10, 5.6.20 distributed): each entity split as by
+ * fwd_write; each source gets its parts in one batch request when it
+ * supports the batch operation, else one request per entity when it
+ * supports the operation of one entity (createEntity, appendAttrs,
+ * deleteEntity, mergeEntity), else (exclusive, redirect) a Conflict. */
+typedef struct fwd_batch {
+    reg_op_t                   op;        /* createBatch, upsertBatch, updateBatch, deleteBatch, mergeBatch */
+    const char                *path;      /* "entityOperations/create" ... */
+    const char                *query;     /* sent along (options), or NULL */
+    const json_t *const       *entities;  /* per member: the entity (delete: the id string) */
+    const ld_context_t *const *ctxs;      /* per member: its @context (NULL: it failed; not forwarded) */
+    size_t                     n;
+} fwd_batch_t;
+
+typedef struct fwd_bout {
+    json_t     **local;      /* per member: the payload of its local write, NULL: nothing left */
+    fwd_sent_t **sent;       /* per member: its parts */
+    size_t      *n_sent;
+    size_t       forwarded;  /* members with a part (0: nothing matched; the arrays are NULL) */
+} fwd_bout_t;
+
+bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, problem_t *p);
 
 /* Over all operations since start (/statistics). */
 typedef struct fwd_stats {

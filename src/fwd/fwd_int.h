@@ -34,7 +34,8 @@ void fwd_run(call_t *calls, size_t n);
 
 /* The headers of a request to r's source (Accept, Link with jctx or the
  * request's @context, Via with this broker, NGSILD-Tenant, the
- * contextSourceInfo pairs of 6.3.19, Content-Type ctype when not NULL), and
+ * contextSourceInfo pairs of 6.3.19, Content-Type ctype when not NULL; no
+ * Link with application/ld+json), and
  * c->timeout_ms; false when out of memory. */
 bool fwd_headers(const fwd_in_t *in, call_t *c, const reg_t *r, const char *jctx, const char *ctype);
 bool fwd_add_header(call_t *c, arena_t *a, const char *name, const char *value);
@@ -48,7 +49,6 @@ bool fwd_loop_check(reg_t *const *regs, size_t nr, problem_t *p);
 /* r's counters (timesSent ...) and the broker's after a forwarded request. */
 void fwd_counted(reg_t *r, bool ok, int64_t now);
 bool fwd_via_each(const char *via, bool (*fn)(void *ud, const char *s, size_t n), void *ud);
-void fwd_url_encode(sbuf_t *sb, const char *s);
 void fwd_warn(arena_t *a, const char **w, const reg_t *r, int code, const char *text);
 
 #endif

@@ -85,7 +85,7 @@ static void part_problem(const call_t *c, arena_t *a, problem_t *p)
     const char *d = json_is_string(detail) ? detail->str : NULL;
     problem_kind_t kind = PB_HTTP;
     if (json_is_string(type))
-        for (int k = 0; k < PB_HTTP; k++)
+        for (int k = PB_NONE + 1; k < PB_HTTP; k++)
             if (!strcmp(problem_type_uri((problem_kind_t)k), type->str)) kind = (problem_kind_t)k;
     if (kind == PB_HTTP && c->status == 404) kind = PB_RESOURCE_NOT_FOUND;
     if (kind != PB_HTTP && problem_status(&(problem_t){.kind = kind}) != c->status) kind = PB_HTTP;
@@ -94,208 +94,487 @@ static void part_problem(const call_t *c, arena_t *a, problem_t *p)
     p->status = (int)c->status;
 }
 
-/* The payload for one source: the members and the attributes in take. */
-static char *payload(arena_t *a, const json_t *body, const bool *take, const fwd_in_t *in, const ld_context_t *to)
+/* Writes the payload for one source: the members of body and the
+ * attributes in take (NULL: all), names compact in `from`, re-compacted in
+ * `to` when the source is sent another @context (contextSourceInfo
+ * jsonldContext); keep_ctx: its "@context" stays (a JSON-LD batch), else it
+ * goes as Link. */
+static void payload_write(json_writer_t *w, const json_t *body, const bool *take, const ld_context_t *from,
+                          const ld_context_t *to, bool keep_ctx)
+{
+    jw_object_begin(w);
+    size_t i = 0;
+    for (const json_t *m = body->child; m; m = m->next, i++) {
+        bool ctx_member = !strcmp(m->key, "@context");
+        if (ctx_member && !keep_ctx) continue;
+        bool member = is_member(m->key);
+        if (!member && take && !take[i]) continue;
+        const char *k = m->key;
+        if (to != from && !member) k = ld_compact(to, ld_expand(from, m->key));
+        jw_key(w, k);
+        if (to != from && (!strcmp(m->key, "type") || !strcmp(m->key, "@type")) && json_is_string(m))
+            jw_string(w, ld_compact(to, ld_expand(from, m->str)));
+        else jw_value(w, m);
+    }
+    jw_object_end(w);
+}
+
+static char *payload(arena_t *a, const json_t *body, const bool *take, const ld_context_t *from,
+                     const ld_context_t *to)
 {
     sbuf_t        sb;
     json_writer_t w;
     sb_init(&sb, a, 512);
     jw_init(&w, &sb);
-    jw_object_begin(&w);
-    size_t i = 0;
-    for (const json_t *m = body->child; m; m = m->next, i++) {
-        if (!strcmp(m->key, "@context")) continue;           /* the @context goes as Link */
-        bool member = is_member(m->key);
-        if (!member && !take[i]) continue;
-        /* names re-compacted when the source is sent another @context (contextSourceInfo jsonldContext) */
-        const char *k = m->key;
-        if (to != in->ctx && !member) k = ld_compact(to, ld_expand(in->ctx, m->key));
-        jw_key(&w, k);
-        if (to != in->ctx && (!strcmp(m->key, "type") || !strcmp(m->key, "@type")) && json_is_string(m))
-            jw_string(&w, ld_compact(to, ld_expand(in->ctx, m->str)));
-        else jw_value(&w, m);
-    }
-    jw_object_end(&w);
+    payload_write(&w, body, take, from, to, false);
     return sb.p;
 }
+
+/* The type selection of an entity payload's type(s), for matching by type
+ * (NULL: none, or not valid, which the operation reports). */
+static const typesel_t *body_types(arena_t *a, const ld_context_t *ctx, const json_t *body)
+{
+    const json_t *t = json_get(body, "type");
+    if (!t) t = json_get(body, "@type");
+    sbuf_t sb;
+    sb_init(&sb, a, 64);
+    if (json_is_string(t)) sb_adds(&sb, t->str);
+    else if (json_is_array(t))
+        for (const json_t *x = t->child; x; x = x->next) {
+            if (!json_is_string(x) || strpbrk(x->str, ",|;()")) return NULL;
+            if (sb.len) sb_addc(&sb, ',');
+            sb_adds(&sb, x->str);
+        }
+    if (!sb.len || strpbrk(sb.p, "|;()")) return NULL;
+    problem_t q = {0};
+    return typesel_parse(a, sb.p, ctx, &q);
+}
+
+/* ------------------------------------------------------------ the split of one entity */
+
+/* One entity over its matching registrations: what each gets. */
+typedef struct split {
+    reg_t      **regs;
+    uint64_t    *masks;
+    size_t       nr;
+    const json_t *body;       /* the entity or fragment split by attribute, or NULL */
+    size_t       nm;          /* its members */
+    const char **names;       /* per member: its expanded attribute name, NULL: not an attribute */
+    bool         has_attrs;   /* some member is an attribute */
+    bool        *taken;       /* per member: an exclusive or redirect registration takes it */
+    bool         whole_taken; /* one takes the whole entity (an operation without attributes, or on attr) */
+    bool       **take;        /* per registration, per member: sent to it */
+    bool        *gets;        /* per registration: it gets a part */
+} split_t;
+
+/* Matches and splits; false only on a loop (508). s->nr 0: nothing matched. */
+static bool split_entity(const fwd_in_t *in, const ld_context_t *ctx, const char *id, const typesel_t *types,
+                         const char *attr, const json_t *body, split_t *s, problem_t *p)
+{
+    arena_t *a = in->arena;
+    memset(s, 0, sizeof *s);
+    s->body = json_is_object(body) ? body : NULL;
+    for (const json_t *m = s->body ? s->body->child : NULL; m; m = m->next) s->nm++;
+    s->names = arena_alloc(a, (s->nm + 1) * sizeof *s->names);
+    const char **attrs = arena_alloc(a, (s->nm + 2) * sizeof *attrs);
+    size_t       na = 0, i = 0;
+    if (attr) attrs[na++] = attr;
+    for (const json_t *m = s->body ? s->body->child : NULL; m; m = m->next, i++) {
+        s->names[i] = is_member(m->key) ? NULL : ld_expand(ctx, m->key);
+        if (s->names[i]) attrs[na++] = s->names[i];
+    }
+    s->has_attrs = na > (attr ? 1u : 0u);
+    if (!types && s->body) types = body_types(a, ctx, s->body);
+    reg_query_t q = {.types = types, .ids = &id, .n_ids = 1, .attrs = attrs, .n_attrs = na,
+                     .modes = 1u << REG_INCLUSIVE | 1u << REG_EXCLUSIVE | 1u << REG_REDIRECT};
+    fwd_skip_sources(in, &q);
+    s->regs = reg_match(in->tenant, &q, cr_now_us(), a, &s->nr, &s->masks);
+    if (!s->nr) return true;
+    if (fwd_via_loop(in->via)) {           /* inclusive: written here only; exclusive, redirect: 508 */
+        bool ok = fwd_loop_check(s->regs, s->nr, p);
+        for (size_t r = 0; r < s->nr; r++) reg_unref(s->regs[r]);
+        s->nr = 0;
+        return ok;
+    }
+    /* what the exclusive and redirect registrations take from the local write */
+    s->taken = arena_calloc(a, s->nm + 1);
+    for (size_t r = 0; r < s->nr; r++) {
+        if (!proxied(s->regs[r])) continue;
+        if (!s->has_attrs) {
+            if (covers(s->regs[r], s->masks[r], attr)) s->whole_taken = true;
+            continue;
+        }
+        for (size_t k = 0; k < s->nm; k++)
+            if (s->names[k] && covers(s->regs[r], s->masks[r], s->names[k])) s->taken[k] = true;
+    }
+    /* what each gets: its attributes (an inclusive one what no proxied one took) */
+    s->take = arena_alloc(a, s->nr * sizeof *s->take);
+    s->gets = arena_calloc(a, s->nr + 1);
+    for (size_t r = 0; r < s->nr; r++) {
+        reg_t *g = s->regs[r];
+        s->take[r] = arena_calloc(a, s->nm + 1);
+        if (s->has_attrs) {
+            for (size_t k = 0; k < s->nm; k++)
+                if (s->names[k] && covers(g, s->masks[r], s->names[k]) && (proxied(g) || !s->taken[k]))
+                    s->take[r][k] = s->gets[r] = true;
+        } else s->gets[r] = (!attr || covers(g, s->masks[r], attr)) && (proxied(g) || !s->whole_taken);
+    }
+    return true;
+}
+
+static void split_release(split_t *s)
+{
+    for (size_t r = 0; r < s->nr; r++) reg_unref(s->regs[r]);
+}
+
+/* The payload left for the local write, or NULL when nothing is left. */
+static json_t *split_local(arena_t *a, const split_t *s, const json_t *body)
+{
+    if (s->whole_taken) return NULL;
+    bool any = false;
+    for (size_t k = 0; k < s->nm && !any; k++) any = s->taken[k];
+    if (!any) return (json_t *)body;
+    json_t *l = json_new(a, JSON_OBJECT), *tail = NULL;
+    bool    left = false;
+    size_t  k = 0;
+    for (const json_t *m = s->body->child; m; m = m->next, k++) {
+        if (s->taken[k]) continue;
+        json_push(l, &tail, m->key, json_clone(a, m));
+        left = left || s->names[k];
+    }
+    return left ? l : NULL;
+}
+
+/* The attribute names (as in the payload) registration r gets, or NULL (the whole entity). */
+static const char **split_names(arena_t *a, const split_t *s, size_t r, const char *attr, const ld_context_t *ctx,
+                                size_t *n)
+{
+    const char **v = arena_alloc(a, (s->nm + 2) * sizeof *v);
+    *n = 0;
+    size_t k = 0;
+    for (const json_t *m = s->body ? s->body->child : NULL; m; m = m->next, k++)
+        if (s->take[r][k]) v[(*n)++] = m->key;
+    if (!*n && attr) v[(*n)++] = ld_compact(ctx, attr);
+    return *n ? v : NULL;
+}
+
+/* Why r does not get its part, or NULL: r supports op and is not cooling down. */
+static bool part_refused(reg_t *r, uint64_t op, problem_t *p)
+{
+    if (!(reg_ops(r) & op)) {
+        problem_set(p, PB_CONFLICT, "registration %s (%s) covers this entity but does not support the operation",
+                    reg_id(r), reg_mode(r) == REG_EXCLUSIVE ? "exclusive" : "redirect");
+        return true;
+    }
+    if (fwd_cooling(r)) {
+        problem_set(p, PB_HTTP, "registration %s is in its cooldown after a failure", reg_id(r));
+        p->status = 503;
+        return true;
+    }
+    return false;
+}
+
+/* The URL of a request to r's source: endpoint/ngsi-ld/v1/path?query (and local=true). */
+static char *part_url(arena_t *a, const reg_t *r, const char *path, const char *query)
+{
+    sbuf_t u;
+    sb_init(&u, a, 256);
+    const char *ep = reg_endpoint(r);
+    size_t      el = strlen(ep);
+    while (el && ep[el - 1] == '/') el--;
+    sb_add(&u, ep, el);
+    sb_adds(&u, "/ngsi-ld/v1/");
+    sb_adds(&u, path);
+    char sep = '?';
+    if (query && *query) {
+        sb_printf(&u, "?%s", query);
+        sep = '&';
+    }
+    if (reg_local_only(r)) sb_printf(&u, "%clocal=true", sep);
+    return u.p;
+}
+
+/* The @context a source is sent (contextSourceInfo jsonldContext, else the request's). */
+static const ld_context_t *part_ctx(arena_t *a, const reg_t *r, const ld_context_t *ctx, const char **jctx)
+{
+    *jctx = reg_csource_info(r, "jsonldContext");
+    if (!*jctx) return ctx;
+    problem_t           pq = {0};
+    const ld_context_t *x = ld_from_json(json_new_string(a, *jctx), &pq);
+    return x ? x : ctx;
+}
+
+/* ------------------------------------------------------------ one entity */
 
 bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, problem_t *p)
 {
     arena_t *a = in->arena;
+    split_t  s;
     memset(out, 0, sizeof *out);
     out->local = (json_t *)w->body;
+    if (!split_entity(in, in->ctx, w->id, w->types, w->attr, w->attr_body ? NULL : w->body, &s, p)) return false;
+    if (!s.nr) return true;
 
-    /* the attributes of the payload, expanded */
-    size_t       na = 0;
-    const json_t *body = w->attr_body ? NULL : w->body;
-    size_t       nm = 0;
-    for (const json_t *m = json_is_object(body) ? body->child : NULL; m; m = m->next) nm++;
-    const char **names = arena_alloc(a, (nm + 2) * sizeof *names);   /* per member, NULL: not an attribute */
-    const char **attrs = arena_alloc(a, (nm + 2) * sizeof *attrs);
-    if (w->attr) attrs[na++] = w->attr;
-    size_t i = 0;
-    for (const json_t *m = json_is_object(body) ? body->child : NULL; m; m = m->next, i++) {
-        names[i] = is_member(m->key) ? NULL : ld_expand(in->ctx, m->key);
-        if (names[i]) attrs[na++] = names[i];
-    }
-
-    reg_query_t q = {.types = w->types, .ids = &w->id, .n_ids = 1, .attrs = attrs, .n_attrs = na,
-                     .modes = 1u << REG_INCLUSIVE | 1u << REG_EXCLUSIVE | 1u << REG_REDIRECT};
-    fwd_skip_sources(in, &q);
-    size_t    nr;
-    uint64_t *masks;
-    reg_t   **regs = reg_match(in->tenant, &q, cr_now_us(), a, &nr, &masks);
-    if (!nr) return true;
-    bool ok = true;
-    if (fwd_via_loop(in->via)) {           /* inclusive: written here only; exclusive, redirect: 508 */
-        ok = fwd_loop_check(regs, nr, p);
-        goto done;
-    }
-
-    /* what the exclusive and redirect registrations take from the local write */
-    bool *taken = arena_calloc(a, nm + 1);
-    bool  whole_taken = false, any_taken = false;
-    for (size_t r = 0; r < nr; r++) {
-        if (!proxied(regs[r])) continue;
-        if (w->attr || !nm || !body) {
-            if (covers(regs[r], masks[r], w->attr)) whole_taken = true;
-            continue;
-        }
-        for (size_t k = 0; k < nm; k++)
-            if (names[k] && covers(regs[r], masks[r], names[k])) taken[k] = any_taken = true;
-    }
-
-    call_t     *calls = arena_calloc(a, nr * sizeof *calls);
-    fwd_sent_t *sent = arena_calloc(a, nr * sizeof *sent);
-    size_t     *which = arena_alloc(a, (nr + 1) * sizeof *which);   /* sent[k] is calls[which[k]] */
+    call_t     *calls = arena_calloc(a, s.nr * sizeof *calls);
+    fwd_sent_t *sent = arena_calloc(a, s.nr * sizeof *sent);
+    size_t     *which = arena_alloc(a, (s.nr + 1) * sizeof *which);   /* sent[k] is calls[which[k]] */
     size_t      ns = 0;
-    uint64_t    op = REG_OP_BIT(w->op);
-    for (size_t r = 0; r < nr; r++) {
-        reg_t  *g = regs[r];
+    for (size_t r = 0; r < s.nr; r++) {
+        reg_t  *g = s.regs[r];
         call_t *c = &calls[r];
         c->reg = g;
-        c->ctx = in->ctx;
         c->skipped = true;
-        /* the attributes this source gets */
-        bool *take = arena_calloc(a, nm + 1);
-        size_t nt = 0;
-        const char **sent_names = arena_alloc(a, (nm + 2) * sizeof *sent_names);
-        if (body && nm) {
-            for (size_t k = 0; k < nm; k++) {
-                if (!names[k] || !covers(g, masks[r], names[k])) continue;
-                if (!proxied(g) && taken[k]) continue;
-                take[k] = true;
-            }
-            size_t k = 0;
-            for (const json_t *m = body->child; m; m = m->next, k++)
-                if (take[k]) sent_names[nt++] = m->key;
-            bool attrs_in_body = false;
-            for (k = 0; k < nm && !attrs_in_body; k++) attrs_in_body = names[k] != NULL;
-            if (attrs_in_body && !nt) continue;               /* declares none of them */
-        } else if (w->attr) {
-            if (!covers(g, masks[r], w->attr) || (!proxied(g) && whole_taken)) continue;
-            sent_names[nt++] = ld_compact(in->ctx, w->attr);
-        } else if (!proxied(g) && whole_taken) continue;
-        fwd_sent_t *s = &sent[ns++];
-        s->reg_id = reg_id(g);
-        s->attrs = nt ? sent_names : NULL;
-        s->n_attrs = nt;
-        which[ns - 1] = r;
-        if (!(reg_ops(g) & op)) {
-            if (!proxied(g)) {                                 /* inclusive: not for this operation */
-                ns--;
-                continue;
-            }
-            problem_set(&s->problem, PB_CONFLICT, "registration %s (%s) covers this entity but does not support "
-                        "the operation", reg_id(g), reg_mode(g) == REG_EXCLUSIVE ? "exclusive" : "redirect");
-            continue;
-        }
-        if (fwd_cooling(g)) {
-            problem_set(&s->problem, PB_HTTP, "registration %s is in its cooldown after a failure", reg_id(g));
-            s->problem.status = 503;
-            continue;
-        }
-        /* the request */
-        const char *jctx = reg_csource_info(g, "jsonldContext");
-        if (jctx) {
-            problem_t   pq = {0};
-            const ld_context_t *x = ld_from_json(json_new_string(a, jctx), &pq);
-            if (x) c->ctx = x;
-        }
-        sbuf_t u;
-        sb_init(&u, a, 256);
-        const char *ep = reg_endpoint(g);
-        size_t      el = strlen(ep);
-        while (el && ep[el - 1] == '/') el--;
-        sb_add(&u, ep, el);
-        sb_adds(&u, "/ngsi-ld/v1/");
-        sb_adds(&u, w->path);
-        char sep = '?';
-        if (w->query && *w->query) {
-            sb_printf(&u, "?%s", w->query);
-            sep = '&';
-        }
-        if (reg_local_only(g)) sb_printf(&u, "%clocal=true", sep);
-        c->url = u.p;
+        if (!s.gets[r]) continue;
+        if (!(reg_ops(g) & REG_OP_BIT(w->op)) && !proxied(g)) continue;   /* inclusive: not for this operation */
+        fwd_sent_t *x = &sent[ns];
+        which[ns++] = r;
+        x->reg_id = reg_id(g);
+        x->attrs = split_names(a, &s, r, w->attr, in->ctx, &x->n_attrs);
+        if (part_refused(g, REG_OP_BIT(w->op), &x->problem)) continue;
+        const char *jctx;
+        c->ctx = part_ctx(a, g, in->ctx, &jctx);
+        c->url = part_url(a, g, w->path, w->query);
         c->method = w->method;
-        if (w->body) {
-            if (w->attr_body) {
-                sbuf_t        sb;
-                json_writer_t jw;
-                sb_init(&sb, a, 256);
-                jw_init(&jw, &sb);
-                jw_object_begin(&jw);
-                for (const json_t *m = w->body->child; m; m = m->next) {
-                    if (!strcmp(m->key, "@context")) continue;
-                    jw_key(&jw, m->key);
-                    jw_value(&jw, m);
-                }
-                jw_object_end(&jw);
-                c->post = sb.p;
-            } else if (json_is_object(w->body)) c->post = payload(a, w->body, take, in, c->ctx);
-        }
+        if (w->body && w->attr_body) c->post = payload(a, w->body, NULL, in->ctx, in->ctx);
+        else if (w->body) c->post = payload(a, w->body, s.take[r], in->ctx, c->ctx);
         if (!fwd_headers(in, c, g, jctx, c->post ? "application/json" : NULL)) {
-            problem_set(&s->problem, PB_INTERNAL_ERROR, "out of memory");
+            problem_set(&x->problem, PB_INTERNAL_ERROR, "out of memory");
             continue;
         }
         c->skipped = false;
     }
-    fwd_run(calls, nr);
+    fwd_run(calls, s.nr);
     int64_t now = cr_now_us();
     for (size_t k = 0; k < ns; k++) {
-        fwd_sent_t *s = &sent[k];
+        fwd_sent_t *x = &sent[k];
         call_t     *c = &calls[which[k]];
         if (c->skipped) {
             out->failed++;
             continue;
         }
-        s->ok = c->rc == CURLE_OK && c->status >= 200 && c->status < 300;
-        if (!s->ok) {
-            part_problem(c, a, &s->problem);
+        x->ok = c->rc == CURLE_OK && c->status >= 200 && c->status < 300;
+        if (!x->ok) {
+            part_problem(c, a, &x->problem);
             out->failed++;
         }
-        fwd_counted(c->reg, s->ok, now);
+        fwd_counted(c->reg, x->ok, now);
     }
-    for (size_t r = 0; r < nr; r++)
+    for (size_t r = 0; r < s.nr; r++)
         if (calls[r].hdrs) curl_slist_free_all(calls[r].hdrs);
     out->sent = sent;
     out->n_sent = ns;
+    out->local = w->attr_body ? (s.whole_taken ? NULL : (json_t *)w->body) : split_local(a, &s, w->body);
+    out->local_skip = w->body ? !out->local : s.whole_taken;
+    split_release(&s);
+    return true;
+}
 
-    /* what is left for the local write */
-    if (whole_taken) out->local_skip = true;
-    else if (any_taken) {
-        json_t *l = json_new(a, JSON_OBJECT), *tail = NULL;
-        bool    left = false;
-        size_t  k = 0;
-        for (const json_t *m = body->child; m; m = m->next, k++) {
-            if (taken[k]) continue;
-            json_push(l, &tail, m->key, json_clone(a, m));
-            left = left || names[k];
-        }
-        out->local = l;
-        out->local_skip = !left;
+/* ------------------------------------------------------------ batches (5.6.7.4 ...)
+ *
+ * Each entity of the batch is split as above; then, per registration, the
+ * parts it gets are sent as ONE batch request when it supports the batch
+ * operation, else one request per entity when it supports the operation of
+ * one entity (5.6.7.4: "Otherwise, if the Create Entity operation ... is
+ * supported"), else, for an exclusive or redirect one, each part is a
+ * Conflict. */
+
+/* The operation of one entity a batch falls back to, its method and path suffix. */
+static bool single_op(reg_op_t batch, reg_op_t *op, const char **method, const char **suffix)
+{
+    switch (batch) {
+    case REG_OP_CREATE_BATCH: *op = REG_OP_CREATE_ENTITY; *method = "POST"; *suffix = NULL; return true;
+    case REG_OP_UPDATE_BATCH: *op = REG_OP_APPEND_ATTRS; *method = "POST"; *suffix = "/attrs"; return true;
+    case REG_OP_DELETE_BATCH: *op = REG_OP_DELETE_ENTITY; *method = "DELETE"; *suffix = ""; return true;
+    case REG_OP_MERGE_BATCH: *op = REG_OP_MERGE_ENTITY; *method = "PATCH"; *suffix = ""; return true;
+    default: return false;     /* upsert: no single operation does both */
     }
+}
+
+typedef struct bcall {
+    size_t  reg;        /* index in the distinct registrations */
+    size_t *members;    /* the members this request carries */
+    size_t  n;
+    size_t *part;       /* per carried member: its index in out->sent[member] */
+} bcall_t;
+
+/* The outcome of a batch answer for one member: its error in a 207, if any. */
+static const json_t *batch_error_of(const json_t *answer, const char *id)
+{
+    const json_t *errs = json_get(answer, "errors");
+    for (const json_t *e = json_is_array(errs) ? errs->child : NULL; e; e = e->next) {
+        const json_t *eid = json_get(e, "entityId");
+        if (json_is_string(eid) && !strcmp(eid->str, id)) return e;
+    }
+    return NULL;
+}
+
+bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, problem_t *p)
+{
+    arena_t *a = in->arena;
+    memset(out, 0, sizeof *out);
+    split_t     *sp = arena_calloc(a, (b->n + 1) * sizeof *sp);
+    const char **ids = arena_calloc(a, (b->n + 1) * sizeof *ids);
+    bool         del = b->op == REG_OP_DELETE_BATCH, ok = true;
+    size_t       matched = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const json_t *e = b->entities[i];
+        const json_t *jid = del ? e : json_get(e, "id");
+        if (!b->ctxs[i] || !json_is_string(jid) || (!del && !json_is_object(e))) continue;
+        ids[i] = jid->str;
+        if (!split_entity(in, b->ctxs[i], ids[i], NULL, NULL, del ? NULL : e, &sp[i], p)) {
+            ok = false;
+            break;
+        }
+        if (sp[i].nr) matched++;
+    }
+    if (!ok || !matched) goto done;
+
+    /* the distinct registrations, in first-seen order */
+    size_t  cap = 0;
+    for (size_t i = 0; i < b->n; i++) cap += sp[i].nr;
+    reg_t **regs = arena_alloc(a, (cap + 1) * sizeof *regs);
+    size_t  nreg = 0;
+    size_t **slot = arena_alloc(a, (b->n + 1) * sizeof *slot);     /* member i, its split's r -> distinct index */
+    for (size_t i = 0; i < b->n; i++) {
+        slot[i] = arena_alloc(a, (sp[i].nr + 1) * sizeof **slot);
+        for (size_t r = 0; r < sp[i].nr; r++) {
+            size_t d;
+            for (d = 0; d < nreg && regs[d] != sp[i].regs[r]; d++) {}
+            if (d == nreg) regs[nreg++] = sp[i].regs[r];
+            slot[i][r] = d;
+        }
+    }
+    out->local = arena_calloc(a, (b->n + 1) * sizeof *out->local);
+    out->sent = arena_calloc(a, (b->n + 1) * sizeof *out->sent);
+    out->n_sent = arena_calloc(a, (b->n + 1) * sizeof *out->n_sent);
+    for (size_t i = 0; i < b->n; i++) {
+        out->sent[i] = arena_calloc(a, (sp[i].nr + 1) * sizeof **out->sent);
+        out->local[i] = (json_t *)b->entities[i];
+        if (sp[i].nr) out->local[i] = del ? (sp[i].whole_taken ? NULL : (json_t *)b->entities[i])
+                                          : split_local(a, &sp[i], b->entities[i]);
+    }
+
+    /* the requests: per registration one batch, or one per member */
+    reg_op_t    one_op = REG_OP__COUNT;
+    const char *one_method = NULL, *one_suffix = NULL;
+    bool        has_one = single_op(b->op, &one_op, &one_method, &one_suffix);
+    bcall_t    *bc = arena_calloc(a, (cap + 1) * sizeof *bc);
+    call_t     *calls = arena_calloc(a, (cap + 1) * sizeof *calls);
+    size_t      nc = 0;
+    for (size_t d = 0; d < nreg; d++) {
+        reg_t *g = regs[d];
+        bool   as_batch = reg_ops(g) & REG_OP_BIT(b->op);
+        bool   as_one = !as_batch && has_one && (reg_ops(g) & REG_OP_BIT(one_op));
+        if (!as_batch && !as_one && !proxied(g)) continue;         /* inclusive: not for this operation */
+        bcall_t *cur = NULL;
+        for (size_t i = 0; i < b->n; i++) {
+            size_t r;
+            for (r = 0; r < sp[i].nr && slot[i][r] != d; r++) {}
+            if (r == sp[i].nr || !sp[i].gets[r]) continue;
+            fwd_sent_t *x = &out->sent[i][out->n_sent[i]++];
+            x->reg_id = reg_id(g);
+            x->attrs = split_names(a, &sp[i], r, NULL, b->ctxs[i], &x->n_attrs);
+            if (!as_batch && !as_one) {
+                problem_set(&x->problem, PB_CONFLICT, "registration %s (%s) covers this entity but does not support "
+                            "the operation", reg_id(g), reg_mode(g) == REG_EXCLUSIVE ? "exclusive" : "redirect");
+                continue;
+            }
+            if (fwd_cooling(g)) {
+                problem_set(&x->problem, PB_HTTP, "registration %s is in its cooldown after a failure", reg_id(g));
+                x->problem.status = 503;
+                continue;
+            }
+            if (!cur || as_one) {
+                cur = &bc[nc++];
+                cur->reg = d;
+                cur->members = arena_alloc(a, (b->n + 1) * sizeof *cur->members);
+                cur->part = arena_alloc(a, (b->n + 1) * sizeof *cur->part);
+            }
+            cur->members[cur->n] = i;
+            cur->part[cur->n++] = out->n_sent[i] - 1;
+        }
+    }
+    for (size_t k = 0; k < nc; k++) {
+        bcall_t    *x = &bc[k];
+        reg_t      *g = regs[x->reg];
+        call_t     *c = &calls[k];
+        const char *jctx;
+        bool        as_batch = reg_ops(g) & REG_OP_BIT(b->op);
+        size_t      i0 = x->members[0];
+        c->reg = g;
+        c->ctx = part_ctx(a, g, b->ctxs[i0], &jctx);
+        bool keep_ctx = !del && json_get(b->entities[i0], "@context") && !reg_csource_info(g, "jsonldContext");
+        sbuf_t        sb;
+        json_writer_t w;
+        sb_init(&sb, a, 1024);
+        jw_init(&w, &sb);
+        if (as_batch) {
+            c->url = part_url(a, g, b->path, b->query);
+            c->method = "POST";
+            jw_array_begin(&w);
+            for (size_t j = 0; j < x->n; j++) {
+                size_t i = x->members[j], r;
+                for (r = 0; r < sp[i].nr && slot[i][r] != x->reg; r++) {}
+                if (del) jw_string(&w, ids[i]);
+                else payload_write(&w, b->entities[i], sp[i].take[r], b->ctxs[i], c->ctx, keep_ctx);
+            }
+            jw_array_end(&w);
+        } else {
+            size_t i = i0, r;
+            for (r = 0; r < sp[i].nr && slot[i][r] != x->reg; r++) {}
+            sbuf_t path;
+            sb_init(&path, a, 128);
+            sb_adds(&path, "entities");
+            if (one_suffix) {
+                sb_addc(&path, '/');
+                fwd_url_encode(&path, ids[i]);
+                sb_adds(&path, one_suffix);
+            }
+            c->url = part_url(a, g, path.p, NULL);
+            c->method = one_method;
+            if (!del) payload_write(&w, b->entities[i], sp[i].take[r], b->ctxs[i], c->ctx, keep_ctx);
+        }
+        if (sb.len) c->post = sb.p;
+        if (!fwd_headers(in, c, g, jctx, !c->post ? NULL : keep_ctx ? "application/ld+json" : "application/json")) {
+            c->skipped = true;
+            for (size_t j = 0; j < x->n; j++)
+                problem_set(&out->sent[x->members[j]][x->part[j]].problem, PB_INTERNAL_ERROR, "out of memory");
+        }
+    }
+    fwd_run(calls, nc);
+    int64_t now = cr_now_us();
+    for (size_t k = 0; k < nc; k++) {
+        bcall_t *x = &bc[k];
+        call_t  *c = &calls[k];
+        if (c->hdrs) curl_slist_free_all(c->hdrs);
+        if (c->skipped) continue;
+        bool    sent_ok = c->rc == CURLE_OK && c->status >= 200 && c->status < 300;
+        json_t *answer = NULL;
+        if (sent_ok && c->status == 207) {
+            char err[64];
+            answer = json_parse_copy(a, c->body.p ? c->body.p : "", c->body.len, &(json_limits_t){0}, err, sizeof err);
+        }
+        problem_t whole = {0};
+        if (!sent_ok) part_problem(c, a, &whole);
+        for (size_t j = 0; j < x->n; j++) {
+            size_t      i = x->members[j];
+            fwd_sent_t *s = &out->sent[i][x->part[j]];
+            const json_t *e = answer ? batch_error_of(answer, ids[i]) : NULL;
+            s->ok = sent_ok && !e;
+            if (!sent_ok) s->problem = whole;
+            else if (e) {
+                const json_t *pd = json_get(e, "error"), *st = json_get(pd, "status"), *dt = json_get(pd, "detail");
+                problem_set(&s->problem, PB_HTTP, "the source of registration %s: %.400s", reg_id(c->reg),
+                            json_is_string(dt) ? dt->str : "failed");
+                s->problem.status = json_is_number(st) ? (int)json_number(st) : 500;
+                if (s->problem.status == 404) s->problem.kind = PB_RESOURCE_NOT_FOUND;
+                else if (s->problem.status == 409) s->problem.kind = PB_ALREADY_EXISTS;
+            }
+        }
+        fwd_counted(c->reg, sent_ok, now);
+    }
+    for (size_t i = 0; i < b->n; i++) out->forwarded += out->n_sent[i] ? 1 : 0;
 done:
-    for (size_t r = 0; r < nr; r++) reg_unref(regs[r]);
+    for (size_t i = 0; i < b->n; i++) split_release(&sp[i]);
     return ok;
 }

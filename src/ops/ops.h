@@ -201,6 +201,10 @@ typedef struct ops_batch_result {
  * succeeding or failing on its own. */
 bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_member_t *m, size_t n,
                      const ops_batch_opts_t *o, ops_batch_result_t *res, problem_t *p);
+/* The checks of the batch as a whole (an array, not empty, no null
+ * member, at most --maxBatchSize): what a distributed batch checks before
+ * anything is forwarded. */
+bool ops_batch_check(const json_t *body, problem_t *p);
 /* Batch Delete (5.6.10): ids is the body, an array of entity ids. */
 bool ops_batch_delete(const ops_req_t *rq, const json_t *ids, ops_batch_result_t *res, problem_t *p);
 

@@ -352,3 +352,76 @@ def test_6_3_18_three_broker_chain_without_false_loop(broker_factory):
     finally:
         for c in cs:
             c.close()
+
+
+# ---------------------------------------------------------------- batches (5.6.7-5.6.10, 5.6.20)
+
+def test_5_6_7_4_batch_create_split_per_source(hub, src, src2, mock_factory):
+    a, b, c = uid("Vehicle"), uid("Vehicle"), uid("Vehicle")
+    register(hub, src, a, ops=["redirectionOps", "createBatch"])
+    register(hub, src2, b, mode="exclusive", attrs=["speed"], ops=["redirectionOps"])   # no createBatch: one by one
+    r = hub.post("/entityOperations/create", [entity(x, "Vehicle", speed=prop(1), brand=prop("x")) for x in (a, b, c)])
+    assert r.status_code == 201, r.text
+    assert sorted(r.json()) == sorted([a, b, c])
+    assert src.entity(a)["speed"]["value"] == 1 and src.get("/entities/" + b).status_code == 404
+    e = src2.entity(b)
+    assert e["speed"]["value"] == 1 and "brand" not in e
+    h = local(hub, b).json()
+    assert "speed" not in h and h["brand"]["value"] == "x"
+    assert local(hub, a).status_code == 200 and local(hub, c).status_code == 200
+
+
+def test_5_6_7_4_batch_one_request_per_source(hub, mock_factory):
+    m = mock_factory(201, b"[]")
+    a, b = uid("Vehicle"), uid("Vehicle")
+    body = {"type": "ContextSourceRegistration", "endpoint": m.base, "operations": ["createBatch"],
+            "information": [{"entities": [{"idPattern": "urn:ngsi-ld:Vehicle:.*", "type": "Vehicle"}]}]}
+    assert hub.post("/csourceRegistrations", body).status_code == 201
+    r = hub.post("/entityOperations/create", [entity(x, "Vehicle", speed=prop(1)) for x in (a, b)])
+    assert r.status_code == 201, r.text
+    assert len(m.requests) == 1
+    meth, path, _, data = m.requests[0]
+    assert meth == "POST" and path == "/ngsi-ld/v1/entityOperations/create"
+    assert sorted(e["id"] for e in json.loads(data)) == sorted([a, b])
+
+
+def test_5_6_7_4_batch_with_a_failing_source_is_207(hub, mock_factory):
+    m = mock_factory(500, b'{"type":"https://uri.etsi.org/ngsi-ld/errors/InternalError","title":"x","detail":"boom"}')
+    a, b = uid("Vehicle"), uid("Vehicle")
+    rid = register(hub, None, a, endpoint=m.base, ops=["createBatch"])
+    r = hub.post("/entityOperations/create", [entity(x, "Vehicle", speed=prop(1)) for x in (a, b)])
+    assert r.status_code == 207, r.text
+    res = r.json()
+    assert sorted(res["success"]) == sorted([a, b])
+    assert res["errors"] == [{"entityId": a, "registrationId": rid, "error": res["errors"][0]["error"]}]
+    assert res["errors"][0]["error"]["status"] == 500
+
+
+def test_5_6_10_4_batch_delete_forwarded(hub, src):
+    a, b = uid("Vehicle"), uid("Vehicle")
+    register(hub, src, a, mode="redirect", ops=["redirectionOps", "deleteBatch", "createBatch"])
+    assert hub.post("/entityOperations/create", [entity(x, "Vehicle", speed=prop(1)) for x in (a, b)]).status_code == 201
+    assert src.entity(a) and local(hub, a).status_code == 404 and local(hub, b).status_code == 200
+    r = hub.post("/entityOperations/delete", [a, b])
+    assert r.status_code == 204, r.text
+    assert src.get("/entities/" + a).status_code == 404 and local(hub, b).status_code == 404
+
+
+def test_5_6_8_and_5_6_20_upsert_and_merge_batches_forwarded(hub, src):
+    a = uid("Vehicle")
+    register(hub, src, a, ops=["redirectionOps", "upsertBatch", "mergeBatch", "updateBatch"])
+    assert hub.post("/entityOperations/upsert", [entity(a, "Vehicle", speed=prop(1))]).status_code == 201
+    assert src.entity(a)["speed"]["value"] == 1
+    assert hub.post("/entityOperations/merge", [entity(a, "Vehicle", speed=prop(2))]).status_code == 204
+    assert src.entity(a)["speed"]["value"] == 2 and local(hub, a).json()["speed"]["value"] == 2
+    assert hub.post("/entityOperations/update", [entity(a, "Vehicle", speed=prop(3))]).status_code == 204
+    assert src.entity(a)["speed"]["value"] == 3
+
+
+def test_5_6_7_invalid_batch_is_not_forwarded(hub, mock_factory):
+    m = mock_factory(201, b"[]")
+    a = uid("Vehicle")
+    register(hub, None, a, endpoint=m.base, ops=["createBatch"])
+    assert hub.post("/entityOperations/create", []).status_code == 400
+    assert hub.post("/entityOperations/create", [entity(a, "Vehicle"), None]).status_code == 400
+    assert m.requests == []
