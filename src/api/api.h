@@ -157,6 +157,9 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
                       const struct fwd_wout *out);
 bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, bool local_ok, const problem_t *lp,
                             const op_result_t *res, const struct fwd_wout *out);
+/* Purge Entities at the registered sources (5.6.21.4). */
+bool api_fwd_purge(request_t *r, const ld_context_t *ctx, const entity_filter_t *f, struct fwd_wout *out,
+                   problem_t *p);
 bool api_dw_local_param(request_t *r, problem_t *p);                 /* local=true|false */
 const typesel_t *api_dw_param_types(request_t *r, const ld_context_t *ctx, const char *type);
 const char *api_dw_path(request_t *r, const char *prefix, const char *id, const char *suffix);

@@ -89,6 +89,17 @@ static bool all_failed(bool tried, bool local_ok, const fwd_wout_t *out)
     return true;
 }
 
+bool api_fwd_purge(request_t *r, const ld_context_t *ctx, const entity_filter_t *f, fwd_wout_t *out, problem_t *p)
+{
+    memset(out, 0, sizeof *out);
+    if (!api_distributed(r)) return true;
+    fwd_in_t    in;
+    reg_query_t q = {.types = f->types, .ids = (const char *const *)f->ids, .n_ids = f->n_ids,
+                     .id_pattern = f->id_pattern};
+    api_fwd_in(r, ctx, &in);
+    return fwd_purge(&in, &q, api_dw_query(r), out, p);
+}
+
 bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, const problem_t *lp,
                       const fwd_wout_t *out)
 {
@@ -104,7 +115,7 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
     jw_object_begin(&w);
     jw_key(&w, "success");
     jw_array_begin(&w);
-    jw_string(&w, id);
+    if (id) jw_string(&w, id);       /* a purge names no entity */
     jw_array_end(&w);
     jw_key(&w, "errors");
     jw_array_begin(&w);
@@ -120,8 +131,10 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
         const fwd_sent_t *s = &out->sent[i];
         if (s->ok) continue;
         jw_object_begin(&w);
-        jw_key(&w, "entityId");
-        jw_string(&w, id);
+        if (id) {
+            jw_key(&w, "entityId");
+            jw_string(&w, id);
+        }
         jw_key(&w, "registrationId");
         jw_string(&w, s->reg_id);
         jw_key(&w, "error");

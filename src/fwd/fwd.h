@@ -161,6 +161,11 @@ typedef struct fwd_bout {
 
 bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, problem_t *p);
 
+/* Purge Entities (5.6.21.4 distributed): DELETE /entities?query to every
+ * inclusive, exclusive or redirect registration matching q that supports
+ * purgeEntity; an exclusive or redirect one that does not is a Conflict. */
+bool fwd_purge(const fwd_in_t *in, const reg_query_t *q, const char *query, fwd_wout_t *out, problem_t *p);
+
 /* Over all operations since start (/statistics). */
 typedef struct fwd_stats {
     uint64_t forwarded, failed;

@@ -304,6 +304,33 @@ static const ld_context_t *part_ctx(arena_t *a, const reg_t *r, const ld_context
     return x ? x : ctx;
 }
 
+/* Sends calls[0..nc) and records the outcome of each part (sent[k] is
+ * calls[which[k]]; a part whose call was not built failed already):
+ * the number of failed parts. */
+static size_t parts_run(arena_t *a, call_t *calls, size_t nc, fwd_sent_t *sent, const size_t *which, size_t ns)
+{
+    size_t failed = 0;
+    fwd_run(calls, nc);
+    int64_t now = cr_now_us();
+    for (size_t k = 0; k < ns; k++) {
+        fwd_sent_t *x = &sent[k];
+        call_t     *c = &calls[which[k]];
+        if (c->skipped) {
+            failed++;
+            continue;
+        }
+        x->ok = c->rc == CURLE_OK && c->status >= 200 && c->status < 300;
+        if (!x->ok) {
+            part_problem(c, a, &x->problem);
+            failed++;
+        }
+        fwd_counted(c->reg, x->ok, now);
+    }
+    for (size_t r = 0; r < nc; r++)
+        if (calls[r].hdrs) curl_slist_free_all(calls[r].hdrs);
+    return failed;
+}
+
 /* ------------------------------------------------------------ one entity */
 
 bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, problem_t *p)
@@ -343,24 +370,7 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
         }
         c->skipped = false;
     }
-    fwd_run(calls, s.nr);
-    int64_t now = cr_now_us();
-    for (size_t k = 0; k < ns; k++) {
-        fwd_sent_t *x = &sent[k];
-        call_t     *c = &calls[which[k]];
-        if (c->skipped) {
-            out->failed++;
-            continue;
-        }
-        x->ok = c->rc == CURLE_OK && c->status >= 200 && c->status < 300;
-        if (!x->ok) {
-            part_problem(c, a, &x->problem);
-            out->failed++;
-        }
-        fwd_counted(c->reg, x->ok, now);
-    }
-    for (size_t r = 0; r < s.nr; r++)
-        if (calls[r].hdrs) curl_slist_free_all(calls[r].hdrs);
+    out->failed = parts_run(a, calls, s.nr, sent, which, ns);
     out->sent = sent;
     out->n_sent = ns;
     out->local = w->attr_body ? (s.whole_taken ? NULL : (json_t *)w->body) : split_local(a, &s, w->body);
@@ -576,5 +586,56 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
     for (size_t i = 0; i < b->n; i++) out->forwarded += out->n_sent[i] ? 1 : 0;
 done:
     for (size_t i = 0; i < b->n; i++) split_release(&sp[i]);
+    return ok;
+}
+
+/* ------------------------------------------------------------ purge (5.6.21.4) */
+
+bool fwd_purge(const fwd_in_t *in, const reg_query_t *match, const char *query, fwd_wout_t *out, problem_t *p)
+{
+    arena_t    *a = in->arena;
+    reg_query_t q = *match;
+    size_t      nr;
+    uint64_t   *masks;
+    memset(out, 0, sizeof *out);
+    q.ops = 0;
+    q.modes = 1u << REG_INCLUSIVE | 1u << REG_EXCLUSIVE | 1u << REG_REDIRECT;
+    fwd_skip_sources(in, &q);
+    reg_t **regs = reg_match(in->tenant, &q, cr_now_us(), a, &nr, &masks);
+    if (!nr) return true;
+    bool ok = true;
+    if (fwd_via_loop(in->via)) {
+        ok = fwd_loop_check(regs, nr, p);
+        goto done;
+    }
+    call_t     *calls = arena_calloc(a, nr * sizeof *calls);
+    fwd_sent_t *sent = arena_calloc(a, nr * sizeof *sent);
+    size_t     *which = arena_alloc(a, (nr + 1) * sizeof *which);
+    size_t      ns = 0;
+    for (size_t r = 0; r < nr; r++) {
+        reg_t  *g = regs[r];
+        call_t *c = &calls[r];
+        c->reg = g;
+        c->skipped = true;
+        if (!(reg_ops(g) & REG_OP_BIT(REG_OP_PURGE_ENTITY)) && !proxied(g)) continue;
+        fwd_sent_t *x = &sent[ns];
+        which[ns++] = r;
+        x->reg_id = reg_id(g);
+        if (part_refused(g, REG_OP_BIT(REG_OP_PURGE_ENTITY), &x->problem)) continue;
+        const char *jctx;
+        c->ctx = part_ctx(a, g, in->ctx, &jctx);
+        c->url = part_url(a, g, "entities", query);
+        c->method = "DELETE";
+        if (!fwd_headers(in, c, g, jctx, NULL)) {
+            problem_set(&x->problem, PB_INTERNAL_ERROR, "out of memory");
+            continue;
+        }
+        c->skipped = false;
+    }
+    out->failed = parts_run(a, calls, nr, sent, which, ns);
+    out->sent = sent;
+    out->n_sent = ns;
+done:
+    for (size_t r = 0; r < nr; r++) reg_unref(regs[r]);
     return ok;
 }

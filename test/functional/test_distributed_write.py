@@ -425,3 +425,32 @@ def test_5_6_7_invalid_batch_is_not_forwarded(hub, mock_factory):
     assert hub.post("/entityOperations/create", []).status_code == 400
     assert hub.post("/entityOperations/create", [entity(a, "Vehicle"), None]).status_code == 400
     assert m.requests == []
+
+
+# ---------------------------------------------------------------- purge (5.6.21.4)
+
+def test_5_6_21_4_purge_forwarded(hub, src, mock_factory):
+    a, b = uid("Vehicle"), uid("Vehicle")
+    hub.create(entity(a, "Vehicle", speed=prop(1)))
+    src.create(entity(b, "Vehicle", speed=prop(1)))
+    body = {"type": "ContextSourceRegistration", "endpoint": src.broker.base, "tenant": src.tenant,
+            "operations": ["redirectionOps"], "information": [{"entities": [{"type": "Vehicle"}]}]}
+    assert hub.post("/csourceRegistrations", body).status_code == 201
+    r = hub.delete("/entities", params={"type": "Vehicle"})
+    assert r.status_code == 204, r.text
+    assert local(hub, a).status_code == 404 and src.get("/entities/" + b).status_code == 404
+
+
+def test_5_6_21_4_purge_with_a_failing_source_is_207(hub, mock_factory):
+    m = mock_factory(500, b"{}")
+    body = {"type": "ContextSourceRegistration", "endpoint": m.base, "operations": ["purgeEntity"],
+            "information": [{"entities": [{"type": "Vehicle"}]}]}
+    r = hub.post("/csourceRegistrations", body)
+    rid = r.headers["Location"].rsplit("/", 1)[1]
+    hub.create(entity(uid("Vehicle"), "Vehicle"))
+    r = hub.delete("/entities", params={"type": "Vehicle"})
+    assert r.status_code == 207, r.text
+    assert r.json()["errors"][0]["registrationId"] == rid
+    assert m.requests[0][0] == "DELETE" and m.requests[0][1] == "/ngsi-ld/v1/entities?type=Vehicle"
+    r = hub.delete("/entities", params={"type": "Vehicle", "local": "true"})
+    assert r.status_code == 204 and len(m.requests) == 1
