@@ -166,6 +166,23 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
  * purgeEntity; an exclusive or redirect one that does not is a Conflict. */
 bool fwd_purge(const fwd_in_t *in, const reg_query_t *q, const char *query, fwd_wout_t *out, problem_t *p);
 
+/* ------------------------------------------- distributed discovery (fwd_types.c)
+ * GET /types, /types/{type}, /attributes, /attributes/{attrId} (5.7.5-5.7.10,
+ * 5.7.11) forwarded as GET <endpoint>/ngsi-ld/v1/<path>?<query> to the
+ * registrations supporting op (retrieveEntityTypes ... retrieveAttrTypeInfo)
+ * and matching type (a type name as asked, expanded with in->ctx) or attr
+ * (expanded), each NULL for the lists. The answers come back parsed, for the
+ * caller to merge with its local lists. */
+typedef struct fwd_dout {
+    json_t                   **docs;     /* the answers (404s and failures left out) */
+    const ld_context_t       **ctxs;     /* the @context each is compact in */
+    size_t                     n;
+    size_t                     forwarded, failed;
+    const char                *warning;  /* the NGSILD-Warning value, or NULL */
+} fwd_dout_t;
+bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char *query, const char *type,
+                  const char *attr, fwd_dout_t *out, problem_t *p);
+
 /* Over all operations since start (/statistics). */
 typedef struct fwd_stats {
     uint64_t forwarded, failed;

@@ -275,7 +275,7 @@ static bool part_refused(reg_t *r, uint64_t op, problem_t *p)
 }
 
 /* The URL of a request to r's source: endpoint/ngsi-ld/v1/path?query (and local=true). */
-static char *part_url(arena_t *a, const reg_t *r, const char *path, const char *query)
+char *fwd_part_url(arena_t *a, const reg_t *r, const char *path, const char *query)
 {
     sbuf_t u;
     sb_init(&u, a, 256);
@@ -295,7 +295,7 @@ static char *part_url(arena_t *a, const reg_t *r, const char *path, const char *
 }
 
 /* The @context a source is sent (contextSourceInfo jsonldContext, else the request's). */
-static const ld_context_t *part_ctx(arena_t *a, const reg_t *r, const ld_context_t *ctx, const char **jctx)
+const ld_context_t *fwd_part_ctx(arena_t *a, const reg_t *r, const ld_context_t *ctx, const char **jctx)
 {
     *jctx = reg_csource_info(r, "jsonldContext");
     if (!*jctx) return ctx;
@@ -359,8 +359,8 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
         x->attrs = split_names(a, &s, r, w->attr, in->ctx, &x->n_attrs);
         if (part_refused(g, REG_OP_BIT(w->op), &x->problem)) continue;
         const char *jctx;
-        c->ctx = part_ctx(a, g, in->ctx, &jctx);
-        c->url = part_url(a, g, w->path, w->query);
+        c->ctx = fwd_part_ctx(a, g, in->ctx, &jctx);
+        c->url = fwd_part_url(a, g, w->path, w->query);
         c->method = w->method;
         if (w->body && w->attr_body) c->post = payload(a, w->body, NULL, in->ctx, in->ctx);
         else if (w->body) c->post = payload(a, w->body, s.take[r], in->ctx, c->ctx);
@@ -512,14 +512,14 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
         bool        as_batch = reg_ops(g) & REG_OP_BIT(b->op);
         size_t      i0 = x->members[0];
         c->reg = g;
-        c->ctx = part_ctx(a, g, b->ctxs[i0], &jctx);
+        c->ctx = fwd_part_ctx(a, g, b->ctxs[i0], &jctx);
         bool keep_ctx = !del && json_get(b->entities[i0], "@context") && !reg_csource_info(g, "jsonldContext");
         sbuf_t        sb;
         json_writer_t w;
         sb_init(&sb, a, 1024);
         jw_init(&w, &sb);
         if (as_batch) {
-            c->url = part_url(a, g, b->path, b->query);
+            c->url = fwd_part_url(a, g, b->path, b->query);
             c->method = "POST";
             jw_array_begin(&w);
             for (size_t j = 0; j < x->n; j++) {
@@ -540,7 +540,7 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
                 fwd_url_encode(&path, ids[i]);
                 sb_adds(&path, one_suffix);
             }
-            c->url = part_url(a, g, path.p, NULL);
+            c->url = fwd_part_url(a, g, path.p, NULL);
             c->method = one_method;
             if (!del) payload_write(&w, b->entities[i], sp[i].take[r], b->ctxs[i], c->ctx, keep_ctx);
         }
@@ -623,8 +623,8 @@ bool fwd_purge(const fwd_in_t *in, const reg_query_t *match, const char *query, 
         x->reg_id = reg_id(g);
         if (part_refused(g, REG_OP_BIT(REG_OP_PURGE_ENTITY), &x->problem)) continue;
         const char *jctx;
-        c->ctx = part_ctx(a, g, in->ctx, &jctx);
-        c->url = part_url(a, g, "entities", query);
+        c->ctx = fwd_part_ctx(a, g, in->ctx, &jctx);
+        c->url = fwd_part_url(a, g, "entities", query);
         c->method = "DELETE";
         if (!fwd_headers(in, c, g, jctx, NULL)) {
             problem_set(&x->problem, PB_INTERNAL_ERROR, "out of memory");

@@ -315,6 +315,8 @@ typedef struct ops_names {
 
 /* The entry of an interned name, added when absent. */
 ops_name_t *ops_names_get(ops_names_t *s, const char *name);
+/* Adds the interned name rel to ni's related names (once). */
+void        ops_name_add_rel(arena_t *a, ops_name_t *ni, const char *rel);
 
 /* Discovery (5.7.5-5.7.10): the types (types true) or the attributes of
  * the tenant's entities. name NULL: the list of names (d->types or

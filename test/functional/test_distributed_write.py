@@ -454,3 +454,27 @@ def test_5_6_21_4_purge_with_a_failing_source_is_207(hub, mock_factory):
     assert m.requests[0][0] == "DELETE" and m.requests[0][1] == "/ngsi-ld/v1/entities?type=Vehicle"
     r = hub.delete("/entities", params={"type": "Vehicle", "local": "true"})
     assert r.status_code == 204 and len(m.requests) == 1
+
+
+# ---------------------------------------------------------------- types and attributes (5.7.5-5.7.11)
+
+def test_5_7_11_types_and_attributes_merged_from_sources(hub, src):
+    a, b = uid("Vehicle"), uid("Bus")
+    hub.create(entity(a, "Vehicle", speed=prop(1)))
+    src.create(entity(b, "Bus", seats=prop(40)))
+    body = {"type": "ContextSourceRegistration", "endpoint": src.broker.base, "tenant": src.tenant,
+            "operations": ["redirectionOps"], "information": [{"entities": [{"type": "Bus"}]}]}
+    assert hub.post("/csourceRegistrations", body).status_code == 201
+    tl = hub.get("/types").json()["typeList"]
+    assert "Vehicle" in tl and "Bus" in tl
+    assert "Bus" not in hub.get("/types", params={"local": "true"}).json()["typeList"]
+    det = {t["typeName"]: t for t in hub.get("/types", params={"details": "true"}).json()}
+    assert det["Bus"]["attributeNames"] == ["seats"]
+    info = hub.get("/types/Bus").json()
+    assert info["entityCount"] == 1 and info["attributeDetails"][0]["attributeName"] == "seats"
+    al = hub.get("/attributes").json()["attributeList"]
+    assert "speed" in al and "seats" in al
+    at = hub.get("/attributes/seats").json()
+    assert at["attributeCount"] == 1 and at["typeNames"] == ["Bus"] and at["attributeTypes"] == ["Property"]
+    assert hub.get("/attributes/seats", params={"local": "true"}).status_code == 404
+    assert hub.get("/types/Nothing").status_code == 404
