@@ -4,14 +4,15 @@
  * the registrations take (fwd/fwd_write.c), the handler writes the rest
  * locally through ops/, and the answer here combines the outcomes:
  *  - every part succeeded: the handler's own success (201, 204);
- *  - one part only, and it failed: its error (a single exclusive or
- *    redirect source: its 404, 504 on a timeout, 502 otherwise, 6.3.17);
- *  - some part failed: 207 with a BatchOperationResult (5.2.16: success
- *    and errors, each error naming the registrationId, 5.2.17) for the
- *    operations on an entity, an UpdateResult (5.2.18: notUpdated with
- *    registrationId, 5.2.19) for those on attributes.
- * When every part failed, the answer is the first failure (the local one
- * when there was a local part): the operation failed as a whole.
+ *  - one part only (a single source, nothing local), and it failed: its
+ *    error (6.3.17: its 404, 504 on a timeout, 502 otherwise);
+ *  - else, some part failed: 207 (6.4.3.1: "a response body containing the
+ *    result returned from each registration") with a BatchOperationResult
+ *    (5.2.16: success and errors, each error of a source naming its
+ *    registrationId, 5.2.17) for the operations on an entity, an
+ *    UpdateResult (5.2.18: notUpdated with registrationId, 5.2.19) for
+ *    those on attributes; also when every part failed, so that each
+ *    part's error is told.
  */
 #include "api.h"
 
@@ -80,13 +81,11 @@ static const problem_t *first_failure(bool tried, bool local_ok, const problem_t
     return NULL;
 }
 
-/* Whether every part failed (nothing to answer 207 for). */
-static bool all_failed(bool tried, bool local_ok, const fwd_wout_t *out)
+/* The write had one part only (one source, nothing local): its error is
+ * the answer (6.3.17: a single exclusive or redirect source). */
+static bool single_part(bool tried, const fwd_wout_t *out)
 {
-    if (tried && local_ok) return false;
-    for (size_t i = 0; i < out->n_sent; i++)
-        if (out->sent[i].ok) return false;
-    return true;
+    return !tried && out->n_sent == 1;
 }
 
 bool api_fwd_purge(request_t *r, const ld_context_t *ctx, const entity_filter_t *f, fwd_wout_t *out, problem_t *p)
@@ -105,7 +104,7 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
 {
     const problem_t *f = first_failure(tried, local_ok, lp, out);
     if (!f) return false;
-    if (all_failed(tried, local_ok, out)) {
+    if (single_part(tried, out)) {
         reply_problem(r, f);
         return true;
     }
@@ -113,9 +112,11 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
     sb_clear(&r->out);
     jw_init(&w, &r->out);
     jw_object_begin(&w);
+    bool any_ok = tried && local_ok;
+    for (size_t i = 0; i < out->n_sent; i++) any_ok = any_ok || out->sent[i].ok;
     jw_key(&w, "success");
     jw_array_begin(&w);
-    if (id) jw_string(&w, id);       /* a purge names no entity */
+    if (id && any_ok) jw_string(&w, id);       /* a purge names no entity */
     jw_array_end(&w);
     jw_key(&w, "errors");
     jw_array_begin(&w);
@@ -153,7 +154,7 @@ bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, b
     bool local_partial = tried && local_ok && res && res->n_not_updated;
     const problem_t *f = first_failure(tried, local_ok, lp, out);
     if (!f && !local_partial) return false;
-    if (f && all_failed(tried, local_ok, out)) {
+    if (f && single_part(tried, out)) {
         reply_problem(r, f);
         return true;
     }

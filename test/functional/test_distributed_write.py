@@ -478,3 +478,16 @@ def test_5_7_11_types_and_attributes_merged_from_sources(hub, src):
     assert at["attributeCount"] == 1 and at["typeNames"] == ["Bus"] and at["attributeTypes"] == ["Property"]
     assert hub.get("/attributes/seats", params={"local": "true"}).status_code == 404
     assert hub.get("/types/Nothing").status_code == 404
+
+
+def test_6_4_3_1_every_part_failing_is_207_with_each_error(hub, mock_factory):
+    m = mock_factory(409, b'{"type":"https://uri.etsi.org/ngsi-ld/errors/AlreadyExists","title":"x","detail":"there"}')
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", brand=prop("b")))
+    rid = register(hub, None, eid, endpoint=m.base)
+    r = hub.post("/entities", entity(eid, "Vehicle", brand=prop("c")))
+    assert r.status_code == 207, r.text
+    res = r.json()
+    assert res["success"] == []
+    assert [e["error"]["status"] for e in res["errors"]] == [409, 409]
+    assert res["errors"][1]["registrationId"] == rid
