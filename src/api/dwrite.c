@@ -81,6 +81,33 @@ static const problem_t *first_failure(bool tried, bool local_ok, const problem_t
     return NULL;
 }
 
+/* A source answered 207: its partial result is part of the answer. */
+static bool any_partial(const fwd_wout_t *out)
+{
+    for (size_t i = 0; i < out->n_sent; i++)
+        if (out->sent[i].partial) return true;
+    return false;
+}
+
+/* The members of a source's own result (its errors or notUpdated), each
+ * with its registrationId. */
+static void copy_results(json_writer_t *w, const fwd_sent_t *s, const char *member)
+{
+    const json_t *v = json_get(s->answer, member);
+    for (const json_t *e = json_is_array(v) ? v->child : NULL; e; e = e->next) {
+        if (!json_is_object(e)) continue;
+        jw_object_begin(w);
+        for (const json_t *m = e->child; m; m = m->next) {
+            if (!strcmp(m->key, "registrationId")) continue;
+            jw_key(w, m->key);
+            jw_value(w, m);
+        }
+        jw_key(w, "registrationId");
+        jw_string(w, s->reg_id);
+        jw_object_end(w);
+    }
+}
+
 /* The write had one part only (one source, nothing local): its error is
  * the answer (6.3.17: a single exclusive or redirect source). */
 static bool single_part(bool tried, const fwd_wout_t *out)
@@ -103,8 +130,8 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
                       const fwd_wout_t *out)
 {
     const problem_t *f = first_failure(tried, local_ok, lp, out);
-    if (!f) return false;
-    if (single_part(tried, out)) {
+    if (!f && !any_partial(out)) return false;
+    if (f && single_part(tried, out)) {
         reply_problem(r, f);
         return true;
     }
@@ -130,6 +157,7 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
     }
     for (size_t i = 0; i < out->n_sent; i++) {
         const fwd_sent_t *s = &out->sent[i];
+        if (s->partial) copy_results(&w, s, "errors");
         if (s->ok) continue;
         jw_object_begin(&w);
         if (id) {
@@ -153,7 +181,7 @@ bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, b
 {
     bool local_partial = tried && local_ok && res && res->n_not_updated;
     const problem_t *f = first_failure(tried, local_ok, lp, out);
-    if (!f && !local_partial) return false;
+    if (!f && !local_partial && !any_partial(out)) return false;
     if (f && single_part(tried, out)) {
         reply_problem(r, f);
         return true;
@@ -167,8 +195,17 @@ bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, b
     if (tried && local_ok && res)
         for (size_t i = 0; i < res->n; i++)
             if (res->items[i].updated) jw_string(&w, ld_compact(ctx, res->items[i].name));
-    for (size_t i = 0; i < out->n_sent; i++)
-        for (size_t k = 0; out->sent[i].ok && k < out->sent[i].n_attrs; k++) jw_string(&w, out->sent[i].attrs[k]);
+    for (size_t i = 0; i < out->n_sent; i++) {
+        const fwd_sent_t *s = &out->sent[i];
+        if (!s->ok) continue;
+        const json_t *up = s->partial ? json_get(s->answer, "updated") : NULL;
+        if (s->partial) {              /* what the source says it updated */
+            for (const json_t *x = json_is_array(up) ? up->child : NULL; x; x = x->next)
+                if (json_is_string(x)) jw_string(&w, x->str);
+            continue;
+        }
+        for (size_t k = 0; k < s->n_attrs; k++) jw_string(&w, s->attrs[k]);
+    }
     jw_array_end(&w);
     jw_key(&w, "notUpdated");
     jw_array_begin(&w);
@@ -196,6 +233,7 @@ bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, b
     }
     for (size_t i = 0; i < out->n_sent; i++) {
         const fwd_sent_t *s = &out->sent[i];
+        if (s->partial) copy_results(&w, s, "notUpdated");
         if (s->ok) continue;
         for (size_t k = 0; k < (s->n_attrs ? s->n_attrs : 1); k++) {
             jw_object_begin(&w);

@@ -124,6 +124,8 @@ typedef struct fwd_sent {
                                 (an exclusive/redirect registration without the operation) */
     const char **attrs;      /* the attribute names sent (as in the payload); NULL: the whole entity */
     size_t       n_attrs;
+    bool         partial;    /* ok, but it answered 207 Multi-Status: answer is its body (parsed, or NULL) */
+    const json_t *answer;
 } fwd_sent_t;
 
 typedef struct fwd_wout {

@@ -323,6 +323,12 @@ static size_t parts_run(arena_t *a, call_t *calls, size_t nc, fwd_sent_t *sent, 
         if (!x->ok) {
             part_problem(c, a, &x->problem);
             failed++;
+        } else if (c->status == 207) {      /* a partial success at the source: its result goes along */
+            char err[64];
+            x->partial = true;
+            x->answer = c->body.len ? json_parse_copy(a, c->body.p, c->body.len, &(json_limits_t){0}, err, sizeof err)
+                                    : NULL;
+            if (x->answer && !json_is_object(x->answer)) x->answer = NULL;
         }
         fwd_counted(c->reg, x->ok, now);
     }

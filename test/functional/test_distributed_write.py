@@ -491,3 +491,13 @@ def test_6_4_3_1_every_part_failing_is_207_with_each_error(hub, mock_factory):
     assert res["success"] == []
     assert [e["error"]["status"] for e in res["errors"]] == [409, 409]
     assert res["errors"][1]["registrationId"] == rid
+
+
+def test_6_3_17_a_source_answering_207_makes_the_answer_207(hub, mock_factory):
+    m = mock_factory(207, b'{"updated":[],"notUpdated":[{"attributeName":"speed","reason":"kept"}]}')
+    eid = uid("Vehicle")
+    rid = register(hub, None, eid, mode="redirect", endpoint=m.base)
+    r = hub.post("/entities/%s/attrs" % eid, {"speed": prop(1)}, params={"options": "noOverwrite"})
+    assert r.status_code == 207, r.text
+    assert r.json()["notUpdated"] == [{"attributeName": "speed", "reason": "kept", "registrationId": rid}]
+    assert "options=noOverwrite" in m.requests[0][1]
