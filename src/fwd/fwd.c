@@ -104,16 +104,16 @@ void fwd_skip_sources(const fwd_in_t *in, reg_query_t *q)
     q->n_skip_aliases = al.n;
 }
 
-bool fwd_loop_check(reg_t *const *regs, size_t nr, problem_t *p)
+bool fwd_loop_check(reg_t *const *regs, size_t nr, bool write, problem_t *p)
 {
-    bool proxied = false;
+    bool proxied = write && nr;
     for (size_t i = 0; i < nr; i++) proxied = proxied || reg_mode(regs[i]) == REG_EXCLUSIVE ||
                                               reg_mode(regs[i]) == REG_REDIRECT;
     if (!proxied) return true;
     p->kind = PB_HTTP;
     p->status = 508;
     snprintf(p->detail, sizeof p->detail, "the request's Via already names this broker (%s): a registration "
-             "loop (6.3.17)", g_alias);
+             "loop (6.3.17, 6.3.18)", g_alias);
     return false;
 }
 
@@ -669,7 +669,7 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
     out->warning = NULL;
     if (!nr) return true;
     if (fwd_via_loop(in->via)) {
-        bool ok = fwd_loop_check(regs, nr, p);
+        bool ok = fwd_loop_check(regs, nr, false, p);
         for (size_t i = 0; i < nr; i++) reg_unref(regs[i]);
         return ok;     /* an inclusive loop: answered from the local data only */
     }

@@ -101,9 +101,9 @@ bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *para
  * registrations (inclusive, exclusive, redirect; never auxiliary) matching
  * the entity and the payload's attributes get the attributes they cover;
  * those an exclusive or redirect one covers are taken out of the local
- * write. Via as for queries: a request whose Via names this broker is 508
- * when an exclusive or redirect registration matches, else written locally
- * only. */
+ * write. A write whose Via names this broker is 508 Loop Detected when any
+ * registration matches it (it was written here on its way out; doing it
+ * again is no part of what the client asked), of any mode. */
 typedef struct fwd_write {
     reg_op_t         op;         /* the operation name (4.20) a source must support */
     const char      *method;     /* "POST", "PATCH", "PUT", "DELETE" */

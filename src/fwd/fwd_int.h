@@ -43,9 +43,11 @@ bool fwd_add_header(call_t *c, arena_t *a, const char *name, const char *value);
 bool fwd_cooling(const reg_t *r);
 /* The sources the request's Via names are not matched (5.12). */
 void fwd_skip_sources(const fwd_in_t *in, reg_query_t *q);
-/* The request's Via names this broker: false (508, 6.3.17) when one of
- * regs is exclusive or redirect; true: an inclusive loop, answered locally. */
-bool fwd_loop_check(reg_t *const *regs, size_t nr, problem_t *p);
+/* The request's Via names this broker and regs matched it: false (508,
+ * 6.3.17) for a write (write: the write was done here on its way out) or
+ * when one of regs is exclusive or redirect; true: a read through inclusive
+ * registrations, answered from the local data. */
+bool fwd_loop_check(reg_t *const *regs, size_t nr, bool write, problem_t *p);
 /* r's counters (timesSent ...) and the broker's after a forwarded request. */
 void fwd_counted(reg_t *r, bool ok, int64_t now);
 bool fwd_via_each(const char *via, bool (*fn)(void *ud, const char *s, size_t n), void *ud);

@@ -34,7 +34,7 @@ bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char 
     if (!nr) return true;
     bool ok = true;
     if (fwd_via_loop(in->via)) {
-        ok = fwd_loop_check(regs, nr, p);
+        ok = fwd_loop_check(regs, nr, false, p);
         goto done;
     }
     call_t *calls = arena_calloc(a, nr * sizeof *calls);

@@ -190,8 +190,8 @@ static bool split_entity(const fwd_in_t *in, const ld_context_t *ctx, const char
     fwd_skip_sources(in, &q);
     s->regs = reg_match(in->tenant, &q, cr_now_us(), a, &s->nr, &s->masks);
     if (!s->nr) return true;
-    if (fwd_via_loop(in->via)) {           /* inclusive: written here only; exclusive, redirect: 508 */
-        bool ok = fwd_loop_check(s->regs, s->nr, p);
+    if (fwd_via_loop(in->via)) {           /* a write that came back: 508 (doc/api.md, loops) */
+        bool ok = fwd_loop_check(s->regs, s->nr, true, p);
         for (size_t r = 0; r < s->nr; r++) reg_unref(s->regs[r]);
         s->nr = 0;
         return ok;
@@ -611,7 +611,7 @@ bool fwd_purge(const fwd_in_t *in, const reg_query_t *match, const char *query, 
     if (!nr) return true;
     bool ok = true;
     if (fwd_via_loop(in->via)) {
-        ok = fwd_loop_check(regs, nr, p);
+        ok = fwd_loop_check(regs, nr, true, p);
         goto done;
     }
     call_t     *calls = arena_calloc(a, nr * sizeof *calls);

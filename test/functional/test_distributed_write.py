@@ -501,3 +501,16 @@ def test_6_3_17_a_source_answering_207_makes_the_answer_207(hub, mock_factory):
     assert r.status_code == 207, r.text
     assert r.json()["notUpdated"] == [{"attributeName": "speed", "reason": "kept", "registrationId": rid}]
     assert "options=noOverwrite" in m.requests[0][1]
+
+
+def test_6_3_18_write_loop_through_inclusive_is_508(hub, mock_factory):
+    """D018_01: the write came back (Via names this broker) through an inclusive registration."""
+    m = mock_factory(201)
+    eid = uid("Vehicle")
+    register(hub, None, eid, endpoint=m.base)
+    assert hub.post("/entities", entity(eid, "Vehicle", speed=prop(1))).status_code == 201
+    via = m.requests[0][2]["Via"]
+    assert hub.delete("/entities/" + eid, headers={"Via": via}).status_code == 508
+    assert local(hub, eid).status_code == 200
+    # a read through the same registration is answered from the local data
+    assert hub.get("/entities/" + eid, headers={"Via": via}).status_code == 200
