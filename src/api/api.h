@@ -160,6 +160,13 @@ bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, b
 /* Purge Entities at the registered sources (5.6.21.4). */
 bool api_fwd_purge(request_t *r, const ld_context_t *ctx, const entity_filter_t *f, struct fwd_wout *out,
                    problem_t *p);
+/* fwd_write_t.types_of: the types of the local entity id (ud: api_dw_types_t). */
+typedef struct api_dw_types {
+    request_t          *r;
+    const ld_context_t *ctx;
+    const char         *id;
+} api_dw_types_t;
+const typesel_t *api_dw_local_types(void *ud);
 bool api_dw_local_param(request_t *r, problem_t *p);                 /* local=true|false */
 const typesel_t *api_dw_param_types(request_t *r, const ld_context_t *ctx, const char *type);
 const char *api_dw_path(request_t *r, const char *prefix, const char *id, const char *suffix);

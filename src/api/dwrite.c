@@ -62,6 +62,23 @@ const char *api_dw_query(request_t *r)
     return sb.len ? sb.p : NULL;
 }
 
+const typesel_t *api_dw_local_types(void *ud)
+{
+    const api_dw_types_t *t = ud;
+    problem_t             q = {0};
+    ops_req_t             rq = api_req(t->r, t->ctx);
+    cr_entity_t          *e = ops_entity_retrieve(&rq, t->id, &(ops_retrieve_t){0}, &q);
+    if (!e) return NULL;
+    sbuf_t sb;
+    sb_init(&sb, t->r->arena, 64);
+    for (uint16_t i = 0; i < e->n_types; i++) {
+        if (i) sb_addc(&sb, ',');
+        sb_adds(&sb, ld_compact(t->ctx, e->types[i]));
+    }
+    entity_unref(e);
+    return sb.len ? typesel_parse(t->r->arena, sb.p, t->ctx, &q) : NULL;
+}
+
 bool api_fwd_write(request_t *r, const ld_context_t *ctx, const fwd_write_t *w, fwd_wout_t *out, problem_t *p)
 {
     memset(out, 0, sizeof *out);

@@ -129,7 +129,8 @@ void api_entity_delete(request_t *r)
         ops_req_t   rq = api_req(r, ctx);
         fwd_wout_t  out;
         fwd_write_t w = {.op = REG_OP_DELETE_ENTITY, .method = "DELETE", .path = api_dw_path(r, "entities/", id, NULL),
-                         .query = api_dw_query(r), .id = id, .types = api_dw_param_types(r, ctx, type)};
+                         .query = api_dw_query(r), .id = id, .types = api_dw_param_types(r, ctx, type),
+                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
         if (out.n_sent) {
             problem_t lp = {0};
@@ -192,7 +193,8 @@ void api_entity_merge(request_t *r)
     if (api_distributed(r)) {
         fwd_write_t w = {.op = REG_OP_MERGE_ENTITY, .method = "PATCH", .path = api_dw_path(r, "entities/", r->pathv[0], NULL),
                          .query = api_dw_query(r), .id = r->pathv[0], .types = api_dw_param_types(r, ctx, o.type),
-                         .body = body};
+                         .body = body,
+                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, r->pathv[0]}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;     /* 5.6.17 distributed */
     }
     if (out.n_sent) {

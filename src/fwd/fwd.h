@@ -104,6 +104,10 @@ bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *para
  * write. A write whose Via names this broker is 508 Loop Detected when any
  * registration matches it (it was written here on its way out; doing it
  * again is no part of what the client asked), of any mode. */
+/* The local entity's types (as a type selection), or NULL when it has none
+ * here: asked only when a registration by type alone matched the id. */
+typedef const typesel_t *(*fwd_types_fn)(void *ud);
+
 typedef struct fwd_write {
     reg_op_t         op;         /* the operation name (4.20) a source must support */
     const char      *method;     /* "POST", "PATCH", "PUT", "DELETE" */
@@ -114,6 +118,8 @@ typedef struct fwd_write {
     const char      *attr;       /* the attribute the path names (expanded), or NULL */
     const json_t    *body;       /* the payload: an entity or fragment (split by attribute), or NULL */
     bool             attr_body;  /* body is the one attribute `attr` (PATCH/PUT .../attrs/{attrId}) */
+    fwd_types_fn     types_of;   /* when types is NULL: the local entity's (or NULL: not asked) */
+    void            *types_ud;
 } fwd_write_t;
 
 /* One source's part. */

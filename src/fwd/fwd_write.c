@@ -168,8 +168,22 @@ typedef struct split {
 } split_t;
 
 /* Matches and splits; false only on a loop (508). s->nr 0: nothing matched. */
+/* Whether a RegistrationInfo of r in mask names entities by type alone
+ * (no id, no idPattern): it matched an id whose type was not known. */
+static bool by_type_only(const reg_t *r, uint64_t mask)
+{
+    for (size_t i = 0; i < reg_info_count(r); i++) {
+        const reg_info_t *in = reg_info_at(r, i);
+        if (i < 64 && !(mask >> i & 1)) continue;
+        for (size_t j = 0; j < in->n_entities; j++)
+            if (!in->entities[j].id && !in->entities[j].id_pattern) return true;
+    }
+    return false;
+}
+
 static bool split_entity(const fwd_in_t *in, const ld_context_t *ctx, const char *id, const typesel_t *types,
-                         const char *attr, const json_t *body, split_t *s, problem_t *p)
+                         const fwd_types_fn types_of, void *types_ud, const char *attr, const json_t *body, split_t *s,
+                         problem_t *p)
 {
     arena_t *a = in->arena;
     memset(s, 0, sizeof *s);
@@ -190,6 +204,15 @@ static bool split_entity(const fwd_in_t *in, const ld_context_t *ctx, const char
     fwd_skip_sources(in, &q);
     s->regs = reg_match(in->tenant, &q, cr_now_us(), a, &s->nr, &s->masks);
     if (!s->nr) return true;
+    /* a registration by type matched an id of unknown type: the local
+     * entity's types, when there is one, narrow the match */
+    bool vague = false;
+    for (size_t r = 0; r < s->nr && !vague && !types && types_of; r++) vague = by_type_only(s->regs[r], s->masks[r]);
+    if (vague && (q.types = types_of(types_ud))) {
+        for (size_t r = 0; r < s->nr; r++) reg_unref(s->regs[r]);
+        s->regs = reg_match(in->tenant, &q, cr_now_us(), a, &s->nr, &s->masks);
+        if (!s->nr) return true;
+    }
     if (fwd_via_loop(in->via)) {           /* a write that came back: 508 (doc/api.md, loops) */
         bool ok = fwd_loop_check(s->regs, s->nr, true, p);
         for (size_t r = 0; r < s->nr; r++) reg_unref(s->regs[r]);
@@ -345,7 +368,9 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
     split_t  s;
     memset(out, 0, sizeof *out);
     out->local = (json_t *)w->body;
-    if (!split_entity(in, in->ctx, w->id, w->types, w->attr, w->attr_body ? NULL : w->body, &s, p)) return false;
+    if (!split_entity(in, in->ctx, w->id, w->types, w->types_of, w->types_ud, w->attr, w->attr_body ? NULL : w->body,
+                      &s, p))
+        return false;
     if (!s.nr) return true;
 
     call_t     *calls = arena_calloc(a, s.nr * sizeof *calls);
@@ -437,7 +462,7 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
         const json_t *jid = del ? e : json_get(e, "id");
         if (!b->ctxs[i] || !json_is_string(jid) || (!del && !json_is_object(e))) continue;
         ids[i] = jid->str;
-        if (!split_entity(in, b->ctxs[i], ids[i], NULL, NULL, del ? NULL : e, &sp[i], p)) {
+        if (!split_entity(in, b->ctxs[i], ids[i], NULL, NULL, NULL, NULL, del ? NULL : e, &sp[i], p)) {
             ok = false;
             break;
         }

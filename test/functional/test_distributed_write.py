@@ -514,3 +514,17 @@ def test_6_3_18_write_loop_through_inclusive_is_508(hub, mock_factory):
     assert local(hub, eid).status_code == 200
     # a read through the same registration is answered from the local data
     assert hub.get("/entities/" + eid, headers={"Via": via}).status_code == 200
+
+
+def test_5_12_registration_by_type_gets_only_writes_for_that_type(hub, mock_factory):
+    m = mock_factory(204)
+    body = {"type": "ContextSourceRegistration", "endpoint": m.base, "operations": ["redirectionOps"],
+            "information": [{"entities": [{"type": "Bus"}]}]}
+    assert hub.post("/csourceRegistrations", body).status_code == 201
+    car, bus = uid("Vehicle"), uid("Bus")
+    hub.create(entity(car, "Vehicle", speed=prop(1)), params={"local": "true"})
+    hub.create(entity(bus, "Bus", speed=prop(1)), params={"local": "true"})
+    assert hub.patch("/entities/%s/attrs" % car, {"speed": prop(2)}).status_code == 204
+    assert m.requests == []
+    assert hub.patch("/entities/%s/attrs" % bus, {"speed": prop(2)}).status_code == 204
+    assert len(m.requests) == 1 and bus in m.requests[0][1]
