@@ -168,7 +168,6 @@ typedef struct api_dw_types {
 } api_dw_types_t;
 const typesel_t *api_dw_local_types(void *ud);
 bool api_dw_local_param(request_t *r, problem_t *p);                 /* local=true|false */
-const typesel_t *api_dw_param_types(request_t *r, const ld_context_t *ctx, const char *type);
 const char *api_dw_path(request_t *r, const char *prefix, const char *id, const char *suffix);
 const char *api_dw_query(request_t *r);                             /* the query string without local */
 /* 201 Created with Location: collection (e.g. "/ngsi-ld/v1/entities/") + the id, percent-encoded. */

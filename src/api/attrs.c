@@ -35,8 +35,7 @@ static void attrs_write(request_t *r, bool append)
     if (api_distributed(r)) {
         /* 5.6.2.4, 5.6.3.4 distributed */
         fwd_write_t w = {.op = append ? REG_OP_APPEND_ATTRS : REG_OP_UPDATE_ATTRS, .method = append ? "POST" : "PATCH",
-                         .path = api_dw_path(r, "entities/", id, "/attrs"), .query = api_dw_query(r), .id = id,
-                         .types = api_dw_param_types(r, ctx, type), .body = body,
+                         .id = id, .tail = "attrs", .type = type, .body = body,
                          .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
     }
@@ -80,13 +79,9 @@ static void attr_write(request_t *r, bool partial)
     fwd_wout_t out = {0};
     if (api_distributed(r)) {
         /* 5.6.4.4, 5.6.19.4 distributed */
-        sbuf_t sfx;
-        sb_init(&sfx, r->arena, 64);
-        sb_adds(&sfx, "/attrs/");
-        fwd_url_encode(&sfx, name);
         fwd_write_t w = {.op = partial ? REG_OP_UPDATE_ATTRS : REG_OP_REPLACE_ATTRS, .method = partial ? "PATCH" : "PUT",
-                         .path = api_dw_path(r, "entities/", id, sfx.p), .query = api_dw_query(r), .id = id,
-                         .types = api_dw_param_types(r, ctx, type), .attr = ld_expand(ctx, name), .body = body,
+                         .id = id, .tail = "attrs", .tail_attr = name, .type = type, .attr = ld_expand(ctx, name),
+                         .body = body,
                          .attr_body = true,
                          .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
@@ -138,12 +133,8 @@ void api_attr_delete(request_t *r)
     fwd_wout_t out = {0};
     if (api_distributed(r)) {
         /* 5.6.5.4 distributed */
-        sbuf_t sfx;
-        sb_init(&sfx, r->arena, 64);
-        sb_adds(&sfx, "/attrs/");
-        fwd_url_encode(&sfx, name);
-        fwd_write_t w = {.op = REG_OP_DELETE_ATTRS, .method = "DELETE", .path = api_dw_path(r, "entities/", id, sfx.p),
-                         .query = api_dw_query(r), .id = id, .types = api_dw_param_types(r, ctx, type),
+        fwd_write_t w = {.op = REG_OP_DELETE_ATTRS, .method = "DELETE", .id = id, .tail = "attrs", .tail_attr = name,
+                         .type = type,
                          .attr = ld_expand(ctx, name),
                          .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;

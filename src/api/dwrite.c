@@ -29,13 +29,6 @@ bool api_dw_local_param(request_t *r, problem_t *p)
     return true;
 }
 
-/* The ?type= precondition as a type selection for matching, or NULL. */
-const typesel_t *api_dw_param_types(request_t *r, const ld_context_t *ctx, const char *type)
-{
-    problem_t q = {0};
-    return type && ctx ? typesel_parse(r->arena, type, ctx, &q) : NULL;
-}
-
 /* prefix, the id URL-encoded, suffix. */
 const char *api_dw_path(request_t *r, const char *prefix, const char *id, const char *suffix)
 {
@@ -140,7 +133,7 @@ bool api_fwd_purge(request_t *r, const ld_context_t *ctx, const entity_filter_t 
     reg_query_t q = {.types = f->types, .ids = (const char *const *)f->ids, .n_ids = f->n_ids,
                      .id_pattern = f->id_pattern};
     api_fwd_in(r, ctx, &in);
-    return fwd_purge(&in, &q, api_dw_query(r), out, p);
+    return fwd_purge(&in, &q, out, p);
 }
 
 bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, const problem_t *lp,

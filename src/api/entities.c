@@ -29,8 +29,7 @@ void api_entity_create(request_t *r)
     const json_t *jid = json_get(body, "id");
     if (api_distributed(r) && json_is_string(jid) && ops_check_id(jid->str, &(problem_t){0})) {
         /* 5.6.1.4 distributed: the parts the registrations take go to their sources */
-        fwd_write_t w = {.op = REG_OP_CREATE_ENTITY, .method = "POST", .path = "entities", .id = jid->str,
-                         .body = body};
+        fwd_write_t w = {.op = REG_OP_CREATE_ENTITY, .method = "POST", .id = jid->str, .body = body};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
     }
     if (out.n_sent) {
@@ -128,8 +127,7 @@ void api_entity_delete(request_t *r)
         if (!ctx && !(ctx = api_context(r, NULL, &p))) goto fail;
         ops_req_t   rq = api_req(r, ctx);
         fwd_wout_t  out;
-        fwd_write_t w = {.op = REG_OP_DELETE_ENTITY, .method = "DELETE", .path = api_dw_path(r, "entities/", id, NULL),
-                         .query = api_dw_query(r), .id = id, .types = api_dw_param_types(r, ctx, type),
+        fwd_write_t w = {.op = REG_OP_DELETE_ENTITY, .method = "DELETE", .id = id, .type = type,
                          .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
         if (out.n_sent) {
@@ -191,8 +189,7 @@ void api_entity_merge(request_t *r)
     ops_req_t   rq = api_req(r, ctx);
     fwd_wout_t  out = {0};
     if (api_distributed(r)) {
-        fwd_write_t w = {.op = REG_OP_MERGE_ENTITY, .method = "PATCH", .path = api_dw_path(r, "entities/", r->pathv[0], NULL),
-                         .query = api_dw_query(r), .id = r->pathv[0], .types = api_dw_param_types(r, ctx, o.type),
+        fwd_write_t w = {.op = REG_OP_MERGE_ENTITY, .method = "PATCH", .id = r->pathv[0], .type = o.type,
                          .body = body,
                          .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, r->pathv[0]}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;     /* 5.6.17 distributed */
@@ -224,8 +221,7 @@ void api_entity_replace(request_t *r)
     ops_req_t   rq = api_req(r, ctx);
     fwd_wout_t  out = {0};
     if (api_distributed(r)) {
-        fwd_write_t w = {.op = REG_OP_REPLACE_ENTITY, .method = "PUT", .path = api_dw_path(r, "entities/", r->pathv[0], NULL),
-                         .query = api_dw_query(r), .id = r->pathv[0], .body = body};
+        fwd_write_t w = {.op = REG_OP_REPLACE_ENTITY, .method = "PUT", .id = r->pathv[0], .body = body};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;     /* 5.6.18 distributed */
     }
     if (out.n_sent) {

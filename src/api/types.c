@@ -137,7 +137,7 @@ static bool discover(request_t *r, bool type, bool named, const ld_context_t **c
         sb_addc(&path, '/');
         fwd_url_encode(&path, name);
     }
-    if (!fwd_discover(&in, ops[type][name ? 2 : det ? 1 : 0], path.p, api_dw_query(r), type ? name : NULL,
+    if (!fwd_discover(&in, ops[type][name ? 2 : det ? 1 : 0], path.p, type ? name : NULL,
                       !type && name ? ld_expand(*ctx, name) : NULL, &out, &q)) {
         *p = q;
         return false;

@@ -97,6 +97,11 @@ static bool add_alias(void *ud, const char *s, size_t n)
 
 void fwd_skip_sources(const fwd_in_t *in, reg_query_t *q)
 {
+    if (!in->via || !*in->via) {
+        q->skip_aliases = NULL;
+        q->n_skip_aliases = 0;
+        return;
+    }
     aliases_t al = {.a = in->arena, .cap = 32};
     al.v = arena_alloc(in->arena, al.cap * sizeof *al.v);
     if (in->via) fwd_via_each(in->via, add_alias, &al);

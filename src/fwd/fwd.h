@@ -65,7 +65,8 @@ typedef struct fwd_in {
     const char         *via;        /* its Via header, or NULL */
     arena_t            *arena;      /* the request's: results and scratch */
     const char       *(*header)(void *ud, const char *name);   /* its headers, for urn:ngsi-ld:request */
-    void               *header_ud;
+    const char       *(*query)(void *ud);  /* its query string without local (writes send it along), or NULL */
+    void               *header_ud;         /* of header and query */
 } fwd_in_t;
 
 typedef struct fwd_param {
@@ -111,14 +112,14 @@ typedef const typesel_t *(*fwd_types_fn)(void *ud);
 typedef struct fwd_write {
     reg_op_t         op;         /* the operation name (4.20) a source must support */
     const char      *method;     /* "POST", "PATCH", "PUT", "DELETE" */
-    const char      *path;       /* below /ngsi-ld/v1/, URL-encoded: "entities", "entities/<id>/attrs" ... */
-    const char      *query;      /* the query string sent along (no '?'), or NULL */
-    const char      *id;         /* the entity */
-    const typesel_t *types;      /* its type(s) when known (the created entity's, ?type=), or NULL */
+    const char      *id;         /* the entity: the path is entities (create) or entities/{id} */
+    const char      *tail;       /* then /tail ("attrs"), or NULL */
+    const char      *tail_attr;  /* then /{tail_attr} (the attribute as the path named it), or NULL */
+    const char      *type;       /* the ?type= text (4.17), or NULL */
     const char      *attr;       /* the attribute the path names (expanded), or NULL */
     const json_t    *body;       /* the payload: an entity or fragment (split by attribute), or NULL */
     bool             attr_body;  /* body is the one attribute `attr` (PATCH/PUT .../attrs/{attrId}) */
-    fwd_types_fn     types_of;   /* when types is NULL: the local entity's (or NULL: not asked) */
+    fwd_types_fn     types_of;   /* without type nor a payload's: the local entity's (or NULL: not asked) */
     void            *types_ud;
 } fwd_write_t;
 
@@ -153,8 +154,7 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
  * deleteEntity, mergeEntity), else (exclusive, redirect) a Conflict. */
 typedef struct fwd_batch {
     reg_op_t                   op;        /* createBatch, upsertBatch, updateBatch, deleteBatch, mergeBatch */
-    const char                *path;      /* "entityOperations/create" ... */
-    const char                *query;     /* sent along (options), or NULL */
+    const char                *path;      /* "entityOperations/create" ... (the query string: in->query) */
     const json_t *const       *entities;  /* per member: the entity (delete: the id string) */
     const ld_context_t *const *ctxs;      /* per member: its @context (NULL: it failed; not forwarded) */
     size_t                     n;
@@ -169,14 +169,14 @@ typedef struct fwd_bout {
 
 bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, problem_t *p);
 
-/* Purge Entities (5.6.21.4 distributed): DELETE /entities?query to every
+/* Purge Entities (5.6.21.4 distributed): DELETE /entities?<in->query> to every
  * inclusive, exclusive or redirect registration matching q that supports
  * purgeEntity; an exclusive or redirect one that does not is a Conflict. */
-bool fwd_purge(const fwd_in_t *in, const reg_query_t *q, const char *query, fwd_wout_t *out, problem_t *p);
+bool fwd_purge(const fwd_in_t *in, const reg_query_t *q, fwd_wout_t *out, problem_t *p);
 
 /* ------------------------------------------- distributed discovery (fwd_types.c)
  * GET /types, /types/{type}, /attributes, /attributes/{attrId} (5.7.5-5.7.10,
- * 5.7.11) forwarded as GET <endpoint>/ngsi-ld/v1/<path>?<query> to the
+ * 5.7.11) forwarded as GET <endpoint>/ngsi-ld/v1/<path>?<in->query> to the
  * registrations supporting op (retrieveEntityTypes ... retrieveAttrTypeInfo)
  * and matching type (a type name as asked, expanded with in->ctx) or attr
  * (expanded), each NULL for the lists. The answers come back parsed, for the
@@ -188,7 +188,7 @@ typedef struct fwd_dout {
     size_t                     forwarded, failed;
     const char                *warning;  /* the NGSILD-Warning value, or NULL */
 } fwd_dout_t;
-bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char *query, const char *type,
+bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char *type,
                   const char *attr, fwd_dout_t *out, problem_t *p);
 
 /* Over all operations since start (/statistics). */

@@ -15,7 +15,7 @@
 
 #include <string.h>
 
-bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char *query, const char *type,
+bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char *type,
                   const char *attr, fwd_dout_t *out, problem_t *p)
 {
     arena_t    *a = in->arena;
@@ -37,7 +37,8 @@ bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char 
         ok = fwd_loop_check(regs, nr, false, p);
         goto done;
     }
-    call_t *calls = arena_calloc(a, nr * sizeof *calls);
+    call_t     *calls = arena_calloc(a, nr * sizeof *calls);
+    const char *query = in->query ? in->query(in->header_ud) : NULL;
     for (size_t r = 0; r < nr; r++) {
         call_t     *c = &calls[r];
         const char *jctx;

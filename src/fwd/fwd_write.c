@@ -168,26 +168,44 @@ typedef struct split {
 } split_t;
 
 /* Matches and splits; false only on a loop (508). s->nr 0: nothing matched. */
-/* Whether a RegistrationInfo of r in mask names entities by type alone
- * (no id, no idPattern): it matched an id whose type was not known. */
-static bool by_type_only(const reg_t *r, uint64_t mask)
+/* Whether a RegistrationInfo of r in mask names entities without an id
+ * (by idPattern or type alone): matched by id only, the entity's type was
+ * not compared. */
+static bool vague(const reg_t *r, uint64_t mask)
 {
     for (size_t i = 0; i < reg_info_count(r); i++) {
         const reg_info_t *in = reg_info_at(r, i);
         if (i < 64 && !(mask >> i & 1)) continue;
         for (size_t j = 0; j < in->n_entities; j++)
-            if (!in->entities[j].id && !in->entities[j].id_pattern) return true;
+            if (!in->entities[j].id) return true;
     }
     return false;
 }
 
-static bool split_entity(const fwd_in_t *in, const ld_context_t *ctx, const char *id, const typesel_t *types,
+/* Matches the entity id (of the type `type`, 4.17 text, or of the
+ * payload's type, or of the local entity's: types_of) with the payload's
+ * attributes, and splits the payload over the matching registrations.
+ * The first match is by id alone (the cost of a write that nothing
+ * matches: one registry lookup); the types are worked out only when a
+ * registration without an id matched. */
+static bool split_entity(const fwd_in_t *in, const ld_context_t *ctx, const char *id, const char *type,
                          const fwd_types_fn types_of, void *types_ud, const char *attr, const json_t *body, split_t *s,
                          problem_t *p)
 {
     arena_t *a = in->arena;
     memset(s, 0, sizeof *s);
     s->body = json_is_object(body) ? body : NULL;
+    /* first by id alone: a write nothing is registered for costs this lookup */
+    reg_query_t q = {.ids = &id, .n_ids = 1, .modes = 1u << REG_INCLUSIVE | 1u << REG_EXCLUSIVE | 1u << REG_REDIRECT};
+    fwd_skip_sources(in, &q);
+    s->regs = reg_match(in->tenant, &q, cr_now_us(), a, &s->nr, &s->masks);
+    if (!s->nr) return true;
+
+    /* then narrowed by the payload's attributes and, for a registration
+     * without an id (by type or idPattern), by the entity's types */
+    bool narrow = false;
+    for (size_t r = 0; r < s->nr && !narrow; r++) narrow = vague(s->regs[r], s->masks[r]);
+    for (size_t r = 0; r < s->nr; r++) reg_unref(s->regs[r]);
     for (const json_t *m = s->body ? s->body->child : NULL; m; m = m->next) s->nm++;
     s->names = arena_alloc(a, (s->nm + 1) * sizeof *s->names);
     const char **attrs = arena_alloc(a, (s->nm + 2) * sizeof *attrs);
@@ -198,21 +216,16 @@ static bool split_entity(const fwd_in_t *in, const ld_context_t *ctx, const char
         if (s->names[i]) attrs[na++] = s->names[i];
     }
     s->has_attrs = na > (attr ? 1u : 0u);
-    if (!types && s->body) types = body_types(a, ctx, s->body);
-    reg_query_t q = {.types = types, .ids = &id, .n_ids = 1, .attrs = attrs, .n_attrs = na,
-                     .modes = 1u << REG_INCLUSIVE | 1u << REG_EXCLUSIVE | 1u << REG_REDIRECT};
-    fwd_skip_sources(in, &q);
+    q.attrs = attrs;
+    q.n_attrs = na;
+    if (narrow) {
+        problem_t tq = {0};
+        if (type) q.types = typesel_parse(a, type, ctx, &tq);
+        if (!q.types && s->body) q.types = body_types(a, ctx, s->body);
+        if (!q.types && types_of) q.types = types_of(types_ud);
+    }
     s->regs = reg_match(in->tenant, &q, cr_now_us(), a, &s->nr, &s->masks);
     if (!s->nr) return true;
-    /* a registration by type matched an id of unknown type: the local
-     * entity's types, when there is one, narrow the match */
-    bool vague = false;
-    for (size_t r = 0; r < s->nr && !vague && !types && types_of; r++) vague = by_type_only(s->regs[r], s->masks[r]);
-    if (vague && (q.types = types_of(types_ud))) {
-        for (size_t r = 0; r < s->nr; r++) reg_unref(s->regs[r]);
-        s->regs = reg_match(in->tenant, &q, cr_now_us(), a, &s->nr, &s->masks);
-        if (!s->nr) return true;
-    }
     if (fwd_via_loop(in->via)) {           /* a write that came back: 508 (doc/api.md, loops) */
         bool ok = fwd_loop_check(s->regs, s->nr, true, p);
         for (size_t r = 0; r < s->nr; r++) reg_unref(s->regs[r]);
@@ -368,10 +381,28 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
     split_t  s;
     memset(out, 0, sizeof *out);
     out->local = (json_t *)w->body;
-    if (!split_entity(in, in->ctx, w->id, w->types, w->types_of, w->types_ud, w->attr, w->attr_body ? NULL : w->body,
+    if (!split_entity(in, in->ctx, w->id, w->type, w->types_of, w->types_ud, w->attr, w->attr_body ? NULL : w->body,
                       &s, p))
         return false;
     if (!s.nr) return true;
+
+    /* the path and query string of the parts */
+    sbuf_t path;
+    sb_init(&path, a, 128);
+    sb_adds(&path, "entities");
+    if (w->op != REG_OP_CREATE_ENTITY) {
+        sb_addc(&path, '/');
+        fwd_url_encode(&path, w->id);
+    }
+    if (w->tail) {
+        sb_addc(&path, '/');
+        sb_adds(&path, w->tail);
+    }
+    if (w->tail_attr) {
+        sb_addc(&path, '/');
+        fwd_url_encode(&path, w->tail_attr);
+    }
+    const char *query = in->query ? in->query(in->header_ud) : NULL;
 
     call_t     *calls = arena_calloc(a, s.nr * sizeof *calls);
     fwd_sent_t *sent = arena_calloc(a, s.nr * sizeof *sent);
@@ -391,7 +422,7 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
         if (part_refused(g, REG_OP_BIT(w->op), &x->problem)) continue;
         const char *jctx;
         c->ctx = fwd_part_ctx(a, g, in->ctx, &jctx);
-        c->url = fwd_part_url(a, g, w->path, w->query);
+        c->url = fwd_part_url(a, g, path.p, query);
         c->method = w->method;
         if (w->body && w->attr_body) c->post = payload(a, w->body, NULL, in->ctx, in->ctx);
         else if (w->body) c->post = payload(a, w->body, s.take[r], in->ctx, c->ctx);
@@ -469,6 +500,7 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
         if (sp[i].nr) matched++;
     }
     if (!ok || !matched) goto done;
+    const char *query = in->query ? in->query(in->header_ud) : NULL;
 
     /* the distinct registrations, in first-seen order */
     size_t  cap = 0;
@@ -550,7 +582,7 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
         sb_init(&sb, a, 1024);
         jw_init(&w, &sb);
         if (as_batch) {
-            c->url = fwd_part_url(a, g, b->path, b->query);
+            c->url = fwd_part_url(a, g, b->path, query);
             c->method = "POST";
             jw_array_begin(&w);
             for (size_t j = 0; j < x->n; j++) {
@@ -622,7 +654,7 @@ done:
 
 /* ------------------------------------------------------------ purge (5.6.21.4) */
 
-bool fwd_purge(const fwd_in_t *in, const reg_query_t *match, const char *query, fwd_wout_t *out, problem_t *p)
+bool fwd_purge(const fwd_in_t *in, const reg_query_t *match, fwd_wout_t *out, problem_t *p)
 {
     arena_t    *a = in->arena;
     reg_query_t q = *match;
@@ -643,6 +675,7 @@ bool fwd_purge(const fwd_in_t *in, const reg_query_t *match, const char *query, 
     fwd_sent_t *sent = arena_calloc(a, nr * sizeof *sent);
     size_t     *which = arena_alloc(a, (nr + 1) * sizeof *which);
     size_t      ns = 0;
+    const char *query = in->query ? in->query(in->header_ud) : NULL;
     for (size_t r = 0; r < nr; r++) {
         reg_t  *g = regs[r];
         call_t *c = &calls[r];
