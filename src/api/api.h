@@ -160,13 +160,18 @@ bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, b
 /* Purge Entities at the registered sources (5.6.21.4). */
 bool api_fwd_purge(request_t *r, const ld_context_t *ctx, const entity_filter_t *f, struct fwd_wout *out,
                    problem_t *p);
-/* fwd_write_t.types_of: the types of the local entity id (ud: api_dw_types_t). */
+/* fwd_write_t.types_of: the types of the local entity id; .check: the
+ * payload body checked with flags (ops_payload_check). ud: api_dw_types_t. */
 typedef struct api_dw_types {
     request_t          *r;
     const ld_context_t *ctx;
     const char         *id;
+    const json_t       *body;
+    unsigned            flags;
+    bool                need_type;
 } api_dw_types_t;
 const typesel_t *api_dw_local_types(void *ud);
+bool             api_dw_check(void *ud, problem_t *p);
 bool api_dw_local_param(request_t *r, problem_t *p);                 /* local=true|false */
 const char *api_dw_path(request_t *r, const char *prefix, const char *id, const char *suffix);
 const char *api_dw_query(request_t *r);                             /* the query string without local */

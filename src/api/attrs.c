@@ -36,7 +36,8 @@ static void attrs_write(request_t *r, bool append)
         /* 5.6.2.4, 5.6.3.4 distributed */
         fwd_write_t w = {.op = append ? REG_OP_APPEND_ATTRS : REG_OP_UPDATE_ATTRS, .method = append ? "POST" : "PATCH",
                          .id = id, .tail = "attrs", .type = type, .body = body,
-                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
+                         .types_of = api_dw_local_types, .check = api_dw_check,
+                         .types_ud = &(api_dw_types_t){r, ctx, id, body, append ? 0 : EP_MERGE, false}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
     }
     if (out.n_sent) {
@@ -83,7 +84,7 @@ static void attr_write(request_t *r, bool partial)
                          .id = id, .tail = "attrs", .tail_attr = name, .type = type, .attr = ld_expand(ctx, name),
                          .body = body,
                          .attr_body = true,
-                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
+                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){.r = r, .ctx = ctx, .id = id}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
     }
     if (out.n_sent) {
@@ -136,7 +137,7 @@ void api_attr_delete(request_t *r)
         fwd_write_t w = {.op = REG_OP_DELETE_ATTRS, .method = "DELETE", .id = id, .tail = "attrs", .tail_attr = name,
                          .type = type,
                          .attr = ld_expand(ctx, name),
-                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
+                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){.r = r, .ctx = ctx, .id = id}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
     }
     if (out.n_sent) {

@@ -72,6 +72,13 @@ const typesel_t *api_dw_local_types(void *ud)
     return sb.len ? typesel_parse(t->r->arena, sb.p, t->ctx, &q) : NULL;
 }
 
+bool api_dw_check(void *ud, problem_t *p)
+{
+    const api_dw_types_t *t = ud;
+    ops_req_t             rq = api_req(t->r, t->ctx);
+    return ops_payload_check(&rq, t->id, t->body, t->flags, t->need_type, p);
+}
+
 bool api_fwd_write(request_t *r, const ld_context_t *ctx, const fwd_write_t *w, fwd_wout_t *out, problem_t *p)
 {
     memset(out, 0, sizeof *out);

@@ -29,7 +29,8 @@ void api_entity_create(request_t *r)
     const json_t *jid = json_get(body, "id");
     if (api_distributed(r) && json_is_string(jid) && ops_check_id(jid->str, &(problem_t){0})) {
         /* 5.6.1.4 distributed: the parts the registrations take go to their sources */
-        fwd_write_t w = {.op = REG_OP_CREATE_ENTITY, .method = "POST", .id = jid->str, .body = body};
+        fwd_write_t w = {.op = REG_OP_CREATE_ENTITY, .method = "POST", .id = jid->str, .body = body,
+                         .check = api_dw_check, .types_ud = &(api_dw_types_t){r, ctx, jid->str, body, EP_CREATE, false}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
     }
     if (out.n_sent) {
@@ -128,7 +129,7 @@ void api_entity_delete(request_t *r)
         ops_req_t   rq = api_req(r, ctx);
         fwd_wout_t  out;
         fwd_write_t w = {.op = REG_OP_DELETE_ENTITY, .method = "DELETE", .id = id, .type = type,
-                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, id}};
+                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){.r = r, .ctx = ctx, .id = id}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
         if (out.n_sent) {
             problem_t lp = {0};
@@ -191,7 +192,8 @@ void api_entity_merge(request_t *r)
     if (api_distributed(r)) {
         fwd_write_t w = {.op = REG_OP_MERGE_ENTITY, .method = "PATCH", .id = r->pathv[0], .type = o.type,
                          .body = body,
-                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){r, ctx, r->pathv[0]}};
+                         .types_of = api_dw_local_types, .check = o.key_values ? NULL : api_dw_check,
+                         .types_ud = &(api_dw_types_t){r, ctx, r->pathv[0], body, EP_MERGE, false}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;     /* 5.6.17 distributed */
     }
     if (out.n_sent) {
@@ -221,7 +223,9 @@ void api_entity_replace(request_t *r)
     ops_req_t   rq = api_req(r, ctx);
     fwd_wout_t  out = {0};
     if (api_distributed(r)) {
-        fwd_write_t w = {.op = REG_OP_REPLACE_ENTITY, .method = "PUT", .id = r->pathv[0], .body = body};
+        fwd_write_t w = {.op = REG_OP_REPLACE_ENTITY, .method = "PUT", .id = r->pathv[0], .body = body,
+                         .check = api_dw_check,
+                         .types_ud = &(api_dw_types_t){r, ctx, r->pathv[0], body, 0, true}};
         if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;     /* 5.6.18 distributed */
     }
     if (out.n_sent) {

@@ -120,7 +120,9 @@ typedef struct fwd_write {
     const json_t    *body;       /* the payload: an entity or fragment (split by attribute), or NULL */
     bool             attr_body;  /* body is the one attribute `attr` (PATCH/PUT .../attrs/{attrId}) */
     fwd_types_fn     types_of;   /* without type nor a payload's: the local entity's (or NULL: not asked) */
-    void            *types_ud;
+    void            *types_ud;   /* of types_of and check */
+    /* once a registration matched, before anything is sent: false (p) refuses the write whole */
+    bool           (*check)(void *ud, problem_t *p);
 } fwd_write_t;
 
 /* One source's part. */

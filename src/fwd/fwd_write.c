@@ -385,6 +385,10 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
                       &s, p))
         return false;
     if (!s.nr) return true;
+    if (w->check && !w->check(w->types_ud, p)) {      /* 5.5.4: nothing is forwarded of an invalid payload */
+        split_release(&s);
+        return false;
+    }
 
     /* the path and query string of the parts */
     sbuf_t path;

@@ -93,6 +93,14 @@ bool ops_if_type(const ops_req_t *rq, const char *type, const typesel_t **ts, pr
 /* Create Entity (5.6.1): body is the entity (an object). *id gets its id. */
 bool ops_entity_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p);
 
+/* The payload of a write to entity id checked as the operation checks it,
+ * writing nothing (what a distributed write checks before anything is
+ * forwarded, 5.5.4): flags EP_CREATE for create; else a fragment of id
+ * (EP_MERGE for merge and update, 0 for append and, with need_type, for
+ * replace). */
+bool ops_payload_check(const ops_req_t *rq, const char *id, const json_t *body, unsigned flags, bool need_type,
+                       problem_t *p);
+
 /* Retrieve Entity (5.7.1). type: a type selection (4.17 text) the entity must
  * match, or NULL; attrs: expanded names of which the entity must have at least
  * one (Table 6.5.3.1-1), or none. A reference to release with entity_unref(). */

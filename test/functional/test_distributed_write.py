@@ -528,3 +528,14 @@ def test_5_12_registration_by_type_gets_only_writes_for_that_type(hub, mock_fact
     assert m.requests == []
     assert hub.patch("/entities/%s/attrs" % bus, {"speed": prop(2)}).status_code == 204
     assert len(m.requests) == 1 and bus in m.requests[0][1]
+
+
+def test_5_5_4_invalid_payload_is_not_forwarded(hub, mock_factory):
+    m = mock_factory(204)
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", speed=prop(1)))
+    register(hub, None, eid, endpoint=m.base)
+    assert hub.post("/entities", {"id": eid, "type": "Vehicle", "speed": {"type": "Nonsense"}}).status_code == 400
+    assert hub.patch("/entities/%s/attrs" % eid, {"speed": {"type": "Property"}}).status_code == 400
+    assert hub.put("/entities/" + eid, {"speed": prop(1)}).status_code == 400
+    assert m.requests == []
