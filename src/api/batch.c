@@ -25,8 +25,25 @@ static void render_ids(request_t *r, const char **ids, size_t n, int status)
     reply_body(r, status, "application/json");
 }
 
-/* 207 BatchOperationResult (5.2.17) */
-static void render_result(request_t *r, const ops_batch_result_t *res)
+/* The BatchEntityErrors of the local operation. */
+static void local_errors(json_writer_t *w, const ops_batch_result_t *res)
+{
+    for (const ops_batch_error_t *e = res ? res->errors : NULL; e; e = e->next) {
+        jw_object_begin(w);
+        jw_key(w, "entityId");
+        if (e->id) jw_string(w, e->id);
+        else jw_null(w);
+        jw_key(w, "error");
+        jw_problem(w, &e->problem, NULL);
+        jw_object_end(w);
+    }
+}
+
+/* 207 BatchOperationResult (5.2.17): success ok[0..n_ok), the local
+ * errors of res, then (bo) the failed parts at the sources, naming their
+ * registration. */
+static void render_207(request_t *r, const char *const *ok, size_t n_ok, const ops_batch_result_t *res, bool del,
+                       const json_t *body, const fwd_bout_t *bo)
 {
     json_writer_t w;
     sb_clear(&r->out);
@@ -34,22 +51,36 @@ static void render_result(request_t *r, const ops_batch_result_t *res)
     jw_object_begin(&w);
     jw_key(&w, "success");
     jw_array_begin(&w);
-    for (size_t i = 0; i < res->n_ok; i++) jw_string(&w, res->ok[i]);
+    for (size_t i = 0; i < n_ok; i++) jw_string(&w, ok[i]);
     jw_array_end(&w);
     jw_key(&w, "errors");
     jw_array_begin(&w);
-    for (const ops_batch_error_t *e = res->errors; e; e = e->next) {
-        jw_object_begin(&w);
-        jw_key(&w, "entityId");
-        if (e->id) jw_string(&w, e->id);
-        else jw_null(&w);
-        jw_key(&w, "error");
-        jw_problem(&w, &e->problem, NULL);
-        jw_object_end(&w);
+    local_errors(&w, res);
+    size_t i = 0;
+    for (const json_t *e = bo ? body->child : NULL; e; e = e->next) {
+        const json_t *jid = del ? e : json_get(e, "id");
+        for (size_t k = 0; k < bo->n_sent[i]; k++) {
+            const fwd_sent_t *x = &bo->sent[i][k];
+            if (x->ok) continue;
+            jw_object_begin(&w);
+            jw_key(&w, "entityId");
+            jw_string(&w, jid->str);
+            jw_key(&w, "registrationId");
+            jw_string(&w, x->reg_id);
+            jw_key(&w, "error");
+            jw_problem(&w, &x->problem, NULL);
+            jw_object_end(&w);
+        }
+        i++;
     }
     jw_array_end(&w);
     jw_object_end(&w);
     reply_body(r, 207, "application/json");
+}
+
+static void render_result(request_t *r, const ops_batch_result_t *res)
+{
+    render_207(r, res->ok, res->n_ok, res, false, NULL, NULL);
 }
 
 /* The entities of the body with their @context; a problem record only for
@@ -112,45 +143,7 @@ static void render_distributed(request_t *r, ops_batch_kind_t kind, bool del, co
         else reply_status(r, 204);
         return;
     }
-    json_writer_t w;
-    sb_clear(&r->out);
-    jw_init(&w, &r->out);
-    jw_object_begin(&w);
-    jw_key(&w, "success");
-    jw_array_begin(&w);
-    for (size_t k = 0; k < ns; k++) jw_string(&w, s[k]);
-    jw_array_end(&w);
-    jw_key(&w, "errors");
-    jw_array_begin(&w);
-    for (const ops_batch_error_t *e = res ? res->errors : NULL; e; e = e->next) {
-        jw_object_begin(&w);
-        jw_key(&w, "entityId");
-        if (e->id) jw_string(&w, e->id);
-        else jw_null(&w);
-        jw_key(&w, "error");
-        jw_problem(&w, &e->problem, NULL);
-        jw_object_end(&w);
-    }
-    i = 0;
-    json_foreach(e, body) {
-        const json_t *jid = del ? e : json_get(e, "id");
-        for (size_t k = 0; k < bo->n_sent[i]; k++) {
-            const fwd_sent_t *x = &bo->sent[i][k];
-            if (x->ok) continue;
-            jw_object_begin(&w);
-            jw_key(&w, "entityId");
-            jw_string(&w, jid->str);
-            jw_key(&w, "registrationId");
-            jw_string(&w, x->reg_id);
-            jw_key(&w, "error");
-            jw_problem(&w, &x->problem, NULL);
-            jw_object_end(&w);
-        }
-        i++;
-    }
-    jw_array_end(&w);
-    jw_object_end(&w);
-    reply_body(r, 207, "application/json");
+    render_207(r, s, ns, res, del, body, bo);
 }
 
 /* A batch at the registered sources, then its local rest: 0 when nothing

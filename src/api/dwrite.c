@@ -143,19 +143,29 @@ bool api_fwd_purge(request_t *r, const ld_context_t *ctx, const entity_filter_t 
     return fwd_purge(&in, &q, out, p);
 }
 
+/* What the answer is: -1 every part succeeded (the handler answers), 0
+ * the error of the single part was answered, 1 a 207 body is begun in w. */
+static int begin_207(request_t *r, bool tried, bool local_ok, const problem_t *lp, const fwd_wout_t *out,
+                     bool local_partial, json_writer_t *w)
+{
+    const problem_t *f = first_failure(tried, local_ok, lp, out);
+    if (!f && !local_partial && !any_partial(out)) return -1;
+    if (f && single_part(tried, out)) {
+        reply_problem(r, f);
+        return 0;
+    }
+    sb_clear(&r->out);
+    jw_init(w, &r->out);
+    jw_object_begin(w);
+    return 1;
+}
+
 bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, const problem_t *lp,
                       const fwd_wout_t *out)
 {
-    const problem_t *f = first_failure(tried, local_ok, lp, out);
-    if (!f && !any_partial(out)) return false;
-    if (f && single_part(tried, out)) {
-        reply_problem(r, f);
-        return true;
-    }
     json_writer_t w;
-    sb_clear(&r->out);
-    jw_init(&w, &r->out);
-    jw_object_begin(&w);
+    int           d = begin_207(r, tried, local_ok, lp, out, false, &w);
+    if (d <= 0) return d == 0;
     bool any_ok = tried && local_ok;
     for (size_t i = 0; i < out->n_sent; i++) any_ok = any_ok || out->sent[i].ok;
     jw_key(&w, "success");
@@ -196,17 +206,9 @@ bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, c
 bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, bool local_ok, const problem_t *lp,
                             const op_result_t *res, const fwd_wout_t *out)
 {
-    bool local_partial = tried && local_ok && res && res->n_not_updated;
-    const problem_t *f = first_failure(tried, local_ok, lp, out);
-    if (!f && !local_partial && !any_partial(out)) return false;
-    if (f && single_part(tried, out)) {
-        reply_problem(r, f);
-        return true;
-    }
     json_writer_t w;
-    sb_clear(&r->out);
-    jw_init(&w, &r->out);
-    jw_object_begin(&w);
+    int           d = begin_207(r, tried, local_ok, lp, out, tried && local_ok && res && res->n_not_updated, &w);
+    if (d <= 0) return d == 0;
     jw_key(&w, "updated");
     jw_array_begin(&w);
     if (tried && local_ok && res)

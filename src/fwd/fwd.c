@@ -341,6 +341,15 @@ static const char *types_for(arena_t *a, const reg_t *r, uint64_t mask, const ld
     return sb.len ? sb.p : NULL;
 }
 
+void fwd_endpoint(sbuf_t *u, const reg_t *r)
+{
+    const char *ep = reg_endpoint(r);
+    size_t      el = strlen(ep);
+    while (el && ep[el - 1] == '/') el--;
+    sb_add(u, ep, el);
+    sb_adds(u, "/ngsi-ld/v1/");
+}
+
 /* The headers every forwarded request carries (fwd_int.h). */
 bool fwd_headers(const fwd_in_t *in, call_t *c, const reg_t *r, const char *jctx, const char *ctype)
 {
@@ -398,11 +407,8 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
 
     sbuf_t u;
     sb_init(&u, a, 256);
-    const char *ep = reg_endpoint(r);
-    size_t      el = strlen(ep);
-    while (el && ep[el - 1] == '/') el--;
-    sb_add(&u, ep, el);
-    sb_adds(&u, "/ngsi-ld/v1/entities");
+    fwd_endpoint(&u, r);
+    sb_adds(&u, "entities");
     /* 4.20: a source registered for queryEntity or queryBatch but not retrieveEntity is asked a
      * query for the id (with the registered types when the request names none) */
     if (id && !(reg_ops(r) & REG_OP_BIT(REG_OP_RETRIEVE_ENTITY))) {

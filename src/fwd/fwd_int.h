@@ -51,6 +51,8 @@ bool fwd_loop_check(reg_t *const *regs, size_t nr, bool write, problem_t *p);
 /* r's counters (timesSent ...) and the broker's after a forwarded request. */
 void fwd_counted(reg_t *r, bool ok, int64_t now);
 bool fwd_via_each(const char *via, bool (*fn)(void *ud, const char *s, size_t n), void *ud);
+/* Appends "<endpoint without trailing slashes>/ngsi-ld/v1/" of r. */
+void fwd_endpoint(sbuf_t *u, const reg_t *r);
 /* endpoint/ngsi-ld/v1/path?query (and local=true with management.localOnly). */
 char *fwd_part_url(arena_t *a, const reg_t *r, const char *path, const char *query);
 /* The @context r's source is sent: contextSourceInfo jsonldContext (*jctx),

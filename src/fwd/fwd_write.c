@@ -315,11 +315,7 @@ char *fwd_part_url(arena_t *a, const reg_t *r, const char *path, const char *que
 {
     sbuf_t u;
     sb_init(&u, a, 256);
-    const char *ep = reg_endpoint(r);
-    size_t      el = strlen(ep);
-    while (el && ep[el - 1] == '/') el--;
-    sb_add(&u, ep, el);
-    sb_adds(&u, "/ngsi-ld/v1/");
+    fwd_endpoint(&u, r);
     sb_adds(&u, path);
     char sep = '?';
     if (query && *query) {

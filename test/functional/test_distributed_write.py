@@ -4,14 +4,12 @@ attribute and by mode (inclusive: here and there; exclusive and redirect: only
 there; auxiliary: never), answered 207 with the per-source errors when some
 part fails, and 508 on a loop through an exclusive or redirect registration."""
 
-import http.server
 import json
-import threading
-import time
 
 import pytest
 
 from conftest import Client, fresh_tenant
+from mocksource import MockSource
 from ngsi import assert_problem, entity, prop, uid
 
 
@@ -63,50 +61,12 @@ def local(c, eid):
     return c.get("/entities/" + eid, params={"local": "true"})
 
 
-class MockSource:
-    """A source answering every write with a fixed status and body, or never in time."""
-
-    def __init__(self, status=204, body=b"", delay=0.0):
-        self.requests = []
-        mock = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _any(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(n) if n else b""
-                mock.requests.append((self.command, self.path, dict(self.headers), data))
-                if delay:
-                    time.sleep(delay)
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass
-
-            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.base = "http://127.0.0.1:%d" % self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
 @pytest.fixture
 def mock_factory():
     made = []
 
-    def make(*a, **kw):
-        m = MockSource(*a, **kw)
+    def make(status=204, body=b"", delay=0.0):
+        m = MockSource(status, body, delay)
         made.append(m)
         return m
     yield make
