@@ -1,12 +1,20 @@
 /*
- * fwd.h - distributed operations (4.3.6, 5.7.1 and 5.7.2 distributed,
+ * fwd.h - distributed operations (4.3.6, 5.6 and 5.7 distributed,
  * 6.3.17-6.3.19): a retrieve or query is forwarded to the context sources
  * whose registrations match it (reg/'s index), in parallel over HTTP, and
- * the answers are merged with the local entities (4.5.5).
+ * the answers are merged with the local entities (4.5.5) (fwd.c); a write
+ * is split over the registrations by mode and attribute and its parts sent
+ * to their sources (fwd_write.c: entity writes, batches, purge); the
+ * discovery of types and attributes is forwarded and its answers handed
+ * back for merging (fwd_types.c). Every request goes out through one
+ * function, fwd_run (fwd_int.h).
  *
- * Who calls what: api/ (the HTTP binding) answers GET /entities and GET
- * /entities/{id} from ops/ (the local data) and, unless local=true, asks
- * fwd_query()/fwd_retrieve() for the rest; fwd/ never calls the store.
+ * Who calls what: api/ (the HTTP binding) answers from ops/ (the local
+ * data) and, unless local=true, asks fwd/ for the rest: fwd_query() /
+ * fwd_retrieve() after the local read, fwd_write() / fwd_batch() before the
+ * local write (which gets what the registrations left of the payload),
+ * fwd_purge() after the local purge. fwd/ never calls the store: a binding
+ * other than HTTP (cor://) composes the same calls.
  *
  * A forwarded request:
  *  - goes to <endpoint>/ngsi-ld/v1/entities[/{id}] with the request's query
