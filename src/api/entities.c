@@ -26,8 +26,8 @@ void api_entity_create(request_t *r)
     if (!ctx) goto fail;
     ops_req_t   rq = api_req(r, ctx);
     fwd_wout_t  out = {.local = body};
-    const json_t *jid = json_get(body, "id");
-    if (api_distributed(r) && json_is_string(jid) && ops_check_id(jid->str, &(problem_t){0})) {
+    const json_t *jid = api_distributed(r) ? json_get(body, "id") : NULL;
+    if (json_is_string(jid) && ops_check_id(jid->str, &(problem_t){0})) {
         /* 5.6.1.4 distributed: the parts the registrations take go to their sources */
         fwd_write_t w = {.op = REG_OP_CREATE_ENTITY, .method = "POST", .id = jid->str, .body = body,
                          .check = api_dw_check, .types_ud = &(api_dw_types_t){r, ctx, jid->str, body, EP_CREATE, false}};
