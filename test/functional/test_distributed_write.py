@@ -499,3 +499,16 @@ def test_5_5_4_invalid_payload_is_not_forwarded(hub, mock_factory):
     assert hub.patch("/entities/%s/attrs" % eid, {"speed": {"type": "Property"}}).status_code == 400
     assert hub.put("/entities/" + eid, {"speed": prop(1)}).status_code == 400
     assert m.requests == []
+
+
+def test_4_3_6_6_write_recompacted_for_the_source_jsonld_context(hub, mock_factory, ctxserver):
+    url = ctxserver.unique({"@context": {"velocidad": "https://uri.etsi.org/ngsi-ld/default-context/speed"}})
+    assert hub.get("/entities", params={"type": "Vehicle", "local": "true"}, link=url).status_code == 200   # cached
+    m = mock_factory(204)
+    eid = uid("Vehicle")
+    hub.create(entity(eid, "Vehicle", speed=prop(1)))
+    register(hub, None, eid, endpoint=m.base, contextSourceInfo=[{"key": "jsonldContext", "value": url}])
+    assert hub.patch("/entities/%s/attrs" % eid, {"speed": prop(2)}).status_code == 204
+    _, _, hdrs, data = m.requests[0]
+    assert json.loads(data) == {"velocidad": {"type": "Property", "value": 2}}
+    assert url in hdrs["Link"]
