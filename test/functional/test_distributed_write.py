@@ -512,3 +512,20 @@ def test_4_3_6_6_write_recompacted_for_the_source_jsonld_context(hub, mock_facto
     _, _, hdrs, data = m.requests[0]
     assert json.loads(data) == {"velocidad": {"type": "Property", "value": 2}}
     assert url in hdrs["Link"]
+
+
+def test_6_3_5_jsonld_create_forwarded_to_a_broker(hub, src, vctx):
+    """A create in application/ld+json: the source gets JSON with the @context as Link and
+    holds the same expanded names."""
+    eid = uid("Vehicle")
+    body = {"type": "ContextSourceRegistration", "endpoint": src.broker.base, "tenant": src.tenant,
+            "operations": ["redirectionOps"], "mode": "redirect",
+            "information": [{"entities": [{"id": eid, "type": "Vehicle"}]}], "@context": vctx}
+    assert hub.post("/csourceRegistrations", body, ctype="application/ld+json").status_code == 201
+    e = entity(eid, "Vehicle", speed=prop(3))
+    e["@context"] = vctx
+    r = hub.post("/entities", e, ctype="application/ld+json")
+    assert r.status_code == 201, r.text
+    got = src.get("/entities/" + eid, params={"options": "keyValues"}).json()
+    assert got["type"] == "https://example.org/Vehicle" and got["https://example.org/speed"] == 3
+    assert hub.entity(eid, link=vctx)["speed"]["value"] == 3
