@@ -176,7 +176,8 @@ static int batch_distributed(request_t *r, ops_batch_kind_t kind, json_t *body, 
     api_fwd_in(r, ctx, &in);
     fwd_batch_t fb = {.op = del ? REG_OP_DELETE_BATCH : batch_fwd[kind].op,
                       .path = del ? "entityOperations/delete" : batch_fwd[kind].path,
-                      .entities = ents, .ctxs = ctxs, .n = n};
+                      .entities = ents, .ctxs = ctxs, .n = n, .update = o && !o->replace,
+                      .no_overwrite = o && o->no_overwrite};
     if (!fwd_batch(&in, &fb, &bo, p)) return -1;
     if (!bo.forwarded) return 0;
 

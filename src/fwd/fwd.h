@@ -159,15 +159,20 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
 
 /* A batch (5.6.7-5.6.10, 5.6.20 distributed): each entity split as by
  * fwd_write; each source gets its parts in one batch request when it
- * supports the batch operation, else one request per entity when it
- * supports the operation of one entity (createEntity, appendAttrs,
- * deleteEntity, mergeEntity), else (exclusive, redirect) a Conflict. */
+ * supports the batch operation, else one request per entity with the
+ * operation of one entity the clause names (create: createEntity; upsert:
+ * createEntity then, for what exists, replaceEntity or updateAttrs, or
+ * those alone; update: updateAttrs, or appendAttrs with noOverwrite;
+ * delete: deleteEntity; merge: mergeEntity), else (exclusive, redirect) a
+ * Conflict. */
 typedef struct fwd_batch {
     reg_op_t                   op;        /* createBatch, upsertBatch, updateBatch, deleteBatch, mergeBatch */
     const char                *path;      /* "entityOperations/create" ... (the query string: in->query) */
     const json_t *const       *entities;  /* per member: the entity (delete: the id string) */
     const ld_context_t *const *ctxs;      /* per member: its @context (NULL: it failed; not forwarded) */
     size_t                     n;
+    bool                       update;        /* upsert: options=update (else replace) */
+    bool                       no_overwrite;  /* update: options=noOverwrite */
 } fwd_batch_t;
 
 typedef struct fwd_bout {

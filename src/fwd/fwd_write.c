@@ -450,24 +450,108 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
  * supported"), else, for an exclusive or redirect one, each part is a
  * Conflict. */
 
-/* The operation of one entity a batch falls back to, its method and path suffix. */
-static bool single_op(reg_op_t batch, reg_op_t *op, const char **method, const char **suffix)
+/* How a registration gets its parts of a batch: the batch operation, or
+ * one request per entity (the fallbacks of 5.6.7.4-5.6.10.4, 5.6.20.4). */
+typedef enum { R_NONE, R_BATCH, R_CREATE, R_REPLACE, R_UPDATE, R_APPEND, R_DELETE, R_MERGE } route_t;
+
+static route_t batch_route(const fwd_batch_t *b, uint64_t ops)
 {
-    switch (batch) {
-    case REG_OP_CREATE_BATCH: *op = REG_OP_CREATE_ENTITY; *method = "POST"; *suffix = NULL; return true;
-    case REG_OP_UPDATE_BATCH: *op = REG_OP_APPEND_ATTRS; *method = "POST"; *suffix = "/attrs"; return true;
-    case REG_OP_DELETE_BATCH: *op = REG_OP_DELETE_ENTITY; *method = "DELETE"; *suffix = ""; return true;
-    case REG_OP_MERGE_BATCH: *op = REG_OP_MERGE_ENTITY; *method = "PATCH"; *suffix = ""; return true;
-    default: return false;     /* upsert: no single operation does both */
+#define HAS(o) (ops & REG_OP_BIT(o))
+    if (HAS(b->op)) return R_BATCH;
+    switch (b->op) {
+    case REG_OP_CREATE_BATCH: return HAS(REG_OP_CREATE_ENTITY) ? R_CREATE : R_NONE;
+    case REG_OP_UPSERT_BATCH:            /* 5.6.8.4: create (then replace or update what exists), or those */
+        if (HAS(REG_OP_CREATE_ENTITY)) return R_CREATE;
+        if (!b->update && HAS(REG_OP_REPLACE_ENTITY)) return R_REPLACE;
+        return b->update && HAS(REG_OP_UPDATE_ATTRS) ? R_UPDATE : R_NONE;
+    case REG_OP_UPDATE_BATCH:            /* 5.6.9.4: update attributes, or append without overwriting */
+        if (!b->no_overwrite) return HAS(REG_OP_UPDATE_ATTRS) ? R_UPDATE : R_NONE;
+        return HAS(REG_OP_APPEND_ATTRS) ? R_APPEND : R_NONE;
+    case REG_OP_DELETE_BATCH: return HAS(REG_OP_DELETE_ENTITY) ? R_DELETE : R_NONE;
+    case REG_OP_MERGE_BATCH: return HAS(REG_OP_MERGE_ENTITY) ? R_MERGE : R_NONE;
+    default: return R_NONE;
     }
+}
+
+/* 5.6.8.4: an upsert's Create Entity met AlreadyExists: then this, or R_NONE. */
+static route_t upsert_again(const fwd_batch_t *b, uint64_t ops)
+{
+    if (!b->update && HAS(REG_OP_REPLACE_ENTITY)) return R_REPLACE;
+    return b->update && HAS(REG_OP_UPDATE_ATTRS) ? R_UPDATE : R_NONE;
+#undef HAS
 }
 
 typedef struct bcall {
     size_t  reg;        /* index in the distinct registrations */
-    size_t *members;    /* the members this request carries */
+    route_t route;
+    size_t *members;    /* the members this request carries (one unless R_BATCH) */
     size_t  n;
     size_t *part;       /* per carried member: its index in out->sent[member] */
+    bool    unsupported;/* an upsert's create met AlreadyExists, and nothing else is supported */
 } bcall_t;
+
+/* The context a batch is forwarded in: what building one request needs. */
+typedef struct bctx {
+    const fwd_in_t    *in;
+    const fwd_batch_t *b;
+    split_t           *sp;
+    size_t           **slot;
+    const char       **ids;
+    reg_t            **regs;
+    const char        *query;
+} bctx_t;
+
+/* Builds the request of x with route (false: out of memory). */
+static bool bcall_build(const bctx_t *bx, const bcall_t *x, route_t route, call_t *c)
+{
+    arena_t          *a = bx->in->arena;
+    const fwd_batch_t *b = bx->b;
+    reg_t            *g = bx->regs[x->reg];
+    const char       *jctx;
+    size_t            i0 = x->members[0];
+    bool              del = b->op == REG_OP_DELETE_BATCH;
+    memset(c, 0, sizeof *c);
+    c->reg = g;
+    c->ctx = fwd_part_ctx(a, g, b->ctxs[i0], &jctx);
+    bool keep_ctx = !del && json_get(b->entities[i0], "@context") && !reg_csource_info(g, "jsonldContext");
+    sbuf_t        sb;
+    json_writer_t w;
+    sb_init(&sb, a, 1024);
+    jw_init(&w, &sb);
+    if (route == R_BATCH) {
+        c->url = fwd_part_url(a, g, b->path, bx->query);
+        c->method = "POST";
+        jw_array_begin(&w);
+        for (size_t j = 0; j < x->n; j++) {
+            size_t i = x->members[j], r;
+            for (r = 0; r < bx->sp[i].nr && bx->slot[i][r] != x->reg; r++) {}
+            if (del) jw_string(&w, bx->ids[i]);
+            else payload_write(&w, b->entities[i], bx->sp[i].take[r], b->ctxs[i], c->ctx, keep_ctx);
+        }
+        jw_array_end(&w);
+    } else {
+        static const char *const method[] = {[R_CREATE] = "POST", [R_REPLACE] = "PUT", [R_UPDATE] = "PATCH",
+                                             [R_APPEND] = "POST", [R_DELETE] = "DELETE", [R_MERGE] = "PATCH"};
+        size_t i = i0, r;
+        for (r = 0; r < bx->sp[i].nr && bx->slot[i][r] != x->reg; r++) {}
+        sbuf_t path;
+        sb_init(&path, a, 128);
+        sb_adds(&path, "entities");
+        if (route != R_CREATE) {
+            sb_addc(&path, '/');
+            fwd_url_encode(&path, bx->ids[i]);
+        }
+        if (route == R_UPDATE || route == R_APPEND) sb_adds(&path, "/attrs");
+        c->url = fwd_part_url(a, g, path.p, route == R_APPEND ? "options=noOverwrite" : NULL);
+        c->method = method[route];
+        if (!del) payload_write(&w, b->entities[i], bx->sp[i].take[r], b->ctxs[i], c->ctx, keep_ctx);
+    }
+    if (sb.len) c->post = sb.p;
+    if (fwd_headers(bx->in, c, g, jctx, !c->post ? NULL : keep_ctx ? "application/ld+json" : "application/json"))
+        return true;
+    c->skipped = true;
+    return false;
+}
 
 /* The outcome of a batch answer for one member: its error in a 207, if any. */
 static const json_t *batch_error_of(const json_t *answer, const char *id)
@@ -528,17 +612,13 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
     }
 
     /* the requests: per registration one batch, or one per member */
-    reg_op_t    one_op = REG_OP__COUNT;
-    const char *one_method = NULL, *one_suffix = NULL;
-    bool        has_one = single_op(b->op, &one_op, &one_method, &one_suffix);
-    bcall_t    *bc = arena_calloc(a, (cap + 1) * sizeof *bc);
-    call_t     *calls = arena_calloc(a, (cap + 1) * sizeof *calls);
-    size_t      nc = 0;
+    bcall_t *bc = arena_calloc(a, (cap + 1) * sizeof *bc);
+    call_t  *calls = arena_calloc(a, (cap + 1) * sizeof *calls);
+    size_t   nc = 0;
     for (size_t d = 0; d < nreg; d++) {
-        reg_t *g = regs[d];
-        bool   as_batch = reg_ops(g) & REG_OP_BIT(b->op);
-        bool   as_one = !as_batch && has_one && (reg_ops(g) & REG_OP_BIT(one_op));
-        if (!as_batch && !as_one && !proxied(g)) continue;         /* inclusive: not for this operation */
+        reg_t  *g = regs[d];
+        route_t route = batch_route(b, reg_ops(g));
+        if (route == R_NONE && !proxied(g)) continue;         /* inclusive: not for this operation */
         bcall_t *cur = NULL;
         for (size_t i = 0; i < b->n; i++) {
             size_t r;
@@ -547,7 +627,7 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
             fwd_sent_t *x = &out->sent[i][out->n_sent[i]++];
             x->reg_id = reg_id(g);
             x->attrs = split_names(a, &sp[i], r, NULL, b->ctxs[i], &x->n_attrs);
-            if (!as_batch && !as_one) {
+            if (route == R_NONE) {
                 problem_set(&x->problem, PB_CONFLICT, "registration %s (%s) covers this entity but does not support "
                             "the operation", reg_id(g), reg_mode(g) == REG_EXCLUSIVE ? "exclusive" : "redirect");
                 continue;
@@ -557,9 +637,10 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
                 x->problem.status = 503;
                 continue;
             }
-            if (!cur || as_one) {
+            if (!cur || route != R_BATCH) {
                 cur = &bc[nc++];
                 cur->reg = d;
+                cur->route = route;
                 cur->members = arena_alloc(a, (b->n + 1) * sizeof *cur->members);
                 cur->part = arena_alloc(a, (b->n + 1) * sizeof *cur->part);
             }
@@ -567,54 +648,29 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
             cur->part[cur->n++] = out->n_sent[i] - 1;
         }
     }
-    for (size_t k = 0; k < nc; k++) {
-        bcall_t    *x = &bc[k];
-        reg_t      *g = regs[x->reg];
-        call_t     *c = &calls[k];
-        const char *jctx;
-        bool        as_batch = reg_ops(g) & REG_OP_BIT(b->op);
-        size_t      i0 = x->members[0];
-        c->reg = g;
-        c->ctx = fwd_part_ctx(a, g, b->ctxs[i0], &jctx);
-        bool keep_ctx = !del && json_get(b->entities[i0], "@context") && !reg_csource_info(g, "jsonldContext");
-        sbuf_t        sb;
-        json_writer_t w;
-        sb_init(&sb, a, 1024);
-        jw_init(&w, &sb);
-        if (as_batch) {
-            c->url = fwd_part_url(a, g, b->path, query);
-            c->method = "POST";
-            jw_array_begin(&w);
-            for (size_t j = 0; j < x->n; j++) {
-                size_t i = x->members[j], r;
-                for (r = 0; r < sp[i].nr && slot[i][r] != x->reg; r++) {}
-                if (del) jw_string(&w, ids[i]);
-                else payload_write(&w, b->entities[i], sp[i].take[r], b->ctxs[i], c->ctx, keep_ctx);
-            }
-            jw_array_end(&w);
-        } else {
-            size_t i = i0, r;
-            for (r = 0; r < sp[i].nr && slot[i][r] != x->reg; r++) {}
-            sbuf_t path;
-            sb_init(&path, a, 128);
-            sb_adds(&path, "entities");
-            if (one_suffix) {
-                sb_addc(&path, '/');
-                fwd_url_encode(&path, ids[i]);
-                sb_adds(&path, one_suffix);
-            }
-            c->url = fwd_part_url(a, g, path.p, NULL);
-            c->method = one_method;
-            if (!del) payload_write(&w, b->entities[i], sp[i].take[r], b->ctxs[i], c->ctx, keep_ctx);
-        }
-        if (sb.len) c->post = sb.p;
-        if (!fwd_headers(in, c, g, jctx, !c->post ? NULL : keep_ctx ? "application/ld+json" : "application/json")) {
-            c->skipped = true;
-            for (size_t j = 0; j < x->n; j++)
-                problem_set(&out->sent[x->members[j]][x->part[j]].problem, PB_INTERNAL_ERROR, "out of memory");
-        }
-    }
+    bctx_t bx = {.in = in, .b = b, .sp = sp, .slot = slot, .ids = ids, .regs = regs, .query = query};
+    for (size_t k = 0; k < nc; k++)
+        if (!bcall_build(&bx, &bc[k], bc[k].route, &calls[k]))
+            for (size_t j = 0; j < bc[k].n; j++)
+                problem_set(&out->sent[bc[k].members[j]][bc[k].part[j]].problem, PB_INTERNAL_ERROR, "out of memory");
     fwd_run(calls, nc);
+
+    /* 5.6.8.4: an upsert created one by one replaces or updates what already existed */
+    call_t *again = arena_calloc(a, (nc + 1) * sizeof *again);
+    size_t *from = arena_alloc(a, (nc + 1) * sizeof *from), na = 0;
+    for (size_t k = 0; k < nc && b->op == REG_OP_UPSERT_BATCH; k++) {
+        if (bc[k].route != R_CREATE || calls[k].skipped || calls[k].rc != CURLE_OK || calls[k].status != 409) continue;
+        route_t r2 = upsert_again(b, reg_ops(regs[bc[k].reg]));
+        if (r2 == R_NONE) bc[k].unsupported = true;
+        else if (bcall_build(&bx, &bc[k], r2, &again[na])) from[na++] = k;
+        else if (again[na].hdrs) curl_slist_free_all(again[na].hdrs);
+    }
+    fwd_run(again, na);
+    for (size_t j = 0; j < na; j++) {
+        fwd_counted(calls[from[j]].reg, true, cr_now_us());     /* the create was answered */
+        if (calls[from[j]].hdrs) curl_slist_free_all(calls[from[j]].hdrs);
+        calls[from[j]] = again[j];
+    }
     int64_t now = cr_now_us();
     for (size_t k = 0; k < nc; k++) {
         bcall_t *x = &bc[k];
@@ -628,7 +684,11 @@ bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, proble
             answer = json_parse_copy(a, c->body.p ? c->body.p : "", c->body.len, &(json_limits_t){0}, err, sizeof err);
         }
         problem_t whole = {0};
-        if (!sent_ok) part_problem(c, a, &whole);
+        if (x->unsupported) {
+            sent_ok = false;
+            problem_set(&whole, PB_OPERATION_NOT_SUPPORTED, "the entity exists at the source of registration %s, "
+                        "which supports neither replaceEntity nor updateAttrs for this upsert (5.6.8.4)", reg_id(c->reg));
+        } else if (!sent_ok) part_problem(c, a, &whole);
         for (size_t j = 0; j < x->n; j++) {
             size_t      i = x->members[j];
             fwd_sent_t *s = &out->sent[i][x->part[j]];

@@ -529,3 +529,41 @@ def test_6_3_5_jsonld_create_forwarded_to_a_broker(hub, src, vctx):
     got = src.get("/entities/" + eid, params={"options": "keyValues"}).json()
     assert got["type"] == "https://example.org/Vehicle" and got["https://example.org/speed"] == 3
     assert hub.entity(eid, link=vctx)["speed"]["value"] == 3
+
+
+def test_5_6_8_4_upsert_one_by_one_creates_then_replaces(hub, src):
+    a = uid("Vehicle")
+    register(hub, src, a, mode="redirect", ops=["createEntity", "replaceEntity", "updateAttrs"])
+    r = hub.post("/entityOperations/upsert", [entity(a, "Vehicle", speed=prop(1), brand=prop("x"))])
+    assert r.status_code in (201, 204), r.text
+    assert src.entity(a)["speed"]["value"] == 1
+    r = hub.post("/entityOperations/upsert", [entity(a, "Vehicle", speed=prop(2))])
+    assert r.status_code == 204, r.text
+    e = src.entity(a)
+    assert e["speed"]["value"] == 2 and "brand" not in e          # replaced
+    r = hub.post("/entityOperations/upsert", [entity(a, "Vehicle", brand=prop("y"))], params={"options": "update"})
+    assert r.status_code == 204, r.text
+    e = src.entity(a)
+    assert e["speed"]["value"] == 2 and e["brand"]["value"] == "y"  # updated
+
+
+def test_5_6_8_4_upsert_without_replace_or_update_is_not_supported(hub, src):
+    a = uid("Vehicle")
+    rid = register(hub, src, a, mode="redirect", ops=["createEntity"])
+    src.create(entity(a, "Vehicle", speed=prop(1)))
+    r = hub.post("/entityOperations/upsert", [entity(a, "Vehicle", speed=prop(2))])
+    assert r.status_code == 207, r.text
+    err = r.json()["errors"][0]
+    assert err["registrationId"] == rid and err["error"]["type"].endswith("OperationNotSupported")
+
+
+def test_5_6_9_4_update_batch_one_by_one(hub, mock_factory):
+    m = mock_factory(204)
+    a = uid("Vehicle")
+    register(hub, None, a, mode="redirect", endpoint=m.base, ops=["updateAttrs", "appendAttrs"])
+    assert hub.post("/entityOperations/update", [entity(a, "Vehicle", speed=prop(1))]).status_code == 204
+    assert hub.post("/entityOperations/update", [entity(a, "Vehicle", speed=prop(1))],
+                    params={"options": "noOverwrite"}).status_code == 204
+    assert [(x[0], x[1]) for x in m.requests] == [
+        ("PATCH", "/ngsi-ld/v1/entities/%s/attrs" % a),
+        ("POST", "/ngsi-ld/v1/entities/%s/attrs?options=noOverwrite" % a)]
