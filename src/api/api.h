@@ -145,6 +145,36 @@ bool api_count_param(request_t *r, bool *count, problem_t *p);
 struct fwd_in;
 bool api_distributed(request_t *r);
 void api_fwd_in(request_t *r, const ld_context_t *ctx, struct fwd_in *in);
+/* Distributed writes (dwrite.c): the forwarded parts (nothing when not
+ * api_distributed; false: 508), then the answer combining them with the
+ * local part (tried: there was one; local_ok, lp: its outcome). The replies
+ * return false when everything succeeded: the handler answers its success. */
+struct fwd_write;
+struct fwd_wout;
+bool api_fwd_write(request_t *r, const ld_context_t *ctx, const struct fwd_write *w, struct fwd_wout *out,
+                   problem_t *p);
+bool api_reply_dwrite(request_t *r, const char *id, bool tried, bool local_ok, const problem_t *lp,
+                      const struct fwd_wout *out);
+bool api_reply_dwrite_attrs(request_t *r, const ld_context_t *ctx, bool tried, bool local_ok, const problem_t *lp,
+                            const op_result_t *res, const struct fwd_wout *out);
+/* Purge Entities at the registered sources (5.6.21.4). */
+bool api_fwd_purge(request_t *r, const ld_context_t *ctx, const entity_filter_t *f, struct fwd_wout *out,
+                   problem_t *p);
+/* fwd_write_t.types_of: the types of the local entity id; .check: the
+ * payload body checked with flags (ops_payload_check). ud: api_dw_types_t. */
+typedef struct api_dw_types {
+    request_t          *r;
+    const ld_context_t *ctx;
+    const char         *id;
+    const json_t       *body;
+    unsigned            flags;
+    bool                need_type;
+} api_dw_types_t;
+const typesel_t *api_dw_local_types(void *ud);
+bool             api_dw_check(void *ud, problem_t *p);
+bool api_dw_local_param(request_t *r, problem_t *p);                 /* local=true|false */
+const char *api_dw_path(request_t *r, const char *prefix, const char *id, const char *suffix);
+const char *api_dw_query(request_t *r);                             /* the query string without local */
 /* 201 Created with Location: collection (e.g. "/ngsi-ld/v1/entities/") + the id, percent-encoded. */
 void api_reply_created(request_t *r, const char *collection, const char *id);
 

@@ -488,8 +488,13 @@ static const char *fwd_header(void *ud, const char *name)
     return req_header(ud, name);
 }
 
+static const char *fwd_query_string(void *ud)
+{
+    return api_dw_query(ud);
+}
+
 void api_fwd_in(request_t *r, const ld_context_t *ctx, fwd_in_t *in)
 {
     *in = (fwd_in_t){.tenant = r->tenant, .ctx = ctx, .via = req_header(r, "Via"), .arena = r->arena,
-                     .header = fwd_header, .header_ud = r};
+                     .header = fwd_header, .query = fwd_query_string, .header_ud = r};
 }

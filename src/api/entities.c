@@ -17,13 +17,31 @@ void api_entity_create(request_t *r)
 {
     problem_t   p = {0};
     const char *id;
-    static api_params_t known = API_PARAMS("");
+    static api_params_t known = API_PARAMS("local");
     if (!api_params_known(r, &known, &p)) goto fail;
+    if (!api_dw_local_param(r, &p)) goto fail;
     json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
-    ops_req_t rq = api_req(r, ctx);
+    ops_req_t   rq = api_req(r, ctx);
+    fwd_wout_t  out = {.local = body};
+    const json_t *jid = api_distributed(r) ? json_get(body, "id") : NULL;
+    if (json_is_string(jid) && ops_check_id(jid->str, &(problem_t){0})) {
+        /* 5.6.1.4 distributed: the parts the registrations take go to their sources */
+        fwd_write_t w = {.op = REG_OP_CREATE_ENTITY, .method = "POST", .id = jid->str, .body = body,
+                         .check = api_dw_check, .types_ud = &(api_dw_types_t){r, ctx, jid->str, body, EP_CREATE, false}};
+        if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
+    }
+    if (out.n_sent) {
+        problem_t lp = {0};
+        bool      ok = out.local_skip || ops_entity_create(&rq, out.local, &id, &lp);
+        if (!api_reply_dwrite(r, jid->str, !out.local_skip, ok, &lp, &out))
+            api_reply_created(r, "/ngsi-ld/v1/entities/", jid->str);
+        else if ((!out.local_skip && ok) || out.n_sent > out.failed)   /* 207: created somewhere */
+            reply_header(r, "Location", api_dw_path(r, "/ngsi-ld/v1/entities/", jid->str, NULL));
+        return;
+    }
     if (!ops_entity_create(&rq, body, &id, &p)) goto fail;
     api_reply_created(r, "/ngsi-ld/v1/entities/", id);
     return;
@@ -100,11 +118,26 @@ void api_entity_delete(request_t *r)
     static api_params_t known = API_PARAMS("type,local");
     if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
-    (void)req_param(r, "local");
+    if (!api_dw_local_param(r, &p)) goto fail;
     const char         *type = req_param(r, "type");   /* ?type=: checked by the store in its atomic step */
     const ld_context_t *ctx = NULL;
     if (!api_no_unknown_params(r, &p)) goto fail;
     if (type && !(ctx = api_context(r, NULL, &p))) goto fail;
+    if (api_distributed(r)) {
+        /* 5.6.6 distributed: the sources registered for the entity delete it too */
+        if (!ctx && !(ctx = api_context(r, NULL, &p))) goto fail;
+        ops_req_t   rq = api_req(r, ctx);
+        fwd_wout_t  out;
+        fwd_write_t w = {.op = REG_OP_DELETE_ENTITY, .method = "DELETE", .id = id, .type = type,
+                         .types_of = api_dw_local_types, .types_ud = &(api_dw_types_t){.r = r, .ctx = ctx, .id = id}};
+        if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;
+        if (out.n_sent) {
+            problem_t lp = {0};
+            bool      ok = out.local_skip || ops_entity_delete(&rq, id, type, &lp);
+            if (!api_reply_dwrite(r, id, !out.local_skip, ok, &lp, &out)) reply_status(r, 204);
+            return;
+        }
+    }
     ops_req_t rq = api_req(r, ctx);
     if (!ops_entity_delete(&rq, id, type, &p)) goto fail;
     reply_status(r, 204);
@@ -129,8 +162,9 @@ void api_entity_merge(request_t *r)
     const char *obs = req_param(r, "observedAt");
     const ld_context_t *ctx;
 
-    static api_params_t known = API_PARAMS("format,options,observedAt,lang,type");
+    static api_params_t known = API_PARAMS("format,options,observedAt,lang,type,local");
     if (!api_params_known(r, &known, &p)) goto fail;
+    if (!api_dw_local_param(r, &p)) goto fail;
     o.key_values = api_option(r, "keyValues") || api_option(r, "simplified");
     o.lang = req_param(r, "lang");
     if (fmt) {
@@ -153,7 +187,21 @@ void api_entity_merge(request_t *r)
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = entity_body(r, &ctx, &p);
     if (!body) goto fail;
-    ops_req_t rq = api_req(r, ctx);
+    ops_req_t   rq = api_req(r, ctx);
+    fwd_wout_t  out = {0};
+    if (api_distributed(r)) {
+        fwd_write_t w = {.op = REG_OP_MERGE_ENTITY, .method = "PATCH", .id = r->pathv[0], .type = o.type,
+                         .body = body,
+                         .types_of = api_dw_local_types, .check = o.key_values ? NULL : api_dw_check,
+                         .types_ud = &(api_dw_types_t){r, ctx, r->pathv[0], body, EP_MERGE, false}};
+        if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;     /* 5.6.17 distributed */
+    }
+    if (out.n_sent) {
+        problem_t lp = {0};
+        bool      ok = out.local_skip || ops_entity_merge(&rq, r->pathv[0], out.local, &o, &lp);
+        if (!api_reply_dwrite(r, r->pathv[0], !out.local_skip, ok, &lp, &out)) reply_status(r, 204);
+        return;
+    }
     if (!ops_entity_merge(&rq, r->pathv[0], body, &o, &p)) goto fail;
     reply_status(r, 204);
     return;
@@ -165,13 +213,27 @@ void api_entity_replace(request_t *r)
 {
     problem_t p = {0};
     const ld_context_t *ctx;
-    static api_params_t known = API_PARAMS("type");
+    static api_params_t known = API_PARAMS("type,local");
     if (!api_params_known(r, &known, &p)) goto fail;
+    if (!api_dw_local_param(r, &p)) goto fail;
     const char *type = req_param(r, "type");
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = entity_body(r, &ctx, &p);
     if (!body) goto fail;
-    ops_req_t rq = api_req(r, ctx);
+    ops_req_t   rq = api_req(r, ctx);
+    fwd_wout_t  out = {0};
+    if (api_distributed(r)) {
+        fwd_write_t w = {.op = REG_OP_REPLACE_ENTITY, .method = "PUT", .id = r->pathv[0], .body = body,
+                         .check = api_dw_check,
+                         .types_ud = &(api_dw_types_t){r, ctx, r->pathv[0], body, 0, true}};
+        if (!api_fwd_write(r, ctx, &w, &out, &p)) goto fail;     /* 5.6.18 distributed */
+    }
+    if (out.n_sent) {
+        problem_t lp = {0};
+        bool      ok = out.local_skip || ops_entity_replace(&rq, r->pathv[0], out.local, type, &lp);
+        if (!api_reply_dwrite(r, r->pathv[0], !out.local_skip, ok, &lp, &out)) reply_status(r, 204);
+        return;
+    }
     if (!ops_entity_replace(&rq, r->pathv[0], body, type, &p)) goto fail;
     reply_status(r, 204);
     return;

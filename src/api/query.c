@@ -328,7 +328,9 @@ void api_entities_purge(request_t *r)
     if ((drop || keep) && !api_name_list(r, ctx, drop ? drop : keep, &names, &nn, false, &p)) goto fail;
     ops_req_t rq = api_req(r, ctx);
     if (!ops_purge(&rq, &qy.f, names, nn, keep != NULL, &n, &p)) goto fail;
-    reply_status(r, 204);
+    fwd_wout_t out;       /* 5.6.21.4 distributed: then at the sources (dwrite.c) */
+    if (!api_fwd_purge(r, ctx, &qy.f, &out, &p)) goto fail;
+    if (!out.n_sent || !api_reply_dwrite(r, NULL, true, true, NULL, &out)) reply_status(r, 204);
     return;
 fail:
     reply_problem(r, &p);

@@ -9,6 +9,8 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd.h"
+
 #include <string.h>
 
 static void names_array(json_writer_t *w, const ld_context_t *ctx, const char **v, size_t n)
@@ -24,6 +26,74 @@ static void kinds_array(json_writer_t *w, unsigned kinds)
     for (int k = ATTR_PROPERTY; k <= ATTR_JSONPROPERTY; k++)
         if (kinds & (1u << k)) jw_string(w, attr_kind_name((attr_kind_t)k));
     jw_array_end(w);
+}
+
+/* ------------------------------------------------------------ merging the sources' answers */
+
+static const char *answer_name(const ld_context_t *ctx, const json_t *v)
+{
+    return json_is_string(v) && *v->str ? intern_cstr(ld_expand(ctx, v->str)) : NULL;
+}
+
+static unsigned answer_kinds(const json_t *v)
+{
+    unsigned k = 0;
+    for (const json_t *x = json_is_array(v) ? v->child : NULL; x; x = x->next)
+        for (int i = ATTR_PROPERTY; i <= ATTR_JSONPROPERTY; i++)
+            if (json_is_string(x) && !strcmp(x->str, attr_kind_name((attr_kind_t)i))) k |= 1u << i;
+    return k;
+}
+
+static void answer_rels(arena_t *a, ops_name_t *ni, const ld_context_t *ctx, const json_t *v)
+{
+    for (const json_t *x = json_is_array(v) ? v->child : NULL; x; x = x->next) {
+        const char *n = answer_name(ctx, x);
+        if (n) ops_name_add_rel(a, ni, n);
+    }
+}
+
+static size_t answer_count(const json_t *v)
+{
+    return json_is_number(v) && json_number(v) > 0 ? (size_t)json_number(v) : 0;
+}
+
+/* One source's EntityTypeList, EntityType array, EntityTypeInfo,
+ * AttributeList, Attribute array or Attribute into d (names expanded with
+ * the @context the source answered in); what does not have the shape is
+ * left out. */
+static void merge_answer(arena_t *a, ops_discovery_t *d, bool type, bool named, const json_t *doc,
+                         const ld_context_t *ctx)
+{
+    ops_names_t *set = type ? &d->types : &d->attrs;
+    if (json_is_object(doc) && !named) {
+        for (const json_t *x = json_get(doc, type ? "typeList" : "attributeList"); x && json_is_array(x); x = NULL)
+            for (const json_t *y = x->child; y; y = y->next) {
+                const char *n = answer_name(ctx, y);
+                if (n) ops_names_get(set, n);
+            }
+        return;
+    }
+    for (const json_t *o = json_is_array(doc) ? doc->child : doc; o; o = json_is_array(doc) ? o->next : NULL) {
+        const char *n = answer_name(ctx, json_get(o, type ? "typeName" : "attributeName"));
+        if (!n) continue;
+        ops_name_t *ni = ops_names_get(set, n);
+        if (!type) {
+            answer_rels(a, ni, ctx, json_get(o, "typeNames"));
+            ni->kinds |= answer_kinds(json_get(o, "attributeTypes"));
+            ni->count += answer_count(json_get(o, "attributeCount"));
+            continue;
+        }
+        answer_rels(a, ni, ctx, json_get(o, "attributeNames"));
+        ni->count += answer_count(json_get(o, "entityCount"));
+        const json_t *det = json_get(o, "attributeDetails");
+        for (const json_t *x = json_is_array(det) ? det->child : NULL; x; x = x->next) {
+            const char *an = answer_name(ctx, json_get(x, "attributeName"));
+            if (!an) continue;
+            ops_name_add_rel(a, ni, an);
+            ops_names_get(&d->attrs, an)->kinds |= answer_kinds(json_get(x, "attributeTypes"));
+            ni = ops_names_get(set, n);      /* the set may have grown */
+        }
+    }
 }
 
 /* Common start: context, view (only json/ld+json), details flag, and the
@@ -42,8 +112,40 @@ static bool discover(request_t *r, bool type, bool named, const ld_context_t **c
     }
     (void)req_param(r, "local");
     if (!api_no_unknown_params(r, p)) return false;
-    ops_req_t rq = api_req(r, *ctx);
-    return ops_discover(&rq, type, named ? r->pathv[0] : NULL, details && *details, d, p);
+    ops_req_t   rq = api_req(r, *ctx);
+    const char *name = named ? r->pathv[0] : NULL;
+    bool        det = details && *details;
+    bool        ok = ops_discover(&rq, type, name, det, d, p);
+    if (!api_distributed(r) || (!ok && p->kind != PB_RESOURCE_NOT_FOUND && p->kind != PB_NONEXISTENT_TENANT))
+        return ok;
+    /* 5.7.11: the lists of the registered sources merged with the local ones */
+    static const reg_op_t ops[2][3] = {
+        {REG_OP_RETRIEVE_ATTR_TYPES, REG_OP_RETRIEVE_ATTR_TYPE_DETAILS, REG_OP_RETRIEVE_ATTR_TYPE_INFO},
+        {REG_OP_RETRIEVE_ENTITY_TYPES, REG_OP_RETRIEVE_ENTITY_TYPE_DETAILS, REG_OP_RETRIEVE_ENTITY_TYPE_INFO}};
+    problem_t  q = {0};
+    fwd_in_t   in;
+    fwd_dout_t out;
+    if (!ok) {
+        memset(d, 0, sizeof *d);
+        d->types.a = d->attrs.a = r->arena;
+    }
+    api_fwd_in(r, *ctx, &in);
+    sbuf_t path;
+    sb_init(&path, r->arena, 64);
+    sb_adds(&path, type ? "types" : "attributes");
+    if (name) {
+        sb_addc(&path, '/');
+        fwd_url_encode(&path, name);
+    }
+    if (!fwd_discover(&in, ops[type][name ? 2 : det ? 1 : 0], path.p, type ? name : NULL,
+                      !type && name ? ld_expand(*ctx, name) : NULL, &out, &q)) {
+        *p = q;
+        return false;
+    }
+    if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+    for (size_t i = 0; i < out.n; i++) merge_answer(r->arena, d, type, name != NULL, out.docs[i], out.ctxs[i]);
+    if (ok || (type ? d->types.n : d->attrs.n)) return true;
+    return false;       /* found nowhere: the local ResourceNotFound */
 }
 
 static void end_object(json_writer_t *w, api_view_t *v)

@@ -6,6 +6,7 @@
  * request's @context, and merged with the local version (4.5.5).
  */
 #include "fwd.h"
+#include "fwd_int.h"
 #include "../cor/cor.h"
 
 #include <curl/curl.h>
@@ -55,7 +56,7 @@ const char *fwd_alias(void)
 }
 
 /* Calls fn for each pseudonym ("received-by") of a Via value: "1.1 a, 1.0 b (comment)". */
-static bool via_each(const char *via, bool (*fn)(void *ud, const char *s, size_t n), void *ud)
+bool fwd_via_each(const char *via, bool (*fn)(void *ud, const char *s, size_t n), void *ud)
 {
     for (const char *s = via; s && *s;) {
         while (*s == ' ' || *s == ',' || *s == '\t') s++;
@@ -79,7 +80,7 @@ static bool is_me(void *ud, const char *s, size_t n)
 
 bool fwd_via_loop(const char *via)
 {
-    return via && via_each(via, is_me, NULL);
+    return via && fwd_via_each(via, is_me, NULL);
 }
 
 typedef struct aliases {
@@ -95,23 +96,42 @@ static bool add_alias(void *ud, const char *s, size_t n)
     return false;
 }
 
+void fwd_skip_sources(const fwd_in_t *in, reg_query_t *q)
+{
+    if (!in->via || !*in->via) {
+        q->skip_aliases = NULL;
+        q->n_skip_aliases = 0;
+        return;
+    }
+    aliases_t al = {.a = in->arena, .cap = 32};
+    al.v = arena_alloc(in->arena, al.cap * sizeof *al.v);
+    if (in->via) fwd_via_each(in->via, add_alias, &al);
+    q->skip_aliases = al.v;
+    q->n_skip_aliases = al.n;
+}
+
+bool fwd_loop_check(reg_t *const *regs, size_t nr, bool write, problem_t *p)
+{
+    bool proxied = write && nr;
+    for (size_t i = 0; i < nr; i++) proxied = proxied || reg_mode(regs[i]) == REG_EXCLUSIVE ||
+                                              reg_mode(regs[i]) == REG_REDIRECT;
+    if (!proxied) return true;
+    p->kind = PB_HTTP;
+    p->status = 508;
+    snprintf(p->detail, sizeof p->detail, "the request's Via already names this broker (%s): a registration "
+             "loop (6.3.17, 6.3.18)", g_alias);
+    return false;
+}
+
+void fwd_counted(reg_t *r, bool ok, int64_t now)
+{
+    reg_count(r, ok, now);
+    __atomic_add_fetch(&g_forwarded, 1, __ATOMIC_RELAXED);
+    if (!ok) __atomic_add_fetch(&g_failed, 1, __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------------ one forwarded request */
 
-typedef struct call {
-    reg_t              *reg;
-    CURL               *h;
-    struct curl_slist  *hdrs;
-    char               *url;
-    long                timeout_ms;
-    sbuf_t              body;
-    bool                too_big, refused, skipped;
-    long                status;
-    CURLcode            rc;
-    const ld_context_t *ctx;        /* the answers are compact with it */
-    char               *post;       /* a Query body (queryBatch), else NULL: GET */
-    bool                as_query;   /* a retrieve asked as a query (answers an array) */
-    cor_call_t         *cor;        /* sent over cor:// (the endpoint's scheme) */
-} call_t;
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 {
@@ -145,7 +165,7 @@ static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_
     return socket(a->family, a->socktype, a->protocol);
 }
 
-static void url_encode(sbuf_t *sb, const char *s)
+void fwd_url_encode(sbuf_t *sb, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -160,7 +180,7 @@ static void url_encode(sbuf_t *sb, const char *s)
     }
 }
 
-static bool add_header(call_t *c, arena_t *a, const char *name, const char *value)
+bool fwd_add_header(call_t *c, arena_t *a, const char *name, const char *value)
 {
     struct curl_slist *t = curl_slist_append(c->hdrs, arena_printf(a, "%s: %s", name, value));
     if (!t) return false;
@@ -322,6 +342,56 @@ static const char *types_for(arena_t *a, const reg_t *r, uint64_t mask, const ld
     return sb.len ? sb.p : NULL;
 }
 
+void fwd_endpoint(sbuf_t *u, const reg_t *r)
+{
+    const char *ep = reg_endpoint(r);
+    size_t      el = strlen(ep);
+    while (el && ep[el - 1] == '/') el--;
+    sb_add(u, ep, el);
+    sb_adds(u, "/ngsi-ld/v1/");
+}
+
+/* The headers every forwarded request carries (fwd_int.h). */
+bool fwd_headers(const fwd_in_t *in, call_t *c, const reg_t *r, const char *jctx, const char *ctype)
+{
+    arena_t *a = in->arena;
+    const char *accept = reg_csource_info(r, "accept");
+    /* a JSON-LD payload carries its @context: no Link then (6.3.5) */
+    bool ld = ctype && !strcmp(ctype, "application/ld+json");
+    bool ok = fwd_add_header(c, a, "Accept", accept ? accept : "application/json") &&
+              (ld || fwd_add_header(c, a, "Link", arena_printf(a, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; "
+                                                       "type=\"application/ld+json\"", jctx ? jctx : ld_context_link(c->ctx)))) &&
+              fwd_add_header(c, a, "Via", in->via && *in->via ? arena_printf(a, "%s, 1.1 %s", in->via, g_alias)
+                                                           : arena_printf(a, "1.1 %s", g_alias));
+    if (ok && reg_source_tenant(r)) ok = fwd_add_header(c, a, "NGSILD-Tenant", reg_source_tenant(r));
+    if (ok && ctype) ok = fwd_add_header(c, a, "Content-Type", ctype);
+    /* 6.3.19: the other contextSourceInfo pairs as headers; those set from the registration or by HTTP win */
+    static const char *const reserved[] = {"jsonldContext", "accept", "contentType", "ngsildConformance",
+        "NGSILD-Tenant", "Link", "Via", "Accept", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", NULL};
+    for (size_t i = 0; ok && i < reg_csource_info_count(r); i++) {
+        const char *k, *v;
+        reg_csource_info_at(r, i, &k, &v);
+        bool res = false;
+        for (const char *const *x = reserved; *x && !res; x++) res = !strcasecmp(k, *x);
+        if (res) continue;
+        if (!strcmp(v, "urn:ngsi-ld:request")) {
+            v = in->header ? in->header(in->header_ud, k) : NULL;
+            if (!v) continue;
+        }
+        ok = fwd_add_header(c, a, k, v);
+    }
+    if (!ok) return false;
+    c->timeout_ms = reg_timeout_ms(r) ? reg_timeout_ms(r) : cr_config.forward_timeout_ms;
+    sb_init(&c->body, a, 4096);
+    return true;
+}
+
+bool fwd_cooling(const reg_t *r)
+{
+    int64_t last = reg_last_failure(r);
+    return reg_cooldown_ms(r) && last && cr_now_us() - last < (int64_t)reg_cooldown_ms(r) * 1000;
+}
+
 /* Builds the request to r's source; false: not to be sent (c->skipped). */
 static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, const char *id,
                        const char *const *attrs, size_t n_attrs, const fwd_param_t *params, size_t n_params,
@@ -334,17 +404,12 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
     c->reg = r;
     c->ctx = in->ctx;
     if (skip) return !(c->skipped = true);
-    int64_t last = reg_last_failure(r);
-    if (reg_cooldown_ms(r) && last && cr_now_us() - last < (int64_t)reg_cooldown_ms(r) * 1000)
-        return !(c->skipped = true);   /* 5.2.34 cooldown: counted as a failure below */
+    if (fwd_cooling(r)) return !(c->skipped = true);   /* 5.2.34 cooldown: counted as a failure below */
 
     sbuf_t u;
     sb_init(&u, a, 256);
-    const char *ep = reg_endpoint(r);
-    size_t      el = strlen(ep);
-    while (el && ep[el - 1] == '/') el--;
-    sb_add(&u, ep, el);
-    sb_adds(&u, "/ngsi-ld/v1/entities");
+    fwd_endpoint(&u, r);
+    sb_adds(&u, "entities");
     /* 4.20: a source registered for queryEntity or queryBatch but not retrieveEntity is asked a
      * query for the id (with the registered types when the request names none) */
     if (id && !(reg_ops(r) & REG_OP_BIT(REG_OP_RETRIEVE_ENTITY))) {
@@ -359,7 +424,7 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
     }
     if (id) {
         sb_addc(&u, '/');
-        url_encode(&u, id);
+        fwd_url_encode(&u, id);
     }
     /* a query without ids to a registration of ids only: those ids */
     const char *reg_ids = !id && !param(params, n_params, "id") && !param(params, n_params, "idPattern")
@@ -381,9 +446,9 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
     for (size_t i = 0; i < n_params && !post; i++) {
         sb_addc(&u, sep);
         sep = '&';
-        url_encode(&u, params[i].key);
+        fwd_url_encode(&u, params[i].key);
         sb_addc(&u, '=');
-        url_encode(&u, params[i].value);
+        fwd_url_encode(&u, params[i].value);
     }
     const char *jctx = reg_csource_info(r, "jsonldContext");
     if (jctx) {
@@ -399,7 +464,7 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
         sb_adds(&u, "attrs=");
         for (size_t i = 0; i < na; i++) {
             if (i) sb_addc(&u, ',');
-            url_encode(&u, ld_compact(c->ctx, ask[i]));
+            fwd_url_encode(&u, ld_compact(c->ctx, ask[i]));
         }
     }
     if (want) {
@@ -409,32 +474,7 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
     if (reg_local_only(r)) sb_printf(&u, "%clocal=true", sep);
     c->url = u.p;
 
-    const char *accept = reg_csource_info(r, "accept");
-    bool ok = add_header(c, a, "Accept", accept ? accept : "application/json") &&
-              add_header(c, a, "Link", arena_printf(a, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; "
-                                                       "type=\"application/ld+json\"", jctx ? jctx : ld_context_link(c->ctx))) &&
-              add_header(c, a, "Via", in->via && *in->via ? arena_printf(a, "%s, 1.1 %s", in->via, g_alias)
-                                                           : arena_printf(a, "1.1 %s", g_alias));
-    if (ok && reg_source_tenant(r)) ok = add_header(c, a, "NGSILD-Tenant", reg_source_tenant(r));
-    if (ok && c->post) ok = add_header(c, a, "Content-Type", "application/json");
-    /* 6.3.19: the other contextSourceInfo pairs as headers; those set from the registration or by HTTP win */
-    static const char *const reserved[] = {"jsonldContext", "accept", "contentType", "ngsildConformance",
-        "NGSILD-Tenant", "Link", "Via", "Accept", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", NULL};
-    for (size_t i = 0; ok && i < reg_csource_info_count(r); i++) {
-        const char *k, *v;
-        reg_csource_info_at(r, i, &k, &v);
-        bool res = false;
-        for (const char *const *x = reserved; *x && !res; x++) res = !strcasecmp(k, *x);
-        if (res) continue;
-        if (!strcmp(v, "urn:ngsi-ld:request")) {
-            v = in->header ? in->header(in->header_ud, k) : NULL;
-            if (!v) continue;
-        }
-        ok = add_header(c, a, k, v);
-    }
-    if (!ok) return !(c->skipped = true);
-    c->timeout_ms = reg_timeout_ms(r) ? reg_timeout_ms(r) : cr_config.forward_timeout_ms;
-    sb_init(&c->body, a, 4096);
+    if (!fwd_headers(in, c, r, jctx, c->post ? "application/json" : NULL)) return !(c->skipped = true);
     return true;
 }
 
@@ -468,6 +508,7 @@ static bool call_start(CURLM *m, call_t *c)
         curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, c->post);
         curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(c->post));
     }
+    if (c->method) curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, c->method);
     if (curl_multi_add_handle(m, c->h) != CURLM_OK) {
         curl_easy_cleanup(c->h);
         c->h = NULL;
@@ -484,7 +525,7 @@ static void cor_send(call_t *c)
     size_t      nl = 0;
     for (struct curl_slist *h = c->hdrs; h && nl < CR_ARRAY_LEN(lines); h = h->next) lines[nl++] = h->data;
     problem_t q = {0};
-    c->cor = cor_submit(c->post ? "POST" : "GET", c->url, lines, nl, c->post, c->post ? strlen(c->post) : 0,
+    c->cor = cor_submit(c->method ? c->method : c->post ? "POST" : "GET", c->url, lines, nl, c->post, c->post ? strlen(c->post) : 0,
                         c->timeout_ms, &q);
     if (!c->cor) c->rc = CURLE_URL_MALFORMAT;
 }
@@ -509,8 +550,9 @@ static void cor_collect(call_t *c)
     c->cor = NULL;
 }
 
-/* Runs the calls, at most --forwardFanout at once. */
-static void run(call_t *calls, size_t n)
+/* Runs the calls, at most --forwardFanout at once: every forwarded request is sent here (fwd_int.h);
+ * those to a cor:// endpoint over cor/'s client, bounded by its window. */
+void fwd_run(call_t *calls, size_t n)
 {
     size_t n_http = 0;
     for (size_t i = 0; i < n; i++)
@@ -655,7 +697,7 @@ static size_t answer_entities(arena_t *a, const call_t *c, bool array, const cr_
 
 /* ------------------------------------------------------------ the operations */
 
-static void warn(arena_t *a, const char **w, const reg_t *r, int code, const char *text)
+void fwd_warn(arena_t *a, const char **w, const reg_t *r, int code, const char *text)
 {
     const char *one = arena_printf(a, "%d %s \"%s\"", code, reg_id(r), text);
     *w = *w ? arena_printf(a, "%s, %s", *w, one) : one;
@@ -673,43 +715,30 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
                     size_t *n_got, problem_t *p)
 {
     arena_t  *a = in->arena;
-    aliases_t al = {.a = a, .cap = 32};
-    al.v = arena_alloc(a, al.cap * sizeof *al.v);
-    if (in->via) via_each(in->via, add_alias, &al);
-    q->skip_aliases = al.v;
-    q->n_skip_aliases = al.n;
     size_t    nr;
     uint64_t *masks;
+    fwd_skip_sources(in, q);
     reg_t   **regs = reg_match(in->tenant, q, cr_now_us(), a, &nr, &masks);
     *n_got = 0;
     out->forwarded = out->failed = 0;
     out->warning = NULL;
     if (!nr) return true;
     if (fwd_via_loop(in->via)) {
-        bool proxied = false;
-        for (size_t i = 0; i < nr; i++) proxied = proxied || reg_mode(regs[i]) == REG_EXCLUSIVE ||
-                                                  reg_mode(regs[i]) == REG_REDIRECT;
+        bool ok = fwd_loop_check(regs, nr, false, p);
         for (size_t i = 0; i < nr; i++) reg_unref(regs[i]);
-        if (proxied) {
-            p->kind = PB_HTTP;
-            p->status = 508;
-            snprintf(p->detail, sizeof p->detail, "the request's Via already names this broker (%s): a registration "
-                     "loop (6.3.17)", g_alias);
-            return false;
-        }
-        return true;   /* an inclusive loop: answered from the local data only */
+        return ok;     /* an inclusive loop: answered from the local data only */
     }
     call_t *calls = arena_calloc(a, nr * sizeof *calls);
     for (size_t i = 0; i < nr; i++)
         call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, params, n_params, want);
-    run(calls, nr);
+    fwd_run(calls, nr);
     *got = arena_calloc(a, (nr + 1) * sizeof **got);
     int64_t now = cr_now_us();
     for (size_t i = 0; i < nr; i++) {
         call_t *c = &calls[i];
         if (c->hdrs) curl_slist_free_all(c->hdrs);
         if (c->skipped && !c->url) {
-            if (reg_cooldown_ms(c->reg) && reg_last_failure(c->reg)) warn(a, &out->warning, c->reg, 199, "in cooldown after a failure");
+            if (reg_cooldown_ms(c->reg) && reg_last_failure(c->reg)) fwd_warn(a, &out->warning, c->reg, 199, "in cooldown after a failure");
             reg_unref(c->reg);
             continue;
         }
@@ -717,10 +746,10 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         bool ok = c->rc == CURLE_OK && ((c->status >= 200 && c->status < 300) || c->status == 404);
         if (!ok) {
             out->failed++;
-            if (c->refused) warn(a, &out->warning, c->reg, 299, "refused by the egress policy");
-            else if (c->rc != CURLE_OK) warn(a, &out->warning, c->reg, 199, c->too_big ? "the answer is too large"
+            if (c->refused) fwd_warn(a, &out->warning, c->reg, 299, "refused by the egress policy");
+            else if (c->rc != CURLE_OK) fwd_warn(a, &out->warning, c->reg, 199, c->too_big ? "the answer is too large"
                                                                                      : curl_easy_strerror(c->rc));
-            else warn(a, &out->warning, c->reg, 299, arena_printf(a, "answered %ld", c->status));
+            else fwd_warn(a, &out->warning, c->reg, 299, arena_printf(a, "answered %ld", c->status));
         } else if (c->status != 404) {
             bool bad;
             collected_t *g = &(*got)[(*n_got)++];
@@ -729,12 +758,10 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
             if (bad) {
                 ok = false;
                 out->failed++;
-                warn(a, &out->warning, c->reg, 111, "not an NGSI-LD payload");
+                fwd_warn(a, &out->warning, c->reg, 111, "not an NGSI-LD payload");
             }
         }
-        reg_count(c->reg, ok, now);
-        __atomic_add_fetch(&g_forwarded, 1, __ATOMIC_RELAXED);
-        if (!ok) __atomic_add_fetch(&g_failed, 1, __ATOMIC_RELAXED);
+        fwd_counted(c->reg, ok, now);
         reg_unref(c->reg);
     }
     return true;

@@ -1,12 +1,20 @@
 /*
- * fwd.h - distributed operations (4.3.6, 5.7.1 and 5.7.2 distributed,
+ * fwd.h - distributed operations (4.3.6, 5.6 and 5.7 distributed,
  * 6.3.17-6.3.19): a retrieve or query is forwarded to the context sources
  * whose registrations match it (reg/'s index), in parallel over HTTP, and
- * the answers are merged with the local entities (4.5.5).
+ * the answers are merged with the local entities (4.5.5) (fwd.c); a write
+ * is split over the registrations by mode and attribute and its parts sent
+ * to their sources (fwd_write.c: entity writes, batches, purge); the
+ * discovery of types and attributes is forwarded and its answers handed
+ * back for merging (fwd_types.c). Every request goes out through one
+ * function, fwd_run (fwd_int.h).
  *
- * Who calls what: api/ (the HTTP binding) answers GET /entities and GET
- * /entities/{id} from ops/ (the local data) and, unless local=true, asks
- * fwd_query()/fwd_retrieve() for the rest; fwd/ never calls the store.
+ * Who calls what: api/ (the HTTP binding) answers from ops/ (the local
+ * data) and, unless local=true, asks fwd/ for the rest: fwd_query() /
+ * fwd_retrieve() after the local read, fwd_write() / fwd_batch() before the
+ * local write (which gets what the registrations left of the payload),
+ * fwd_purge() after the local purge. fwd/ never calls the store: a binding
+ * other than HTTP (cor://) composes the same calls.
  *
  * A forwarded request:
  *  - goes to <endpoint>/ngsi-ld/v1/entities[/{id}] with the request's query
@@ -56,6 +64,9 @@ bool        fwd_start(problem_t *p);
 void        fwd_stop(void);
 /* This broker's alias in Via headers. */
 const char *fwd_alias(void);
+/* Percent-encodes s as one path segment or query value of a forwarded
+ * request (RFC 3986 unreserved characters and ':' kept). */
+void        fwd_url_encode(sbuf_t *sb, const char *s);
 /* Whether a Via header value names this broker. */
 bool        fwd_via_loop(const char *via);
 
@@ -66,7 +77,8 @@ typedef struct fwd_in {
     const char         *via;        /* its Via header, or NULL */
     arena_t            *arena;      /* the request's: results and scratch */
     const char       *(*header)(void *ud, const char *name);   /* its headers, for urn:ngsi-ld:request */
-    void               *header_ud;
+    const char       *(*query)(void *ud);  /* its query string without local (writes send it along), or NULL */
+    void               *header_ud;         /* of header and query */
 } fwd_in_t;
 
 typedef struct fwd_param {
@@ -96,6 +108,107 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
  * the local page merged with the answers, local order first. */
 bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params, size_t want,
                cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p);
+
+/* ------------------------------------------------ distributed writes (fwd_write.c)
+ * A write of one entity (5.6.x distributed, 4.3.6.2-4.3.6.4): the
+ * registrations (inclusive, exclusive, redirect; never auxiliary) matching
+ * the entity and the payload's attributes get the attributes they cover;
+ * those an exclusive or redirect one covers are taken out of the local
+ * write. A write whose Via names this broker is 508 Loop Detected when any
+ * registration matches it (it was written here on its way out; doing it
+ * again is no part of what the client asked), of any mode. */
+/* The local entity's types (as a type selection), or NULL when it has none
+ * here: asked only when a registration by type alone matched the id. */
+typedef const typesel_t *(*fwd_types_fn)(void *ud);
+
+typedef struct fwd_write {
+    reg_op_t         op;         /* the operation name (4.20) a source must support */
+    const char      *method;     /* "POST", "PATCH", "PUT", "DELETE" */
+    const char      *id;         /* the entity: the path is entities (create) or entities/{id} */
+    const char      *tail;       /* then /tail ("attrs"), or NULL */
+    const char      *tail_attr;  /* then /{tail_attr} (the attribute as the path named it), or NULL */
+    const char      *type;       /* the ?type= text (4.17), or NULL */
+    const char      *attr;       /* the attribute the path names (expanded), or NULL */
+    const json_t    *body;       /* the payload: an entity or fragment (split by attribute), or NULL */
+    bool             attr_body;  /* body is the one attribute `attr` (PATCH/PUT .../attrs/{attrId}) */
+    fwd_types_fn     types_of;   /* without type nor a payload's: the local entity's (or NULL: not asked) */
+    void            *types_ud;   /* of types_of and check */
+    /* once a registration matched, before anything is sent: false (p) refuses the write whole */
+    bool           (*check)(void *ud, problem_t *p);
+} fwd_write_t;
+
+/* One source's part. */
+typedef struct fwd_sent {
+    const char  *reg_id;
+    bool         ok;         /* it answered 2xx */
+    problem_t    problem;    /* !ok: its ProblemDetails, 504 no answer in time, 502 unreachable, Conflict
+                                (an exclusive/redirect registration without the operation) */
+    const char **attrs;      /* the attribute names sent (as in the payload); NULL: the whole entity */
+    size_t       n_attrs;
+    bool         partial;    /* ok, but it answered 207 Multi-Status: answer is its body (parsed, or NULL) */
+    const json_t *answer;
+} fwd_sent_t;
+
+typedef struct fwd_wout {
+    json_t     *local;       /* the payload of the local write (w->body, or a copy without what was taken) */
+    bool        local_skip;  /* nothing is left to write locally */
+    fwd_sent_t *sent;        /* the parts, in registration order */
+    size_t      n_sent, failed;
+} fwd_wout_t;
+
+/* Sends the parts and waits for them (bounded by the timeouts). false only
+ * for the 508 of a loop; out->n_sent 0: nothing matched (out->local is the
+ * whole payload). */
+bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, problem_t *p);
+
+/* A batch (5.6.7-5.6.10, 5.6.20 distributed): each entity split as by
+ * fwd_write; each source gets its parts in one batch request when it
+ * supports the batch operation, else one request per entity with the
+ * operation of one entity the clause names (create: createEntity; upsert:
+ * createEntity then, for what exists, replaceEntity or updateAttrs, or
+ * those alone; update: updateAttrs, or appendAttrs with noOverwrite;
+ * delete: deleteEntity; merge: mergeEntity), else (exclusive, redirect) a
+ * Conflict. */
+typedef struct fwd_batch {
+    reg_op_t                   op;        /* createBatch, upsertBatch, updateBatch, deleteBatch, mergeBatch */
+    const char                *path;      /* "entityOperations/create" ... (the query string: in->query) */
+    const json_t *const       *entities;  /* per member: the entity (delete: the id string) */
+    const ld_context_t *const *ctxs;      /* per member: its @context (NULL: it failed; not forwarded) */
+    size_t                     n;
+    bool                       update;        /* upsert: options=update (else replace) */
+    bool                       no_overwrite;  /* update: options=noOverwrite */
+} fwd_batch_t;
+
+typedef struct fwd_bout {
+    json_t     **local;      /* per member: the payload of its local write, NULL: nothing left */
+    fwd_sent_t **sent;       /* per member: its parts */
+    size_t      *n_sent;
+    size_t       forwarded;  /* members with a part (0: nothing matched; the arrays are NULL) */
+} fwd_bout_t;
+
+bool fwd_batch(const fwd_in_t *in, const fwd_batch_t *b, fwd_bout_t *out, problem_t *p);
+
+/* Purge Entities (5.6.21.4 distributed): DELETE /entities?<in->query> to every
+ * inclusive, exclusive or redirect registration matching q that supports
+ * purgeEntity; an exclusive or redirect one that does not is a Conflict. */
+bool fwd_purge(const fwd_in_t *in, const reg_query_t *q, fwd_wout_t *out, problem_t *p);
+
+/* ------------------------------------------- distributed discovery (fwd_types.c)
+ * GET /types, /types/{type}, /attributes, /attributes/{attrId} (5.7.5-5.7.10,
+ * 5.7.11) forwarded as GET <endpoint>/ngsi-ld/v1/<path>?<in->query> to the
+ * registrations supporting op (retrieveEntityTypes ... retrieveAttrTypeInfo)
+ * and matching type (a type name as asked, expanded with in->ctx) or attr
+ * (expanded), each NULL for the lists. The answers come back parsed, for the
+ * caller to merge with its local lists. */
+typedef struct fwd_dout {
+    json_t                   **docs;     /* the answers (404s and failures left out) */
+    const ld_context_t       **ctxs;     /* the @context each is compact in */
+    size_t                     n;
+    size_t                     forwarded, failed;
+    const char                *warning;  /* the NGSILD-Warning value, or NULL */
+} fwd_dout_t;
+bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char *type,
+                  const char *attr, fwd_dout_t *out, problem_t *p);
 
 /* Over all operations since start (/statistics). */
 typedef struct fwd_stats {

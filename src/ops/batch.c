@@ -89,6 +89,14 @@ static bool batch_size_ok(size_t n, problem_t *p)
     return true;
 }
 
+bool ops_batch_check(const json_t *body, problem_t *p)
+{
+    bool has_null = false;
+    if (!json_is_array(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "the body must be a JSON array");
+    json_foreach(e, body) has_null |= e->type == JSON_NULL;
+    return batch_valid(body->len, has_null, p) && batch_size_ok(body->len, p);
+}
+
 /* The outcome of one item after store_batch: an update that left an
  * attribute not updated fails the entity (5.6.9.4). */
 static bool item_ok(store_batch_item_t *it, problem_t *p)

@@ -51,7 +51,7 @@ ops_name_t *ops_names_get(ops_names_t *s, const char *name)
     return ni;
 }
 
-static void name_add_rel(arena_t *a, ops_name_t *ni, const char *rel)
+void ops_name_add_rel(arena_t *a, ops_name_t *ni, const char *rel)
 {
     for (size_t i = 0; i < ni->n_rel; i++) if (ni->rel[i] == rel) return;
     if (ni->n_rel == ni->cap_rel) {
@@ -82,7 +82,7 @@ static void gather_one(void *ud, const cr_entity_t *e)
         ops_name_t *ti = ops_names_get(&d->types, e->types[t]);
         ti->count++;
         for (uint16_t i = 0; i < e->n_attrs; i++)
-            if (!g->only_attr || e->attrs[i].name == g->only_attr) name_add_rel(d->types.a, ti, e->attrs[i].name);
+            if (!g->only_attr || e->attrs[i].name == g->only_attr) ops_name_add_rel(d->types.a, ti, e->attrs[i].name);
     }
     for (uint16_t i = 0; i < e->n_attrs; i++) {
         const cr_attr_t *at = &e->attrs[i];
@@ -90,7 +90,7 @@ static void gather_one(void *ud, const cr_entity_t *e)
         ops_name_t *ai = ops_names_get(&d->attrs, at->name);
         ai->count++;
         ai->kinds |= 1u << at->kind;
-        for (uint16_t t = 0; t < e->n_types; t++) name_add_rel(d->attrs.a, ai, e->types[t]);
+        for (uint16_t t = 0; t < e->n_types; t++) ops_name_add_rel(d->attrs.a, ai, e->types[t]);
     }
 }
 

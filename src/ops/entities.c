@@ -159,3 +159,14 @@ void ops_stats(store_t *s, store_stats_t *st)
 {
     store_get_stats(s, st);
 }
+
+bool ops_payload_check(const ops_req_t *rq, const char *id, const json_t *body, unsigned flags, bool need_type,
+                       problem_t *p)
+{
+    if (!json_is_object(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "the body must be a JSON object");
+    if (flags & EP_CREATE) return entity_parse(rq->arena, body, rq->ctx, flags, cr_now_us(), p) != NULL;
+    cr_entity_t *e = entity_fragment(rq, id, body, flags & ~(unsigned)EP_FRAGMENT, p);
+    if (!e) return false;
+    if (need_type && !e->n_types) return problem_set(p, PB_BAD_REQUEST_DATA, "replacing an entity needs its type (5.6.18)");
+    return true;
+}

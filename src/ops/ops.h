@@ -93,6 +93,14 @@ bool ops_if_type(const ops_req_t *rq, const char *type, const typesel_t **ts, pr
 /* Create Entity (5.6.1): body is the entity (an object). *id gets its id. */
 bool ops_entity_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p);
 
+/* The payload of a write to entity id checked as the operation checks it,
+ * writing nothing (what a distributed write checks before anything is
+ * forwarded, 5.5.4): flags EP_CREATE for create; else a fragment of id
+ * (EP_MERGE for merge and update, 0 for append and, with need_type, for
+ * replace). */
+bool ops_payload_check(const ops_req_t *rq, const char *id, const json_t *body, unsigned flags, bool need_type,
+                       problem_t *p);
+
 /* Retrieve Entity (5.7.1). type: a type selection (4.17 text) the entity must
  * match, or NULL; attrs: expanded names of which the entity must have at least
  * one (Table 6.5.3.1-1), or none. A reference to release with entity_unref(). */
@@ -201,6 +209,10 @@ typedef struct ops_batch_result {
  * succeeding or failing on its own. */
 bool ops_batch_write(const ops_req_t *rq, ops_batch_kind_t kind, const ops_member_t *m, size_t n,
                      const ops_batch_opts_t *o, ops_batch_result_t *res, problem_t *p);
+/* The checks of the batch as a whole (an array, not empty, no null
+ * member, at most --maxBatchSize): what a distributed batch checks before
+ * anything is forwarded. */
+bool ops_batch_check(const json_t *body, problem_t *p);
 /* Batch Delete (5.6.10): ids is the body, an array of entity ids. */
 bool ops_batch_delete(const ops_req_t *rq, const json_t *ids, ops_batch_result_t *res, problem_t *p);
 
@@ -311,6 +323,8 @@ typedef struct ops_names {
 
 /* The entry of an interned name, added when absent. */
 ops_name_t *ops_names_get(ops_names_t *s, const char *name);
+/* Adds the interned name rel to ni's related names (once). */
+void        ops_name_add_rel(arena_t *a, ops_name_t *ni, const char *rel);
 
 /* Discovery (5.7.5-5.7.10): the types (types true) or the attributes of
  * the tenant's entities. name NULL: the list of names (d->types or

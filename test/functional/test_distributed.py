@@ -2,14 +2,13 @@
 a hub broker forwards to the coraine brokers and mock sources its registrations
 name, in parallel, and merges their answers with its own data."""
 
-import http.server
 import json
-import threading
 import time
 
 import pytest
 
 from conftest import Client, fresh_tenant
+from mocksource import MockSource
 from ngsi import assert_problem, entity, prop, uid
 
 
@@ -174,40 +173,6 @@ def test_6_3_18_via_sent_and_alias_excluded(hub, src):
 
 # ---------------------------------------------------------------- failing sources (6.3.17)
 
-class MockSource:
-    """An HTTP source that answers with a fixed status and body, or sleeps."""
-
-    def __init__(self, status=200, body=b"[]", delay=0.0):
-        self.requests = []
-        mock = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                mock.requests.append((self.path, dict(self.headers)))
-                if delay:
-                    time.sleep(delay)
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.base = "http://127.0.0.1:%d" % self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
 def register_mock(hub, mock, **members):
     body = {"type": "ContextSourceRegistration", "information": [{"entities": [{"type": "Vehicle"}]}],
             "endpoint": mock.base + "/base/"}
@@ -259,7 +224,7 @@ def test_6_3_19_forwarded_request_path_headers_and_params(hub):
                       information=[{"entities": [{"type": "Vehicle"}], "propertyNames": ["speed", "brand"]}],
                       management={"localOnly": True})
         hub.get("/entities", params={"type": "Vehicle", "attrs": "speed,color"}, headers={"X-User": "me"})
-        path, h = m.requests[0]
+        _, path, h, _ = m.requests[0]
         assert path.startswith("/base/ngsi-ld/v1/entities?")
         assert "type=Vehicle" in path and "attrs=speed&" in path and "local=true" in path and "limit=" in path
         assert h["NGSILD-Tenant"] == "remote" and h["X-Token"] == "abc" and h["X-User"] == "me"
@@ -300,7 +265,7 @@ def test_4_20_retrieve_from_a_query_entity_only_source(hub):
         register_mock(hub, m, operations=["queryEntity"])
         r = hub.get("/entities/" + eid)
         assert r.status_code == 200 and r.json()["speed"]["value"] == 4
-        path = m.requests[0][0]
+        path = m.requests[0][1]
         assert path.startswith("/base/ngsi-ld/v1/entities?") and "type=Vehicle" in path and "id=" + eid in path
     finally:
         m.close()
@@ -350,7 +315,7 @@ def test_4_3_6_3_registered_ids_asked_for(hub):
         register_mock(hub, m, mode="exclusive",
                       information=[{"entities": [{"id": eid, "type": "Vehicle"}], "propertyNames": ["speed"]}])
         hub.get("/entities", params={"type": "Vehicle"})
-        path, _ = m.requests[0]
+        path = m.requests[0][1]
         assert "id=" + eid.replace(":", ":") in path and "attrs=speed" in path and "type=Vehicle" in path
     finally:
         m.close()
