@@ -220,6 +220,41 @@ def test_6_3_17_loop_with_a_redirect_registration_is_508_over_cor(trio):
     assert hub.get("/entities", params={"type": "Vehicle"}).status_code == 200
 
 
+def test_5_6_distributed_writes_over_cor(trio):
+    """Writes forwarded by fwd_write.c go over cor:// like reads (4.3.6.3, 5.6.2, 5.6.3, 5.6.5, 5.6.6):
+    an exclusive registration's attribute is written only at its source; a create, a PATCH of
+    the attribute and a delete of the entity all reach it."""
+    hub, s1, _ = trio
+    eid = uid("Vehicle")
+    register(hub, "s1", s1.tenant, mode="exclusive", operations=["redirectionOps"],
+             information=[{"entities": [{"id": eid, "type": "Vehicle"}], "propertyNames": ["speed"]}])
+    r = hub.post("/entities", entity(eid, "Vehicle", speed=prop(5), brand=prop("hub")))
+    assert r.status_code == 201, r.text
+    assert s1.entity(eid)["speed"]["value"] == 5
+    assert "speed" not in hub.get("/entities/" + eid, params={"local": "true"}).json()
+    r = hub.patch("/entities/%s/attrs/speed" % eid, {"type": "Property", "value": 9})
+    assert r.status_code == 204, r.text
+    assert s1.entity(eid)["speed"]["value"] == 9
+    assert hub.entity(eid)["speed"]["value"] == 9       # read back through cor:// too
+    r = hub.delete("/entities/" + eid)
+    assert r.status_code == 204, r.text
+    assert s1.get("/entities/" + eid).status_code == 404
+    assert cor_stats(hub)["requestsFailed"] == 0
+
+
+def test_5_6_7_batch_upsert_split_over_cor(trio):
+    """A batch is split per source (5.6.7-5.6.10): the inclusive source's entities get one batch
+    request over cor://, the local copies are written here."""
+    hub, s1, _ = trio
+    register(hub, "s1", s1.tenant, operations=["federationOps", "upsertBatch", "createBatch"])
+    es = [entity(uid("Vehicle"), "Vehicle", speed=prop(i)) for i in range(3)]
+    r = hub.post("/entityOperations/upsert", es)
+    assert r.status_code in (201, 204), r.text
+    for e in es:
+        assert s1.entity(e["id"])["speed"]["value"] == e["speed"]["value"]
+        assert hub.get("/entities/" + e["id"], params={"local": "true"}).status_code == 200
+
+
 def test_4_3_6_registered_attributes_and_tenant_over_cor(trio):
     hub, s1, _ = trio
     eid = uid("Vehicle")
