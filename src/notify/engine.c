@@ -531,6 +531,36 @@ static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key)
     pthread_mutex_unlock(&g_qmu);
 }
 
+/* Terms into linked entities in a q (4.9): the linked entities are read through ops/ (notify_set_linker). */
+static notify_get_fn g_linker;
+static void         *g_linker_ud;
+
+void notify_set_linker(notify_get_fn get, void *ud)
+{
+    g_linker = get;
+    g_linker_ud = ud;
+}
+
+typedef struct linker_ctx {
+    const char *tenant;
+} linker_ctx_t;
+
+static cr_entity_t *linker_get(void *ud, const char *id)
+{
+    const linker_ctx_t *lc = ud;
+    return g_linker ? g_linker(g_linker_ud, lc->tenant, id) : NULL;
+}
+
+/* s's q holds for e; a q into linked entities reads their current versions (the tree is shared by
+ * the matchers of every tenant: it is only read). */
+static bool q_holds(const notify_sub_t *s, const cr_entity_t *e)
+{
+    if (!s->q_linked) return q_match(s->q, e);
+    linker_ctx_t lc = {.tenant = s->tenant};
+    q_linker_t   lk = {.get = linker_get, .ud = &lc};
+    return q_match_linked(s->q, e, &lk);
+}
+
 static void consider(notify_sub_t *s, const store_change_t *ch)
 {
     const cr_entity_t *e = ch->after ? ch->after : ch->before;
@@ -551,7 +581,7 @@ static void consider(notify_sub_t *s, const store_change_t *ch)
               ((t & TRG_ATTR_DELETED) && watched(s, ch->deleted, ch->n_deleted));
     }
     if (!due) return;
-    if (s->q && !q_match(s->q, e)) return;
+    if (s->q && !q_holds(s, e)) return;
     if (s->geo && !geoq_match(s->geo, e)) return;
     if (s->scope && !scopeq_match(s->scope, e)) return;
     if (s->expires_at != CR_NO_TIME && ch->at >= s->expires_at) {

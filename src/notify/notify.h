@@ -134,6 +134,14 @@ typedef void *(*notify_join_fn)(void *ud, const char *tenant, cr_entity_t *const
                                 unsigned level, const render_opts_t *ro, notify_linked_t *out);
 void notify_set_join(notify_join_fn fetch, void (*release)(void *h), void *ud);
 
+/* Terms into linked entities in a subscription's q (4.9 rel{attr}) are
+ * evaluated when a change is matched, against the current versions of the
+ * linked entities held here, read through ops/ (set at start): get(ud,
+ * tenant, id) returns a reference (entity_unref it) or NULL. Called on the
+ * matcher's thread, a store hook: it only reads. */
+typedef cr_entity_t *(*notify_get_fn)(void *ud, const char *tenant, const char *id);
+void notify_set_linker(notify_get_fn get, void *ud);
+
 /* ---------------------------------------------------- the registry (engine.c) */
 
 /* Adds s (the registry takes its own reference). AlreadyExists when the id

@@ -57,6 +57,7 @@ struct notify_sub {
     const char        **dataset_ids; size_t n_dataset_ids;
     unsigned            triggers;         /* TRG_*, entityUpdated folded into the attribute ones */
     q_expr_t           *q;
+    bool                q_linked;         /* q has terms into linked entities: q_match_linked */
     geoq_t             *geo;
     scopeq_t           *scope;
     bool                active;

@@ -476,6 +476,15 @@ static notify_sub_t *sub_build(const char *tenant, const char *json, size_t len,
         if (!json_is_string(v) || !v->len) BAD("q must be a non-empty string");
         const char *qt = pct_decode(s->a, v->str);
         if (!(s->q = q_parse_stored(s->a, qt, s->ctx, p))) goto fail;
+        /* 5.2.12: q is "a valid query string as per clause 4.9", and 4.9 lets a term apply to the
+         * entities a Relationship targets, rel{attr}; 5.8.6 matches the notified entities "as mandated
+         * by clauses 4.9, 4.10 and 4.19". Unlike a query (5.7.2.4), no clause of 5.8 asks for
+         * notification.join: such a q is valid with or without it, and evaluated against the linked
+         * entities held here when a change is matched (engine.c). A malformed term is BadRequestData
+         * (5.8.1.4), from the parser. */
+        s->q_linked = q_link_depth(s->q) > 0;
+        if (s->q_linked && q_links(s->q, NULL, 0) > Q_MAX_LINKS)
+            BAD("q has more than %d terms into linked entities", Q_MAX_LINKS);
         q_value_options(s->q, s->a, s->ctx, vnames[0], vn[0], vnames[1], vn[1]);
     }
     if ((v = json_get(t, "geoQ"))) {
