@@ -182,6 +182,7 @@ typedef struct late {
     struct late *next;
     lane_t      *l;
     bool         ok, aborted;
+    char         why[192];
 } late_t;
 static late_t          *g_late, *g_late_tail;   /* outcomes from libmosquitto's threads, in order */
 static size_t           g_busy;          /* lanes with a batch (sending, in flight, parked) */
@@ -772,7 +773,7 @@ static void lane_end(lane_t *l, lane_end_t how)
 /* The outcome of one attempt (notify_done_fn; the HTTP thread's, or the
  * sender's for MQTT): counted; a failure is retried at the head of the lane
  * (order holds) after a delay, with the lane parked, not a thread. */
-static void lane_attempted(void *ud, bool ok, bool aborted)
+static void lane_attempted(void *ud, bool ok, bool aborted, const char *why)
 {
     lane_t         *l = ud;
     notify_sub_t   *s = l->batch[0]->sub;
@@ -796,8 +797,14 @@ static void lane_attempted(void *ud, bool ok, bool aborted)
     }
     atomic_fetch_add(&c->failed, 1);
     atomic_fetch_add(&G.failed, 1);
+    pthread_mutex_lock(&c->why_mu);
+    bool same = why && !strncmp(c->why, why, sizeof c->why - 1);
+    snprintf(c->why, sizeof c->why, "%s", why ? why : "not delivered");
+    pthread_mutex_unlock(&c->why_mu);
     atomic_store(&c->last_failure, now);
-    atomic_store(&c->failing, 1);
+    /* one line when a subscription starts failing, or fails for another reason: not one per notification */
+    if (!atomic_exchange(&c->failing, 1) || !same)
+        LOG_W("notification of subscription %s to %s failed: %s", s->id, s->uri, why ? why : "not delivered");
     if (atomic_fetch_add(&ep->fail_streak, 1) + 1 >= FAIL_STREAK) {
         int b = atomic_load(&ep->backoff_ms);
         b = b ? (b >= 15000 ? 30000 : b * 2) : 1000;
@@ -822,10 +829,11 @@ static void lane_attempted(void *ud, bool ok, bool aborted)
     lane_end(l, END_FAILED);
 }
 
-void notify_done_later(void *ud, bool ok, bool aborted)
+void notify_done_later(void *ud, bool ok, bool aborted, const char *why)
 {
     late_t *x = cr_xmalloc(sizeof *x);
     *x = (late_t){.l = ud, .ok = ok, .aborted = aborted};
+    snprintf(x->why, sizeof x->why, "%s", why ? why : "");
     pthread_mutex_lock(&g_qmu);
     if (g_late_tail) g_late_tail->next = x;
     else g_late = x;
@@ -842,7 +850,7 @@ static bool take_late(bool abort)
     g_late = x->next;
     if (!g_late) g_late_tail = NULL;
     pthread_mutex_unlock(&g_qmu);
-    lane_attempted(x->l, x->ok && !abort, x->aborted || abort);
+    lane_attempted(x->l, x->ok && !abort, x->aborted || abort, *x->why ? x->why : NULL);
     free(x);
     pthread_mutex_lock(&g_qmu);
     return true;

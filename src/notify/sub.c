@@ -8,6 +8,8 @@
  */
 #include "notify_int.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +21,17 @@ sub_counters_t *sub_counters_new(void)
     static atomic_uint_fast64_t order;
     sub_counters_t *c = cr_xcalloc(1, sizeof *c);
     atomic_init(&c->refs, 1);
+    pthread_mutex_init(&c->why_mu, NULL);
     c->order = atomic_fetch_add(&order, 1);
     return c;
 }
 
 void sub_counters_unref(sub_counters_t *c)
 {
-    if (c && atomic_fetch_sub(&c->refs, 1) == 1) free(c);
+    if (c && atomic_fetch_sub(&c->refs, 1) == 1) {
+        pthread_mutex_destroy(&c->why_mu);
+        free(c);
+    }
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -214,6 +220,44 @@ static void http_uri(notify_sub_t *s, const char *uri)
     s->hc = true;
 }
 
+void notify_uri_host(const char *uri, char *out, size_t n)
+{
+    const char *a = strstr(uri, "://");
+    a = a ? a + 3 : uri;
+    const char *e = a + strcspn(a, "/?#");
+    for (const char *at = a; at < e; at++)        /* user info: up to the last '@' of the authority */
+        if (*at == '@') a = at + 1;
+    size_t l = *a == '[' ? strcspn(a, "]") + 1 : strcspn(a, ":/?#");
+    if (a + l > e) l = (size_t)(e - a);
+    snprintf(out, n, "%.*s", (int)l, a);
+}
+
+/* The egress policy (core/egress.c) on the endpoint's host as written: a
+ * host-name rule, or the address rules for a literal address. NULL: allowed
+ * (so far: a host name is checked again on every address connected). */
+static const char *egress_refusal(notify_sub_t *s)
+{
+    char host[256], bare[256], why[160];
+    if (s->mqtt) snprintf(host, sizeof host, strchr(s->mq_host, ':') ? "[%s]" : "%s", s->mq_host);
+    else notify_uri_host(s->uri, host, sizeof host);
+    size_t hl = strlen(host);
+    snprintf(bare, sizeof bare, "%.*s", (int)(host[0] == '[' && hl > 2 ? hl - 2 : hl), host + (host[0] == '['));
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    const struct sockaddr *sa = NULL;
+    if (s->hc) {
+        sa = (const struct sockaddr *)&s->hc_addr;          /* "localhost" too: the address httpc.c connects */
+    } else if (inet_pton(AF_INET, bare, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+        ss.ss_family = AF_INET;
+        sa = (const struct sockaddr *)&ss;
+    } else if (inet_pton(AF_INET6, bare, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+        ss.ss_family = AF_INET6;
+        sa = (const struct sockaddr *)&ss;
+    }
+    if (egress_check_host(host, sa, why, sizeof why)) return NULL;
+    return arena_strdup(s->a, why);
+}
+
 static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
 {
     static const char *const known[] = {"uri", "accept", "receiverInfo", "notifierInfo", "timeout", "cooldown", NULL};
@@ -232,6 +276,7 @@ static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
                            uri->str);
     s->uri = uri->str;
     if (!strncmp(uri->str, "http://", 7)) http_uri(s, uri->str);
+    s->egress_why = egress_refusal(s);
     s->accept = SUB_ACC_JSON;
     const json_t *acc = json_get(ep, "accept");
     if (acc) {
@@ -546,6 +591,10 @@ static notify_sub_t *sub_build(const char *tenant, const char *json, size_t len,
     const json_t *n = json_get(t, "notification");
     if (!n) BAD("notification is mandatory");
     if (!notification_parse(s, n, p)) goto fail;
+    /* a new or updated subscription whose endpoint the egress policy refuses is not made (a stored one,
+     * rebuilt at start under another policy, is kept: its notifications fail, with the reason) */
+    if (now && s->egress_why)
+        BAD("notification.endpoint.uri: the egress policy refuses %s (--egressDeny, --egressAllow)", s->egress_why);
     return s;
 fail:
     arena_free(s->a);
@@ -822,6 +871,15 @@ void notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_cont
                 jw_time(w, "lastFailure", atomic_load(&c->last_failure));
             }
             if (c && sys_attrs) {
+                char why[sizeof c->why];
+                pthread_mutex_t *mu = (pthread_mutex_t *)&c->why_mu;   /* a read; the lock is not the counters' state */
+                pthread_mutex_lock(mu);
+                memcpy(why, c->why, sizeof why);
+                pthread_mutex_unlock(mu);
+                if (*why && atomic_load(&c->last_failure)) {
+                    jw_key(w, "coraine:lastFailureReason");
+                    jw_string(w, why);
+                }
                 jw_key(w, "coraine:due");
                 jw_int(w, (int64_t)atomic_load(&c->due));
                 jw_key(w, "coraine:dropped");
