@@ -212,7 +212,10 @@ static bool resolve(const notify_sub_t *s, char *addr, size_t n, char *why, size
 static bool client(mqtt_conn_t *c, const notify_sub_t *s, char *why, size_t wn)
 {
     int version = s->mqtt_v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311;
-    if (c->m && c->version == version && !c->refused) return true;
+    pthread_mutex_lock(&c->mu);           /* refused is on_connect's (libmosquitto's thread) */
+    bool refused = c->refused;
+    pthread_mutex_unlock(&c->mu);
+    if (c->m && c->version == version && !refused) return true;
     drop(c);
     char addr[INET6_ADDRSTRLEN];
     if (!resolve(s, addr, sizeof addr, why, wn)) return false;
