@@ -41,7 +41,14 @@
  *    --notifierRetryDelay doubling, at least endpoint.cooldown) at the head of
  *    its lane, so order holds; the lane is parked meanwhile, not a thread;
  *    within endpoint.cooldown of a failure nothing else of the subscription
- *    is sent (5.2.15: dropped, counted).
+ *    is sent (5.2.15: dropped, counted). Each failure says why (the
+ *    client's reason: a status, errno, a timeout, the egress policy), kept
+ *    per subscription (coraine:lastFailureReason);
+ *  - egress: an endpoint host refused as written (a host rule, a literal
+ *    address) refuses the subscription (BadRequestData); a host name is
+ *    checked again on each address connected (libcurl's socket callback,
+ *    MQTT's resolution and peer), so DNS rebinding gets a failure, not a
+ *    connection.
  *
  * Every count is kept per subscription (timesSent, timesFailed, due, dropped)
  * and over all of them (/statistics).
