@@ -655,6 +655,29 @@ def test_5_2_12_geo_q_scope_q_and_lang_select_and_shape(cli, rcv):
     assert (b["subscriptionName"], b["description"], b["localOnly"], b["lang"]) == ("bikes", "scoped bikes", True, "fr")
 
 
+def test_5_8_1_4_jsonld_context_compacts_the_notifications(cli, rcv, ctxserver):
+    """jsonldContext (5.2.12) is what notifications are compacted with and
+    what their Link header names; without it, the subscription's @context."""
+    mine = ctxserver.unique({"@context": {"vel": "urn:ex:speed", "Car": "urn:ex:Car"}})
+    theirs = ctxserver.unique({"@context": {"speedOfCar": "urn:ex:speed", "Car": "urn:ex:Car"}})
+    for jc in (None, theirs):
+        rcv.reset()
+        body = {"type": "Subscription", "entities": [{"type": "Car"}], "@context": mine,
+                "notification": {"endpoint": {"uri": rcv.uri}, "format": "keyValues"}}
+        if jc:
+            body["jsonldContext"] = jc
+        r = cli.post("/subscriptions", body, ctype="application/ld+json")
+        assert r.status_code == 201, r.text
+        sid = r.headers["Location"].rsplit("/", 1)[1]
+        assert cli.get("/subscriptions/" + sid).json()["jsonldContext"] == (jc or mine)
+        cli.create(entity(uid(), "urn:ex:Car", **{"urn:ex:speed": prop(7)}))
+        data(rcv, 1)
+        got = [x for x in rcv.notifications() if x["body"]["subscriptionId"] == sid][0]
+        assert got["body"]["data"][0][("speedOfCar" if jc else "vel")] == 7, got
+        assert (jc or mine) in got["headers"]["Link"]
+        assert cli.delete("/subscriptions/" + sid).status_code == 204
+
+
 def test_queue_full_is_counted_before_the_write_is_answered(broker_factory, make_client):
     """A change that finds its endpoint's queue full (--notifierQueueSize) is
     dropped and counted by the matcher, before the write is answered: read
