@@ -1321,6 +1321,33 @@ static bool q_link_has(const q_link_t *l, const char *id)
     return false;
 }
 
+/* One of the objects of e's Relationship (or ListRelationship) t->attr is
+ * an id for which hit(ud, id) holds. */
+static bool q_rel_any(const q_term_t *t, const cr_entity_t *e, bool (*hit)(const void *ud, const char *id),
+                      const void *ud)
+{
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *a = &e->attrs[i];
+        if (a->name != t->attr || (a->kind != ATTR_RELATIONSHIP && a->kind != ATTR_LISTRELATIONSHIP) || !a->value)
+            continue;
+        if (json_is_string(a->value) && hit(ud, a->value->str))
+            return true;
+        if (!json_is_array(a->value))
+            continue;
+        json_foreach(el, a->value) {
+            const json_t *o = json_is_object(el) ? json_get(el, "object") : el;
+            if (json_is_string(o) && hit(ud, o->str))
+                return true;
+        }
+    }
+    return false;
+}
+
+static bool q_link_has_id(const void *l, const char *id)
+{
+    return q_link_has(l, id);
+}
+
 /* attr{...}: one of the Relationship's (or ListRelationship's) objects is a target that matched. */
 static bool __attribute__((noinline)) q_link_match(const q_term_t *t, const cr_entity_t *e)
 {
@@ -1328,21 +1355,7 @@ static bool __attribute__((noinline)) q_link_match(const q_term_t *t, const cr_e
 
     if (!l->resolved || !l->n_ids)
         return false;
-    for (uint16_t i = 0; i < e->n_attrs; i++) {
-        const cr_attr_t *a = &e->attrs[i];
-        if (a->name != t->attr || (a->kind != ATTR_RELATIONSHIP && a->kind != ATTR_LISTRELATIONSHIP) || !a->value)
-            continue;
-        if (json_is_string(a->value) && q_link_has(l, a->value->str))
-            return true;
-        if (!json_is_array(a->value))
-            continue;
-        json_foreach(el, a->value) {
-            const json_t *o = json_is_object(el) ? json_get(el, "object") : el;
-            if (json_is_string(o) && q_link_has(l, o->str))
-                return true;
-        }
-    }
-    return false;
+    return q_rel_any(t, e, q_link_has_id, l);
 }
 
 static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
@@ -1585,15 +1598,23 @@ typedef struct q_follow {
 
 static bool q_match_follow(const q_expr_t *q, const cr_entity_t *e, q_follow_t *f);
 
-static bool q_follow_target(const q_link_t *l, const char *id, q_follow_t *f)
+typedef struct q_follow_at {
+    const q_link_t *l;
+    q_follow_t     *f;
+} q_follow_at_t;
+
+/* The linked entity id matches l's inner expression (and type hint). */
+static bool q_follow_target(const void *ud, const char *id)
 {
+    const q_follow_at_t *at = ud;
+    q_follow_t          *f = at->f;
     if (!f->left)
         return false;
     f->left--;
     cr_entity_t *x = f->lk->get(f->lk->ud, id);
     if (!x)
         return false;           /* not held here: 4.5.23.1, only local entities are followed */
-    bool hit = (!l->types || typesel_match(l->tsel, x)) && q_match_follow(l->inner, x, f);
+    bool hit = (!at->l->types || typesel_match(at->l->tsel, x)) && q_match_follow(at->l->inner, x, f);
     entity_unref(x);
     return hit;
 }
@@ -1601,25 +1622,10 @@ static bool q_follow_target(const q_link_t *l, const char *id, q_follow_t *f)
 /* attr{...}: one of the Relationship's (or ListRelationship's) objects is an entity that matches. */
 static bool q_link_follow(const q_term_t *t, const cr_entity_t *e, q_follow_t *f)
 {
-    const q_link_t *l = t->link;
-
-    if (l->types && !l->tsel)
+    if (t->link->types && !t->link->tsel)
         return false;
-    for (uint16_t i = 0; i < e->n_attrs; i++) {
-        const cr_attr_t *a = &e->attrs[i];
-        if (a->name != t->attr || (a->kind != ATTR_RELATIONSHIP && a->kind != ATTR_LISTRELATIONSHIP) || !a->value)
-            continue;
-        if (json_is_string(a->value) && q_follow_target(l, a->value->str, f))
-            return true;
-        if (!json_is_array(a->value))
-            continue;
-        json_foreach(el, a->value) {
-            const json_t *o = json_is_object(el) ? json_get(el, "object") : el;
-            if (json_is_string(o) && q_follow_target(l, o->str, f))
-                return true;
-        }
-    }
-    return false;
+    q_follow_at_t at = {.l = t->link, .f = f};
+    return q_rel_any(t, e, q_follow_target, &at);
 }
 
 static bool q_match_follow(const q_expr_t *q, const cr_entity_t *e, q_follow_t *f)
