@@ -1164,20 +1164,22 @@ void notify_stop(void)
 void notify_get_stats(notify_stats_t *st)
 {
     memset(st, 0, sizeof *st);
-    st->subscriptions = atomic_load(&g_n_subs);
-    st->due = atomic_load(&G.due);
+    /* in the reverse order of the updates (due, then sent/failed, then delivered/dropped), as
+     * notify_sub_render does: what is seen delivered or dropped is also seen attempted and due */
+    st->delivered = atomic_load(&G.delivered);
+    st->dropped_retries = atomic_load(&G.dropped_retries);
+    st->dropped_failing = atomic_load(&G.dropped_failing);
+    st->dropped_cooldown = atomic_load(&G.dropped_cooldown);
+    st->dropped_deleted = atomic_load(&G.dropped_deleted);
+    st->dropped_shutdown = atomic_load(&G.dropped_shutdown);
     st->sent = atomic_load(&G.sent);
     st->failed = atomic_load(&G.failed);
-    st->dropped_queue_full = atomic_load(&G.dropped_full);
-    st->dropped_shutdown = atomic_load(&G.dropped_shutdown);
-    st->dropped_deleted = atomic_load(&G.dropped_deleted);
-    st->dropped_expired = atomic_load(&G.dropped_expired);
-    st->dropped_failing = atomic_load(&G.dropped_failing);
-    st->throttled = atomic_load(&G.throttled);
-    st->delivered = atomic_load(&G.delivered);
     st->retried = atomic_load(&G.retried);
-    st->dropped_cooldown = atomic_load(&G.dropped_cooldown);
-    st->dropped_retries = atomic_load(&G.dropped_retries);
+    st->dropped_queue_full = atomic_load(&G.dropped_full);
+    st->throttled = atomic_load(&G.throttled);
+    st->dropped_expired = atomic_load(&G.dropped_expired);
+    st->due = atomic_load(&G.due);
+    st->subscriptions = atomic_load(&g_n_subs);
     pthread_mutex_lock(&g_qmu);
     st->queued = g_queued;
     st->endpoints = g_n_endpoints;

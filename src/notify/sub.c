@@ -857,54 +857,59 @@ void notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_cont
                 jw_value(w, n);
             }
             if (c) {
+                /* One snapshot, loaded in the reverse order of the updates (a change is counted due,
+                 * then its attempt sent or failed, then its batch delivered or dropped): a reader that
+                 * sees a change delivered or dropped also sees its attempt and its due count. */
+                uint64_t delivered = atomic_load(&c->delivered), d_retries = atomic_load(&c->dropped_retries);
+                uint64_t d_failing = atomic_load(&c->dropped_failing), d_cooldown = atomic_load(&c->dropped_cooldown);
+                uint64_t d_deleted = atomic_load(&c->dropped_deleted), d_shutdown = atomic_load(&c->dropped_shutdown);
+                uint64_t sent = atomic_load(&c->sent), failed = atomic_load(&c->failed), retried = atomic_load(&c->retried);
+                int      failing = atomic_load(&c->failing);
+                int64_t  last_n = atomic_load(&c->last_notification), last_s = atomic_load(&c->last_success);
+                int64_t  last_f = atomic_load(&c->last_failure);
+                uint64_t d_full = atomic_load(&c->dropped_full), throttled = atomic_load(&c->throttled);
+                uint64_t d_expired = atomic_load(&c->dropped_expired), due = atomic_load(&c->due);
+
                 /* status only once a notification was attempted (5.2.14: the last attempt's outcome) */
-                if (atomic_load(&c->last_notification)) {
+                if (last_n) {
                     jw_key(w, "status");
-                    jw_string(w, atomic_load(&c->failing) ? "failed" : "ok");
+                    jw_string(w, failing ? "failed" : "ok");
                 }
                 jw_key(w, "timesSent");
-                jw_int(w, (int64_t)atomic_load(&c->sent));
+                jw_int(w, (int64_t)sent);
                 jw_key(w, "timesFailed");
-                jw_int(w, (int64_t)atomic_load(&c->failed));
-                jw_time(w, "lastNotification", atomic_load(&c->last_notification));
-                jw_time(w, "lastSuccess", atomic_load(&c->last_success));
-                jw_time(w, "lastFailure", atomic_load(&c->last_failure));
-            }
-            if (c && sys_attrs) {
-                char why[sizeof c->why];
-                pthread_mutex_t *mu = (pthread_mutex_t *)&c->why_mu;   /* a read; the lock is not the counters' state */
-                pthread_mutex_lock(mu);
-                memcpy(why, c->why, sizeof why);
-                pthread_mutex_unlock(mu);
-                if (*why && atomic_load(&c->last_failure)) {
-                    jw_key(w, "coraine:lastFailureReason");
-                    jw_string(w, why);
+                jw_int(w, (int64_t)failed);
+                jw_time(w, "lastNotification", last_n);
+                jw_time(w, "lastSuccess", last_s);
+                jw_time(w, "lastFailure", last_f);
+                if (sys_attrs) {
+                    char why[sizeof c->why];
+                    pthread_mutex_t *mu = (pthread_mutex_t *)&c->why_mu;   /* a read; the lock is not the counters' state */
+                    pthread_mutex_lock(mu);
+                    memcpy(why, c->why, sizeof why);
+                    pthread_mutex_unlock(mu);
+                    if (*why && last_f) {
+                        jw_key(w, "coraine:lastFailureReason");
+                        jw_string(w, why);
+                    }
+                    jw_key(w, "coraine:due");
+                    jw_int(w, (int64_t)due);
+                    jw_key(w, "coraine:dropped");
+                    jw_object_begin(w);
+                    static const char *const names[] = {"queueFull", "shutdown", "expired", "deleted", "endpointFailing",
+                                                        "throttled", "cooldown", "retriesExhausted"};
+                    const uint64_t vals[] = {d_full, d_shutdown, d_expired, d_deleted, d_failing, throttled, d_cooldown,
+                                             d_retries};
+                    for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+                        jw_key(w, names[k]);
+                        jw_int(w, (int64_t)vals[k]);
+                    }
+                    jw_object_end(w);
+                    jw_key(w, "coraine:delivered");
+                    jw_int(w, (int64_t)delivered);
+                    jw_key(w, "coraine:retried");
+                    jw_int(w, (int64_t)retried);
                 }
-                jw_key(w, "coraine:due");
-                jw_int(w, (int64_t)atomic_load(&c->due));
-                jw_key(w, "coraine:dropped");
-                jw_object_begin(w);
-                jw_key(w, "queueFull");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_full));
-                jw_key(w, "shutdown");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_shutdown));
-                jw_key(w, "expired");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_expired));
-                jw_key(w, "deleted");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_deleted));
-                jw_key(w, "endpointFailing");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_failing));
-                jw_key(w, "throttled");
-                jw_int(w, (int64_t)atomic_load(&c->throttled));
-                jw_key(w, "cooldown");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_cooldown));
-                jw_key(w, "retriesExhausted");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_retries));
-                jw_object_end(w);
-                jw_key(w, "coraine:delivered");
-                jw_int(w, (int64_t)atomic_load(&c->delivered));
-                jw_key(w, "coraine:retried");
-                jw_int(w, (int64_t)atomic_load(&c->retried));
             }
             jw_object_end(w);
             continue;
