@@ -1,7 +1,7 @@
 /*
  * egress.c - the egress policy: which hosts and addresses the broker itself
- * may connect to (remote @contexts now; notification endpoints and
- * registrations later). A client must not be able to make the broker read
+ * may connect to (remote @contexts, notification endpoints, forwarded
+ * requests to registrations). A client must not be able to make the broker read
  * the cloud metadata service or other link-local endpoints for it (SSRF).
  *
  * Rules: built-in refusals (link-local 169.254.0.0/16 and fe80::/10, the

@@ -514,23 +514,39 @@ const char     *q_term_step(const q_expr_t *q, size_t i, q_memberkind_t *kind);
 bool            q_term_value(const q_expr_t *q, size_t i, q_value_view_t *out);
 
 /* Terms into linked entities (4.9: rel{humidity}==40, rel{Device:humidity},
- * nested rel{rel2{...}}), in a request's q only (q_parse_stored refuses
- * them). Such a term's attribute is the Relationship; it holds when one of
- * its objects is an entity that the inner expression matches. The operation
- * resolves each before the query, innermost first: the ids of the entities
- * the inner expression (and the type hint) matches, by q_link_resolve;
- * unresolved, the term matches nothing. */
+ * nested rel{rel2{...}}). Such a term's attribute is the Relationship; it
+ * holds when one of its objects is an entity that the inner expression
+ * matches. Two ways to evaluate them:
+ *  - a query resolves each before the query, innermost first: the ids of
+ *    the entities the inner expression (and the type hint) matches, by
+ *    q_link_resolve, which writes into the tree (a tree shared between
+ *    threads is q_clone'd first); unresolved, the term matches nothing
+ *    (q_match);
+ *  - q_match_linked evaluates q for one entity by reading the objects of
+ *    its relationships through lk (a subscription's q at match time): the
+ *    tree is only read, so threads can share it. At most 256 linked
+ *    entities are read per call; the ones past that bound do not match. */
 typedef struct q_link_view {
     const char     *rel;          /* the Relationship (expanded) */
     const char     *types;        /* the type hint, 4.17 text (a,b), or NULL */
+    const typesel_t *tsel;        /* types parsed in the q's @context, or NULL */
     const q_expr_t *inner;        /* the expression for the linked entities */
 } q_link_view_t;
+#define Q_MAX_LINKS 16                                           /* terms into linked entities in one q */
 unsigned q_link_depth(const q_expr_t *q);                        /* deepest rel{...} nesting; 0: none */
 /* The linked terms, innermost first; the count (only cap of them stored). */
 size_t   q_links(q_expr_t *q, q_expr_t **out, size_t cap);
 bool     q_link_get(const q_expr_t *link, q_link_view_t *v);
 /* ids (in the tree's arena; sorted here) of the entities the inner expression matched. */
 void     q_link_resolve(q_expr_t *link, const char **ids, size_t n);
+/* A copy of q in arena a whose linked terms are unresolved and its own (the
+ * plain terms are shared): for q_link_resolve on a shared tree. */
+q_expr_t *q_clone(arena_t *a, const q_expr_t *q);
+typedef struct q_linker {
+    cr_entity_t *(*get)(void *ud, const char *id);   /* a reference (entity_unref), or NULL: not held */
+    void         *ud;
+} q_linker_t;
+bool     q_match_linked(const q_expr_t *q, const cr_entity_t *e, const q_linker_t *lk);
 /* ------------------------------------------- stored documents (doc.c)
  *
  * A resource that is not an entity (a registration) is kept as its JSON:

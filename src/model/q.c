@@ -49,11 +49,11 @@
  *
  * Linked entities (4.9, EXAMPLES 13 and 14): rel{[Type,...:]path op value}
  * holds when one of rel's objects is an entity matching the inner term
- * (q_link_*: the operation resolves the targets before the query). A ':'
- * after a leading run of names and commas inside the braces ends a type
- * hint, as the grammar reads it. Stored filters (subscriptions) refuse
- * them (OperationNotSupported). Not supported: the expandValues / jsonKeys
- * parameters.
+ * (q_link_*: the operation resolves the targets before the query; or
+ * q_match_linked follows the objects of one entity, for a subscription's q
+ * at match time, without touching the shared tree). A ':' after a leading
+ * run of names and commas inside the braces ends a type hint, as the
+ * grammar reads it.
  * Names are expanded lookup-only (ld_expandn_lookup): a query interns
  * nothing, and a name no entity was ever written with is a copy that equals
  * no stored (interned) name, so it matches as an absent attribute.
@@ -115,6 +115,7 @@ typedef struct q_term {
  * (q_link_resolve); unresolved, it matches nothing. */
 typedef struct q_link {
     const char  *types;      /* the entity type hint (4.9 EXAMPLE 14) as given, or NULL */
+    typesel_t   *tsel;       /* types parsed (in the parser's mode), or NULL: for q_match_linked */
     q_expr_t    *inner;      /* a QK_TERM: the path (maybe linked again), the operator and values */
     const char **ids;        /* sorted (strcmp) */
     size_t       n_ids;
@@ -676,9 +677,6 @@ static bool qp_path(q_parser_t *qp, q_term_t *t)
     }
 
     if (qp_peek(qp) == '{') {
-        if (qp->intern)
-            return qp_fail_kind(qp, PB_OPERATION_NOT_SUPPORTED, qp->pos,
-                                "linked entity queries (AttrName{...}) are not supported in a stored filter");
         if (ns || nk)
             return qp_fail(qp, qp->pos, "a linked entity term follows a Relationship name, not a path");
         return qp_link(qp, t);
@@ -713,6 +711,12 @@ static bool qp_link(q_parser_t *qp, q_term_t *t)
         e++;
     if (e < qp->len && qp->s[e] == ':' && e > qp->pos) {
         l->types = arena_strndup(qp->a, qp->s + qp->pos, e - qp->pos);
+        l->tsel = qp->intern ? typesel_parse_stored(qp->a, l->types, qp->ctx, qp->p)
+                             : typesel_parse(qp->a, l->types, qp->ctx, qp->p);
+        if (!l->tsel) {
+            qp->failed = true;
+            return false;
+        }
         qp->pos = e + 1;
     }
     if (!qp_path(qp, in))
@@ -1317,6 +1321,33 @@ static bool q_link_has(const q_link_t *l, const char *id)
     return false;
 }
 
+/* One of the objects of e's Relationship (or ListRelationship) t->attr is
+ * an id for which hit(ud, id) holds. */
+static bool q_rel_any(const q_term_t *t, const cr_entity_t *e, bool (*hit)(const void *ud, const char *id),
+                      const void *ud)
+{
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *a = &e->attrs[i];
+        if (a->name != t->attr || (a->kind != ATTR_RELATIONSHIP && a->kind != ATTR_LISTRELATIONSHIP) || !a->value)
+            continue;
+        if (json_is_string(a->value) && hit(ud, a->value->str))
+            return true;
+        if (!json_is_array(a->value))
+            continue;
+        json_foreach(el, a->value) {
+            const json_t *o = json_is_object(el) ? json_get(el, "object") : el;
+            if (json_is_string(o) && hit(ud, o->str))
+                return true;
+        }
+    }
+    return false;
+}
+
+static bool q_link_has_id(const void *l, const char *id)
+{
+    return q_link_has(l, id);
+}
+
 /* attr{...}: one of the Relationship's (or ListRelationship's) objects is a target that matched. */
 static bool __attribute__((noinline)) q_link_match(const q_term_t *t, const cr_entity_t *e)
 {
@@ -1324,21 +1355,7 @@ static bool __attribute__((noinline)) q_link_match(const q_term_t *t, const cr_e
 
     if (!l->resolved || !l->n_ids)
         return false;
-    for (uint16_t i = 0; i < e->n_attrs; i++) {
-        const cr_attr_t *a = &e->attrs[i];
-        if (a->name != t->attr || (a->kind != ATTR_RELATIONSHIP && a->kind != ATTR_LISTRELATIONSHIP) || !a->value)
-            continue;
-        if (json_is_string(a->value) && q_link_has(l, a->value->str))
-            return true;
-        if (!json_is_array(a->value))
-            continue;
-        json_foreach(el, a->value) {
-            const json_t *o = json_is_object(el) ? json_get(el, "object") : el;
-            if (json_is_string(o) && q_link_has(l, o->str))
-                return true;
-        }
-    }
-    return false;
+    return q_rel_any(t, e, q_link_has_id, l);
 }
 
 static bool q_term_match(const q_term_t *t, const cr_entity_t *e)
@@ -1546,6 +1563,7 @@ bool q_link_get(const q_expr_t *link, q_link_view_t *v)
         return false;
     v->rel   = link->term->attr;
     v->types = link->term->link->types;
+    v->tsel  = link->term->link->tsel;
     v->inner = link->term->link->inner;
     return true;
 }
@@ -1564,4 +1582,106 @@ void q_link_resolve(q_expr_t *link, const char **ids, size_t n)
     l->ids      = ids;
     l->n_ids    = n;
     l->resolved = true;
+}
+
+/* Following the objects of one entity (q_match_linked): each linked entity
+ * read costs one get(); Q_LINK_MAX_READS bound them per evaluation, so a
+ * ListRelationship of thousands of objects, or nested terms fanning out,
+ * cost a bounded time. Past the bound a target is not read, so it does not
+ * match. */
+#define Q_LINK_MAX_READS 256
+
+typedef struct q_follow {
+    const q_linker_t *lk;
+    unsigned          left;
+} q_follow_t;
+
+static bool q_match_follow(const q_expr_t *q, const cr_entity_t *e, q_follow_t *f);
+
+typedef struct q_follow_at {
+    const q_link_t *l;
+    q_follow_t     *f;
+} q_follow_at_t;
+
+/* The linked entity id matches l's inner expression (and type hint). */
+static bool q_follow_target(const void *ud, const char *id)
+{
+    const q_follow_at_t *at = ud;
+    q_follow_t          *f = at->f;
+    if (!f->left)
+        return false;
+    f->left--;
+    cr_entity_t *x = f->lk->get(f->lk->ud, id);
+    if (!x)
+        return false;           /* not held here: 4.5.23.1, only local entities are followed */
+    bool hit = (!at->l->types || typesel_match(at->l->tsel, x)) && q_match_follow(at->l->inner, x, f);
+    entity_unref(x);
+    return hit;
+}
+
+/* attr{...}: one of the Relationship's (or ListRelationship's) objects is an entity that matches. */
+static bool q_link_follow(const q_term_t *t, const cr_entity_t *e, q_follow_t *f)
+{
+    if (t->link->types && !t->link->tsel)
+        return false;
+    q_follow_at_t at = {.l = t->link, .f = f};
+    return q_rel_any(t, e, q_follow_target, &at);
+}
+
+static bool q_match_follow(const q_expr_t *q, const cr_entity_t *e, q_follow_t *f)
+{
+    switch (q->type) {
+    case QK_TERM:
+        return q->term->link ? q_link_follow(q->term, e, f) : q_term_match(q->term, e);
+    case QK_AND:
+        for (uint32_t i = 0; i < q->n; i++)
+            if (!q_match_follow(q->kids[i], e, f))
+                return false;
+        return true;
+    case QK_OR:
+        for (uint32_t i = 0; i < q->n; i++)
+            if (q_match_follow(q->kids[i], e, f))
+                return true;
+        return false;
+    }
+    return false;
+}
+
+bool q_match_linked(const q_expr_t *q, const cr_entity_t *e, const q_linker_t *lk)
+{
+    if (!q)
+        return true;
+    if (!e)
+        return false;
+    if (!lk)
+        return q_match(q, e);
+    q_follow_t f = {.lk = lk, .left = Q_LINK_MAX_READS};
+    return q_match_follow(q, e, &f);
+}
+
+q_expr_t *q_clone(arena_t *a, const q_expr_t *q)
+{
+    if (!q)
+        return NULL;
+    q_expr_t *x = arena_alloc(a, sizeof *x);
+    *x = *q;
+    if (q->type != QK_TERM) {
+        x->kids = arena_alloc(a, (q->n ? q->n : 1) * sizeof *x->kids);
+        for (uint32_t i = 0; i < q->n; i++)
+            x->kids[i] = q_clone(a, q->kids[i]);
+        return x;
+    }
+    if (!q->term->link)
+        return x;               /* a plain term is never written after parsing: shared */
+    q_term_t *t = arena_alloc(a, sizeof *t);
+    q_link_t *l = arena_alloc(a, sizeof *l);
+    *t = *q->term;
+    *l = *q->term->link;
+    l->inner    = q_clone(a, l->inner);
+    l->ids      = NULL;
+    l->n_ids    = 0;
+    l->resolved = false;
+    t->link = l;
+    x->term = t;
+    return x;
 }

@@ -182,6 +182,7 @@ typedef struct late {
     struct late *next;
     lane_t      *l;
     bool         ok, aborted;
+    char         why[192];
 } late_t;
 static late_t          *g_late, *g_late_tail;   /* outcomes from libmosquitto's threads, in order */
 static size_t           g_busy;          /* lanes with a batch (sending, in flight, parked) */
@@ -531,6 +532,36 @@ static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key)
     pthread_mutex_unlock(&g_qmu);
 }
 
+/* Terms into linked entities in a q (4.9): the linked entities are read through ops/ (notify_set_linker). */
+static notify_get_fn g_linker;
+static void         *g_linker_ud;
+
+void notify_set_linker(notify_get_fn get, void *ud)
+{
+    g_linker = get;
+    g_linker_ud = ud;
+}
+
+typedef struct linker_ctx {
+    const char *tenant;
+} linker_ctx_t;
+
+static cr_entity_t *linker_get(void *ud, const char *id)
+{
+    const linker_ctx_t *lc = ud;
+    return g_linker ? g_linker(g_linker_ud, lc->tenant, id) : NULL;
+}
+
+/* s's q holds for e; a q into linked entities reads their current versions (the tree is shared by
+ * the matchers of every tenant: it is only read). */
+static bool q_holds(const notify_sub_t *s, const cr_entity_t *e)
+{
+    if (!s->q_linked) return q_match(s->q, e);
+    linker_ctx_t lc = {.tenant = s->tenant};
+    q_linker_t   lk = {.get = linker_get, .ud = &lc};
+    return q_match_linked(s->q, e, &lk);
+}
+
 static void consider(notify_sub_t *s, const store_change_t *ch)
 {
     const cr_entity_t *e = ch->after ? ch->after : ch->before;
@@ -551,7 +582,7 @@ static void consider(notify_sub_t *s, const store_change_t *ch)
               ((t & TRG_ATTR_DELETED) && watched(s, ch->deleted, ch->n_deleted));
     }
     if (!due) return;
-    if (s->q && !q_match(s->q, e)) return;
+    if (s->q && !q_holds(s, e)) return;
     if (s->geo && !geoq_match(s->geo, e)) return;
     if (s->scope && !scopeq_match(s->scope, e)) return;
     if (s->expires_at != CR_NO_TIME && ch->at >= s->expires_at) {
@@ -742,7 +773,7 @@ static void lane_end(lane_t *l, lane_end_t how)
 /* The outcome of one attempt (notify_done_fn; the HTTP thread's, or the
  * sender's for MQTT): counted; a failure is retried at the head of the lane
  * (order holds) after a delay, with the lane parked, not a thread. */
-static void lane_attempted(void *ud, bool ok, bool aborted)
+static void lane_attempted(void *ud, bool ok, bool aborted, const char *why)
 {
     lane_t         *l = ud;
     notify_sub_t   *s = l->batch[0]->sub;
@@ -766,8 +797,14 @@ static void lane_attempted(void *ud, bool ok, bool aborted)
     }
     atomic_fetch_add(&c->failed, 1);
     atomic_fetch_add(&G.failed, 1);
+    pthread_mutex_lock(&c->why_mu);
+    bool same = why && !strncmp(c->why, why, sizeof c->why - 1);
+    snprintf(c->why, sizeof c->why, "%s", why ? why : "not delivered");
+    pthread_mutex_unlock(&c->why_mu);
     atomic_store(&c->last_failure, now);
-    atomic_store(&c->failing, 1);
+    /* one line when a subscription starts failing, or fails for another reason: not one per notification */
+    if (!atomic_exchange(&c->failing, 1) || !same)
+        LOG_W("notification of subscription %s to %s failed: %s", s->id, s->uri, why ? why : "not delivered");
     if (atomic_fetch_add(&ep->fail_streak, 1) + 1 >= FAIL_STREAK) {
         int b = atomic_load(&ep->backoff_ms);
         b = b ? (b >= 15000 ? 30000 : b * 2) : 1000;
@@ -792,10 +829,11 @@ static void lane_attempted(void *ud, bool ok, bool aborted)
     lane_end(l, END_FAILED);
 }
 
-void notify_done_later(void *ud, bool ok, bool aborted)
+void notify_done_later(void *ud, bool ok, bool aborted, const char *why)
 {
     late_t *x = cr_xmalloc(sizeof *x);
     *x = (late_t){.l = ud, .ok = ok, .aborted = aborted};
+    snprintf(x->why, sizeof x->why, "%s", why ? why : "");
     pthread_mutex_lock(&g_qmu);
     if (g_late_tail) g_late_tail->next = x;
     else g_late = x;
@@ -812,7 +850,7 @@ static bool take_late(bool abort)
     g_late = x->next;
     if (!g_late) g_late_tail = NULL;
     pthread_mutex_unlock(&g_qmu);
-    lane_attempted(x->l, x->ok && !abort, x->aborted || abort);
+    lane_attempted(x->l, x->ok && !abort, x->aborted || abort, *x->why ? x->why : NULL);
     free(x);
     pthread_mutex_lock(&g_qmu);
     return true;
@@ -1126,20 +1164,22 @@ void notify_stop(void)
 void notify_get_stats(notify_stats_t *st)
 {
     memset(st, 0, sizeof *st);
-    st->subscriptions = atomic_load(&g_n_subs);
-    st->due = atomic_load(&G.due);
+    /* in the reverse order of the updates (due, then sent/failed, then delivered/dropped), as
+     * notify_sub_render does: what is seen delivered or dropped is also seen attempted and due */
+    st->delivered = atomic_load(&G.delivered);
+    st->dropped_retries = atomic_load(&G.dropped_retries);
+    st->dropped_failing = atomic_load(&G.dropped_failing);
+    st->dropped_cooldown = atomic_load(&G.dropped_cooldown);
+    st->dropped_deleted = atomic_load(&G.dropped_deleted);
+    st->dropped_shutdown = atomic_load(&G.dropped_shutdown);
     st->sent = atomic_load(&G.sent);
     st->failed = atomic_load(&G.failed);
-    st->dropped_queue_full = atomic_load(&G.dropped_full);
-    st->dropped_shutdown = atomic_load(&G.dropped_shutdown);
-    st->dropped_deleted = atomic_load(&G.dropped_deleted);
-    st->dropped_expired = atomic_load(&G.dropped_expired);
-    st->dropped_failing = atomic_load(&G.dropped_failing);
-    st->throttled = atomic_load(&G.throttled);
-    st->delivered = atomic_load(&G.delivered);
     st->retried = atomic_load(&G.retried);
-    st->dropped_cooldown = atomic_load(&G.dropped_cooldown);
-    st->dropped_retries = atomic_load(&G.dropped_retries);
+    st->dropped_queue_full = atomic_load(&G.dropped_full);
+    st->throttled = atomic_load(&G.throttled);
+    st->dropped_expired = atomic_load(&G.dropped_expired);
+    st->due = atomic_load(&G.due);
+    st->subscriptions = atomic_load(&g_n_subs);
     pthread_mutex_lock(&g_qmu);
     st->queued = g_queued;
     st->endpoints = g_n_endpoints;

@@ -128,8 +128,15 @@ static void inflight_unlink(httpc_conn_t *c)
     c->next = c->prev = NULL;
 }
 
-static void finish(httpc_conn_t *c, bool ok, bool aborted)
+/* The request is over: ok (a 2xx), or why it failed (NULL: the answer's
+ * status says it, or it was aborted). */
+static void finish(httpc_conn_t *c, bool ok, bool aborted, const char *why)
 {
+    char st[64];
+    if (!ok && !aborted && !why) {
+        snprintf(st, sizeof st, "the endpoint answered HTTP %d", c->status);
+        why = st;
+    }
     inflight_unlink(c);
     if (!ok || !c->keep || aborted) conn_close(c);
     else {
@@ -138,7 +145,15 @@ static void finish(httpc_conn_t *c, bool ok, bool aborted)
     }
     void *ud = c->ud;
     c->ud = NULL;
-    g_done(ud, ok, aborted);           /* may free c (its endpoint went) */
+    g_done(ud, ok, aborted, ok ? NULL : why);   /* may free c (its endpoint went) */
+}
+
+/* finish() with what errno says, while `doing`. */
+static void fail_errno(httpc_conn_t *c, const char *doing)
+{
+    char buf[96], why[160];
+    snprintf(why, sizeof why, "%s: %s", doing, strerror_r(errno, buf, sizeof buf));
+    finish(c, false, false, why);
 }
 
 static bool watch(httpc_conn_t *c, uint32_t events, bool add)
@@ -186,11 +201,11 @@ static void on_write(httpc_conn_t *c)
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN) {
-                if (!watch(c, EPOLLOUT, false)) finish(c, false, false);
+                if (!watch(c, EPOLLOUT, false)) fail_errno(c, "epoll");
                 return;
             }
             if (c->reused && !c->got_any && restart(c)) return;   /* the kept connection was closed */
-            finish(c, false, false);
+            fail_errno(c, "sending the request");
             return;
         }
         c->sent += (size_t)w;
@@ -198,7 +213,7 @@ static void on_write(httpc_conn_t *c)
     c->state = ST_READING;
     c->rlen = 0;
     c->got_any = c->in_body = false;
-    if (!watch(c, EPOLLIN | EPOLLRDHUP, false)) finish(c, false, false);
+    if (!watch(c, EPOLLIN | EPOLLRDHUP, false)) fail_errno(c, "epoll");
 }
 
 /* The status line and the headers that matter; false: not an HTTP answer. */
@@ -300,7 +315,7 @@ static void on_read(httpc_conn_t *c)
         if (!c->in_body) {
             if (c->rcap - c->rlen < 4096) {
                 if (c->rcap >= HEAD_MAX) {
-                    finish(c, false, false);
+                    finish(c, false, false, "the answer's head is longer than 64 KiB");
                     return;
                 }
                 c->rcap = c->rcap ? c->rcap * 2 : 8192;
@@ -314,19 +329,19 @@ static void on_read(httpc_conn_t *c)
             if (errno == EINTR) continue;
             if (errno == EAGAIN) return;
             if (c->reused && !c->got_any && restart(c)) return;
-            finish(c, false, false);
+            fail_errno(c, "reading the answer");
             return;
         }
         if (r == 0) {
-            if (c->in_body && c->body_kind == BODY_EOF) finish(c, c->status >= 200 && c->status < 300, false);
+            if (c->in_body && c->body_kind == BODY_EOF) finish(c, c->status >= 200 && c->status < 300, false, NULL);
             else if (c->reused && !c->got_any && restart(c)) return;   /* closed while idle */
-            else finish(c, false, false);
+            else finish(c, false, false, "the endpoint closed the connection before its answer ended");
             return;
         }
         c->got_any = true;
         if (c->in_body) {
             if (eat_body(c, tmp, (size_t)r)) {
-                finish(c, c->status >= 200 && c->status < 300, false);
+                finish(c, c->status >= 200 && c->status < 300, false, NULL);
                 return;
             }
             continue;
@@ -338,7 +353,7 @@ static void on_read(httpc_conn_t *c)
             if (!e) break;
             size_t hend = (size_t)(e - c->rbuf) + 4;
             if (!parse_head(c, hend - 2)) {
-                finish(c, false, false);
+                finish(c, false, false, "the endpoint's answer is not HTTP");
                 return;
             }
             size_t rest = c->rlen - hend;
@@ -350,7 +365,7 @@ static void on_read(httpc_conn_t *c)
             c->in_body = true;
             c->rlen = 0;                        /* eat_body reads the bytes, rbuf is not reused meanwhile */
             if (eat_body(c, c->rbuf + hend, rest)) {
-                finish(c, c->status >= 200 && c->status < 300, false);
+                finish(c, c->status >= 200 && c->status < 300, false, NULL);
                 return;
             }
             break;
@@ -364,14 +379,15 @@ static void on_event(httpc_conn_t *c, uint32_t ev)
         int       err = 0;
         socklen_t l = sizeof err;
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err) {
-            finish(c, false, false);
+            if (err) errno = err;
+            fail_errno(c, "connecting");
             return;
         }
         c->state = ST_WRITING;
     }
     if (c->state == ST_WRITING) {
         if (ev & (EPOLLERR | EPOLLHUP) && !(ev & EPOLLOUT)) {
-            finish(c, false, false);
+            finish(c, false, false, "the connection failed");
             return;
         }
         on_write(c);
@@ -392,10 +408,10 @@ static void start(httpc_conn_t *c)
     if (c->fd >= 0) {
         c->reused = true;
         c->state = ST_WRITING;
-        if (!watch(c, EPOLLOUT, true) && !restart(c)) finish(c, false, false);
+        if (!watch(c, EPOLLOUT, true) && !restart(c)) fail_errno(c, "connecting");
         return;
     }
-    if (!start_connect(c)) finish(c, false, false);
+    if (!start_connect(c)) fail_errno(c, "connecting");
 }
 
 static void *httpc_loop(void *arg)
@@ -435,7 +451,7 @@ static void *httpc_loop(void *arg)
                 void *ud = c->ud;
                 conn_close(c);
                 c->ud = NULL;
-                g_done(ud, false, true);
+                g_done(ud, false, true, NULL);
             } else start(c);
         }
         /* what the loop posted itself (a lane's next notification, rendered
@@ -452,18 +468,18 @@ static void *httpc_loop(void *arg)
             next_sweep = now + 50;
             for (httpc_conn_t *c = g_inflight, *nx; c; c = nx) {
                 nx = c->next;
-                if (now >= c->deadline_ms) finish(c, false, false);
+                if (now >= c->deadline_ms) finish(c, false, false, "no answer within the timeout");
             }
         }
     }
-    while (g_inflight) finish(g_inflight, false, true);
+    while (g_inflight) finish(g_inflight, false, true, NULL);
     while (g_pending) {
         httpc_conn_t *c = g_pending;
         g_pending = c->next;
         c->next = NULL;
         void *ud = c->ud;
         c->ud = NULL;
-        g_done(ud, false, true);
+        g_done(ud, false, true, NULL);
     }
     g_pending_tail = NULL;
     return NULL;
@@ -546,7 +562,7 @@ void httpc_post(httpc_conn_t *c, const char *body, size_t len, long timeout_ms, 
     if (g_stop) {
         pthread_mutex_unlock(&g_mu);
         c->ud = NULL;
-        g_done(ud, false, true);
+        g_done(ud, false, true, NULL);
         return;
     }
     c->next = g_submit;

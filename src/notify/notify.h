@@ -41,7 +41,14 @@
  *    --notifierRetryDelay doubling, at least endpoint.cooldown) at the head of
  *    its lane, so order holds; the lane is parked meanwhile, not a thread;
  *    within endpoint.cooldown of a failure nothing else of the subscription
- *    is sent (5.2.15: dropped, counted).
+ *    is sent (5.2.15: dropped, counted). Each failure says why (the
+ *    client's reason: a status, errno, a timeout, the egress policy), kept
+ *    per subscription (coraine:lastFailureReason);
+ *  - egress: an endpoint host refused as written (a host rule, a literal
+ *    address) refuses the subscription (BadRequestData); a host name is
+ *    checked again on each address connected (libcurl's socket callback,
+ *    MQTT's resolution and peer), so DNS rebinding gets a failure, not a
+ *    connection.
  *
  * Every count is kept per subscription (timesSent, timesFailed, due, dropped)
  * and over all of them (/statistics).
@@ -133,6 +140,14 @@ typedef struct notify_linked {
 typedef void *(*notify_join_fn)(void *ud, const char *tenant, cr_entity_t *const *roots, size_t n, bool flat,
                                 unsigned level, const render_opts_t *ro, notify_linked_t *out);
 void notify_set_join(notify_join_fn fetch, void (*release)(void *h), void *ud);
+
+/* Terms into linked entities in a subscription's q (4.9 rel{attr}) are
+ * evaluated when a change is matched, against the current versions of the
+ * linked entities held here, read through ops/ (set at start): get(ud,
+ * tenant, id) returns a reference (entity_unref it) or NULL. Called on the
+ * matcher's thread, a store hook: it only reads. */
+typedef cr_entity_t *(*notify_get_fn)(void *ud, const char *tenant, const char *id);
+void notify_set_linker(notify_get_fn get, void *ud);
 
 /* ---------------------------------------------------- the registry (engine.c) */
 

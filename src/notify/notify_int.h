@@ -7,6 +7,7 @@
 
 #include "notify.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
@@ -32,6 +33,8 @@ typedef struct sub_counters {
     _Atomic int64_t last_notification, last_success, last_failure;
     _Atomic int64_t last_due;          /* throttling: the commit time of the last due change */
     atomic_int      failing;           /* notification.status: 1 failed, 0 ok */
+    pthread_mutex_t why_mu;            /* why */
+    char            why[192];          /* the last failure's reason (coraine:lastFailureReason) */
     uint64_t        order;             /* creation order in the registry */
 } sub_counters_t;
 
@@ -57,6 +60,7 @@ struct notify_sub {
     const char        **dataset_ids; size_t n_dataset_ids;
     unsigned            triggers;         /* TRG_*, entityUpdated folded into the attribute ones */
     q_expr_t           *q;
+    bool                q_linked;         /* q has terms into linked entities: q_match_linked */
     geoq_t             *geo;
     scopeq_t           *scope;
     bool                active;
@@ -75,6 +79,7 @@ struct notify_sub {
     sub_header_t       *receiver_info; size_t n_receiver_info;
     long                timeout_ms;       /* 0: --notifierTimeout */
     long                cooldown_ms;      /* endpoint.cooldown (5.2.15), 0: none */
+    const char         *egress_why;       /* the egress policy refuses the URI's host (why), or NULL */
     /* http:// with a literal address or localhost, no user info: sent by
      * httpc.c (the others by libcurl) */
     bool                hc;
@@ -135,9 +140,9 @@ const char *notify_render(notify_job_t *const *jobs, size_t n, sbuf_t *sb);
  * client) and returns at once for HTTP; done(ud, ok, aborted) follows once,
  * on the HTTP thread (or on the caller's for MQTT and for a request that
  * could not be made). ok: a 2xx (an MQTT publication acknowledged as its QoS
- * asks); aborted: not attempted to the end because the engine stops. body
- * stays untouched until done. */
-typedef void (*notify_done_fn)(void *ud, bool ok, bool aborted);
+ * asks); aborted: not attempted to the end because the engine stops; why:
+ * what failed (copied by done), or NULL. body stays untouched until done. */
+typedef void (*notify_done_fn)(void *ud, bool ok, bool aborted, const char *why);
 bool notify_http_init(notify_done_fn done, problem_t *p);
 /* Stops the HTTP thread: what is in flight is done(.., aborted). */
 void notify_http_shutdown(void);
@@ -174,8 +179,11 @@ void notify_mqtt_sweep(int64_t now_ms, bool abort);
 
 /* engine.c: an outcome reported from a thread that is not the engine's
  * (libmosquitto's): a sender thread takes it up (notify_done_fn's work). */
-void notify_done_later(void *ud, bool ok, bool aborted);
+void notify_done_later(void *ud, bool ok, bool aborted, const char *why);
 void notify_mqtt_free(void *conn);
+
+/* sub.c: the host of a URI's authority (no user info, no port; [v6] kept), in out. */
+void notify_uri_host(const char *uri, char *out, size_t n);
 
 /* engine.c: a subscription's last reference lets go of its endpoint. */
 void notify_sub_engine_release(notify_sub_t *s);

@@ -347,6 +347,7 @@ typedef struct conn {
     httpc_conn_t      *hc;             /* http:// with a literal address: httpc.c */
     struct curl_slist *headers;        /* of the request in flight */
     void              *ud;             /* the done callback's */
+    char              *refused;        /* the egress policy refused the address connected (why), or NULL */
     struct conn       *next;           /* the submit list / the in-flight list */
     struct conn       *prev;           /* the in-flight list */
 } conn_t;
@@ -363,17 +364,42 @@ static conn_t         *g_inflight;     /* the loop thread's only */
 static void request_done(conn_t *c, CURLcode rc, bool aborted)
 {
     long code = 0;
-    if (rc == CURLE_OK) curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
-    else if (!aborted) {
-        char *url = NULL;
-        curl_easy_getinfo(c->curl, CURLINFO_EFFECTIVE_URL, &url);
-        LOG_D("notify %s: %s", url ? url : "?", curl_easy_strerror(rc));
+    char why[224] = "";
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+        if (code < 200 || code >= 300) snprintf(why, sizeof why, "the endpoint answered HTTP %ld", code);
+    } else if (c->refused) {
+        snprintf(why, sizeof why, "refused by the egress policy: %s", c->refused);
+    } else if (!aborted) {
+        snprintf(why, sizeof why, "%s", curl_easy_strerror(rc));
     }
+    free(c->refused);
+    c->refused = NULL;
     curl_slist_free_all(c->headers);
     c->headers = NULL;
     void *ud = c->ud;
     c->ud = NULL;
-    g_done(ud, rc == CURLE_OK && code >= 200 && code < 300, aborted);   /* may free c (its endpoint went) */
+    g_done(ud, rc == CURLE_OK && code >= 200 && code < 300, aborted, *why ? why : NULL);   /* may free c */
+}
+
+/* The egress policy (core/egress.c) on the address libcurl connects, after
+ * its resolution (so a DNS answer that changed since the subscription was
+ * checked, rebinding, is caught): a refused one is never connected. */
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    conn_t *c = ud;
+    char    why[160];
+    char   *url = NULL, host[256] = "";
+    if (curl_easy_getinfo(c->curl, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK && url)
+        notify_uri_host(url, host, sizeof host);
+    if (purpose != CURLSOCKTYPE_IPCXN) {
+        snprintf(why, sizeof why, "not an IP connection");
+    } else if (egress_check_host(*host ? host : NULL, &a->addr, why, sizeof why)) {
+        return socket(a->family, a->socktype, a->protocol);
+    }
+    free(c->refused);
+    c->refused = cr_xstrdup(why);
+    return CURL_SOCKET_BAD;
 }
 
 static void inflight_unlink(conn_t *c)
@@ -495,6 +521,7 @@ void notify_conn_free(void *conn)
     conn_t *c = conn;
     if (!c) return;
     if (c->curl) curl_easy_cleanup(c->curl);
+    free(c->refused);
     notify_mqtt_free(c->mqtt);
     httpc_conn_free(c->hc);
     free(c);
@@ -557,6 +584,8 @@ static bool prepare(conn_t *cn, const notify_sub_t *s, const char *body, size_t 
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, cn);
     if (cr_config.notifier_ca_file && *cr_config.notifier_ca_file && strcmp(cr_config.notifier_ca_file, "none"))
         curl_easy_setopt(c, CURLOPT_CAINFO, cr_config.notifier_ca_file);
     return true;
@@ -570,6 +599,12 @@ void notify_transport_send(void **conn, const notify_sub_t *s, const char *body,
 {
     conn_t *cn = *conn;
     if (!cn) *conn = cn = cr_xcalloc(1, sizeof *cn);
+    if (s->egress_why) {              /* the URI's host (a name rule, or a literal address) is refused */
+        char why[224];
+        snprintf(why, sizeof why, "refused by the egress policy: %s", s->egress_why);
+        g_done(ud, false, false, why);
+        return;
+    }
     if (s->mqtt) {
         notify_mqtt_send(&cn->mqtt, s, body, len, ctype, timeout_ms, ud);
         return;
@@ -589,7 +624,7 @@ void notify_transport_send(void **conn, const notify_sub_t *s, const char *body,
         return;
     }
     if (!prepare(cn, s, body, len, ctype, timeout_ms)) {
-        g_done(ud, false, false);
+        g_done(ud, false, false, "the request could not be prepared (out of memory)");
         return;
     }
     cn->ud = ud;
@@ -599,7 +634,7 @@ void notify_transport_send(void **conn, const notify_sub_t *s, const char *body,
         curl_slist_free_all(cn->headers);
         cn->headers = NULL;
         cn->ud = NULL;
-        g_done(ud, false, true);
+        g_done(ud, false, true, NULL);
         return;
     }
     cn->next = g_submit;

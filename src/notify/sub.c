@@ -8,6 +8,8 @@
  */
 #include "notify_int.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +21,17 @@ sub_counters_t *sub_counters_new(void)
     static atomic_uint_fast64_t order;
     sub_counters_t *c = cr_xcalloc(1, sizeof *c);
     atomic_init(&c->refs, 1);
+    pthread_mutex_init(&c->why_mu, NULL);
     c->order = atomic_fetch_add(&order, 1);
     return c;
 }
 
 void sub_counters_unref(sub_counters_t *c)
 {
-    if (c && atomic_fetch_sub(&c->refs, 1) == 1) free(c);
+    if (c && atomic_fetch_sub(&c->refs, 1) == 1) {
+        pthread_mutex_destroy(&c->why_mu);
+        free(c);
+    }
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -214,6 +220,44 @@ static void http_uri(notify_sub_t *s, const char *uri)
     s->hc = true;
 }
 
+void notify_uri_host(const char *uri, char *out, size_t n)
+{
+    const char *a = strstr(uri, "://");
+    a = a ? a + 3 : uri;
+    const char *e = a + strcspn(a, "/?#");
+    for (const char *at = a; at < e; at++)        /* user info: up to the last '@' of the authority */
+        if (*at == '@') a = at + 1;
+    size_t l = *a == '[' ? strcspn(a, "]") + 1 : strcspn(a, ":/?#");
+    if (a + l > e) l = (size_t)(e - a);
+    snprintf(out, n, "%.*s", (int)l, a);
+}
+
+/* The egress policy (core/egress.c) on the endpoint's host as written: a
+ * host-name rule, or the address rules for a literal address. NULL: allowed
+ * (so far: a host name is checked again on every address connected). */
+static const char *egress_refusal(notify_sub_t *s)
+{
+    char host[256], bare[256], why[160];
+    if (s->mqtt) snprintf(host, sizeof host, strchr(s->mq_host, ':') ? "[%s]" : "%s", s->mq_host);
+    else notify_uri_host(s->uri, host, sizeof host);
+    size_t hl = strlen(host);
+    snprintf(bare, sizeof bare, "%.*s", (int)(host[0] == '[' && hl > 2 ? hl - 2 : hl), host + (host[0] == '['));
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    const struct sockaddr *sa = NULL;
+    if (s->hc) {
+        sa = (const struct sockaddr *)&s->hc_addr;          /* "localhost" too: the address httpc.c connects */
+    } else if (inet_pton(AF_INET, bare, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+        ss.ss_family = AF_INET;
+        sa = (const struct sockaddr *)&ss;
+    } else if (inet_pton(AF_INET6, bare, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+        ss.ss_family = AF_INET6;
+        sa = (const struct sockaddr *)&ss;
+    }
+    if (egress_check_host(host, sa, why, sizeof why)) return NULL;
+    return arena_strdup(s->a, why);
+}
+
 static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
 {
     static const char *const known[] = {"uri", "accept", "receiverInfo", "notifierInfo", "timeout", "cooldown", NULL};
@@ -232,6 +276,7 @@ static bool endpoint_parse(notify_sub_t *s, const json_t *ep, problem_t *p)
                            uri->str);
     s->uri = uri->str;
     if (!strncmp(uri->str, "http://", 7)) http_uri(s, uri->str);
+    s->egress_why = egress_refusal(s);
     s->accept = SUB_ACC_JSON;
     const json_t *acc = json_get(ep, "accept");
     if (acc) {
@@ -476,6 +521,15 @@ static notify_sub_t *sub_build(const char *tenant, const char *json, size_t len,
         if (!json_is_string(v) || !v->len) BAD("q must be a non-empty string");
         const char *qt = pct_decode(s->a, v->str);
         if (!(s->q = q_parse_stored(s->a, qt, s->ctx, p))) goto fail;
+        /* 5.2.12: q is "a valid query string as per clause 4.9", and 4.9 lets a term apply to the
+         * entities a Relationship targets, rel{attr}; 5.8.6 matches the notified entities "as mandated
+         * by clauses 4.9, 4.10 and 4.19". Unlike a query (5.7.2.4), no clause of 5.8 asks for
+         * notification.join: such a q is valid with or without it, and evaluated against the linked
+         * entities held here when a change is matched (engine.c). A malformed term is BadRequestData
+         * (5.8.1.4), from the parser. */
+        s->q_linked = q_link_depth(s->q) > 0;
+        if (s->q_linked && q_links(s->q, NULL, 0) > Q_MAX_LINKS)
+            BAD("q has more than %d terms into linked entities", Q_MAX_LINKS);
         q_value_options(s->q, s->a, s->ctx, vnames[0], vn[0], vnames[1], vn[1]);
     }
     if ((v = json_get(t, "geoQ"))) {
@@ -537,6 +591,10 @@ static notify_sub_t *sub_build(const char *tenant, const char *json, size_t len,
     const json_t *n = json_get(t, "notification");
     if (!n) BAD("notification is mandatory");
     if (!notification_parse(s, n, p)) goto fail;
+    /* a new or updated subscription whose endpoint the egress policy refuses is not made (a stored one,
+     * rebuilt at start under another policy, is kept: its notifications fail, with the reason) */
+    if (now && s->egress_why)
+        BAD("notification.endpoint.uri: the egress policy refuses %s (--egressDeny, --egressAllow)", s->egress_why);
     return s;
 fail:
     arena_free(s->a);
@@ -799,45 +857,59 @@ void notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_cont
                 jw_value(w, n);
             }
             if (c) {
+                /* One snapshot, loaded in the reverse order of the updates (a change is counted due,
+                 * then its attempt sent or failed, then its batch delivered or dropped): a reader that
+                 * sees a change delivered or dropped also sees its attempt and its due count. */
+                uint64_t delivered = atomic_load(&c->delivered), d_retries = atomic_load(&c->dropped_retries);
+                uint64_t d_failing = atomic_load(&c->dropped_failing), d_cooldown = atomic_load(&c->dropped_cooldown);
+                uint64_t d_deleted = atomic_load(&c->dropped_deleted), d_shutdown = atomic_load(&c->dropped_shutdown);
+                uint64_t sent = atomic_load(&c->sent), failed = atomic_load(&c->failed), retried = atomic_load(&c->retried);
+                int      failing = atomic_load(&c->failing);
+                int64_t  last_n = atomic_load(&c->last_notification), last_s = atomic_load(&c->last_success);
+                int64_t  last_f = atomic_load(&c->last_failure);
+                uint64_t d_full = atomic_load(&c->dropped_full), throttled = atomic_load(&c->throttled);
+                uint64_t d_expired = atomic_load(&c->dropped_expired), due = atomic_load(&c->due);
+
                 /* status only once a notification was attempted (5.2.14: the last attempt's outcome) */
-                if (atomic_load(&c->last_notification)) {
+                if (last_n) {
                     jw_key(w, "status");
-                    jw_string(w, atomic_load(&c->failing) ? "failed" : "ok");
+                    jw_string(w, failing ? "failed" : "ok");
                 }
                 jw_key(w, "timesSent");
-                jw_int(w, (int64_t)atomic_load(&c->sent));
+                jw_int(w, (int64_t)sent);
                 jw_key(w, "timesFailed");
-                jw_int(w, (int64_t)atomic_load(&c->failed));
-                jw_time(w, "lastNotification", atomic_load(&c->last_notification));
-                jw_time(w, "lastSuccess", atomic_load(&c->last_success));
-                jw_time(w, "lastFailure", atomic_load(&c->last_failure));
-            }
-            if (c && sys_attrs) {
-                jw_key(w, "coraine:due");
-                jw_int(w, (int64_t)atomic_load(&c->due));
-                jw_key(w, "coraine:dropped");
-                jw_object_begin(w);
-                jw_key(w, "queueFull");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_full));
-                jw_key(w, "shutdown");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_shutdown));
-                jw_key(w, "expired");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_expired));
-                jw_key(w, "deleted");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_deleted));
-                jw_key(w, "endpointFailing");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_failing));
-                jw_key(w, "throttled");
-                jw_int(w, (int64_t)atomic_load(&c->throttled));
-                jw_key(w, "cooldown");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_cooldown));
-                jw_key(w, "retriesExhausted");
-                jw_int(w, (int64_t)atomic_load(&c->dropped_retries));
-                jw_object_end(w);
-                jw_key(w, "coraine:delivered");
-                jw_int(w, (int64_t)atomic_load(&c->delivered));
-                jw_key(w, "coraine:retried");
-                jw_int(w, (int64_t)atomic_load(&c->retried));
+                jw_int(w, (int64_t)failed);
+                jw_time(w, "lastNotification", last_n);
+                jw_time(w, "lastSuccess", last_s);
+                jw_time(w, "lastFailure", last_f);
+                if (sys_attrs) {
+                    char why[sizeof c->why];
+                    pthread_mutex_t *mu = (pthread_mutex_t *)&c->why_mu;   /* a read; the lock is not the counters' state */
+                    pthread_mutex_lock(mu);
+                    memcpy(why, c->why, sizeof why);
+                    pthread_mutex_unlock(mu);
+                    if (*why && last_f) {
+                        jw_key(w, "coraine:lastFailureReason");
+                        jw_string(w, why);
+                    }
+                    jw_key(w, "coraine:due");
+                    jw_int(w, (int64_t)due);
+                    jw_key(w, "coraine:dropped");
+                    jw_object_begin(w);
+                    static const char *const names[] = {"queueFull", "shutdown", "expired", "deleted", "endpointFailing",
+                                                        "throttled", "cooldown", "retriesExhausted"};
+                    const uint64_t vals[] = {d_full, d_shutdown, d_expired, d_deleted, d_failing, throttled, d_cooldown,
+                                             d_retries};
+                    for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+                        jw_key(w, names[k]);
+                        jw_int(w, (int64_t)vals[k]);
+                    }
+                    jw_object_end(w);
+                    jw_key(w, "coraine:delivered");
+                    jw_int(w, (int64_t)delivered);
+                    jw_key(w, "coraine:retried");
+                    jw_int(w, (int64_t)retried);
+                }
             }
             jw_object_end(w);
             continue;

@@ -248,6 +248,9 @@ typedef struct ops_page {
 bool ops_query_check(const ops_query_t *qy, problem_t *p);
 bool ops_query(const ops_req_t *rq, const ops_query_t *qy, ops_page_t *pg, problem_t *p);
 void ops_page_release(ops_page_t *pg);
+/* Resolves q's terms into linked entities (q_link_resolve) in the tenant of
+ * rq: q is written, so a tree shared between threads is q_clone'd first. */
+bool ops_q_resolve(const ops_req_t *rq, q_expr_t *q, problem_t *p);
 
 /* ------------------------------------------------------ join.c */
 

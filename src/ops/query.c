@@ -28,7 +28,7 @@ bool ops_query_check(const ops_query_t *qy, problem_t *p)
  * query, innermost first, into the ids of the entities its inner expression
  * matches (one store scan each; a type hint walks the type index), so that
  * the query itself tests ids while it holds the store lock. */
-#define OPS_Q_MAX_LINKS   16
+#define OPS_Q_MAX_LINKS   Q_MAX_LINKS
 #define OPS_Q_MAX_TARGETS 100000
 
 typedef struct link_ids {
@@ -55,7 +55,7 @@ static void collect_id(void *ud, const cr_entity_t *e)
     c->ids[c->n++] = arena_strdup(c->a, e->id);
 }
 
-static bool resolve_links(const ops_req_t *rq, q_expr_t *q, problem_t *p)
+bool ops_q_resolve(const ops_req_t *rq, q_expr_t *q, problem_t *p)
 {
     q_expr_t *links[OPS_Q_MAX_LINKS];
     size_t    n = q_links(q, links, OPS_Q_MAX_LINKS);
@@ -68,7 +68,7 @@ static bool resolve_links(const ops_req_t *rq, q_expr_t *q, problem_t *p)
         entity_filter_t f = {0};
         q_link_get(links[i], &v);
         f.q = (q_expr_t *)v.inner;
-        if (v.types && !(f.types = typesel_parse(rq->arena, v.types, rq->ctx, p))) return false;
+        f.types = (typesel_t *)v.tsel;      /* parsed with the q, in its @context */
         if (!store_foreach(rq->store, rq->tenant, &f, collect_id, &c, p)) return false;
         if (c.over)
             return problem_set(p, PB_TOO_MANY_RESULTS, "more than %d entities match a q term into linked entities "
@@ -82,7 +82,7 @@ bool ops_query(const ops_req_t *rq, const ops_query_t *qy, ops_page_t *pg, probl
 {
     memset(pg, 0, sizeof *pg);
     if (!ops_query_check(qy, p)) return false;
-    if (q_link_depth(qy->f.q) && !resolve_links(rq, qy->f.q, p)) return false;
+    if (q_link_depth(qy->f.q) && !ops_q_resolve(rq, qy->f.q, p)) return false;
     size_t          want = qy->limit ? qy->limit + 1 : 0;
     store_page_t    sp;
     entity_filter_t f = qy->f;

@@ -175,13 +175,31 @@ notify_sub_t **ops_sub_query(const ops_req_t *rq, size_t offset, size_t limit, s
     return ops_subk_query(&k_sub, rq, offset, limit, n, total, p);
 }
 
-/* The entities of a periodic notification (notify_source_fn). */
+/* The entities of a periodic notification (notify_source_fn). A q into
+ * linked entities is resolved first (ops_q_resolve) on this call's own copy:
+ * the subscription's tree is shared by the matcher threads. */
 static bool periodic_source(void *ud, const char *tenant, const entity_filter_t *f,
                             void (*fn)(void *fud, const cr_entity_t *e), void *fud)
 {
     problem_t p = {0};
     if (tenant && *tenant && !store_tenant_exists(ud, tenant)) return false;
-    return store_foreach(ud, tenant, f, fn, fud, &p);
+    if (!q_link_depth(f->q)) return store_foreach(ud, tenant, f, fn, fud, &p);
+
+    arena_t        *a = arena_new(4096);
+    ops_req_t       rq = {.store = ud, .tenant = tenant, .arena = a};
+    entity_filter_t lf = *f;
+    lf.q = q_clone(a, f->q);
+    bool ok = ops_q_resolve(&rq, lf.q, &p) && store_foreach(ud, tenant, &lf, fn, fud, &p);
+    if (!ok && p.kind) LOG_W("periodic notification: q into linked entities not evaluated: %s", p.detail);
+    arena_free(a);
+    return ok;
+}
+
+/* A linked entity of a subscription's q, read when a change is matched (notify_get_fn). */
+static cr_entity_t *linked_get(void *ud, const char *tenant, const char *id)
+{
+    problem_t p = {0};
+    return store_get(ud, tenant, id, &p);
 }
 
 /* The linked entities of a notification with join (notify_join_fn): what
@@ -231,5 +249,6 @@ size_t ops_sub_restore(store_t *s)
 {
     notify_set_source(periodic_source, s);
     notify_set_join(join_fetch, join_release, s);
+    notify_set_linker(linked_get, s);
     return ops_subk_restore(&k_sub, s);
 }

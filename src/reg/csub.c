@@ -52,6 +52,9 @@ static bool parse_extra(csub_t *c, const notify_sub_t *s, problem_t *p)
     if (!t) return problem_set(p, PB_INTERNAL_ERROR, "a stored subscription is not JSON: %s", err);
     const json_t *v = json_get(t, "csf");
     if (v && !(c->csf = q_parse_stored(c->a, v->str, notify_sub_context(s), p))) return false;
+    if (c->csf && q_link_depth(c->csf))     /* a registration has no Relationships to follow */
+        return problem_set(p, PB_BAD_REQUEST_DATA, "csf: a term into linked entities (rel{...}) selects "
+                           "entities, not registrations");
     if ((v = json_get(t, "temporalQ"))) {
         if (!json_is_object(v)) return problem_set(p, PB_BAD_REQUEST_DATA, "temporalQ must be an object (5.2.21)");
         json_foreach(m, v)

@@ -631,6 +631,75 @@ def test_dead_endpoint_retries_backs_off_and_counts(cli):
     assert n["coraine:delivered"] == 0 and d["queueFull"] == d["cooldown"] == 0
 
 
+def test_5_2_12_geo_q_scope_q_and_lang_select_and_shape(cli, rcv):
+    """geoQ (5.2.13) and scopeQ (4.19) select the notified entities; lang
+    (4.15) picks the language of a LanguageProperty; subscriptionName,
+    description and localOnly are kept as given."""
+    inside, outside, scoped = uid(), uid(), uid()
+    create_sub(cli, sub(rcv.uri, geoQ={"georel": "within", "geometry": "Polygon",
+                                       "coordinates": [[[0, 0], [0, 10], [10, 10], [10, 0], [0, 0]]]},
+                        notification={"sysAttrs": False, "format": "keyValues"}))
+    sid = create_sub(cli, sub(rcv.uri, entities=[{"type": "Bike"}], scopeQ="/city/#", lang="fr",
+                              subscriptionName="bikes", description="scoped bikes", localOnly=True,
+                              notification={"sysAttrs": False, "format": "keyValues"}))
+    cli.create(entity(inside, "Car", location={"type": "GeoProperty", "value": {"type": "Point", "coordinates": [5, 5]}}))
+    cli.create(entity(outside, "Car", location={"type": "GeoProperty", "value": {"type": "Point", "coordinates": [50, 5]}}))
+    cli.create(entity(scoped, "Bike", scope="/city/north",
+                      name={"type": "LanguageProperty", "languageMap": {"en": "red", "fr": "rouge"}}))
+    cli.create(entity(uid(), "Bike", scope="/village"))
+    rcv.settle()
+    got = {e["id"]: e for n in rcv.notifications() for e in n["body"]["data"]}
+    assert sorted(got) == sorted([inside, scoped])
+    assert got[scoped]["name"] == "rouge"
+    b = cli.get("/subscriptions/" + sid).json()
+    assert (b["subscriptionName"], b["description"], b["localOnly"], b["lang"]) == ("bikes", "scoped bikes", True, "fr")
+
+
+def test_5_8_1_4_jsonld_context_compacts_the_notifications(cli, rcv, ctxserver):
+    """jsonldContext (5.2.12) is what notifications are compacted with and
+    what their Link header names; without it, the subscription's @context."""
+    mine = ctxserver.unique({"@context": {"vel": "urn:ex:speed", "Car": "urn:ex:Car"}})
+    theirs = ctxserver.unique({"@context": {"speedOfCar": "urn:ex:speed", "Car": "urn:ex:Car"}})
+    for jc in (None, theirs):
+        rcv.reset()
+        body = {"type": "Subscription", "entities": [{"type": "Car"}], "@context": mine,
+                "notification": {"endpoint": {"uri": rcv.uri}, "format": "keyValues"}}
+        if jc:
+            body["jsonldContext"] = jc
+        r = cli.post("/subscriptions", body, ctype="application/ld+json")
+        assert r.status_code == 201, r.text
+        sid = r.headers["Location"].rsplit("/", 1)[1]
+        assert cli.get("/subscriptions/" + sid).json()["jsonldContext"] == (jc or mine)
+        cli.create(entity(uid(), "urn:ex:Car", **{"urn:ex:speed": prop(7)}))
+        data(rcv, 1)
+        got = [x for x in rcv.notifications() if x["body"]["subscriptionId"] == sid][0]
+        assert got["body"]["data"][0][("speedOfCar" if jc else "vel")] == 7, got
+        assert (jc or mine) in got["headers"]["Link"]
+        assert cli.delete("/subscriptions/" + sid).status_code == 204
+
+
+def test_queue_full_is_counted_before_the_write_is_answered(broker_factory, make_client):
+    """A change that finds its endpoint's queue full (--notifierQueueSize) is
+    dropped and counted by the matcher, before the write is answered: read
+    right after the writes, with no waiting, every due change is accounted."""
+    never = Receiver("--never")
+    try:
+        b = broker_factory("--notifierQueueSize", "1")
+        c = make_client(b)
+        sid = create_sub(c, sub(never.uri))
+        eid = uid()
+        c.create(entity(eid, "Car", speed=prop(0)))
+        for i in range(9):
+            assert c.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 1)}).status_code == 204
+        n = c.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()["notification"]
+        # one in flight (never answered), at most one queued: the rest dropped
+        assert n["coraine:due"] == 10 and n["coraine:dropped"]["queueFull"] >= 8, n
+        st = c.get("/statistics").json()["notifications"]
+        assert st["droppedQueueFull"] >= 8
+    finally:
+        never.stop()
+
+
 def test_failed_notification_is_retried_in_order(cli):
     """A receiver refusing the first two attempts gets the notification at the
     third, and what was written meanwhile after it, in commit order."""

@@ -213,3 +213,47 @@ def test_7_2_dead_mqtt_brokers_hold_no_thread(broker_factory, make_client):
             s.close()
         for c in held:
             c.close()
+
+
+def test_7_2_reconnects_after_the_mqtt_broker_restarts(cli, tmp_path):
+    """libmosquitto's client reconnects (1 s doubling up to 30 s): after the
+    MQTT broker comes back on its port, notifications are delivered again."""
+    if not os.path.exists(MOSQUITTO):
+        pytest.skip("mosquitto is not installed (scripts/deps.sh installs it)")
+    port = free_port()
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\n" % port)
+
+    def start():
+        p = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        r = Receiver("--mqtt", "127.0.0.1:%d" % port, "--topic", "ngsi/#")
+        time.sleep(0.2)
+        return p, r
+
+    p, r = start()
+    try:
+        sid = mqtt_sub(cli, "mqtt://127.0.0.1:%d/ngsi/re" % port, {"MQTT-QoS": "1"})
+        eid = uid()
+        cli.create(entity(eid, "Car", speed=prop(0)))
+        assert r.wait(1)["notifications"] == 1
+        r.stop()
+        p.terminate()
+        p.wait(5)
+        cli.patch("/entities/%s/attrs" % eid, {"speed": prop(1)})        # while it is down: fails, counted
+        assert wait_failed(cli, sid)["timesFailed"] >= 1
+        p, r = start()
+        deadline, i = time.time() + 20, 2
+        while r.count()["notifications"] == 0 and time.time() < deadline:
+            cli.patch("/entities/%s/attrs" % eid, {"speed": prop(i)})
+            i += 1
+            time.sleep(0.5)
+        assert r.count()["notifications"] >= 1
+        deadline = time.time() + 5
+        while cli.get("/subscriptions/" + sid).json()["notification"]["timesSent"] < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert cli.get("/subscriptions/" + sid).json()["notification"]["timesSent"] >= 2
+    finally:
+        r.stop()
+        p.terminate()
+        p.wait(5)

@@ -51,6 +51,14 @@ static void test_valid_and_invalid(void **state)
         {"{\"entities\":[{\"type\":\"Car\"}],\"notification\":{\"endpoint\":{\"uri\":\"mqtt://h/\"}}}", false},
         {"{\"entities\":[{\"type\":\"Car\"}],\"notification\":{\"endpoint\":{\"uri\":\"ftp://h/x\"}}}", false},
         {"{\"entities\":[{\"type\":\"Car\"}]}", false},
+        /* q into linked entities (4.9): valid, with or without join; malformed: refused */
+        {"{\"entities\":[{\"type\":\"Car\"}],\"q\":\"driver{Person:age}>18\"," EP "}", true},
+        {"{\"entities\":[{\"type\":\"Car\"}],\"q\":\"driver.x{age}>18\"," EP "}", false},
+        /* the egress policy on the endpoint's literal host (built-in: link-local, metadata names) */
+        {"{\"entities\":[{\"type\":\"Car\"}],\"notification\":{\"endpoint\":{\"uri\":\"http://169.254.169.254/x\"}}}", false},
+        {"{\"entities\":[{\"type\":\"Car\"}],\"notification\":{\"endpoint\":{\"uri\":\"https://u@metadata.google.internal/\"}}}", false},
+        {"{\"entities\":[{\"type\":\"Car\"}],\"notification\":{\"endpoint\":{\"uri\":\"mqtt://[fe80::1]:1883/t\"}}}", false},
+        {"{\"entities\":[{\"type\":\"Car\"}],\"notification\":{\"endpoint\":{\"uri\":\"http://example.org:8080/n\"}}}", true},
     };
     arena_t *a = arena_new(4096);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

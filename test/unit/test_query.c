@@ -645,9 +645,83 @@ static void test_q_linked(void **state)
     q_link_resolve(l[0], ids, 1);
     assert_true(q_match(one, st));                    /* a ListRelationship's objects */
 
-    /* stored filters (subscriptions) refuse them */
-    assert_null(q_parse_stored(A, "sensor{humidity}==40", ld_core(), &p));
-    assert_int_equal(p.kind, PB_OPERATION_NOT_SUPPORTED);
+    /* a clone is resolved on its own: the original stays unresolved */
+    q_expr_t *shared = q_parse(A, "sensor{humidity}==40;list{humidity}", ld_core(), &p);
+    q_expr_t *copy = q_clone(A, shared);
+    assert_int_equal(q_links(copy, l, 4), 2);
+    ids = arena_alloc(A, sizeof *ids);
+    ids[0] = "urn:ngsi-ld:Device:345";
+    q_link_resolve(l[0], ids, 1);
+    ids = arena_alloc(A, sizeof *ids);
+    ids[0] = "urn:ngsi-ld:Device:9";
+    q_link_resolve(l[1], ids, 1);
+    assert_true(q_match(copy, st));
+    assert_false(q_match(shared, st));
+}
+
+/* A linker over a fixed set of (frozen) entities, counting its reads. */
+static cr_entity_t *lk_set[3];
+static int          lk_reads;
+
+static cr_entity_t *lk_get(void *ud, const char *id)
+{
+    (void)ud;
+    lk_reads++;
+    for (size_t i = 0; i < 3; i++)
+        if (!strcmp(lk_set[i]->id, id)) {
+            entity_ref(lk_set[i]);
+            return lk_set[i];
+        }
+    return NULL;
+}
+
+/* A stored filter (a subscription's q) keeps rel{...} terms; q_match_linked
+ * follows one entity's objects without writing into the tree. */
+static void test_q_linked_stored_follow(void **state)
+{
+    problem_t    p = { 0 };
+    cr_entity_t *st = E("{'id':'urn:ngsi-ld:WS:7','type':'WS','sensor':{'type':'Relationship','object':'urn:ngsi-ld:Device:7'},"
+                        "'list':{'type':'ListRelationship','objectList':[{'object':'urn:ngsi-ld:Nowhere'},"
+                        "{'object':'urn:ngsi-ld:Sensor:7'}]}}");
+    (void)state;
+    lk_set[0] = entity_freeze(E("{'id':'urn:ngsi-ld:Device:7','type':'Device','humidity':{'type':'Property','value':40},"
+                                "'at':{'type':'Relationship','object':'urn:ngsi-ld:Site:7'}}"));
+    lk_set[1] = entity_freeze(E("{'id':'urn:ngsi-ld:Sensor:7','type':'Sensor','humidity':{'type':'Property','value':70}}"));
+    lk_set[2] = entity_freeze(E("{'id':'urn:ngsi-ld:Site:7','type':'Site','name':{'type':'Property','value':'north'}}"));
+    q_linker_t lk = {.get = lk_get};
+
+    static const struct { const char *q; bool hit; } c[] = {
+        {"sensor{humidity}==40", true}, {"sensor{humidity}==41", false}, {"sensor{humidity}", true},
+        {"list{humidity}>50", true}, {"list{humidity}<50", false}, {"sensor{Device:humidity}==40", true},
+        {"sensor{Sensor:humidity}==40", false}, {"list{Device,Sensor:humidity}==70", true},
+        {"sensor{at{name}}==\"north\"", true}, {"sensor{at{name}}==\"south\"", false},
+        {"nothing{humidity}", false}, {"sensor{humidity}==1|list{humidity}==70", true},
+        {"sensor{humidity}==40;list{humidity}==40", false}, {"!sensor{missing}", true},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        q_expr_t *q = q_parse_stored(A, c[i].q, ld_core(), &p);
+        if (!q) fail_msg("q_parse_stored(%s): %s", c[i].q, p.detail);
+        assert_true(q_link_depth(q) > 0);
+        if (q_match_linked(q, st, &lk) != c[i].hit) fail_msg("q_match_linked(%s) != %d", c[i].q, c[i].hit);
+        assert_false(q_match(q, st));           /* the tree was not resolved by it */
+    }
+    /* the reads are bounded per evaluation: 1000 objects, 256 read */
+    size_t cap = 64 * 1024, n = 0;
+    char  *wide = arena_alloc(A, cap);
+    n += (size_t)snprintf(wide + n, cap - n, "{'id':'urn:ngsi-ld:WS:8','type':'WS','list':{'type':'ListRelationship',"
+                                             "'objectList':[");
+    for (int i = 0; i < 1000; i++)
+        n += (size_t)snprintf(wide + n, cap - n, "%s{'object':'urn:ngsi-ld:Nowhere:%d'}", i ? "," : "", i);
+    snprintf(wide + n, cap - n, "]}}");
+    lk_reads = 0;
+    assert_false(q_match_linked(q_parse_stored(A, "list{humidity}", ld_core(), &p), E(wide), &lk));
+    assert_int_equal(lk_reads, 256);
+    /* malformed terms stay refused, as BadRequestData */
+    assert_null(q_parse_stored(A, "sensor.x{a}==1", ld_core(), &p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    assert_null(q_parse_stored(A, "sensor{}", ld_core(), &p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    for (size_t i = 0; i < 3; i++) entity_unref(lk_set[i]);
 }
 
 static void test_q_error_detail(void **state)
@@ -980,6 +1054,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_q_hand_built, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_linked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_q_linked_stored_follow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_error_detail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_q_threads, setup, teardown),
