@@ -164,6 +164,22 @@ typedef struct http_stats {
 } http_stats_t;
 void http_get_stats(http_stats_t *st);
 
+/* ---- per operation (for /metrics): an operation is a route and a method;
+ * latency from the arrival of the request head to the answer, in buckets of
+ * these upper bounds (seconds; the last bucket is everything beyond). */
+#define HTTP_LAT_BUCKETS 16
+extern const double http_latency_bounds[HTTP_LAT_BUCKETS];
+typedef struct http_op_stats {
+    const char *route;         /* the route's pattern, "(none)" when none matched */
+    const char *method;        /* "GET" ... "OPTIONS", "other" */
+    uint64_t    by_class[6];   /* 1xx..5xx in [1..5] */
+    uint64_t    count;
+    uint64_t    buckets[HTTP_LAT_BUCKETS + 1];   /* not cumulative */
+    uint64_t    sum_ns;
+} http_op_stats_t;
+/* fn for every operation answered at least once (summed over the threads). */
+void http_foreach_op_stats(void (*fn)(void *ud, const http_op_stats_t *st), void *ud);
+
 /* ---- URL helpers */
 /* Decodes %XX in place (no '+' handling); false on a bad escape. */
 bool http_url_decode(char *s);

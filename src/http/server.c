@@ -34,6 +34,7 @@
  * so each run gets a fresh copy of the body as received.
  */
 #include "http.h"
+#include "reqstats.h"
 #include "router.h"
 #include "../json/json.h"
 
@@ -89,11 +90,13 @@ typedef struct conn {
     int        dstate;        /* DS_*: see req_defer */
     bool       rerun;         /* the handler ran before on this request */
     bool       was_deferred;  /* counted in g_deferred until the request completes */
+    int        route;         /* index of the matched route (reqstats), -1: none */
 } conn_t;
 
 struct http_server {
-    struct MHD_Daemon *d;
-    router_t          *router;
+    struct MHD_Daemon  *d;
+    router_t           *router;
+    const http_route_t *routes;
 };
 
 /* An idle connection keeps at most this much arena for its next request. */
@@ -112,7 +115,7 @@ struct http_server {
 #define HTTP_TYPE_RESERVE 96      /* a Content-Type header (reply_header_room) */
 
 static struct {
-    atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
+    atomic_uint_fast64_t open;   /* requests are counted per thread: reqstats.c */
 } stats;
 static atomic_int g_deferred;    /* deferred requests not completed yet */
 
@@ -156,7 +159,7 @@ static void guard_send(int fd, int status, const char *reason, const char *extra
                       "Content-Length: %d\r\n\r\n%s", status, reason, extra, bn, body);
     if (n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         LOG_D("http: cannot send %d to fd %d: %s", status, fd, strerror(errno));
-    atomic_fetch_add(&stats.by_class[status / 100], 1);
+    reqstats_record(-1, 0, status, -1);
 }
 
 static void guard_add(conn_t *cn)
@@ -265,9 +268,8 @@ static void guard_stop(void)
 
 void http_get_stats(http_stats_t *st)
 {
-    st->requests = atomic_load(&stats.requests);
-    for (int i = 0; i < 7; i++) st->by_method[i] = atomic_load(&stats.by_method[i]);
-    for (int i = 0; i < 6; i++) st->by_class[i] = atomic_load(&stats.by_class[i]);
+    memset(st, 0, sizeof *st);
+    reqstats_totals(st);
     st->connections_open = atomic_load(&stats.open);
 }
 
@@ -331,6 +333,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cn->started = false;
     cn->too_large = false;
     cn->rerun = false;
+    cn->route = -1;
     cn->dstate = DS_NONE;
     if (cn->was_deferred) {                     /* a deferred request that never completed */
         cn->was_deferred = false;
@@ -702,11 +705,6 @@ static int method_bit(const char *m)
     return 0;
 }
 
-static int method_index(int bit)
-{
-    return __builtin_ctz((unsigned)bit);
-}
-
 static bool valid_tenant(const char *t)
 {
     size_t n = strlen(t);
@@ -758,6 +756,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
     request_t *r = &cn->req;
     r->arena = cn->arena;
     r->priv = cn;
+    r->arrived_ns = cr_mono_ns();
     cn->mhd = c;
     r->method_name = method;
     r->method = method_bit(method);
@@ -800,7 +799,6 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
                                "invalid NGSILD-Tenant '%.64s': 1 to 64 characters of A-Z a-z 0-9 _ -", t);
         r->tenant = t;
     }
-    r->arrived_ns = cr_mono_ns();
     return true;
 }
 
@@ -860,8 +858,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
         MHD_add_response_header(resp, r->out_headers[i].name, r->out_headers[i].value);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
-    int cls = r->status / 100;
-    if (cls >= 1 && cls <= 5) atomic_fetch_add(&stats.by_class[cls], 1);
+    reqstats_record(cn ? cn->route : -1, r->method, r->status, r->arrived_ns ? cr_mono_ns() - r->arrived_ns : -1);
     return ret;
 }
 
@@ -870,10 +867,6 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
     request_t *r = &cn->req;
     problem_t  p = {0};
 
-    if (!cn->rerun) {        /* a deferred request counts once */
-        atomic_fetch_add(&stats.requests, 1);
-        if (r->method) atomic_fetch_add(&stats.by_method[method_index(r->method)], 1);
-    }
     if (r->status) return;   /* an error found while the request came in */
 
     if (!r->method) {
@@ -892,6 +885,7 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
         reply_error(r, PB_RESOURCE_NOT_FOUND, "no resource at %s", r->path);
         return;
     }
+    cn->route = (int)(rt - srv->routes);
     http_handler_fn h = router_handler(rt, r->method == HM_HEAD ? HM_GET : r->method);
     if (!h) {
         char *allow = arena_alloc(r->arena, 64);
@@ -989,7 +983,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 if (!guard_claim(cn)) return MHD_NO;
                 guard_send(cn->fd, 431, "Request Header Fields Too Large", "", p.detail);
                 shutdown(cn->fd, SHUT_WR);
-                atomic_fetch_add(&stats.requests, 1);
                 return MHD_NO;
             }
             reply_problem(&cn->req, &p);
@@ -1055,6 +1048,8 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     http_server_t *srv = cr_xcalloc(1, sizeof *srv);
     srv->router = router_new(routes, n_routes);
     if (!srv->router) { free(srv); problem_set(p, PB_INTERNAL_ERROR, "bad route table"); return NULL; }
+    srv->routes = routes;
+    reqstats_init(routes, n_routes);
 
     struct sockaddr_in sa = {0};
     sa.sin_family = AF_INET;
