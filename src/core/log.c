@@ -5,13 +5,16 @@
  */
 #include "core.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 int          cr_log_level = LOG_INFO;
 static FILE *log_out;
+static char *log_path;           /* --logFile, for cr_log_reopen */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
@@ -20,10 +23,33 @@ void cr_log_open(const char *file, int level)
     cr_log_level = level;
     if (file && *file) {
         FILE *f = fopen(file, "a");
-        if (f) { setvbuf(f, NULL, _IOLBF, 0); log_out = f; return; }
+        if (f) {
+            setvbuf(f, NULL, _IOLBF, 0);
+            log_out = f;
+            free(log_path);
+            log_path = cr_xstrdup(file);
+            return;
+        }
         fprintf(stderr, "coraine: cannot open log file %s, logging to stderr\n", file);
     }
     log_out = NULL;
+}
+
+bool cr_log_reopen(void)
+{
+    if (!log_path) return true;
+    FILE *f = fopen(log_path, "a");
+    if (!f) {
+        LOG_E("cannot reopen the log file %s: %s; logging on to the old one", log_path, strerror(errno));
+        return false;
+    }
+    setvbuf(f, NULL, _IOLBF, 0);
+    pthread_mutex_lock(&log_lock);
+    FILE *old = log_out;
+    log_out = f;
+    pthread_mutex_unlock(&log_lock);
+    if (old) fclose(old);
+    return true;
 }
 
 void cr_log(int level, const char *fmt, ...)

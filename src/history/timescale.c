@@ -981,7 +981,8 @@ static void hts_close(void *be)
         return;
     pthread_mutex_lock(&h->mu);
     h->stop              = true;
-    h->drain_deadline_ms = cr_now_ms() + HTS_DRAIN_MS;
+    h->drain_deadline_ms = cr_config.shutdown_deadline_ms ? cr_config.shutdown_deadline_ms
+                                                          : cr_now_ms() + HTS_DRAIN_MS;
     pthread_cond_broadcast(&h->has_work);
     pthread_cond_broadcast(&h->has_room);
     pthread_mutex_unlock(&h->mu);

@@ -107,6 +107,12 @@ typedef struct http_server http_server_t;
 /* Starts libmicrohttpd on cr_config.port with the route table (kept, not copied). */
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p);
 void           http_stop(http_server_t *s);
+/* The first step of a graceful stop: no new connection is accepted, and the
+ * requests under way (a head read, a body coming, a handler running or
+ * deferred, an answer being sent) are finished until cr_mono_ns() reaches
+ * deadline_ns. Returns how many were still under way then (0: all done);
+ * http_stop then closes every connection. */
+int            http_drain(http_server_t *s, int64_t deadline_ns);
 
 /* ---- request helpers */
 /* The value of query parameter `key` (marks it used), NULL when absent. */

@@ -97,6 +97,7 @@ struct http_server {
     struct MHD_Daemon  *d;
     router_t           *router;
     const http_route_t *routes;
+    bool                quiesced;   /* the listening socket is closed (http_drain) */
 };
 
 /* An idle connection keeps at most this much arena for its next request. */
@@ -1098,14 +1099,45 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     return srv;
 }
 
+/* Requests the server has begun and not answered yet (a head complete, a
+ * body coming in, a handler running or deferred, an answer being sent). */
+static int in_flight(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&guard.lock);
+    for (conn_t *cn = guard.head; cn; cn = cn->next) {
+        int ph = atomic_load(&cn->phase);
+        if (ph == PH_BODY || ph == PH_BUSY) n++;
+    }
+    pthread_mutex_unlock(&guard.lock);
+    return n;
+}
+
+int http_drain(http_server_t *srv, int64_t deadline_ns)
+{
+    if (!srv) return 0;
+    if (!srv->quiesced) {
+        MHD_socket ls = MHD_quiesce_daemon(srv->d);
+        if (ls != MHD_INVALID_SOCKET) close(ls);
+        srv->quiesced = true;
+    }
+    int n;
+    while ((n = in_flight()) > 0 && cr_mono_ns() < deadline_ns)
+        nanosleep(&(struct timespec){0, 5000000L}, NULL);
+    return n;
+}
+
 void http_stop(http_server_t *srv)
 {
     if (!srv) return;
     /* libmicrohttpd cannot stop with suspended connections: new ones are
      * refused, and deferred requests get their answer first (the work they
      * wait for is bounded by its owner, e.g. --contextTimeout). */
-    MHD_socket ls = MHD_quiesce_daemon(srv->d);
-    if (ls != MHD_INVALID_SOCKET) close(ls);
+    if (!srv->quiesced) {
+        MHD_socket ls = MHD_quiesce_daemon(srv->d);
+        if (ls != MHD_INVALID_SOCKET) close(ls);
+        srv->quiesced = true;
+    }
     for (int i = 0; atomic_load(&g_deferred) > 0; i++) {
         if (i == 6000) { LOG_E("http: %d deferred requests still unanswered after 60 s; stopping anyway", atomic_load(&g_deferred)); break; }
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
