@@ -120,6 +120,7 @@ int main(int argc, char **argv)
         if (sigwait(&stop_signals, &sig) != 0) continue;
         if (sig == SIGHUP) {
             if (cr_log_reopen()) LOG_I("SIGHUP: log file reopened");
+            http_reopen_logs();
             continue;
         }
         if (sig != SIGUSR1) break;

@@ -118,6 +118,8 @@ static void requests(sbuf_t *sb, arena_t *a)
     http_stats_t hs;
     http_get_stats(&hs);
     GAUGE(sb, "coraine_http_connections_open", "client connections open now", hs.connections_open);
+    COUNTER(sb, "coraine_access_log_dropped_total", "--accessLog lines dropped because the disk fell behind",
+            hs.access_log_dropped);
 }
 
 /* ---- store */

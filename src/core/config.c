@@ -89,6 +89,7 @@ static flag_t flags[] = {
     {"notifierCaFile", F_STR, &cr_config.notifier_ca_file, "", NULL, "CA certificates (PEM) for https:// and mqtts:// endpoints (none: the system's)"},
     {"forwardTimeout", F_INT, &cr_config.forward_timeout_ms, "5000", NULL, "ms a forwarded request may take (a registration's management.timeout overrides)"},
     {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
+    {"accessLog", F_STR, &cr_config.access_log, "", NULL, "write one line per request to this file (combined log format, then the request id and the microseconds it took)"},
     {"shutdownTimeout", F_INT, &cr_config.shutdown_timeout, "10", NULL, "seconds SIGTERM waits for the requests under way, then the notification and history queues, before it exits"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };
@@ -289,6 +290,7 @@ bool cr_config_load(int argc, char **argv)
     }
     if (cr_config.db_dir && !*cr_config.db_dir) cr_config.db_dir = NULL;
     if (cr_config.log_file && !*cr_config.log_file) cr_config.log_file = NULL;
+    if (cr_config.access_log && !*cr_config.access_log) cr_config.access_log = NULL;
     if (cr_config.connection_pool_size == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cr_config.connection_pool_size = n > 0 ? (int)n : 2;

@@ -17,6 +17,17 @@ static FILE *log_out;
 static char *log_path;           /* --logFile, for cr_log_reopen */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+static _Thread_local const char *log_request;   /* the request id of what this thread handles */
+
+void cr_log_set_request(const char *id)
+{
+    log_request = id;
+}
+
+const char *cr_log_request(void)
+{
+    return log_request;
+}
 
 void cr_log_open(const char *file, int level)
 {
@@ -59,7 +70,8 @@ void cr_log(int level, const char *fmt, ...)
     va_list ap;
     if (level > cr_log_level) return;
     cr_datetime_format(cr_now_us(), ts);
-    int n = snprintf(line, sizeof line, "%s %-5s ", ts, level_names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    int n = snprintf(line, sizeof line, log_request ? "%s %-5s [%.128s] " : "%s %-5s ", ts,
+                     level_names[level < 0 ? 0 : level > 3 ? 3 : level], log_request);
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     va_end(ap);

@@ -61,6 +61,8 @@ typedef struct request {
     const char *link;                     /* raw Link header */
     const char *tenant;                   /* NGSILD-Tenant, NULL when absent */
     const char *prefer;
+    const char *request_id;               /* X-Request-Id as received (when sound), else generated */
+    const char *user;                     /* who the request's token names (--auth), else NULL */
 
     /* query string */
     http_param_t params[HTTP_MAX_PARAMS];
@@ -113,6 +115,8 @@ void           http_stop(http_server_t *s);
  * deadline_ns. Returns how many were still under way then (0: all done);
  * http_stop then closes every connection. */
 int            http_drain(http_server_t *s, int64_t deadline_ns);
+/* SIGHUP: --accessLog is opened again by its name (after logrotate). */
+void           http_reopen_logs(void);
 
 /* ---- request helpers */
 /* The value of query parameter `key` (marks it used), NULL when absent. */
@@ -167,6 +171,7 @@ typedef struct http_stats {
     uint64_t by_method[7];     /* GET POST PUT PATCH DELETE HEAD OPTIONS */
     uint64_t by_class[6];      /* 1xx..5xx in [1..5] */
     uint64_t connections_open;
+    uint64_t access_log_dropped;   /* --accessLog lines dropped: both buffers full */
 } http_stats_t;
 void http_get_stats(http_stats_t *st);
 

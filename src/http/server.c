@@ -34,6 +34,7 @@
  * so each run gets a fresh copy of the body as received.
  */
 #include "http.h"
+#include "accesslog.h"
 #include "reqstats.h"
 #include "router.h"
 #include "../json/json.h"
@@ -48,6 +49,7 @@
 #include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -82,7 +84,9 @@ typedef struct conn {
     struct conn    *prev, *next;
 
     /* headers read in one pass (scan_headers) */
-    const char *h_clen, *h_tenant;
+    const char *h_clen, *h_tenant, *h_rid, *h_agent, *h_referer;
+    const char *log_uri;      /* the request target as received (--accessLog only) */
+    const char *proto;        /* HTTP/1.1 ... (--accessLog only) */
     int         n_clen, n_tenant, n_headers;
     bool        h_chunked;
     size_t      pool_used;    /* estimate of the pool the request head takes */
@@ -272,6 +276,7 @@ void http_get_stats(http_stats_t *st)
     memset(st, 0, sizeof *st);
     reqstats_totals(st);
     st->connections_open = atomic_load(&stats.open);
+    st->access_log_dropped = accesslog_dropped();
 }
 
 /* ------------------------------------------------------------ connection */
@@ -341,6 +346,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         atomic_fetch_sub(&g_deferred, 1);
     }
     cn->raw_uri = arena_strdup(cn->arena, uri ? uri : "/");
+    cn->log_uri = accesslog_enabled() ? arena_strdup(cn->arena, cn->raw_uri) : NULL;
     /* libmicrohttpd would next split the query into header records of its
      * connection pool (a few hundred parameters fill it, and the request
      * then hangs without an answer). We parse the query from our copy, so
@@ -631,7 +637,8 @@ size_t reply_header_room(const request_t *r)
     if (!cn) return SIZE_MAX;
     /* what send_reply counts, with room for the Content-Type and the
      * NGSILD-Tenant echo that come after the handler */
-    size_t head = HTTP_MHD_HEAD + HTTP_TYPE_RESERVE + (r->tenant ? strlen(r->tenant) + 20 : 0);
+    size_t head = HTTP_MHD_HEAD + HTTP_TYPE_RESERVE + (r->tenant ? strlen(r->tenant) + 20 : 0) +
+                  (r->request_id ? strlen(r->request_id) + 16 : 0);
     for (int i = 0; i < r->n_out_headers; i++)
         head += strlen(r->out_headers[i].name) + strlen(r->out_headers[i].value) + 4;
     if (r->n_out_headers >= HTTP_MAX_OUT_HEADERS - 1 || cn->pool_used + head >= HTTP_POOL_SIZE) return 0;
@@ -734,8 +741,15 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         if (!strcasecmp(key, "Accept")) r->accept = value;
         else if (!strcasecmp(key, "Prefer")) r->prefer = value;
         break;
+    case 7:
+        if (!strcasecmp(key, "Referer")) cn->h_referer = value;
+        break;
+    case 10:
+        if (!strcasecmp(key, "User-Agent")) cn->h_agent = value;
+        break;
     case 12:
         if (!strcasecmp(key, "Content-Type")) r->content_type = value;
+        else if (!strcasecmp(key, "X-Request-Id")) cn->h_rid = value;
         break;
     case 13:
         if (!strcasecmp(key, "NGSILD-Tenant")) { cn->h_tenant = value; cn->n_tenant++; }
@@ -748,6 +762,37 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         break;
     }
     return MHD_YES;
+}
+
+/* X-Request-Id: the client's when it is 1 to 128 characters that go into a
+ * header and a log line unchanged (letters, digits, - _ . : / + = @),
+ * else 16 hex digits from a per-thread generator (seeded from getrandom). */
+static const char *request_id(conn_t *cn)
+{
+    static _Thread_local uint64_t state;
+    const char *v = cn->h_rid;
+    if (v) {
+        size_t n = 0;
+        for (; v[n] && n <= 128; n++) {
+            char c = v[n];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                  c == '_' || c == '.' || c == ':' || c == '/' || c == '+' || c == '=' || c == '@'))
+                break;
+        }
+        if (n >= 1 && n <= 128 && !v[n]) return v;
+    }
+    if (CR_UNLIKELY(!state)) {
+        while (getrandom(&state, sizeof state, 0) != sizeof state) {}
+        state |= 1;
+    }
+    /* xorshift64*: distinct values per thread; threads start far apart */
+    state ^= state >> 12; state ^= state << 25; state ^= state >> 27;
+    uint64_t x = state * 0x2545F4914F6CDD1DULL;
+    char    *id = arena_alloc(cn->arena, 17);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--, x >>= 4) id[i] = hex[x & 15];
+    id[16] = '\0';
+    return id;
 }
 
 /* Reads the headers and the URI into r; false with p set when the request is
@@ -771,7 +816,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
     r->path = uri;            /* decoded per segment by the router */
     if (!parse_query(r, q, p)) return false;
 
-    cn->h_clen = cn->h_tenant = NULL;
+    cn->h_clen = cn->h_tenant = cn->h_rid = cn->h_agent = cn->h_referer = NULL;
     cn->n_clen = cn->n_tenant = cn->n_headers = 0;
     cn->h_chunked = false;
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, cn);
@@ -791,6 +836,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
                  HTTP_POOL_SIZE / 2 - HTTP_POOL_SLACK);
         return false;
     }
+    r->request_id = request_id(cn);
     r->ctype = parse_ctype(r->content_type);
     parse_accept(r);
     const char *t = cn->h_tenant;
@@ -835,12 +881,32 @@ static bool check_preconditions(request_t *r, const http_route_t *rt, problem_t 
     return true;
 }
 
+static void access_line(conn_t *cn, struct MHD_Connection *c, int64_t ns)
+{
+    request_t *r = &cn->req;
+    char       addr[INET6_ADDRSTRLEN] = "-";
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    }
+    accesslog_entry_t e = {.client = addr, .user = r->user, .method = r->method_name,
+                           .uri = cn->log_uri ? cn->log_uri : r->path, .proto = cn->proto,
+                           .referer = cn->h_referer, .agent = cn->h_agent, .request_id = r->request_id,
+                           .status = r->status, .bytes = r->out.len, .ns = ns};
+    accesslog_write(&e);
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
 {
     struct MHD_Response *resp;
     if (r->status == 0) r->status = 500;
     conn_t *cn = r->priv;
-    size_t  head = HTTP_MHD_HEAD + (r->out_type ? strlen(r->out_type) + 16 : 0);
+    size_t  head = HTTP_MHD_HEAD + (r->out_type ? strlen(r->out_type) + 16 : 0) +
+                   (r->request_id ? strlen(r->request_id) + 16 : 0);
     for (int i = 0; i < r->n_out_headers; i++)
         head += strlen(r->out_headers[i].name) + strlen(r->out_headers[i].value) + 4;
     if (CR_UNLIKELY(cn && cn->pool_used + head > HTTP_POOL_SIZE)) {
@@ -857,9 +923,12 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
     if (r->out_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->out_type);
     for (int i = 0; i < r->n_out_headers; i++)
         MHD_add_response_header(resp, r->out_headers[i].name, r->out_headers[i].value);
+    if (r->request_id) MHD_add_response_header(resp, "X-Request-Id", r->request_id);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
-    reqstats_record(cn ? cn->route : -1, r->method, r->status, r->arrived_ns ? cr_mono_ns() - r->arrived_ns : -1);
+    int64_t ns = r->arrived_ns ? cr_mono_ns() - r->arrived_ns : -1;
+    reqstats_record(cn ? cn->route : -1, r->method, r->status, ns);
+    if (CR_UNLIKELY(accesslog_enabled()) && cn) access_line(cn, c, ns);
     return ret;
 }
 
@@ -962,7 +1031,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload_data, size_t *upload_size,
                                   void **req_cls)
 {
-    (void)url; (void)version;
+    (void)url;
     http_server_t *srv = cls;
     conn_t        *cn = *req_cls;
     if (!cn) return MHD_NO;
@@ -973,6 +1042,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->body.p = NULL;
         cn->body.len = 0;
         cn->body_max = cr_config.max_body_size;
+        cn->proto = version;
         /* the head is complete: the body has its own deadline */
         int ph = atomic_load(&cn->phase);
         if (ph == PH_CUT || ph == PH_OVER) return MHD_NO;
@@ -1011,6 +1081,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(p.detail, sizeof p.detail, "request body larger than %zu bytes", cr_config.max_body_size);
         reply_problem(r, &p);
     }
+    cr_log_set_request(r->request_id);     /* on every log line written for this request */
     for (;;) {
         if (cn->rerun) {              /* a deferred request: a clean slate for the answer */
             r->status = 0;
@@ -1023,10 +1094,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         dispatch(srv, cn, c);
         cn->rerun = true;
         bool again;
-        if (defer_after_run(cn, c, &again)) return MHD_YES;
+        if (defer_after_run(cn, c, &again)) {
+            cr_log_set_request(NULL);
+            return MHD_YES;
+        }
         if (!again) break;
     }
-    return send_reply(c, r);
+    enum MHD_Result ret = send_reply(c, r);
+    cr_log_set_request(NULL);
+    return ret;
 }
 
 /* ------------------------------------------------------------ start/stop */
@@ -1051,6 +1127,11 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     if (!srv->router) { free(srv); problem_set(p, PB_INTERNAL_ERROR, "bad route table"); return NULL; }
     srv->routes = routes;
     reqstats_init(routes, n_routes);
+    if (cr_config.access_log && !accesslog_enabled() && !accesslog_start(cr_config.access_log, p)) {
+        router_free(srv->router);
+        free(srv);
+        return NULL;
+    }
 
     struct sockaddr_in sa = {0};
     sa.sin_family = AF_INET;
@@ -1144,6 +1225,12 @@ void http_stop(http_server_t *srv)
     }
     MHD_stop_daemon(srv->d);
     guard_stop();
+    accesslog_stop();
     router_free(srv->router);
     free(srv);
+}
+
+void http_reopen_logs(void)
+{
+    accesslog_reopen();
 }
