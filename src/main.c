@@ -10,6 +10,7 @@
  * left) drained, the store's log synced and closed; exit 0.
  */
 #include "api/api.h"
+#include "auth/auth.h"
 #include "core/core.h"
 #include "history/history.h"
 #include "http/http.h"
@@ -99,6 +100,14 @@ int main(int argc, char **argv)
     size_t n_csubs = ops_csub_restore(store);
     if (n_csubs) LOG_I("%zu context source registration subscriptions restored", n_csubs);
     api_init(store);
+    if (!auth_start(&p)) {
+        LOG_E("%s", p.detail);
+        notify_stop();
+        fwd_stop();
+        store_close(store);
+        history_close(history);
+        return 2;
+    }
 
     size_t              n;
     const http_route_t *routes = api_routes(&n);
@@ -150,6 +159,7 @@ int main(int argc, char **argv)
     store_close(store);
     history_close(history);
     ld_shutdown();
+    auth_stop();
     LOG_I("stopped");
     return 0;
 }

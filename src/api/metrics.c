@@ -9,6 +9,7 @@
  */
 #include "api.h"
 
+#include "../auth/auth.h"
 #include "../fwd/fwd.h"
 #include "../notify/notify.h"
 #include "../reg/reg.h"
@@ -231,6 +232,18 @@ static void contexts(sbuf_t *sb)
     COUNTER(sb, "coraine_render_cache_misses_total", "render cache misses", rs.misses);
 }
 
+static void auth(sbuf_t *sb)
+{
+    auth_stats_t as;
+    if (!auth_on) return;
+    auth_get_stats(&as);
+    COUNTER(sb, "coraine_auth_tokens_verified_total", "bearer tokens whose signature and claims were checked", as.verified);
+    COUNTER(sb, "coraine_auth_cache_hits_total", "requests whose token was known (a hash lookup)", as.cache_hits);
+    COUNTER(sb, "coraine_auth_refused_total", "requests answered 401 (no token, a bad or expired one)", as.refused);
+    COUNTER(sb, "coraine_auth_forbidden_total", "requests answered 403 (a tenant or a write not granted)", as.forbidden);
+    GAUGE(sb, "coraine_auth_cached_tokens", "verified tokens in the cache", as.cached);
+}
+
 /* ---- the process */
 
 static void process(sbuf_t *sb)
@@ -264,6 +277,7 @@ void api_metrics(request_t *r)
     history(sb);
     forwarding(sb);
     contexts(sb);
+    auth(sb);
     reply_body(r, 200, "text/plain; version=0.0.4; charset=utf-8");
 }
 

@@ -99,8 +99,8 @@ static const http_route_t routes[] = {
     {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/statistics",                         api_statistics,      NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/metrics",                            api_metrics,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
-    {"/health",                             api_health,          NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
-    {"/ready",                              api_ready,           NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
+    {"/health",                             api_health,          NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS | HR_PUBLIC},
+    {"/ready",                              api_ready,           NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS | HR_PUBLIC},
     {"/admin/snapshot",                     api_admin_snapshot_get, api_admin_snapshot, NULL,         NULL,             NULL,             HR_NO_BODY_CHECKS},
 };
 

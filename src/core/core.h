@@ -294,6 +294,14 @@ typedef struct cr_config {
     int         notifier_retry_delay_ms; /* --notifierRetryDelay: ms before the first retry (doubling) */
     const char *notifier_ca_file;    /* --notifierCaFile: CA bundle for https:// and mqtts:// endpoints, "" = system */
     const char *access_log;          /* --accessLog FILE (NULL: none) */
+    const char *auth;                /* --auth none|jwt */
+    const char *jwks;                /* --jwks FILE|URL: JWKS or PEM public key (RS256, ES256) */
+    const char *jwt_secret;          /* --jwtSecret: the HS256 key */
+    const char *jwt_issuer;          /* --jwtIssuer: the iss a token must have ("" any) */
+    const char *jwt_audience;        /* --jwtAudience: a value its aud must contain ("" any) */
+    int         jwt_leeway;          /* --jwtLeeway: seconds of clock skew for exp, nbf, iat */
+    const char *jwt_tenant_claim;    /* --jwtTenantClaim: the claim of tenants and rights */
+    int         jwks_refresh;        /* --jwksRefresh: seconds between fetches of a --jwks URL */
     int         shutdown_timeout;    /* --shutdownTimeout: seconds SIGTERM waits for requests and queues */
     int64_t     shutdown_deadline_ms;/* wall clock the stop must end by (0: not stopping); set by main */
 } cr_config_t;

@@ -102,6 +102,7 @@ enum {
     HR_NO_BODY_CHECKS = 1,                /* skip 6.3.4 Content-Type/Accept checks (admin) */
     HR_GEOJSON_OK = 2,                    /* GET may answer application/geo+json (5.7.1, 5.7.2) */
     HR_QUERY_POST = 4,                    /* POST is a query: Accept is checked as for GET */
+    HR_PUBLIC = 8,                        /* answered without a token under --auth (probes) */
 };
 
 typedef struct http_server http_server_t;

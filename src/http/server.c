@@ -37,6 +37,7 @@
 #include "accesslog.h"
 #include "reqstats.h"
 #include "router.h"
+#include "../auth/auth.h"
 #include "../json/json.h"
 
 #include <errno.h>
@@ -84,7 +85,7 @@ typedef struct conn {
     struct conn    *prev, *next;
 
     /* headers read in one pass (scan_headers) */
-    const char *h_clen, *h_tenant, *h_rid, *h_agent, *h_referer;
+    const char *h_clen, *h_tenant, *h_rid, *h_agent, *h_referer, *h_auth;
     const char *log_uri;      /* the request target as received (--accessLog only) */
     const char *proto;        /* HTTP/1.1 ... (--accessLog only) */
     int         n_clen, n_tenant, n_headers;
@@ -753,6 +754,7 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         break;
     case 13:
         if (!strcasecmp(key, "NGSILD-Tenant")) { cn->h_tenant = value; cn->n_tenant++; }
+        else if (!strcasecmp(key, "Authorization")) cn->h_auth = value;
         break;
     case 14:
         if (!strcasecmp(key, "Content-Length")) { cn->h_clen = value; cn->n_clen++; }
@@ -816,7 +818,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
     r->path = uri;            /* decoded per segment by the router */
     if (!parse_query(r, q, p)) return false;
 
-    cn->h_clen = cn->h_tenant = cn->h_rid = cn->h_agent = cn->h_referer = NULL;
+    cn->h_clen = cn->h_tenant = cn->h_rid = cn->h_agent = cn->h_referer = cn->h_auth = NULL;
     cn->n_clen = cn->n_tenant = cn->n_headers = 0;
     cn->h_chunked = false;
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, cn);
@@ -932,6 +934,29 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
     return ret;
 }
 
+/* --auth: 401 with WWW-Authenticate (RFC 6750 3) for a missing or bad
+ * token, 403 for a tenant or a write the token does not grant. A write is a
+ * POST, PUT, PATCH or DELETE, but a POST that is a query. */
+static bool authorized(request_t *r, const http_route_t *rt)
+{
+    conn_t        *cn = r->priv;
+    auth_outcome_t o;
+    bool write = (r->method & (HM_POST | HM_PUT | HM_PATCH | HM_DELETE)) &&
+                 !(r->method == HM_POST && rt && (rt->flags & HR_QUERY_POST));
+    auth_check(cn->h_auth, r->tenant, write, r->arena, &o);
+    r->user = o.subject;
+    if (o.verdict == AUTH_OK) return true;
+    problem_t p = {.kind = PB_HTTP, .status = (int)o.verdict};
+    snprintf(p.detail, sizeof p.detail, "%s", o.detail);
+    reply_problem(r, &p);
+    if (o.verdict == AUTH_UNAUTHENTICATED)
+        reply_header(r, "WWW-Authenticate",
+                     o.error ? arena_printf(r->arena, "Bearer realm=\"coraine\", error=\"%s\", error_description=\"%s\"",
+                                            o.error, o.detail)
+                             : "Bearer realm=\"coraine\"");
+    return false;
+}
+
 static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
 {
     request_t *r = &cn->req;
@@ -947,6 +972,8 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
     }
     const http_route_t *rt = NULL;
     int rc = router_match(srv->router, r, &rt);
+    if (auth_on && !(rc == ROUTE_OK && (rt->flags & HR_PUBLIC)) && !authorized(r, rc == ROUTE_OK ? rt : NULL))
+        return;
     if (rc == ROUTE_BAD_PATH) {
         reply_error(r, PB_BAD_REQUEST_DATA, "malformed percent-encoding (or %%00) in the path");
         return;
