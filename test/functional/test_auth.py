@@ -17,6 +17,7 @@ from conftest import binary_path, REPO
 from jwtkit import Key, claims, jwks, token
 from ngsi import free_port, uid
 
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer")
 SECRET = "s3cret-s3cret-s3cret-s3cret-0123456789"
 API = "/ngsi-ld/v1"
 
@@ -53,6 +54,9 @@ class AuthBroker:
         self.p.send_signal(signal.SIGTERM)
         self.p.wait(20)
         assert self.p.returncode == 0
+        log = open(self.logpath, errors="replace").read()
+        for marker in SANITIZER_MARKERS:
+            assert marker not in log, log[log.index(marker) - 200:][:3000]
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,24 @@ import signal
 import socket
 import time
 
+import pytest
 import requests
 
 from ngsi import uid
 from receiver import Receiver
 from test_shutdown import start
+
+
+@pytest.fixture(autouse=True)
+def clean_logs(tmp_path):
+    """A sanitizer build's report in any broker log of the test fails it."""
+    yield
+    for name in os.listdir(str(tmp_path)):
+        if name.endswith(".log"):
+            log = open(os.path.join(str(tmp_path), name), errors="replace").read()
+            for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer",
+                           "WARNING: ThreadSanitizer"):
+                assert marker not in log, log[max(0, log.index(marker) - 200):][:3000]
 
 
 def stop(p, timeout=30):
