@@ -128,7 +128,8 @@ int main(int argc, char **argv)
     for (;;) {
         if (sigwait(&stop_signals, &sig) != 0) continue;
         if (sig == SIGHUP) {
-            if (cr_log_reopen()) LOG_I("SIGHUP: log file reopened");
+            if (cr_log_reopen() && (cr_config.log_file || cr_config.access_log))
+                LOG_I("SIGHUP: log file reopened");
             http_reopen_logs();
             continue;
         }
