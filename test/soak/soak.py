@@ -34,7 +34,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,18 +41,12 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test", "scenarios"))
+from scen import free_port, metrics  # noqa: E402  (the scenarios' helpers)
 BIN = os.path.join(ROOT, "build/release/coraine")
 RECEIVER = os.path.join(ROOT, "build/release/tools/receiver")
 TYPE = "SoakSensor"
 SUBS = 3
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def rss_bytes(pid):
@@ -158,21 +151,6 @@ def worker(port, n_entities, deadline, per_thread_rate, stats, seed, locks):
                 for h in reversed(held):
                     locks[h].release()
             stats.add("UPSERT", "batch", st, st in (201, 204), writes=10)
-
-
-def metrics(port):
-    c = Conn(port)
-    st, body = c.req("GET", "/metrics")
-    out = {}
-    for line in body.decode().splitlines():
-        if line.startswith("#") or not line:
-            continue
-        name, _, v = line.rpartition(" ")
-        try:
-            out[name] = float(v)
-        except ValueError:
-            pass
-    return out
 
 
 def slope_per_min(samples):
