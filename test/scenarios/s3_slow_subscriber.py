@@ -9,8 +9,9 @@ nothing either.
 MODE=check: 300 updates over 50 entities; every fast endpoint has all 300
 changes within 5 s of the last write, in order and once; the slow one all of
 them within 60 s.
-MODE=load: 1,000, 5,000 and 20,000 updates (4 writers): write rate, the
-time until every fast endpoint has everything, and the slow one's."""
+MODE=load: 1,000 and 4,000 updates (4 writers): write rate, the time until
+every fast endpoint has everything, and the slow one's (it gets batches of
+the changes queued in each of its --notifierInflight lanes, one per 500 ms)."""
 import os
 import sys
 import threading
@@ -86,7 +87,7 @@ def main():
         if scen.MODE == "load":
             rows = ["| updates | writes/s | fast endpoints complete after | slow endpoint complete after |",
                     "|---:|---:|---:|---:|"]
-            for n in (1000, 5000, 20000):
+            for n in (1000, 4000):
                 r = round_(port, fast, slow, n)
                 if r["errors"] or r["order_bad"] or r["fast"] is None or r["slow"] is None or r["fast"] > 5:
                     verdict = False

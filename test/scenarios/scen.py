@@ -69,6 +69,8 @@ class Procs:
 
     def __init__(self):
         self.procs, self.tmp = [], tempfile.mkdtemp(prefix="coraine-scen-")
+        # SIGTERM (a CI time-out) unwinds through close(): no broker is left behind
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
 
     def broker(self, *flags):
         port = free_port()

@@ -185,6 +185,7 @@ def main():
     ap.add_argument("--report", help="write the results into this Markdown file (between soak markers)")
     a = ap.parse_args()
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # unwinds through the cleanup below
     tmp = tempfile.mkdtemp(prefix="coraine-soak-")
     rport, bport = free_port(), free_port()
     rcv = subprocess.Popen([RECEIVER, "--port", str(rport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
