@@ -99,8 +99,11 @@ def main():
                     t.join()
                     out.append((u, res["f"]))
                 (u, f), (uc, fc) = out
-                if a["bad"] or u["bad"] or f["bad"] or uc["bad"] or fc["bad"]:
+                bad = a["bad"] + u["bad"] + f["bad"] + uc["bad"] + fc["bad"]
+                if bad:
                     verdict = False
+                    lines.append("run %d: non-2xx answers: GET alone %d, under floods %d/%d, floods %d/%d" % (
+                        run + 1, a["bad"], u["bad"], uc["bad"], f["bad"], fc["bad"]))
                 if u["rps"] < 0.3 * a["rps"] or u["p50"] > 1000:
                     verdict = False
                 cell = lambda r: "%.0f, %.0f, %.0f" % (r["rps"], r["p50"], r["p99"])  # noqa: E731
