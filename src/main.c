@@ -5,7 +5,8 @@
  * SIGHUP reopens the log files (after logrotate moved them).
  *
  * The stop (doc/operations.md) is bounded by --shutdownTimeout: no new
- * connection, the requests under way finished, then the notification queue
+ * connection, the requests waiting for a remote @context answered 503 at
+ * once, the other requests under way finished, then the notification queue
  * (at most --notifierDrain of what is left) and the history queue (what is
  * left) drained, the store's log synced and closed; exit 0.
  */
@@ -147,9 +148,10 @@ int main(int argc, char **argv)
     int64_t deadline_ns = cr_mono_ns() + (int64_t)cr_config.shutdown_timeout * 1000000000;
     cr_config.shutdown_deadline_ms = cr_now_ms() + (int64_t)cr_config.shutdown_timeout * 1000;
     api_set_draining();
+    http_drain(srv, 0);        /* no new connection from now on */
+    ld_stop();                 /* requests waiting for a @context download answer now (503) */
     int left = http_drain(srv, deadline_ns);
     if (left) LOG_W("%d requests still under way after --shutdownTimeout: their connections are closed", left);
-    ld_stop();                 /* requests waiting for a @context download answer now */
     http_stop(srv);
     reg_shutdown();            /* registration subscriptions: before the notifier they send through */
     int64_t rest_ms = (deadline_ns - cr_mono_ns()) / 1000000;

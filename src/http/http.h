@@ -113,8 +113,9 @@ void           http_stop(http_server_t *s);
 /* The first step of a graceful stop: no new connection is accepted, and the
  * requests under way (a head read, a body coming, a handler running or
  * deferred, an answer being sent) are finished until cr_mono_ns() reaches
- * deadline_ns. Returns how many were still under way then (0: all done);
- * http_stop then closes every connection. */
+ * deadline_ns (one already past: only the listening socket is closed).
+ * Returns how many were still under way then (0: all done); http_stop then
+ * closes every connection. */
 int            http_drain(http_server_t *s, int64_t deadline_ns);
 /* SIGHUP: --accessLog is opened again by its name (after logrotate). */
 void           http_reopen_logs(void);
