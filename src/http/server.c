@@ -93,6 +93,7 @@ typedef struct conn {
     size_t      pool_used;    /* estimate of the pool the request head takes */
     pthread_mutex_t dlock;    /* guards dstate */
     int        dstate;        /* DS_*: see req_defer */
+    bool       defer_called;  /* the handler called req_defer in this run (under dlock) */
     bool       rerun;         /* the handler ran before on this request */
     bool       was_deferred;  /* counted in g_deferred until the request completes */
     int        route;         /* index of the matched route (reqstats), -1: none */
@@ -342,6 +343,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cn->rerun = false;
     cn->route = -1;
     cn->dstate = DS_NONE;
+    cn->defer_called = false;
     if (cn->was_deferred) {                     /* a deferred request that never completed */
         cn->was_deferred = false;
         atomic_fetch_sub(&g_deferred, 1);
@@ -572,15 +574,18 @@ void req_defer(request_t *r)
     conn_t *cn = r->priv;
     pthread_mutex_lock(&cn->dlock);
     if (cn->dstate == DS_NONE) cn->dstate = DS_ARMED;   /* DS_RESUMED: already woken */
+    cn->defer_called = true;
     pthread_mutex_unlock(&cn->dlock);
 }
 
+/* Whether the handler deferred in this run: a wake-up for an earlier run
+ * (DS_RESUMED set while this one runs) does not make this one deferred. */
 bool req_deferred(const request_t *r)
 {
     conn_t *cn = r->priv;
     if (!cn) return false;
     pthread_mutex_lock(&cn->dlock);
-    bool d = cn->dstate != DS_NONE;
+    bool d = cn->defer_called;
     pthread_mutex_unlock(&cn->dlock);
     return d;
 }
@@ -614,9 +619,14 @@ static bool defer_after_run(conn_t *cn, struct MHD_Connection *c, bool *again)
         }
         waits = true;
     } else if (cn->dstate == DS_RESUMED) {
+        /* woken before it returned: it runs again if it deferred in this
+         * run; a late wake-up meant for an earlier run (a second download
+         * it had waited for) must not run a handler that already answered,
+         * and wrote, once more */
         cn->dstate = DS_NONE;
-        *again = true;
+        *again = cn->defer_called;
     }
+    cn->defer_called = false;
     pthread_mutex_unlock(&cn->dlock);
     return waits;
 }
