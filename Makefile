@@ -10,6 +10,7 @@
 #   make fuzz       libFuzzer targets (clang)       -> build/fuzz/fuzz_*
 #   make perf       benchmark programs              -> build/release/perf/*
 #   make crash      corDB crash loop (kill -9 against --dbSync always; CRASH_ITERATIONS=100)
+#   make soak       10 minutes of mixed load on a disk store (SOAK_SECONDS=600) -> doc/reliability.md
 #   make faultshim  the LD_PRELOAD fault injector of the disk tests -> build/<variant>/faultshim.so
 #   make install    /usr/local/bin/coraine
 #   make pgo        profile-guided build, trained by test/perf/pgoTrain.sh -> build/pgo/coraine
@@ -27,7 +28,7 @@ ifeq ($(CC),cc)
 CC      := gcc
 endif
 
-PKGS    := libmicrohttpd libcurl libpcre2-8 libmosquitto icu-i18n icu-uc libpq
+PKGS    := libmicrohttpd libcurl libpcre2-8 libmosquitto icu-i18n icu-uc libpq libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(shell geos-config --clibs 2>/dev/null)
 
@@ -145,6 +146,12 @@ $(BUILD)/faultshim.so: test/crash/faultshim.c
 CRASH_ITERATIONS ?= 100
 crash: all
 	CORAINE_BIN=$(CURDIR)/$(BUILD)/coraine python3 test/crash/crash_loop.py --iterations $(CRASH_ITERATIONS)
+
+# the soak test (test/soak/soak.py): 10 minutes of mixed load, results into doc/reliability.md
+SOAK_SECONDS ?= 600
+.PHONY: soak
+soak: all
+	python3 test/soak/soak.py --duration $(SOAK_SECONDS) --bin $(CURDIR)/$(BUILD)/coraine --report doc/reliability.md
 
 test: deps
 	$(MAKE) all

@@ -1,9 +1,17 @@
 /*
  * main.c - coraine: flags -> configuration, start the parts (contexts,
  * model, store, HTTP), wait for SIGINT/SIGTERM, stop them in reverse order.
- * SIGUSR1 asks corDB on disk for a snapshot (as POST /admin/snapshot does).
+ * SIGUSR1 asks corDB on disk for a snapshot (as POST /admin/snapshot does);
+ * SIGHUP reopens the log files (after logrotate moved them).
+ *
+ * The stop (doc/operations.md) is bounded by --shutdownTimeout: no new
+ * connection, the requests waiting for a remote @context answered 503 at
+ * once, the other requests under way finished, then the notification queue
+ * (at most --notifierDrain of what is left) and the history queue (what is
+ * left) drained, the store's log synced and closed; exit 0.
  */
 #include "api/api.h"
+#include "auth/auth.h"
 #include "core/core.h"
 #include "cor/cor.h"
 #include "history/history.h"
@@ -50,6 +58,7 @@ int main(int argc, char **argv)
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGUSR1);
+    sigaddset(&stop_signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -93,6 +102,14 @@ int main(int argc, char **argv)
     size_t n_csubs = ops_csub_restore(store);
     if (n_csubs) LOG_I("%zu context source registration subscriptions restored", n_csubs);
     api_init(store);
+    if (!auth_start(&p)) {
+        LOG_E("%s", p.detail);
+        notify_stop();
+        fwd_stop();
+        store_close(store);
+        history_close(history);
+        return 2;
+    }
 
     size_t              n;
     const http_route_t *routes = api_routes(&n);
@@ -120,6 +137,12 @@ int main(int argc, char **argv)
     int sig = 0;
     for (;;) {
         if (sigwait(&stop_signals, &sig) != 0) continue;
+        if (sig == SIGHUP) {
+            if (cr_log_reopen() && (cr_config.log_file || cr_config.access_log))
+                LOG_I("SIGHUP: log file reopened");
+            http_reopen_logs();
+            continue;
+        }
         if (sig != SIGUSR1) break;
         /* the snapshot runs in the store's own thread; this one only asks */
         problem_t sp = {0};
@@ -129,15 +152,27 @@ int main(int argc, char **argv)
             LOG_W("SIGUSR1: no snapshot: %s", sp.detail);
     }
 
-    LOG_I("stopping (%s)", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    ld_stop();                 /* requests waiting for a @context download answer now */
+    LOG_I("stopping (%s): finishing the requests under way, then the queues, within %d s",
+          sig == SIGINT ? "SIGINT" : "SIGTERM", cr_config.shutdown_timeout);
+    int64_t deadline_ns = cr_mono_ns() + (int64_t)cr_config.shutdown_timeout * 1000000000;
+    cr_config.shutdown_deadline_ms = cr_now_ms() + (int64_t)cr_config.shutdown_timeout * 1000;
+    api_set_draining();
+    http_drain(srv, 0);        /* no new connection from now on */
+    ld_stop();                 /* requests waiting for a @context download answer now (503) */
+    int left = http_drain(srv, deadline_ns);
+    if (left) LOG_W("%d requests still under way after --shutdownTimeout: their connections are closed", left);
     cor_stop();                /* cor:// requests finish before the parts they use stop */
     http_stop(srv);
     reg_shutdown();            /* registration subscriptions: before the notifier they send through */
+    int64_t rest_ms = (deadline_ns - cr_mono_ns()) / 1000000;
+    if (rest_ms < 0) rest_ms = 0;
+    if (cr_config.notifier_drain_ms > rest_ms) cr_config.notifier_drain_ms = (int)rest_ms;
     notify_stop();
     fwd_stop();
     store_close(store);
     history_close(history);
     ld_shutdown();
+    auth_stop();
+    LOG_I("stopped");
     return 0;
 }

@@ -26,6 +26,8 @@
 #include "../store/store.h"
 
 void                api_init(store_t *store);
+/* From SIGTERM on, GET /ready answers 503 (a load balancer stops sending). */
+void                api_set_draining(void);
 const http_route_t *api_routes(size_t *n);
 
 /* ---- shared by the resource files (not for other modules) */

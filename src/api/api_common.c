@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 store_t *api_store;
 
@@ -485,7 +486,9 @@ bool api_distributed(request_t *r)
 
 static const char *fwd_header(void *ud, const char *name)
 {
-    return req_header(ud, name);
+    request_t *r = ud;
+    if (!strcasecmp(name, "X-Request-Id")) return r->request_id;   /* generated when the client sent none */
+    return req_header(r, name);
 }
 
 static const char *fwd_query_string(void *ud)

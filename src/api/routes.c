@@ -28,6 +28,9 @@ void api_attributes_list(request_t *r);
 void api_attribute_get(request_t *r);
 void api_version(request_t *r);
 void api_statistics(request_t *r);
+void api_metrics(request_t *r);
+void api_health(request_t *r);
+void api_ready(request_t *r);
 void api_admin_snapshot(request_t *r);
 void api_admin_snapshot_get(request_t *r);
 void api_ctx_list(request_t *r);
@@ -95,6 +98,9 @@ static const http_route_t routes[] = {
     {V1 "/csourceSubscriptions/{id}",       api_csub_get,        NULL,              NULL,             api_csub_update,  api_csub_delete,  0},
     {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/statistics",                         api_statistics,      NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
+    {"/metrics",                            api_metrics,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
+    {"/health",                             api_health,          NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS | HR_PUBLIC},
+    {"/ready",                              api_ready,           NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS | HR_PUBLIC},
     {"/admin/snapshot",                     api_admin_snapshot_get, api_admin_snapshot, NULL,         NULL,             NULL,             HR_NO_BODY_CHECKS},
 };
 

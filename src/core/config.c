@@ -90,6 +90,16 @@ static flag_t flags[] = {
     {"forwardTimeout", F_INT, &cr_config.forward_timeout_ms, "5000", NULL, "ms a forwarded request may take (a registration's management.timeout overrides)"},
     {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
     {"corPort", F_INT, &cr_config.cor_port, "0", NULL, "TCP port of the cor:// broker-to-broker protocol (doc/cor-protocol.md; 0: not listening)"},
+    {"accessLog", F_STR, &cr_config.access_log, "", NULL, "write one line per request to this file (combined log format, then the request id and the microseconds it took)"},
+    {"auth", F_STR, &cr_config.auth, "none", "none|jwt", "access control: none, or bearer JWTs (doc/operations.md)"},
+    {"jwks", F_STR, &cr_config.jwks, "", NULL, "--auth jwt: the RS256/ES256 verification keys, a JWKS document or a PEM public key, a file or an http(s) URL"},
+    {"jwtSecret", F_STR, &cr_config.jwt_secret, "", NULL, "--auth jwt: the HS256 key (at least 32 bytes; better given as CORAINE_JWTSECRET)"},
+    {"jwtIssuer", F_STR, &cr_config.jwt_issuer, "", NULL, "--auth jwt: the iss a token must have (none: any)"},
+    {"jwtAudience", F_STR, &cr_config.jwt_audience, "", NULL, "--auth jwt: a value a token's aud must contain (none: any)"},
+    {"jwtLeeway", F_INT, &cr_config.jwt_leeway, "30", NULL, "--auth jwt: seconds of clock skew allowed for exp, nbf and iat"},
+    {"jwtTenantClaim", F_STR, &cr_config.jwt_tenant_claim, "ngsildTenants", NULL, "--auth jwt: the claim {tenant: \"read\"|\"write\"} (\"@default\", \"*\") saying what a token may use"},
+    {"jwksRefresh", F_INT, &cr_config.jwks_refresh, "300", NULL, "--auth jwt: seconds between two fetches of a --jwks URL (0: only at start)"},
+    {"shutdownTimeout", F_INT, &cr_config.shutdown_timeout, "10", NULL, "seconds SIGTERM waits for the requests under way, then the notification and history queues, before it exits"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };
 
@@ -289,6 +299,7 @@ bool cr_config_load(int argc, char **argv)
     }
     if (cr_config.db_dir && !*cr_config.db_dir) cr_config.db_dir = NULL;
     if (cr_config.log_file && !*cr_config.log_file) cr_config.log_file = NULL;
+    if (cr_config.access_log && !*cr_config.access_log) cr_config.access_log = NULL;
     if (cr_config.connection_pool_size == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cr_config.connection_pool_size = n > 0 ? (int)n : 2;

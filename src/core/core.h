@@ -167,6 +167,13 @@ int     cr_datetime_format(int64_t us, char out[32]);
 enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 extern int cr_log_level;
 void cr_log_open(const char *file, int level);   /* file NULL = stderr */
+/* Opens the --logFile again (SIGHUP, after logrotate moved it); false
+ * (logged) when it cannot be: the old file is kept. */
+bool cr_log_reopen(void);
+/* The request id (X-Request-Id) of the request this thread is handling, put
+ * on every log line it writes meanwhile; NULL: none. */
+void cr_log_set_request(const char *id);
+const char *cr_log_request(void);
 void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define LOG_E(...) cr_log(LOG_ERROR, __VA_ARGS__)
 #define LOG_W(...) do { if (cr_log_level >= LOG_WARN) cr_log(LOG_WARN, __VA_ARGS__); } while (0)
@@ -287,6 +294,17 @@ typedef struct cr_config {
     int         notifier_retries;    /* --notifierRetries: retries of a failed notification */
     int         notifier_retry_delay_ms; /* --notifierRetryDelay: ms before the first retry (doubling) */
     const char *notifier_ca_file;    /* --notifierCaFile: CA bundle for https:// and mqtts:// endpoints, "" = system */
+    const char *access_log;          /* --accessLog FILE (NULL: none) */
+    const char *auth;                /* --auth none|jwt */
+    const char *jwks;                /* --jwks FILE|URL: JWKS or PEM public key (RS256, ES256) */
+    const char *jwt_secret;          /* --jwtSecret: the HS256 key */
+    const char *jwt_issuer;          /* --jwtIssuer: the iss a token must have ("" any) */
+    const char *jwt_audience;        /* --jwtAudience: a value its aud must contain ("" any) */
+    int         jwt_leeway;          /* --jwtLeeway: seconds of clock skew for exp, nbf, iat */
+    const char *jwt_tenant_claim;    /* --jwtTenantClaim: the claim of tenants and rights */
+    int         jwks_refresh;        /* --jwksRefresh: seconds between fetches of a --jwks URL */
+    int         shutdown_timeout;    /* --shutdownTimeout: seconds SIGTERM waits for requests and queues */
+    int64_t     shutdown_deadline_ms;/* wall clock the stop must end by (0: not stopping); set by main */
 } cr_config_t;
 
 extern cr_config_t cr_config;

@@ -364,10 +364,13 @@ bool fwd_headers(const fwd_in_t *in, call_t *c, const reg_t *r, const char *jctx
               fwd_add_header(c, a, "Via", in->via && *in->via ? arena_printf(a, "%s, 1.1 %s", in->via, g_alias)
                                                            : arena_printf(a, "1.1 %s", g_alias));
     if (ok && reg_source_tenant(r)) ok = fwd_add_header(c, a, "NGSILD-Tenant", reg_source_tenant(r));
+    const char *rid = in->header ? in->header(in->header_ud, "X-Request-Id") : NULL;   /* one id end to end */
+    if (ok && rid) ok = fwd_add_header(c, a, "X-Request-Id", rid);
     if (ok && ctype) ok = fwd_add_header(c, a, "Content-Type", ctype);
     /* 6.3.19: the other contextSourceInfo pairs as headers; those set from the registration or by HTTP win */
     static const char *const reserved[] = {"jsonldContext", "accept", "contentType", "ngsildConformance",
-        "NGSILD-Tenant", "Link", "Via", "Accept", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", NULL};
+        "NGSILD-Tenant", "Link", "Via", "Accept", "Content-Type", "Content-Length", "Host", "Transfer-Encoding",
+        "X-Request-Id", NULL};
     for (size_t i = 0; ok && i < reg_csource_info_count(r); i++) {
         const char *k, *v;
         reg_csource_info_at(r, i, &k, &v);

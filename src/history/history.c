@@ -357,6 +357,14 @@ void history_close(history_t *h)
     free(h);
 }
 
+void history_health(history_t *h, uint64_t *queued, bool *reachable)
+{
+    *queued = 0;
+    *reachable = true;
+    if (h && h->be->health)
+        h->be->health(h->db, queued, reachable);
+}
+
 bool history_enabled(const history_t *h)
 {
     return h != NULL;

@@ -351,6 +351,10 @@ typedef struct history_backend {
      * not known), instances dropped by the bounds. */
     void  (*stats)(void *be, uint64_t *instances, uint64_t *series, uint64_t *bytes,
                    uint64_t *dropped);
+    /* Optional (NULL: nothing queued, always reachable): writes queued and
+     * not yet durable in the backend, and whether its database answers
+     * (/metrics, /ready). */
+    void  (*health)(void *be, uint64_t *queued, bool *reachable);
 
     /* Optional (NULL: nothing to wait for). Returns when the history of
      * every write that returned before the call is as durable as --dbSync
@@ -420,6 +424,8 @@ bool history_sync(history_t *h);
 bool history_snapshot(history_t *h, problem_t *p);
 void history_stats(history_t *h, uint64_t *instances, uint64_t *series, uint64_t *bytes,
                    uint64_t *dropped);
+/* See history_backend_t.health (h NULL: 0 queued, reachable). */
+void history_health(history_t *h, uint64_t *queued, bool *reachable);
 
 /* The backends. */
 extern const history_backend_t history_cordb;

@@ -981,7 +981,8 @@ static void hts_close(void *be)
         return;
     pthread_mutex_lock(&h->mu);
     h->stop              = true;
-    h->drain_deadline_ms = cr_now_ms() + HTS_DRAIN_MS;
+    h->drain_deadline_ms = cr_config.shutdown_deadline_ms ? cr_config.shutdown_deadline_ms
+                                                          : cr_now_ms() + HTS_DRAIN_MS;
     pthread_cond_broadcast(&h->has_work);
     pthread_cond_broadcast(&h->has_room);
     pthread_mutex_unlock(&h->mu);
@@ -1022,6 +1023,24 @@ static void hts_stats(void *be, uint64_t *instances, uint64_t *series, uint64_t 
     *bytes   = 0;
 }
 
+static void hts_health(void *be, uint64_t *queued, bool *reachable)
+{
+    hts_t    *h = be;
+    problem_t p = { 0 };
+    PGconn   *c;
+
+    pthread_mutex_lock(&h->mu);
+    *queued = h->used;
+    pthread_mutex_unlock(&h->mu);
+    /* the writer learns of an outage only when it writes: a probe on a
+     * pooled connection tells for an idle writer too */
+    *reachable = false;
+    if ((c = hts_conn_get(h, &p)) != NULL) {
+        *reachable = hts_exec(c, "SELECT 1", &p);
+        hts_conn_put(h, c, !*reachable);
+    }
+}
+
 const history_backend_t history_timescale = {
     .name            = "timescale",
     .open            = hts_open,
@@ -1037,4 +1056,5 @@ const history_backend_t history_timescale = {
     .delete_instance = hts_be_delete_instance,
     .modify_instance = hts_be_modify_instance,
     .stats           = hts_stats,
+    .health          = hts_health,
 };

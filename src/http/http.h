@@ -61,6 +61,8 @@ typedef struct request {
     const char *link;                     /* raw Link header */
     const char *tenant;                   /* NGSILD-Tenant, NULL when absent */
     const char *prefer;
+    const char *request_id;               /* X-Request-Id as received (when sound), else generated */
+    const char *user;                     /* who the request's token names (--auth), else NULL */
 
     /* query string */
     http_param_t params[HTTP_MAX_PARAMS];
@@ -101,6 +103,7 @@ enum {
     HR_NO_BODY_CHECKS = 1,                /* skip 6.3.4 Content-Type/Accept checks (admin) */
     HR_GEOJSON_OK = 2,                    /* GET may answer application/geo+json (5.7.1, 5.7.2) */
     HR_QUERY_POST = 4,                    /* POST is a query: Accept is checked as for GET */
+    HR_PUBLIC = 8,                        /* answered without a token under --auth (probes) */
 };
 
 typedef struct http_server http_server_t;
@@ -108,6 +111,15 @@ typedef struct http_server http_server_t;
 /* Starts libmicrohttpd on cr_config.port with the route table (kept, not copied). */
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p);
 void           http_stop(http_server_t *s);
+/* The first step of a graceful stop: no new connection is accepted, and the
+ * requests under way (a head read, a body coming, a handler running or
+ * deferred, an answer being sent) are finished until cr_mono_ns() reaches
+ * deadline_ns (one already past: only the listening socket is closed).
+ * Returns how many were still under way then (0: all done); http_stop then
+ * closes every connection. */
+int            http_drain(http_server_t *s, int64_t deadline_ns);
+/* SIGHUP: --accessLog is opened again by its name (after logrotate). */
+void           http_reopen_logs(void);
 
 /* ---- a request run outside libmicrohttpd (cor://, doc/cor-protocol.md)
  * The same dispatch as an HTTP request (the router, the 6.3.4
@@ -178,8 +190,25 @@ typedef struct http_stats {
     uint64_t by_method[7];     /* GET POST PUT PATCH DELETE HEAD OPTIONS */
     uint64_t by_class[6];      /* 1xx..5xx in [1..5] */
     uint64_t connections_open;
+    uint64_t access_log_dropped;   /* --accessLog lines dropped: both buffers full */
 } http_stats_t;
 void http_get_stats(http_stats_t *st);
+
+/* ---- per operation (for /metrics): an operation is a route and a method;
+ * latency from the arrival of the request head to the answer, in buckets of
+ * these upper bounds (seconds; the last bucket is everything beyond). */
+#define HTTP_LAT_BUCKETS 16
+extern const double http_latency_bounds[HTTP_LAT_BUCKETS];
+typedef struct http_op_stats {
+    const char *route;         /* the route's pattern, "(none)" when none matched */
+    const char *method;        /* "GET" ... "OPTIONS", "other" */
+    uint64_t    by_class[6];   /* 1xx..5xx in [1..5] */
+    uint64_t    count;
+    uint64_t    buckets[HTTP_LAT_BUCKETS + 1];   /* not cumulative */
+    uint64_t    sum_ns;
+} http_op_stats_t;
+/* fn for every operation answered at least once (summed over the threads). */
+void http_foreach_op_stats(void (*fn)(void *ud, const http_op_stats_t *st), void *ud);
 
 /* ---- URL helpers */
 /* Decodes %XX in place (no '+' handling); false on a bad escape. */

@@ -34,7 +34,10 @@
  * so each run gets a fresh copy of the body as received.
  */
 #include "http.h"
+#include "accesslog.h"
+#include "reqstats.h"
 #include "router.h"
+#include "../auth/auth.h"
 #include "../json/json.h"
 
 #include <errno.h>
@@ -47,6 +50,7 @@
 #include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -81,19 +85,25 @@ typedef struct conn {
     struct conn    *prev, *next;
 
     /* headers read in one pass (scan_headers) */
-    const char *h_clen, *h_tenant;
+    const char *h_clen, *h_tenant, *h_rid, *h_agent, *h_referer, *h_auth;
+    const char *log_uri;      /* the request target as received (--accessLog only) */
+    const char *proto;        /* HTTP/1.1 ... (--accessLog only) */
     int         n_clen, n_tenant, n_headers;
     bool        h_chunked;
     size_t      pool_used;    /* estimate of the pool the request head takes */
     pthread_mutex_t dlock;    /* guards dstate */
     int        dstate;        /* DS_*: see req_defer */
+    bool       defer_called;  /* the handler called req_defer in this run (under dlock) */
     bool       rerun;         /* the handler ran before on this request */
     bool       was_deferred;  /* counted in g_deferred until the request completes */
+    int        route;         /* index of the matched route (reqstats), -1: none */
 } conn_t;
 
 struct http_server {
-    struct MHD_Daemon *d;
-    router_t          *router;
+    struct MHD_Daemon  *d;
+    router_t           *router;
+    const http_route_t *routes;
+    bool                quiesced;   /* the listening socket is closed (http_drain) */
 };
 
 /* An idle connection keeps at most this much arena for its next request. */
@@ -112,7 +122,7 @@ struct http_server {
 #define HTTP_TYPE_RESERVE 96      /* a Content-Type header (reply_header_room) */
 
 static struct {
-    atomic_uint_fast64_t requests, by_method[7], by_class[6], open;
+    atomic_uint_fast64_t open;   /* requests are counted per thread: reqstats.c */
 } stats;
 static atomic_int g_deferred;    /* deferred requests not completed yet */
 
@@ -156,7 +166,7 @@ static void guard_send(int fd, int status, const char *reason, const char *extra
                       "Content-Length: %d\r\n\r\n%s", status, reason, extra, bn, body);
     if (n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         LOG_D("http: cannot send %d to fd %d: %s", status, fd, strerror(errno));
-    atomic_fetch_add(&stats.by_class[status / 100], 1);
+    reqstats_record(-1, 0, status, -1);
 }
 
 static void guard_add(conn_t *cn)
@@ -265,10 +275,10 @@ static void guard_stop(void)
 
 void http_get_stats(http_stats_t *st)
 {
-    st->requests = atomic_load(&stats.requests);
-    for (int i = 0; i < 7; i++) st->by_method[i] = atomic_load(&stats.by_method[i]);
-    for (int i = 0; i < 6; i++) st->by_class[i] = atomic_load(&stats.by_class[i]);
+    memset(st, 0, sizeof *st);
+    reqstats_totals(st);
     st->connections_open = atomic_load(&stats.open);
+    st->access_log_dropped = accesslog_dropped();
 }
 
 /* ------------------------------------------------------------ connection */
@@ -331,12 +341,15 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cn->started = false;
     cn->too_large = false;
     cn->rerun = false;
+    cn->route = -1;
     cn->dstate = DS_NONE;
+    cn->defer_called = false;
     if (cn->was_deferred) {                     /* a deferred request that never completed */
         cn->was_deferred = false;
         atomic_fetch_sub(&g_deferred, 1);
     }
     cn->raw_uri = arena_strdup(cn->arena, uri ? uri : "/");
+    cn->log_uri = accesslog_enabled() ? arena_strdup(cn->arena, cn->raw_uri) : NULL;
     /* libmicrohttpd would next split the query into header records of its
      * connection pool (a few hundred parameters fill it, and the request
      * then hangs without an answer). We parse the query from our copy, so
@@ -574,16 +587,19 @@ void req_defer(request_t *r)
     conn_t *cn = r->priv;
     pthread_mutex_lock(&cn->dlock);
     if (cn->dstate == DS_NONE) cn->dstate = DS_ARMED;   /* DS_RESUMED: already woken */
+    cn->defer_called = true;
     pthread_mutex_unlock(&cn->dlock);
 }
 
+/* Whether the handler deferred in this run: a wake-up for an earlier run
+ * (DS_RESUMED set while this one runs) does not make this one deferred. */
 bool req_deferred(const request_t *r)
 {
     if (r->exec) return exec_deferred(r);
     conn_t *cn = r->priv;
     if (!cn) return false;
     pthread_mutex_lock(&cn->dlock);
-    bool d = cn->dstate != DS_NONE;
+    bool d = cn->defer_called;
     pthread_mutex_unlock(&cn->dlock);
     return d;
 }
@@ -621,9 +637,14 @@ static bool defer_after_run(conn_t *cn, struct MHD_Connection *c, bool *again)
         }
         waits = true;
     } else if (cn->dstate == DS_RESUMED) {
+        /* woken before it returned: it runs again if it deferred in this
+         * run; a late wake-up meant for an earlier run (a second download
+         * it had waited for) must not run a handler that already answered,
+         * and wrote, once more */
         cn->dstate = DS_NONE;
-        *again = true;
+        *again = cn->defer_called;
     }
+    cn->defer_called = false;
     pthread_mutex_unlock(&cn->dlock);
     return waits;
 }
@@ -645,7 +666,8 @@ size_t reply_header_room(const request_t *r)
     if (!cn) return SIZE_MAX;
     /* what send_reply counts, with room for the Content-Type and the
      * NGSILD-Tenant echo that come after the handler */
-    size_t head = HTTP_MHD_HEAD + HTTP_TYPE_RESERVE + (r->tenant ? strlen(r->tenant) + 20 : 0);
+    size_t head = HTTP_MHD_HEAD + HTTP_TYPE_RESERVE + (r->tenant ? strlen(r->tenant) + 20 : 0) +
+                  (r->request_id ? strlen(r->request_id) + 16 : 0);
     for (int i = 0; i < r->n_out_headers; i++)
         head += strlen(r->out_headers[i].name) + strlen(r->out_headers[i].value) + 4;
     if (r->n_out_headers >= HTTP_MAX_OUT_HEADERS - 1 || cn->pool_used + head >= HTTP_POOL_SIZE) return 0;
@@ -720,11 +742,6 @@ static int method_bit(const char *m)
     return 0;
 }
 
-static int method_index(int bit)
-{
-    return __builtin_ctz((unsigned)bit);
-}
-
 static bool valid_tenant(const char *t)
 {
     size_t n = strlen(t);
@@ -753,11 +770,19 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         if (!strcasecmp(key, "Accept")) r->accept = value;
         else if (!strcasecmp(key, "Prefer")) r->prefer = value;
         break;
+    case 7:
+        if (!strcasecmp(key, "Referer")) cn->h_referer = value;
+        break;
+    case 10:
+        if (!strcasecmp(key, "User-Agent")) cn->h_agent = value;
+        break;
     case 12:
         if (!strcasecmp(key, "Content-Type")) r->content_type = value;
+        else if (!strcasecmp(key, "X-Request-Id")) cn->h_rid = value;
         break;
     case 13:
         if (!strcasecmp(key, "NGSILD-Tenant")) { cn->h_tenant = value; cn->n_tenant++; }
+        else if (!strcasecmp(key, "Authorization")) cn->h_auth = value;
         break;
     case 14:
         if (!strcasecmp(key, "Content-Length")) { cn->h_clen = value; cn->n_clen++; }
@@ -769,6 +794,37 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+/* X-Request-Id: the client's when it is 1 to 128 characters that go into a
+ * header and a log line unchanged (letters, digits, - _ . : / + = @),
+ * else 16 hex digits from a per-thread generator (seeded from getrandom). */
+static const char *request_id(conn_t *cn)
+{
+    static _Thread_local uint64_t state;
+    const char *v = cn->h_rid;
+    if (v) {
+        size_t n = 0;
+        for (; v[n] && n <= 128; n++) {
+            char c = v[n];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                  c == '_' || c == '.' || c == ':' || c == '/' || c == '+' || c == '=' || c == '@'))
+                break;
+        }
+        if (n >= 1 && n <= 128 && !v[n]) return v;
+    }
+    if (CR_UNLIKELY(!state)) {
+        while (getrandom(&state, sizeof state, 0) != sizeof state) {}
+        state |= 1;
+    }
+    /* xorshift64*: distinct values per thread; threads start far apart */
+    state ^= state >> 12; state ^= state << 25; state ^= state >> 27;
+    uint64_t x = state * 0x2545F4914F6CDD1DULL;
+    char    *id = arena_alloc(cn->arena, 17);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--, x >>= 4) id[i] = hex[x & 15];
+    id[16] = '\0';
+    return id;
+}
+
 /* Reads the headers and the URI into r; false with p set when the request is
  * malformed before any handler runs. */
 static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *method, problem_t *p)
@@ -776,6 +832,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
     request_t *r = &cn->req;
     r->arena = cn->arena;
     r->priv = cn;
+    r->arrived_ns = cr_mono_ns();
     cn->mhd = c;
     r->method_name = method;
     r->method = method_bit(method);
@@ -789,7 +846,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
     r->path = uri;            /* decoded per segment by the router */
     if (!parse_query(r, q, p)) return false;
 
-    cn->h_clen = cn->h_tenant = NULL;
+    cn->h_clen = cn->h_tenant = cn->h_rid = cn->h_agent = cn->h_referer = cn->h_auth = NULL;
     cn->n_clen = cn->n_tenant = cn->n_headers = 0;
     cn->h_chunked = false;
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, cn);
@@ -809,6 +866,7 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
                  HTTP_POOL_SIZE / 2 - HTTP_POOL_SLACK);
         return false;
     }
+    r->request_id = request_id(cn);
     r->ctype = parse_ctype(r->content_type);
     parse_accept(r);
     const char *t = cn->h_tenant;
@@ -818,7 +876,6 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
                                "invalid NGSILD-Tenant '%.64s': 1 to 64 characters of A-Z a-z 0-9 _ -", t);
         r->tenant = t;
     }
-    r->arrived_ns = cr_mono_ns();
     return true;
 }
 
@@ -854,12 +911,32 @@ static bool check_preconditions(request_t *r, const http_route_t *rt, problem_t 
     return true;
 }
 
+static void access_line(conn_t *cn, struct MHD_Connection *c, int64_t ns)
+{
+    request_t *r = &cn->req;
+    char       addr[INET6_ADDRSTRLEN] = "-";
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    }
+    accesslog_entry_t e = {.client = addr, .user = r->user, .method = r->method_name,
+                           .uri = cn->log_uri ? cn->log_uri : r->path, .proto = cn->proto,
+                           .referer = cn->h_referer, .agent = cn->h_agent, .request_id = r->request_id,
+                           .status = r->status, .bytes = r->out.len, .ns = ns};
+    accesslog_write(&e);
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
 {
     struct MHD_Response *resp;
     if (r->status == 0) r->status = 500;
     conn_t *cn = r->priv;
-    size_t  head = HTTP_MHD_HEAD + (r->out_type ? strlen(r->out_type) + 16 : 0);
+    size_t  head = HTTP_MHD_HEAD + (r->out_type ? strlen(r->out_type) + 16 : 0) +
+                   (r->request_id ? strlen(r->request_id) + 16 : 0);
     for (int i = 0; i < r->n_out_headers; i++)
         head += strlen(r->out_headers[i].name) + strlen(r->out_headers[i].value) + 4;
     if (CR_UNLIKELY(cn && cn->pool_used + head > HTTP_POOL_SIZE)) {
@@ -876,10 +953,12 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
     if (r->out_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->out_type);
     for (int i = 0; i < r->n_out_headers; i++)
         MHD_add_response_header(resp, r->out_headers[i].name, r->out_headers[i].value);
+    if (r->request_id) MHD_add_response_header(resp, "X-Request-Id", r->request_id);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
-    int cls = r->status / 100;
-    if (cls >= 1 && cls <= 5) atomic_fetch_add(&stats.by_class[cls], 1);
+    int64_t ns = r->arrived_ns ? cr_mono_ns() - r->arrived_ns : -1;
+    reqstats_record(cn ? cn->route : -1, r->method, r->status, ns);
+    if (CR_UNLIKELY(accesslog_enabled()) && cn) access_line(cn, c, ns);
     return ret;
 }
 
@@ -896,14 +975,34 @@ static void clear_answer(request_t *r)
     r->npath = 0;
 }
 
+static const char *exec_header(const request_t *r, const char *name);
+
+/* --auth: 401 with WWW-Authenticate (RFC 6750 3) for a missing or bad
+ * token, 403 for a tenant or a write the token does not grant. A write is a
+ * POST, PUT, PATCH or DELETE, but a POST that is a query. */
+static bool authorized(request_t *r, const http_route_t *rt)
+{
+    auth_outcome_t o;
+    bool write = (r->method & (HM_POST | HM_PUT | HM_PATCH | HM_DELETE)) &&
+                 !(r->method == HM_POST && rt && (rt->flags & HR_QUERY_POST));
+    auth_check(r->exec ? exec_header(r, "Authorization") : ((conn_t *)r->priv)->h_auth, r->tenant, write, r->arena, &o);
+    r->user = o.subject;
+    if (o.verdict == AUTH_OK) return true;
+    problem_t p = {.kind = PB_HTTP, .status = (int)o.verdict};
+    snprintf(p.detail, sizeof p.detail, "%s", o.detail);
+    reply_problem(r, &p);
+    if (o.verdict == AUTH_UNAUTHENTICATED)
+        reply_header(r, "WWW-Authenticate",
+                     o.error ? arena_printf(r->arena, "Bearer realm=\"coraine\", error=\"%s\", error_description=\"%s\"",
+                                            o.error, o.detail)
+                             : "Bearer realm=\"coraine\"");
+    return false;
+}
+
 static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
 {
     request_t *r = &cn->req;
 
-    if (!cn->rerun) {        /* a deferred request counts once */
-        atomic_fetch_add(&stats.requests, 1);
-        if (r->method) atomic_fetch_add(&stats.by_method[method_index(r->method)], 1);
-    }
     if (r->status) return;   /* an error found while the request came in */
     route_and_run(srv->router, r, cn->body.p, cn->body.len);
 }
@@ -920,6 +1019,10 @@ static void route_and_run(const router_t *router, request_t *r, const char *body
     }
     const http_route_t *rt = NULL;
     int rc = router_match(router, r, &rt);
+    /* --auth: over HTTP and cor:// alike (a federation's broker sends its token in the
+     * registration's contextSourceInfo, 6.3.19) */
+    if (auth_on && !(rc == ROUTE_OK && (rt->flags & HR_PUBLIC)) && !authorized(r, rc == ROUTE_OK ? rt : NULL))
+        return;
     if (rc == ROUTE_BAD_PATH) {
         reply_error(r, PB_BAD_REQUEST_DATA, "malformed percent-encoding (or %%00) in the path");
         return;
@@ -928,6 +1031,7 @@ static void route_and_run(const router_t *router, request_t *r, const char *body
         reply_error(r, PB_RESOURCE_NOT_FOUND, "no resource at %s", r->path);
         return;
     }
+    cn->route = (int)(rt - srv->routes);
     http_handler_fn h = router_handler(rt, r->method == HM_HEAD ? HM_GET : r->method);
     if (!h) {
         char *allow = arena_alloc(r->arena, 64);
@@ -1003,7 +1107,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload_data, size_t *upload_size,
                                   void **req_cls)
 {
-    (void)url; (void)version;
+    (void)url;
     http_server_t *srv = cls;
     conn_t        *cn = *req_cls;
     if (!cn) return MHD_NO;
@@ -1014,6 +1118,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->body.p = NULL;
         cn->body.len = 0;
         cn->body_max = cr_config.max_body_size;
+        cn->proto = version;
         /* the head is complete: the body has its own deadline */
         int ph = atomic_load(&cn->phase);
         if (ph == PH_CUT || ph == PH_OVER) return MHD_NO;
@@ -1025,7 +1130,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 if (!guard_claim(cn)) return MHD_NO;
                 guard_send(cn->fd, 431, "Request Header Fields Too Large", "", p.detail);
                 shutdown(cn->fd, SHUT_WR);
-                atomic_fetch_add(&stats.requests, 1);
                 return MHD_NO;
             }
             reply_problem(&cn->req, &p);
@@ -1053,15 +1157,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(p.detail, sizeof p.detail, "request body larger than %zu bytes", cr_config.max_body_size);
         reply_problem(r, &p);
     }
+    cr_log_set_request(r->request_id);     /* on every log line written for this request */
     for (;;) {
         if (cn->rerun) clear_answer(r);
         dispatch(srv, cn, c);
         cn->rerun = true;
         bool again;
-        if (defer_after_run(cn, c, &again)) return MHD_YES;
+        if (defer_after_run(cn, c, &again)) {
+            cr_log_set_request(NULL);
+            return MHD_YES;
+        }
         if (!again) break;
     }
-    return send_reply(c, r);
+    enum MHD_Result ret = send_reply(c, r);
+    cr_log_set_request(NULL);
+    return ret;
 }
 
 /* ------------------------------------------------------------ start/stop */
@@ -1084,6 +1194,13 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     http_server_t *srv = cr_xcalloc(1, sizeof *srv);
     srv->router = router_new(routes, n_routes);
     if (!srv->router) { free(srv); problem_set(p, PB_INTERNAL_ERROR, "bad route table"); return NULL; }
+    srv->routes = routes;
+    reqstats_init(routes, n_routes);
+    if (cr_config.access_log && !accesslog_enabled() && !accesslog_start(cr_config.access_log, p)) {
+        router_free(srv->router);
+        free(srv);
+        return NULL;
+    }
 
     struct sockaddr_in sa = {0};
     sa.sin_family = AF_INET;
@@ -1132,20 +1249,52 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     return srv;
 }
 
+/* Requests the server has begun and not answered yet (a head complete, a
+ * body coming in, a handler running or deferred, an answer being sent). */
+static int in_flight(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&guard.lock);
+    for (conn_t *cn = guard.head; cn; cn = cn->next) {
+        int ph = atomic_load(&cn->phase);
+        if (ph == PH_BODY || ph == PH_BUSY) n++;
+    }
+    pthread_mutex_unlock(&guard.lock);
+    return n;
+}
+
+int http_drain(http_server_t *srv, int64_t deadline_ns)
+{
+    if (!srv) return 0;
+    if (!srv->quiesced) {
+        MHD_socket ls = MHD_quiesce_daemon(srv->d);
+        if (ls != MHD_INVALID_SOCKET) close(ls);
+        srv->quiesced = true;
+    }
+    int n;
+    while ((n = in_flight()) > 0 && cr_mono_ns() < deadline_ns)
+        nanosleep(&(struct timespec){0, 5000000L}, NULL);
+    return n;
+}
+
 void http_stop(http_server_t *srv)
 {
     if (!srv) return;
     /* libmicrohttpd cannot stop with suspended connections: new ones are
      * refused, and deferred requests get their answer first (the work they
      * wait for is bounded by its owner, e.g. --contextTimeout). */
-    MHD_socket ls = MHD_quiesce_daemon(srv->d);
-    if (ls != MHD_INVALID_SOCKET) close(ls);
+    if (!srv->quiesced) {
+        MHD_socket ls = MHD_quiesce_daemon(srv->d);
+        if (ls != MHD_INVALID_SOCKET) close(ls);
+        srv->quiesced = true;
+    }
     for (int i = 0; atomic_load(&g_deferred) > 0; i++) {
         if (i == 6000) { LOG_E("http: %d deferred requests still unanswered after 60 s; stopping anyway", atomic_load(&g_deferred)); break; }
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
     MHD_stop_daemon(srv->d);
     guard_stop();
+    accesslog_stop();
     router_free(srv->router);
     free(srv);
 }
@@ -1275,4 +1424,9 @@ void http_exec(const http_exec_t *ex, request_t *r, char *query, const http_head
         if (!again) break;
     }
     if (!r->status) r->status = 500;
+}
+
+void http_reopen_logs(void)
+{
+    accesslog_reopen();
 }

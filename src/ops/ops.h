@@ -346,6 +346,18 @@ bool ops_discover(const ops_req_t *rq, bool types, const char *name, bool detail
 
 void ops_stats(store_t *s, store_stats_t *st);
 
+/* ------------------------------------------------------ health.c */
+
+/* The entity count of each tenant (at most max tenants, the default one
+ * first as ""), arrays in a; returns how many. */
+size_t ops_tenant_sizes(store_t *s, arena_t *a, size_t max, const char ***tenants, uint64_t **entities);
+/* The history's writes not yet durable and whether its database answers
+ * (--history none or corDB: 0, true). */
+void   ops_history_health(uint64_t *queued, bool *reachable);
+/* GET /ready: the store takes writes and the history's database answers;
+ * false with p (PB_HTTP, status to be set by the caller) saying which not. */
+bool   ops_ready(store_t *s, problem_t *p);
+
 /* ------------------------------------------------------ subscriptions.c */
 
 /* Subscriptions (5.8.1-5.8.5). A subscription is notify/'s notify_sub_t

@@ -434,6 +434,11 @@ void store_tenants(store_t *s, void (*fn)(void *ud, const char *tenant), void *u
     s->be->tenants(s->db, fn, ud);
 }
 
+bool store_tenant_entities(store_t *s, const char *tenant, uint64_t *n)
+{
+    return s->be->tenant_entities && s->be->tenant_entities(s->db, tenant ? tenant : "", n);
+}
+
 /* ------------------------------------------------------------ entities */
 
 bool store_create(store_t *s, const char *tenant, const cr_entity_t *draft, problem_t *p)

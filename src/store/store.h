@@ -161,6 +161,8 @@ typedef struct store_backend {
                         void *ud, problem_t *p);
     void  (*stats)(void *db, uint64_t *entities, uint64_t *tenants);
     void  (*disk_stats)(void *db, struct store_stats *st);   /* NULL: nothing on disk */
+    /* Optional (NULL: not known): the tenant's entity count, O(1). */
+    bool  (*tenant_entities)(void *db, const char *tenant, uint64_t *n);
     /* stored objects (store_obj_*) */
     bool  (*obj_put)(void *db, const char *tenant, int kind, const char *id, const char *json,
                      size_t len, bool create_only, problem_t *p);
@@ -197,6 +199,9 @@ bool     store_tenant_exists(store_t *s, const char *tenant);
 /* Tenant names (for /statistics and admin); calls fn for each, the default
  * tenant first as "". */
 void     store_tenants(store_t *s, void (*fn)(void *ud, const char *tenant), void *ud);
+/* The tenant's entity count (/metrics); false when the tenant does not exist
+ * or the backend does not know it cheaply. */
+bool     store_tenant_entities(store_t *s, const char *tenant, uint64_t *n);
 
 /* ------------------------------------------------------------ entities */
 

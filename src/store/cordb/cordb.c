@@ -194,6 +194,17 @@ void cdb_tenants(cdb_t *db, void (*fn)(void *ud, const char *tenant), void *ud)
     pthread_rwlock_unlock(&db->tlock);
 }
 
+bool cdb_tenant_entities(cdb_t *db, const char *tenant, uint64_t *n)
+{
+    cdb_tenant_t *t = tenant_get(db, tenant, NULL);
+    if (!t)
+        return false;
+    pthread_rwlock_rdlock(&t->lock);
+    *n = t->n_live;
+    pthread_rwlock_unlock(&t->lock);
+    return true;
+}
+
 cdb_tenant_t *cdb_tenant_get(cdb_t *db, const char *tenant, problem_t *p)
 {
     return tenant_get(db, tenant, p);
@@ -1388,6 +1399,11 @@ static void be_stats(void *db, uint64_t *entities, uint64_t *tenants)
     cdb_stats(db, entities, tenants);
 }
 
+static bool be_tenant_entities(void *db, const char *tenant, uint64_t *n)
+{
+    return cdb_tenant_entities(db, tenant, n);
+}
+
 static bool be_obj_put(void *db, const char *tenant, int kind, const char *id, const char *json,
                        size_t len, bool create_only, problem_t *p)
 {
@@ -1474,4 +1490,5 @@ const store_backend_t cdb_backend = {
     .snapshot_start = be_snapshot_start,
     .snapshot_last = be_snapshot_last,
     .disk_stats    = be_disk_stats,
+    .tenant_entities = be_tenant_entities,
 };

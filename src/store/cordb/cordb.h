@@ -449,5 +449,7 @@ typedef struct cdb_shape {
     size_t entity_bytes;        /* sum of the frozen blocks */
 } cdb_shape_t;
 bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out);
+/* The tenant's live entities (false: no such tenant). */
+bool cdb_tenant_entities(cdb_t *db, const char *tenant, uint64_t *n);
 
 #endif
