@@ -962,7 +962,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, request_t *r)
     return ret;
 }
 
-static void route_and_run(const router_t *router, request_t *r, const char *body, size_t body_len);
+static void route_and_run(const router_t *router, request_t *r, const char *body, size_t body_len,
+                          const http_route_t **matched);
 
 /* A deferred request runs again: a clean slate for the answer. */
 static void clear_answer(request_t *r)
@@ -1004,11 +1005,14 @@ static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c)
     request_t *r = &cn->req;
 
     if (r->status) return;   /* an error found while the request came in */
-    route_and_run(srv->router, r, cn->body.p, cn->body.len);
+    const http_route_t *rt = NULL;
+    route_and_run(srv->router, r, cn->body.p, cn->body.len, &rt);
+    if (rt) cn->route = (int)(rt - srv->routes);    /* the request's operation in the metrics */
 }
 
-/* The route, the preconditions and the handler of r (HTTP and http_exec). */
-static void route_and_run(const router_t *router, request_t *r, const char *body, size_t body_len)
+/* The route, the preconditions and the handler of r (HTTP and http_exec); *matched: the route found. */
+static void route_and_run(const router_t *router, request_t *r, const char *body, size_t body_len,
+                          const http_route_t **matched)
 {
     problem_t p = {0};
     if (!r->method) {
@@ -1031,7 +1035,7 @@ static void route_and_run(const router_t *router, request_t *r, const char *body
         reply_error(r, PB_RESOURCE_NOT_FOUND, "no resource at %s", r->path);
         return;
     }
-    cn->route = (int)(rt - srv->routes);
+    *matched = rt;
     http_handler_fn h = router_handler(rt, r->method == HM_HEAD ? HM_GET : r->method);
     if (!h) {
         char *allow = arena_alloc(r->arena, 64);
@@ -1315,6 +1319,7 @@ typedef struct exec_state {
     pthread_mutex_t      lock;
     pthread_cond_t       cond;
     int                  dstate;   /* DS_NONE, DS_ARMED, DS_RESUMED */
+    bool                 defer_called;   /* the handler called req_defer in this run */
 } exec_state_t;
 
 static void exec_state_free(void *arg)
@@ -1353,6 +1358,7 @@ static void exec_defer(request_t *r)
     exec_state_t *x = r->exec;
     pthread_mutex_lock(&x->lock);
     if (x->dstate == DS_NONE) x->dstate = DS_ARMED;
+    x->defer_called = true;
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -1360,7 +1366,7 @@ static bool exec_deferred(const request_t *r)
 {
     exec_state_t *x = r->exec;
     pthread_mutex_lock(&x->lock);
-    bool d = x->dstate != DS_NONE;
+    bool d = x->defer_called;
     pthread_mutex_unlock(&x->lock);
     return d;
 }
@@ -1415,11 +1421,15 @@ void http_exec(const http_exec_t *ex, request_t *r, char *query, const http_head
     }
     for (bool rerun = false;; rerun = true) {
         if (rerun) clear_answer(r);
-        route_and_run(ex->router, r, x->body, x->body_len);
+        const http_route_t *rt = NULL;
+        route_and_run(ex->router, r, x->body, x->body_len, &rt);
         pthread_mutex_lock(&x->lock);
         while (x->dstate == DS_ARMED) pthread_cond_wait(&x->cond, &x->lock);
-        bool again = x->dstate == DS_RESUMED;
+        /* runs again only if it deferred in this run: a late wake-up meant for an
+         * earlier run does not run a handler that has answered (as over HTTP) */
+        bool again = x->defer_called && x->dstate == DS_RESUMED;
         x->dstate = DS_NONE;
+        x->defer_called = false;
         pthread_mutex_unlock(&x->lock);
         if (!again) break;
     }
