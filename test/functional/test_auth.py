@@ -288,3 +288,34 @@ def test_bad_configuration_refuses_to_start(tmp_path, flags, why):
     p = subprocess.run([binary_path(), "-fg", "--port", str(free_port()), "--bind", "127.0.0.1", "--auth", "jwt"] + flags,
                        capture_output=True, text=True, timeout=20, cwd=REPO)
     assert p.returncode == 2 and why in p.stderr
+
+
+def test_auth_applies_over_cor_too(tmp_path, broker_factory):
+    """cor:// (doc/cor-protocol.md) runs requests through the same route and checks as HTTP, --auth
+    included: a hub's forward without a token is refused by the source; with the token in the
+    registration's contextSourceInfo (6.3.19: its pairs are sent as headers) it is answered."""
+    cor_port = free_port()
+    src = AuthBroker(tmp_path, "--jwtSecret", SECRET, "--corPort", str(cor_port))
+    try:
+        tok = token(claims({"*": "write"}), secret=SECRET)
+        eid = uid("Vehicle")
+        r = src.req("POST", API + "/entities", tok, body={"id": eid, "type": "Vehicle",
+                                                           "speed": {"type": "Property", "value": 3}})
+        assert r.status_code == 201, r.text
+        hub = broker_factory()
+        for info, seen in (([], False), ([{"key": "Authorization", "value": "Bearer " + tok}], True)):
+            tenant = "authcor%d" % int(seen)
+            reg = {"type": "ContextSourceRegistration", "information": [{"entities": [{"type": "Vehicle"}]}],
+                   "endpoint": "cor://127.0.0.1:%d" % cor_port}
+            if info:
+                reg["contextSourceInfo"] = info
+            r = requests.post(hub.base + API + "/csourceRegistrations", json=reg,
+                              headers={"NGSILD-Tenant": tenant}, timeout=10)
+            assert r.status_code == 201, r.text
+            r = requests.get(hub.base + API + "/entities", params={"type": "Vehicle"},
+                             headers={"NGSILD-Tenant": tenant}, timeout=10)
+            assert r.status_code == 200, r.text
+            assert [e["id"] for e in r.json()] == ([eid] if seen else []), r.text
+            assert ("NGSILD-Warning" in r.headers) != seen
+    finally:
+        src.stop()
