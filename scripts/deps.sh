@@ -4,7 +4,7 @@
 # the exact sudo line and stops. Called by `make run` and `make test`.
 set -eu
 pkgs=(gcc make pkg-config libmicrohttpd-dev libcurl4-openssl-dev libpcre2-dev libgeos-dev
-      libmosquitto-dev libicu-dev mosquitto libpq-dev postgresql libcmocka-dev libjansson-dev libcjson-dev python3 python3-pytest python3-requests curl wrk)
+      libmosquitto-dev libicu-dev mosquitto libpq-dev postgresql libcmocka-dev libjansson-dev libcjson-dev libmongoc-dev python3 python3-pytest python3-requests curl wrk)
 [ "${CORAINE_DEPS_EXTRA:-}" ] && pkgs+=(${CORAINE_DEPS_EXTRA})
 missing=()
 for p in "${pkgs[@]}"; do
