@@ -7,6 +7,7 @@
 #   make tsan       ThreadSanitizer build           -> build/tsan/coraine
 #   make unit       unit tests (cmocka)
 #   make functional functional tests (pytest) against build/release/coraine
+#   make functional-mongoc  the same on --database mongoc (FerretDB, built with go)
 #   make fuzz       libFuzzer targets (clang)       -> build/fuzz/fuzz_*
 #   make perf       benchmark programs              -> build/release/perf/*
 #   make crash      corDB crash loop (kill -9 against --dbSync always; CRASH_ITERATIONS=100)
@@ -60,7 +61,7 @@ CORE_CONTEXT := src/ld/ngsi-ld-core-context-v1.8.jsonld
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 
-.PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools crash faultshim
+.PHONY: all run test asan tsan unit functional functional-mongoc fuzz perf install deps clean tools crash faultshim
 all: $(BUILD)/coraine tools
 
 # ---- tools/: the notification receiver (tests and benchmarks use it)
@@ -110,6 +111,11 @@ unit: $(UNIT_BINS)
 functional: all faultshim
 	CORAINE_BIN=$(CURDIR)/$(BUILD)/coraine CORAINE_FAULTSHIM=$(CURDIR)/$(BUILD)/faultshim.so \
 	    python3 -m pytest -q test/functional
+
+# ---- the functional suite on --database mongoc, against FerretDB (test/functional/ferret.py builds it)
+functional-mongoc: all faultshim
+	CORAINE_TEST_DATABASE=mongoc CORAINE_BIN=$(CURDIR)/$(BUILD)/coraine \
+	    CORAINE_FAULTSHIM=$(CURDIR)/$(BUILD)/faultshim.so python3 -m pytest -q test/functional
 
 # ---- corDB on disk: fault injection (LD_PRELOAD) and the crash loop
 faultshim: $(BUILD)/faultshim.so

@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -105,8 +106,9 @@ int main(int argc, char **argv)
     }
 
     LOG_I("coraine listening on %s:%d (store %s %s%s, %d HTTP threads)", cr_config.bind_address, cr_config.port,
-          cr_config.database, cr_config.db_dir ? "on disk in " : "in RAM",
-          cr_config.db_dir ? cr_config.db_dir : "", cr_config.connection_pool_size);
+          cr_config.database, !strcasecmp(cr_config.database, "corDB") ? (cr_config.db_dir ? "on disk in " : "in RAM") : "at ",
+          !strcasecmp(cr_config.database, "corDB") ? (cr_config.db_dir ? cr_config.db_dir : "") : cr_config.db_name,
+          cr_config.connection_pool_size);
 
     int sig = 0;
     for (;;) {

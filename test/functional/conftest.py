@@ -173,8 +173,14 @@ def broker(broker_factory):
     return broker_factory()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cordb: tests of corDB itself (skipped with CORAINE_TEST_DATABASE=mongoc)")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
+    if MONGOC and item.get_closest_marker("cordb"):
+        pytest.skip("corDB-specific (CORAINE_TEST_DATABASE=mongoc)")
     item._coraine_log_offsets = {k: b.log_size() for k, b in _BROKERS.items()}
     yield
 

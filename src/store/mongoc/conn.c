@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "mgc.h"
@@ -342,30 +343,85 @@ void mgc_tenant_each(mgc_t *db, void (*fn)(void *ud, mgc_tenant_t *t), void *ud)
 
 /* ------------------------------------------------------------- indexes */
 
-/* The entity indexes of a tenant's database (createIndexes is idempotent):
- * creation order and pagination (c, _id), types (t, c), modifiedAt, the
- * attribute names (/attributes, attrs=); the GeoProperty boxes get theirs
+/* The names of coll's indexes into have[] (false: the listing failed; a
+ * collection that does not exist yet has none). */
+static bool index_names(mongoc_client_t *c, const char *dbname, const char *coll, char have[][24],
+                        size_t cap, size_t *n, bson_error_t *err)
+{
+    mongoc_collection_t *col = mongoc_client_get_collection(c, dbname, coll);
+    mongoc_cursor_t     *cur = mongoc_collection_find_indexes_with_opts(col, NULL);
+    const bson_t        *doc;
+    bool                 ok;
+
+    *n = 0;
+    while (mongoc_cursor_next(cur, &doc)) {
+        bson_iter_t it;
+
+        if (*n < cap && bson_iter_init_find(&it, doc, "name") && BSON_ITER_HOLDS_UTF8(&it))
+            snprintf(have[(*n)++], 24, "%s", bson_iter_utf8(&it, NULL));
+    }
+    ok = !mongoc_cursor_error(cur, err) || err->code == 26;     /* NamespaceNotFound */
+    mongoc_cursor_destroy(cur);
+    mongoc_collection_destroy(col);
+    return ok;
+}
+
+/* Creates index `name` on coll with the given key unless have[] lists it
+ * (FerretDB 1.24 drops the connection on a createIndexes of an index that
+ * exists: only the missing ones are asked for). */
+static bool index_ensure(mongoc_client_t *c, const char *dbname, const char *coll, char have[][24],
+                         size_t n, const char *name, const bson_t *key, bson_error_t *err)
+{
+    mongoc_database_t *d;
+    bson_t             cmd = BSON_INITIALIZER, arr, ix;
+    bool               ok;
+
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(have[i], name))
+            return true;
+    BSON_APPEND_UTF8(&cmd, "createIndexes", coll);
+    bson_append_array_begin(&cmd, "indexes", -1, &arr);
+    bson_append_document_begin(&arr, "0", 1, &ix);
+    BSON_APPEND_DOCUMENT(&ix, "key", key);
+    BSON_APPEND_UTF8(&ix, "name", name);
+    bson_append_document_end(&arr, &ix);
+    bson_append_array_end(&cmd, &arr);
+    d  = mongoc_client_get_database(c, dbname);
+    ok = mongoc_database_write_command_with_opts(d, &cmd, NULL, NULL, err);
+    mongoc_database_destroy(d);
+    bson_destroy(&cmd);
+    return ok;
+}
+
+/* The entity indexes of a tenant's database: creation order and pagination
+ * (c, _id), types (t, c), modifiedAt, the attribute names (/attributes,
+ * attrs=); the objects by kind and order. The GeoProperty boxes get theirs
  * as their names appear (mgc_geo_index). */
 static bool ensure_indexes(mongoc_client_t *c, const char *dbname, bson_error_t *err)
 {
-    mongoc_database_t *d   = mongoc_client_get_database(c, dbname);
-    bson_t            *cmd = BCON_NEW(
-        "createIndexes", BCON_UTF8("entities"), "indexes", "[",
-        "{", "key", "{", "c", BCON_INT32(1), "_id", BCON_INT32(1), "}", "name", BCON_UTF8("c_id"), "}",
-        "{", "key", "{", "t", BCON_INT32(1), "c", BCON_INT32(1), "}", "name", BCON_UTF8("t_c"), "}",
-        "{", "key", "{", "m", BCON_INT32(1), "}", "name", BCON_UTF8("m"), "}",
-        "{", "key", "{", "a", BCON_INT32(1), "}", "name", BCON_UTF8("a"), "}",
-        "]");
-    bson_t *cmd2 = BCON_NEW(
-        "createIndexes", BCON_UTF8("objects"), "indexes", "[",
-        "{", "key", "{", "k", BCON_INT32(1), "o", BCON_INT32(1), "}", "name", BCON_UTF8("k_o"), "}",
-        "]");
-    bool ok = mongoc_database_write_command_with_opts(d, cmd, NULL, NULL, err) &&
-              mongoc_database_write_command_with_opts(d, cmd2, NULL, NULL, err);
+    static const struct { const char *coll, *name, *f1, *f2; } ix[] = {
+        { "entities", "c_id", "c", "_id" }, { "entities", "t_c", "t", "c" },
+        { "entities", "m", "m", NULL },     { "entities", "a", "a", NULL },
+        { "objects", "k_o", "k", "o" },
+    };
+    char   have[32][24];
+    size_t n = 0;
+    bool   ok = true;
+    const char *listed = NULL;
 
-    bson_destroy(cmd);
-    bson_destroy(cmd2);
-    mongoc_database_destroy(d);
+    for (size_t i = 0; ok && i < sizeof ix / sizeof ix[0]; i++) {
+        bson_t key = BSON_INITIALIZER;
+
+        if (!listed || strcmp(listed, ix[i].coll) != 0) {
+            ok = index_names(c, dbname, ix[i].coll, have, 32, &n, err);
+            listed = ix[i].coll;
+        }
+        BSON_APPEND_INT32(&key, ix[i].f1, 1);
+        if (ix[i].f2)
+            BSON_APPEND_INT32(&key, ix[i].f2, 1);
+        ok = ok && index_ensure(c, dbname, ix[i].coll, have, n, ix[i].name, &key, err);
+        bson_destroy(&key);
+    }
     return ok;
 }
 
@@ -398,20 +454,20 @@ void mgc_geo_index(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const cr_enti
         if (known || t->n_geo_keys >= 256)
             continue;
         snprintf(field, sizeof field, "g.%s.x0", key);
-        mongoc_database_t *d   = mongoc_client_get_database(c, t->dbname);
-        bson_t            *cmd = BCON_NEW("createIndexes", BCON_UTF8("entities"), "indexes", "[",
-                                          "{", "key", "{", field, BCON_INT32(1), "}",
-                                          "name", BCON_UTF8(key), "}", "]");
-        bson_error_t       err;
+        char         have[32][24];
+        size_t       n = 0;
+        bson_t       k = BSON_INITIALIZER;
+        bson_error_t err;
 
-        if (mongoc_database_write_command_with_opts(d, cmd, NULL, NULL, &err)) {
+        BSON_APPEND_INT32(&k, field, 1);
+        if (index_names(c, t->dbname, "entities", have, 32, &n, &err) &&
+            index_ensure(c, t->dbname, "entities", have, n, key, &k, &err)) {
             t->geo_keys = cr_xreallocarray(t->geo_keys, t->n_geo_keys + 1, sizeof(*t->geo_keys));
             memcpy(t->geo_keys[t->n_geo_keys++], key, 24);
         } else {
             LOG_W("mongoc: index %s of database %s: %s", key, t->dbname, err.message);
         }
-        bson_destroy(cmd);
-        mongoc_database_destroy(d);
+        bson_destroy(&k);
     }
 }
 
@@ -433,8 +489,10 @@ static bool probe(mgc_t *db, problem_t *p)
         bson_destroy(&reply);
         cmd = BCON_NEW("buildInfo", BCON_INT32(1));
         if (mongoc_client_command_simple(c, "admin", cmd, NULL, &reply, &err))
-            db->geo2d = !bson_iter_init_find(&it, &reply, "ferretdbVersion") &&
+            db->geo2d = db->claims = false;
+        db->geo2d = !bson_iter_init_find(&it, &reply, "ferretdbVersion") &&
                         !bson_iter_init_find(&it, &reply, "ferretdb");
+        db->claims = !db->geo2d;
         bson_destroy(&reply);
         bson_destroy(cmd);
         ok = ensure_indexes(c, db->prefix, &err);
@@ -487,7 +545,10 @@ mgc_t *mgc_open(problem_t *p)
     db->tbl      = cr_xcalloc(64, sizeof(*db->tbl));
     pthread_rwlock_init(&db->tlock, NULL);
     db->dflt = tenant_new("", db->prefix);
-    atomic_init(&db->token, (uint64_t)cr_now_us() << 16 ^ (uint64_t)getpid() << 40);
+    uint64_t base = 0;
+    if (getrandom(&base, sizeof base, 0) != (ssize_t)sizeof base)
+        base = (uint64_t)cr_now_us() << 16 ^ (uint64_t)getpid() << 40;
+    atomic_init(&db->token, (base & ~(1ull << 63)) | 1);   /* positive as an int64 */
 
     db->pool = mongoc_client_pool_new(db->uri);
     if (!db->pool) {
@@ -515,9 +576,10 @@ mgc_t *mgc_open(problem_t *p)
     }
     mgc_tenants_load(db);
     const mongoc_host_list_t *h = mongoc_uri_get_hosts(db->uri);
-    LOG_I("store: mongoc at %s%s, databases %s and %s-TENANT, %s, write concern %s, %u named tenants",
+    LOG_I("store: mongoc at %s%s, databases %s and %s-TENANT, %s%s, write concern %s, %u named tenants",
           h ? h->host_and_port : "?", h && h->next ? " ..." : "", db->prefix, db->prefix,
           db->replset ? "a replica set" : "a single server",
+          db->claims ? " (FerretDB: writes claim their version)" : "",
           !strcmp(wc_flag, "majority") || (!strcmp(wc_flag, "auto") && db->replset) ? "majority" : "1",
           db->n_tenants);
     return db;

@@ -99,7 +99,7 @@ void mgc_doc_entity(bson_t *doc, const cr_entity_t *e, int64_t version, uint64_t
     sb_release(&sb);
 }
 
-cr_entity_t *mgc_doc_decode(const bson_t *doc, int64_t *version, problem_t *p)
+cr_entity_t *mgc_doc_decode(const bson_t *doc, mgc_ver_t *ver, problem_t *p)
 {
     bson_iter_t    it;
     const uint8_t *bin = NULL;
@@ -108,10 +108,12 @@ cr_entity_t *mgc_doc_decode(const bson_t *doc, int64_t *version, problem_t *p)
     cr_entity_t   *draft, *e = NULL;
     arena_t       *a;
 
-    if (version) {
-        *version = 0;
+    if (ver) {
+        ver->v = ver->w = 0;
         if (bson_iter_init_find(&it, doc, "v") && BSON_ITER_HOLDS_NUMBER(&it))
-            *version = bson_iter_as_int64(&it);
+            ver->v = bson_iter_as_int64(&it);
+        if (bson_iter_init_find(&it, doc, "w") && BSON_ITER_HOLDS_NUMBER(&it))
+            ver->w = bson_iter_as_int64(&it);
     }
     if (bson_iter_init_find(&it, doc, "e") && BSON_ITER_HOLDS_BINARY(&it))
         bson_iter_binary(&it, &st, &len, &bin);

@@ -40,6 +40,12 @@
 
 #define MGC_RETRIES 64              /* version conflicts before a write gives up (503) */
 
+/* A stored version: its number and its write token (unique per write, over
+ * every process: the condition of the next write). */
+typedef struct mgc_ver {
+    int64_t v, w;
+} mgc_ver_t;
+
 typedef struct mgc_tenant {
     struct mgc_tenant *next;        /* hash chain */
     char              *name;        /* "" for the default */
@@ -63,6 +69,7 @@ typedef struct mgc {
     mgc_tenant_t         *dflt;
     uint32_t              max_tenants;   /* named ones */
     bool                  replset, geo2d;
+    bool                  claims;   /* the server's conditional update is not atomic (FerretDB): write.c claims */
     int                   timeout_ms;
     _Atomic uint64_t      token;    /* write tokens: per process random base + counter */
 } mgc_t;
@@ -98,7 +105,7 @@ void                 mgc_doc_entity(bson_t *doc, const cr_entity_t *e, int64_t v
 /* The field of g (under "g.") that holds GeoProperty name's box. */
 void                 mgc_geo_key(char buf[24], const char *name);
 /* A frozen entity from a document's "e" (NULL: not one: InternalError in p). */
-cr_entity_t         *mgc_doc_decode(const bson_t *doc, int64_t *version, problem_t *p);
+cr_entity_t         *mgc_doc_decode(const bson_t *doc, mgc_ver_t *ver, problem_t *p);
 
 /* write.c */
 bool mgc_create(mgc_t *db, const char *tenant, const cr_entity_t *draft, store_change_t *ch, problem_t *p);
@@ -117,7 +124,7 @@ bool mgc_purge(mgc_t *db, const char *tenant, const entity_filter_t *f, size_t *
 /* query.c */
 cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p);
 /* The entity's current document (NULL: none, or p set when the read failed). */
-cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, int64_t *version,
+cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, mgc_ver_t *ver,
                       bool *failed, problem_t *p);
 bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t *a, store_page_t *out,
                problem_t *p);

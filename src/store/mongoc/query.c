@@ -23,7 +23,7 @@ static bool not_found(problem_t *p, const char *id)
     return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity '%.400s' not found", id);
 }
 
-cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, int64_t *version,
+cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, mgc_ver_t *ver,
                       bool *failed, problem_t *p)
 {
     bson_t          *q    = BCON_NEW("_id", BCON_UTF8(id));
@@ -36,7 +36,7 @@ cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, int64
     (void)db;
     *failed = false;
     if (mongoc_cursor_next(cur, &doc)) {
-        if (!(e = mgc_doc_decode(doc, version, p)))
+        if (!(e = mgc_doc_decode(doc, ver, p)))
             *failed = true;
     } else if (mongoc_cursor_error(cur, &err)) {
         *failed = true;

@@ -7,7 +7,8 @@
  * seq only once the server has the version: a write that fails takes no
  * number. A read-modify-write reads the current document (version v),
  * applies the model's operation (entity_apply, as corDB does), and replaces
- * the document only where its version is still v; when another process
+ * the document only where it is still v (its write token: "claims" below
+ * for servers whose conditional update is not atomic); when another process
  * wrote in between, nothing matched and the operation starts again from the
  * new version (MGC_RETRIES times, then 503): concurrent PATCHes of one
  * entity through several processes never lose one. A create is an insert
@@ -125,35 +126,117 @@ static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *
     return true;
 }
 
-/* Replaces version ver of e->id by e (version ver + 1); *matched: it was
- * still ver. */
-static bool replace_locked(wctx_t *w, const cr_entity_t *e, int64_t ver, bool *matched, problem_t *p)
+/* ------------------------------------------------------------ claims
+ *
+ * On MongoDB a conditional replace ({_id, w: token}) is atomic: of two
+ * writers that read the same version, one matches and the other matches
+ * nothing. FerretDB 1.24 on SQLite finds and then writes, so both may match
+ * (a lost update, seen in test_mongo.py). There (db->claims, from the probe
+ * at start) a writer first claims the version it replaces: it inserts
+ * {_id: that version's token} into "claims", and the unique _id lets one
+ * writer through; the others read again. The claim is removed after the
+ * replace. A claim left by a process that died between the two is older
+ * than MGC_CLAIM_STALE_US and is taken over. */
+#define MGC_CLAIM_STALE_US (30 * 1000000LL)
+
+static mongoc_collection_t *claims_coll(wctx_t *w)
+{
+    return mongoc_client_get_collection(w->c, w->t->dbname, "claims");
+}
+
+/* *won: this writer may replace the version with token tok. */
+static bool claim(wctx_t *w, int64_t tok, bool *won, problem_t *p)
+{
+    mongoc_collection_t *col = claims_coll(w);
+    bson_error_t         err;
+    bool                 ok = true;
+
+    *won = false;
+    for (int i = 0; i < 2 && ok && !*won; i++) {
+        bson_t *doc = BCON_NEW("_id", BCON_INT64(tok), "at", BCON_INT64(cr_now_us()));
+
+        if (mongoc_collection_insert_one(col, doc, NULL, NULL, &err)) {
+            *won = true;
+        } else if (!mgc_is_dup(&err)) {
+            ok = mgc_fail(p, "claiming a version", &err);
+        } else {
+            /* taken: by a live writer (read again), or left by a dead one */
+            bson_t *stale = BCON_NEW("_id", BCON_INT64(tok), "at", "{", "$lt",
+                                     BCON_INT64(cr_now_us() - MGC_CLAIM_STALE_US), "}");
+            bson_t  reply;
+
+            if (!mongoc_collection_delete_one(col, stale, NULL, &reply, &err))
+                ok = mgc_fail(p, "claiming a version", &err);
+            else if (reply_count(&reply, "deletedCount") < 1)
+                i = 2;                      /* a live claim */
+            bson_destroy(&reply);
+            bson_destroy(stale);
+        }
+        bson_destroy(doc);
+    }
+    mongoc_collection_destroy(col);
+    return ok;
+}
+
+static void unclaim(wctx_t *w, int64_t tok)
+{
+    mongoc_collection_t *col = claims_coll(w);
+    bson_t              *q   = BCON_NEW("_id", BCON_INT64(tok));
+    bson_error_t         err;
+
+    if (!mongoc_collection_delete_one(col, q, NULL, NULL, &err))
+        LOG_W("mongoc: a claim of database %s stays (taken over in %llds): %s", w->t->dbname,
+              (long long)(MGC_CLAIM_STALE_US / 1000000), err.message);
+    bson_destroy(q);
+    mongoc_collection_destroy(col);
+}
+
+/* Replaces the stored version ver of e->id by e; *matched: ver was still
+ * the current one (else another writer was first: read again). */
+static bool replace_locked(wctx_t *w, const cr_entity_t *e, mgc_ver_t ver, bool *matched, problem_t *p)
 {
     bson_t       doc, reply;
-    bson_t      *sel = BCON_NEW("_id", BCON_UTF8(e->id), "v", BCON_INT64(ver));
+    bson_t      *sel;
     bson_error_t err;
-    bool         ok;
+    bool         ok, won = true;
 
+    *matched = false;
+    if (w->db->claims && !claim(w, ver.w, &won, p))
+        return false;
+    if (!won)
+        return true;
+    sel = BCON_NEW("_id", BCON_UTF8(e->id), "w", BCON_INT64(ver.w));
     mgc_geo_index(w->db, w->c, w->t, e);
-    mgc_doc_entity(&doc, e, ver + 1, mgc_token(w->db));
+    mgc_doc_entity(&doc, e, ver.v + 1, mgc_token(w->db));
     ok = mongoc_collection_replace_one(w->col, sel, &doc, NULL, &reply, &err);
     *matched = ok && reply_count(&reply, "matchedCount") > 0;
     bson_destroy(&reply);
     bson_destroy(&doc);
     bson_destroy(sel);
+    if (w->db->claims)
+        unclaim(w, ver.w);
     return ok || mgc_fail(p, "replace", &err);
 }
 
-static bool delete_version(wctx_t *w, const char *id, int64_t ver, bool *matched, problem_t *p)
+static bool delete_version(wctx_t *w, const char *id, mgc_ver_t ver, bool *matched, problem_t *p)
 {
-    bson_t      *sel = BCON_NEW("_id", BCON_UTF8(id), "v", BCON_INT64(ver));
+    bson_t      *sel;
     bson_t       reply;
     bson_error_t err;
-    bool         ok = mongoc_collection_delete_one(w->col, sel, NULL, &reply, &err);
+    bool         ok, won = true;
 
+    *matched = false;
+    if (w->db->claims && !claim(w, ver.w, &won, p))
+        return false;
+    if (!won)
+        return true;
+    sel = BCON_NEW("_id", BCON_UTF8(id), "w", BCON_INT64(ver.w));
+    ok  = mongoc_collection_delete_one(w->col, sel, NULL, &reply, &err);
     *matched = ok && reply_count(&reply, "deletedCount") > 0;
     bson_destroy(&reply);
     bson_destroy(sel);
+    if (w->db->claims)
+        unclaim(w, ver.w);
     return ok || mgc_fail(p, "delete", &err);
 }
 
@@ -178,7 +261,7 @@ static bool modify_locked(wctx_t *w, const char *id, entity_op_t op, const cr_en
     if (absent)
         *absent = false;
     for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
-        int64_t      ver;
+        mgc_ver_t    ver;
         bool         failed, matched;
         cr_entity_t *old = mgc_read(w->db, w->col, id, &ver, &failed, p), *draft, *e;
 
@@ -272,7 +355,7 @@ static bool remove_locked(wctx_t *w, const char *id, const typesel_t *if_type, s
 {
     change_none(ch);
     for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
-        int64_t      ver;
+        mgc_ver_t    ver;
         bool         failed, matched;
         cr_entity_t *old = mgc_read(w->db, w->col, id, &ver, &failed, p);
 
@@ -532,7 +615,7 @@ bool mgc_purge(mgc_t *db, const char *tenant, const entity_filter_t *f, size_t *
             const char *id = l.v[i]->id;
 
             for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
-                int64_t      ver;
+                mgc_ver_t    ver;
                 bool         failed, matched;
                 cr_entity_t *cur = mgc_read(db, w.col, id, &ver, &failed, p);
 
