@@ -36,8 +36,8 @@ BIN = os.path.join(REPO, "build", "ferretdb", "ferretdb")
 
 
 def go_binary():
-    for g in (shutil.which("go"), "/usr/local/go/bin/go", os.path.expanduser("~/go/bin/go"),
-              os.path.expanduser("~/sdk/go/bin/go")):
+    for g in (shutil.which("go"), "/usr/local/go/bin/go",
+              os.path.join(os.environ.get("CORAINE_GO_DIR", "/usr/local/lib/coraine-go"), "bin", "go")):
         if g and os.path.exists(g):
             return g
     return None
