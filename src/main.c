@@ -92,6 +92,7 @@ int main(int argc, char **argv)
     if (n_regs) LOG_I("%zu context source registrations restored", n_regs);
     size_t n_csubs = ops_csub_restore(store);
     if (n_csubs) LOG_I("%zu context source registration subscriptions restored", n_csubs);
+    if (ops_objsync_start(store)) LOG_I("objects written by other processes loaded every %d ms", cr_config.sync_interval_ms);
     api_init(store);
 
     size_t              n;
@@ -99,6 +100,7 @@ int main(int argc, char **argv)
     http_server_t      *srv = http_start(routes, n, &p);
     if (!srv) {
         LOG_E("%s", p.detail);
+        ops_objsync_stop();
         notify_stop();
         store_close(store);
         history_close(history);
@@ -125,6 +127,7 @@ int main(int argc, char **argv)
     LOG_I("stopping (%s)", sig == SIGINT ? "SIGINT" : "SIGTERM");
     ld_stop();                 /* requests waiting for a @context download answer now */
     http_stop(srv);
+    ops_objsync_stop();        /* before the registries it loads into */
     reg_shutdown();            /* registration subscriptions: before the notifier they send through */
     notify_stop();
     fwd_stop();

@@ -635,6 +635,19 @@ void store_obj_foreach(store_t *s, store_obj_kind_t kind,
         s->be->obj_foreach(s->db, (int)kind, fn, ud);
 }
 
+bool store_obj_changed(store_t *s)
+{
+    return s->be->obj_changed && s->be->obj_changed(s->db);
+}
+
+void store_obj_sync(store_t *s, store_obj_kind_t kind,
+                    void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                    void (*gone)(void *ud, const char *tenant, const char *id), void *ud)
+{
+    if (s->be->obj_sync && kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CSOURCE_SUBSCRIPTION)
+        s->be->obj_sync(s->db, (int)kind, put, gone, ud);
+}
+
 /* ------------------------------------------------------------ snapshots */
 
 bool store_snapshot(store_t *s, store_snapshot_info_t *info, problem_t *p)

@@ -203,3 +203,70 @@ def test_mongoc_geo_query_box_prefilter_then_exact(pair):
     r = c.get("/entities", params={"type": "G", "georel": "within", "geometry": "Polygon",
                                    "coordinates": "[[[0,40],[20,40],[20,60],[0,60],[0,40]]]"})
     assert sorted(e["id"] for e in r.json()) == sorted([near, far])
+
+
+@pytest.fixture
+def synced_pair(ferret, tmp_path):
+    """Two brokers on one database prefix that load each other's objects every 200 ms."""
+    prefix = new_prefix()
+    a = Broker(mongo_flags(ferret, prefix, "--syncInterval", "200"), str(tmp_path))
+    b = Broker(mongo_flags(ferret, prefix, "--syncInterval", "200"), str(tmp_path))
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def wait_status(c, path, status, timeout=10.0):
+    deadline = time.time() + timeout
+    while True:
+        r = c.get(path)
+        if r.status_code == status or time.time() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def test_mongoc_a_subscription_created_through_one_process_is_notified_once_for_changes_through_either(
+        synced_pair):
+    from receiver import Receiver
+    a, b = synced_pair
+    t = fresh_tenant()
+    ca, cb = Client(a, t), Client(b, t)
+    rcv = Receiver()
+    try:
+        ca.create({"id": uid("Seed"), "type": "Seed"})
+        r = ca.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "Car"}],
+                                       "notification": {"endpoint": {"uri": rcv.uri}}})
+        assert r.status_code == 201, r.text
+        sid = r.headers["Location"].rsplit("/", 1)[1]
+        # the other process has it within its --syncInterval
+        assert wait_status(cb, "/subscriptions/" + sid, 200).status_code == 200
+        eid = uid("Car")
+        cb.create({"id": eid, "type": "Car", "speed": prop(1)})          # through B
+        for i in range(5):                                              # alternating
+            c = ca if i % 2 == 0 else cb
+            assert c.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 2)}).status_code == 204
+        rcv.wait(6)
+        n = rcv.settle()["notifications"]
+        assert n == 6, "each of the 6 accepted writes notified once, not %d times" % n
+        # deleted through B: gone from A too, and nobody notifies any more
+        assert cb.delete("/subscriptions/" + sid).status_code == 204
+        assert wait_status(ca, "/subscriptions/" + sid, 404).status_code == 404
+        assert ca.patch("/entities/%s/attrs" % eid, {"speed": prop(99)}).status_code == 204
+        assert rcv.settle()["notifications"] == 6
+    finally:
+        rcv.stop()
+
+
+def test_mongoc_a_registration_created_through_one_process_is_seen_by_the_other(synced_pair):
+    a, b = synced_pair
+    t = fresh_tenant()
+    ca, cb = Client(a, t), Client(b, t)
+    ca.create({"id": uid("Seed"), "type": "Seed"})
+    r = ca.post("/csourceRegistrations", {"type": "ContextSourceRegistration",
+                                          "information": [{"entities": [{"type": "Remote"}]}],
+                                          "endpoint": "http://127.0.0.1:9"})
+    assert r.status_code == 201, r.text
+    rid = r.headers["Location"].rsplit("/", 1)[1]
+    assert wait_status(cb, "/csourceRegistrations/" + rid, 200).status_code == 200
+    assert ca.delete("/csourceRegistrations/" + rid).status_code == 204
+    assert wait_status(cb, "/csourceRegistrations/" + rid, 404).status_code == 404

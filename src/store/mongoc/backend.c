@@ -136,6 +136,19 @@ static void be_obj_foreach(void *db, int kind,
     mgc_obj_foreach(db, kind, fn, ud);
 }
 
+static bool be_obj_changed(void *db)
+{
+    return mgc_obj_changed(db);
+}
+
+static void be_obj_sync(void *db, int kind,
+                        void (*put)(void *ud, const char *tenant, const char *id, const char *json,
+                                    size_t len),
+                        void (*gone)(void *ud, const char *tenant, const char *id), void *ud)
+{
+    mgc_obj_sync(db, kind, put, gone, ud);
+}
+
 const store_backend_t mgc_backend = {
     .name          = "mongoc",
     .open          = be_open,
@@ -158,4 +171,6 @@ const store_backend_t mgc_backend = {
     .obj_delete    = be_obj_delete,
     .obj_get       = be_obj_get,
     .obj_foreach   = be_obj_foreach,
+    .obj_changed   = be_obj_changed,
+    .obj_sync      = be_obj_sync,
 };

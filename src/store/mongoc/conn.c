@@ -545,6 +545,7 @@ mgc_t *mgc_open(problem_t *p)
     db->tbl      = cr_xcalloc(64, sizeof(*db->tbl));
     pthread_rwlock_init(&db->tlock, NULL);
     db->dflt = tenant_new("", db->prefix);
+    mgc_obj_init(db);
     uint64_t base = 0;
     if (getrandom(&base, sizeof base, 0) != (ssize_t)sizeof base)
         base = (uint64_t)cr_now_us() << 16 ^ (uint64_t)getpid() << 40;
@@ -602,6 +603,7 @@ void mgc_close(mgc_t *db)
     if (db->uri)
         mongoc_uri_destroy(db->uri);
     pthread_rwlock_destroy(&db->tlock);
+    mgc_obj_free(db);
     free(db->prefix);
     free(db);
 }

@@ -59,6 +59,8 @@ typedef struct mgc_tenant {
     uint32_t           n_geo_keys;
 } mgc_tenant_t;
 
+typedef struct mgc_objent mgc_objent_t;   /* objects.c: an object as this process last saw it */
+
 typedef struct mgc {
     mongoc_client_pool_t *pool;
     mongoc_uri_t         *uri;
@@ -72,6 +74,11 @@ typedef struct mgc {
     bool                  claims;   /* the server's conditional update is not atomic (FerretDB): write.c claims */
     int                   timeout_ms;
     _Atomic uint64_t      token;    /* write tokens: per process random base + counter */
+    /* objects.c: the stored objects as this process last wrote or read them */
+    pthread_mutex_t       omu;
+    mgc_objent_t        **otbl;
+    uint32_t              omask, on, ogen;
+    int64_t               obj_v;    /* the version document, as last read (-1: never) */
 } mgc_t;
 
 extern const store_backend_t mgc_backend;
@@ -142,6 +149,12 @@ bool  mgc_obj_put(mgc_t *db, const char *tenant, int kind, const char *id, const
 bool  mgc_obj_delete(mgc_t *db, const char *tenant, int kind, const char *id, problem_t *p);
 char *mgc_obj_get(mgc_t *db, const char *tenant, int kind, const char *id, arena_t *a, size_t *len,
                   problem_t *p);
+bool  mgc_obj_changed(mgc_t *db);
+void  mgc_obj_sync(mgc_t *db, int kind,
+                   void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                   void (*gone)(void *ud, const char *tenant, const char *id), void *ud);
+void  mgc_obj_init(mgc_t *db);
+void  mgc_obj_free(mgc_t *db);
 void  mgc_obj_foreach(mgc_t *db, int kind,
                       void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
                       void *ud);

@@ -7,11 +7,120 @@
  *
  * Every object write also bumps the version document {_id: "objects", v}
  * in the default database's "meta": a process that polls it every
- * --syncInterval learns cheaply that another process changed an object.
+ * --syncInterval learns cheaply that another process changed an object
+ * (mgc_obj_changed); mgc_obj_sync then reads the objects of a kind and
+ * compares them with what this process last wrote or read (a table of
+ * (tenant, kind, id) -> hash of the text, under omu, which every object
+ * write of this process also holds: its own writes never look foreign).
  */
 #include <string.h>
 
 #include "mgc.h"
+
+/* ------------------------------------------------------- the seen table */
+
+struct mgc_objent {
+    mgc_objent_t *next;
+    char         *tenant, *id;
+    int           kind;
+    uint64_t      h;            /* of the JSON text */
+    uint32_t      gen;          /* the last sync that saw it */
+};
+
+static uint64_t ent_hash(const char *tenant, int kind, const char *id)
+{
+    return cr_hash(tenant, strlen(tenant)) * 31 + cr_hash(id, strlen(id)) * 7 + (uint64_t)kind;
+}
+
+void mgc_obj_init(mgc_t *db)
+{
+    pthread_mutex_init(&db->omu, NULL);
+    db->omask = 255;
+    db->otbl  = cr_xcalloc(256, sizeof(*db->otbl));
+    db->obj_v = -1;
+}
+
+void mgc_obj_free(mgc_t *db)
+{
+    for (uint32_t i = 0; db->otbl && i <= db->omask; i++)
+        for (mgc_objent_t *e = db->otbl[i], *nx; e; e = nx) {
+            nx = e->next;
+            free(e->tenant);
+            free(e->id);
+            free(e);
+        }
+    free(db->otbl);
+    pthread_mutex_destroy(&db->omu);
+}
+
+/* omu held. */
+static mgc_objent_t **seen_slot(mgc_t *db, const char *tenant, int kind, const char *id)
+{
+    mgc_objent_t **pp = &db->otbl[ent_hash(tenant, kind, id) & db->omask];
+
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->kind == kind && !strcmp((*pp)->id, id) && !strcmp((*pp)->tenant, tenant))
+            break;
+    return pp;
+}
+
+static void seen_grow(mgc_t *db)
+{
+    uint32_t       cap = (db->omask + 1) * 2;
+    mgc_objent_t **nt  = cr_xcalloc(cap, sizeof(*nt));
+
+    for (uint32_t i = 0; i <= db->omask; i++)
+        for (mgc_objent_t *e = db->otbl[i], *nx; e; e = nx) {
+            uint64_t h = ent_hash(e->tenant, e->kind, e->id) & (cap - 1);
+            nx = e->next;
+            e->next = nt[h];
+            nt[h] = e;
+        }
+    free(db->otbl);
+    db->otbl  = nt;
+    db->omask = cap - 1;
+}
+
+/* omu held: records the text this process wrote or read; the entry. */
+static mgc_objent_t *seen_set(mgc_t *db, const char *tenant, int kind, const char *id, const char *json,
+                              size_t len)
+{
+    mgc_objent_t **pp = seen_slot(db, tenant, kind, id);
+
+    if (!*pp) {
+        if (db->on + 1 > db->omask) {
+            seen_grow(db);
+            pp = seen_slot(db, tenant, kind, id);
+        }
+        *pp = cr_xcalloc(1, sizeof(**pp));
+        (*pp)->tenant = cr_xstrdup(tenant);
+        (*pp)->id     = cr_xstrdup(id);
+        (*pp)->kind   = kind;
+        db->on++;
+    }
+    (*pp)->h = cr_hash(json, len);
+    return *pp;
+}
+
+static void seen_del(mgc_t *db, const char *tenant, int kind, const char *id)
+{
+    mgc_objent_t **pp = seen_slot(db, tenant, kind, id), *e = *pp;
+
+    if (!e)
+        return;
+    *pp = e->next;
+    free(e->tenant);
+    free(e->id);
+    free(e);
+    db->on--;
+}
+
+static const char *tenant_of(const char *tenant)
+{
+    return tenant ? tenant : "";
+}
+
+/* ------------------------------------------------------------ objects */
 
 static char *obj_key(char *buf, size_t n, int kind, const char *id)
 {
@@ -60,6 +169,7 @@ bool mgc_obj_put(mgc_t *db, const char *tenant, int kind, const char *id, const 
     obj_key(key, sizeof key, kind, id);
     c   = mgc_pop(db);
     col = mgc_coll(db, c, t, "objects");
+    pthread_mutex_lock(&db->omu);
     if (create_only) {
         bson_t doc = BSON_INITIALIZER;
 
@@ -94,8 +204,11 @@ bool mgc_obj_put(mgc_t *db, const char *tenant, int kind, const char *id, const 
         bson_destroy(opts);
         bson_destroy(q);
     }
-    if (ok)
+    if (ok) {
+        seen_set(db, tenant_of(tenant), kind, id, json, len);
         bump_version(db, c);
+    }
+    pthread_mutex_unlock(&db->omu);
     mongoc_collection_destroy(col);
     mgc_push(db, c);
     return ok;
@@ -117,13 +230,17 @@ bool mgc_obj_delete(mgc_t *db, const char *tenant, int kind, const char *id, pro
     c   = mgc_pop(db);
     col = mgc_coll(db, c, t, "objects");
     q   = BCON_NEW("_id", BCON_UTF8(obj_key(key, sizeof key, kind, id)));
+    pthread_mutex_lock(&db->omu);
     ok  = mongoc_collection_delete_one(col, q, NULL, &reply, &err);
-    if (!ok)
+    if (!ok) {
         mgc_fail(p, "deleting an object", &err);
-    else if (!bson_iter_init_find(&it, &reply, "deletedCount") || bson_iter_as_int64(&it) < 1)
+    } else if (!bson_iter_init_find(&it, &reply, "deletedCount") || bson_iter_as_int64(&it) < 1) {
         ok = problem_set(p, PB_RESOURCE_NOT_FOUND, "'%.400s' not found", id);
-    else
+    } else {
+        seen_del(db, tenant_of(tenant), kind, id);
         bump_version(db, c);
+    }
+    pthread_mutex_unlock(&db->omu);
     bson_destroy(&reply);
     bson_destroy(q);
     mongoc_collection_destroy(col);
@@ -200,8 +317,10 @@ static void each_tenant(void *ud, mgc_tenant_t *t)
             id = bson_iter_utf8(&it, NULL);
         if (bson_iter_init_find(&it, doc, "j") && BSON_ITER_HOLDS_UTF8(&it))
             json = bson_iter_utf8(&it, &n);
-        if (id && json)
+        if (id && json) {
+            seen_set(x->db, t->name, x->kind, id, json, n);     /* omu held */
             x->fn(x->ud, t->name, id, json, n);
+        }
     }
     if (mongoc_cursor_error(cur, &err))
         LOG_E("mongoc: reading the stored objects of tenant '%s': %s", t->name, err.message);
@@ -219,5 +338,116 @@ void mgc_obj_foreach(mgc_t *db, int kind,
     each_ctx_t x = { .db = db, .kind = kind, .fn = fn, .ud = ud };
 
     mgc_tenants_load(db);
+    pthread_mutex_lock(&db->omu);           /* omu before the tenant table, as everywhere */
     mgc_tenant_each(db, each_tenant, &x);
+    pthread_mutex_unlock(&db->omu);
+}
+
+/* ------------------------------------------------------------ sync */
+
+bool mgc_obj_changed(mgc_t *db)
+{
+    mongoc_client_t     *c   = mgc_pop(db);
+    mongoc_collection_t *col = mongoc_client_get_collection(c, db->prefix, "meta");
+    bson_t              *q   = BCON_NEW("_id", BCON_UTF8("objects"));
+    mongoc_cursor_t     *cur = mongoc_collection_find_with_opts(col, q, NULL, NULL);
+    const bson_t        *doc;
+    int64_t              v = 0;
+    bool                 changed;
+    bson_iter_t          it;
+
+    if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "v") && BSON_ITER_HOLDS_NUMBER(&it))
+        v = bson_iter_as_int64(&it);
+    bson_error_t err;
+    changed = !mongoc_cursor_error(cur, &err);      /* unreachable: nothing learnt, try later */
+    mongoc_cursor_destroy(cur);
+    bson_destroy(q);
+    mongoc_collection_destroy(col);
+    mgc_push(db, c);
+    pthread_mutex_lock(&db->omu);
+    changed = changed && v != db->obj_v;
+    if (changed)
+        db->obj_v = v;
+    pthread_mutex_unlock(&db->omu);
+    return changed;
+}
+
+typedef struct sync_ctx {
+    mgc_t   *db;
+    int      kind;
+    uint32_t gen;
+    bool     failed;
+    void   (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len);
+    void    *ud;
+} sync_ctx_t;
+
+/* omu held: one tenant's objects of the kind against the seen table. */
+static void sync_tenant(void *ud, mgc_tenant_t *t)
+{
+    sync_ctx_t          *x    = ud;
+    mongoc_client_t     *c    = mgc_pop(x->db);
+    mongoc_collection_t *col  = mongoc_client_get_collection(c, t->dbname, "objects");
+    bson_t              *q    = BCON_NEW("k", BCON_INT32(x->kind));
+    bson_t              *opts = BCON_NEW("sort", "{", "o", BCON_INT32(1), "_id", BCON_INT32(1), "}");
+    mongoc_cursor_t     *cur  = mongoc_collection_find_with_opts(col, q, opts, NULL);
+    const bson_t        *doc;
+    bson_error_t         err;
+
+    while (mongoc_cursor_next(cur, &doc)) {
+        bson_iter_t   it;
+        const char   *id = NULL, *json = NULL;
+        uint32_t      n = 0;
+        mgc_objent_t *e;
+
+        if (bson_iter_init_find(&it, doc, "i") && BSON_ITER_HOLDS_UTF8(&it))
+            id = bson_iter_utf8(&it, NULL);
+        if (bson_iter_init_find(&it, doc, "j") && BSON_ITER_HOLDS_UTF8(&it))
+            json = bson_iter_utf8(&it, &n);
+        if (!id || !json)
+            continue;
+        e = *seen_slot(x->db, t->name, x->kind, id);
+        if (!e || e->h != cr_hash(json, n)) {
+            e = seen_set(x->db, t->name, x->kind, id, json, n);
+            x->put(x->ud, t->name, id, json, n);
+        }
+        e->gen = x->gen;
+    }
+    if (mongoc_cursor_error(cur, &err)) {
+        x->failed = true;
+        LOG_W("mongoc: syncing the stored objects of tenant '%s': %s", t->name, err.message);
+    }
+    mongoc_cursor_destroy(cur);
+    bson_destroy(opts);
+    bson_destroy(q);
+    mongoc_collection_destroy(col);
+    mgc_push(x->db, c);
+}
+
+void mgc_obj_sync(mgc_t *db, int kind,
+                  void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                  void (*gone)(void *ud, const char *tenant, const char *id), void *ud)
+{
+    sync_ctx_t x = { .db = db, .kind = kind, .put = put, .ud = ud };
+
+    mgc_tenants_load(db);
+    pthread_mutex_lock(&db->omu);
+    x.gen = ++db->ogen;
+    mgc_tenant_each(db, sync_tenant, &x);
+    /* what was not seen is gone (unless a read failed: then nothing is) */
+    for (uint32_t i = 0; !x.failed && i <= db->omask; i++)
+        for (mgc_objent_t **pp = &db->otbl[i]; *pp;) {
+            mgc_objent_t *e = *pp;
+
+            if (e->kind != kind || e->gen == x.gen) {
+                pp = &e->next;
+                continue;
+            }
+            gone(ud, e->tenant, e->id);
+            *pp = e->next;
+            free(e->tenant);
+            free(e->id);
+            free(e);
+            db->on--;
+        }
+    pthread_mutex_unlock(&db->omu);
 }
