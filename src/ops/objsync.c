@@ -67,7 +67,11 @@ bool ops_objsync_start(store_t *s)
     pthread_condattr_t ca;
 
     if (!store_obj_changed(s))
-        return false;               /* not shared (corDB), or the first look failed: see below */
+        return false;               /* not shared (corDB): the first call of a shared store is true */
+    /* what others wrote since this process restored its objects */
+    ops_sub_sync(s);
+    ops_reg_sync(s);
+    ops_csub_sync(s);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g_sync.cv, &ca);

@@ -352,7 +352,8 @@ void  store_obj_foreach(store_t *s, store_obj_kind_t kind,
 /* Objects written by other processes. A store that several coraine processes
  * share (mongoc) tells each about the objects the others wrote:
  * store_obj_changed() is a cheap check (one version document, true when
- * another process may have written an object since the last call);
+ * another process may have written an object since the last call, on the
+ * first call, and when the check itself failed);
  * store_obj_sync() calls put for every object of the kind that another
  * process created or changed since this process last wrote or read it, and
  * gone for every one another process deleted (callbacks must not call the

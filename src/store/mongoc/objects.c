@@ -359,14 +359,16 @@ bool mgc_obj_changed(mgc_t *db)
     if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "v") && BSON_ITER_HOLDS_NUMBER(&it))
         v = bson_iter_as_int64(&it);
     bson_error_t err;
-    changed = !mongoc_cursor_error(cur, &err);      /* unreachable: nothing learnt, try later */
+    bool         failed = mongoc_cursor_error(cur, &err);
     mongoc_cursor_destroy(cur);
     bson_destroy(q);
     mongoc_collection_destroy(col);
     mgc_push(db, c);
+    /* The first call (obj_v -1) and a failed read answer true: the caller's
+     * sync then compares everything (and removes nothing after a failed read). */
     pthread_mutex_lock(&db->omu);
-    changed = changed && v != db->obj_v;
-    if (changed)
+    changed = failed || v != db->obj_v;
+    if (!failed)
         db->obj_v = v;
     pthread_mutex_unlock(&db->omu);
     return changed;
