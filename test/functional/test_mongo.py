@@ -23,8 +23,22 @@ def pair(ferret, tmp_path):
     a = Broker(mongo_flags(ferret, prefix), str(tmp_path))
     b = Broker(mongo_flags(ferret, prefix), str(tmp_path))
     yield a, b
-    a.stop()
-    b.stop()
+    stop(a, b)
+
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer",
+                     "WARNING: ThreadSanitizer")
+
+
+def stop(*brokers):
+    """Stops the brokers; a sanitizer build's report in a log fails the test
+    (these brokers are not the factory's, whose logs conftest checks)."""
+    for b in brokers:
+        b.stop()
+    for b in brokers:
+        log = b.read_log()
+        for m in SANITIZER_MARKERS:
+            assert m not in log, log[max(0, log.find(m) - 200):log.find(m) + 3000]
 
 
 def prop(v):
@@ -134,7 +148,7 @@ def test_mongoc_a_subscription_and_entities_outlive_the_broker(ferret, tmp_path)
     r = c.get("/subscriptions/" + sid)
     assert r.status_code == 200, r.text
     assert r.json()["id"] == sid
-    br.stop()
+    stop(br)
 
 
 def test_mongoc_database_down_answers_503_then_service_comes_back_by_itself(tmp_path):
@@ -164,7 +178,7 @@ def test_mongoc_database_down_answers_503_then_service_comes_back_by_itself(tmp_
         assert r.status_code == 200, r.text
         # the write answered 503 was not acknowledged, and is not there
         assert c.get("/entities/" + eid2).status_code == 404
-        br.stop()
+        stop(br)
     finally:
         srv.close()
 
@@ -212,8 +226,7 @@ def synced_pair(ferret, tmp_path):
     a = Broker(mongo_flags(ferret, prefix, "--syncInterval", "200"), str(tmp_path))
     b = Broker(mongo_flags(ferret, prefix, "--syncInterval", "200"), str(tmp_path))
     yield a, b
-    a.stop()
-    b.stop()
+    stop(a, b)
 
 
 def wait_status(c, path, status, timeout=10.0):
