@@ -7,7 +7,9 @@
  * entity in BSON. Beside it, the fields the server filters, sorts and
  * indexes on: the id (_id), the types (t), createdAt (c), modifiedAt (m),
  * the version number (v: the optimistic check), the write token (w: which
- * write applied), the attribute names (a) and a bounding box per GeoProperty
+ * write applied), the attribute names (a), the numeric values q compares
+ * (q: {hHASH: number} for a single-instance Property with a number; qx: the
+ * hashes of the other attributes) and a bounding box per GeoProperty
  * (g: {hHASH: {x0, y0, x1, y1}}, around all its instances: plain numbers that
  * any MongoDB-wire server compares, the geo prefilter of query.c).
  */
@@ -55,6 +57,51 @@ void mgc_doc_entity(bson_t *doc, const cr_entity_t *e, int64_t version, uint64_t
         bson_append_utf8(&arr, kp, -1, e->attrs[i].name, -1);
     }
     bson_append_array_end(doc, &arr);
+    /* q / qx: per attribute name, its value where q can compare it on the
+     * server (one instance, a Property, a number), else the name in qx: a
+     * q term on it is left to the broker (query.c's q prefilter) */
+    bson_t qd, qx;
+    size_t nq = 0;
+    bson_append_document_begin(doc, "q", 1, &qd);
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *at = &e->attrs[i];
+        bool             seen = false, one = true;
+
+        for (uint16_t j = 0; j < i && !seen; j++)
+            seen = e->attrs[j].name == at->name;
+        if (seen)
+            continue;
+        for (uint16_t j = i + 1; j < e->n_attrs && one; j++)
+            one = e->attrs[j].name != at->name;
+        if (!one || at->kind != ATTR_PROPERTY || !at->value || at->value->type != JSON_NUMBER)
+            continue;
+        mgc_geo_key(key, at->name);
+        if (at->value->is_int)
+            BSON_APPEND_INT64(&qd, key, at->value->i);
+        else
+            BSON_APPEND_DOUBLE(&qd, key, at->value->num);
+    }
+    bson_append_document_end(doc, &qd);
+    bson_append_array_begin(doc, "qx", 2, &qx);
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        const cr_attr_t *at = &e->attrs[i];
+        bool             seen = false, one = true;
+        char             nk[16];
+        const char      *kp;
+
+        for (uint16_t j = 0; j < i && !seen; j++)
+            seen = e->attrs[j].name == at->name;
+        if (seen)
+            continue;
+        for (uint16_t j = i + 1; j < e->n_attrs && one; j++)
+            one = e->attrs[j].name != at->name;
+        if (one && at->kind == ATTR_PROPERTY && at->value && at->value->type == JSON_NUMBER)
+            continue;
+        mgc_geo_key(key, at->name);
+        bson_uint32_to_string((uint32_t)nq++, &kp, nk, sizeof nk);
+        bson_append_utf8(&qx, kp, -1, key, -1);
+    }
+    bson_append_array_end(doc, &qx);
     /* g: per GeoProperty name, the box around all its instances (a superset
      * is what a prefilter needs); the key is the name's hash, as a field name
      * may not hold the dots of an IRI */

@@ -99,6 +99,120 @@ static void append_cmp(bson_t *d, const char *field, const char *op, double v)
     bson_append_document_end(d, &c);
 }
 
+/* ------------------------------------------------------ the q prefilter
+ *
+ * A superset of q's matches that the server can select: a term on a
+ * top-level attribute (no path, no [keys], not linked) compared with numbers
+ * (==, >, >=, <, <=, value lists and ranges) becomes "q.hHASH op value OR
+ * hHASH in qx OR no qx at all" (doc.c: q holds the value of a single-instance Property with
+ * a number, qx names every other attribute, whose terms the broker judges);
+ * an entity without the attribute cannot match such a term. AND keeps the
+ * children it can translate; OR only when it can translate them all. q itself
+ * is then evaluated in the broker (filter_match) on what comes back. */
+
+static void append_num(bson_t *d, const char *key, const q_value_view_t *v)
+{
+    if (v->is_int)
+        bson_append_int64(d, key, -1, v->i);
+    else
+        bson_append_double(d, key, -1, v->num);
+}
+
+static bool q_term_pre(const q_expr_t *q, bson_t *out)
+{
+    q_term_view_t  tv;
+    q_value_view_t v;
+    char           key[24], field[32], nk[16];
+    const char    *op, *kp;
+    bson_t         or, a, b, c, arr;
+
+    if (!q_term_get(q, &tv) || tv.linked || tv.n_steps || tv.n_keys || !tv.n_values)
+        return false;
+    for (size_t i = 0; i < tv.n_values; i++)
+        if (!q_term_value(q, i, &v) || v.kind != QVK_NUM)
+            return false;
+    switch (tv.op) {
+    case QO_EQ: op = "$eq"; break;
+    case QO_GT: op = "$gt"; break;
+    case QO_GE: op = "$gte"; break;
+    case QO_LT: op = "$lt"; break;
+    case QO_LE: op = "$lte"; break;
+    default:    return false;
+    }
+    if (tv.op != QO_EQ && tv.shape != QSH_SINGLE)
+        return false;
+    mgc_geo_key(key, tv.attr);
+    snprintf(field, sizeof field, "q.%s", key);
+    bson_init(out);
+    bson_append_array_begin(out, "$or", 3, &or);
+    bson_append_document_begin(&or, "0", 1, &a);
+    bson_append_document_begin(&a, field, -1, &c);
+    if (tv.shape == QSH_RANGE && tv.n_values == 2) {
+        q_term_value(q, 0, &v);
+        append_num(&c, "$gte", &v);
+        q_term_value(q, 1, &v);
+        append_num(&c, "$lte", &v);
+    } else if (tv.shape == QSH_LIST) {
+        bson_append_array_begin(&c, "$in", 3, &arr);
+        for (size_t i = 0; i < tv.n_values; i++) {
+            q_term_value(q, i, &v);
+            bson_uint32_to_string((uint32_t)i, &kp, nk, sizeof nk);
+            append_num(&arr, kp, &v);
+        }
+        bson_append_array_end(&c, &arr);
+    } else {
+        q_term_value(q, 0, &v);
+        append_num(&c, op, &v);
+    }
+    bson_append_document_end(&a, &c);
+    bson_append_document_end(&or, &a);
+    bson_append_document_begin(&or, "1", 1, &b);
+    BSON_APPEND_UTF8(&b, "qx", key);
+    bson_append_document_end(&or, &b);
+    bson_append_document_begin(&or, "2", 1, &b);    /* a document written without q/qx */
+    bson_append_document_begin(&b, "qx", 2, &c);
+    BSON_APPEND_BOOL(&c, "$exists", false);
+    bson_append_document_end(&b, &c);
+    bson_append_document_end(&or, &b);
+    bson_append_array_end(out, &or);
+    return true;
+}
+
+/* The prefilter of q into out (initialized here when true); false: none. */
+static bool q_pre(const q_expr_t *q, bson_t *out, unsigned depth)
+{
+    q_kind_t k = q_node_kind(q);
+    size_t   n = k == QK_TERM ? 0 : q_node_count(q), m = 0;
+    bson_t   arr;
+    char     nk[16];
+    const char *kp;
+
+    if (k == QK_TERM)
+        return q_term_pre(q, out);
+    if (depth > 16 || !n)
+        return false;
+    bson_init(out);
+    bson_append_array_begin(out, k == QK_AND ? "$and" : "$or", -1, &arr);
+    for (size_t i = 0; i < n; i++) {
+        bson_t c;
+
+        if (q_pre(q_node_child(q, i), &c, depth + 1)) {
+            bson_uint32_to_string((uint32_t)m++, &kp, nk, sizeof nk);
+            bson_append_document(&arr, kp, -1, &c);
+            bson_destroy(&c);
+        } else if (k == QK_OR) {
+            m = 0;
+            break;
+        }
+    }
+    bson_append_array_end(out, &arr);
+    if (!m || (k == QK_OR && m != n)) {
+        bson_destroy(out);
+        return false;
+    }
+    return true;
+}
+
 /* The server-side part of f into q; true when it is all of f (the server's
  * answer is exact: no broker-side predicate remains). */
 static bool translate(const entity_filter_t *f, bson_t *q)
@@ -138,6 +252,19 @@ static bool translate(const entity_filter_t *f, bson_t *q)
             append_cmp(q, field, "$gte", box[1]);
         }
         exact = false;
+    }
+    if (f->q) {
+        bson_t qp, and, el;
+
+        if (q_pre(f->q, &qp, 0)) {
+            /* under $and: the geo prefilter's fields are top-level too */
+            bson_append_array_begin(q, "$and", 4, &and);
+            bson_append_document_begin(&and, "0", 1, &el);
+            bson_concat(&el, &qp);
+            bson_append_document_end(&and, &el);
+            bson_append_array_end(q, &and);
+            bson_destroy(&qp);
+        }
     }
     if (f->id_pattern || f->n_sel || f->q || f->scope)
         exact = false;
