@@ -121,7 +121,7 @@ static char *tenant_dbname(const char *prefix, const char *name)
     }
     if (sb.len > 63) {
         sb.len = 0;
-        sb_printf(&sb, "%s-h%016llx", prefix, (unsigned long long)cr_hash(name, strlen(name)));
+        sb_printf(&sb, "%s-h%016llx", prefix, (unsigned long long)cr_hash_stable(name, strlen(name)));
     }
     char *r = cr_xstrdup(sb.p);
     sb_release(&sb);

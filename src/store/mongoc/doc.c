@@ -21,7 +21,7 @@
 
 void mgc_geo_key(char buf[24], const char *name)
 {
-    snprintf(buf, 24, "h%016llx", (unsigned long long)cr_hash(name, strlen(name)));
+    snprintf(buf, 24, "h%016llx", (unsigned long long)cr_hash_stable(name, strlen(name)));
 }
 
 void mgc_doc_entity(bson_t *doc, const cr_entity_t *e, int64_t version, uint64_t token)

@@ -109,7 +109,8 @@ void                 mgc_close(mgc_t *db);
 
 /* doc.c: an entity version as a document, and back */
 void                 mgc_doc_entity(bson_t *doc, const cr_entity_t *e, int64_t version, uint64_t token);
-/* The field of g (under "g.") that holds GeoProperty name's box. */
+/* The field of g (under "g.") and of q / qx that stands for attribute name
+ * (cr_hash_stable: every process computes the same; cr_hash is keyed per process). */
 void                 mgc_geo_key(char buf[24], const char *name);
 /* A frozen entity from a document's "e" (NULL: not one: InternalError in p). */
 cr_entity_t         *mgc_doc_decode(const bson_t *doc, mgc_ver_t *ver, problem_t *p);
