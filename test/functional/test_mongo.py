@@ -299,6 +299,8 @@ def test_mongoc_q_prefilter_keeps_every_match(pair):
         "arr": {"speed": prop([55, 1])},
         "str": {"speed": prop("60")},
         "none": {"other": prop(1)},
+        # beyond 256 names an entity carries no q fields: the prefilter lets it through
+        "wide": dict({"speed": prop(99)}, **{"w%d" % i: prop(i) for i in range(300)}),
     }
     for k, attrs in ents.items():
         c.create(dict({"id": "urn:Q:" + k, "type": "Q"}, **attrs))

@@ -290,23 +290,20 @@ char *mgc_obj_get(mgc_t *db, const char *tenant, int kind, const char *id, arena
     return r;
 }
 
-typedef struct each_ctx {
-    mgc_t *db;
-    int    kind;
-    void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len);
-    void  *ud;
-} each_ctx_t;
-
-static void each_tenant(void *ud, mgc_tenant_t *t)
+/* fn(ud, t, id, json, len) for each object of the kind in t, in creation
+ * order; false when the read failed (logged). */
+static bool tenant_objects(mgc_t *db, mgc_tenant_t *t, int kind,
+                           void (*fn)(void *ud, mgc_tenant_t *t, const char *id, const char *json, uint32_t n),
+                           void *ud)
 {
-    each_ctx_t          *x    = ud;
-    mongoc_client_t     *c    = mgc_pop(x->db);
-    mongoc_collection_t *col  = mgc_coll(x->db, c, t, "objects");
-    bson_t              *q    = BCON_NEW("k", BCON_INT32(x->kind));
+    mongoc_client_t     *c    = mgc_pop(db);
+    mongoc_collection_t *col  = mgc_coll(db, c, t, "objects");
+    bson_t              *q    = BCON_NEW("k", BCON_INT32(kind));
     bson_t              *opts = BCON_NEW("sort", "{", "o", BCON_INT32(1), "_id", BCON_INT32(1), "}");
     mongoc_cursor_t     *cur  = mongoc_collection_find_with_opts(col, q, opts, NULL);
     const bson_t        *doc;
     bson_error_t         err;
+    bool                 ok;
 
     while (mongoc_cursor_next(cur, &doc)) {
         bson_iter_t it;
@@ -317,18 +314,39 @@ static void each_tenant(void *ud, mgc_tenant_t *t)
             id = bson_iter_utf8(&it, NULL);
         if (bson_iter_init_find(&it, doc, "j") && BSON_ITER_HOLDS_UTF8(&it))
             json = bson_iter_utf8(&it, &n);
-        if (id && json) {
-            seen_set(x->db, t->name, x->kind, id, json, n);     /* omu held */
-            x->fn(x->ud, t->name, id, json, n);
-        }
+        if (id && json)
+            fn(ud, t, id, json, n);
     }
-    if (mongoc_cursor_error(cur, &err))
-        LOG_E("mongoc: reading the stored objects of tenant '%s': %s", t->name, err.message);
+    if (!(ok = !mongoc_cursor_error(cur, &err)))
+        LOG_W("mongoc: reading the stored objects of tenant '%s': %s", t->name, err.message);
     mongoc_cursor_destroy(cur);
     bson_destroy(opts);
     bson_destroy(q);
     mongoc_collection_destroy(col);
-    mgc_push(x->db, c);
+    mgc_push(db, c);
+    return ok;
+}
+
+typedef struct each_ctx {
+    mgc_t *db;
+    int    kind;
+    void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len);
+    void  *ud;
+} each_ctx_t;
+
+static void each_object(void *ud, mgc_tenant_t *t, const char *id, const char *json, uint32_t n)
+{
+    each_ctx_t *x = ud;
+
+    seen_set(x->db, t->name, x->kind, id, json, n);     /* omu held */
+    x->fn(x->ud, t->name, id, json, n);
+}
+
+static void each_tenant(void *ud, mgc_tenant_t *t)
+{
+    each_ctx_t *x = ud;
+
+    tenant_objects(x->db, t, x->kind, each_object, x);
 }
 
 void mgc_obj_foreach(mgc_t *db, int kind,
@@ -383,46 +401,25 @@ typedef struct sync_ctx {
     void    *ud;
 } sync_ctx_t;
 
-/* omu held: one tenant's objects of the kind against the seen table. */
+/* omu held: one object of another process's tenant against the seen table. */
+static void sync_object(void *ud, mgc_tenant_t *t, const char *id, const char *json, uint32_t n)
+{
+    sync_ctx_t   *x = ud;
+    mgc_objent_t *e = *seen_slot(x->db, t->name, x->kind, id);
+
+    if (!e || e->h != cr_hash(json, n)) {
+        e = seen_set(x->db, t->name, x->kind, id, json, n);
+        x->put(x->ud, t->name, id, json, n);
+    }
+    e->gen = x->gen;
+}
+
 static void sync_tenant(void *ud, mgc_tenant_t *t)
 {
-    sync_ctx_t          *x    = ud;
-    mongoc_client_t     *c    = mgc_pop(x->db);
-    mongoc_collection_t *col  = mongoc_client_get_collection(c, t->dbname, "objects");
-    bson_t              *q    = BCON_NEW("k", BCON_INT32(x->kind));
-    bson_t              *opts = BCON_NEW("sort", "{", "o", BCON_INT32(1), "_id", BCON_INT32(1), "}");
-    mongoc_cursor_t     *cur  = mongoc_collection_find_with_opts(col, q, opts, NULL);
-    const bson_t        *doc;
-    bson_error_t         err;
+    sync_ctx_t *x = ud;
 
-    while (mongoc_cursor_next(cur, &doc)) {
-        bson_iter_t   it;
-        const char   *id = NULL, *json = NULL;
-        uint32_t      n = 0;
-        mgc_objent_t *e;
-
-        if (bson_iter_init_find(&it, doc, "i") && BSON_ITER_HOLDS_UTF8(&it))
-            id = bson_iter_utf8(&it, NULL);
-        if (bson_iter_init_find(&it, doc, "j") && BSON_ITER_HOLDS_UTF8(&it))
-            json = bson_iter_utf8(&it, &n);
-        if (!id || !json)
-            continue;
-        e = *seen_slot(x->db, t->name, x->kind, id);
-        if (!e || e->h != cr_hash(json, n)) {
-            e = seen_set(x->db, t->name, x->kind, id, json, n);
-            x->put(x->ud, t->name, id, json, n);
-        }
-        e->gen = x->gen;
-    }
-    if (mongoc_cursor_error(cur, &err)) {
+    if (!tenant_objects(x->db, t, x->kind, sync_object, x))
         x->failed = true;
-        LOG_W("mongoc: syncing the stored objects of tenant '%s': %s", t->name, err.message);
-    }
-    mongoc_cursor_destroy(cur);
-    bson_destroy(opts);
-    bson_destroy(q);
-    mongoc_collection_destroy(col);
-    mgc_push(x->db, c);
 }
 
 void mgc_obj_sync(mgc_t *db, int kind,
