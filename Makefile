@@ -7,6 +7,7 @@
 #   make tsan       ThreadSanitizer build           -> build/tsan/coraine
 #   make unit       unit tests (cmocka)
 #   make functional functional tests (pytest) against build/release/coraine
+#   make functional-mongoc  the same on --database mongoc (FerretDB, built with go)
 #   make fuzz       libFuzzer targets (clang)       -> build/fuzz/fuzz_*
 #   make perf       benchmark programs              -> build/release/perf/*
 #   make crash      corDB crash loop (kill -9 against --dbSync always; CRASH_ITERATIONS=100)
@@ -28,7 +29,7 @@ ifeq ($(CC),cc)
 CC      := gcc
 endif
 
-PKGS    := libmicrohttpd libcurl libpcre2-8 libmosquitto icu-i18n icu-uc libpq libcrypto
+PKGS    := libmicrohttpd libcurl libpcre2-8 libmosquitto icu-i18n icu-uc libpq libcrypto libmongoc-1.0
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(shell geos-config --clibs 2>/dev/null)
 
@@ -85,7 +86,7 @@ CORE_CONTEXT := src/ld/ngsi-ld-core-context-v1.8.jsonld
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 
-.PHONY: all run test asan tsan unit functional fuzz perf install deps clean tools crash faultshim \
+.PHONY: all run test asan tsan unit functional functional-mongoc fuzz perf install deps clean tools crash faultshim \
         pgo pgo-nolto install_pgo tune tune-smoke tune-compare pgo-bench perf-report
 all: $(BUILD)/coraine tools
 
@@ -136,6 +137,11 @@ unit: $(UNIT_BINS)
 functional: all faultshim
 	CORAINE_BIN=$(CURDIR)/$(BUILD)/coraine CORAINE_FAULTSHIM=$(CURDIR)/$(BUILD)/faultshim.so \
 	    python3 -m pytest -q test/functional
+
+# ---- the functional suite on --database mongoc, against FerretDB (test/functional/ferret.py builds it)
+functional-mongoc: all faultshim
+	CORAINE_TEST_DATABASE=mongoc CORAINE_BIN=$(CURDIR)/$(BUILD)/coraine \
+	    CORAINE_FAULTSHIM=$(CURDIR)/$(BUILD)/faultshim.so python3 -m pytest -q test/functional
 
 # ---- corDB on disk: fault injection (LD_PRELOAD) and the crash loop
 faultshim: $(BUILD)/faultshim.so

@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -101,6 +102,7 @@ int main(int argc, char **argv)
     if (n_regs) LOG_I("%zu context source registrations restored", n_regs);
     size_t n_csubs = ops_csub_restore(store);
     if (n_csubs) LOG_I("%zu context source registration subscriptions restored", n_csubs);
+    if (ops_objsync_start(store)) LOG_I("objects written by other processes loaded every %d ms", cr_config.sync_interval_ms);
     api_init(store);
     if (!auth_start(&p)) {
         LOG_E("%s", p.detail);
@@ -124,6 +126,7 @@ int main(int argc, char **argv)
     if (!srv) {
         cor_stop();
         LOG_E("%s", p.detail);
+        ops_objsync_stop();
         notify_stop();
         store_close(store);
         history_close(history);
@@ -131,8 +134,9 @@ int main(int argc, char **argv)
     }
 
     LOG_I("coraine listening on %s:%d (store %s %s%s, %d HTTP threads)", cr_config.bind_address, cr_config.port,
-          cr_config.database, cr_config.db_dir ? "on disk in " : "in RAM",
-          cr_config.db_dir ? cr_config.db_dir : "", cr_config.connection_pool_size);
+          cr_config.database, !strcasecmp(cr_config.database, "corDB") ? (cr_config.db_dir ? "on disk in " : "in RAM") : "at ",
+          !strcasecmp(cr_config.database, "corDB") ? (cr_config.db_dir ? cr_config.db_dir : "") : cr_config.db_name,
+          cr_config.connection_pool_size);
 
     int sig = 0;
     for (;;) {
@@ -163,6 +167,7 @@ int main(int argc, char **argv)
     if (left) LOG_W("%d requests still under way after --shutdownTimeout: their connections are closed", left);
     cor_stop();                /* cor:// requests finish before the parts they use stop */
     http_stop(srv);
+    ops_objsync_stop();        /* before the registries it loads into */
     reg_shutdown();            /* registration subscriptions: before the notifier they send through */
     int64_t rest_ms = (deadline_ns - cr_mono_ns()) / 1000000;
     if (rest_ms < 0) rest_ms = 0;

@@ -240,6 +240,11 @@ typedef struct cr_config {
     size_t      db_segment_size;     /* --dbSegmentSize (0: a segment per snapshot) */
     const char *db_recover;          /* --dbRecover stop|truncate */
     const char *db_lock_prefer;      /* --dbLockPrefer reads|writes */
+    const char *db_uri;              /* --dbURI (mongoc) */
+    const char *db_name;             /* --dbName: database name prefix (mongoc) */
+    const char *db_write_concern;    /* --dbWriteConcern auto|majority|1 (mongoc) */
+    int         db_timeout_ms;       /* --dbTimeout (mongoc) */
+    int         sync_interval_ms;    /* --syncInterval (mongoc) */
     int         connection_pool_size;/* --connectionPoolSize (cores) */
     int         max_connections;     /* --maxConnections */
     int         max_tenants;         /* --maxTenants (the default tenant included) */

@@ -62,6 +62,11 @@ notify_sub_t **ops_csub_query(const ops_req_t *rq, size_t offset, size_t limit, 
     return ops_subk_query(&k_csub, rq, offset, limit, n, total, p);
 }
 
+void ops_csub_sync(store_t *s)
+{
+    ops_subk_sync(&k_csub, s);
+}
+
 size_t ops_csub_restore(store_t *s)
 {
     return ops_subk_restore(&k_csub, s);

@@ -441,6 +441,17 @@ struct notify_sub **ops_csub_query(const ops_req_t *rq, size_t offset, size_t li
                                    problem_t *p);
 size_t ops_csub_restore(store_t *s);
 
+/* ------------------------------------------------------ objsync.c */
+/* A store shared with other processes (mongoc): a thread that loads the
+ * subscriptions and registrations they write, every --syncInterval ms;
+ * false (no thread) for a store nobody else writes. Stopped before the
+ * store is closed. The per-kind steps: */
+bool ops_objsync_start(store_t *s);
+void ops_objsync_stop(void);
+void ops_sub_sync(store_t *s);
+void ops_reg_sync(store_t *s);
+void ops_csub_sync(store_t *s);
+
 /* ------------------------------------------------------ administration */
 
 /* POST /admin/snapshot: a snapshot of the store on disk, started in the

@@ -233,6 +233,37 @@ static void restore_one(void *ud, const char *tenant, const char *id, const char
     reg_unref(r);
 }
 
+/* Registrations another process wrote (store_obj_sync), under g_write. */
+static void sync_put(void *ud, const char *tenant, const char *id, const char *json, size_t len)
+{
+    problem_t p = {0};
+    reg_t    *r = reg_build(tenant, json, len, 0, &p), *old;
+    bool      ok = false;
+    (void)ud;
+    if (r) {
+        old = reg_find(tenant, id, 0);
+        ok = old ? reg_replace(r, &p) : reg_add(r, &p);
+        if (old) reg_unref(old);
+    }
+    if (!ok) LOG_E("registration '%s' of tenant '%s' written by another process is not loaded: %s", id, tenant,
+                   p.detail);
+    reg_unref(r);
+}
+
+static void sync_gone(void *ud, const char *tenant, const char *id)
+{
+    problem_t p = {0};
+    (void)ud;
+    reg_remove(tenant, id, &p);
+}
+
+void ops_reg_sync(store_t *s)
+{
+    pthread_mutex_lock(&g_write);
+    store_obj_sync(s, STORE_OBJ_REGISTRATION, sync_put, sync_gone, NULL);
+    pthread_mutex_unlock(&g_write);
+}
+
 size_t ops_reg_restore(store_t *s)
 {
     size_t n = 0;

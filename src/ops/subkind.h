@@ -36,5 +36,6 @@ bool           ops_subk_delete(const ops_sub_kind_t *k, const ops_req_t *rq, con
 notify_sub_t **ops_subk_query(const ops_sub_kind_t *k, const ops_req_t *rq, size_t offset, size_t limit, size_t *n,
                               size_t *total, problem_t *p);
 size_t         ops_subk_restore(const ops_sub_kind_t *k, store_t *s);
+void           ops_subk_sync(const ops_sub_kind_t *k, store_t *s);   /* objsync.c: other processes' writes */
 
 #endif

@@ -135,6 +135,39 @@ size_t ops_subk_restore(const ops_sub_kind_t *k, store_t *s)
     return r.n;
 }
 
+/* Objects another process wrote (store_obj_sync, a store shared between
+ * processes): into the registry, under the same mutex as this process's writes. */
+static void sync_put(void *ud, const char *tenant, const char *id, const char *json, size_t len)
+{
+    const ops_sub_kind_t *k = ud;
+    problem_t             p = {0};
+    notify_sub_t         *s = k->build(tenant, json, len, 0, &p), *old;
+    bool                  ok = false;
+
+    if (s) {
+        old = k->find(tenant, id);
+        ok = old ? k->replace(s, &p) : k->add(s, false, &p);
+        if (old) notify_sub_unref(old);
+    }
+    if (!ok) LOG_E("%s '%s' of tenant '%s' written by another process is not loaded: %s", k->what, id, tenant,
+                   p.detail);
+    notify_sub_unref(s);
+}
+
+static void sync_gone(void *ud, const char *tenant, const char *id)
+{
+    const ops_sub_kind_t *k = ud;
+    problem_t             p = {0};
+    k->remove(tenant, id, &p);
+}
+
+void ops_subk_sync(const ops_sub_kind_t *k, store_t *s)
+{
+    pthread_mutex_lock(&g_write);
+    store_obj_sync(s, k->kind, sync_put, sync_gone, (void *)k);
+    pthread_mutex_unlock(&g_write);
+}
+
 /* ------------------------------------------------------ subscriptions */
 
 static bool sub_add(notify_sub_t *s, bool initial, problem_t *p)
@@ -243,6 +276,11 @@ static void join_release(void *hv)
     ops_linked_release(&h->l);
     arena_free(h->a);
     free(h);
+}
+
+void ops_sub_sync(store_t *s)
+{
+    ops_subk_sync(&k_sub, s);
 }
 
 size_t ops_sub_restore(store_t *s)

@@ -4,8 +4,8 @@
  * attribute lists of each change), and the operation counters.
  *
  * store_open() picks the backend table from cr_config.database: corDB (the
- * default, src/store/cordb/: in RAM, or on disk with --dbDir) or mongoc (MongoDB, not built yet: opening it
- * fails with OperationNotSupported). Every store_* call goes through the table.
+ * default, src/store/cordb/: in RAM, or on disk with --dbDir) or mongoc (MongoDB through libmongoc,
+ * src/store/mongoc/, doc/mongodb.md). Every store_* call goes through the table.
  *
  * Ordered delivery. A backend numbers a tenant's changes 1, 2, 3 ... in its
  * atomic step; the writers then come here without any store lock, in any
@@ -28,6 +28,8 @@
 
 #include "store.h"
 #include "cordb/cordb.h"
+
+extern const store_backend_t mgc_backend;   /* mongoc/backend.c */
 
 #define STORE_MAX_HOOKS 16
 #define STORE_REFS_STACK 128        /* attribute refs of a group without malloc */
@@ -344,14 +346,10 @@ store_t *store_open(problem_t *p)
     const store_backend_t *be = &cdb_backend;
     store_t               *s;
 
-    if (db && *db && strcasecmp(db, "corDB") != 0) {
-        if (strcasecmp(db, "mongoc") == 0 || strcasecmp(db, "mongodb") == 0)
-            problem_set(p, PB_OPERATION_NOT_SUPPORTED,
-                        "--database %s: the MongoDB backend is not built yet; use --database corDB",
-                        db);
-        else
-            problem_set(p, PB_BAD_REQUEST_DATA, "--database %.100s: unknown store (corDB or mongoc)",
-                        db);
+    if (db && *db && (strcasecmp(db, "mongoc") == 0 || strcasecmp(db, "mongodb") == 0)) {
+        be = &mgc_backend;
+    } else if (db && *db && strcasecmp(db, "corDB") != 0) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--database %.100s: unknown store (corDB or mongoc)", db);
         return NULL;
     }
     if (cr_config.db_sync && *cr_config.db_sync && strcasecmp(cr_config.db_sync, "always") != 0 &&
@@ -382,6 +380,8 @@ store_t *store_open(problem_t *p)
         free(s);
         return NULL;
     }
+    if (be != &cdb_backend)
+        return s;                           /* the backend said where it is */
     LOG_I("store: %s %s%s%s%s, lock preference %s, at most %d tenants", be->name,
           cr_config.db_dir ? "on disk in " : "in RAM", cr_config.db_dir ? cr_config.db_dir : "",
           cr_config.db_dir ? ", --dbSync " : "",
@@ -638,6 +638,19 @@ void store_obj_foreach(store_t *s, store_obj_kind_t kind,
 {
     if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CSOURCE_SUBSCRIPTION)
         s->be->obj_foreach(s->db, (int)kind, fn, ud);
+}
+
+bool store_obj_changed(store_t *s)
+{
+    return s->be->obj_changed && s->be->obj_changed(s->db);
+}
+
+void store_obj_sync(store_t *s, store_obj_kind_t kind,
+                    void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                    void (*gone)(void *ud, const char *tenant, const char *id), void *ud)
+{
+    if (s->be->obj_sync && kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CSOURCE_SUBSCRIPTION)
+        s->be->obj_sync(s->db, (int)kind, put, gone, ud);
 }
 
 /* ------------------------------------------------------------ snapshots */

@@ -173,6 +173,11 @@ typedef struct store_backend {
                          void (*fn)(void *ud, const char *tenant, const char *id, const char *json,
                                     size_t len),
                          void *ud);
+    /* shared stores (mongoc; NULL for corDB): store_obj_changed / store_obj_sync */
+    bool  (*obj_changed)(void *db);
+    void  (*obj_sync)(void *db, int kind,
+                      void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                      void (*gone)(void *ud, const char *tenant, const char *id), void *ud);
     bool  (*snapshot)(void *db, struct store_snapshot_info *info, problem_t *p);
     bool  (*snapshot_start)(void *db, problem_t *p);
     bool  (*snapshot_last)(void *db, struct store_snapshot_info *info, bool *running, problem_t *p);
@@ -348,6 +353,20 @@ char *store_obj_get(store_t *s, const char *tenant, store_obj_kind_t kind, const
 void  store_obj_foreach(store_t *s, store_obj_kind_t kind,
                         void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
                         void *ud);
+
+/* Objects written by other processes. A store that several coraine processes
+ * share (mongoc) tells each about the objects the others wrote:
+ * store_obj_changed() is a cheap check (one version document, true when
+ * another process may have written an object since the last call, on the
+ * first call, and when the check itself failed);
+ * store_obj_sync() calls put for every object of the kind that another
+ * process created or changed since this process last wrote or read it, and
+ * gone for every one another process deleted (callbacks must not call the
+ * store's object functions). corDB: false, nothing (nobody else writes). */
+bool  store_obj_changed(store_t *s);
+void  store_obj_sync(store_t *s, store_obj_kind_t kind,
+                     void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                     void (*gone)(void *ud, const char *tenant, const char *id), void *ud);
 
 /* ------------------------------------------------------------ snapshots */
 

@@ -28,6 +28,7 @@ from ngsi import API, VEHICLE_CTX, free_port, link_header
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 DEFAULT_TIMEOUT = 15
+MONGOC = os.environ.get("CORAINE_TEST_DATABASE", "").lower() == "mongoc"
 
 def binary_path():
     b = os.environ.get("CORAINE_BIN") or os.path.join(REPO, "build", "release", "coraine")
@@ -62,6 +63,12 @@ class Broker:
         self.stderr_path = os.path.join(self.logdir, "coraine-%s-%d.log" % (tag[:60], self.port))
         errf = open(self.stderr_path, "wb")
         cmd = [binp, "-fg", "--port", str(self.port), "--bind", "127.0.0.1", "--logLevel", "warn"] + self.flags
+        if MONGOC and not any(f in ("--database", "--dbDir") for f in self.flags):
+            # CORAINE_TEST_DATABASE=mongoc: every broker that does not choose its
+            # store runs on the session's FerretDB, with databases of its own
+            import ferret
+            self.mongo_prefix = getattr(self, "mongo_prefix", None) or ferret.new_prefix()
+            cmd += list(ferret.mongo_flags(ferret.shared_server(), self.mongo_prefix))
         self.proc = subprocess.Popen(cmd, stdout=errf, stderr=subprocess.STDOUT, cwd=REPO)
         errf.close()
         deadline = time.time() + 15
@@ -152,6 +159,9 @@ def broker_factory(tmp_path_factory):
                 reports.append("broker %s: %s" % (" ".join(key) or "default", log[max(0, i - 200):i + 3000]))
                 break
     _BROKERS.clear()
+    if MONGOC:
+        import ferret
+        ferret.close_shared()
     for flags in _UNSTOPPED:
         reports.append("broker %s: did not exit within 20 s of SIGTERM" % flags)
     if reports:
@@ -163,8 +173,14 @@ def broker(broker_factory):
     return broker_factory()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cordb: tests of corDB itself (skipped with CORAINE_TEST_DATABASE=mongoc)")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
+    if MONGOC and item.get_closest_marker("cordb"):
+        pytest.skip("corDB-specific (CORAINE_TEST_DATABASE=mongoc)")
     item._coraine_log_offsets = {k: b.log_size() for k, b in _BROKERS.items()}
     yield
 

@@ -2,6 +2,8 @@
 "The render cache"): the @context member is put in before the cached text's
 closing brace, and the answer is the same as a fresh rendering."""
 
+import pytest
+
 from ngsi import entity, prop, rel, uid
 
 
@@ -9,6 +11,7 @@ def stats(cli):
     return cli.get("/statistics").json()["renderCache"]
 
 
+@pytest.mark.cordb      # a version kept in RAM between requests (mongoc decodes each read)
 def test_5_7_2_ld_json_answers_come_from_the_render_cache(cli):
     ids = [uid("R") for _ in range(3)]
     for i, eid in enumerate(ids):

@@ -177,10 +177,23 @@ static void test_open_backends(void **state)
     store_t  *s;
 
     (void)state;
-    cr_config.database = "mongoc";
+    /* mongoc: a database that does not answer is a 503 within --dbTimeout */
+    cr_config.database      = "mongoc";
+    cr_config.db_uri        = "mongodb://127.0.0.1:1";
+    cr_config.db_timeout_ms = 300;
     assert_null(store_open(&p));
-    assert_int_equal(p.kind, PB_OPERATION_NOT_SUPPORTED);
+    assert_int_equal(p.kind, PB_HTTP);
+    assert_int_equal(p.status, 503);
     assert_non_null(strstr(p.detail, "MongoDB"));
+    cr_config.db_uri = "http://not-mongodb";
+    assert_null(store_open(&p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    cr_config.db_uri           = "mongodb://127.0.0.1:1";
+    cr_config.db_write_concern = "sometimes";
+    assert_null(store_open(&p));
+    assert_int_equal(p.kind, PB_BAD_REQUEST_DATA);
+    cr_config.db_write_concern = NULL;
+    cr_config.db_uri           = NULL;
 
     cr_config.database = "nosuchdb";
     assert_null(store_open(&p));

@@ -1,0 +1,101 @@
+/*
+ * objsync.c - stored objects written by other coraine processes on the same
+ * database (--database mongoc): every --syncInterval ms a thread asks the
+ * store whether anything changed (store_obj_changed: one version document)
+ * and, when it did, loads what the other processes created, changed or
+ * deleted into this process's registries (subscriptions, context source
+ * registrations and their subscriptions), each under the mutex that the
+ * kind's own writes hold. So a subscription created through one process
+ * is matched by every process within about --syncInterval, and a change is
+ * notified by the process that committed it (its change hooks), once.
+ * Hosted @contexts are not synced (they are served by the process they were
+ * created on and by every process after a restart).
+ * A store that nobody else writes (corDB) answers false: the thread is not
+ * started.
+ */
+#include <pthread.h>
+#include <time.h>
+
+#include "ops.h"
+
+static struct {
+    pthread_t       thread;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    bool            running, stop;
+    store_t        *store;
+} g_sync = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void sync_once(store_t *s)
+{
+    if (!store_obj_changed(s))
+        return;
+    ops_sub_sync(s);
+    ops_reg_sync(s);
+    ops_csub_sync(s);
+}
+
+static void *sync_main(void *arg)
+{
+    store_t *s = arg;
+    int      ms = cr_config.sync_interval_ms > 0 ? cr_config.sync_interval_ms : 1000;
+
+    pthread_mutex_lock(&g_sync.mu);
+    while (!g_sync.stop) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g_sync.cv, &g_sync.mu, &ts);
+        if (g_sync.stop)
+            break;
+        pthread_mutex_unlock(&g_sync.mu);
+        sync_once(s);
+        pthread_mutex_lock(&g_sync.mu);
+    }
+    pthread_mutex_unlock(&g_sync.mu);
+    return NULL;
+}
+
+bool ops_objsync_start(store_t *s)
+{
+    pthread_condattr_t ca;
+
+    if (!store_obj_changed(s))
+        return false;               /* not shared (corDB): the first call of a shared store is true */
+    /* what others wrote since this process restored its objects */
+    ops_sub_sync(s);
+    ops_reg_sync(s);
+    ops_csub_sync(s);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_sync.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    g_sync.stop  = false;
+    g_sync.store = s;
+    if (pthread_create(&g_sync.thread, NULL, sync_main, s) != 0) {
+        LOG_E("ops: cannot start the stored objects' sync thread");
+        pthread_cond_destroy(&g_sync.cv);
+        return false;
+    }
+    g_sync.running = true;
+    return true;
+}
+
+void ops_objsync_stop(void)
+{
+    if (!g_sync.running)
+        return;
+    pthread_mutex_lock(&g_sync.mu);
+    g_sync.stop = true;
+    pthread_cond_signal(&g_sync.cv);
+    pthread_mutex_unlock(&g_sync.mu);
+    pthread_join(g_sync.thread, NULL);
+    pthread_cond_destroy(&g_sync.cv);
+    g_sync.running = false;
+}

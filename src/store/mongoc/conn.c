@@ -1,0 +1,609 @@
+/*
+ * conn.c - the MongoDB store's connection: the client pool, what the server
+ * can do (read once at start), the errors it answers with, and the tenants
+ * (a database each, listed in the default database's "tenants" collection).
+ *
+ * Why a database per tenant (doc/mongodb.md "Tenants"): a tenant's entities,
+ * indexes and objects are apart from every other's (no tenant field in every
+ * key and every filter, small per-tenant indexes, a tenant dropped or backed
+ * up as one database, sharded per database), as Orion-LD's users know it.
+ * The cost: a database name is short and restricted, so a tenant's name is
+ * escaped into it (mgc_tenant_dbname) and the mapping is kept in "tenants".
+ *
+ * Timeouts: --dbTimeout bounds server selection, connection and socket
+ * reads, so a request against a database that is down or stalled answers
+ * 503 within about that time; the pool reconnects by itself when the
+ * server is back (libmongoc's topology monitor).
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "mgc.h"
+
+static pthread_once_t mgc_once = PTHREAD_ONCE_INIT;
+
+static void mgc_init_lib(void)
+{
+    mongoc_init();
+}
+
+mongoc_client_t *mgc_pop(mgc_t *db)
+{
+    return mongoc_client_pool_pop(db->pool);
+}
+
+void mgc_push(mgc_t *db, mongoc_client_t *c)
+{
+    if (c)
+        mongoc_client_pool_push(db->pool, c);
+}
+
+/* Server error codes that mean "not now" rather than "never" (a primary
+ * stepping down, a shutdown, a network timeout, a write concern not met). */
+static bool transient_code(uint32_t code)
+{
+    switch (code) {
+    case 6: case 7: case 50: case 64: case 89: case 91: case 189: case 262:
+    case 9001: case 10107: case 11600: case 11602: case 13435: case 13436:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool mgc_fail(problem_t *p, const char *what, const bson_error_t *err)
+{
+    bool down = err->domain == MONGOC_ERROR_SERVER_SELECTION || err->domain == MONGOC_ERROR_STREAM ||
+                (err->domain == MONGOC_ERROR_CLIENT && err->code == MONGOC_ERROR_CLIENT_AUTHENTICATE) ||
+                transient_code(err->code);
+
+    if (!down)
+        return problem_set(p, PB_INTERNAL_ERROR, "MongoDB: %s failed: %s", what, err->message);
+    problem_set(p, PB_HTTP, "the database (MongoDB) is unavailable: %s failed: %s; "
+                "retry later", what, err->message);
+    if (p)
+        p->status = 503;
+    LOG_W("mongoc: %s: %s", what, err->message);
+    return false;
+}
+
+bool mgc_is_dup(const bson_error_t *err)
+{
+    return err->code == 11000 || err->code == 11001;
+}
+
+uint64_t mgc_token(mgc_t *db)
+{
+    return atomic_fetch_add_explicit(&db->token, 1, memory_order_relaxed);
+}
+
+int64_t mgc_clock(mgc_tenant_t *t, int64_t floor)
+{
+    int64_t now = cr_now_us();
+
+    if (now <= t->last_at)
+        now = t->last_at + 1;
+    if (now <= floor)
+        now = floor + 1;
+    return now;
+}
+
+/* ------------------------------------------------------------- tenants */
+
+static bool is_default(const char *tenant)
+{
+    return !tenant || !*tenant;
+}
+
+/* The database of a named tenant: PREFIX-NAME with every byte outside
+ * [a-z0-9] written _XX (database names are case-insensitive, short and
+ * forbid /\. "$*<>:|?), or PREFIX-hHASH when that is longer than 63. */
+static char *tenant_dbname(const char *prefix, const char *name)
+{
+    static const char hex[] = "0123456789abcdef";
+    sbuf_t            sb;
+
+    sb_init(&sb, NULL, 64);
+    sb_adds(&sb, prefix);
+    sb_addc(&sb, '-');
+    for (const unsigned char *s = (const unsigned char *)name; *s; s++) {
+        if ((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')) {
+            sb_addc(&sb, (char)*s);
+        } else {
+            sb_addc(&sb, '_');
+            sb_addc(&sb, hex[*s >> 4]);
+            sb_addc(&sb, hex[*s & 15]);
+        }
+    }
+    if (sb.len > 63) {
+        sb.len = 0;
+        sb_printf(&sb, "%s-h%016llx", prefix, (unsigned long long)cr_hash_stable(name, strlen(name)));
+    }
+    char *r = cr_xstrdup(sb.p);
+    sb_release(&sb);
+    return r;
+}
+
+static mgc_tenant_t *tenant_new(const char *name, const char *dbname)
+{
+    mgc_tenant_t *t = cr_xcalloc(1, sizeof(*t));
+
+    t->name   = cr_xstrdup(name);
+    t->dbname = cr_xstrdup(dbname);
+    if (pthread_mutex_init(&t->wmu, NULL) != 0) {
+        LOG_E("mongoc: cannot create a tenant's mutex; aborting");
+        abort();
+    }
+    t->stream = store_stream_new();
+    return t;
+}
+
+static void tenant_free(mgc_tenant_t *t)
+{
+    pthread_mutex_destroy(&t->wmu);
+    store_stream_free(t->stream);
+    free(t->geo_keys);
+    free(t->name);
+    free(t->dbname);
+    free(t);
+}
+
+static mgc_tenant_t *table_find(mgc_t *db, const char *name)
+{
+    uint64_t h = cr_hash(name, strlen(name));
+
+    for (mgc_tenant_t *t = db->tbl[h & db->tbl_mask]; t; t = t->next)
+        if (strcmp(t->name, name) == 0)
+            return t;
+    return NULL;
+}
+
+/* Under the table's write lock. */
+static mgc_tenant_t *table_add(mgc_t *db, const char *name, const char *dbname)
+{
+    mgc_tenant_t *t = table_find(db, name);
+
+    if (t)
+        return t;
+    if (db->n_tenants + 1 > db->tbl_mask) {
+        uint32_t       cap = (db->tbl_mask + 1) * 2;
+        mgc_tenant_t **nt  = cr_xcalloc(cap, sizeof(*nt));
+
+        for (uint32_t i = 0; i <= db->tbl_mask; i++)
+            for (mgc_tenant_t *x = db->tbl[i], *nx; x; x = nx) {
+                uint64_t h = cr_hash(x->name, strlen(x->name));
+                nx = x->next;
+                x->next = nt[h & (cap - 1)];
+                nt[h & (cap - 1)] = x;
+            }
+        free(db->tbl);
+        db->tbl      = nt;
+        db->tbl_mask = cap - 1;
+    }
+    t = tenant_new(name, dbname);
+    uint64_t h = cr_hash(name, strlen(name));
+    t->next = db->tbl[h & db->tbl_mask];
+    db->tbl[h & db->tbl_mask] = t;
+    db->n_tenants++;
+    return t;
+}
+
+static mgc_tenant_t *table_lookup(mgc_t *db, const char *name)
+{
+    mgc_tenant_t *t;
+
+    pthread_rwlock_rdlock(&db->tlock);
+    t = table_find(db, name);
+    pthread_rwlock_unlock(&db->tlock);
+    return t;
+}
+
+/* The registry document of a tenant another process created: into the table. */
+static mgc_tenant_t *registry_find(mgc_t *db, const char *name, bool *failed, problem_t *p)
+{
+    mongoc_client_t     *c   = mgc_pop(db);
+    mongoc_collection_t *col = mongoc_client_get_collection(c, db->prefix, "tenants");
+    bson_t              *q   = BCON_NEW("_id", BCON_UTF8(name));
+    mongoc_cursor_t     *cur = mongoc_collection_find_with_opts(col, q, NULL, NULL);
+    const bson_t        *doc;
+    bson_error_t         err;
+    mgc_tenant_t        *t = NULL;
+
+    *failed = false;
+    if (mongoc_cursor_next(cur, &doc)) {
+        bson_iter_t it;
+        const char *dbname = NULL;
+
+        if (bson_iter_init_find(&it, doc, "db") && BSON_ITER_HOLDS_UTF8(&it))
+            dbname = bson_iter_utf8(&it, NULL);
+        if (dbname) {
+            pthread_rwlock_wrlock(&db->tlock);
+            t = table_add(db, name, dbname);
+            pthread_rwlock_unlock(&db->tlock);
+        }
+    } else if (mongoc_cursor_error(cur, &err)) {
+        *failed = true;
+        mgc_fail(p, "reading the tenant list", &err);
+    }
+    mongoc_cursor_destroy(cur);
+    bson_destroy(q);
+    mongoc_collection_destroy(col);
+    mgc_push(db, c);
+    return t;
+}
+
+mgc_tenant_t *mgc_tenant_get(mgc_t *db, const char *tenant, problem_t *p)
+{
+    mgc_tenant_t *t;
+    bool          failed;
+
+    if (is_default(tenant))
+        return db->dflt;
+    if ((t = table_lookup(db, tenant)))
+        return t;
+    if ((t = registry_find(db, tenant, &failed, p)) || failed)
+        return t;
+    problem_set(p, PB_NONEXISTENT_TENANT, "tenant '%.200s' does not exist", tenant);
+    return NULL;
+}
+
+mgc_tenant_t *mgc_tenant_open(mgc_t *db, const char *tenant, problem_t *p)
+{
+    mgc_tenant_t        *t;
+    bool                 failed, ok;
+    char                *dbname;
+    mongoc_client_t     *c;
+    mongoc_collection_t *col;
+    bson_t              *q, *u, *opts;
+    bson_error_t         err;
+
+    if (is_default(tenant))
+        return db->dflt;
+    if ((t = table_lookup(db, tenant)))
+        return t;
+    if ((t = registry_find(db, tenant, &failed, p)) || failed)
+        return t;
+    pthread_rwlock_rdlock(&db->tlock);
+    bool full = db->n_tenants >= db->max_tenants;
+    pthread_rwlock_unlock(&db->tlock);
+    if (full) {
+        problem_set(p, PB_OPERATION_NOT_SUPPORTED,
+                    "the broker does not support more tenants (--maxTenants %d)",
+                    cr_config.max_tenants);
+        return NULL;
+    }
+    /* Registered first ($setOnInsert: another process may do the same at once). */
+    dbname = tenant_dbname(db->prefix, tenant);
+    c      = mgc_pop(db);
+    col    = mongoc_client_get_collection(c, db->prefix, "tenants");
+    q      = BCON_NEW("_id", BCON_UTF8(tenant));
+    u      = BCON_NEW("$setOnInsert", "{", "db", BCON_UTF8(dbname), "}");
+    opts   = BCON_NEW("upsert", BCON_BOOL(true));
+    ok     = mongoc_collection_update_one(col, q, u, opts, NULL, &err);
+    bson_destroy(q);
+    bson_destroy(u);
+    bson_destroy(opts);
+    mongoc_collection_destroy(col);
+    mgc_push(db, c);
+    free(dbname);
+    if (!ok && !mgc_is_dup(&err)) {
+        mgc_fail(p, "registering the tenant", &err);
+        return NULL;
+    }
+    /* Read back: the name another process registered first wins. */
+    if ((t = registry_find(db, tenant, &failed, p)) || failed)
+        return t;
+    problem_set(p, PB_INTERNAL_ERROR, "MongoDB: tenant '%.200s' registered but not found", tenant);
+    return NULL;
+}
+
+void mgc_tenants_load(mgc_t *db)
+{
+    mongoc_client_t     *c   = mgc_pop(db);
+    mongoc_collection_t *col = mongoc_client_get_collection(c, db->prefix, "tenants");
+    bson_t               q   = BSON_INITIALIZER;
+    mongoc_cursor_t     *cur = mongoc_collection_find_with_opts(col, &q, NULL, NULL);
+    const bson_t        *doc;
+    bson_error_t         err;
+
+    while (mongoc_cursor_next(cur, &doc)) {
+        bson_iter_t it;
+        const char *name = NULL, *dbname = NULL;
+
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it))
+            name = bson_iter_utf8(&it, NULL);
+        if (bson_iter_init_find(&it, doc, "db") && BSON_ITER_HOLDS_UTF8(&it))
+            dbname = bson_iter_utf8(&it, NULL);
+        if (name && *name && dbname) {
+            pthread_rwlock_wrlock(&db->tlock);
+            table_add(db, name, dbname);
+            pthread_rwlock_unlock(&db->tlock);
+        }
+    }
+    if (mongoc_cursor_error(cur, &err))
+        LOG_W("mongoc: reading the tenant list: %s", err.message);
+    mongoc_cursor_destroy(cur);
+    mongoc_collection_destroy(col);
+    mgc_push(db, c);
+}
+
+void mgc_tenant_each(mgc_t *db, void (*fn)(void *ud, mgc_tenant_t *t), void *ud)
+{
+    fn(ud, db->dflt);
+    pthread_rwlock_rdlock(&db->tlock);
+    for (uint32_t i = 0; i <= db->tbl_mask; i++)
+        for (mgc_tenant_t *t = db->tbl[i]; t; t = t->next)
+            fn(ud, t);
+    pthread_rwlock_unlock(&db->tlock);
+}
+
+/* ------------------------------------------------------------- indexes */
+
+/* The names of coll's indexes into have[] (false: the listing failed; a
+ * collection that does not exist yet has none). */
+static bool index_names(mongoc_client_t *c, const char *dbname, const char *coll, char have[][24],
+                        size_t cap, size_t *n, bson_error_t *err)
+{
+    mongoc_collection_t *col = mongoc_client_get_collection(c, dbname, coll);
+    mongoc_cursor_t     *cur = mongoc_collection_find_indexes_with_opts(col, NULL);
+    const bson_t        *doc;
+    bool                 ok;
+
+    *n = 0;
+    while (mongoc_cursor_next(cur, &doc)) {
+        bson_iter_t it;
+
+        if (*n < cap && bson_iter_init_find(&it, doc, "name") && BSON_ITER_HOLDS_UTF8(&it))
+            snprintf(have[(*n)++], 24, "%s", bson_iter_utf8(&it, NULL));
+    }
+    ok = !mongoc_cursor_error(cur, err) || err->code == 26;     /* NamespaceNotFound */
+    mongoc_cursor_destroy(cur);
+    mongoc_collection_destroy(col);
+    return ok;
+}
+
+/* Creates index `name` on coll with the given key unless have[] lists it
+ * (FerretDB 1.24 drops the connection on a createIndexes of an index that
+ * exists: only the missing ones are asked for). */
+static bool index_ensure(mongoc_client_t *c, const char *dbname, const char *coll, char have[][24],
+                         size_t n, const char *name, const bson_t *key, bson_error_t *err)
+{
+    mongoc_database_t *d;
+    bson_t             cmd = BSON_INITIALIZER, arr, ix;
+    bool               ok;
+
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(have[i], name))
+            return true;
+    BSON_APPEND_UTF8(&cmd, "createIndexes", coll);
+    bson_append_array_begin(&cmd, "indexes", -1, &arr);
+    bson_append_document_begin(&arr, "0", 1, &ix);
+    BSON_APPEND_DOCUMENT(&ix, "key", key);
+    BSON_APPEND_UTF8(&ix, "name", name);
+    bson_append_document_end(&arr, &ix);
+    bson_append_array_end(&cmd, &arr);
+    d  = mongoc_client_get_database(c, dbname);
+    ok = mongoc_database_write_command_with_opts(d, &cmd, NULL, NULL, err);
+    mongoc_database_destroy(d);
+    bson_destroy(&cmd);
+    return ok;
+}
+
+/* The entity indexes of a tenant's database: creation order and pagination
+ * (c, _id), types (t, c), modifiedAt, the attribute names (/attributes,
+ * attrs=); the objects by kind and order. The GeoProperty boxes get theirs
+ * as their names appear (mgc_geo_index). */
+static bool ensure_indexes(mongoc_client_t *c, const char *dbname, bson_error_t *err)
+{
+    static const struct { const char *coll, *name, *f1, *f2; } ix[] = {
+        { "entities", "c_id", "c", "_id" }, { "entities", "t_c", "t", "c" },
+        { "entities", "m", "m", NULL },     { "entities", "a", "a", NULL },
+        { "objects", "k_o", "k", "o" },
+    };
+    char   have[32][24];
+    size_t n = 0;
+    bool   ok = true;
+    const char *listed = NULL;
+
+    for (size_t i = 0; ok && i < sizeof ix / sizeof ix[0]; i++) {
+        bson_t key = BSON_INITIALIZER;
+
+        if (!listed || strcmp(listed, ix[i].coll) != 0) {
+            ok = index_names(c, dbname, ix[i].coll, have, 32, &n, err);
+            listed = ix[i].coll;
+        }
+        BSON_APPEND_INT32(&key, ix[i].f1, 1);
+        if (ix[i].f2)
+            BSON_APPEND_INT32(&key, ix[i].f2, 1);
+        ok = ok && index_ensure(c, dbname, ix[i].coll, have, n, ix[i].name, &key, err);
+        bson_destroy(&key);
+    }
+    return ok;
+}
+
+mongoc_collection_t *mgc_coll(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *name)
+{
+    if (!atomic_load_explicit(&t->indexed, memory_order_acquire)) {
+        bson_error_t err;
+
+        if (ensure_indexes(c, t->dbname, &err))
+            atomic_store_explicit(&t->indexed, 1, memory_order_release);
+        else
+            LOG_W("mongoc: indexes of database %s: %s (tried again on its next use)", t->dbname,
+                  err.message);
+    }
+    return mongoc_client_get_collection(c, t->dbname, name);
+}
+
+void mgc_geo_index(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const cr_entity_t *e)
+{
+    (void)db;
+    for (uint16_t i = 0; i < e->n_attrs; i++) {
+        char key[24], field[40];
+        bool known = false;
+
+        if (e->attrs[i].kind != ATTR_GEOPROPERTY)
+            continue;
+        mgc_geo_key(key, e->attrs[i].name);
+        for (uint32_t j = 0; j < t->n_geo_keys && !known; j++)
+            known = !strcmp(t->geo_keys[j], key);
+        if (known || t->n_geo_keys >= 256)
+            continue;
+        snprintf(field, sizeof field, "g.%s.x0", key);
+        char         have[32][24];
+        size_t       n = 0;
+        bson_t       k = BSON_INITIALIZER;
+        bson_error_t err;
+
+        BSON_APPEND_INT32(&k, field, 1);
+        if (index_names(c, t->dbname, "entities", have, 32, &n, &err) &&
+            index_ensure(c, t->dbname, "entities", have, n, key, &k, &err)) {
+            t->geo_keys = cr_xreallocarray(t->geo_keys, t->n_geo_keys + 1, sizeof(*t->geo_keys));
+            memcpy(t->geo_keys[t->n_geo_keys++], key, 24);
+        } else {
+            LOG_W("mongoc: index %s of database %s: %s", key, t->dbname, err.message);
+        }
+        bson_destroy(&k);
+    }
+}
+
+/* ------------------------------------------------------------- open */
+
+/* hello: is the server a replica set member? Is it FerretDB (no 2dsphere)? */
+static bool probe(mgc_t *db, problem_t *p)
+{
+    mongoc_client_t *c = mgc_pop(db);
+    bson_t           reply;
+    bson_error_t     err;
+    bson_iter_t      it;
+    bson_t          *cmd = BCON_NEW("hello", BCON_INT32(1));
+    bool             ok  = mongoc_client_command_simple(c, "admin", cmd, NULL, &reply, &err);
+
+    bson_destroy(cmd);
+    if (ok) {
+        db->replset = bson_iter_init_find(&it, &reply, "setName");
+        bson_destroy(&reply);
+        cmd = BCON_NEW("buildInfo", BCON_INT32(1));
+        if (mongoc_client_command_simple(c, "admin", cmd, NULL, &reply, &err))
+            db->geo2d = db->claims = false;
+        db->geo2d = !bson_iter_init_find(&it, &reply, "ferretdbVersion") &&
+                        !bson_iter_init_find(&it, &reply, "ferretdb");
+        db->claims = !db->geo2d;
+        bson_destroy(&reply);
+        bson_destroy(cmd);
+        ok = ensure_indexes(c, db->prefix, &err);
+        if (ok)
+            atomic_store(&db->dflt->indexed, 1);
+    } else {
+        bson_destroy(&reply);
+    }
+    mgc_push(db, c);
+    if (!ok)
+        return mgc_fail(p, "connecting", &err);
+    return true;
+}
+
+static void set_default_int(mongoc_uri_t *uri, const char *opt, int32_t v)
+{
+    if (!mongoc_uri_has_option(uri, opt))
+        mongoc_uri_set_option_as_int32(uri, opt, v);
+}
+
+mgc_t *mgc_open(problem_t *p)
+{
+    const char   *wc_flag = cr_config.db_write_concern ? cr_config.db_write_concern : "auto";
+    bson_error_t  err;
+    mgc_t        *db;
+
+    if (strcmp(wc_flag, "auto") && strcmp(wc_flag, "majority") && strcmp(wc_flag, "1")) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--dbWriteConcern %.100s: expected auto, majority or 1",
+                    wc_flag);
+        return NULL;
+    }
+    pthread_once(&mgc_once, mgc_init_lib);
+    db = cr_xcalloc(1, sizeof(*db));
+    db->timeout_ms = cr_config.db_timeout_ms > 0 ? cr_config.db_timeout_ms : 5000;
+    db->uri = mongoc_uri_new_with_error(cr_config.db_uri && *cr_config.db_uri
+                                            ? cr_config.db_uri : "mongodb://127.0.0.1:27017", &err);
+    if (!db->uri) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--dbURI: %s", err.message);
+        free(db);
+        return NULL;
+    }
+    set_default_int(db->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, db->timeout_ms);
+    set_default_int(db->uri, MONGOC_URI_CONNECTTIMEOUTMS, db->timeout_ms < 2000 ? db->timeout_ms : 2000);
+    set_default_int(db->uri, MONGOC_URI_SOCKETTIMEOUTMS, db->timeout_ms);
+    if (!mongoc_uri_has_option(db->uri, MONGOC_URI_APPNAME))
+        mongoc_uri_set_appname(db->uri, "coraine");
+    db->prefix = cr_xstrdup(cr_config.db_name && *cr_config.db_name ? cr_config.db_name : "coraine");
+    db->max_tenants = cr_config.max_tenants > 0 ? (uint32_t)cr_config.max_tenants - 1 : UINT32_MAX;
+    db->tbl_mask = 63;
+    db->tbl      = cr_xcalloc(64, sizeof(*db->tbl));
+    pthread_rwlock_init(&db->tlock, NULL);
+    db->dflt = tenant_new("", db->prefix);
+    mgc_obj_init(db);
+    uint64_t base = 0;
+    if (getrandom(&base, sizeof base, 0) != (ssize_t)sizeof base)
+        base = (uint64_t)cr_now_us() << 16 ^ (uint64_t)getpid() << 40;
+    atomic_init(&db->token, (base & ~(1ull << 63)) | 1);   /* positive as an int64 */
+
+    db->pool = mongoc_client_pool_new(db->uri);
+    if (!db->pool) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "--dbURI: libmongoc refuses it");
+        mgc_close(db);
+        return NULL;
+    }
+    mongoc_client_pool_set_error_api(db->pool, MONGOC_ERROR_API_VERSION_2);
+    if (!probe(db, p)) {
+        mgc_close(db);
+        return NULL;
+    }
+    /* The write concern, now that the server is known: on a replica set a
+     * write is acknowledged once a majority has it (auto or majority). */
+    if (!strcmp(wc_flag, "majority") || (!strcmp(wc_flag, "auto") && db->replset)) {
+        mongoc_write_concern_t *wc = mongoc_write_concern_new();
+
+        mongoc_write_concern_set_w(wc, MONGOC_WRITE_CONCERN_W_MAJORITY);
+        mongoc_write_concern_set_wtimeout_int64(wc, db->timeout_ms);
+        mongoc_client_pool_destroy(db->pool);
+        mongoc_uri_set_write_concern(db->uri, wc);
+        mongoc_write_concern_destroy(wc);
+        db->pool = mongoc_client_pool_new(db->uri);
+        mongoc_client_pool_set_error_api(db->pool, MONGOC_ERROR_API_VERSION_2);
+    }
+    mgc_tenants_load(db);
+    const mongoc_host_list_t *h = mongoc_uri_get_hosts(db->uri);
+    LOG_I("store: mongoc at %s%s, databases %s and %s-TENANT, %s%s, write concern %s, %u named tenants",
+          h ? h->host_and_port : "?", h && h->next ? " ..." : "", db->prefix, db->prefix,
+          db->replset ? "a replica set" : "a single server",
+          db->claims ? " (FerretDB: writes claim their version)" : "",
+          !strcmp(wc_flag, "majority") || (!strcmp(wc_flag, "auto") && db->replset) ? "majority" : "1",
+          db->n_tenants);
+    return db;
+}
+
+void mgc_close(mgc_t *db)
+{
+    if (!db)
+        return;
+    for (uint32_t i = 0; db->tbl && i <= db->tbl_mask; i++)
+        for (mgc_tenant_t *t = db->tbl[i], *nx; t; t = nx) {
+            nx = t->next;
+            tenant_free(t);
+        }
+    free(db->tbl);
+    if (db->dflt)
+        tenant_free(db->dflt);
+    if (db->pool)
+        mongoc_client_pool_destroy(db->pool);
+    if (db->uri)
+        mongoc_uri_destroy(db->uri);
+    pthread_rwlock_destroy(&db->tlock);
+    mgc_obj_free(db);
+    free(db->prefix);
+    free(db);
+}

@@ -1,0 +1,163 @@
+/*
+ * mgc.h - the MongoDB store (--database mongoc) as its files share it.
+ * Internal to src/store/mongoc/: store.c sees only mgc_backend; every other
+ * module sees store.h. doc/mongodb.md has the layout and its reasons.
+ *
+ * Shape:
+ *
+ *   mgc_t ── mongoc_client_pool_t (thread-safe; a request pops a client and
+ *   │        pushes it back: libmongoc reconnects by itself)
+ *   ├─ tenant table (rwlock) ── name -> mgc_tenant_t, never freed before close
+ *   └─ capabilities read at start (hello): replica set (write concern
+ *      majority, change streams), 2dsphere (real MongoDB)
+ *
+ *   Per tenant a database: --dbName for the default tenant, --dbName-TENANT
+ *   (escaped: mgc_tenant_dbname) for the others, listed in the collection
+ *   "tenants" of the default database. In each:
+ *     entities  {_id: id, t: [types], c: createdAt µs, m: modifiedAt µs,
+ *                v: version (1, 2 ...), w: write token, a: [attribute names],
+ *                g: {hHASH(GeoProperty): {x0, y0, x1, y1}} (bounding boxes),
+ *                e: BinData (the version, model/codec.h)}
+ *     objects   {_id: "KIND/ID", k: kind, i: id, o: order µs, j: JSON text}
+ *   and "meta" {_id: "objects", v: N} in the default database: bumped by
+ *   every object write, polled by other processes (--syncInterval).
+ *
+ * Ordering (store.h's change stream): each process numbers ITS commits of a
+ * tenant; a write holds the tenant's write mutex from its stamp (commit time
+ * max(clock, last + 1, the entity's modifiedAt + 1)) to its acknowledgement,
+ * so seqs are dense and in commit order per process. Between processes the
+ * version check orders the writes of one entity: a write replaces version v
+ * only where the stored document still has v, else it reads again and
+ * re-applies (MGC_RETRIES times).
+ */
+#ifndef CORAINE_STORE_MGC_H
+#define CORAINE_STORE_MGC_H
+
+#include <mongoc/mongoc.h>
+#include <pthread.h>
+
+#include "../store.h"
+
+#define MGC_RETRIES 64              /* version conflicts before a write gives up (503) */
+
+/* A stored version: its number and its write token (unique per write, over
+ * every process: the condition of the next write). */
+typedef struct mgc_ver {
+    int64_t v, w;
+} mgc_ver_t;
+
+typedef struct mgc_tenant {
+    struct mgc_tenant *next;        /* hash chain */
+    char              *name;        /* "" for the default */
+    char              *dbname;
+    pthread_mutex_t    wmu;         /* held by a write from its stamp to its acknowledgement */
+    uint64_t           seq;         /* this process's last seq (under wmu) */
+    int64_t            last_at;     /* this process's last commit time (under wmu) */
+    store_stream_t    *stream;
+    _Atomic int        indexed;     /* the indexes of its database were ensured */
+    char             (*geo_keys)[24];   /* GeoProperty boxes indexed (under wmu) */
+    uint32_t           n_geo_keys;
+} mgc_tenant_t;
+
+typedef struct mgc_objent mgc_objent_t;   /* objects.c: an object as this process last saw it */
+
+typedef struct mgc {
+    mongoc_client_pool_t *pool;
+    mongoc_uri_t         *uri;
+    char                 *prefix;   /* --dbName */
+    pthread_rwlock_t      tlock;    /* the tenant table */
+    mgc_tenant_t        **tbl;
+    uint32_t              tbl_mask, n_tenants;
+    mgc_tenant_t         *dflt;
+    uint32_t              max_tenants;   /* named ones */
+    bool                  replset, geo2d;
+    bool                  claims;   /* the server's conditional update is not atomic (FerretDB): write.c claims */
+    int                   timeout_ms;
+    _Atomic uint64_t      token;    /* write tokens: per process random base + counter */
+    /* objects.c: the stored objects as this process last wrote or read them */
+    pthread_mutex_t       omu;
+    mgc_objent_t        **otbl;
+    uint32_t              omask, on, ogen;
+    int64_t               obj_v;    /* the version document, as last read (-1: never) */
+} mgc_t;
+
+extern const store_backend_t mgc_backend;
+
+/* conn.c: clients, errors, tenants, indexes */
+mongoc_client_t     *mgc_pop(mgc_t *db);
+void                 mgc_push(mgc_t *db, mongoc_client_t *c);
+/* The problem for a failed call: 503 (PB_HTTP) when the database cannot be
+ * reached or answer in time, else InternalError; always false. */
+bool                 mgc_fail(problem_t *p, const char *what, const bson_error_t *err);
+bool                 mgc_is_dup(const bson_error_t *err);
+/* A known tenant, or NULL: NonexistentTenant (or 503). */
+mgc_tenant_t        *mgc_tenant_get(mgc_t *db, const char *tenant, problem_t *p);
+/* The tenant, created (registered in the database) on first use. */
+mgc_tenant_t        *mgc_tenant_open(mgc_t *db, const char *tenant, problem_t *p);
+/* Its collection (the caller destroys it) on client c, indexes ensured once. */
+mongoc_collection_t *mgc_coll(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *name);
+uint64_t             mgc_token(mgc_t *db);
+/* wmu held: an index on the box of each GeoProperty of e, created once. */
+void                 mgc_geo_index(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const cr_entity_t *e);
+/* The tenant's next commit time (wmu held), after `floor`. */
+int64_t              mgc_clock(mgc_tenant_t *t, int64_t floor);
+void                 mgc_tenant_each(mgc_t *db, void (*fn)(void *ud, mgc_tenant_t *t), void *ud);
+/* Every tenant named in the database (other processes' too) into the table. */
+void                 mgc_tenants_load(mgc_t *db);
+mgc_t               *mgc_open(problem_t *p);
+void                 mgc_close(mgc_t *db);
+
+/* doc.c: an entity version as a document, and back */
+void                 mgc_doc_entity(bson_t *doc, const cr_entity_t *e, int64_t version, uint64_t token);
+/* The field of g (under "g.") and of q / qx that stands for attribute name
+ * (cr_hash_stable: every process computes the same; cr_hash is keyed per process). */
+void                 mgc_geo_key(char buf[24], const char *name);
+/* A frozen entity from a document's "e" (NULL: not one: InternalError in p). */
+cr_entity_t         *mgc_doc_decode(const bson_t *doc, mgc_ver_t *ver, problem_t *p);
+
+/* write.c */
+bool mgc_create(mgc_t *db, const char *tenant, const cr_entity_t *draft, store_change_t *ch, problem_t *p);
+bool mgc_upsert(mgc_t *db, const char *tenant, const cr_entity_t *draft, bool replace, bool *created,
+                arena_t *scratch, store_change_t *ch, problem_t *p);
+bool mgc_modify(mgc_t *db, const char *tenant, const char *id, entity_op_t op, const cr_entity_t *patch,
+                const op_args_t *args, op_result_t *res, arena_t *scratch, store_change_t *ch,
+                problem_t *p);
+bool mgc_remove(mgc_t *db, const char *tenant, const char *id, const typesel_t *if_type,
+                store_change_t *ch, problem_t *p);
+bool mgc_batch(mgc_t *db, const char *tenant, store_batch_item_t *items, size_t n, arena_t *scratch,
+               store_change_t *group, size_t *n_group, problem_t *p);
+bool mgc_purge(mgc_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
+               void (*emit)(void *ud, store_change_t *group, size_t n), void *ud, problem_t *p);
+
+/* query.c */
+cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p);
+/* The entity's current document (NULL: none, or p set when the read failed). */
+cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, mgc_ver_t *ver,
+                      bool *failed, problem_t *p);
+bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t *a, store_page_t *out,
+               problem_t *p);
+bool mgc_foreach(mgc_t *db, const char *tenant, const entity_filter_t *f,
+                 void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p);
+bool mgc_types(mgc_t *db, const char *tenant, void (*fn)(void *ud, const char *type), void *ud,
+               problem_t *p);
+bool mgc_attributes(mgc_t *db, const char *tenant, void (*fn)(void *ud, const char *name), void *ud,
+                    problem_t *p);
+void mgc_stats(mgc_t *db, uint64_t *entities, uint64_t *tenants);
+
+/* objects.c */
+bool  mgc_obj_put(mgc_t *db, const char *tenant, int kind, const char *id, const char *json, size_t len,
+                  bool create_only, problem_t *p);
+bool  mgc_obj_delete(mgc_t *db, const char *tenant, int kind, const char *id, problem_t *p);
+char *mgc_obj_get(mgc_t *db, const char *tenant, int kind, const char *id, arena_t *a, size_t *len,
+                  problem_t *p);
+bool  mgc_obj_changed(mgc_t *db);
+void  mgc_obj_sync(mgc_t *db, int kind,
+                   void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                   void (*gone)(void *ud, const char *tenant, const char *id), void *ud);
+void  mgc_obj_init(mgc_t *db);
+void  mgc_obj_free(mgc_t *db);
+void  mgc_obj_foreach(mgc_t *db, int kind,
+                      void (*fn)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
+                      void *ud);
+
+#endif

@@ -1,0 +1,581 @@
+/*
+ * query.c - the MongoDB store's reads: one entity, queries, discovery.
+ *
+ * A filter (model.h entity_filter_t) becomes a MongoDB filter for the parts
+ * whose translation is exact: ids ($in on _id), plain type lists ($in on t),
+ * attrs= ($in on a); a geo-query adds a prefilter on the bounding boxes (g:
+ * plain number comparisons, which every MongoDB-wire server runs). Everything else (idPattern, type expressions with ';', q, scopeQ,
+ * selectors, the exact geometry through GEOS) is evaluated in the broker with
+ * filter_match() on the candidates the server streams in creation order
+ * (c, _id: stable across processes, whose clocks may tie). Only when no
+ * broker-side predicate remains do offset, limit and the count go to the
+ * server (skip, limit, countDocuments). With orderBy every match is read and
+ * sorted here with order_compare (every backend orders alike).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mgc.h"
+
+static bool not_found(problem_t *p, const char *id)
+{
+    return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity '%.400s' not found", id);
+}
+
+cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, mgc_ver_t *ver,
+                      bool *failed, problem_t *p)
+{
+    bson_t          *q    = BCON_NEW("_id", BCON_UTF8(id));
+    bson_t          *opts = BCON_NEW("limit", BCON_INT64(1));
+    mongoc_cursor_t *cur  = mongoc_collection_find_with_opts(col, q, opts, NULL);
+    const bson_t    *doc;
+    bson_error_t     err;
+    cr_entity_t     *e = NULL;
+
+    (void)db;
+    *failed = false;
+    if (mongoc_cursor_next(cur, &doc)) {
+        if (!(e = mgc_doc_decode(doc, ver, p)))
+            *failed = true;
+    } else if (mongoc_cursor_error(cur, &err)) {
+        *failed = true;
+        mgc_fail(p, "read", &err);
+    }
+    mongoc_cursor_destroy(cur);
+    bson_destroy(opts);
+    bson_destroy(q);
+    return e;
+}
+
+cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p)
+{
+    mgc_tenant_t        *t = mgc_tenant_get(db, tenant, p);
+    mongoc_client_t     *c;
+    mongoc_collection_t *col;
+    cr_entity_t         *e;
+    bool                 failed;
+
+    if (!t)
+        return NULL;
+    if (!id) {
+        problem_set(p, PB_BAD_REQUEST_DATA, "no entity id");
+        return NULL;
+    }
+    c   = mgc_pop(db);
+    col = mgc_coll(db, c, t, "entities");
+    e   = mgc_read(db, col, id, NULL, &failed, p);
+    mongoc_collection_destroy(col);
+    mgc_push(db, c);
+    if (!e && !failed)
+        not_found(p, id);
+    return e;
+}
+
+/* ------------------------------------------------------------ translation */
+
+static void append_strs(bson_t *q, const char *field, const char *const *v, size_t n)
+{
+    bson_t in, arr;
+    char   key[16];
+
+    bson_append_document_begin(q, field, -1, &in);
+    bson_append_array_begin(&in, "$in", 3, &arr);
+    for (size_t i = 0; i < n; i++) {
+        const char *kp;
+        bson_uint32_to_string((uint32_t)i, &kp, key, sizeof key);
+        bson_append_utf8(&arr, kp, -1, v[i], -1);
+    }
+    bson_append_array_end(&in, &arr);
+    bson_append_document_end(q, &in);
+}
+
+static void append_cmp(bson_t *d, const char *field, const char *op, double v)
+{
+    bson_t c;
+
+    bson_append_document_begin(d, field, -1, &c);
+    bson_append_double(&c, op, -1, v);
+    bson_append_document_end(d, &c);
+}
+
+/* ------------------------------------------------------ the q prefilter
+ *
+ * A superset of q's matches that the server can select: a term on a
+ * top-level attribute (no path, no [keys], not linked) compared with numbers
+ * (==, >, >=, <, <=, value lists and ranges) becomes "q.hHASH op value OR
+ * hHASH in qx OR no qx at all" (doc.c: q holds the value of a single-instance Property with
+ * a number, qx names every other attribute, whose terms the broker judges);
+ * an entity without the attribute cannot match such a term. AND keeps the
+ * children it can translate; OR only when it can translate them all. q itself
+ * is then evaluated in the broker (filter_match) on what comes back. */
+
+static void append_num(bson_t *d, const char *key, const q_value_view_t *v)
+{
+    if (v->is_int)
+        bson_append_int64(d, key, -1, v->i);
+    else
+        bson_append_double(d, key, -1, v->num);
+}
+
+static bool q_term_pre(const q_expr_t *q, bson_t *out)
+{
+    q_term_view_t  tv;
+    q_value_view_t v;
+    char           key[24], field[32], nk[16];
+    const char    *op, *kp;
+    bson_t         or, a, b, c, arr;
+
+    if (!q_term_get(q, &tv) || tv.linked || tv.n_steps || tv.n_keys || !tv.n_values)
+        return false;
+    for (size_t i = 0; i < tv.n_values; i++)
+        if (!q_term_value(q, i, &v) || v.kind != QVK_NUM)
+            return false;
+    switch (tv.op) {
+    case QO_EQ: op = "$eq"; break;
+    case QO_GT: op = "$gt"; break;
+    case QO_GE: op = "$gte"; break;
+    case QO_LT: op = "$lt"; break;
+    case QO_LE: op = "$lte"; break;
+    default:    return false;
+    }
+    if (tv.op != QO_EQ && tv.shape != QSH_SINGLE)
+        return false;
+    mgc_geo_key(key, tv.attr);
+    snprintf(field, sizeof field, "q.%s", key);
+    bson_init(out);
+    bson_append_array_begin(out, "$or", 3, &or);
+    bson_append_document_begin(&or, "0", 1, &a);
+    bson_append_document_begin(&a, field, -1, &c);
+    if (tv.shape == QSH_RANGE && tv.n_values == 2) {
+        q_term_value(q, 0, &v);
+        append_num(&c, "$gte", &v);
+        q_term_value(q, 1, &v);
+        append_num(&c, "$lte", &v);
+    } else if (tv.shape == QSH_LIST) {
+        bson_append_array_begin(&c, "$in", 3, &arr);
+        for (size_t i = 0; i < tv.n_values; i++) {
+            q_term_value(q, i, &v);
+            bson_uint32_to_string((uint32_t)i, &kp, nk, sizeof nk);
+            append_num(&arr, kp, &v);
+        }
+        bson_append_array_end(&c, &arr);
+    } else {
+        q_term_value(q, 0, &v);
+        append_num(&c, op, &v);
+    }
+    bson_append_document_end(&a, &c);
+    bson_append_document_end(&or, &a);
+    bson_append_document_begin(&or, "1", 1, &b);
+    BSON_APPEND_UTF8(&b, "qx", key);
+    bson_append_document_end(&or, &b);
+    bson_append_document_begin(&or, "2", 1, &b);    /* a document written without q/qx */
+    bson_append_document_begin(&b, "qx", 2, &c);
+    BSON_APPEND_BOOL(&c, "$exists", false);
+    bson_append_document_end(&b, &c);
+    bson_append_document_end(&or, &b);
+    bson_append_array_end(out, &or);
+    return true;
+}
+
+/* The prefilter of q into out (initialized here when true); false: none. */
+static bool q_pre(const q_expr_t *q, bson_t *out, unsigned depth)
+{
+    q_kind_t k = q_node_kind(q);
+    size_t   n = k == QK_TERM ? 0 : q_node_count(q), m = 0;
+    bson_t   arr;
+    char     nk[16];
+    const char *kp;
+
+    if (k == QK_TERM)
+        return q_term_pre(q, out);
+    if (depth > 16 || !n)
+        return false;
+    bson_init(out);
+    bson_append_array_begin(out, k == QK_AND ? "$and" : "$or", -1, &arr);
+    for (size_t i = 0; i < n; i++) {
+        bson_t c;
+
+        if (q_pre(q_node_child(q, i), &c, depth + 1)) {
+            bson_uint32_to_string((uint32_t)m++, &kp, nk, sizeof nk);
+            bson_append_document(&arr, kp, -1, &c);
+            bson_destroy(&c);
+        } else if (k == QK_OR) {
+            m = 0;
+            break;
+        }
+    }
+    bson_append_array_end(out, &arr);
+    if (!m || (k == QK_OR && m != n)) {
+        bson_destroy(out);
+        return false;
+    }
+    return true;
+}
+
+/* The server-side part of f into q; true when it is all of f (the server's
+ * answer is exact: no broker-side predicate remains). */
+static bool translate(const entity_filter_t *f, bson_t *q)
+{
+    bool exact = true;
+
+    bson_init(q);
+    if (!f)
+        return true;
+    if (f->n_ids)
+        append_strs(q, "_id", f->ids, f->n_ids);
+    if (f->types) {
+        const char *const *tv;
+        size_t             n = typesel_types(f->types, &tv);
+
+        if (n)
+            append_strs(q, "t", tv, n);
+        else
+            exact = false;
+    }
+    if (f->n_attrs)
+        append_strs(q, "a", f->attrs, f->n_attrs);
+    if (f->geo) {
+        double box[4];
+        char   key[24], field[40];
+
+        if (geoq_property(f->geo) && geoq_bbox(f->geo, box)) {
+            /* the box [x0,y0,x1,y1] of the value intersects the query's */
+            mgc_geo_key(key, geoq_property(f->geo));
+            snprintf(field, sizeof field, "g.%s.x0", key);
+            append_cmp(q, field, "$lte", box[2]);
+            snprintf(field, sizeof field, "g.%s.x1", key);
+            append_cmp(q, field, "$gte", box[0]);
+            snprintf(field, sizeof field, "g.%s.y0", key);
+            append_cmp(q, field, "$lte", box[3]);
+            snprintf(field, sizeof field, "g.%s.y1", key);
+            append_cmp(q, field, "$gte", box[1]);
+        }
+        exact = false;
+    }
+    if (f->q) {
+        bson_t qp, and, el;
+
+        if (q_pre(f->q, &qp, 0)) {
+            /* under $and: the geo prefilter's fields are top-level too */
+            bson_append_array_begin(q, "$and", 4, &and);
+            bson_append_document_begin(&and, "0", 1, &el);
+            bson_concat(&el, &qp);
+            bson_append_document_end(&and, &el);
+            bson_append_array_end(q, &and);
+            bson_destroy(&qp);
+        }
+    }
+    if (f->id_pattern || f->n_sel || f->q || f->scope)
+        exact = false;
+    return exact;
+}
+
+/* ------------------------------------------------------------ scans */
+
+typedef struct scan {
+    mgc_t               *db;
+    mongoc_client_t     *c;
+    mongoc_collection_t *col;
+    mongoc_cursor_t     *cur;
+    bson_t               q;
+} scan_t;
+
+/* Opens a cursor over the candidates of f in creation order (skip/limit: 0 none). */
+static void scan_open(scan_t *s, mgc_t *db, mgc_tenant_t *t, const bson_t *q, int64_t skip,
+                      int64_t limit)
+{
+    bson_t *opts = BCON_NEW("sort", "{", "c", BCON_INT32(1), "_id", BCON_INT32(1), "}");
+
+    if (skip > 0)
+        BSON_APPEND_INT64(opts, "skip", skip);
+    if (limit > 0)
+        BSON_APPEND_INT64(opts, "limit", limit);
+    s->db  = db;
+    s->c   = mgc_pop(db);
+    s->col = mgc_coll(db, s->c, t, "entities");
+    s->cur = mongoc_collection_find_with_opts(s->col, q, opts, NULL);
+    bson_destroy(opts);
+}
+
+/* The next candidate (a new reference), or NULL at the end or on an error (p). */
+static cr_entity_t *scan_next(scan_t *s, bool *failed, problem_t *p)
+{
+    const bson_t *doc;
+    bson_error_t  err;
+
+    *failed = false;
+    if (mongoc_cursor_next(s->cur, &doc)) {
+        cr_entity_t *e = mgc_doc_decode(doc, NULL, p);
+        if (!e)
+            *failed = true;
+        return e;
+    }
+    if (mongoc_cursor_error(s->cur, &err)) {
+        *failed = true;
+        mgc_fail(p, "query", &err);
+    }
+    return NULL;
+}
+
+static void scan_close(scan_t *s)
+{
+    mongoc_cursor_destroy(s->cur);
+    mongoc_collection_destroy(s->col);
+    mgc_push(s->db, s->c);
+}
+
+static bool count_exact(mgc_t *db, mgc_tenant_t *t, const bson_t *q, size_t *count, problem_t *p)
+{
+    mongoc_client_t     *c   = mgc_pop(db);
+    mongoc_collection_t *col = mgc_coll(db, c, t, "entities");
+    bson_error_t         err;
+    int64_t              n   = mongoc_collection_count_documents(col, q, NULL, NULL, NULL, &err);
+
+    mongoc_collection_destroy(col);
+    mgc_push(db, c);
+    if (n < 0)
+        return mgc_fail(p, "count", &err);
+    *count = (size_t)n;
+    return true;
+}
+
+typedef struct vec {
+    cr_entity_t **v;
+    size_t        n, cap;
+} vec_t;
+
+static void vec_push(vec_t *v, cr_entity_t *e)
+{
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 64;
+        v->v   = cr_xreallocarray(v->v, v->cap, sizeof(*v->v));
+    }
+    v->v[v->n++] = e;
+}
+
+static int order_cmp(const void *a, const void *b, void *o)
+{
+    cr_entity_t *const *x = a, *const *y = b;
+    int                 r = order_compare(o, *x, *y);
+
+    if (r)
+        return r;
+    /* ties: creation order, as the scan gave them */
+    if ((*x)->created_at != (*y)->created_at)
+        return (*x)->created_at < (*y)->created_at ? -1 : 1;
+    return strcmp((*x)->id, (*y)->id);
+}
+
+static bool query_ordered(mgc_t *db, mgc_tenant_t *t, const entity_filter_t *f, const bson_t *q,
+                          size_t offset, size_t limit, arena_t *a, store_page_t *out, size_t *matched,
+                          problem_t *p)
+{
+    scan_t       s;
+    vec_t        v = { 0 };
+    cr_entity_t *e;
+    bool         failed = false;
+
+    scan_open(&s, db, t, q, 0, 0);
+    while ((e = scan_next(&s, &failed, p))) {
+        if (filter_match(f, e))
+            vec_push(&v, e);
+        else
+            entity_unref(e);
+    }
+    scan_close(&s);
+    if (!failed && v.n)
+        qsort_r(v.v, v.n, sizeof(*v.v), order_cmp, (void *)f->order_by);
+    *matched = v.n;
+    if (!failed && limit && offset < v.n) {
+        size_t room = v.n - offset < limit ? v.n - offset : limit;
+        out->items  = arena_alloc(a, room * sizeof(*out->items));
+        for (size_t i = offset; i < offset + room; i++) {
+            out->items[out->n++] = v.v[i];
+            v.v[i] = NULL;
+        }
+    }
+    for (size_t i = 0; i < v.n; i++)
+        if (v.v[i])
+            entity_unref(v.v[i]);
+    free(v.v);
+    return !failed;
+}
+
+bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t *a, store_page_t *out,
+               problem_t *p)
+{
+    mgc_tenant_t *t = mgc_tenant_get(db, tenant, p);
+    size_t        offset = f->offset, limit = f->limit, matched = 0;
+    bool          want_count = f->count, exact, failed = false;
+    bson_t        q;
+    scan_t        s;
+    cr_entity_t  *e;
+    vec_t         v = { 0 };
+
+    out->items = NULL;
+    out->n     = 0;
+    out->count = 0;
+    if (!t)
+        return false;
+    if (!limit && !want_count)
+        return true;
+    exact = translate(f, &q);
+    filter_regex_reset();
+    if (f->order_by) {
+        bool ok = query_ordered(db, t, f, &q, offset, limit, a, out, &matched, p);
+        bson_destroy(&q);
+        if (!ok || filter_regex_overflow(p)) {
+            store_page_release(out);
+            return false;
+        }
+        out->count = want_count ? matched : 0;
+        return true;
+    }
+    if (exact) {
+        /* the server's page and count are the answer */
+        if (want_count && !count_exact(db, t, &q, &out->count, p)) {
+            bson_destroy(&q);
+            return false;
+        }
+        if (limit) {
+            scan_open(&s, db, t, &q, offset > INT64_MAX ? INT64_MAX : (int64_t)offset,
+                      limit > INT64_MAX ? 0 : (int64_t)limit);
+            while ((e = scan_next(&s, &failed, p)))
+                vec_push(&v, e);
+            scan_close(&s);
+        }
+    } else {
+        scan_open(&s, db, t, &q, 0, 0);
+        while ((e = scan_next(&s, &failed, p))) {
+            if (!filter_match(f, e) || ++matched <= offset || v.n >= limit) {
+                entity_unref(e);
+                if (v.n >= limit && !want_count)
+                    break;
+                continue;
+            }
+            vec_push(&v, e);
+            if (v.n >= limit && !want_count)
+                break;
+        }
+        scan_close(&s);
+        if (want_count)
+            out->count = matched;
+    }
+    bson_destroy(&q);
+    if (v.n) {
+        out->items = arena_alloc(a, v.n * sizeof(*out->items));
+        memcpy(out->items, v.v, v.n * sizeof(*v.v));
+        out->n = v.n;
+    }
+    free(v.v);
+    if (failed || filter_regex_overflow(p)) {
+        store_page_release(out);
+        return false;
+    }
+    return true;
+}
+
+bool mgc_foreach(mgc_t *db, const char *tenant, const entity_filter_t *f,
+                 void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p)
+{
+    mgc_tenant_t *t = mgc_tenant_get(db, tenant, p);
+    bson_t        q;
+    scan_t        s;
+    cr_entity_t  *e;
+    bool          failed = false;
+
+    if (!t)
+        return false;
+    translate(f, &q);
+    filter_regex_reset();
+    scan_open(&s, db, t, &q, 0, 0);
+    while ((e = scan_next(&s, &failed, p))) {
+        if (!f || filter_match(f, e))
+            fn(ud, e);
+        entity_unref(e);
+    }
+    scan_close(&s);
+    bson_destroy(&q);
+    return !failed && !filter_regex_overflow(p);
+}
+
+/* distinct(key) over the tenant's entities: fn for each (interned) string. */
+static bool distinct(mgc_t *db, const char *tenant, const char *key, void (*fn)(void *ud, const char *s),
+                     void *ud, problem_t *p)
+{
+    mgc_tenant_t      *t = mgc_tenant_get(db, tenant, p);
+    mongoc_client_t   *c;
+    mongoc_database_t *d;
+    bson_t            *cmd, reply;
+    bson_error_t       err;
+    bson_iter_t        it, arr;
+    bool               ok;
+
+    if (!t)
+        return false;
+    c   = mgc_pop(db);
+    d   = mongoc_client_get_database(c, t->dbname);
+    cmd = BCON_NEW("distinct", BCON_UTF8("entities"), "key", BCON_UTF8(key));
+    ok  = mongoc_database_read_command_with_opts(d, cmd, NULL, NULL, &reply, &err);
+    if (ok && bson_iter_init_find(&it, &reply, "values") && BSON_ITER_HOLDS_ARRAY(&it) &&
+        bson_iter_recurse(&it, &arr)) {
+        while (bson_iter_next(&arr)) {
+            uint32_t    len;
+            const char *s;
+
+            if (!BSON_ITER_HOLDS_UTF8(&arr))
+                continue;
+            s = bson_iter_utf8(&arr, &len);
+            fn(ud, intern(s, len));
+        }
+    }
+    bson_destroy(&reply);
+    bson_destroy(cmd);
+    mongoc_database_destroy(d);
+    mgc_push(db, c);
+    return ok || mgc_fail(p, "distinct", &err);
+}
+
+bool mgc_types(mgc_t *db, const char *tenant, void (*fn)(void *ud, const char *type), void *ud,
+               problem_t *p)
+{
+    return distinct(db, tenant, "t", fn, ud, p);
+}
+
+bool mgc_attributes(mgc_t *db, const char *tenant, void (*fn)(void *ud, const char *name), void *ud,
+                    problem_t *p)
+{
+    return distinct(db, tenant, "a", fn, ud, p);
+}
+
+typedef struct stats_acc {
+    mgc_t   *db;
+    uint64_t entities, tenants;
+} stats_acc_t;
+
+static void stats_one(void *ud, mgc_tenant_t *t)
+{
+    stats_acc_t         *s   = ud;
+    mongoc_client_t     *c   = mgc_pop(s->db);
+    mongoc_collection_t *col = mongoc_client_get_collection(c, t->dbname, "entities");
+    bson_error_t         err;
+    int64_t              n   = mongoc_collection_estimated_document_count(col, NULL, NULL, NULL, &err);
+
+    if (n > 0)
+        s->entities += (uint64_t)n;
+    s->tenants++;
+    mongoc_collection_destroy(col);
+    mgc_push(s->db, c);
+}
+
+void mgc_stats(mgc_t *db, uint64_t *entities, uint64_t *tenants)
+{
+    stats_acc_t s = { .db = db };
+
+    mgc_tenant_each(db, stats_one, &s);
+    if (entities)
+        *entities = s.entities;
+    if (tenants)
+        *tenants = s.tenants;
+}

@@ -1,0 +1,656 @@
+/*
+ * write.c - the MongoDB store's writes: create, upsert, the read-modify-write
+ * operations, delete, batch and purge.
+ *
+ * Every write of a tenant holds its write mutex (mgc.h "Ordering") from the
+ * commit time it stamps to the server's acknowledgement, and takes the next
+ * seq only once the server has the version: a write that fails takes no
+ * number. A read-modify-write reads the current document (version v),
+ * applies the model's operation (entity_apply, as corDB does), and replaces
+ * the document only where it is still v (its write token: "claims" below
+ * for servers whose conditional update is not atomic); when another process
+ * wrote in between, nothing matched and the operation starts again from the
+ * new version (MGC_RETRIES times, then 503): concurrent PATCHes of one
+ * entity through several processes never lose one. A create is an insert
+ * (the server's unique _id decides who was first); a delete removes the
+ * version it read (so that the change carries what was deleted).
+ *
+ * An operation whose outcome the server did not tell (the connection
+ * dropped after the write went out) answers 503: it may have been applied,
+ * but nothing is acknowledged that was not.
+ */
+#include <string.h>
+
+#include "mgc.h"
+
+static bool not_found(problem_t *p, const char *id)
+{
+    return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity '%.400s' not found", id);
+}
+
+static bool type_mismatch(problem_t *p, const char *id)
+{
+    return problem_set(p, PB_RESOURCE_NOT_FOUND,
+                       "entity '%.400s' does not match the type selection (?type=)", id);
+}
+
+static bool check_draft(const cr_entity_t *draft, problem_t *p)
+{
+    if (!draft || !draft->id || !draft->n_types)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "an entity needs an id and a type");
+    return true;
+}
+
+static void change_none(store_change_t *ch)
+{
+    memset(ch, 0, sizeof(*ch));
+}
+
+/* wmu held, the server has the version: numbers the change. */
+static void commit(mgc_tenant_t *t, store_change_t *ch, store_op_t op, int64_t at, cr_entity_t *before,
+                   cr_entity_t *after)
+{
+    t->last_at = at;
+    *ch = (store_change_t){ .tenant = t->name, .seq = ++t->seq, .at = at, .op = op,
+                            .before = before, .after = after, .stream = t->stream };
+}
+
+static void stamp_attrs(cr_attr_t *v, uint16_t n, int64_t at)
+{
+    for (uint16_t i = 0; i < n; i++) {
+        v[i].created_at = v[i].modified_at = at;
+        stamp_attrs(v[i].sub, v[i].n_sub, at);
+    }
+}
+
+/* A new entity's block is not shared yet: its times become the commit time. */
+static void stamp_new(cr_entity_t *e, int64_t at)
+{
+    e->created_at = e->modified_at = at;
+    stamp_attrs(e->attrs, e->n_attrs, at);
+}
+
+static int64_t reply_count(const bson_t *reply, const char *key)
+{
+    bson_iter_t it;
+
+    if (bson_iter_init_find(&it, reply, key) && BSON_ITER_HOLDS_NUMBER(&it))
+        return bson_iter_as_int64(&it);
+    return 0;
+}
+
+/* A client and the tenant's entity collection for one operation. */
+typedef struct wctx {
+    mgc_t               *db;
+    mgc_tenant_t        *t;
+    mongoc_client_t     *c;
+    mongoc_collection_t *col;
+} wctx_t;
+
+static void wctx_open(wctx_t *w, mgc_t *db, mgc_tenant_t *t)
+{
+    w->db  = db;
+    w->t   = t;
+    w->c   = mgc_pop(db);
+    w->col = mgc_coll(db, w->c, t, "entities");
+}
+
+static void wctx_close(wctx_t *w)
+{
+    mongoc_collection_destroy(w->col);
+    mgc_push(w->db, w->c);
+}
+
+/* Inserts the frozen e (version 1) stamped now; *dup: the id is taken. */
+static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *ch, problem_t *p)
+{
+    int64_t      at = mgc_clock(w->t, 0);
+    bson_t       doc;
+    bson_error_t err;
+    bool         ok;
+
+    *dup = false;
+    stamp_new(e, at);
+    mgc_geo_index(w->db, w->c, w->t, e);
+    mgc_doc_entity(&doc, e, 1, mgc_token(w->db));
+    ok = mongoc_collection_insert_one(w->col, &doc, NULL, NULL, &err);
+    bson_destroy(&doc);
+    if (!ok) {
+        if (mgc_is_dup(&err)) {
+            *dup = true;
+            return problem_set(p, PB_ALREADY_EXISTS, "entity '%.400s' already exists", e->id);
+        }
+        return mgc_fail(p, "insert", &err);
+    }
+    commit(w->t, ch, STORE_OP_CREATE, at, NULL, e);
+    return true;
+}
+
+/* ------------------------------------------------------------ claims
+ *
+ * On MongoDB a conditional replace ({_id, w: token}) is atomic: of two
+ * writers that read the same version, one matches and the other matches
+ * nothing. FerretDB 1.24 on SQLite finds and then writes, so both may match
+ * (a lost update, seen in test_mongo.py). There (db->claims, from the probe
+ * at start) a writer first claims the version it replaces: it inserts
+ * {_id: that version's token} into "claims", and the unique _id lets one
+ * writer through; the others read again. The claim is removed after the
+ * replace. A claim left by a process that died between the two is older
+ * than MGC_CLAIM_STALE_US and is taken over. */
+#define MGC_CLAIM_STALE_US (30 * 1000000LL)
+
+static mongoc_collection_t *claims_coll(wctx_t *w)
+{
+    return mongoc_client_get_collection(w->c, w->t->dbname, "claims");
+}
+
+/* *won: this writer may replace the version with token tok. */
+static bool claim(wctx_t *w, int64_t tok, bool *won, problem_t *p)
+{
+    mongoc_collection_t *col = claims_coll(w);
+    bson_error_t         err;
+    bool                 ok = true;
+
+    *won = false;
+    for (int i = 0; i < 2 && ok && !*won; i++) {
+        bson_t *doc = BCON_NEW("_id", BCON_INT64(tok), "at", BCON_INT64(cr_now_us()));
+
+        if (mongoc_collection_insert_one(col, doc, NULL, NULL, &err)) {
+            *won = true;
+        } else if (!mgc_is_dup(&err)) {
+            ok = mgc_fail(p, "claiming a version", &err);
+        } else {
+            /* taken: by a live writer (read again), or left by a dead one */
+            bson_t *stale = BCON_NEW("_id", BCON_INT64(tok), "at", "{", "$lt",
+                                     BCON_INT64(cr_now_us() - MGC_CLAIM_STALE_US), "}");
+            bson_t  reply;
+
+            if (!mongoc_collection_delete_one(col, stale, NULL, &reply, &err))
+                ok = mgc_fail(p, "claiming a version", &err);
+            else if (reply_count(&reply, "deletedCount") < 1)
+                i = 2;                      /* a live claim */
+            bson_destroy(&reply);
+            bson_destroy(stale);
+        }
+        bson_destroy(doc);
+    }
+    mongoc_collection_destroy(col);
+    return ok;
+}
+
+static void unclaim(wctx_t *w, int64_t tok)
+{
+    mongoc_collection_t *col = claims_coll(w);
+    bson_t              *q   = BCON_NEW("_id", BCON_INT64(tok));
+    bson_error_t         err;
+
+    if (!mongoc_collection_delete_one(col, q, NULL, NULL, &err))
+        LOG_W("mongoc: a claim of database %s stays (taken over in %llds): %s", w->t->dbname,
+              (long long)(MGC_CLAIM_STALE_US / 1000000), err.message);
+    bson_destroy(q);
+    mongoc_collection_destroy(col);
+}
+
+/* Replaces the stored version ver of e->id by e; *matched: ver was still
+ * the current one (else another writer was first: read again). */
+static bool replace_locked(wctx_t *w, const cr_entity_t *e, mgc_ver_t ver, bool *matched, problem_t *p)
+{
+    bson_t       doc, reply;
+    bson_t      *sel;
+    bson_error_t err;
+    bool         ok, won = true;
+
+    *matched = false;
+    if (w->db->claims && !claim(w, ver.w, &won, p))
+        return false;
+    if (!won)
+        return true;
+    sel = BCON_NEW("_id", BCON_UTF8(e->id), "w", BCON_INT64(ver.w));
+    mgc_geo_index(w->db, w->c, w->t, e);
+    mgc_doc_entity(&doc, e, ver.v + 1, mgc_token(w->db));
+    ok = mongoc_collection_replace_one(w->col, sel, &doc, NULL, &reply, &err);
+    *matched = ok && reply_count(&reply, "matchedCount") > 0;
+    bson_destroy(&reply);
+    bson_destroy(&doc);
+    bson_destroy(sel);
+    if (w->db->claims)
+        unclaim(w, ver.w);
+    return ok || mgc_fail(p, "replace", &err);
+}
+
+static bool delete_version(wctx_t *w, const char *id, mgc_ver_t ver, bool *matched, problem_t *p)
+{
+    bson_t      *sel;
+    bson_t       reply;
+    bson_error_t err;
+    bool         ok, won = true;
+
+    *matched = false;
+    if (w->db->claims && !claim(w, ver.w, &won, p))
+        return false;
+    if (!won)
+        return true;
+    sel = BCON_NEW("_id", BCON_UTF8(id), "w", BCON_INT64(ver.w));
+    ok  = mongoc_collection_delete_one(w->col, sel, NULL, &reply, &err);
+    *matched = ok && reply_count(&reply, "deletedCount") > 0;
+    bson_destroy(&reply);
+    bson_destroy(sel);
+    if (w->db->claims)
+        unclaim(w, ver.w);
+    return ok || mgc_fail(p, "delete", &err);
+}
+
+static bool conflict(problem_t *p, const char *id)
+{
+    problem_set(p, PB_HTTP, "entity '%.400s' was changed by other writers %d times while this "
+                "write retried; retry later", id, MGC_RETRIES);
+    if (p)
+        p->status = 503;
+    return false;
+}
+
+/* wmu held: op applied to the current version of id, with the version check
+ * (see the top). *absent (may be NULL): the entity is not there (p set). */
+static bool modify_locked(wctx_t *w, const char *id, entity_op_t op, const cr_entity_t *patch,
+                          const op_args_t *args, op_result_t *res, arena_t *scratch,
+                          store_change_t *ch, bool *absent, problem_t *p)
+{
+    size_t n0 = res ? res->n : 0, upd0 = res ? res->n_updated : 0, not0 = res ? res->n_not_updated : 0;
+
+    change_none(ch);
+    if (absent)
+        *absent = false;
+    for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
+        mgc_ver_t    ver;
+        bool         failed, matched;
+        cr_entity_t *old = mgc_read(w->db, w->col, id, &ver, &failed, p), *draft, *e;
+
+        if (!old) {
+            if (failed)
+                return false;
+            if (absent)
+                *absent = true;
+            return not_found(p, id);
+        }
+        if (args && args->if_type && !typesel_match(args->if_type, old)) {
+            entity_unref(old);
+            return type_mismatch(p, id);
+        }
+        int64_t at = mgc_clock(w->t, old->modified_at);
+        draft = entity_apply(scratch, old, patch, op, args, at, res, p);
+        if (!draft) {
+            entity_unref(old);
+            return false;
+        }
+        if (res && res->n_updated == upd0 && res->n_not_updated > not0) {
+            entity_unref(old);              /* every attribute notUpdated: no change */
+            return true;
+        }
+        if (!draft->id || strcmp(draft->id, old->id) != 0 || !draft->n_types) {
+            entity_unref(old);
+            return problem_set(p, PB_INTERNAL_ERROR, "MongoDB: an update of '%.400s' changed its "
+                               "id or removed its types", id);
+        }
+        e = entity_freeze(draft);
+        if (!e) {
+            entity_unref(old);
+            return problem_set(p, PB_INTERNAL_ERROR, "entity '%.400s' too large", id);
+        }
+        if (!replace_locked(w, e, ver, &matched, p)) {
+            entity_unref(old);
+            entity_unref(e);
+            return false;
+        }
+        if (matched) {
+            commit(w->t, ch, store_op_of(op), at, old, e);
+            return true;
+        }
+        entity_unref(old);                  /* another process wrote first: again */
+        entity_unref(e);
+        if (res) {
+            res->n = n0;
+            res->n_updated = upd0;
+            res->n_not_updated = not0;
+        }
+    }
+    return conflict(p, id);
+}
+
+/* wmu held: creates, or (the id taken) replaces / updates its attributes. */
+static bool upsert_locked(wctx_t *w, const cr_entity_t *draft, bool replace, bool *created,
+                          arena_t *scratch, store_change_t *ch, problem_t *p)
+{
+    change_none(ch);
+    for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
+        bool         absent, dup;
+        cr_entity_t *e;
+
+        /* 6.15.3.1: options=update updates the attributes as 5.6.2 does */
+        if (modify_locked(w, draft->id, replace ? OP_REPLACE_ENTITY : OP_UPDATE_ATTRS, draft, NULL,
+                          NULL, scratch, ch, &absent, p)) {
+            *created = false;
+            return true;
+        }
+        if (!absent)
+            return false;
+        if (!(e = entity_freeze(draft)))
+            return problem_set(p, PB_INTERNAL_ERROR, "entity '%.400s' too large", draft->id);
+        if (p)
+            *p = (problem_t){ 0 };
+        if (insert_locked(w, e, &dup, ch, p)) {
+            *created = true;
+            return true;
+        }
+        entity_unref(e);
+        if (!dup)
+            return false;
+        if (p)
+            *p = (problem_t){ 0 };          /* created meanwhile: update it */
+    }
+    return conflict(p, draft->id);
+}
+
+static bool remove_locked(wctx_t *w, const char *id, const typesel_t *if_type, store_op_t op,
+                          store_change_t *ch, problem_t *p)
+{
+    change_none(ch);
+    for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
+        mgc_ver_t    ver;
+        bool         failed, matched;
+        cr_entity_t *old = mgc_read(w->db, w->col, id, &ver, &failed, p);
+
+        if (!old)
+            return failed ? false : not_found(p, id);
+        if (if_type && !typesel_match(if_type, old)) {
+            entity_unref(old);
+            return type_mismatch(p, id);
+        }
+        if (!delete_version(w, id, ver, &matched, p)) {
+            entity_unref(old);
+            return false;
+        }
+        if (matched) {
+            commit(w->t, ch, op, mgc_clock(w->t, 0), old, NULL);
+            return true;
+        }
+        entity_unref(old);
+    }
+    return conflict(p, id);
+}
+
+/* ------------------------------------------------------------ entry points */
+
+bool mgc_create(mgc_t *db, const char *tenant, const cr_entity_t *draft, store_change_t *ch, problem_t *p)
+{
+    mgc_tenant_t *t;
+    cr_entity_t  *e;
+    wctx_t        w;
+    bool          ok, dup;
+
+    change_none(ch);
+    if (!check_draft(draft, p) || !(t = mgc_tenant_open(db, tenant, p)))
+        return false;
+    if (!(e = entity_freeze(draft)))
+        return problem_set(p, PB_INTERNAL_ERROR, "entity '%.400s' too large", draft->id);
+    wctx_open(&w, db, t);
+    pthread_mutex_lock(&t->wmu);
+    ok = insert_locked(&w, e, &dup, ch, p);
+    pthread_mutex_unlock(&t->wmu);
+    wctx_close(&w);
+    if (!ok)
+        entity_unref(e);
+    return ok;
+}
+
+bool mgc_upsert(mgc_t *db, const char *tenant, const cr_entity_t *draft, bool replace, bool *created,
+                arena_t *scratch, store_change_t *ch, problem_t *p)
+{
+    mgc_tenant_t *t;
+    wctx_t        w;
+    bool          ok;
+
+    change_none(ch);
+    if (!check_draft(draft, p) || !(t = mgc_tenant_open(db, tenant, p)))
+        return false;
+    wctx_open(&w, db, t);
+    pthread_mutex_lock(&t->wmu);
+    ok = upsert_locked(&w, draft, replace, created, scratch, ch, p);
+    pthread_mutex_unlock(&t->wmu);
+    wctx_close(&w);
+    return ok;
+}
+
+bool mgc_modify(mgc_t *db, const char *tenant, const char *id, entity_op_t op, const cr_entity_t *patch,
+                const op_args_t *args, op_result_t *res, arena_t *scratch, store_change_t *ch,
+                problem_t *p)
+{
+    mgc_tenant_t *t;
+    wctx_t        w;
+    bool          ok;
+
+    change_none(ch);
+    if (!(t = mgc_tenant_get(db, tenant, p)))
+        return false;
+    if (!id)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "no entity id");
+    wctx_open(&w, db, t);
+    pthread_mutex_lock(&t->wmu);
+    ok = modify_locked(&w, id, op, patch, args, res, scratch, ch, NULL, p);
+    pthread_mutex_unlock(&t->wmu);
+    wctx_close(&w);
+    return ok;
+}
+
+bool mgc_remove(mgc_t *db, const char *tenant, const char *id, const typesel_t *if_type,
+                store_change_t *ch, problem_t *p)
+{
+    mgc_tenant_t *t;
+    wctx_t        w;
+    bool          ok;
+
+    change_none(ch);
+    if (!(t = mgc_tenant_get(db, tenant, p)))
+        return false;
+    if (!id)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "no entity id");
+    wctx_open(&w, db, t);
+    pthread_mutex_lock(&t->wmu);
+    ok = remove_locked(&w, id, if_type, STORE_OP_DELETE, ch, p);
+    pthread_mutex_unlock(&t->wmu);
+    wctx_close(&w);
+    return ok;
+}
+
+/* A failed item's problem, in the scratch arena. */
+static problem_t *batch_problem(arena_t *scratch, const problem_t *p)
+{
+    problem_t *q = arena_alloc(scratch, sizeof(*q));
+
+    *q = *p;
+    if (q->kind == PB_NONE)
+        problem_set(q, PB_INTERNAL_ERROR, "MongoDB: a batch item failed without a reason");
+    return q;
+}
+
+static bool is_503(const problem_t *p)
+{
+    return p->kind == PB_HTTP && p->status == 503;
+}
+
+/* The items one after the other under the tenant's write mutex, so that the
+ * committed ones are one group of consecutive seqs. When the database goes
+ * away in the middle, the items after it are answered 503 one by one (the
+ * ones before are written and reported so: 6.14 - 6.18 answer per entity). */
+bool mgc_batch(mgc_t *db, const char *tenant, store_batch_item_t *items, size_t n, arena_t *scratch,
+               store_change_t *group, size_t *n_group, problem_t *p)
+{
+    mgc_tenant_t *t;
+    wctx_t        w;
+    bool          creates = false;
+    size_t        k = 0;
+
+    *n_group = 0;
+    for (size_t i = 0; i < n; i++)
+        creates = creates || items[i].kind == STORE_B_CREATE || items[i].kind == STORE_B_UPSERT ||
+                  items[i].kind == STORE_B_UPSERT_REPLACE;
+    t = creates ? mgc_tenant_open(db, tenant, p) : mgc_tenant_get(db, tenant, p);
+    if (!t)
+        return false;
+    wctx_open(&w, db, t);
+    pthread_mutex_lock(&t->wmu);
+    for (size_t i = 0; i < n; i++) {
+        store_batch_item_t *it = &items[i];
+        store_change_t     *ch = &group[k];
+        problem_t           ip = { 0 };
+        cr_entity_t        *e;
+        bool                dup;
+
+        it->ok = it->created = false;
+        it->problem = NULL;
+        change_none(ch);
+        switch (it->kind) {
+        case STORE_B_CREATE:
+            if (!check_draft(it->draft, &ip))
+                break;
+            if (!(e = entity_freeze(it->draft))) {
+                problem_set(&ip, PB_INTERNAL_ERROR, "entity '%.400s' too large", it->draft->id);
+                break;
+            }
+            if (!(it->ok = it->created = insert_locked(&w, e, &dup, ch, &ip)))
+                entity_unref(e);
+            break;
+        case STORE_B_UPSERT:
+        case STORE_B_UPSERT_REPLACE:
+            if (check_draft(it->draft, &ip))
+                it->ok = upsert_locked(&w, it->draft, it->kind == STORE_B_UPSERT_REPLACE,
+                                       &it->created, scratch, ch, &ip);
+            break;
+        case STORE_B_UPDATE:
+        case STORE_B_MERGE:
+            if (!it->draft || !it->draft->id) {
+                problem_set(&ip, PB_BAD_REQUEST_DATA, "an entity needs an id");
+                break;
+            }
+            it->ok = modify_locked(&w, it->draft->id, it->kind == STORE_B_UPDATE ? OP_APPEND_ATTRS
+                                                                                : OP_MERGE_ENTITY,
+                                   it->draft, &it->args, it->res, scratch, ch, NULL, &ip);
+            break;
+        case STORE_B_DELETE:
+            if (!it->id)
+                not_found(&ip, "");
+            else
+                it->ok = remove_locked(&w, it->id, NULL, STORE_OP_DELETE, ch, &ip);
+            break;
+        default:
+            problem_set(&ip, PB_INTERNAL_ERROR, "MongoDB: unknown batch operation %d", (int)it->kind);
+        }
+        if (!it->ok)
+            it->problem = batch_problem(scratch, &ip);
+        if (it->ok && ch->seq)
+            k++;
+        if (!it->ok && is_503(&ip)) {
+            for (size_t j = i + 1; j < n; j++) {
+                items[j].ok = items[j].created = false;
+                items[j].problem = batch_problem(scratch, &ip);
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->wmu);
+    wctx_close(&w);
+    *n_group = k;
+    return true;
+}
+
+/* ------------------------------------------------------------ purge */
+
+typedef struct purge_list {
+    cr_entity_t **v;
+    size_t        n, cap;
+} purge_list_t;
+
+static void purge_collect(void *ud, const cr_entity_t *e)
+{
+    purge_list_t *l = ud;
+
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->v   = cr_xreallocarray(l->v, l->cap, sizeof(*l->v));
+    }
+    entity_ref((cr_entity_t *)e);
+    l->v[l->n++] = (cr_entity_t *)e;
+}
+
+static void drop_group(store_change_t *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (g[i].before)
+            entity_unref(g[i].before);
+}
+
+/* The matches first (a read of the filter), then their deletes in chunks of
+ * STORE_PURGE_CHUNK, each entity deleted only if it still matches (re-read
+ * when it changed meanwhile). */
+bool mgc_purge(mgc_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
+               void (*emit)(void *ud, store_change_t *group, size_t n), void *ud, problem_t *p)
+{
+    static const entity_filter_t all = { .limit = SIZE_MAX };
+    purge_list_t   l = { 0 };
+    mgc_tenant_t  *t;
+    wctx_t         w;
+    store_change_t g[STORE_PURGE_CHUNK];
+    bool           ok = true;
+
+    *deleted = 0;
+    if (!(t = mgc_tenant_get(db, tenant, p)))
+        return false;
+    if (!mgc_foreach(db, tenant, f ? f : &all, purge_collect, &l, p))
+        return false;
+    wctx_open(&w, db, t);
+    for (size_t i = 0; i < l.n && ok;) {
+        size_t k = 0;
+
+        pthread_mutex_lock(&t->wmu);
+        for (; i < l.n && k < STORE_PURGE_CHUNK; i++) {
+            const char *id = l.v[i]->id;
+
+            for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
+                mgc_ver_t    ver;
+                bool         failed, matched;
+                cr_entity_t *cur = mgc_read(db, w.col, id, &ver, &failed, p);
+
+                if (!cur) {
+                    ok = !failed;
+                    break;
+                }
+                if (f && !filter_match(f, cur)) {
+                    entity_unref(cur);
+                    break;
+                }
+                if (!delete_version(&w, id, ver, &matched, p)) {
+                    entity_unref(cur);
+                    ok = false;
+                    break;
+                }
+                if (matched) {
+                    commit(t, &g[k++], STORE_OP_PURGE, mgc_clock(t, 0), cur, NULL);
+                    break;
+                }
+                entity_unref(cur);
+            }
+            if (!ok)
+                break;
+        }
+        pthread_mutex_unlock(&t->wmu);
+        if (k) {
+            emit(ud, g, k);
+            drop_group(g, k);
+            *deleted += k;
+        }
+    }
+    wctx_close(&w);
+    for (size_t i = 0; i < l.n; i++)
+        entity_unref(l.v[i]);
+    free(l.v);
+    return ok;
+}
