@@ -82,14 +82,6 @@ def test_a_file_that_is_not_json_is_named(tmp_path):
     assert r.returncode == 2 and "not JSON" in r.stderr
 
 
-def test_mongoc_without_the_backend_fails_naming_store_database(tmp_path):
-    if os.path.isdir(os.path.join(REPO, "src", "store", "mongoc")):
-        pytest.skip("this tree has the MongoDB backend")
-    r, took = check(tmp_path, set_path(example(), ["store", "database"], "mongoc"))
-    assert r.returncode == 2 and took < 1.0
-    assert "store.database:" in r.stderr and "MongoDB" in r.stderr, r.stderr
-
-
 def is_sanitized(binary):
     out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
     return "libasan" in out or "libtsan" in out

@@ -82,17 +82,12 @@ def start_timescale():
 
 
 def start_mongo():
-    """The MongoDB-compatible server the tests use (test/functional/ferret.py, FerretDB), and the
-    broker's flags for it; returns (flags, stop). Until the broker has its MongoDB backend
-    (src/store/mongoc), a clear error naming store.database."""
-    if not os.path.isdir(os.path.join(ROOT, "src", "store", "mongoc")) or \
-            not os.path.exists(os.path.join(FUNCTIONAL, "ferret.py")):
-        raise RuntimeError("store.database \"mongoc\": this broker has no MongoDB backend yet "
-                           "(src/store/mongoc, test/functional/ferret.py); use \"corDB\"")
+    """The MongoDB-wire server the tests use (test/functional/ferret.py: FerretDB, built with Go),
+    and the broker's flags for it (a database prefix of its own); returns (flags, stop)."""
     sys.path.insert(0, FUNCTIONAL)
     import ferret  # noqa: E402
     server = ferret.FerretServer()
-    return ["--database", "mongoc", "--dbURI", server.uri()], server.stop
+    return list(ferret.mongo_flags(server)), server.close
 
 
 # ---- the measurements --------------------------------------------------------------------
