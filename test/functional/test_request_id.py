@@ -91,7 +91,8 @@ def test_access_log(tmp_path):
 
 def test_request_id_on_forwarded_requests(broker_factory):
     from conftest import Client, fresh_tenant
-    from test_distributed import MockSource, register_mock
+    from mocksource import MockSource
+    from test_distributed import register_mock
     hub = Client(broker_factory("--brokerAlias", "hub-rid"), fresh_tenant())
     m = MockSource(200, b"[]")
     try:
@@ -99,10 +100,10 @@ def test_request_id_on_forwarded_requests(broker_factory):
         register_mock(hub, m)
         r = hub.get("/entities", params={"type": "Vehicle"}, headers={"X-Request-Id": "fwd-trace-1"})
         assert r.status_code == 200 and r.headers["X-Request-Id"] == "fwd-trace-1"
-        assert m.requests and m.requests[-1][1].get("X-Request-Id") == "fwd-trace-1"
+        assert m.requests and m.requests[-1][2].get("X-Request-Id") == "fwd-trace-1"
         # generated ids are forwarded too
         r = hub.get("/entities", params={"type": "Vehicle"})
-        assert m.requests[-1][1].get("X-Request-Id") == r.headers["X-Request-Id"]
+        assert m.requests[-1][2].get("X-Request-Id") == r.headers["X-Request-Id"]
     finally:
         m.close()
         hub.close()
