@@ -161,7 +161,8 @@ typedef struct store_backend {
                         void *ud, problem_t *p);
     void  (*stats)(void *db, uint64_t *entities, uint64_t *tenants);
     void  (*disk_stats)(void *db, struct store_stats *st);   /* NULL: nothing on disk */
-    /* Optional (NULL: not known): the tenant's entity count, O(1). */
+    /* Optional (NULL: not known): the tenant's entity count, without a scan (corDB: O(1); mongoc: the
+     * collection's estimated count, one round trip). */
     bool  (*tenant_entities)(void *db, const char *tenant, uint64_t *n);
     /* stored objects (store_obj_*) */
     bool  (*obj_put)(void *db, const char *tenant, int kind, const char *id, const char *json,

@@ -17,7 +17,7 @@ import uuid
 import pytest
 import requests
 
-from conftest import Client, binary_path, fresh_tenant
+from conftest import MONGOC, Client, binary_path, fresh_tenant
 from ngsi import API, ERR, free_port, uid
 from pg import PgServer
 
@@ -297,7 +297,8 @@ def test_purge_with_postgres_down_loses_nothing(own_pg, tmp_path):
         t0 = time.time()
         r = c.delete("/entities", params={"type": "Vehicle"})
         assert r.status_code in (200, 204), r.text
-        assert time.time() - t0 < 5
+        # not stalled by the history (a corDB purge is one step; mongoc on FerretDB deletes entity by entity)
+        assert time.time() - t0 < (60 if MONGOC else 5)
         left = c.get("/entities", params={"type": "Vehicle", "count": "true", "limit": 0})
         assert left.headers["NGSILD-Results-Count"] == "0"
         own_pg.start()

@@ -111,6 +111,11 @@ static void be_stats(void *db, uint64_t *entities, uint64_t *tenants)
     mgc_stats(db, entities, tenants);
 }
 
+static bool be_tenant_entities(void *db, const char *tenant, uint64_t *n)
+{
+    return mgc_tenant_entities(db, tenant, n);
+}
+
 static bool be_obj_put(void *db, const char *tenant, int kind, const char *id, const char *json,
                        size_t len, bool create_only, problem_t *p)
 {
@@ -167,6 +172,7 @@ const store_backend_t mgc_backend = {
     .types         = be_types,
     .attributes    = be_attributes,
     .stats         = be_stats,
+    .tenant_entities = be_tenant_entities,
     .obj_put       = be_obj_put,
     .obj_delete    = be_obj_delete,
     .obj_get       = be_obj_get,

@@ -143,6 +143,7 @@ bool mgc_types(mgc_t *db, const char *tenant, void (*fn)(void *ud, const char *t
 bool mgc_attributes(mgc_t *db, const char *tenant, void (*fn)(void *ud, const char *name), void *ud,
                     problem_t *p);
 void mgc_stats(mgc_t *db, uint64_t *entities, uint64_t *tenants);
+bool mgc_tenant_entities(mgc_t *db, const char *tenant, uint64_t *n);
 
 /* objects.c */
 bool  mgc_obj_put(mgc_t *db, const char *tenant, int kind, const char *id, const char *json, size_t len,

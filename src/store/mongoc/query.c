@@ -569,6 +569,20 @@ static void stats_one(void *ud, mgc_tenant_t *t)
     mgc_push(s->db, c);
 }
 
+/* One tenant's entity count for /metrics: the collection's metadata count
+ * (estimatedDocumentCount: no scan on MongoDB), one round trip. */
+bool mgc_tenant_entities(mgc_t *db, const char *tenant, uint64_t *n)
+{
+    mgc_tenant_t *t = mgc_tenant_get(db, tenant, NULL);
+
+    if (!t)
+        return false;
+    stats_acc_t s = { .db = db };
+    stats_one(&s, t);
+    *n = s.entities;
+    return true;
+}
+
 void mgc_stats(mgc_t *db, uint64_t *entities, uint64_t *tenants)
 {
     stats_acc_t s = { .db = db };
