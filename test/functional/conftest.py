@@ -13,6 +13,7 @@
 import http.server
 import json
 import os
+import sys
 import socket
 import subprocess
 import threading
@@ -159,9 +160,6 @@ def broker_factory(tmp_path_factory):
                 reports.append("broker %s: %s" % (" ".join(key) or "default", log[max(0, i - 200):i + 3000]))
                 break
     _BROKERS.clear()
-    if MONGOC:
-        import ferret
-        ferret.close_shared()
     for flags in _UNSTOPPED:
         reports.append("broker %s: did not exit within 20 s of SIGTERM" % flags)
     if reports:
@@ -405,3 +403,10 @@ def vctx(ctxserver):
 
 # the PostgreSQL server of --history timescale (test/functional/pg.py)
 from pg import pg_server, pg_uri  # noqa: E402,F401
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The session's FerretDB (the mongoc run's, and test_mongo.py's fixture in any run) stops with
+    the session, after the brokers of the fixtures."""
+    if "ferret" in sys.modules:
+        sys.modules["ferret"].close_shared()
