@@ -21,6 +21,7 @@
 #include "notify/notify.h"
 #include "ops/ops.h"
 #include "fwd/fwd.h"
+#include "fwd/fwd_sub.h"
 #include "reg/reg.h"
 #include "store/store.h"
 
@@ -88,6 +89,7 @@ int main(int argc, char **argv)
         history_close(history);
         return 1;
     }
+    fwd_sub_init();            /* distributed subscriptions take note of what is restored */
     size_t n_subs = ops_sub_restore(store);
     if (n_subs) LOG_I("%zu subscriptions restored", n_subs);
     size_t n_ctx = ops_ctx_restore(store);
@@ -95,6 +97,13 @@ int main(int argc, char **argv)
     if (!fwd_start(&p)) {
         LOG_E("cannot start forwarding: %s", p.detail);
         notify_stop();
+        store_close(store);
+        return 1;
+    }
+    if (!fwd_sub_start(&p)) {
+        LOG_E("%s", p.detail);
+        notify_stop();
+        fwd_stop();
         store_close(store);
         return 1;
     }
@@ -169,6 +178,7 @@ int main(int argc, char **argv)
     http_stop(srv);
     ops_objsync_stop();        /* before the registries it loads into */
     reg_shutdown();            /* registration subscriptions: before the notifier they send through */
+    fwd_sub_stop();            /* distributed subscriptions: before the notifier they relay through */
     int64_t rest_ms = (deadline_ns - cr_mono_ns()) / 1000000;
     if (rest_ms < 0) rest_ms = 0;
     if (cr_config.notifier_drain_ms > rest_ms) cr_config.notifier_drain_ms = (int)rest_ms;

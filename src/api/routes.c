@@ -62,6 +62,7 @@ void api_reg_query(request_t *r);
 void api_reg_get(request_t *r);
 void api_reg_update(request_t *r);
 void api_reg_delete(request_t *r);
+void api_dsub_notify(request_t *r);
 
 #define V1 "/ngsi-ld/v1"
 
@@ -101,6 +102,7 @@ static const http_route_t routes[] = {
     {"/metrics",                            api_metrics,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},
     {"/health",                             api_health,          NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS | HR_PUBLIC},
     {"/ready",                              api_ready,           NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS | HR_PUBLIC},
+    {"/dsub/{key}",                         NULL,                api_dsub_notify,   NULL,             NULL,             NULL,             HR_PUBLIC},
     {"/admin/snapshot",                     api_admin_snapshot_get, api_admin_snapshot, NULL,         NULL,             NULL,             HR_NO_BODY_CHECKS},
 };
 

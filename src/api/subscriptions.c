@@ -7,6 +7,7 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd_sub.h"
 #include "../notify/notify.h"
 
 #include <string.h>
@@ -36,6 +37,7 @@ static void sub_create(request_t *r, const sub_kind_t *k)
     json_t *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
     ops_req_t rq = api_req(r, ctx);
+    if (k == &k_sub && !fwd_sub_admit(body, req_header(r, "Via"), &p)) goto fail;   /* 5.8.1.4: a loop */
     if (!k->create(&rq, body, &id, &p)) goto fail;
     api_reply_created(r, k->collection, id);
     return;
@@ -174,3 +176,17 @@ void api_csub_get(request_t *r) { sub_get(r, &k_csub); }
 void api_csub_query(request_t *r) { sub_query(r, &k_csub); }
 void api_csub_update(request_t *r) { sub_update(r, &k_csub); }
 void api_csub_delete(request_t *r) { sub_delete(r, &k_csub); }
+
+/* POST /dsub/{key}: a context source notifies a subscription this broker
+ * planted there (fwd_sub.h); relayed to the subscriber. The key is the
+ * credential (the route is public: a source has no token of this broker's). */
+void api_dsub_notify(request_t *r)
+{
+    problem_t p = {0};
+    json_t   *body = api_body(r, false, &p);
+    if (!body || !fwd_sub_receive(r->pathv[0], body, &p)) goto fail;
+    reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}

@@ -317,6 +317,19 @@ static notify_sub_t *find_locked(treg_t *t, const char *id)
     return b && b->n ? b->v[0] : NULL;
 }
 
+/* fwd/'s watcher (notify_set_watcher) */
+static void (*g_watcher)(const char *tenant, const char *id);
+
+void notify_set_watcher(void (*fn)(const char *tenant, const char *id))
+{
+    g_watcher = fn;
+}
+
+static void watched_changed(const char *tenant, const char *id)
+{
+    if (g_watcher) g_watcher(tenant, id);
+}
+
 bool notify_add(notify_sub_t *s, problem_t *p)
 {
     pthread_rwlock_wrlock(&g_rw);
@@ -333,6 +346,7 @@ bool notify_add(notify_sub_t *s, problem_t *p)
     t->n_subs++;
     atomic_fetch_add(&g_n_subs, 1);
     pthread_rwlock_unlock(&g_rw);
+    watched_changed(s->tenant, s->id);
     return true;
 }
 
@@ -360,6 +374,7 @@ bool notify_replace(notify_sub_t *s, problem_t *p)
     index_op(t, s, true);
     pthread_rwlock_unlock(&g_rw);
     notify_sub_unref(old);
+    watched_changed(s->tenant, s->id);
     return true;
 }
 
@@ -379,6 +394,7 @@ bool notify_remove(const char *tenant, const char *id, problem_t *p)
     atomic_fetch_sub(&g_n_subs, 1);
     pthread_rwlock_unlock(&g_rw);
     notify_sub_unref(old);
+    watched_changed(tenant, id);
     return true;
 }
 
@@ -668,6 +684,33 @@ void notify_send(notify_sub_t *s, const char *data, size_t len, const char *reas
     atomic_fetch_add(&s->c->due, 1);
     atomic_fetch_add(&G.due, 1);
     queue_job(s, j, 0);
+}
+
+void notify_relay(notify_sub_t *s, cr_entity_t *e, bool deleted, int64_t at)
+{
+    if (s->csource || !s->active || atomic_load_explicit(&s->removed, memory_order_relaxed)) return;
+    if (s->expires_at != CR_NO_TIME && at >= s->expires_at) {
+        atomic_fetch_add(&s->c->dropped_expired, 1);
+        atomic_fetch_add(&G.dropped_expired, 1);
+        return;
+    }
+    atomic_fetch_add(&s->c->due, 1);
+    atomic_fetch_add(&G.due, 1);
+    if (s->throttle_us) {
+        int64_t last = atomic_load(&s->c->last_due);
+        if (last && at - last < s->throttle_us) {
+            atomic_fetch_add(&s->c->throttled, 1);
+            atomic_fetch_add(&G.throttled, 1);
+            return;
+        }
+        atomic_store(&s->c->last_due, at);
+    }
+    notify_job_t *j = cr_xcalloc(1, sizeof *j);
+    j->sub = s;
+    j->e = e;
+    j->entity_deleted = deleted;
+    j->at = at;
+    queue_job(s, j, cr_hash(e->id, strlen(e->id)));
 }
 
 /* ------------------------------------------------------- the senders */

@@ -204,6 +204,26 @@ bool          notify_sub_active(const notify_sub_t *s, int64_t now);
  * endpoint's lanes; a full queue drops it, counted. */
 void          notify_send(notify_sub_t *s, const char *data, size_t len, const char *reason);
 
+/* ------------------------------------ distributed subscriptions (fwd/fwd_sub.c)
+ *
+ * A subscription whose entities are registered at context sources is
+ * planted there too (5.8.1.4); fwd/ keeps those remote subscriptions. */
+/* fn(tenant, id) after every add, replace or remove of a subscription
+ * (creation, update, deletion, restart, another process's write): one
+ * watcher, set once before the subscriptions are restored. fn only takes
+ * note (it runs under the callers' locks). */
+void notify_set_watcher(void (*fn)(const char *tenant, const char *id));
+/* A change at a context source that source notified to this broker through
+ * the subscription planted there for s: the source matched it (triggers,
+ * watchedAttributes, q ...), so here only s's own status, expiry and
+ * throttling apply; e (the entity as notified; deleted: an entityDeleted)
+ * is queued on s's endpoint as its own changes are, in order per entity,
+ * rendered with s's format and attributes. Counted as s's changes are. */
+void notify_relay(notify_sub_t *s, cr_entity_t *e, bool deleted, int64_t at);
+/* fn(w, s) writes extra members of s at the end of GET's object with
+ * sysAttrs (the remote subscriptions' state). */
+void notify_set_render_extra(void (*fn)(json_writer_t *w, const notify_sub_t *s));
+
 /* ---------------------------------------------------------- statistics */
 
 typedef struct notify_stats {

@@ -828,6 +828,13 @@ void notify_sub_render(json_writer_t *w, const notify_sub_t *s, bool with_contex
     notify_sub_render_in(w, s, NULL, with_context, sys_attrs);
 }
 
+static void (*g_render_extra)(json_writer_t *w, const notify_sub_t *s);
+
+void notify_set_render_extra(void (*fn)(json_writer_t *w, const notify_sub_t *s))
+{
+    g_render_extra = fn;
+}
+
 void notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_context_t *ctx, bool with_context,
                           bool sys_attrs)
 {
@@ -923,6 +930,7 @@ void notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_cont
     }
     jw_key(w, "status");
     jw_string(w, s->expires_at != CR_NO_TIME && s->expires_at <= now ? "expired" : s->active ? "active" : "paused");
+    if (sys_attrs && g_render_extra && !s->csource) g_render_extra(w, s);
     jw_object_end(w);
     if (a) arena_free(a);
 }

@@ -153,6 +153,10 @@ reg_t  *reg_find(const char *tenant, const char *id, int64_t now);
  * are left out. */
 reg_t **reg_list(const char *tenant, size_t offset, size_t limit, int64_t now, arena_t *a, size_t *n,
                  size_t *total);
+/* fn(tenant) after every add, replace or remove of a registration of
+ * tenant (creation, update, deletion, expiry, restart): one listener (the
+ * distributed subscriptions of fwd/), set once at start; it only takes note. */
+void    reg_set_listener(void (*fn)(const char *tenant));
 /* Any registration at all (a relaxed read: the fast path of every retrieve
  * and query when nothing is registered). */
 bool    reg_any(void);

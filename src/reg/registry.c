@@ -196,6 +196,18 @@ static bool expired(const reg_t *r, int64_t now)
 
 /* ------------------------------------------------------------ writes */
 
+static void (*g_listener)(const char *tenant);
+
+void reg_set_listener(void (*fn)(const char *tenant))
+{
+    g_listener = fn;
+}
+
+static void changed(const char *tenant)
+{
+    if (g_listener) g_listener(tenant ? tenant : "");
+}
+
 bool reg_add(reg_t *r, problem_t *p)
 {
     pthread_rwlock_wrlock(&g_lock);
@@ -209,6 +221,7 @@ bool reg_add(reg_t *r, problem_t *p)
     index_op(t, r, true);
     __atomic_add_fetch(&g_count, 1, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&g_lock);
+    changed(r->tenant);
     return true;
 }
 
@@ -238,6 +251,7 @@ bool reg_replace(reg_t *r, problem_t *p)
     index_op(t, r, true);
     pthread_rwlock_unlock(&g_lock);
     reg_unref(old);
+    changed(r->tenant);
     return true;
 }
 
@@ -255,6 +269,7 @@ bool reg_remove(const char *tenant, const char *id, problem_t *p)
     __atomic_sub_fetch(&g_count, 1, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&g_lock);
     reg_unref(old);
+    changed(tenant);
     return true;
 }
 

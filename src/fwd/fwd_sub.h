@@ -1,0 +1,61 @@
+/*
+ * fwd_sub.h - distributed subscriptions (5.8.1.4, 5.8.2.4, 5.8.5.4; 4.3.6):
+ * a subscription created here whose entities match a context source
+ * registration that supports createSubscription is planted at that source
+ * (over HTTP, or cor:// for a cor://host:port endpoint), with this broker's
+ * /dsub/{key} as its notification endpoint; what the source notifies there
+ * is relayed to the subscriber as a notification of the subscription here
+ * (notify_relay: its id, format, attributes, throttling, counters).
+ *
+ * The remote subscriptions ("parts": one per subscription and registration)
+ * are kept by one thread that plants, patches, verifies and deletes them,
+ * never by a request's worker: the subscription and registration operations
+ * only take note (notify_set_watcher, reg_set_listener), so a slow or dead
+ * source holds no request. A part that fails is retried with backoff (1 s
+ * doubling to 60 s), counted in the registration's timesFailed, and shown
+ * with ?options=sysAttrs as coraine:remote of the subscription.
+ *
+ * Nothing is persisted beyond the subscriptions and registrations
+ * themselves: a remote subscription's id is derived from this broker's
+ * alias, the tenant, the subscription and the registration, so a restarted
+ * broker plants the same id again (409 AlreadyExists: then PATCHed with the
+ * new endpoint key), never a second one. The id also carries the chain of
+ * brokers it was planted through (urn:ngsi-ld:Subscription:dsub:<part
+ * hash>:<alias hash>.<alias hash>...), kept by each source with the
+ * subscription: a broker that finds itself in the chain of a subscription
+ * it is asked to create answers 508 LoopDetected, and a registration whose
+ * contextSourceAlias is in the chain is not planted at, so registrations in
+ * a loop multiply nothing, across restarts too.
+ *
+ * Who calls what: main.c fwd_sub_init() before the subscriptions are
+ * restored, fwd_sub_start() after fwd_start(), fwd_sub_stop() before
+ * notify_stop(); api/subscriptions.c fwd_sub_admit() on a creation and
+ * fwd_sub_receive() for POST /dsub/{key}.
+ */
+#ifndef CORAINE_FWD_SUB_H
+#define CORAINE_FWD_SUB_H
+
+#include "../core/core.h"
+#include "../json/json.h"
+#include "../ld/ld.h"
+
+/* The path prefix of the notification endpoint sources are given. */
+#define FWD_SUB_PATH "/dsub/"
+
+/* Sets the watchers (events queue until fwd_sub_start). */
+void fwd_sub_init(void);
+bool fwd_sub_start(problem_t *p);
+/* Stops the thread; the remote subscriptions stay (a restart finds them). */
+void fwd_sub_stop(void);
+
+/* A subscription to be created (body) by a request with Via `via`: false
+ * (508 LoopDetected) when the Via or the chain in the id names this broker. */
+bool fwd_sub_admit(const json_t *body, const char *via, problem_t *p);
+
+/* A notification (the parsed body) a source sent to /dsub/{key}: relayed.
+ * ResourceNotFound for an unknown key (a remote subscription this broker no
+ * longer has: the source counts a failure), BadRequestData for a body that
+ * is not a Notification. */
+bool fwd_sub_receive(const char *key, const json_t *body, problem_t *p);
+
+#endif
