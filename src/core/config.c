@@ -71,7 +71,7 @@ static flag_t flags[] = {
     {"contextMaxDepth", F_INT, &cr_config.context_max_depth, "8", NULL, "deepest nesting of remote @contexts"},
     {"contextHostedMax", F_INT, &cr_config.context_hosted_max, "1000", NULL, "@contexts this broker hosts (POST /jsonldContexts; at least 1)"},
     {"contextHostedMaxBytes", F_SIZE, &cr_config.context_hosted_max_bytes, "64k", NULL, "largest hosted @context in bytes, k/M suffixes"},
-    {"publicUrl", F_STR, &cr_config.public_url, "", NULL, "scheme://host:port clients reach this broker at: the URLs of the @contexts it serves and its Link headers (none: http://localhost:<port>)"},
+    {"publicUrl", F_STR, &cr_config.public_url, "", NULL, "scheme://host:port clients reach this broker at: the URLs of the @contexts it serves, its Link headers, and the endpoint (/dsub/{key}) of the subscriptions it plants at context sources (none: http://localhost:<port>)"},
     {"brokerAlias", F_STR, &cr_config.broker_alias, "", NULL, "this broker's contextSourceAlias (/info/sourceIdentity) and Via pseudonym; unique per instance (none: <host name>:<port>)"},
     {"egressAllow", F_STR, &cr_config.egress_allow, "", NULL, "addresses, CIDRs, host names the broker may connect to despite the built-in refusals"},
     {"egressDeny", F_STR, &cr_config.egress_deny, "", NULL, "addresses, CIDRs, host names the broker never connects to"},

@@ -146,10 +146,20 @@ bool fwd_sub_admit(const json_t *body, const char *via, problem_t *p)
 
 /* ------------------------------------------------------------ reconciling */
 
-static part_t *part_find(const char *tenant, const char *sub_id, const char *reg_id)
+static bool same_str(const char *x, const char *y)
+{
+    return x == y || (x && y && !strcmp(x, y));
+}
+
+/* The part of (tenant, sub_id) at r's source: the same registration, and the
+ * same endpoint and source tenant (a registration PATCHed to another source
+ * makes a new part; the old one is deleted at the old source). */
+static part_t *part_find(const char *tenant, const char *sub_id, const reg_t *r)
 {
     for (part_t *x = g_parts; x; x = x->next)
-        if (!strcmp(x->tenant, tenant) && !strcmp(x->sub_id, sub_id) && !strcmp(x->reg_id, reg_id)) return x;
+        if (!strcmp(x->tenant, tenant) && !strcmp(x->sub_id, sub_id) && !strcmp(x->reg_id, reg_id(r)) &&
+            same_str(reg_endpoint(x->reg), reg_endpoint(r)) && same_str(reg_source_tenant(x->reg), reg_source_tenant(r)))
+            return x;
     return NULL;
 }
 
@@ -302,7 +312,7 @@ static void reconcile(const char *tenant, const char *id)
         if (!strcmp(x->tenant, tenant) && !strcmp(x->sub_id, id)) x->want = false;
     for (size_t i = 0; i < nt; i++) {
         reg_t  *r = tg[i].r;
-        part_t *x = part_find(tenant, id, reg_id(r));
+        part_t *x = part_find(tenant, id, r);
         if (!x) {
             x = cr_xcalloc(1, sizeof *x);
             x->tenant = cr_xstrdup(tenant);
@@ -684,8 +694,8 @@ bool fwd_sub_receive(const char *key, const json_t *body, problem_t *p)
     arena_t     *a = arena_new(8192);
     int64_t      now = cr_now_us();
     size_t       n = 0;
-    cr_entity_t *es[256];
-    bool         del[256];
+    cr_entity_t **es = arena_alloc(a, (data->len + 1) * sizeof *es);
+    bool         *del = arena_alloc(a, (data->len + 1) * sizeof *del);
     ok = true;
     for (const json_t *x = data->child; x && ok; x = x->next) {
         problem_t    q = {0};
@@ -700,12 +710,6 @@ bool fwd_sub_receive(const char *key, const json_t *body, problem_t *p)
         if (!e) {
             problem_set(p, PB_BAD_REQUEST_DATA, "an entity of the notification is not valid: %s",
                         q.kind ? q.detail : "not an object");
-            ok = false;
-            break;
-        }
-        if (n == CR_ARRAY_LEN(es)) {
-            entity_unref(e);
-            problem_set(p, PB_BAD_REQUEST_DATA, "a notification of more than %zu entities", CR_ARRAY_LEN(es));
             ok = false;
             break;
         }

@@ -324,3 +324,37 @@ def test_three_broker_chain(broker_factory, rcv, over):
     changes(c, eid, 10, 1)
     n = settle(rcv, 10)
     assert n["entities"] == 10 and n["duplicates"] == 0 and n["outOfOrder"] == 0, n
+
+
+def test_5_8_1_4_entity_deleted_at_the_source_is_relayed(broker_factory, rcv):
+    hub, src = broker(broker_factory, "hub"), broker(broker_factory, "src")
+    eid = uid("Vehicle")
+    src.create(entity(eid, "Vehicle", speed=prop(0)))
+    register(hub, src, eid)
+    sid = subscribe(hub, rcv, eid, notificationTrigger=["entityDeleted"])
+    wait_remote(hub, sid)
+    assert src.delete("/entities/" + eid).status_code == 204
+    settle(rcv, 1)
+    d = rcv.notifications()[-1]["body"]
+    assert d["subscriptionId"] == sid and d["data"][0]["id"] == eid and "deletedAt" in d["data"][0], d
+
+
+def test_5_8_1_4_registration_moved_to_another_source_moves_the_copy(broker_factory, rcv):
+    hub, src, src2 = broker(broker_factory, "hub"), broker(broker_factory, "src"), broker(broker_factory, "src2")
+    eid = uid("Vehicle")
+    src.create(entity(eid, "Vehicle", speed=prop(0)))
+    src2.tenant = src.tenant
+    src2.create(entity(eid, "Vehicle", speed=prop(0)))
+    rid = register(hub, src, eid)
+    sid = subscribe(hub, rcv, eid)
+    wait_remote(hub, sid)
+    assert len(planted_at(src)) == 1
+    r = hub.patch("/csourceRegistrations/" + rid, {"endpoint": src2.broker.base})
+    assert r.status_code == 204, r.text
+    deadline = time.time() + 15
+    while planted_at(src) or len(planted_at(src2)) != 1:
+        assert time.time() < deadline, (planted_at(src), planted_at(src2))
+        time.sleep(0.1)
+    wait_remote(hub, sid)
+    changes(src2, eid, 3)
+    assert settle(rcv, 3)["entities"] == 3
