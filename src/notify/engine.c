@@ -578,6 +578,29 @@ static bool q_holds(const notify_sub_t *s, const cr_entity_t *e)
     return q_match_linked(s->q, e, &lk);
 }
 
+/* A change of s at `at` that matched: counted due and not throttled (true),
+ * or after expiresAt / within the throttling (false, counted). */
+static inline bool due_at(notify_sub_t *s, int64_t at)
+{
+    if (s->expires_at != CR_NO_TIME && at >= s->expires_at) {
+        atomic_fetch_add(&s->c->dropped_expired, 1);    /* would have been due: counted, not sent */
+        atomic_fetch_add(&G.dropped_expired, 1);
+        return false;
+    }
+    atomic_fetch_add(&s->c->due, 1);
+    atomic_fetch_add(&G.due, 1);
+    if (s->throttle_us) {
+        int64_t last = atomic_load(&s->c->last_due);
+        if (last && at - last < s->throttle_us) {
+            atomic_fetch_add(&s->c->throttled, 1);
+            atomic_fetch_add(&G.throttled, 1);
+            return false;
+        }
+        atomic_store(&s->c->last_due, at);
+    }
+    return true;
+}
+
 static void consider(notify_sub_t *s, const store_change_t *ch)
 {
     const cr_entity_t *e = ch->after ? ch->after : ch->before;
@@ -601,23 +624,7 @@ static void consider(notify_sub_t *s, const store_change_t *ch)
     if (s->q && !q_holds(s, e)) return;
     if (s->geo && !geoq_match(s->geo, e)) return;
     if (s->scope && !scopeq_match(s->scope, e)) return;
-    if (s->expires_at != CR_NO_TIME && ch->at >= s->expires_at) {
-        atomic_fetch_add(&s->c->dropped_expired, 1);    /* would have been due: counted, not sent */
-        atomic_fetch_add(&G.dropped_expired, 1);
-        return;
-    }
-    atomic_fetch_add(&s->c->due, 1);
-    atomic_fetch_add(&G.due, 1);
-    if (s->throttle_us) {
-        int64_t last = atomic_load(&s->c->last_due);
-        if (last && ch->at - last < s->throttle_us) {
-            atomic_fetch_add(&s->c->throttled, 1);
-            atomic_fetch_add(&G.throttled, 1);
-            return;
-        }
-        atomic_store(&s->c->last_due, ch->at);
-    }
-    enqueue(s, ch, e, deleted_entity);
+    if (due_at(s, ch->at)) enqueue(s, ch, e, deleted_entity);
 }
 
 static void match_bucket(const smap_t *m, const char *key, const store_change_t *ch)
@@ -689,22 +696,7 @@ void notify_send(notify_sub_t *s, const char *data, size_t len, const char *reas
 void notify_relay(notify_sub_t *s, cr_entity_t *e, bool deleted, int64_t at)
 {
     if (s->csource || !s->active || atomic_load_explicit(&s->removed, memory_order_relaxed)) return;
-    if (s->expires_at != CR_NO_TIME && at >= s->expires_at) {
-        atomic_fetch_add(&s->c->dropped_expired, 1);
-        atomic_fetch_add(&G.dropped_expired, 1);
-        return;
-    }
-    atomic_fetch_add(&s->c->due, 1);
-    atomic_fetch_add(&G.due, 1);
-    if (s->throttle_us) {
-        int64_t last = atomic_load(&s->c->last_due);
-        if (last && at - last < s->throttle_us) {
-            atomic_fetch_add(&s->c->throttled, 1);
-            atomic_fetch_add(&G.throttled, 1);
-            return;
-        }
-        atomic_store(&s->c->last_due, at);
-    }
+    if (!due_at(s, at)) return;
     notify_job_t *j = cr_xcalloc(1, sizeof *j);
     j->sub = s;
     j->e = e;
