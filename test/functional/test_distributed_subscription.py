@@ -358,3 +358,44 @@ def test_5_8_1_4_registration_moved_to_another_source_moves_the_copy(broker_fact
     wait_remote(hub, sid)
     changes(src2, eid, 3)
     assert settle(rcv, 3)["entities"] == 3
+
+
+def test_5_8_1_4_with_auth_the_source_notifies_the_public_dsub_endpoint(tmp_path, rcv):
+    """--auth jwt at both: the hub plants with the registration's contextSourceInfo Authorization
+    (6.3.19); the source's notifications, which carry no token of the hub's, are taken at /dsub/{key}
+    (the key is the credential) in the subscription's tenant."""
+    from jwtkit import claims, token
+    from test_auth import SECRET, AuthBroker
+    API = "/ngsi-ld/v1"
+    tok = token(claims({"*": "write"}), secret=SECRET)
+    hub = AuthBroker(tmp_path, "--jwtSecret", SECRET, "--brokerAlias", "dsub-auth-hub")
+    src = AuthBroker(tmp_path, "--jwtSecret", SECRET, "--brokerAlias", "dsub-auth-src")
+    try:
+        eid = uid("Vehicle")
+        ht, st = fresh_tenant(), fresh_tenant()
+        assert src.req("POST", API + "/entities", tok, st, {"id": eid, "type": "Vehicle",
+                                                             "speed": prop(0)}).status_code == 201
+        reg = {"type": "ContextSourceRegistration", "information": [{"entities": [{"id": eid, "type": "Vehicle"}]}],
+               "endpoint": src.base, "tenant": st, "operations": ["federationOps"],
+               "contextSourceInfo": [{"key": "Authorization", "value": "Bearer " + tok}]}
+        assert hub.req("POST", API + "/csourceRegistrations", tok, ht, reg).status_code == 201
+        r = hub.req("POST", API + "/subscriptions", tok, ht, {
+            "type": "Subscription", "entities": [{"id": eid, "type": "Vehicle"}],
+            "notification": {"endpoint": {"uri": rcv.uri}}})
+        assert r.status_code == 201, r.text
+        sid = r.headers["Location"].rsplit("/", 1)[1]
+        deadline = time.time() + 15
+        while True:
+            s = hub.req("GET", API + "/subscriptions/" + sid, tok, ht, params={"options": "sysAttrs"}).json()
+            if [p["status"] for p in s.get("coraine:remote", [])] == ["planted"]:
+                break
+            assert time.time() < deadline, s
+            time.sleep(0.1)
+        for i in range(3):
+            assert src.req("PATCH", API + "/entities/%s/attrs" % eid, tok, st,
+                           {"speed": prop(i + 1)}).status_code == 204
+        c = settle(rcv, 3)
+        assert c["entities"] == 3 and c["perSubscription"] == {sid: c["notifications"]}, c
+    finally:
+        hub.stop()
+        src.stop()
