@@ -44,6 +44,7 @@
 
 typedef struct part {
     struct part *next;
+    struct part *next_key;               /* in g_by_key's bucket */
     char        *tenant, *sub_id, *reg_id, *remote_id;
     char         key[33];                /* the endpoint /dsub/{key}: random per run */
     reg_t       *reg;                    /* a reference: its latest version */
@@ -68,6 +69,7 @@ typedef struct event {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  g_cv = PTHREAD_COND_INITIALIZER;
 static part_t         *g_parts;
+static part_t         *g_by_key[1024];   /* the parts by endpoint key: a notification finds its part at once */
 static event_t        *g_ev_head, *g_ev_tail;
 static bool            g_stop, g_started;
 static pthread_t       g_thread;
@@ -163,8 +165,18 @@ static part_t *part_find(const char *tenant, const char *sub_id, const reg_t *r)
     return NULL;
 }
 
+static part_t **key_bucket(const char *key)
+{
+    return &g_by_key[cr_hash(key, strlen(key)) % CR_ARRAY_LEN(g_by_key)];
+}
+
 static void part_free(part_t *x)
 {
+    for (part_t **pp = key_bucket(x->key); *pp; pp = &(*pp)->next_key)
+        if (*pp == x) {
+            *pp = x->next_key;
+            break;
+        }
     free(x->tenant);
     free(x->sub_id);
     free(x->reg_id);
@@ -329,6 +341,9 @@ static void reconcile(const char *tenant, const char *id)
             snprintf(x->state, sizeof x->state, "pending");
             x->next = g_parts;
             g_parts = x;
+            part_t **b = key_bucket(x->key);
+            x->next_key = *b;
+            *b = x;
         }
         if (x->reg != r) {
             reg_ref(r);
@@ -672,7 +687,7 @@ bool fwd_sub_receive(const char *key, const json_t *body, problem_t *p)
 {
     char *tenant = NULL, *sub_id = NULL;
     pthread_mutex_lock(&g_mu);
-    for (part_t *x = g_parts; x && !tenant; x = x->next)
+    for (part_t *x = *key_bucket(key); x && !tenant; x = x->next_key)
         if (x->want && !strcmp(x->key, key)) {
             tenant = cr_xstrdup(x->tenant);
             sub_id = cr_xstrdup(x->sub_id);
