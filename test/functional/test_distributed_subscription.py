@@ -399,3 +399,19 @@ def test_5_8_1_4_with_auth_the_source_notifies_the_public_dsub_endpoint(tmp_path
     finally:
         hub.stop()
         src.stop()
+
+
+def test_5_8_1_4_hub_throttling_applies_to_relayed_changes(broker_factory, rcv):
+    """throttling is the hub's (not sent to the source): 5 quick changes within it give 1 notification."""
+    hub, src = broker(broker_factory, "hub"), broker(broker_factory, "src")
+    eid = uid("Vehicle")
+    src.create(entity(eid, "Vehicle", speed=prop(0)))
+    register(hub, src, eid)
+    sid = subscribe(hub, rcv, eid, throttling=30)
+    wait_remote(hub, sid)
+    assert "throttling" not in planted_at(src)[0]
+    changes(src, eid, 5, 1)
+    c = settle(rcv, 1)
+    assert c["entities"] == 1, c
+    s = hub.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()
+    assert s["notification"]["coraine:dropped"]["throttled"] == 4, s["notification"]
