@@ -115,6 +115,7 @@ int main(int argc, char **argv)
     api_init(store);
     if (!auth_start(&p)) {
         LOG_E("%s", p.detail);
+        fwd_sub_stop();
         notify_stop();
         fwd_stop();
         store_close(store);
@@ -126,6 +127,7 @@ int main(int argc, char **argv)
     const http_route_t *routes = api_routes(&n);
     if (!cor_start(routes, n, fwd_alias(), &p)) {      /* cor://: the client, and --corPort's listener */
         LOG_E("%s", p.detail);
+        fwd_sub_stop();
         notify_stop();
         store_close(store);
         history_close(history);
@@ -136,6 +138,7 @@ int main(int argc, char **argv)
         cor_stop();
         LOG_E("%s", p.detail);
         ops_objsync_stop();
+        fwd_sub_stop();
         notify_stop();
         store_close(store);
         history_close(history);
