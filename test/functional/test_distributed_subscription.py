@@ -415,3 +415,23 @@ def test_5_8_1_4_hub_throttling_applies_to_relayed_changes(broker_factory, rcv):
     assert c["entities"] == 1, c
     s = hub.get("/subscriptions/" + sid, params={"options": "sysAttrs"}).json()
     assert s["notification"]["coraine:dropped"]["throttled"] == 4, s["notification"]
+
+
+def test_5_8_2_4_patch_that_no_longer_matches_deletes_the_remote_one(broker_factory, rcv):
+    """entities PATCHed to an id the registration does not cover: the copy goes (noLongerMatching)."""
+    hub, src = broker(broker_factory, "hub"), broker(broker_factory, "src")
+    eid = uid("Vehicle")
+    src.create(entity(eid, "Vehicle", speed=prop(0)))
+    register(hub, src, eid)
+    sid = subscribe(hub, rcv, eid)
+    wait_remote(hub, sid)
+    r = hub.patch("/subscriptions/" + sid, {"entities": [{"id": uid("Vehicle"), "type": "Vehicle"}]})
+    assert r.status_code == 204, r.text
+    deadline = time.time() + 10
+    while planted_at(src):
+        assert time.time() < deadline, planted_at(src)
+        time.sleep(0.1)
+    assert remote(hub, sid) == []
+    changes(src, eid, 2)
+    time.sleep(0.5)
+    assert rcv.count()["entities"] == 0
