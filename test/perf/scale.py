@@ -30,7 +30,7 @@ the phase under way. Outputs (report.py reads both, with their .meta.json):
   OUT/scale.csv          one line per phase or stage: counts, rates, times
   OUT/scale_samples.csv  the 1 Hz samples
 
-  SCALE=0.01 python3 test/perf/scale.py [--out build/perf] [--rates 500,1000,2000,4000]
+  SCALE=0.01 python3 test/perf/scale.py [--out build/perf] [--rates 1000,2000,4000,8000,16000]
       [--stage-seconds 5] [--sources 4] [--queries 200] [--bin build/release/coraine] [--broker-flags '...']
 
 SCALE=1 fits this machine (2 cores, 24 GiB) within an hour; CI runs
@@ -121,7 +121,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=float(os.environ.get("SCALE", "1")))
     ap.add_argument("--out", default=os.path.join(perf_run.ROOT, "build/perf"))
-    ap.add_argument("--rates", default="500,1000,2000,4000", help="the write rates of the firing phase, per s")
+    ap.add_argument("--rates", default="1000,2000,4000,8000,16000", help="the write rates of the firing phase, per s")
     ap.add_argument("--stage-seconds", type=float, default=5)
     ap.add_argument("--sources", type=int, default=4)
     ap.add_argument("--queries", type=int, default=200)
