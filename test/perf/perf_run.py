@@ -8,7 +8,7 @@ one the issue names (ALL_SHAPES):
   trivial20 the same responder answering an array of 20 entities: the
             ceiling of a query page (the same bytes on the wire)
   create    POST /ngsi-ld/v1/entities (a new Vehicle per request, create.lua)
-  batch_create  POST /entityOperations/create of 20 new Vehicles (batch_create.lua)
+  batch_create  POST /entityOperations/create of 20 new Vehicles (create.lua 20)
   retrieve  GET /ngsi-ld/v1/entities/{id}
   query     GET /ngsi-ld/v1/entities?type=Vehicle&q=speed>50&limit=20 over N entities
   patch     PATCH /entities/{one of the N}/attrs (Update Attributes, patch_attrs.lua)
@@ -304,7 +304,7 @@ class Servers:
             "retrieve": (m + "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1", None, ()),
             "query": (m + PAGE, None, ()),
             "create": (m + "/ngsi-ld/v1/entities", lua("create.lua"), ()),
-            "batch_create": (m + "/", lua("batch_create.lua"), ()),
+            "batch_create": (m + "/", lua("create.lua"), ("20",)),
             "patch": (m + "/", lua("patch_attrs.lua"), (n,)),
             "patch_notify": (m + "/", lua("patch_attrs.lua"), (str(TRACKERS), "urn:ngsi-ld:Tracker:")),
             "merge": (m + "/", lua("patch.lua"), (n,)),

@@ -69,28 +69,37 @@ def spread(xs):
 
 # ---- plots ------------------------------------------------------------------------------
 
-def svg_bars(title, labels, series):
-    """series: [(name, [value per label])] -> an SVG grouped bar chart (matplotlib if present)."""
+def mpl_svg(title, draw):
+    """An SVG figure drawn by draw(ax) with matplotlib, or None when it is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(7, 3.2))
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    draw(ax)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    buf = io.StringIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    s = buf.getvalue()
+    return s[s.index("<svg"):]
+
+
+def svg_bars(title, labels, series):
+    """series: [(name, [value per label])] -> an SVG grouped bar chart (matplotlib if present)."""
+    def draw(ax):
         width = 0.8 / max(1, len(series))
         for k, (name, vals) in enumerate(series):
             ax.bar([i + k * width for i in range(len(labels))], vals, width, label=name)
         ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(labels))], labels)
         ax.set_ylabel("requests/s")
-        ax.set_title(title)
-        ax.legend(fontsize=8)
-        buf = io.StringIO()
-        fig.tight_layout()
-        fig.savefig(buf, format="svg")
-        plt.close(fig)
-        s = buf.getvalue()
-        return s[s.index("<svg"):]
-    except ImportError:
-        pass
+    svg = mpl_svg(title, draw)
+    if svg:
+        return svg
     W, H, top, bottom, left = 700, 300, 30, 50, 60
     vmax = max([v for _, vals in series for v in vals] + [1])
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
@@ -238,27 +247,16 @@ def compare_section(indir, md, plots):
 
 def svg_lines(title, xlabel, ylabel, series, logy=False):
     """series: [(name, [(x, y)])] -> an SVG line chart (matplotlib if present)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(7, 3.2))
+    def draw(ax):
         for name, pts in series:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.legend(fontsize=8)
-        buf = io.StringIO()
-        fig.tight_layout()
-        fig.savefig(buf, format="svg")
-        plt.close(fig)
-        s = buf.getvalue()
-        return s[s.index("<svg"):]
-    except ImportError:
-        pass
+    svg = mpl_svg(title, draw)
+    if svg:
+        return svg
     import math
     W, H, top, bottom, left, right = 700, 300, 30, 60, 70, 10
     pts = [p for _, ps in series for p in ps]
