@@ -7,8 +7,10 @@ not by answers, each latency counted from the time the request was due, so
 coordinated omission is counted) offers a constant rate for --duration s;
 the rate then grows by --step until a stage breaks the bound: p99 above
 --p99-ms, more than --max-errors of the requests failed (non-2xx, refused,
-unanswered), or less than 95 % of the offered rate achieved. The knee is the
-highest offered rate within the bound. --runs repeats the ladders, the
+unanswered), or less than 95 % of the offered rate achieved. A stage past the
+bound is run once more at the same rate (a shared machine's other load makes
+single spikes); the ladder stops when the repeat breaks it too. The knee is
+the highest offered rate within the bound. --runs repeats the ladders, the
 shapes alternated; the median knee is printed.
 
   python3 test/perf/knee.py [--bin build/release/coraine] [--shapes retrieve,patch]
@@ -95,7 +97,7 @@ def main():
                 url, method, body, spread, headers = shape_request(s, base, a.entities)
                 if a.warmup:
                     openload(url, round(a.start), a.warmup, a.connections, method, body, spread, headers)
-                rate, stage, knee = a.start, 0, 0
+                rate, stage, knee, retried = a.start, 0, 0, False
                 while rate <= a.max:
                     stage += 1
                     c0 = tuneRun.cpu_seconds(broker.pid)
@@ -110,13 +112,16 @@ def main():
                                  "scheduled": r["scheduled"], "completed": r["completed"], "non2xx": r["non2xx"],
                                  "errors": r["errors"], "maxBacklog": r["maxBacklog"], "cpuSeconds": round(cpu, 2),
                                  "cpuUsPerRequest": round(cpu / max(1, r["completed"]) * 1e6, 1),
-                                 "withinBound": int(ok)})
+                                 "withinBound": int(ok), "retry": int(retried)})
                     print("run %d %-8s offered %8.0f achieved %8.0f p50 %6d p99 %8d µs failed %d %s" % (
                         run + 1, s, rate, r["achievedRate"], r["p50us"], r["p99us"], failed,
                         "ok" if ok else "PAST THE BOUND"), file=sys.stderr, flush=True)
+                    if not ok and not retried:
+                        retried = True            # a stage past the bound is run once more at the same rate
+                        continue
                     if not ok:
                         break
-                    knee = rate
+                    knee, retried = rate, False
                     rate *= a.step
                 knees[s].append(knee)
     finally:

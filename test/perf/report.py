@@ -350,7 +350,8 @@ def knee_section(indir, md, plots):
         return missing(md, "python3 test/perf/knee.py --csv test/perf/results/knee.csv")
     rows, m = read_csv(path), meta(path)
     md.append(provenance(m) + " Bound: p99 at most %s ms, at most %s %% failed, 95 %% of the offered rate "
-              "achieved; %s s per stage, %s connections; latency from each request's due time (openload.c).\n"
+              "achieved, a stage past it run once more; %s s per stage, %s connections; latency from each request's "
+              "due time (openload.c).\n"
               % (m.get("p99BoundMs"), 100 * float(m.get("maxErrors", 0)), m.get("durationSeconds"),
                  m.get("connections")))
     knees = m.get("knees", {})
@@ -363,9 +364,10 @@ def knee_section(indir, md, plots):
               "CPU µs per request | within |")
     md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        md.append("| %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |" % (
+        md.append("| %s | %s | %s | %s | %s | %s | %s | %d | %s | %s%s |" % (
             r["shape"], r["run"], r["offeredRate"], r["achievedRate"], r["p50us"], r["p99us"], r["p999us"],
-            int(r["non2xx"]) + int(r["errors"]), r["cpuUsPerRequest"], "yes" if r["withinBound"] == "1" else "no"))
+            int(r["non2xx"]) + int(r["errors"]), r["cpuUsPerRequest"], "yes" if r["withinBound"] == "1" else "no",
+            " (the repeat)" if r.get("retry") == "1" else ""))
     md.append("")
     series = []
     for sh in dict.fromkeys(r["shape"] for r in rows):
