@@ -20,7 +20,8 @@
 #   make tune-smoke the same on test/perf/tune/workload.example.json, a few seconds per step
 #   make tune-compare WORKLOAD=f  out of the box / tuned profile / tuned, 3 runs (doc/tuning.md's input)
 #   make pgo-bench  the PGO builds against plain -O2, alternated (test/perf/pgo_bench.py)
-#   make perf-report  doc/tuning.md and build/perf/report.html from the CSVs (test/perf/report.py)
+#   make perf-report  doc/performance.md's generated sections, doc/tuning.md, build/perf/report.html
+#                   from test/perf/results/*.csv (test/perf/report.py)
 
 VARIANT ?= release
 BUILD   := build/$(VARIANT)
@@ -237,9 +238,9 @@ tune-compare:
 	@test -n "$(WORKLOAD)" || { echo "tune-compare: WORKLOAD=file.json is required"; exit 2; }
 	$(MAKE) pgo
 	install -D -m 0755 build/pgo/coraine build/pgo-general/coraine
-	$(MAKE) tune WORKLOAD=$(WORKLOAD) TUNE_RESULT=build/perf/tune_$(TUNE_NAME)-result.json
+	$(MAKE) tune WORKLOAD=$(WORKLOAD) TUNE_RESULT=test/perf/results/tune_$(TUNE_NAME)-result.json
 	python3 test/perf/tune/tuneCompare.py $(WORKLOAD) --general build/pgo-general/coraine \
-	    --tuned build/pgo/coraine --result build/perf/tune_$(TUNE_NAME)-result.json
+	    --tuned build/pgo/coraine --result test/perf/results/tune_$(TUNE_NAME)-result.json
 
 # the same profile without -flto (build/pgo-nolto): what LTO adds, for pgo-bench
 pgo-nolto:
@@ -248,7 +249,8 @@ pgo-nolto:
 	cd build/pgo-gen && find . -name '*.gcda' -exec install -D -m 0644 {} ../pgo-nolto/{} \;
 	$(MAKE) VARIANT=pgo-nolto PGO_TRAINING='$(PGO_TRAINING)' build/pgo-nolto/coraine
 
-# doc/tuning.md, build/perf/report.html (SVG plots) and build/perf/harness.md from build/perf/*.csv
+# doc/performance.md's <!-- report:NAME --> sections, doc/tuning.md and build/perf/report.html (SVG
+# plots) from the CSVs committed in test/perf/results/
 perf-report:
 	python3 test/perf/report.py
 
@@ -257,7 +259,7 @@ pgo-bench:
 	python3 test/perf/pgo_bench.py $(PGO_BENCH_ARGS)
 	python3 test/perf/callgrind_requests.py --bin build/release/coraine --bin build/pgo/coraine \
 	    $(if $(wildcard build/pgo-nolto/coraine),--bin build/pgo-nolto/coraine) \
-	    --shapes retrieve,query,create,patch -n 2000 -r 200 --csv build/perf/pgo_callgrind.csv
+	    --shapes retrieve,query,create,patch -n 2000 -r 200 --csv test/perf/results/pgo_callgrind.csv
 
 clean:
 	rm -rf build

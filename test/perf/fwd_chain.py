@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""fwd_chain.py - a query forwarded through a chain of three brokers over HTTP.
+"""fwd_chain.py - a query forwarded through a chain of three brokers, over HTTP and over cor://.
 
 The entities (perf_run's Vehicles) live in the last broker C; B holds a
-registration of C for type Vehicle, A a registration of B. wrk asks A for the
-query page (type=Vehicle&q=speed>50&limit=20), so each request crosses A -> B
--> C and back. pgoTrain.sh uses it to train the forwarding path; alone it is
-the forwarded-query shape of the harness:
+registration of C for type Vehicle, A a registration of B. The brokers are
+cor_chain.py's (each with --corPort); two tenants carry the two transports
+through the same processes, as in cor_chain.py: in `viahttp` the
+registrations' endpoints are http://, in `viacor` cor://. wrk asks A for the
+query page (type=Vehicle&q=speed>50&limit=20) in each tenant, so each request
+crosses A -> B -> C and back. chain() is the setup perf_run.py's fwd_http and
+fwd_cor shapes and pgoTrain.sh use; alone it prints one run of each:
 
   python3 test/perf/fwd_chain.py [--bin build/release/coraine] [--duration 5] [--entities 2000]
 """
@@ -15,6 +18,30 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perf_run  # noqa: E402
+from cor_chain import Broker  # noqa: E402
+
+TENANTS = {"http": "viahttp", "cor": "viacor"}     # transport -> the tenant that carries it
+PAGE = "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20"
+
+
+def chain(binary, entities):
+    """The three brokers (A, B, C), loaded and registered for both transports; the caller stops them."""
+    brokers = [Broker(binary or perf_run.BIN, n) for n in "ABC"]
+    a, b, c = brokers
+    try:
+        for scheme, tenant in TENANTS.items():
+            perf_run.load(c.base, entities, tenant=tenant)
+            for at, to in ((b, c), (a, b)):
+                ep = to.base if scheme == "http" else "cor://127.0.0.1:%d" % to.cor
+                perf_run.post(at.base + "/ngsi-ld/v1/csourceRegistrations",
+                              {"type": "ContextSourceRegistration",
+                               "information": [{"entities": [{"type": "Vehicle"}]}], "endpoint": ep,
+                               "tenant": tenant}, tenant=tenant)
+    except BaseException:
+        for x in brokers:
+            x.stop()
+        raise
+    return brokers
 
 
 def main():
@@ -25,29 +52,17 @@ def main():
     ap.add_argument("--connections", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
-    if a.bin:
-        perf_run.BIN = a.bin
-    ports = [perf_run.free_port() for _ in range(3)]
-    procs = [perf_run.start_broker(p) for p in ports]
+    brokers = chain(a.bin, a.entities)
     try:
-        a_base, b_base, c_base = ("http://127.0.0.1:%d" % p for p in ports)
-        for base in (a_base, b_base, c_base):
-            perf_run.wait_up(base + "/version")
-        perf_run.load(c_base, a.entities)
-        for hub, src in ((b_base, c_base), (a_base, b_base)):
-            perf_run.post(hub + "/ngsi-ld/v1/csourceRegistrations",
-                          {"type": "ContextSourceRegistration",
-                           "information": [{"entities": [{"type": "Vehicle"}]}], "endpoint": src})
-        url = a_base + "/ngsi-ld/v1/entities?type=Vehicle&q=speed%3E50&limit=20"
-        rps, bad, p99 = perf_run.wrk(url, a.duration, a.connections, a.threads)
         print("| shape | requests/s | non-2xx | p99 (µs) |")
         print("|---|---:|---:|---:|")
-        print("| forwarded_chain_http | %.0f | %d | %.0f |" % (rps, bad, p99 or 0))
+        for scheme, tenant in TENANTS.items():
+            rps, bad, p99 = perf_run.wrk(brokers[0].base + PAGE, a.duration, a.connections, a.threads,
+                                         headers=("NGSILD-Tenant: " + tenant,))
+            print("| fwd_%s | %.0f | %d | %.0f |" % (scheme, rps, bad, p99 or 0))
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait()
+        for b in brokers:
+            b.stop()
 
 
 if __name__ == "__main__":

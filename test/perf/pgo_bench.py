@@ -3,7 +3,7 @@
 
   python3 test/perf/pgo_bench.py [--runs 3] [--duration 5] [--shapes retrieve,query,create,patch]
                                  [--bins build/release/coraine,build/pgo/coraine,build/pgo-nolto/coraine]
-                                 [--csv build/perf/pgo_bench.csv]
+                                 [--csv test/perf/results/pgo_bench.csv]
 
 Each run starts every build in turn on a fresh broker (corDB in RAM, the same
 entities) and drives the same shapes with wrk, so the machine's drift spreads
@@ -47,7 +47,7 @@ def main():
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--shapes", default="retrieve,query,create,patch")
     ap.add_argument("--bins", default="build/release/coraine,build/pgo/coraine,build/pgo-nolto/coraine")
-    ap.add_argument("--csv", default=os.path.join(ROOT, "build/perf/pgo_bench.csv"))
+    ap.add_argument("--csv", default=os.path.join(ROOT, "test/perf/results/pgo_bench.csv"))
     ap.add_argument("--pin", default="", help="SERVER_CPUS:LOAD_CPUS (taskset lists)")
     a = ap.parse_args()
     if a.pin:

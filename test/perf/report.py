@@ -1,19 +1,28 @@
 #!/usr/bin/env python3
-"""report.py - folds the harness's CSVs into doc/tuning.md and an HTML report with plots.
+"""report.py - folds the harness's CSVs into doc/performance.md, doc/tuning.md and an HTML report.
 
-  python3 test/perf/report.py [--in build/perf] [--md doc/tuning.md] [--html build/perf/report.html]
+  python3 test/perf/report.py [--in test/perf/results] [--perf-md doc/performance.md]
+                              [--md doc/tuning.md] [--html build/perf/report.html]
 
-Inputs (each CSV with its .meta.json: commit, machine, time, load, command):
+Inputs (each CSV with its .meta.json: commit, machine, time, load, command),
+in --in (test/perf/results/, committed, by default):
+  perf_run.csv               perf_run.py --csv: every request shape beside its trivial-responder ceiling
+  knee.csv                   knee.py: the saturation knee, one line per stage
+  scale.csv, scale_samples.csv  scale.py: the scale run and its 1 Hz samples
+  startup.csv, scaling.csv   startup.py, scaling.py
   pgo_bench.csv              pgo_bench.py: the builds (-O2, PGO, PGO+LTO) per shape, alternated
   pgo_callgrind.csv          callgrind_requests.py --csv: the same builds' instructions per request
   tune_<workload>.csv        tuneCompare.py: out of the box / tuned profile / tuned, per run
   tune_<workload>-result.json  make tune's own comparison (tune-result.json)
-  startup.csv, scaling.csv   startup.py, scaling.py (their tables go to build/perf/harness.md)
-Nothing in the outputs is typed by hand: every figure comes from those files,
-and each table names the commit, the machine and the command that made it. A
-section whose input is missing says which command makes it. The plots are SVG
-embedded in the HTML (matplotlib when it is installed, else drawn here), with no
-external scripts.
+doc/performance.md: report.py rewrites only what stands between a marker
+`<!-- report:NAME -->` and the next `<!-- /report -->` (NAME: perf_run, knee,
+scale, startup, scaling); the rest of the file is left as it is. doc/tuning.md
+is written whole, from the pgo and tune inputs, and left alone when --in has
+none of them. Nothing in the outputs is typed by hand: every figure comes
+from those files, and each table names the commit, the machine and the
+command that made it. A section whose input is missing says which command
+makes it. The plots are SVG embedded in the HTML (matplotlib when it is
+installed, else drawn here), with no external scripts.
 """
 import argparse
 import csv
@@ -46,9 +55,11 @@ def provenance(m):
     runs = ""
     if m.get("runs") and m.get("durationSeconds"):
         runs = ", %s runs of %s s each" % (m["runs"], m["durationSeconds"])
+    load = m.get("loadAverages") or m.get("loadAverageAtEnd")
+    if isinstance(load, list):
+        load = " / ".join("%.2f" % x for x in load) + " (1, 5, 15 min)"
     return "Commit `%s`, %s, %s, load average %s at the end (the machine is shared: the figures measure it " \
-           "too)%s. `%s`" % (m.get("commit"), m.get("machine"), m.get("at"), m.get("loadAverageAtEnd"), runs,
-                              m.get("command"))
+           "too)%s. `%s`" % (m.get("commit"), m.get("machine"), m.get("at"), load, runs, m.get("command"))
 
 
 def spread(xs):
@@ -58,28 +69,37 @@ def spread(xs):
 
 # ---- plots ------------------------------------------------------------------------------
 
-def svg_bars(title, labels, series):
-    """series: [(name, [value per label])] -> an SVG grouped bar chart (matplotlib if present)."""
+def mpl_svg(title, draw):
+    """An SVG figure drawn by draw(ax) with matplotlib, or None when it is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(7, 3.2))
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    draw(ax)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    buf = io.StringIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    s = buf.getvalue()
+    return s[s.index("<svg"):]
+
+
+def svg_bars(title, labels, series):
+    """series: [(name, [value per label])] -> an SVG grouped bar chart (matplotlib if present)."""
+    def draw(ax):
         width = 0.8 / max(1, len(series))
         for k, (name, vals) in enumerate(series):
             ax.bar([i + k * width for i in range(len(labels))], vals, width, label=name)
         ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(labels))], labels)
         ax.set_ylabel("requests/s")
-        ax.set_title(title)
-        ax.legend(fontsize=8)
-        buf = io.StringIO()
-        fig.tight_layout()
-        fig.savefig(buf, format="svg")
-        plt.close(fig)
-        s = buf.getvalue()
-        return s[s.index("<svg"):]
-    except ImportError:
-        pass
+    svg = mpl_svg(title, draw)
+    if svg:
+        return svg
     W, H, top, bottom, left = 700, 300, 30, 50, 60
     vmax = max([v for _, vals in series for v in vals] + [1])
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
@@ -225,21 +245,236 @@ def compare_section(indir, md, plots):
             md.append("")
 
 
-def harness_section(indir, md, plots):
-    """startup.csv and scaling.csv (startup.py, scaling.py): their tables, for doc/performance.md."""
-    for name, title, cmd in (("startup", "Startup: time to the first answer and RSS", "python3 test/perf/startup.py"),
-                             ("scaling", "Core scaling (taskset)", "python3 test/perf/scaling.py")):
+def svg_lines(title, xlabel, ylabel, series, logy=False):
+    """series: [(name, [(x, y)])] -> an SVG line chart (matplotlib if present)."""
+    def draw(ax):
+        for name, pts in series:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+    svg = mpl_svg(title, draw)
+    if svg:
+        return svg
+    import math
+    W, H, top, bottom, left, right = 700, 300, 30, 60, 70, 10
+    pts = [p for _, ps in series for p in ps]
+    if not pts:
+        return ""
+    xmin, xmax = min(p[0] for p in pts), max(p[0] for p in pts)
+    ys = [max(p[1], 1e-9) for p in pts]
+    tf = (lambda v: math.log10(max(v, 1e-9))) if logy else (lambda v: v)
+    ymin, ymax = (tf(min(ys)), tf(max(ys))) if logy else (0, max(ys))
+    if ymax == ymin:
+        ymax = ymin + 1
+    if xmax == xmin:
+        xmax = xmin + 1
+
+    def X(v):
+        return left + (W - left - right) * (v - xmin) / (xmax - xmin)
+
+    def Y(v):
+        return H - bottom - (H - top - bottom) * (tf(v) - ymin) / (ymax - ymin)
+
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'
+           % (W, H), '<text x="%d" y="18" font-size="13">%s</text>' % (left, html.escape(title))]
+    for t in range(5):
+        fy = ymin + (ymax - ymin) * t / 4
+        v = 10 ** fy if logy else fy
+        y = Y(v)
+        out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>' % (left, W - right, y, y))
+        out.append('<text x="%d" y="%.1f" text-anchor="end">%.4g</text>' % (left - 4, y + 4, v))
+        xv = xmin + (xmax - xmin) * t / 4
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%.4g</text>' % (X(xv), H - bottom + 14, xv))
+    out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % ((W + left) / 2, H - bottom + 28,
+                                                                         html.escape(xlabel)))
+    out.append('<text x="12" y="%d" transform="rotate(-90 12 %d)" text-anchor="middle">%s</text>'
+               % ((H - bottom + top) / 2, (H - bottom + top) / 2, html.escape(ylabel)))
+    for k, (name, ps) in enumerate(series):
+        c = colors[k % len(colors)]
+        out.append('<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>'
+                   % (c, " ".join("%.1f,%.1f" % (X(x), Y(y)) for x, y in ps)))
+        for x, y in ps:
+            out.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s: %.4g, %.4g</title></circle>'
+                       % (X(x), Y(y), c, html.escape(name), x, y))
+        out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>'
+                   % (left + k * 140, H - 18, c, left + k * 140 + 14, H - 9, html.escape(name)))
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def missing(md, cmd):
+    md.append("Not measured yet: `%s` (then `python3 test/perf/report.py`).\n" % cmd)
+
+
+def perf_run_section(indir, md, plots):
+    path = os.path.join(indir, "perf_run.csv")
+    md.append("### Every request shape against the trivial responder (perf_run.py)\n")
+    if not os.path.exists(path):
+        return missing(md, "python3 test/perf/perf_run.py --csv test/perf/results/perf_run.csv")
+    rows, m = read_csv(path), meta(path)
+    md.append(provenance(m) + " wrk -t%s -c%s on loopback, %s entities; the shapes alternated in every run.\n"
+              % (m.get("wrkThreads", "?"), m.get("connections", "?"), m.get("entities", "?")))
+    md.append("| shape | median requests/s | spread | runs | p50 (µs) | p99 (µs) | non-2xx | broker CPU s "
+              "| CPU µs per request | peak RSS (MiB) | ceiling (same run) | of the ceiling |")
+    md.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|")
+    for r in rows:
+        md.append("| %s | %s | ±%s %% | %s | %s | %s | %s | %s | %s | %.1f | %s | %s |" % (
+            r["shape"], r["rpsMedian"], r["rpsSpreadPct"], r["rpsRuns"].replace(";", ", "), r["p50us"], r["p99us"],
+            r["non2xx"], r["cpuSeconds"], r["cpuUsPerRequest"], int(r["peakRssKiB"]) / 1024,
+            "%s, %s requests/s" % (r["ceilingShape"], r["ceilingRps"]) if r["ceilingShape"] else "-",
+            r["ofCeiling"] or "-"))
+    md.append("")
+    notes = [r for r in rows if r.get("notificationsDue")]
+    for r in notes:
+        md.append("- %s: %s changes due a notification, %s notifications received by tools/receiver carrying %s "
+                  "entities (the broker groups a subscription's due changes), %s dropped." % (
+                      r["shape"], r["notificationsDue"], r["notificationsReceived"], r["entitiesReceived"],
+                      r["notificationsDropped"]))
+    md.append("- The CPU seconds are the serving processes' utime+stime over the shape's runs (the three brokers "
+              "for fwd_*, the responder for trivial*); peak RSS is VmHWM after the shape's last run (the process's "
+              "peak so far, loading included; the sum of the three for fwd_*).\n")
+    shapes = [r["shape"] for r in rows if r["ceilingShape"]]
+    plots.append(("Requests/s per shape against its ceiling", provenance(m), svg_bars(
+        "requests/s per shape (the trivial responder of the same run beside it)", shapes,
+        [("coraine", [float(r["rpsMedian"]) for r in rows if r["ceilingShape"]]),
+         ("ceiling", [float(r["ceilingRps"]) for r in rows if r["ceilingShape"]])])))
+
+
+def knee_section(indir, md, plots):
+    path = os.path.join(indir, "knee.csv")
+    md.append("### The saturation knee (knee.py, open model)\n")
+    if not os.path.exists(path):
+        return missing(md, "python3 test/perf/knee.py --csv test/perf/results/knee.csv")
+    rows, m = read_csv(path), meta(path)
+    md.append(provenance(m) + " Bound: p99 at most %s ms, at most %s %% failed, 95 %% of the offered rate "
+              "achieved, a stage past it run once more; %s s per stage, %s connections; latency from each request's "
+              "due time (openload.c).\n"
+              % (m.get("p99BoundMs"), 100 * float(m.get("maxErrors", 0)), m.get("durationSeconds"),
+                 m.get("connections")))
+    knees = m.get("knees", {})
+    md.append("| shape | knee: offered requests/s within the bound (median) | runs |")
+    md.append("|---|---:|---|")
+    for sh, v in knees.items():
+        md.append("| %s | %.0f | %s |" % (sh, statistics.median(v), ", ".join("%.0f" % x for x in v)))
+    md.append("")
+    md.append("| shape | run | offered/s | achieved/s | p50 (µs) | p99 (µs) | p99.9 (µs) | failed | "
+              "CPU µs per request | within |")
+    md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        md.append("| %s | %s | %s | %s | %s | %s | %s | %d | %s | %s%s |" % (
+            r["shape"], r["run"], r["offeredRate"], r["achievedRate"], r["p50us"], r["p99us"], r["p999us"],
+            int(r["non2xx"]) + int(r["errors"]), r["cpuUsPerRequest"], "yes" if r["withinBound"] == "1" else "no",
+            " (the repeat)" if r.get("retry") == "1" else ""))
+    md.append("")
+    series = []
+    for sh in dict.fromkeys(r["shape"] for r in rows):
+        series.append((sh, [(float(r["offeredRate"]), float(r["p99us"]) / 1000) for r in rows
+                            if r["shape"] == sh and r["run"] == "1"]))
+    plots.append(("The knee curve", provenance(m), svg_lines("p99 against the offered rate (run 1)",
+                                                             "offered requests/s", "p99 (ms)", series, logy=True)))
+
+
+def scale_section(indir, md, plots):
+    path = os.path.join(indir, "scale.csv")
+    md.append("### The scale run (scale.py)\n")
+    if not os.path.exists(path):
+        return missing(md, "SCALE=0.01 python3 test/perf/scale.py --out test/perf/results")
+    rows, m = read_csv(path), meta(path)
+    r0 = rows[0]
+    md.append(provenance(m) + "\n")
+    md.append("SCALE=%s: %s entities over %s tenants, %s subscriptions, %s registrations at %s sources, loaded "
+              "through %s; %s s in all.\n" % (m.get("scale"), r0["entities"], r0["tenants"], r0["subscriptions"],
+                                             r0["registrations"], m.get("sources"), m.get("loadedThrough"),
+                                             m.get("totalSeconds")))
+    md.append("| phase | seconds | per second | broker RSS after (MiB) |")
+    md.append("|---|---:|---:|---:|")
+    for r in rows:
+        if r["phase"].startswith("load"):
+            md.append("| %s | %s | %s | %.1f |" % (r["phase"], r["seconds"], r["rate"], int(r["brokerRssKiB"]) / 1024))
+    md.append("")
+    md.append("Subscription firing (every write due one notification):\n")
+    md.append("| offered writes/s | achieved | write p99 (µs) | due | delivered | dropped | drain after the writes (s) |")
+    md.append("|---:|---:|---:|---:|---:|---:|---:|")
+    fire = [r for r in rows if r["phase"] == "fire"]
+    for r in fire:
+        md.append("| %.0f | %s | %s | %s | %s | %s | %s |" % (float(r["offeredRate"]), r["achievedRate"], r["writeP99us"],
+                                                          r["due"], r["delivered"], r["dropped"], r["drainSeconds"]))
+    md.append("")
+    for r in rows:
+        if r["phase"] == "federated":
+            md.append("Federated queries: %s queries, each for one registered type, made %s calls to the sources: "
+                      "**%s per query** (the registration index narrows to the one source; a broadcast would make "
+                      "%s). Query p50 %s µs, p99 %s µs.\n" % (r["queries"], r["sourceCalls"],
+                                                              r["sourceCallsPerQuery"], m.get("sources"),
+                                                              r["queryP50us"], r["queryP99us"]))
+    sp = os.path.join(indir, "scale_samples.csv")
+    if os.path.exists(sp):
+        samples = read_csv(sp)
+        md.append("The 1 Hz samples (scale_samples.csv), per phase and process: the largest RSS and the mean "
+                  "share of a core.\n")
+        md.append("| phase | process | samples | max RSS (MiB) | mean CPU share |")
+        md.append("|---|---|---:|---:|---:|")
+        nsrc = len({x["process"] for x in samples if x["process"].startswith("source")})
+        grouped = {}                      # (phase, process or "sources") -> {t: [rss, cpu share]}, sources summed
+        for x in samples:
+            pr = "%d sources (sum)" % nsrc if x["process"].startswith("source") else x["process"]
+            cell = grouped.setdefault((x["phase"], pr), {}).setdefault(x["t"], [0, 0.0])
+            cell[0] += int(x["rssKiB"])
+            cell[1] += float(x["cpuShare"])
+        for (ph, pr), by_t in grouped.items():
+            v = list(by_t.values())
+            md.append("| %s | %s | %d | %.1f | %.2f |" % (ph, pr, len(v), max(c[0] for c in v) / 1024,
+                                                          statistics.mean(c[1] for c in v)))
+        md.append("")
+        series = [(pr, [(float(x["t"]), int(x["rssKiB"]) / 1024) for x in samples if x["process"] == pr])
+                  for pr in dict.fromkeys(x["process"] for x in samples) if pr in ("broker", "receiver", "source0")]
+        plots.append(("The scale run: RSS over time", provenance(meta(sp)),
+                      svg_lines("RSS of each process, sampled at 1 Hz", "seconds", "RSS (MiB)", series)))
+    if fire:
+        plots.append(("The scale run: delivery", provenance(m), svg_bars(
+            "notifications due and delivered per write rate", [r["offeredRate"] for r in fire],
+            [("due", [float(r["due"]) for r in fire]), ("delivered", [float(r["delivered"]) for r in fire]),
+             ("dropped", [float(r["dropped"]) for r in fire])])))
+
+
+def table_section(name, title, cmd):
+    """startup.csv and scaling.csv (startup.py, scaling.py): their rows as they are."""
+    def section(indir, md, plots):
         path = os.path.join(indir, name + ".csv")
-        md.append("## %s\n" % title)
+        md.append("### %s\n" % title)
         if not os.path.exists(path):
-            md.append("Not measured yet: `%s`.\n" % cmd)
-            continue
+            return missing(md, cmd)
         rows = read_csv(path)
         md.append(provenance(meta(path)) + "\n")
-        md.append("| " + " | ".join(rows[0]) + " |")
-        md.append("|" + "---|" * len(rows[0]))
-        for r in rows:
-            md.append("| " + " | ".join(r.values()) + " |")
+        if name == "scaling":
+            starved = False
+            md.append("| shape | cores (broker) | wrk | median requests/s | runs | efficiency rps(k) / (k x rps(1)) "
+                      "| median CPU µs per request | non-2xx |")
+            md.append("|---|---:|---|---:|---|---:|---:|---:|")
+            for sh in dict.fromkeys(r["shape"] for r in rows):
+                one = statistics.median(float(r["rps"]) for r in rows if r["shape"] == sh and r["cores"] == "1")
+                for k in sorted({r["cores"] for r in rows}, key=int):
+                    rs = [r for r in rows if r["shape"] == sh and r["cores"] == k]
+                    med = statistics.median(float(r["rps"]) for r in rs)
+                    md.append("| %s | %s | %s | %.0f | %s | %.2f | %.1f | %d |" % (
+                        sh, k, "on the other cores" if rs[0]["load"] == "apart" else "sharing every core", med,
+                        ", ".join(r["rps"] for r in rs), med / (int(k) * one) if one else 0,
+                        statistics.median(float(r["cpuUsPerRequest"]) for r in rs),
+                        sum(int(r["non2xx"]) for r in rs)))
+                    if one and med / (int(k) * one) > 1.2:
+                        starved = True
+            if starved:
+                md.append("\nAn efficiency above 1 means the broker pinned to fewer cores was starved by other "
+                          "processes on those cores (see the load average): those steps measure the machine, not "
+                          "the scaling; the CPU µs per request still compare.")
+        else:
+            md.append("| " + " | ".join(rows[0]) + " |")
+            md.append("|" + "---|" * len(rows[0]))
+            for r in rows:
+                md.append("| " + " | ".join(r.values()) + " |")
         md.append("")
         if name == "scaling":
             shapes = list(dict.fromkeys(r["shape"] for r in rows))
@@ -249,42 +484,78 @@ def harness_section(indir, md, plots):
                 [("%s core(s)" % c, [statistics.median(float(r["rps"]) for r in rows
                                                        if r["shape"] == s and r["cores"] == c) for s in shapes])
                  for c in cores])))
+    return section
+
+
+PERF_SECTIONS = {
+    "perf_run": perf_run_section,
+    "knee": knee_section,
+    "scale": scale_section,
+    "startup": table_section("startup", "Startup: time to the first answer and RSS (startup.py)",
+                             "python3 test/perf/startup.py --csv test/perf/results/startup.csv"),
+    "scaling": table_section("scaling", "Core scaling with taskset (scaling.py)",
+                             "python3 test/perf/scaling.py --csv test/perf/results/scaling.csv"),
+}
+
+
+def rewrite_markers(path, indir, plots):
+    """Each `<!-- report:NAME -->` ... `<!-- /report -->` span of path rewritten by PERF_SECTIONS[NAME]."""
+    import re
+    with open(path) as f:
+        text = f.read()
+    done = []
+
+    def fill(mo):
+        name = mo.group(1)
+        if name not in PERF_SECTIONS:
+            raise SystemExit("report.py: %s: unknown section <!-- report:%s --> (known: %s)"
+                             % (path, name, ", ".join(PERF_SECTIONS)))
+        md = []
+        PERF_SECTIONS[name](indir, md, plots)
+        done.append(name)
+        return "<!-- report:%s -->\n%s\n<!-- /report -->" % (name, "\n".join(md).rstrip())
+
+    text = re.sub(r"<!-- report:([a-z_]+) -->.*?<!-- /report -->", fill, text, flags=re.S)
+    with open(path, "w") as f:
+        f.write(text)
+    return done
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="indir", default=os.path.join(ROOT, "build", "perf"))
+    ap.add_argument("--in", dest="indir", default=os.path.join(ROOT, "test", "perf", "results"))
     ap.add_argument("--md", default=os.path.join(ROOT, "doc", "tuning.md"))
+    ap.add_argument("--perf-md", default=os.path.join(ROOT, "doc", "performance.md"))
     ap.add_argument("--html", default=os.path.join(ROOT, "build", "perf", "report.html"))
-    ap.add_argument("--harness-md", default=os.path.join(ROOT, "build", "perf", "harness.md"),
-                    help="the startup and scaling tables (for doc/performance.md)")
     a = ap.parse_args()
-    md = ["# Tuning: make pgo and make tune, measured",
-          "",
-          "Generated by `python3 test/perf/report.py` from the CSVs in build/perf/: do not edit by hand. "
-          "What make pgo and make tune do is ../shared/TUNING.md's (the product specification); how to run "
-          "them: `make pgo`, `make tune WORKLOAD=file.json`, `make tune-smoke` (a few seconds per step), "
-          "`make tune-compare WORKLOAD=file.json` (the three ways below), `make pgo-bench`.",
-          ""]
     plots = []
-    pgo_section(a.indir, md, plots)
-    compare_section(a.indir, md, plots)
-    os.makedirs(os.path.dirname(a.md), exist_ok=True)
-    with open(a.md, "w") as f:
-        f.write("\n".join(md).rstrip() + "\n")
-    hm = ["# The harness's other measurements (generated by test/perf/report.py)", ""]
-    harness_section(a.indir, hm, plots)
-    os.makedirs(os.path.dirname(a.harness_md), exist_ok=True)
-    with open(a.harness_md, "w") as f:
-        f.write("\n".join(hm).rstrip() + "\n")
+    done = rewrite_markers(a.perf_md, a.indir, plots)
+    tuning_inputs = glob.glob(os.path.join(a.indir, "pgo_*.csv")) + glob.glob(os.path.join(a.indir, "tune_*.csv"))
+    if tuning_inputs:
+        md = ["# Tuning: make pgo and make tune, measured",
+              "",
+              "Generated by `python3 test/perf/report.py` from the CSVs in %s: do not edit by hand. "
+              "What make pgo and make tune do is ../shared/TUNING.md's (the product specification); how to run "
+              "them: `make pgo`, `make tune WORKLOAD=file.json`, `make tune-smoke` (a few seconds per step), "
+              "`make tune-compare WORKLOAD=file.json` (the three ways below), `make pgo-bench`."
+              % os.path.relpath(a.indir, ROOT),
+              ""]
+        pgo_section(a.indir, md, plots)
+        compare_section(a.indir, md, plots)
+        os.makedirs(os.path.dirname(a.md), exist_ok=True)
+        with open(a.md, "w") as f:
+            f.write("\n".join(md).rstrip() + "\n")
     os.makedirs(os.path.dirname(a.html), exist_ok=True)
     with open(a.html, "w") as f:
         f.write("<!doctype html><meta charset=utf-8><title>coraine performance report</title>"
                 "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}</style>"
-                "<h1>coraine performance report</h1><p>Generated by test/perf/report.py from build/perf/.</p>")
+                "<h1>coraine performance report</h1><p>Generated by test/perf/report.py from %s.</p>"
+                % html.escape(os.path.relpath(a.indir, ROOT)))
         for title, prov, svg in plots:
             f.write("<h2>%s</h2><p>%s</p>%s" % (html.escape(title), html.escape(prov), svg))
-    print("report: %s, %s, %s" % (a.md, a.html, a.harness_md))
+    print("report: %s (sections %s), %s%s" % (a.perf_md, ", ".join(done) or "none: no markers", a.html,
+                                             ", " + a.md if tuning_inputs else
+                                             " (%s left as it is: no pgo_*/tune_* CSV in %s)" % (a.md, a.indir)))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """scaling.py - core scaling: the broker pinned to 1, 2, ... cores (taskset), the load on the rest.
 
   python3 test/perf/scaling.py [--bin build/release/coraine] [--shapes retrieve,query,patch]
-                               [--duration 5] [--runs 3] [--csv build/perf/scaling.csv]
+                               [--duration 5] [--runs 3] [--csv test/perf/results/scaling.csv]
 
 For k = 1 .. cores-1 the broker gets CPUs 0..k-1 (--connectionPoolSize k) and wrk
 the others; at k = cores both share every core (said in the CSV: "shared").
@@ -28,7 +28,7 @@ def main():
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--entities", type=int, default=10000)
-    ap.add_argument("--csv", default=os.path.join(perf_run.ROOT, "build/perf/scaling.csv"))
+    ap.add_argument("--csv", default=os.path.join(perf_run.ROOT, "test/perf/results/scaling.csv"))
     a = ap.parse_args()
     if a.bin:
         perf_run.BIN = a.bin

@@ -2,7 +2,7 @@
 """startup.py - time to the first answer and RSS: an empty broker, and one recovering N entities from disk.
 
   python3 test/perf/startup.py [--bin build/release/coraine] [--entities 1000000] [--runs 3]
-                               [--csv build/perf/startup.csv]
+                               [--csv test/perf/results/startup.csv]
 
 Empty: a fresh broker (corDB in RAM), from exec to the first 200 of GET /version.
 Recovered: a broker on --dbDir loaded with N of perf_run's Vehicles through the
@@ -53,7 +53,7 @@ def main():
     ap.add_argument("--bin")
     ap.add_argument("--entities", type=int, default=1000000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--csv", default=os.path.join(perf_run.ROOT, "build/perf/startup.csv"))
+    ap.add_argument("--csv", default=os.path.join(perf_run.ROOT, "test/perf/results/startup.csv"))
     a = ap.parse_args()
     if a.bin:
         perf_run.BIN = a.bin

@@ -2,7 +2,7 @@
 """tuneCompare.py - what make tune is worth on one workload: three ways, the same harness.
 
   tuneCompare.py WORKLOAD --general BROKER --tuned BROKER --result tune-result.json
-                 [--runs 3] [--csv build/perf/tune_<workload>.csv]
+                 [--runs 3] [--csv test/perf/results/tune_<workload>.csv]
 
 The three ways, alternated run by run (tuneRun.py's runs: an empty store each):
   out-of-the-box   the general build (make pgo) with the default settings
@@ -36,7 +36,7 @@ def main():
     ap.add_argument("--csv")
     a = ap.parse_args()
     name = os.path.splitext(os.path.basename(a.workload))[0]
-    out = a.csv or os.path.join(tuneRun.ROOT, "build", "perf", "tune_%s.csv" % name)
+    out = a.csv or os.path.join(tuneRun.ROOT, "test", "perf", "results", "tune_%s.csv" % name)
     with open(a.result) as f:
         best = json.load(f)["best"]
     if not best:

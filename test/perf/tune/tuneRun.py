@@ -259,7 +259,8 @@ def about():
     return {"commit": commit or "unknown",
             "machine": "%s, %d cores%s" % (platform.machine(), os.cpu_count(), ", " + model if model else ""),
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "loadAverageAtEnd": round(os.getloadavg()[0], 2)}
+            "loadAverageAtEnd": round(os.getloadavg()[0], 2),
+            "loadAverages": [round(x, 2) for x in os.getloadavg()], "nproc": os.cpu_count()}
 
 
 def write_csv(path, rows, script, **extra):
@@ -267,7 +268,7 @@ def write_csv(path, rows, script, **extra):
     this process's arguments, with the TUNE_/PGO_ knobs set) and extra; report.py reads both."""
     import csv
     knobs = " ".join("%s=%s" % (k, v) for k, v in sorted(os.environ.items())
-                     if k.startswith(("TUNE_", "PGO_TRAIN")) and k != "TUNE_WORKLOAD")
+                     if (k.startswith(("TUNE_", "PGO_TRAIN")) or k == "SCALE") and k != "TUNE_WORKLOAD")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
