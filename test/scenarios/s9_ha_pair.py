@@ -243,6 +243,7 @@ def main():
     if not go_binary() and not os.path.exists(FERRET_BIN):
         print("s9_ha_pair: SKIP (no Go toolchain to build FerretDB; scripts/deps.sh installs one)")
         return 0
+    load0 = os.getloadavg()[0]
     ps = scen.Procs()
     db = FerretServer()
     try:
@@ -340,8 +341,8 @@ def main():
         if rows:
             lines += ["", "Load (Python writers, each on its own %d entities, each write through the other process "
                           "than its previous one; FerretDB 1.24 on SQLite, whose replace costs 15-25 ms, is what "
-                          "bounds the rate; every accepted write notified to 2 subscriptions; %d cores):" % (
-                              ENTITIES, os.cpu_count() or 0), ""] + rows
+                          "bounds the rate; every accepted write notified to 2 subscriptions; %d cores, load average %.2f at the start, "
+                          "a machine shared with other work):" % (ENTITIES, os.cpu_count() or 0, load0), ""] + rows
         return scen.report("s9_ha_pair", "S9 HA pair", verdict, "\n".join(lines))
     finally:
         ps.close()
