@@ -199,6 +199,34 @@ static void history(sbuf_t *sb)
     GAUGE(sb, "coraine_history_reachable", "1 when the history's database answers", reachable);
 }
 
+static void source_calls(void *ud, const fwd_source_stats_t *s)
+{
+    static const char *results[FWD_RESULTS] = {"1xx", "2xx", "3xx", "4xx", "5xx", "timeout", "error"};
+    for (int k = 0; k < FWD_RESULTS; k++) {
+        if (!s->by_result[k]) continue;
+        sb_adds(ud, "coraine_forward_source_calls_total{source=\"");
+        label(ud, s->source);
+        sb_printf(ud, "\",result=\"%s\"} %llu\n", results[k], (unsigned long long)s->by_result[k]);
+    }
+}
+
+static void source_latency(void *ud, const fwd_source_stats_t *s)
+{
+    uint64_t cum = 0;
+    for (int k = 0; k <= FWD_LAT_BUCKETS; k++) {
+        cum += s->buckets[k];
+        sb_adds(ud, "coraine_forward_source_duration_seconds_bucket{source=\"");
+        label(ud, s->source);
+        if (k < FWD_LAT_BUCKETS) sb_printf(ud, "\",le=\"%g\"} %llu\n", fwd_latency_bounds[k], (unsigned long long)cum);
+        else sb_printf(ud, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    sb_adds(ud, "coraine_forward_source_duration_seconds_sum{source=\"");
+    label(ud, s->source);
+    sb_printf(ud, "\"} %.6f\ncoraine_forward_source_duration_seconds_count{source=\"", (double)s->sum_us / 1e6);
+    label(ud, s->source);
+    sb_printf(ud, "\"} %llu\n", (unsigned long long)cum);
+}
+
 static void forwarding(sbuf_t *sb)
 {
     reg_stats_t gs;
@@ -208,6 +236,13 @@ static void forwarding(sbuf_t *sb)
     GAUGE(sb, "coraine_registrations", "context source registrations", gs.registrations);
     COUNTER(sb, "coraine_forward_requests_total", "requests forwarded to context sources", fs.forwarded);
     COUNTER(sb, "coraine_forward_failures_total", "forwarded requests that failed", fs.failed);
+    head(sb, "coraine_forward_source_calls_total", "counter",
+         "requests sent to a context source, by source endpoint (the first 64; later ones: \"other\") and result "
+         "(the answer's status class, timeout, error: no answer)");
+    fwd_foreach_source(source_calls, sb);
+    head(sb, "coraine_forward_source_duration_seconds", "histogram",
+         "time from sending a request to a context source to its answer, by source endpoint");
+    fwd_foreach_source(source_latency, sb);
 }
 
 static void contexts(sbuf_t *sb)
