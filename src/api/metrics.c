@@ -119,6 +119,12 @@ static void requests(sbuf_t *sb, arena_t *a)
     http_stats_t hs;
     http_get_stats(&hs);
     GAUGE(sb, "coraine_http_connections_open", "client connections open now", hs.connections_open);
+    COUNTER(sb, "coraine_http_connections_total", "client connections accepted", hs.connections_total);
+    COUNTER(sb, "coraine_http_connections_refused_total", "connections beyond --maxConnections, answered 503",
+            hs.connections_refused);
+    COUNTER(sb, "coraine_http_connections_cut_total",
+            "connections cut at a deadline (408 for a head or body not complete in time; idle keep-alive closed)",
+            hs.connections_cut);
     COUNTER(sb, "coraine_access_log_dropped_total", "--accessLog lines dropped because the disk fell behind",
             hs.access_log_dropped);
 }
@@ -183,6 +189,7 @@ static void notifications(sbuf_t *sb)
         sb_printf(sb, "coraine_notify_dropped_total{reason=\"%s\"} %llu\n", reasons[i], (unsigned long long)v[i]);
     GAUGE(sb, "coraine_notify_queued", "notifications waiting in the endpoint queues now", ns.queued);
     GAUGE(sb, "coraine_notify_endpoints", "notification endpoints with a queue", ns.endpoints);
+    GAUGE(sb, "coraine_notify_queued_max", "notifications waiting in the longest endpoint queue now", ns.queued_max);
 }
 
 static void history(sbuf_t *sb)

@@ -125,6 +125,7 @@ struct http_server {
 
 static struct {
     atomic_uint_fast64_t open;   /* requests are counted per thread: reqstats.c */
+    atomic_uint_fast64_t total, refused, cut;
 } stats;
 static atomic_int g_deferred;    /* deferred requests not completed yet */
 
@@ -283,6 +284,7 @@ static void *guard_run(void *arg)
             shutdown(cn->fd, SHUT_RDWR);   /* libmicrohttpd sees the end and frees the slot */
         }
         pthread_mutex_unlock(&guard.lock);
+        if (cut) atomic_fetch_add(&stats.cut, (uint64_t)cut);
         if (cut) LOG_I("http: %d connection(s) cut: request not complete within its deadline", cut);
         (void)over;
 
@@ -323,6 +325,9 @@ void http_get_stats(http_stats_t *st)
     memset(st, 0, sizeof *st);
     reqstats_totals(st);
     st->connections_open = atomic_load(&stats.open);
+    st->connections_total = atomic_load(&stats.total);
+    st->connections_refused = atomic_load(&stats.refused);
+    st->connections_cut = atomic_load(&stats.cut);
     st->access_log_dropped = accesslog_dropped();
 }
 
@@ -355,6 +360,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
         pthread_mutex_init(&cn->dlock, NULL);
         *socket_ctx = cn;
         uint64_t n = atomic_fetch_add(&stats.open, 1) + 1;
+        atomic_fetch_add_explicit(&stats.total, 1, memory_order_relaxed);
         if (n > (uint64_t)cr_config.max_connections) {
             /* beyond our limit (libmicrohttpd's is a little higher): answer
              * now, close soon; the client never waits in the backlog */
@@ -366,6 +372,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
                                       "the broker serves as many connections as --maxConnections allows; retry later",
                                       rid);
             guard_log(cn, 503, rid, bytes, false);
+            atomic_fetch_add_explicit(&stats.refused, 1, memory_order_relaxed);
             shutdown(cn->fd, SHUT_WR);
             LOG_D("http: connection beyond --maxConnections %d answered 503", cr_config.max_connections);
         } else {
