@@ -284,6 +284,10 @@ static void auth(sbuf_t *sb)
     COUNTER(sb, "coraine_auth_refused_total", "requests answered 401 (no token, a bad or expired one)", as.refused);
     COUNTER(sb, "coraine_auth_forbidden_total", "requests answered 403 (a tenant or a write not granted)", as.forbidden);
     GAUGE(sb, "coraine_auth_cached_tokens", "verified tokens in the cache", as.cached);
+    COUNTER(sb, "coraine_auth_jwks_fetches_total", "fetches of a --jwks URL after the start (refresh, unknown kid)",
+            as.jwks_fetches);
+    COUNTER(sb, "coraine_auth_jwks_refetches_total", "of them, for a token whose kid none of the keys had",
+            as.jwks_refetches);
 }
 
 /* ---- the process */
