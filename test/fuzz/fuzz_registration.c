@@ -12,9 +12,9 @@
  * the input itself and built again (PATCH). A refusal must say why (a kind
  * and a detail), never crash or leak.
  */
-#include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_body.h"
 #include "reg/reg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -22,13 +22,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 extern const char *const reg_read_only_members[];
 static const model_doc_kind_t K = {"ContextSourceRegistration", "ContextSourceRegistration", "registration",
                                    reg_read_only_members};
-static arena_t *A;
-
-static void check_problem(const problem_t *p)
-{
-    if (p->kind == PB_NONE || p->detail[0] == '\0') abort();   /* every failure says why */
-}
-
 static void exercise(reg_t *r, int64_t now)
 {
     char          err[160];
@@ -65,16 +58,8 @@ static void exercise(reg_t *r, int64_t now)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char err[160];
-    if (!A) {
-        if (!ld_init()) abort();
-        ld_set_offline(true);
-        model_init();
-        A = arena_new(1 << 16);
-    }
-    arena_reset(A);
-    json_t *body = json_parse_copy(A, (const char *)data, size, NULL, err, sizeof err);
-    if (!body || !json_is_object(body)) return 0;
+    json_t *body = fuzz_body(data, size);
+    if (!body) return 0;
 
     const int64_t now = 1700000000000000LL;
     size_t        len;
