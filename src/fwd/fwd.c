@@ -553,22 +553,20 @@ static void cor_collect(call_t *c)
     c->cor = NULL;
 }
 
-/* Runs the calls, at most --forwardFanout at once: every forwarded request is sent here (fwd_int.h);
- * those to a cor:// endpoint over cor/'s client, bounded by its window. */
-/* The cor:// calls collected (their time: from the sending of them all to
- * their collection, after the HTTP ones), every call counted per source. */
-static void run_done(call_t *calls, size_t n, int64_t t0)
+/* Every call sent, counted per source (fwd_source.c); a cor:// call's time
+ * runs from the sending of them all to their collection, after the HTTP ones. */
+static void count_sources(call_t *calls, size_t n, int64_t t0)
 {
+    int64_t now = cr_mono_ns();
     for (size_t i = 0; i < n; i++) {
         if (calls[i].skipped) continue;
-        if (calls[i].cor) {
-            cor_collect(&calls[i]);
-            calls[i].took_us = (cr_mono_ns() - t0) / 1000;
-        }
+        if (cor_is_url(calls[i].url)) calls[i].took_us = (now - t0) / 1000;
         fwd_source_record(&calls[i]);
     }
 }
 
+/* Runs the calls, at most --forwardFanout at once: every forwarded request is sent here (fwd_int.h);
+ * those to a cor:// endpoint over cor/'s client, bounded by its window. */
 void fwd_run(call_t *calls, size_t n)
 {
     int64_t t0 = cr_mono_ns();
@@ -580,8 +578,9 @@ void fwd_run(call_t *calls, size_t n)
     CURLM *m = n_http ? curl_multi_init() : NULL;
     if (!m) {
         for (size_t i = 0; i < n; i++)
-            if (!calls[i].cor && !calls[i].skipped) calls[i].rc = CURLE_FAILED_INIT;
-        run_done(calls, n, t0);
+            if (calls[i].cor) cor_collect(&calls[i]);
+            else if (!calls[i].skipped) calls[i].rc = CURLE_FAILED_INIT;
+        count_sources(calls, n, t0);
         return;
     }
     size_t fan = cr_config.forward_fanout > 0 ? (size_t)cr_config.forward_fanout : 1, next = 0, active = 0;
@@ -614,7 +613,9 @@ void fwd_run(call_t *calls, size_t n)
         if (active) curl_multi_poll(m, NULL, 0, 100, NULL);
     }
     curl_multi_cleanup(m);
-    run_done(calls, n, t0);
+    for (size_t i = 0; i < n; i++)
+        if (calls[i].cor) cor_collect(&calls[i]);
+    count_sources(calls, n, t0);
 }
 
 /* ------------------------------------------------------------ merging (4.5.5) */

@@ -911,6 +911,14 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
     cn->h_chunked = false;
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, cn);
     r->request_id = request_id(cn);     /* first: every answer carries it, the refusals below too */
+    if (accesslog_enabled()) {
+        /* the reaper may write this request's line (a 408 for its body) after libmicrohttpd
+         * reused the buffer these point into: copies in the arena */
+        r->method_name = arena_strdup(cn->arena, method);
+        if (cn->proto) cn->proto = arena_strdup(cn->arena, cn->proto);
+        if (cn->h_referer) cn->h_referer = arena_strdup(cn->arena, cn->h_referer);
+        if (cn->h_agent) cn->h_agent = arena_strdup(cn->arena, cn->h_agent);
+    }
     atomic_store_explicit(&cn->head_known, true, memory_order_release);
     if (!parse_query(r, q, p)) return false;
     /* two framings, or two tenants: which one the client meant is a guess */
