@@ -35,7 +35,7 @@ def connect(port):
 
 
 def log_lines(path, want, status):
-    deadline = time.time() + 3
+    deadline = time.time() + 15          # the file is written every 100 ms; a loaded ASan run is slower
     while time.time() < deadline:
         lines = open(path).read().splitlines() if os.path.exists(path) else []
         m = [LINE.match(x) for x in lines]
