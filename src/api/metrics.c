@@ -119,6 +119,12 @@ static void requests(sbuf_t *sb, arena_t *a)
     http_stats_t hs;
     http_get_stats(&hs);
     GAUGE(sb, "coraine_http_connections_open", "client connections open now", hs.connections_open);
+    COUNTER(sb, "coraine_http_connections_total", "client connections accepted", hs.connections_total);
+    COUNTER(sb, "coraine_http_connections_refused_total", "connections beyond --maxConnections, answered 503",
+            hs.connections_refused);
+    COUNTER(sb, "coraine_http_connections_cut_total",
+            "connections cut at a deadline (408 for a head or body not complete in time; idle keep-alive closed)",
+            hs.connections_cut);
     COUNTER(sb, "coraine_access_log_dropped_total", "--accessLog lines dropped because the disk fell behind",
             hs.access_log_dropped);
 }
@@ -183,6 +189,7 @@ static void notifications(sbuf_t *sb)
         sb_printf(sb, "coraine_notify_dropped_total{reason=\"%s\"} %llu\n", reasons[i], (unsigned long long)v[i]);
     GAUGE(sb, "coraine_notify_queued", "notifications waiting in the endpoint queues now", ns.queued);
     GAUGE(sb, "coraine_notify_endpoints", "notification endpoints with a queue", ns.endpoints);
+    GAUGE(sb, "coraine_notify_queued_max", "notifications waiting in the longest endpoint queue now", ns.queued_max);
 }
 
 static void history(sbuf_t *sb)
@@ -199,6 +206,34 @@ static void history(sbuf_t *sb)
     GAUGE(sb, "coraine_history_reachable", "1 when the history's database answers", reachable);
 }
 
+static void source_calls(void *ud, const fwd_source_stats_t *s)
+{
+    static const char *results[FWD_RESULTS] = {"1xx", "2xx", "3xx", "4xx", "5xx", "timeout", "error"};
+    for (int k = 0; k < FWD_RESULTS; k++) {
+        if (!s->by_result[k]) continue;
+        sb_adds(ud, "coraine_forward_source_calls_total{source=\"");
+        label(ud, s->source);
+        sb_printf(ud, "\",result=\"%s\"} %llu\n", results[k], (unsigned long long)s->by_result[k]);
+    }
+}
+
+static void source_latency(void *ud, const fwd_source_stats_t *s)
+{
+    uint64_t cum = 0;
+    for (int k = 0; k <= FWD_LAT_BUCKETS; k++) {
+        cum += s->buckets[k];
+        sb_adds(ud, "coraine_forward_source_duration_seconds_bucket{source=\"");
+        label(ud, s->source);
+        if (k < FWD_LAT_BUCKETS) sb_printf(ud, "\",le=\"%g\"} %llu\n", fwd_latency_bounds[k], (unsigned long long)cum);
+        else sb_printf(ud, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    sb_adds(ud, "coraine_forward_source_duration_seconds_sum{source=\"");
+    label(ud, s->source);
+    sb_printf(ud, "\"} %.6f\ncoraine_forward_source_duration_seconds_count{source=\"", (double)s->sum_us / 1e6);
+    label(ud, s->source);
+    sb_printf(ud, "\"} %llu\n", (unsigned long long)cum);
+}
+
 static void forwarding(sbuf_t *sb)
 {
     reg_stats_t gs;
@@ -208,6 +243,13 @@ static void forwarding(sbuf_t *sb)
     GAUGE(sb, "coraine_registrations", "context source registrations", gs.registrations);
     COUNTER(sb, "coraine_forward_requests_total", "requests forwarded to context sources", fs.forwarded);
     COUNTER(sb, "coraine_forward_failures_total", "forwarded requests that failed", fs.failed);
+    head(sb, "coraine_forward_source_calls_total", "counter",
+         "requests sent to a context source, by source endpoint (the first 64; later ones: \"other\") and result "
+         "(the answer's status class, timeout, error: no answer)");
+    fwd_foreach_source(source_calls, sb);
+    head(sb, "coraine_forward_source_duration_seconds", "histogram",
+         "time from sending a request to a context source to its answer, by source endpoint");
+    fwd_foreach_source(source_latency, sb);
 }
 
 static void contexts(sbuf_t *sb)
@@ -242,6 +284,10 @@ static void auth(sbuf_t *sb)
     COUNTER(sb, "coraine_auth_refused_total", "requests answered 401 (no token, a bad or expired one)", as.refused);
     COUNTER(sb, "coraine_auth_forbidden_total", "requests answered 403 (a tenant or a write not granted)", as.forbidden);
     GAUGE(sb, "coraine_auth_cached_tokens", "verified tokens in the cache", as.cached);
+    COUNTER(sb, "coraine_auth_jwks_fetches_total", "fetches of a --jwks URL after the start (refresh, unknown kid)",
+            as.jwks_fetches);
+    COUNTER(sb, "coraine_auth_jwks_refetches_total", "of them, for a token whose kid none of the keys had",
+            as.jwks_refetches);
 }
 
 /* ---- the process */

@@ -17,7 +17,12 @@
  * grants, and answers until the token expires. Only verified tokens are
  * kept. With --jwks URL a thread fetches the keys again every --jwksRefresh
  * seconds (a failed fetch keeps the old keys); the keys are swapped under a
- * rwlock that verifications hold for reading.
+ * rwlock that verifications hold for reading. A token whose kid no key has
+ * (the issuer rotated its keys) fetches them at once, at most once every
+ * --jwksRefetch seconds: the request waits for the fetch, and requests that
+ * come while it runs wait for it too instead of fetching again; within the
+ * interval an unknown kid is 401 without a fetch, so made-up kids cost
+ * nothing.
  */
 #include "auth_int.h"
 #include "../json/json.h"
@@ -71,10 +76,75 @@ static pthread_mutex_t   stop_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t    stop_cv = PTHREAD_COND_INITIALIZER;
 static bool              stopping;
 static struct {
-    _Atomic uint64_t hits, verified, refused, forbidden;
+    _Atomic uint64_t hits, verified, refused, forbidden, fetches, refetches;
 } stats;
+/* the fetch for an unknown kid (refetch) */
+static pthread_mutex_t   refetch_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t    refetch_cv = PTHREAD_COND_INITIALIZER;
+static bool              refetch_running;
+static uint64_t          refetch_done;       /* fetches finished (under refetch_mu) */
+static int64_t           refetch_last_ms;    /* monotonic start of the last one, 0: none */
 
 /* ---------------------------------------------------------- start, stop */
+
+static bool jwks_is_url(void)
+{
+    return cr_config.jwks && (!strncasecmp(cr_config.jwks, "http://", 7) || !strncasecmp(cr_config.jwks, "https://", 8));
+}
+
+/* --jwks fetched again and swapped in; false (the old keys kept) with a warning. */
+static bool keys_fetch(void)
+{
+    char   why[256];
+    size_t len;
+    char  *text = auth_keys_read(cr_config.jwks, &len, why, sizeof why);
+    auth_keyset_t *ks = text ? auth_keys_parse(text, len, why, sizeof why) : NULL;
+    free(text);
+    atomic_fetch_add(&stats.fetches, 1);
+    if (!ks) {
+        LOG_W("auth: fetching --jwks again failed, keeping the keys I have: %s", why);
+        return false;
+    }
+    pthread_rwlock_wrlock(&keys_lock);
+    auth_keyset_t *old = keys;
+    keys = ks;
+    pthread_rwlock_unlock(&keys_lock);
+    auth_keys_free(old);
+    LOG_D("auth: %zu keys from --jwks", ks->n);
+    return true;
+}
+
+/* A token named a kid no key has: true when the keys may be new (a fetch ran
+ * now, or one that was running finished), false within --jwksRefetch of the
+ * last one. */
+static bool keys_refetch(void)
+{
+    if (!jwks_is_url() || cr_config.jwks_refetch <= 0) return false;
+    pthread_mutex_lock(&refetch_mu);
+    if (refetch_running) {
+        uint64_t done = refetch_done;
+        while (refetch_running && done == refetch_done) pthread_cond_wait(&refetch_cv, &refetch_mu);
+        pthread_mutex_unlock(&refetch_mu);
+        return true;
+    }
+    int64_t now = cr_mono_ns() / 1000000;
+    if (refetch_last_ms && now - refetch_last_ms < (int64_t)cr_config.jwks_refetch * 1000) {
+        pthread_mutex_unlock(&refetch_mu);
+        return false;
+    }
+    refetch_running = true;
+    refetch_last_ms = now;
+    pthread_mutex_unlock(&refetch_mu);
+    LOG_I("auth: a token names a kid none of the --jwks keys has: fetching them again");
+    atomic_fetch_add(&stats.refetches, 1);
+    bool ok = keys_fetch();
+    pthread_mutex_lock(&refetch_mu);
+    refetch_running = false;
+    refetch_done++;
+    pthread_cond_broadcast(&refetch_cv);
+    pthread_mutex_unlock(&refetch_mu);
+    return ok;
+}
 
 static void *refresh_main(void *arg)
 {
@@ -87,21 +157,7 @@ static void *refresh_main(void *arg)
         pthread_cond_timedwait(&stop_cv, &stop_mu, &ts);
         if (stopping) break;
         pthread_mutex_unlock(&stop_mu);
-        char   why[256];
-        size_t len;
-        char  *text = auth_keys_read(cr_config.jwks, &len, why, sizeof why);
-        auth_keyset_t *ks = text ? auth_keys_parse(text, len, why, sizeof why) : NULL;
-        free(text);
-        if (!ks) {
-            LOG_W("auth: fetching --jwks again failed, keeping the keys I have: %s", why);
-        } else {
-            pthread_rwlock_wrlock(&keys_lock);
-            auth_keyset_t *old = keys;
-            keys = ks;
-            pthread_rwlock_unlock(&keys_lock);
-            auth_keys_free(old);
-            LOG_D("auth: %zu keys from --jwks", ks->n);
-        }
+        keys_fetch();
         pthread_mutex_lock(&stop_mu);
     }
     pthread_mutex_unlock(&stop_mu);
@@ -124,8 +180,8 @@ bool auth_start(problem_t *p)
         free(text);
         if (!keys) return problem_set(p, PB_INTERNAL_ERROR, "--jwks: %s", why);
         LOG_I("auth: %zu verification keys from %s", keys->n, cr_config.jwks);
-        bool url = !strncasecmp(cr_config.jwks, "http://", 7) || !strncasecmp(cr_config.jwks, "https://", 8);
-        if (url && cr_config.jwks_refresh > 0) {
+        refetch_last_ms = 0;
+        if (jwks_is_url() && cr_config.jwks_refresh > 0) {
             stopping = false;
             if (pthread_create(&refresher, NULL, refresh_main, NULL) != 0) {
                 auth_keys_free(keys);
@@ -191,9 +247,11 @@ static bool refuse(auth_outcome_t *out, const char *why)
     return false;
 }
 
+/* *kid_known: false when the token names a kid no key of its kind has. */
 static bool sig_ok(const char *alg, const unsigned char *sig, size_t sig_len, const char *input, size_t in_len,
-                   const char *kid)
+                   const char *kid, bool *kid_known)
 {
+    *kid_known = true;
     if (!strcmp(alg, "HS256")) {
         const char   *secret = cr_config.jwt_secret;
         unsigned char mac[EVP_MAX_MD_SIZE];
@@ -223,17 +281,19 @@ static bool sig_ok(const char *alg, const unsigned char *sig, size_t sig_len, co
         vsig = der;
         vlen = (size_t)dl;
     }
-    bool ok = false;
+    bool ok = false, named = false;
     pthread_rwlock_rdlock(&keys_lock);
     for (size_t i = 0; keys && i < keys->n && !ok; i++) {
         const auth_key_t *k = &keys->keys[i];
         if (k->kind != kind || (kid && k->kid[0] && strcmp(kid, k->kid))) continue;
+        named = true;
         EVP_MD_CTX *md = EVP_MD_CTX_new();
         ok = md && EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, k->pkey) == 1 &&
              EVP_DigestVerify(md, vsig, vlen, (const unsigned char *)input, in_len) == 1;
         EVP_MD_CTX_free(md);
     }
     pthread_rwlock_unlock(&keys_lock);
+    *kid_known = named || !kid;
     return ok;
 }
 
@@ -305,8 +365,12 @@ static bool verify(const char *tok, size_t len, arena_t *a, verified_t *v, auth_
     size_t        sn = len - (size_t)(d2 + 1 - tok);
     if (sn > 1400 || !auth_b64url_decode(d2 + 1, sn, sig, sizeof sig, &sl))
         return refuse(out, "the token's signature is not base64url");
-    if (!sig_ok(alg->str, sig, sl, tok, (size_t)(d2 - tok), json_is_string(kid) ? kid->str : NULL))
-        return refuse(out, "the token's signature does not verify");
+    const char *kname = json_is_string(kid) ? kid->str : NULL;
+    bool        known;
+    if (!sig_ok(alg->str, sig, sl, tok, (size_t)(d2 - tok), kname, &known) &&
+        (known || !keys_refetch() || !sig_ok(alg->str, sig, sl, tok, (size_t)(d2 - tok), kname, &known)))
+        return refuse(out, known ? "the token's signature does not verify"
+                                 : "the token's kid names none of the --jwks keys");
 
     int64_t now = cr_now_us() / 1000000, leeway = cr_config.jwt_leeway, exp = 0, nbf = 0, iat = 0;
     if (!time_claim(pl, "exp", true, &exp)) return refuse(out, "the token has no exp claim");
@@ -437,6 +501,8 @@ void auth_get_stats(auth_stats_t *st)
     st->verified = atomic_load(&stats.verified);
     st->refused = atomic_load(&stats.refused);
     st->forbidden = atomic_load(&stats.forbidden);
+    st->jwks_fetches = atomic_load(&stats.fetches);
+    st->jwks_refetches = atomic_load(&stats.refetches);
     if (!shards) return;
     for (int i = 0; i < AUTH_SHARDS; i++) {
         pthread_mutex_lock(&shards[i].mu);

@@ -41,6 +41,8 @@ void auth_check(const char *authorization, const char *tenant, bool write, arena
 /* Counters for /metrics. */
 typedef struct auth_stats {
     uint64_t cache_hits, verified, refused, forbidden, cached;
+    uint64_t jwks_fetches;             /* --jwks URL fetched after start (refresh and unknown kids) */
+    uint64_t jwks_refetches;           /* of them, for a token whose kid no key had */
 } auth_stats_t;
 void auth_get_stats(auth_stats_t *st);
 

@@ -104,6 +104,7 @@ static flag_t flags[] = {
     {"jwtLeeway", F_INT, &cr_config.jwt_leeway, "30", NULL, "--auth jwt: seconds of clock skew allowed for exp, nbf and iat"},
     {"jwtTenantClaim", F_STR, &cr_config.jwt_tenant_claim, "ngsildTenants", NULL, "--auth jwt: the claim {tenant: \"read\"|\"write\"} (\"@default\", \"*\") saying what a token may use"},
     {"jwksRefresh", F_INT, &cr_config.jwks_refresh, "300", NULL, "--auth jwt: seconds between two fetches of a --jwks URL (0: only at start)"},
+    {"jwksRefetch", F_INT, &cr_config.jwks_refetch, "30", NULL, "--auth jwt: a token whose kid no key has fetches a --jwks URL again, at most once in this many seconds (0: never)"},
     {"shutdownTimeout", F_INT, &cr_config.shutdown_timeout, "10", NULL, "seconds SIGTERM waits for the requests under way, then the notification and history queues, before it exits"},
     {"logLevel", F_LEVEL, &cr_config.log_level, "info", "error|warn|info|debug", "log verbosity"},
 };

@@ -308,6 +308,7 @@ typedef struct cr_config {
     int         jwt_leeway;          /* --jwtLeeway: seconds of clock skew for exp, nbf, iat */
     const char *jwt_tenant_claim;    /* --jwtTenantClaim: the claim of tenants and rights */
     int         jwks_refresh;        /* --jwksRefresh: seconds between fetches of a --jwks URL */
+    int         jwks_refetch;        /* --jwksRefetch: at least these seconds between fetches for an unknown kid */
     int         shutdown_timeout;    /* --shutdownTimeout: seconds SIGTERM waits for requests and queues */
     int64_t     shutdown_deadline_ms;/* wall clock the stop must end by (0: not stopping); set by main */
 } cr_config_t;

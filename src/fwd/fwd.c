@@ -553,10 +553,23 @@ static void cor_collect(call_t *c)
     c->cor = NULL;
 }
 
+/* Every call sent, counted per source (fwd_source.c); a cor:// call's time
+ * runs from the sending of them all to their collection, after the HTTP ones. */
+static void count_sources(call_t *calls, size_t n, int64_t t0)
+{
+    int64_t now = cr_mono_ns();
+    for (size_t i = 0; i < n; i++) {
+        if (calls[i].skipped) continue;
+        if (cor_is_url(calls[i].url)) calls[i].took_us = (now - t0) / 1000;
+        fwd_source_record(&calls[i]);
+    }
+}
+
 /* Runs the calls, at most --forwardFanout at once: every forwarded request is sent here (fwd_int.h);
  * those to a cor:// endpoint over cor/'s client, bounded by its window. */
 void fwd_run(call_t *calls, size_t n)
 {
+    int64_t t0 = cr_mono_ns();
     size_t n_http = 0;
     for (size_t i = 0; i < n; i++)
         if (calls[i].skipped) continue;
@@ -567,6 +580,7 @@ void fwd_run(call_t *calls, size_t n)
         for (size_t i = 0; i < n; i++)
             if (calls[i].cor) cor_collect(&calls[i]);
             else if (!calls[i].skipped) calls[i].rc = CURLE_FAILED_INIT;
+        count_sources(calls, n, t0);
         return;
     }
     size_t fan = cr_config.forward_fanout > 0 ? (size_t)cr_config.forward_fanout : 1, next = 0, active = 0;
@@ -588,6 +602,9 @@ void fwd_run(call_t *calls, size_t n)
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
             c->rc = msg->data.result;
             if (c->rc == CURLE_OK) curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &c->status);
+            curl_off_t took = 0;
+            curl_easy_getinfo(c->h, CURLINFO_TOTAL_TIME_T, &took);
+            c->took_us = took;
             curl_multi_remove_handle(m, c->h);
             curl_easy_cleanup(c->h);
             c->h = NULL;
@@ -598,6 +615,7 @@ void fwd_run(call_t *calls, size_t n)
     curl_multi_cleanup(m);
     for (size_t i = 0; i < n; i++)
         if (calls[i].cor) cor_collect(&calls[i]);
+    count_sources(calls, n, t0);
 }
 
 /* ------------------------------------------------------------ merging (4.5.5) */

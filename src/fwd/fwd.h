@@ -216,4 +216,21 @@ typedef struct fwd_stats {
 } fwd_stats_t;
 void fwd_get_stats(fwd_stats_t *st);
 
+/* The forwarded requests per source (fwd_source.c): the endpoint of the
+ * registrations (no user information, query or fragment); the first
+ * FWD_SOURCES_MAX endpoints have their own, later ones share "other". */
+#define FWD_SOURCES_MAX 64
+#define FWD_SOURCE_LEN  200
+#define FWD_LAT_BUCKETS 13
+enum { FWD_RESULT_TIMEOUT = 5, FWD_RESULT_ERROR = 6, FWD_RESULTS = 7 };   /* 0..4: answered 1xx..5xx */
+extern const double fwd_latency_bounds[FWD_LAT_BUCKETS];                  /* seconds */
+typedef struct fwd_source_stats {
+    char     source[FWD_SOURCE_LEN];
+    uint64_t by_result[FWD_RESULTS];
+    uint64_t buckets[FWD_LAT_BUCKETS + 1];     /* not cumulative; the last: above every bound */
+    uint64_t sum_us;
+} fwd_source_stats_t;
+/* fn is called under the table's lock: it must not forward. */
+void fwd_foreach_source(void (*fn)(void *ud, const fwd_source_stats_t *s), void *ud);
+
 #endif

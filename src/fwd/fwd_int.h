@@ -27,11 +27,14 @@ typedef struct call {
     const char         *method;     /* NULL: GET, or POST when post is set */
     bool                as_query;   /* a retrieve asked as a query (answers an array) */
     struct cor_call    *cor;        /* sent over cor:// (the endpoint's scheme) */
+    int64_t             took_us;    /* fwd_run: from the send to the answer */
 } call_t;
 
 /* Sends calls[0..n) (those not skipped) in parallel, at most --forwardFanout
  * at once, each within its timeout_ms; fills rc, status, body, refused. */
 void fwd_run(call_t *calls, size_t n);
+/* c's result and time in the per-source counters (fwd_source.c). */
+void fwd_source_record(const call_t *c);
 
 /* The headers of a request to r's source (Accept, Link with jctx or the
  * request's @context, Via with this broker, NGSILD-Tenant, the

@@ -200,11 +200,15 @@ void accesslog_write(const accesslog_entry_t *e)
     field(&l, e->user, 256);
     gmtime_r(&now, &tm);
     put(&l, num, strftime(num, sizeof num, " [%d/%b/%Y:%H:%M:%S +0000] \"", &tm));
-    field(&l, e->method, 16);
-    put(&l, " ", 1);
-    field(&l, e->uri, 2048);
-    put(&l, " ", 1);
-    field(&l, e->proto, 16);
+    if (e->method || e->uri) {
+        field(&l, e->method, 16);
+        put(&l, " ", 1);
+        field(&l, e->uri, 2048);
+        put(&l, " ", 1);
+        field(&l, e->proto, 16);
+    } else {
+        put(&l, "-", 1);       /* answered before a request line was read (the connection guard) */
+    }
     put(&l, num, (size_t)snprintf(num, sizeof num, "\" %d %zu \"", e->status, e->bytes));
     field(&l, e->referer, 512);
     puts_(&l, "\" \"");

@@ -9,7 +9,7 @@
 typedef struct accesslog_entry {
     const char *client;      /* address of the peer */
     const char *user;        /* the token's subject, or NULL */
-    const char *method, *uri, *proto;
+    const char *method, *uri, *proto;   /* method and uri NULL: no request line (written "-") */
     const char *referer, *agent, *request_id;
     int         status;
     size_t      bytes;       /* of the body sent */

@@ -190,6 +190,9 @@ typedef struct http_stats {
     uint64_t by_method[7];     /* GET POST PUT PATCH DELETE HEAD OPTIONS */
     uint64_t by_class[6];      /* 1xx..5xx in [1..5] */
     uint64_t connections_open;
+    uint64_t connections_total;    /* accepted since the start */
+    uint64_t connections_refused;  /* beyond --maxConnections: answered 503 */
+    uint64_t connections_cut;      /* cut by the guard at a deadline (408 or closed idle) */
     uint64_t access_log_dropped;   /* --accessLog lines dropped: both buffers full */
 } http_stats_t;
 void http_get_stats(http_stats_t *st);

@@ -83,6 +83,8 @@ typedef struct conn {
     _Atomic int64_t deadline; /* guard_now() ms at which the phase ends */
     int             fd;
     struct conn    *prev, *next;
+    _Atomic bool    head_known; /* setup_request is done: the reaper may read the request line and id */
+    char            addr[INET6_ADDRSTRLEN];  /* the client (--accessLog only) */
 
     /* headers read in one pass (scan_headers) */
     const char *h_clen, *h_tenant, *h_rid, *h_agent, *h_referer, *h_auth;
@@ -123,6 +125,7 @@ struct http_server {
 
 static struct {
     atomic_uint_fast64_t open;   /* requests are counted per thread: reqstats.c */
+    atomic_uint_fast64_t total, refused, cut;
 } stats;
 static atomic_int g_deferred;    /* deferred requests not completed yet */
 
@@ -153,20 +156,58 @@ static inline int64_t guard_now(void)
     return atomic_load_explicit(&guard.now, memory_order_relaxed);
 }
 
+/* A generated request id: 16 hex digits from a per-thread generator
+ * (xorshift64*, seeded from getrandom: threads start far apart). */
+static void rid_new(char id[17])
+{
+    static _Thread_local uint64_t state;
+    if (CR_UNLIKELY(!state)) {
+        while (getrandom(&state, sizeof state, 0) != sizeof state) {}
+        state |= 1;
+    }
+    state ^= state >> 12; state ^= state << 25; state ^= state >> 27;
+    uint64_t x = state * 0x2545F4914F6CDD1DULL;
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--, x >>= 4) id[i] = hex[x & 15];
+    id[16] = '\0';
+}
+
 /* A complete answer written straight to the socket, for the cases where
  * libmicrohttpd has no request to answer (a slot beyond the limit, a head
- * that never completes). The socket is non-blocking and its send buffer
- * empty, so a few hundred bytes always go out. */
-static void guard_send(int fd, int status, const char *reason, const char *extra, const char *detail)
+ * that never completes, one too large for the pool), with its request id.
+ * The socket is non-blocking and its send buffer empty, so a few hundred
+ * bytes always go out. Returns the body's length. */
+static size_t guard_send(int fd, int status, const char *reason, const char *extra, const char *detail,
+                         const char *rid)
 {
-    char body[384], msg[640];
+    char body[384], msg[900];
     int  bn = snprintf(body, sizeof body, "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%d,"
                        "\"detail\":\"%s\"}", reason, status, detail);
-    int  n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\nConnection: close\r\n%sContent-Type: application/json\r\n"
-                      "Content-Length: %d\r\n\r\n%s", status, reason, extra, bn, body);
+    int  n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\nConnection: close\r\n%sX-Request-Id: %s\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", status, reason, extra,
+                      rid, bn, body);
     if (n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         LOG_D("http: cannot send %d to fd %d: %s", status, fd, strerror(errno));
     reqstats_record(-1, 0, status, -1);
+    return bn > 0 ? (size_t)bn : 0;
+}
+
+/* The access-log line of an answer the guard sent itself; head: the
+ * request line is known (setup_request ran), else it is written "-". */
+static void guard_log(conn_t *cn, int status, const char *rid, size_t bytes, bool head)
+{
+    if (!accesslog_enabled()) return;
+    const request_t  *r = &cn->req;
+    accesslog_entry_t e = {.client = cn->addr, .status = status, .bytes = bytes, .request_id = rid, .ns = -1};
+    if (head) {
+        e.method = r->method_name;
+        e.uri = cn->log_uri ? cn->log_uri : r->path;
+        e.proto = cn->proto;
+        e.referer = cn->h_referer;
+        e.agent = cn->h_agent;
+        e.ns = cr_mono_ns() - r->arrived_ns;
+    }
+    accesslog_write(&e);
 }
 
 static void guard_add(conn_t *cn)
@@ -227,17 +268,23 @@ static void *guard_run(void *arg)
             if (ph == PH_BUSY || ph == PH_CUT) continue;
             if (now < atomic_load_explicit(&cn->deadline, memory_order_relaxed)) continue;
             if (!atomic_compare_exchange_strong(&cn->phase, &ph, PH_CUT)) continue;
-            if (ph == PH_HEAD0)
-                guard_send(cn->fd, 408, "Request Timeout", "",
-                           "the request head was not complete within --headerTimeout");
-            else if (ph == PH_BODY)
-                guard_send(cn->fd, 408, "Request Timeout", "",
-                           "the request body was not complete within --bodyTimeout");
+            if (ph == PH_HEAD0 || ph == PH_BODY) {
+                /* PH_BODY: the worker is past setup_request once head_known is set, and
+                 * adds only body bytes after it; the registry's lock keeps cn alive */
+                bool head = ph == PH_BODY && atomic_load_explicit(&cn->head_known, memory_order_acquire);
+                char gen[17];
+                const char *rid = head ? cn->req.request_id : (rid_new(gen), gen);
+                size_t bytes = guard_send(cn->fd, 408, "Request Timeout", "", ph == PH_HEAD0
+                                          ? "the request head was not complete within --headerTimeout"
+                                          : "the request body was not complete within --bodyTimeout", rid);
+                guard_log(cn, 408, rid, bytes, head);
+            }
             if (ph == PH_OVER) over++;
             else cut++;
             shutdown(cn->fd, SHUT_RDWR);   /* libmicrohttpd sees the end and frees the slot */
         }
         pthread_mutex_unlock(&guard.lock);
+        if (cut) atomic_fetch_add(&stats.cut, (uint64_t)cut);
         if (cut) LOG_I("http: %d connection(s) cut: request not complete within its deadline", cut);
         (void)over;
 
@@ -278,10 +325,25 @@ void http_get_stats(http_stats_t *st)
     memset(st, 0, sizeof *st);
     reqstats_totals(st);
     st->connections_open = atomic_load(&stats.open);
+    st->connections_total = atomic_load(&stats.total);
+    st->connections_refused = atomic_load(&stats.refused);
+    st->connections_cut = atomic_load(&stats.cut);
     st->access_log_dropped = accesslog_dropped();
 }
 
 /* ------------------------------------------------------------ connection */
+
+/* The client's address into cn->addr, once per connection. */
+static void conn_addr(conn_t *cn, struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, cn->addr, sizeof cn->addr);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, cn->addr, sizeof cn->addr);
+}
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode toe)
@@ -293,16 +355,24 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
         cn->arena = arena_new(16384);
         if (!ci) { arena_free(cn->arena); free(cn); return; }
         cn->fd = ci->connect_fd;
+        strcpy(cn->addr, "-");
+        if (accesslog_enabled()) conn_addr(cn, c);
         pthread_mutex_init(&cn->dlock, NULL);
         *socket_ctx = cn;
         uint64_t n = atomic_fetch_add(&stats.open, 1) + 1;
+        atomic_fetch_add_explicit(&stats.total, 1, memory_order_relaxed);
         if (n > (uint64_t)cr_config.max_connections) {
             /* beyond our limit (libmicrohttpd's is a little higher): answer
              * now, close soon; the client never waits in the backlog */
             atomic_store(&cn->phase, PH_OVER);
             atomic_store(&cn->deadline, guard_now() + 1000);
-            guard_send(cn->fd, 503, "Service Unavailable", "Retry-After: 1\r\n",
-                       "the broker serves as many connections as --maxConnections allows; retry later");
+            char   rid[17];
+            rid_new(rid);
+            size_t bytes = guard_send(cn->fd, 503, "Service Unavailable", "Retry-After: 1\r\n",
+                                      "the broker serves as many connections as --maxConnections allows; retry later",
+                                      rid);
+            guard_log(cn, 503, rid, bytes, false);
+            atomic_fetch_add_explicit(&stats.refused, 1, memory_order_relaxed);
             shutdown(cn->fd, SHUT_WR);
             LOG_D("http: connection beyond --maxConnections %d answered 503", cr_config.max_connections);
         } else {
@@ -335,6 +405,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     (void)cls;
     conn_t *cn = conn_of(c);
     if (!cn) return NULL;
+    atomic_store_explicit(&cn->head_known, false, memory_order_release);
     if (cn->in_use) arena_reset_keep(cn->arena, HTTP_IDLE_ARENA);   /* a request that never completed */
     memset(&cn->req, 0, sizeof cn->req);
     cn->in_use = true;
@@ -799,7 +870,6 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
  * else 16 hex digits from a per-thread generator (seeded from getrandom). */
 static const char *request_id(conn_t *cn)
 {
-    static _Thread_local uint64_t state;
     const char *v = cn->h_rid;
     if (v) {
         size_t n = 0;
@@ -811,17 +881,8 @@ static const char *request_id(conn_t *cn)
         }
         if (n >= 1 && n <= 128 && !v[n]) return v;
     }
-    if (CR_UNLIKELY(!state)) {
-        while (getrandom(&state, sizeof state, 0) != sizeof state) {}
-        state |= 1;
-    }
-    /* xorshift64*: distinct values per thread; threads start far apart */
-    state ^= state >> 12; state ^= state << 25; state ^= state >> 27;
-    uint64_t x = state * 0x2545F4914F6CDD1DULL;
-    char    *id = arena_alloc(cn->arena, 17);
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; i--, x >>= 4) id[i] = hex[x & 15];
-    id[16] = '\0';
+    char *id = arena_alloc(cn->arena, 17);
+    rid_new(id);
     return id;
 }
 
@@ -844,12 +905,22 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
     char *hash = q ? strchr(q, '#') : strchr(uri, '#');
     if (hash) *hash = '\0';
     r->path = uri;            /* decoded per segment by the router */
-    if (!parse_query(r, q, p)) return false;
 
     cn->h_clen = cn->h_tenant = cn->h_rid = cn->h_agent = cn->h_referer = cn->h_auth = NULL;
     cn->n_clen = cn->n_tenant = cn->n_headers = 0;
     cn->h_chunked = false;
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, cn);
+    r->request_id = request_id(cn);     /* first: every answer carries it, the refusals below too */
+    if (accesslog_enabled()) {
+        /* the reaper may write this request's line (a 408 for its body) after libmicrohttpd
+         * reused the buffer these point into: copies in the arena */
+        r->method_name = arena_strdup(cn->arena, method);
+        if (cn->proto) cn->proto = arena_strdup(cn->arena, cn->proto);
+        if (cn->h_referer) cn->h_referer = arena_strdup(cn->arena, cn->h_referer);
+        if (cn->h_agent) cn->h_agent = arena_strdup(cn->arena, cn->h_agent);
+    }
+    atomic_store_explicit(&cn->head_known, true, memory_order_release);
+    if (!parse_query(r, q, p)) return false;
     /* two framings, or two tenants: which one the client meant is a guess */
     if (cn->n_clen > 1 || (cn->n_clen && cn->h_chunked))
         return problem_set(p, PB_BAD_REQUEST_DATA, cn->h_chunked ? "both Content-Length and Transfer-Encoding"
@@ -866,7 +937,6 @@ static bool setup_request(conn_t *cn, struct MHD_Connection *c, const char *meth
                  HTTP_POOL_SIZE / 2 - HTTP_POOL_SLACK);
         return false;
     }
-    r->request_id = request_id(cn);
     r->ctype = parse_ctype(r->content_type);
     parse_accept(r);
     const char *t = cn->h_tenant;
@@ -914,16 +984,8 @@ static bool check_preconditions(request_t *r, const http_route_t *rt, problem_t 
 static void access_line(conn_t *cn, struct MHD_Connection *c, int64_t ns)
 {
     request_t *r = &cn->req;
-    char       addr[INET6_ADDRSTRLEN] = "-";
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (ci && ci->client_addr) {
-        const struct sockaddr *sa = ci->client_addr;
-        if (sa->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
-        else if (sa->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
-    }
-    accesslog_entry_t e = {.client = addr, .user = r->user, .method = r->method_name,
+    if (cn->addr[0] == '-') conn_addr(cn, c);     /* not known when the connection began */
+    accesslog_entry_t e = {.client = cn->addr, .user = r->user, .method = r->method_name,
                            .uri = cn->log_uri ? cn->log_uri : r->path, .proto = cn->proto,
                            .referer = cn->h_referer, .agent = cn->h_agent, .request_id = r->request_id,
                            .status = r->status, .bytes = r->out.len, .ns = ns};
@@ -1132,7 +1194,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 /* the pool may have no room left for any answer's head:
                  * this one goes straight to the socket */
                 if (!guard_claim(cn)) return MHD_NO;
-                guard_send(cn->fd, 431, "Request Header Fields Too Large", "", p.detail);
+                size_t bytes = guard_send(cn->fd, 431, "Request Header Fields Too Large", "", p.detail,
+                                          cn->req.request_id);
+                guard_log(cn, 431, cn->req.request_id, bytes, true);
                 shutdown(cn->fd, SHUT_WR);
                 return MHD_NO;
             }

@@ -1218,5 +1218,7 @@ void notify_get_stats(notify_stats_t *st)
     pthread_mutex_lock(&g_qmu);
     st->queued = g_queued;
     st->endpoints = g_n_endpoints;
+    for (const endpoint_t *ep = g_endpoints; ep; ep = ep->next)
+        if (ep->queued > st->queued_max) st->queued_max = ep->queued;
     pthread_mutex_unlock(&g_qmu);
 }

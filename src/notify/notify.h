@@ -239,6 +239,7 @@ typedef struct notify_stats {
     uint64_t dropped_cooldown;    /* not sent: within the subscription's endpoint.cooldown of a failure */
     uint64_t dropped_retries;     /* changes of a notification that failed all its attempts */
     uint64_t queued;              /* now waiting in the queues */
+    uint64_t queued_max;          /* now waiting in the longest endpoint queue */
     uint64_t endpoints;
 } notify_stats_t;
 void notify_get_stats(notify_stats_t *st);
