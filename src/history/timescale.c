@@ -238,12 +238,17 @@ static bool hts_schema(hts_t *h, PGconn *c, problem_t *p)
     h->hypertable = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     PQclear(r);
     ok = hts_exec(c, schema_sql, p);
-    if (ok && h->hypertable)
-        /* integer time (µs): one chunk a day */
-        ok = hts_exec(c, "SELECT create_hypertable('coraine_instances', 'modified_at',"
-                         " chunk_time_interval => 86400000000, if_not_exists => true,"
-                         " migrate_data => true)", p);
-    else if (ok)
+    if (ok && h->hypertable) {
+        /* integer time (µs): one chunk a day (86,400,000,000 µs) */
+        PGresult *hr = PQexec(c, "SELECT create_hypertable('coraine_instances', 'modified_at',"
+                                 " chunk_time_interval => 86400000000, if_not_exists => true,"
+                                 " migrate_data => true)");
+        ok = PQresultStatus(hr) == PGRES_TUPLES_OK;
+        PQclear(hr);
+        if (!ok)
+            pg_fail(p, "the timescaledb extension is installed in this database (pg_extension), but"
+                       " making coraine_instances a hypertable failed", c);
+    } else if (ok)
         ok = hts_exec(c, "CREATE INDEX IF NOT EXISTS coraine_instances_brin ON coraine_instances"
                          " USING brin (modified_at)", p);
     if (!ok) {
