@@ -471,6 +471,19 @@ def test_5_6_14_modify_and_5_6_15_delete_instance(hcli):
     assert_problem(hcli.delete(tpath(eid, "/attrs/speed/notauri")), 400, "BadRequestData")
 
 
+def test_5_6_14_4_attribute_name_not_present_is_bad_request_data(hcli):
+    """5.6.14.4 (and 5.6.15.4): an Attribute name that is not present (an
+    empty path segment, .../attrs//{instanceId}) is BadRequestData, as an
+    entity id that is not present is; the ETSI case 016_02_06 expects 405
+    (doc/api.md)."""
+    eid = create_vehicle(hcli)
+    iid = hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"][0]["instanceId"]
+    assert_problem(hcli.patch(tpath(eid, "/attrs//" + iid), {"value": 1}), 400, "BadRequestData")
+    assert_problem(hcli.delete(tpath(eid, "/attrs//" + iid)), 400, "BadRequestData")
+    assert_problem(hcli.patch(tpath(eid, "/attrs/invalid(Id/" + iid), {"value": 1}), 400, "BadRequestData")
+    assert values(hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"]) == [120, 80, 100]
+
+
 def test_5_6_16_delete_temporal_entity(hcli):
     eid = create_vehicle(hcli)
     r = hcli.delete(tpath(eid))
