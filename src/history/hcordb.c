@@ -1739,19 +1739,31 @@ static bool snapshot_now(hdb_t *db, problem_t *p)
     return ok;
 }
 
-/* POST /admin/snapshot: a history snapshot now (one at a time). */
+/* The snapshot thread takes a snapshot now (one at a time: none when one
+ * is being written). */
+static void snap_request(hdb_t *db)
+{
+    bool no = false;
+
+    if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
+        return;
+    pthread_mutex_lock(&db->snap_mu);
+    db->snap_want = true;
+    pthread_cond_signal(&db->snap_cv);
+    pthread_mutex_unlock(&db->snap_mu);
+}
+
+/* POST /admin/snapshot: the snapshot thread starts one, as the store's does
+ * (the request's worker, which serves other connections too, does not copy
+ * the history); its outcome is the log line. */
 static bool hc_snapshot(void *v, problem_t *p)
 {
     hdb_t *db = v;
-    bool   no = false;
 
-    if (!db->log)
-        return true;
-    if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
-        return true;                    /* one is being written */
-    bool ok = snapshot_now(db, p);
-    atomic_store(&db->snapping, false);
-    return ok;
+    (void)p;
+    if (db->log && db->snap_thr_on)
+        snap_request(db);
+    return true;
 }
 
 /* The log has grown by --dbSnapshotSize: the snapshot thread takes it (the
@@ -1759,16 +1771,10 @@ static bool hc_snapshot(void *v, problem_t *p)
 static void maybe_snapshot(hdb_t *db)
 {
     size_t limit = cr_config.db_snapshot_size;
-    bool   no    = false;
 
     if (!db->log || !limit || !db->snap_thr_on || atomic_load(&db->snapping) || hlog_size(db->log) < limit)
         return;
-    if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
-        return;
-    pthread_mutex_lock(&db->snap_mu);
-    db->snap_want = true;
-    pthread_cond_signal(&db->snap_cv);
-    pthread_mutex_unlock(&db->snap_mu);
+    snap_request(db);
 }
 
 static void *snap_main(void *v)

@@ -26,6 +26,19 @@ def obs(v, t):
     return {"type": "Property", "value": v, "observedAt": t}
 
 
+def snapshot(b, timeout=60):
+    """POST /admin/snapshot, then wait for the history snapshot's log line
+    (the history's snapshot thread writes it; the answer does not wait)."""
+    import time
+    n = b.log().count("history: snapshot of")
+    r = requests.post(b.base + "/admin/snapshot", timeout=15)
+    assert r.status_code in (200, 202), r.text
+    end = time.time() + timeout
+    while b.log().count("history: snapshot of") == n:
+        assert time.time() < end, "no history snapshot"
+        time.sleep(0.02)
+
+
 def values(b, eid, attr="speed"):
     return [i["value"] for i in temporal(b, eid, attrs=attr).get(attr, [])]
 
@@ -176,8 +189,7 @@ def test_admin_snapshot_writes_the_history_and_compacts_its_log(dbdir, tmp_path)
     logp, snapp = os.path.join(dbdir, "history.log"), os.path.join(dbdir, "history.snap")
     with open(logp, "rb") as f:
         old_log = f.read()
-    r = requests.post(b.base + "/admin/snapshot", timeout=15)
-    assert r.status_code in (200, 202), r.text
+    snapshot(b)
     assert os.path.exists(snapp)
     assert os.path.getsize(logp) < len(old_log) // 4       # compacted
     want = values(b, eid)
@@ -260,8 +272,7 @@ def test_history_snapshot_under_concurrent_writes_then_kill9(dbdir, tmp_path):
         t.start()
     try:
         for n in range(20):                  # until writers have copied entities first a few times
-            r = requests.post(b.base + "/admin/snapshot", timeout=60)
-            assert r.status_code in (200, 202), r.text
+            snapshot(b)
             cows = sum(int(m) for m in re.findall(r"; (\d+) entities copied first by their writers", b.log()))
             if n >= 5 and cows >= 5:
                 break

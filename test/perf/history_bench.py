@@ -145,6 +145,11 @@ def snapshot_run(a, binary):
                      {"speed": [{"type": "Property", "value": (i % 97) * 1.5, "observedAt": iso(i)}
                                 for i in range(start, min(per, start + 2000))]})
         post(base + "/admin/snapshot", {})   # the log compacted: each window starts alike
+        for _ in range(600):                 # (the snapshot thread writes it; the answer does not wait)
+            with open(logf.name) as f:
+                if "history: snapshot of" in f.read():
+                    break
+            time.sleep(0.1)
         out = {}
         for phase in ("quiet", "snapshot"):
             stop = []
