@@ -1694,14 +1694,16 @@ static int64_t snap_walk(hdb_t *db, htenant_t *first, uint64_t ep)
             t->snap_cur = e;
             if (!e)
                 t->part = NULL;
-            int64_t held = cr_now_us() - t0;
-            pthread_rwlock_unlock(&t->lock);
-            if (held > longest)
-                longest = held;
+            /* d is the writers' too while the lock is not held (snap_cow
+             * completes the entity in it): looked at only under the lock */
             if (!d.e && d.sb.cap > (1u << 22)) {   /* a very large entity: its buffer goes back */
                 sb_release(&d.sb);
                 sb_init(&d.sb, NULL, 65536);
             }
+            int64_t held = cr_now_us() - t0;
+            pthread_rwlock_unlock(&t->lock);
+            if (held > longest)
+                longest = held;
             if (!e)
                 break;
         }
