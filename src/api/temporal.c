@@ -708,6 +708,12 @@ static void twrite(request_t *r, fwd_twrite_t *t, bool with_body, twrite_fn loca
     fwd_wout_t out;
 
     if (!write_req(r, with_body ? &body : NULL, &rq, &p)) goto fail;
+    /* what the path names is checked before anything is forwarded */
+    if (t->attr_path && !ops_check_attr_name(t->attr_path, false, &p)) goto fail;
+    if (t->instance && !model_valid_uri(t->instance)) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "the instanceId %s is not a URI", t->instance);
+        goto fail;
+    }
     t->id   = r->pathv[0];
     t->body = body;
     if (t->attr_path) t->attr = ld_expand(rq.ctx, t->attr_path);

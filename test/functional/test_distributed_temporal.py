@@ -170,3 +170,21 @@ def test_5_6_11_to_16_temporal_writes_over_cor(broker_factory):
     finally:
         hub.close()
         src.close()
+
+
+def test_5_6_14_4_bad_path_names_are_not_forwarded(hub):
+    """5.6.13.4-5.6.15.4: an Attribute name or instanceId that is not valid is
+    BadRequestData here, and nothing goes to the registered source."""
+    m = MockSource(204, b"")
+    try:
+        eid = uid("Vehicle")
+        register(hub, eid, m.base, mode="inclusive", attrs=None)
+        iid = "urn:ngsi-ld:attribute:instance:0000000000000001"
+        for r in (hub.patch("/temporal/entities/%s/attrs/bad(name/%s" % (eid, iid), {"value": 1}),
+                  hub.delete("/temporal/entities/%s/attrs/bad(name" % eid),
+                  hub.delete("/temporal/entities/%s/attrs/speed/notauri" % eid),
+                  hub.delete("/temporal/entities/%s/attrs//%s" % (eid, iid))):
+            assert r.status_code == 400 and r.json()["type"].endswith("BadRequestData"), r.text
+        assert m.requests == []
+    finally:
+        m.close()
