@@ -15,6 +15,8 @@
  */
 #include "api.h"
 
+#include "../fwd/fwd.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -623,20 +625,53 @@ fail:
     reply_problem(r, &p);
 }
 
-/* --------------------------------------------------------------- writes */
+/* --------------------------------------------------------------- writes
+ *
+ * Distributed (5.6.11.4-5.6.16.4, unless local=true): the parts the
+ * registrations take go to their sources first (fwd_temporal_write), the
+ * rest is written here, and the answer combines the outcomes as a core
+ * write's does (dwrite.c: the handler's success, a single source's error,
+ * or 207 naming each failed part's registrationId). */
+
+static bool fwd_t(request_t *r, const ld_context_t *ctx, const fwd_twrite_t *t, fwd_wout_t *out, problem_t *p)
+{
+    memset(out, 0, sizeof *out);
+    out->local = (json_t *)t->body;
+    if (!api_distributed(r)) return true;
+    fwd_in_t in;
+    api_fwd_in(r, ctx, &in);
+    return fwd_temporal_write(&in, t, out, p);
+}
 
 void api_temporal_create(request_t *r)
 {
     problem_t   p = {0};
     const char *id;
-    bool        created;
-    static api_params_t known = API_PARAMS("");     /* 6.3.20: before the body */
+    bool        created = false;
+    static api_params_t known = API_PARAMS("local");     /* 6.3.20: before the body */
     if (!api_params_known(r, &known, &p)) goto fail;
+    if (!api_dw_local_param(r, &p)) goto fail;
     json_t *body = api_body(r, false, &p);
     if (!body) goto fail;
     const ld_context_t *ctx = api_context(r, body, &p);
     if (!ctx) goto fail;
-    ops_req_t rq = api_req(r, ctx);
+    ops_req_t     rq = api_req(r, ctx);
+    fwd_wout_t    out = {.local = body};
+    const json_t *jid = json_get(body, "id");
+    if (json_is_string(jid) && ops_check_id(jid->str, &(problem_t){0})) {
+        fwd_twrite_t t = {.kind = FWD_T_UPSERT, .id = jid->str, .body = body};
+        if (!fwd_t(r, ctx, &t, &out, &p)) goto fail;
+    }
+    if (out.n_sent) {
+        problem_t lp = {0};
+        bool      ok = out.local_skip || ops_temporal_create(&rq, out.local, &created, &id, &lp);
+        for (size_t i = 0; i < out.n_sent; i++) created = created || out.sent[i].status == 201;
+        if (!api_reply_dwrite(r, jid->str, !out.local_skip, ok, &lp, &out)) {
+            if (created) api_reply_created(r, "/ngsi-ld/v1/temporal/entities/", jid->str);
+            else reply_status(r, 204);
+        }
+        return;
+    }
     if (!ops_temporal_create(&rq, body, &created, &id, &p)) goto fail;
     if (created) api_reply_created(r, "/ngsi-ld/v1/temporal/entities/", id);
     else reply_status(r, 204);
@@ -646,11 +681,13 @@ fail:
 }
 
 /* What every write by id reads first: the body (when body is not NULL),
- * the id, no unknown parameter, the @context; then the operation's request. */
+ * the id, local, no unknown parameter, the @context; then the operation's
+ * request. */
 static bool write_req(request_t *r, json_t **body, ops_req_t *rq, problem_t *p)
 {
     if (body && !(*body = api_body(r, false, p))) return false;
     if (!ops_check_id(r->pathv[0], p)) return false;
+    if (!api_dw_local_param(r, p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
     const ld_context_t *ctx = api_context(r, body ? *body : NULL, p);
     if (!ctx) return false;
@@ -658,34 +695,80 @@ static bool write_req(request_t *r, json_t **body, ops_req_t *rq, problem_t *p)
     return true;
 }
 
-static void reply_done(request_t *r, bool ok, const problem_t *p)
+/* A temporal write by id (t's kind, id and what the path names), forwarded
+ * then done here by `local` (on what the registrations left, out->local)
+ * unless nothing is left; 204, or the combined answer. */
+typedef bool (*twrite_fn)(const ops_req_t *rq, request_t *r, const json_t *body, problem_t *p);
+
+static void twrite(request_t *r, fwd_twrite_t *t, bool with_body, twrite_fn local)
 {
-    if (ok) reply_status(r, 204);
-    else reply_problem(r, p);
+    problem_t  p = {0};
+    ops_req_t  rq;
+    json_t    *body = NULL;
+    fwd_wout_t out;
+
+    if (!write_req(r, with_body ? &body : NULL, &rq, &p)) goto fail;
+    /* what the path names is checked before anything is forwarded */
+    if (t->attr_path && !ops_check_attr_name(t->attr_path, false, &p)) goto fail;
+    if (t->instance && !model_valid_uri(t->instance)) {
+        problem_set(&p, PB_BAD_REQUEST_DATA, "the instanceId %s is not a URI", t->instance);
+        goto fail;
+    }
+    t->id   = r->pathv[0];
+    t->body = body;
+    if (t->attr_path) t->attr = ld_expand(rq.ctx, t->attr_path);
+    api_dw_types_t ty = {.r = r, .ctx = rq.ctx, .id = t->id};
+    t->types_of = api_dw_local_types;
+    t->types_ud = &ty;
+    if (!fwd_t(r, rq.ctx, t, &out, &p)) goto fail;
+    if (out.n_sent) {
+        problem_t lp = {0};
+        bool      ok = out.local_skip || local(&rq, r, out.local, &lp);
+        bool      more = t->kind == FWD_T_DELETE ? api_reply_dwrite(r, t->id, !out.local_skip, ok, &lp, &out)
+                                                 : api_reply_dwrite_attrs(r, rq.ctx, !out.local_skip, ok, &lp, NULL,
+                                                                          &out);
+        if (!more) reply_status(r, 204);
+        return;
+    }
+    if (!local(&rq, r, body, &p)) goto fail;
+    reply_status(r, 204);
+    return;
+fail:
+    reply_problem(r, &p);
+}
+
+static bool l_delete(const ops_req_t *rq, request_t *r, const json_t *body, problem_t *p)
+{
+    (void)body;
+    return ops_temporal_delete(rq, r->pathv[0], p);
 }
 
 void api_temporal_delete(request_t *r)
 {
-    problem_t p = {0};
-    ops_req_t rq;
-
     (void)req_param(r, "type");
-    reply_done(r, write_req(r, NULL, &rq, &p) && ops_temporal_delete(&rq, r->pathv[0], &p), &p);
+    twrite(r, &(fwd_twrite_t){.kind = FWD_T_DELETE}, false, l_delete);
+}
+
+static bool l_append(const ops_req_t *rq, request_t *r, const json_t *body, problem_t *p)
+{
+    return ops_temporal_attrs_append(rq, r->pathv[0], body, p);
 }
 
 void api_temporal_attrs_append(request_t *r)
 {
-    problem_t p = {0};
-    ops_req_t rq;
-    json_t   *body;
+    twrite(r, &(fwd_twrite_t){.kind = FWD_T_APPEND}, true, l_append);
+}
 
-    reply_done(r, write_req(r, &body, &rq, &p) && ops_temporal_attrs_append(&rq, r->pathv[0], body, &p), &p);
+static bool l_attr_delete(const ops_req_t *rq, request_t *r, const json_t *body, problem_t *p)
+{
+    const char *ds = req_param(r, "datasetId"), *all = req_param(r, "deleteAll");
+    (void)body;
+    return ops_temporal_attr_delete(rq, r->pathv[0], r->pathv[1], ds, all && !strcmp(all, "true"), p);
 }
 
 void api_temporal_attr_delete(request_t *r)
 {
     problem_t   p = {0};
-    ops_req_t   rq;
     const char *ds = req_param(r, "datasetId");
     const char *all = req_param(r, "deleteAll");
 
@@ -693,25 +776,32 @@ void api_temporal_attr_delete(request_t *r)
         problem_set(&p, PB_BAD_REQUEST_DATA, "deleteAll must be true or false");
     else if (ds && !model_valid_uri(ds))
         problem_set(&p, PB_BAD_REQUEST_DATA, "datasetId must be a URI");
-    reply_done(r, !p.kind && write_req(r, NULL, &rq, &p) &&
-                  ops_temporal_attr_delete(&rq, r->pathv[0], r->pathv[1], ds, all && !strcmp(all, "true"), &p), &p);
+    if (p.kind) {
+        reply_problem(r, &p);
+        return;
+    }
+    twrite(r, &(fwd_twrite_t){.kind = FWD_T_DELETE_ATTR, .attr_path = r->pathv[1]}, false, l_attr_delete);
+}
+
+static bool l_instance_modify(const ops_req_t *rq, request_t *r, const json_t *body, problem_t *p)
+{
+    return ops_temporal_instance_modify(rq, r->pathv[0], r->pathv[1], r->pathv[2], body, p);
 }
 
 void api_temporal_instance_patch(request_t *r)
 {
-    problem_t p = {0};
-    ops_req_t rq;
-    json_t   *body;
+    twrite(r, &(fwd_twrite_t){.kind = FWD_T_MODIFY_INSTANCE, .attr_path = r->pathv[1], .instance = r->pathv[2]},
+           true, l_instance_modify);
+}
 
-    reply_done(r, write_req(r, &body, &rq, &p) &&
-                  ops_temporal_instance_modify(&rq, r->pathv[0], r->pathv[1], r->pathv[2], body, &p), &p);
+static bool l_instance_delete(const ops_req_t *rq, request_t *r, const json_t *body, problem_t *p)
+{
+    (void)body;
+    return ops_temporal_instance_delete(rq, r->pathv[0], r->pathv[1], r->pathv[2], p);
 }
 
 void api_temporal_instance_delete(request_t *r)
 {
-    problem_t p = {0};
-    ops_req_t rq;
-
-    reply_done(r, write_req(r, NULL, &rq, &p) &&
-                  ops_temporal_instance_delete(&rq, r->pathv[0], r->pathv[1], r->pathv[2], &p), &p);
+    twrite(r, &(fwd_twrite_t){.kind = FWD_T_DELETE_INSTANCE, .attr_path = r->pathv[1], .instance = r->pathv[2]},
+           false, l_instance_delete);
 }

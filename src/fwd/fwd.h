@@ -127,6 +127,8 @@ typedef struct fwd_write {
     const char      *id;         /* the entity: the path is entities (create) or entities/{id} */
     const char      *tail;       /* then /tail ("attrs"), or NULL */
     const char      *tail_attr;  /* then /{tail_attr} (the attribute as the path named it), or NULL */
+    const char      *root;       /* the collection: NULL "entities"; "temporal/entities" (fwd_temporal.c) */
+    const char      *tail_instance; /* then /{tail_instance} (an instanceId), or NULL */
     const char      *type;       /* the ?type= text (4.17), or NULL */
     const char      *attr;       /* the attribute the path names (expanded), or NULL */
     const json_t    *body;       /* the payload: an entity or fragment (split by attribute), or NULL */
@@ -141,6 +143,7 @@ typedef struct fwd_write {
 typedef struct fwd_sent {
     const char  *reg_id;
     bool         ok;         /* it answered 2xx */
+    long         status;     /* its HTTP status (0: no answer) */
     problem_t    problem;    /* !ok: its ProblemDetails, 504 no answer in time, 502 unreachable, Conflict
                                 (an exclusive/redirect registration without the operation) */
     const char **attrs;      /* the attribute names sent (as in the payload); NULL: the whole entity */
@@ -160,6 +163,33 @@ typedef struct fwd_wout {
  * for the 508 of a loop; out->n_sent 0: nothing matched (out->local is the
  * whole payload). */
 bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, problem_t *p);
+
+/* ------------------------------------- distributed temporal writes (fwd_temporal.c)
+ * The writes of the temporal API (5.6.11-5.6.16) to the sources whose
+ * registrations match the entity and attributes, with the operation names
+ * of 4.20 (upsertTemporal, appendAttrsTemporal, deleteAttrsTemporal,
+ * updateAttrInstanceTemporal, deleteAttrInstanceTemporal, deleteTemporal):
+ * split, sent and answered as fwd_write does (the same 207/registrationId
+ * rules), to <endpoint>/ngsi-ld/v1/temporal/entities[/{id}...]. */
+typedef enum {
+    FWD_T_UPSERT,            /* POST /temporal/entities (5.6.11) */
+    FWD_T_APPEND,            /* POST .../{id}/attrs (5.6.12) */
+    FWD_T_DELETE_ATTR,       /* DELETE .../{id}/attrs/{attrId} (5.6.13) */
+    FWD_T_MODIFY_INSTANCE,   /* PATCH .../{id}/attrs/{attrId}/{instanceId} (5.6.14) */
+    FWD_T_DELETE_INSTANCE,   /* DELETE .../{id}/attrs/{attrId}/{instanceId} (5.6.15) */
+    FWD_T_DELETE,            /* DELETE .../{id} (5.6.16) */
+} fwd_tkind_t;
+typedef struct fwd_twrite {
+    fwd_tkind_t   kind;
+    const char   *id;
+    const char   *attr_path;  /* the attribute as the path names it, or NULL */
+    const char   *attr;       /* expanded, or NULL */
+    const char   *instance;   /* the instanceId of the path, or NULL */
+    const json_t *body;       /* a temporal entity (upsert), its attributes (append), an instance (modify) */
+    fwd_types_fn  types_of;   /* as fwd_write_t's */
+    void         *types_ud;
+} fwd_twrite_t;
+bool fwd_temporal_write(const fwd_in_t *in, const fwd_twrite_t *t, fwd_wout_t *out, problem_t *p);
 
 /* A batch (5.6.7-5.6.10, 5.6.20 distributed): each entity split as by
  * fwd_write; each source gets its parts in one batch request when it

@@ -362,6 +362,7 @@ static size_t parts_run(arena_t *a, call_t *calls, size_t nc, fwd_sent_t *sent, 
                                     : NULL;
             if (x->answer && !json_is_object(x->answer)) x->answer = NULL;
         }
+        x->status = c->status;
         fwd_counted(c->reg, x->ok, now);
     }
     for (size_t r = 0; r < nc; r++)
@@ -389,8 +390,8 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
     /* the path and query string of the parts */
     sbuf_t path;
     sb_init(&path, a, 128);
-    sb_adds(&path, "entities");
-    if (w->op != REG_OP_CREATE_ENTITY) {
+    sb_adds(&path, w->root ? w->root : "entities");
+    if (w->op != REG_OP_CREATE_ENTITY && w->op != REG_OP_UPSERT_TEMPORAL) {
         sb_addc(&path, '/');
         fwd_url_encode(&path, w->id);
     }
@@ -401,6 +402,10 @@ bool fwd_write(const fwd_in_t *in, const fwd_write_t *w, fwd_wout_t *out, proble
     if (w->tail_attr) {
         sb_addc(&path, '/');
         fwd_url_encode(&path, w->tail_attr);
+    }
+    if (w->tail_instance) {
+        sb_addc(&path, '/');
+        fwd_url_encode(&path, w->tail_instance);
     }
     const char *query = in->query ? in->query(in->header_ud) : NULL;
 

@@ -23,7 +23,9 @@
  * writes in the order they were applied; at start the snapshot and the log
  * are replayed through the same functions (instance ids and bounds come out
  * the same), and the entities' newest versions are taken from the store.
- * A snapshot is written when the log has grown by --dbSnapshotSize.
+ * A snapshot is written when the log has grown by --dbSnapshotSize (by a
+ * thread of its own) and on POST /admin/snapshot, incrementally: writers
+ * wait for one entity's copy at most (snap_mark, snap_cow, snap_walk).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -73,6 +75,7 @@ struct hent {
     hent_t       *prev, *next;  /* creation order */
     hent_t       *hnext;        /* hash chain */
     uint64_t      ord;          /* its place in creation order (a query resumes by it) */
+    uint64_t      snap_epoch;   /* the snapshot epoch it was copied in (== db->epoch: nothing to copy) */
 };
 
 typedef struct htenant htenant_t;
@@ -83,6 +86,9 @@ struct htenant {
     size_t           nslot, n;
     hent_t          *first, *last;
     uint64_t         next_ord;
+    hent_t          *snap_cur;  /* the snapshot's walk: the next entity to copy */
+    struct hdump    *part;      /* the snapshot's walk: an entity copied in part */
+    bool             unsorted;  /* loaded from a snapshot out of creation order */
     htenant_t       *next;
 };
 
@@ -90,6 +96,19 @@ typedef struct hdb {
     pthread_mutex_t  mu;        /* the tenant list */
     hlog_t          *log;       /* --dbDir: the history's files; NULL in RAM */
     _Atomic bool     snapping;  /* a snapshot is being written */
+    /* The snapshot in progress (see snap_mark): entities whose snap_epoch is
+     * not epoch are still to be copied into im (under snap_mu). */
+    _Atomic uint64_t epoch;
+    pthread_mutex_t  snap_mu;
+    hlog_image_t    *im;
+    uint64_t         cow_n, cow_max_us; /* copies made by writers (snap_mu) */
+    _Atomic bool     walking;   /* a snapshot's copy is in progress */
+    _Atomic int64_t  wait_max_us; /* the longest a writer waited for its tenant's lock meanwhile */
+    /* the snapshot thread (--dbSnapshotSize) */
+    pthread_t        snap_thr;
+    bool             snap_thr_on, snap_stop, snap_want;
+    bool             unsorted;  /* at start: some tenant's list is out of order */
+    pthread_cond_t   snap_cv;
     htenant_t *_Atomic tenants;
     int64_t          retention;  /* µs, 0 = none */
     uint32_t         max_inst;   /* 0 = none */
@@ -115,7 +134,16 @@ static htenant_t *tenant_get(hdb_t *db, const char *name, bool create)
     if (!t) {
         t = cr_xcalloc(1, sizeof *t);
         t->name = in;
-        if (pthread_rwlock_init(&t->lock, NULL) != 0) {
+        /* writers first: a reader that takes the lock again and again (a
+         * snapshot's walk, a long query's chunks) lets a waiting writer in
+         * between (glibc prefers readers by default); nothing here takes
+         * a read lock it already holds */
+        pthread_rwlockattr_t ra;
+        pthread_rwlockattr_init(&ra);
+        pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        int rc = pthread_rwlock_init(&t->lock, &ra);
+        pthread_rwlockattr_destroy(&ra);
+        if (rc != 0) {
             LOG_E("history: cannot create a lock; aborting");
             abort();
         }
@@ -174,6 +202,8 @@ static void ent_unlink(htenant_t *t, hent_t *e)
     while (*pp != e)
         pp = &(*pp)->hnext;
     *pp = e->hnext;
+    if (t->snap_cur == e)
+        t->snap_cur = e->next;
     if (e->prev) e->prev->next = e->next; else t->first = e->next;
     if (e->next) e->next->prev = e->prev; else t->last = e->prev;
     t->n--;
@@ -459,6 +489,8 @@ static void *hc_open(store_t *s, problem_t *p)
     db->retention = r;
     db->max_inst  = (uint32_t)cr_config.history_max_instances;
     pthread_mutex_init(&db->mu, NULL);
+    pthread_mutex_init(&db->snap_mu, NULL);
+    pthread_cond_init(&db->snap_cv, NULL);
     if (cr_config.db_dir && *cr_config.db_dir && !persist_open(db, s, p)) {
         hc_close(db);
         return NULL;
@@ -470,6 +502,13 @@ static void hc_close(void *v)
 {
     hdb_t *db = v;
 
+    if (db->snap_thr_on) {
+        pthread_mutex_lock(&db->snap_mu);
+        db->snap_stop = true;
+        pthread_cond_signal(&db->snap_cv);
+        pthread_mutex_unlock(&db->snap_mu);
+        pthread_join(db->snap_thr, NULL);
+    }
     hlog_close(db->log);
     for (htenant_t *t = atomic_load(&db->tenants), *nt; t; t = nt) {
         nt = t->next;
@@ -482,6 +521,8 @@ static void hc_close(void *v)
         free(t);
     }
     pthread_mutex_destroy(&db->mu);
+    pthread_mutex_destroy(&db->snap_mu);
+    pthread_cond_destroy(&db->snap_cv);
     free(db);
 }
 
@@ -493,6 +534,7 @@ static void log_simple(hdb_t *db, char op, const char *tenant, const char *id, c
 static void log_modify(hdb_t *db, const char *tenant, const char *id, const char *name, uint64_t iid,
                        const cr_attr_t *with, int64_t now);
 static void maybe_snapshot(hdb_t *db);
+static void snap_cow(hdb_t *db, htenant_t *t, hent_t *e);
 
 /* One write (hist_write_t) on t, under its write lock. */
 static void apply_write(hdb_t *db, htenant_t *t, const hist_write_t *x)
@@ -503,8 +545,10 @@ static void apply_write(hdb_t *db, htenant_t *t, const hist_write_t *x)
         e->id         = cr_xstrdup(x->id);
         e->created_at = x->at;
         e->deleted_at = CR_NO_TIME;
+        e->snap_epoch = atomic_load_explicit(&db->epoch, memory_order_acquire);
         ent_link(t, e);
-    }
+    } else
+        snap_cow(db, t, e);
     ent_types(e, x->types, x->n_types);
     e->modified_at = x->at;
     if (x->entity) {
@@ -526,7 +570,14 @@ static bool hc_append(void *v, const char *tenant, const hist_write_t *w, size_t
     hdb_t     *db = v;
     htenant_t *t  = tenant_get(db, tenant, true);
 
-    pthread_rwlock_wrlock(&t->lock);
+    if (atomic_load_explicit(&db->walking, memory_order_relaxed)) {
+        /* a snapshot is being copied: how long writers wait is measured */
+        int64_t t0 = cr_now_us();
+        pthread_rwlock_wrlock(&t->lock);
+        int64_t waited = cr_now_us() - t0, m = atomic_load_explicit(&db->wait_max_us, memory_order_relaxed);
+        while (waited > m && !atomic_compare_exchange_weak(&db->wait_max_us, &m, waited)) {}
+    } else
+        pthread_rwlock_wrlock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         apply_write(db, t, &w[i]);
         if (db->log)
@@ -943,6 +994,7 @@ static bool hc_delete_entity(void *v, const char *tenant, const char *id, proble
     pthread_rwlock_wrlock(&t->lock);
     hent_t *e = ent_find(t, id);
     if (e) {
+        snap_cow(db, t, e);
         ent_unlink(t, e);
         if (db->log)
             log_simple(db, 'E', tenant, id, NULL, NULL, false, 0);
@@ -966,6 +1018,7 @@ static bool hc_delete_attr(void *v, const char *tenant, const char *id, const ch
     pthread_rwlock_wrlock(&t->lock);
     hent_t *e = ent_find(t, id);
     if (e) {
+        snap_cow(db, t, e);
         uint32_t keep = 0;
         for (uint32_t i = 0; i < e->n_series; i++) {
             hseries_t *s = e->series[i];
@@ -1020,6 +1073,7 @@ static bool hc_delete_instance(void *v, const char *tenant, const char *id, cons
     hent_t *e = ent_find(t, id);
     s = inst_find(e, name, iid, &pos);
     if (s) {
+        snap_cow(db, t, e);
         inst_release(db, &s->v[(s->head + pos) % s->cap]);
         for (uint32_t k = pos; k + 1 < s->n; k++)
             s->v[(s->head + k) % s->cap] = s->v[(s->head + k + 1) % s->cap];
@@ -1054,6 +1108,7 @@ static bool hc_modify_instance(void *v, const char *tenant, const char *id, cons
     if (s && with->dataset_id && (!s->dataset_id || strcmp(with->dataset_id, s->dataset_id)))
         ds_bad = true;
     else if (s) {
+        snap_cow(db, t, e);
         hinst_t *x = &s->v[(s->head + pos) % s->cap];
         hinst_t  y;
         hist_instance_t in = { .attr = *with, .deleted_at = CR_NO_TIME };
@@ -1116,7 +1171,10 @@ static void hc_stats(void *v, uint64_t *instances, uint64_t *series, uint64_t *b
  *   'S' tenant id n_types types... zz(created) zz(modified) zz(deleted)
  *       next_iid n_series, per series: name ds flags n, per instance:
  *       iid tag zz(obs) zz(cre) zz(mod) value (NUM: 8 bytes; DEL: kind;
- *       BLOB: str(entity_encode))      the state, in snapshots
+ *       BLOB: str(entity_encode))      the state, in snapshots (older files)
+ *   'R' tenant id ord, then as 'S'     the state, in snapshots: written in
+ *       any order (a writer copies its entity first, snap_cow), put back in
+ *       creation order (ord) when the snapshot is loaded (sort_loaded)
  */
 static uint64_t zz(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static int64_t  unzz(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
@@ -1260,28 +1318,53 @@ static char *get_s(cr_reader_t *r, arena_t *a)
     return s ? arena_strndup(a, s, n) : NULL;
 }
 
-/* the snapshot of one entity */
-static void dump_entity(sbuf_t *sb, const char *tenant, const hent_t *e)
+/* The snapshot record of one entity ('R'), written in steps so that a
+ * large entity is copied a chunk at a time (snap_walk): d->e's record is
+ * continued from where it stopped, up to about `budget` instances (0: all).
+ * True when the record is whole. The entity does not change in between
+ * (whoever changes it completes its copy first, snap_cow). */
+typedef struct hdump {
+    hent_t  *e;                 /* the entity being copied, or NULL */
+    uint32_t si, k;             /* the next series, instance */
+    bool     open;              /* the entity's own fields are written */
+    sbuf_t   sb;
+} hdump_t;
+
+static bool dump_step(hdump_t *d, const char *tenant, size_t budget)
 {
-    sb_addc(sb, 'S');
-    put_s(sb, tenant);
-    put_s(sb, e->id);
-    cr_put_varint(sb, e->n_types);
-    for (uint16_t i = 0; i < e->n_types; i++)
-        put_s(sb, e->types[i]);
-    cr_put_varint(sb, zz(e->created_at));
-    cr_put_varint(sb, zz(e->modified_at));
-    cr_put_varint(sb, zz(e->deleted_at));
-    cr_put_varint(sb, e->next_iid);
-    cr_put_varint(sb, e->n_series);
-    for (uint32_t i = 0; i < e->n_series; i++) {
-        const hseries_t *s = e->series[i];
-        put_s(sb, s->name);
-        put_opt(sb, s->dataset_id);
-        cr_put_varint(sb, (s->obs_sorted ? 1u : 0u) | (s->mod_sorted ? 2u : 0u) | (s->cre_sorted ? 4u : 0u));
-        cr_put_varint(sb, s->n);
-        for (uint32_t k = 0; k < s->n; k++) {
-            const hinst_t *x = &s->v[(s->head + k) % s->cap];
+    const hent_t *e  = d->e;
+    sbuf_t       *sb = &d->sb;
+    size_t        done = 0;
+
+    if (!d->open) {
+        sb_clear(sb);
+        sb_addc(sb, 'R');
+        put_s(sb, tenant);
+        put_s(sb, e->id);
+        cr_put_varint(sb, e->ord);
+        cr_put_varint(sb, e->n_types);
+        for (uint16_t i = 0; i < e->n_types; i++)
+            put_s(sb, e->types[i]);
+        cr_put_varint(sb, zz(e->created_at));
+        cr_put_varint(sb, zz(e->modified_at));
+        cr_put_varint(sb, zz(e->deleted_at));
+        cr_put_varint(sb, e->next_iid);
+        cr_put_varint(sb, e->n_series);
+        d->open = true;
+        d->si = d->k = 0;
+    }
+    for (; d->si < e->n_series; d->si++, d->k = 0) {
+        const hseries_t *s = e->series[d->si];
+        if (d->k == 0) {
+            put_s(sb, s->name);
+            put_opt(sb, s->dataset_id);
+            cr_put_varint(sb, (s->obs_sorted ? 1u : 0u) | (s->mod_sorted ? 2u : 0u) | (s->cre_sorted ? 4u : 0u));
+            cr_put_varint(sb, s->n);
+        }
+        for (; d->k < s->n; d->k++) {
+            if (budget && done++ >= budget)
+                return false;
+            const hinst_t *x = &s->v[(s->head + d->k) % s->cap];
             cr_put_varint(sb, x->iid);
             cr_put_varint(sb, x->tag);
             cr_put_varint(sb, zz(x->observed_at));
@@ -1297,14 +1380,17 @@ static void dump_entity(sbuf_t *sb, const char *tenant, const hent_t *e)
                 entity_encode(&enc, x->v.blob);
                 cr_put_str(sb, enc.p, enc.len);
                 sb_release(&enc);
+                done += 8;           /* a frozen value costs more to copy */
             }
         }
     }
+    return true;
 }
 
-static bool load_entity(hdb_t *db, cr_reader_t *r, arena_t *a)
+static bool load_entity(hdb_t *db, cr_reader_t *r, arena_t *a, bool with_ord)
 {
     const char *tenant = get_s(r, a), *id = get_s(r, a);
+    uint64_t    ord    = with_ord ? cr_get_varint(r) : 0;
     size_t      nt     = (size_t)cr_get_varint(r);
     if (r->bad || !tenant || !id || nt > CR_ATTRS_MAX)
         return false;
@@ -1325,6 +1411,14 @@ static bool load_entity(hdb_t *db, cr_reader_t *r, arena_t *a)
     e->next_iid    = cr_get_varint(r);
     ent_types(e, types, nt);
     ent_link(t, e);
+    if (with_ord) {
+        if (e->prev && e->prev->ord > ord)
+            t->unsorted = db->unsorted = true;
+        e->ord = ord;
+        if (t->next_ord < ord)
+            t->next_ord = ord;
+    }
+    e->snap_epoch = atomic_load(&db->epoch);
     uint64_t ns = cr_get_varint(r);
     for (uint64_t i = 0; i < ns && !r->bad; i++) {
         const char *name = get_s(r, a);
@@ -1372,6 +1466,8 @@ static bool load_entity(hdb_t *db, cr_reader_t *r, arena_t *a)
     return !r->bad;
 }
 
+static void sort_loaded(hdb_t *db);
+
 static bool replay(void *ud, const uint8_t *payload, size_t len, bool from_snapshot)
 {
     hdb_t      *db = ud;
@@ -1383,12 +1479,13 @@ static bool replay(void *ud, const uint8_t *payload, size_t len, bool from_snaps
     if (!len)
         goto done;
     char op = (char)payload[0];
-    if (op == 'S') {
-        ok = load_entity(db, &r, a);
+    if (op == 'S' || op == 'R') {
+        ok = load_entity(db, &r, a, op == 'R');
         goto done;
     }
     if (from_snapshot)
         goto done;
+    sort_loaded(db);                     /* the snapshot is in: creation order back */
     const char *tenant = get_s(&r, a);
     if (!tenant)
         goto done;
@@ -1445,67 +1542,262 @@ done:
     return ok;
 }
 
-/* A snapshot: every tenant's write lock is held while the history is copied
- * into memory (no disk I/O), then writers go on while the copy is written
- * and installed (hlog_image_install). */
-static bool snapshot_now(hdb_t *db, problem_t *p)
+/* A snapshot loaded out of creation order ('R' records copied first by
+ * their writers): each such tenant's entity list is put back in ord order
+ * before the log's records are replayed (they may create entities). */
+static int ord_cmp(const void *a, const void *b)
 {
-    sbuf_t sb;
+    uint64_t x = (*(hent_t *const *)a)->ord, y = (*(hent_t *const *)b)->ord;
+    return x < y ? -1 : x > y;
+}
 
-    int64_t t0 = cr_now_us();
-    sb_init(&sb, NULL, 65536);
-    pthread_mutex_lock(&db->mu);        /* no tenant is added meanwhile */
-    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
-        pthread_rwlock_wrlock(&t->lock);
-    hlog_image_t *im = hlog_image_begin(db->log);
-    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
-        for (hent_t *e = t->first; e; e = e->next) {
-            sb_clear(&sb);
-            dump_entity(&sb, t->name, e);
-            hlog_image_add(im, sb.p, sb.len);
+static void sort_loaded(hdb_t *db)
+{
+    if (!db->unsorted)
+        return;
+    db->unsorted = false;
+    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next) {
+        if (!t->unsorted)
+            continue;
+        t->unsorted = false;
+        hent_t **v = cr_xreallocarray(NULL, t->n, sizeof *v);
+        size_t   n = 0;
+        for (hent_t *e = t->first; e; e = e->next)
+            v[n++] = e;
+        qsort(v, n, sizeof *v, ord_cmp);
+        for (size_t i = 0; i < n; i++) {
+            v[i]->prev = i ? v[i - 1] : NULL;
+            v[i]->next = i + 1 < n ? v[i + 1] : NULL;
         }
-    for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)
+        t->first = n ? v[0] : NULL;
+        t->last  = n ? v[n - 1] : NULL;
+        free(v);
+    }
+}
+
+/* A snapshot, incrementally, so that a writer waits for one entity's copy
+ * at most (never for the whole history):
+ *  1. snap_mark: with the tenant list's mutex and every tenant's write lock
+ *     held (O(tenants), no copy), the log's position is marked
+ *     (hlog_image_begin), the epoch advanced (every entity is then still to
+ *     be copied: its snap_epoch differs) and each tenant's walk set at its
+ *     first entity. An entity created afterwards takes the new epoch: its
+ *     records are in the log after the mark.
+ *  2. snap_walk: the snapshot thread copies the entities one at a time,
+ *     each under its tenant's read lock (readers go on, a writer waits for
+ *     that one entity's copy), in creation order.
+ *  3. snap_cow: a writer about to change (or delete) an entity not yet
+ *     copied copies it first, under the tenant's write lock it holds, so
+ *     the image holds every entity as it was at the mark.
+ *  4. every entity copied, the image is written and installed by
+ *     hlog_image_install (writers go on; the log is compacted to the
+ *     records after the mark).
+ * Records copied by writers come out of creation order: they carry their
+ * ord ('R'), and sort_loaded puts the list back at start. */
+
+/* A whole record into the image; a writer's copy (t0 set) is counted. */
+static void snap_add(hdb_t *db, const sbuf_t *sb, int64_t t0)
+{
+    pthread_mutex_lock(&db->snap_mu);
+    if (db->im)
+        hlog_image_add(db->im, sb->p, sb->len);
+    else
+        LOG_E("history: an entity to copy with no snapshot in progress");
+    if (t0) {
+        uint64_t us = (uint64_t)(cr_now_us() - t0);
+        db->cow_n++;
+        if (us > db->cow_max_us)
+            db->cow_max_us = us;
+    }
+    pthread_mutex_unlock(&db->snap_mu);
+}
+
+/* A writer, under t's write lock, before it changes or deletes e: e is
+ * copied first unless it is already (the usual case: no snapshot, or e
+ * copied, or created after the mark: one atomic load). */
+static void snap_cow(hdb_t *db, htenant_t *t, hent_t *e)
+{
+    uint64_t ep = atomic_load_explicit(&db->epoch, memory_order_acquire);
+
+    if (e->snap_epoch == ep)
+        return;
+    int64_t t0 = cr_now_us();
+    if (t->part && t->part->e == e) {    /* the walk is in it: its copy is completed */
+        dump_step(t->part, t->name, 0);
+        snap_add(db, &t->part->sb, t0);
+        t->part->e = NULL;
+    } else {
+        sbuf_t *sb = rec_buf();          /* the thread's buffer, lent to the copy */
+        hdump_t d  = { .e = e, .sb = *sb };
+        dump_step(&d, t->name, 0);
+        snap_add(db, &d.sb, t0);
+        *sb = d.sb;
+        rec_done();
+    }
+    e->snap_epoch = ep;
+}
+
+static htenant_t *snap_mark(hdb_t *db, uint64_t *ep)
+{
+    atomic_store(&db->wait_max_us, 0);
+    atomic_store(&db->walking, true);
+    pthread_mutex_lock(&db->mu);         /* no tenant is added meanwhile */
+    htenant_t *first = atomic_load(&db->tenants);
+    for (htenant_t *t = first; t; t = t->next)
+        pthread_rwlock_wrlock(&t->lock);
+    pthread_mutex_lock(&db->snap_mu);
+    db->im     = hlog_image_begin(db->log);
+    db->cow_n  = 0;
+    db->cow_max_us = 0;
+    pthread_mutex_unlock(&db->snap_mu);
+    for (htenant_t *t = first; t; t = t->next)
+        t->snap_cur = t->first;
+    *ep = atomic_fetch_add_explicit(&db->epoch, 1, memory_order_acq_rel) + 1;
+    for (htenant_t *t = first; t; t = t->next)
         pthread_rwlock_unlock(&t->lock);
     pthread_mutex_unlock(&db->mu);
-    sb_release(&sb);
-    int64_t t1 = cr_now_us();
-    bool ok = hlog_image_install(db->log, im, p);
+    return first;
+}
+
+/* Copies what the writers have not, in creation order, under each
+ * tenant's read lock for SNAP_CHUNK instances at a time (a writer of the
+ * tenant waits for one chunk; a writer of the entity being copied for the
+ * rest of that entity). Returns the longest hold of a lock. */
+#define SNAP_CHUNK 256
+
+static int64_t snap_walk(hdb_t *db, htenant_t *first, uint64_t ep)
+{
+    int64_t longest = 0;
+    hdump_t d = { 0 };
+
+    sb_init(&d.sb, NULL, 65536);
+    for (htenant_t *t = first; t; t = t->next)
+        for (hent_t *e = NULL;;) {
+            pthread_rwlock_rdlock(&t->lock);
+            int64_t t0 = cr_now_us();
+            t->part = &d;
+            e = t->snap_cur;
+            for (unsigned skip = 0; e && e->snap_epoch == ep && skip < 4096; skip++)
+                e = e->next;             /* copied by its writer, or new */
+            if (e && e->snap_epoch != ep) {
+                if (d.e != e) {          /* a new entity (the one in part was completed by its writer) */
+                    d.e    = e;
+                    d.open = false;
+                }
+                if (dump_step(&d, t->name, SNAP_CHUNK)) {
+                    snap_add(db, &d.sb, 0);
+                    e->snap_epoch = ep;
+                    d.e = NULL;
+                    e   = e->next;
+                }
+            }
+            t->snap_cur = e;
+            if (!e)
+                t->part = NULL;
+            /* d is the writers' too while the lock is not held (snap_cow
+             * completes the entity in it): looked at only under the lock */
+            if (!d.e && d.sb.cap > (1u << 22)) {   /* a very large entity: its buffer goes back */
+                sb_release(&d.sb);
+                sb_init(&d.sb, NULL, 65536);
+            }
+            int64_t held = cr_now_us() - t0;
+            pthread_rwlock_unlock(&t->lock);
+            if (held > longest)
+                longest = held;
+            if (!e)
+                break;
+        }
+    sb_release(&d.sb);
+    return longest;
+}
+
+static bool snapshot_now(hdb_t *db, problem_t *p)
+{
+    uint64_t ep;
+
+    int64_t    t0    = cr_now_us();
+    htenant_t *first = snap_mark(db, &ep);
+    int64_t    t1    = cr_now_us();
+    int64_t    held  = snap_walk(db, first, ep);
+    atomic_store(&db->walking, false);
+    pthread_mutex_lock(&db->snap_mu);    /* every entity is copied: no writer adds any more */
+    hlog_image_t *im = db->im;
+    uint64_t cow_n = db->cow_n, cow_max = db->cow_max_us;
+    db->im = NULL;
+    pthread_mutex_unlock(&db->snap_mu);
+    int64_t t2 = cr_now_us(), tail = 0;
+    bool ok = hlog_image_install(db->log, im, &tail, p);
     if (ok)
-        LOG_I("history: snapshot of %llu instances: copied in %.1f ms (writers waited), written in %.1f ms",
+        LOG_I("history: snapshot of %llu instances: marked in %.2f ms (writers waited), copied entity by entity "
+              "in %.1f ms (a tenant's lock held %.2f ms at most; %llu entities copied first by their writers, the "
+              "longest in %.2f ms; a writer waited %.2f ms at most), written in %.1f ms (appends waited %.2f ms for "
+              "the log's tail)",
               (unsigned long long)atomic_load(&db->instances), (double)(t1 - t0) / 1000.0,
-              (double)(cr_now_us() - t1) / 1000.0);
+              (double)(t2 - t1) / 1000.0, (double)held / 1000.0, (unsigned long long)cow_n,
+              (double)cow_max / 1000.0, (double)atomic_load(&db->wait_max_us) / 1000.0,
+              (double)(cr_now_us() - t2) / 1000.0, (double)tail / 1000.0);
     else
         LOG_E("%s", p->detail);
     return ok;
 }
 
-/* POST /admin/snapshot: a history snapshot now (one at a time). */
+/* The snapshot thread takes a snapshot now (one at a time: none when one
+ * is being written). */
+static void snap_request(hdb_t *db)
+{
+    bool no = false;
+
+    if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
+        return;
+    pthread_mutex_lock(&db->snap_mu);
+    db->snap_want = true;
+    pthread_cond_signal(&db->snap_cv);
+    pthread_mutex_unlock(&db->snap_mu);
+}
+
+/* POST /admin/snapshot: the snapshot thread starts one, as the store's does
+ * (the request's worker, which serves other connections too, does not copy
+ * the history); its outcome is the log line. */
 static bool hc_snapshot(void *v, problem_t *p)
 {
     hdb_t *db = v;
-    bool   no = false;
 
-    if (!db->log)
-        return true;
-    if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
-        return true;                    /* one is being written */
-    bool ok = snapshot_now(db, p);
-    atomic_store(&db->snapping, false);
-    return ok;
+    (void)p;
+    if (db->log && db->snap_thr_on)
+        snap_request(db);
+    return true;
 }
 
+/* The log has grown by --dbSnapshotSize: the snapshot thread takes it (the
+ * writer that noticed goes on). */
 static void maybe_snapshot(hdb_t *db)
 {
     size_t limit = cr_config.db_snapshot_size;
-    bool   no    = false;
 
-    if (!db->log || !limit || hlog_size(db->log) < limit)
+    if (!db->log || !limit || !db->snap_thr_on || atomic_load(&db->snapping) || hlog_size(db->log) < limit)
         return;
-    if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
-        return;
-    problem_t p = { 0 };
-    snapshot_now(db, &p);
-    atomic_store(&db->snapping, false);
+    snap_request(db);
+}
+
+static void *snap_main(void *v)
+{
+    hdb_t *db = v;
+
+    pthread_mutex_lock(&db->snap_mu);
+    while (!db->snap_stop) {
+        if (!db->snap_want) {
+            pthread_cond_wait(&db->snap_cv, &db->snap_mu);
+            continue;
+        }
+        db->snap_want = false;
+        pthread_mutex_unlock(&db->snap_mu);
+        problem_t p = { 0 };
+        snapshot_now(db, &p);
+        atomic_store(&db->snapping, false);
+        pthread_mutex_lock(&db->snap_mu);
+    }
+    pthread_mutex_unlock(&db->snap_mu);
+    return NULL;
 }
 
 static bool persist_open(hdb_t *db, store_t *s, problem_t *p)
@@ -1518,6 +1810,10 @@ static bool persist_open(hdb_t *db, store_t *s, problem_t *p)
     if (!l)
         return false;
     db->log = l;
+    sort_loaded(db);                     /* a snapshot with no log after it */
+    if (pthread_create(&db->snap_thr, NULL, snap_main, db) != 0)
+        return problem_set(p, PB_INTERNAL_ERROR, "history: cannot start the snapshot thread");
+    db->snap_thr_on = true;
     /* the newest versions, for q, geo and scope on history entities */
     uint64_t n = 0;
     for (htenant_t *t = atomic_load(&db->tenants); t; t = t->next)

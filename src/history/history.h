@@ -364,7 +364,8 @@ typedef struct history_backend {
      * write is committed in the store already). */
     bool  (*sync)(void *be);
     /* Optional: POST /admin/snapshot: a backend that persists in files
-     * writes its snapshot now (writers wait only for a consistent copy). */
+     * starts its snapshot now, in a thread of its own (writers wait for a
+     * part of the copy at most); its outcome is logged. */
     bool  (*snapshot)(void *be, problem_t *p);
 } history_backend_t;
 

@@ -204,41 +204,76 @@ static bool dir_sync(const char *dir)
     return ok;
 }
 
-/* With l->mu held (or alone, at open): the log's records from offset `from`
- * on become a log of the next generation, installed by rename. Everything
- * in it is synced, and so is all that was written before. */
-static bool compact_locked(hlog_t *l, uint64_t from)
+/* Copies the log's records [from, upto) (read through fd) to the end of
+ * out; *size counts what out holds. */
+static bool copy_range(int fd, uint64_t from, uint64_t upto, int out, uint64_t *size)
 {
-    char     tmp[4096], logp[4096];
-    uint8_t  g[SNAP_LEN];
-    bool     ok;
-    uint64_t size = 8 + GEN_LEN;
-
-    snprintf(tmp, sizeof tmp, "%s/history.log.tmp", l->dir);
-    snprintf(logp, sizeof logp, "%s/history.log", l->dir);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return false;
-    gen_record(g, l->gen + 1, 0);
-    ok = put_record(fd, g, GEN_LEN);
-    if (from < 8 + GEN_LEN)
-        from = l->size;                     /* nothing to keep: a log that was never written */
     uint8_t buf[65536];
-    for (uint64_t o = from; ok && o < l->size;) {
-        size_t  want = l->size - o > sizeof buf ? sizeof buf : (size_t)(l->size - o);
-        ssize_t r    = pread(l->fd, buf, want, (off_t)o);
+
+    for (uint64_t o = from; o < upto;) {
+        size_t  want = upto - o > sizeof buf ? sizeof buf : (size_t)(upto - o);
+        ssize_t r    = pread(fd, buf, want, (off_t)o);
         if (r < 0 && errno == EINTR)
             continue;
-        ok = r > 0 && write_all(fd, buf, (size_t)r);
-        if (ok) {
-            o    += (uint64_t)r;
-            size += (uint64_t)r;
-        }
+        if (r <= 0 || !write_all(out, buf, (size_t)r))
+            return false;
+        o     += (uint64_t)r;
+        *size += (uint64_t)r;
     }
-    ok = ok && fdatasync(fd) == 0 && rename(tmp, logp) == 0 && dir_sync(l->dir);
+    return true;
+}
+
+/* A compaction, in two steps so that appends wait only for the short tail:
+ * compact_begin (no lock held; the caller is the only compaction) copies
+ * the log's records from offset `from` to its end as of now into
+ * history.log.tmp (behind the next generation's record) and fdatasyncs it;
+ * compact_finish, with l->mu held, copies what was appended meanwhile,
+ * fdatasyncs that and installs the file by rename: everything in it is
+ * synced, and so is all that was written before. -1: it failed (errno). */
+static int compact_begin(hlog_t *l, uint64_t from, uint64_t *upto, uint64_t *size)
+{
+    char    tmp[4096];
+    uint8_t g[SNAP_LEN];
+
+    snprintf(tmp, sizeof tmp, "%s/history.log.tmp", l->dir);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    pthread_mutex_lock(&l->mu);
+    gen_record(g, l->gen + 1, 0);
+    *upto  = l->size;
+    int in = l->fd >= 0 ? dup(l->fd) : -1;   /* the log's fd is replaced only by a compaction */
+    pthread_mutex_unlock(&l->mu);
+    *size = 8 + GEN_LEN;
+    if (from < 8 + GEN_LEN)
+        from = *upto;                     /* nothing to keep: a log that was never written */
+    bool ok = in >= 0 && put_record(fd, g, GEN_LEN) && copy_range(in, from, *upto, fd, size) &&
+              fdatasync(fd) == 0;
+    int err = errno;
+    if (in >= 0)
+        close(in);
     if (!ok) {
         close(fd);
         unlink(tmp);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
+static bool compact_finish(hlog_t *l, int fd, uint64_t upto, uint64_t size)
+{
+    char tmp[4096], logp[4096];
+
+    snprintf(tmp, sizeof tmp, "%s/history.log.tmp", l->dir);
+    snprintf(logp, sizeof logp, "%s/history.log", l->dir);
+    bool ok = copy_range(l->fd, upto, l->size, fd, &size) && (upto == l->size || fdatasync(fd) == 0) &&
+              rename(tmp, logp) == 0 && dir_sync(l->dir);
+    if (!ok) {
+        int err = errno;
+        close(fd);
+        unlink(tmp);
+        errno = err;
         return false;
     }
     while (l->syncing)                      /* the syncer is done with the old fd before it is closed */
@@ -323,6 +358,9 @@ hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
         return NULL;
     hlog_t *l = cr_xcalloc(1, sizeof *l);
     l->dir     = cr_xstrdup(dir);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    pthread_cond_init(&l->synced_cv, NULL);
     l->sync_ms = sync_ms > 0 ? sync_ms : 100;
     l->always  = always;
     l->fd      = open(logp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -344,7 +382,9 @@ hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
         l->size = 8 + GEN_LEN;
     } else if (log_gen == snap_gen && snap_off) {
         /* the compaction after the snapshot did not happen: do it now */
-        ok = compact_locked(l, snap_off < (uint64_t)good ? snap_off : (uint64_t)good);
+        uint64_t upto, size;
+        int      fd = compact_begin(l, snap_off < (uint64_t)good ? snap_off : (uint64_t)good, &upto, &size);
+        ok = fd >= 0 && compact_finish(l, fd, upto, size);
     }
     if (!ok) {
         problem_set(p, PB_INTERNAL_ERROR, "history: cannot write %s: %s", logp, strerror(errno));
@@ -353,9 +393,6 @@ hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
         free(l);
         return NULL;
     }
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
-    pthread_cond_init(&l->synced_cv, NULL);
     if (pthread_create(&l->thread, NULL, sync_main, l) != 0) {
         LOG_E("history: cannot start the sync thread; aborting");
         abort();
@@ -481,7 +518,7 @@ void hlog_image_add(void *ctx, const void *payload, size_t n)
     im->len += 8 + n;
 }
 
-bool hlog_image_install(hlog_t *l, hlog_image_t *im, problem_t *p)
+bool hlog_image_install(hlog_t *l, hlog_image_t *im, int64_t *held_us, problem_t *p)
 {
     char tmp[4096], snap[4096];
     bool ok;
@@ -495,11 +532,19 @@ bool hlog_image_install(hlog_t *l, hlog_image_t *im, problem_t *p)
     /* installed by rename (the commit point); then the log drops what it holds */
     ok = ok && rename(tmp, snap) == 0 && dir_sync(l->dir);
     if (ok) {
+        uint64_t upto = 0, size = 0;
+        int      cfd  = compact_begin(l, im->off, &upto, &size);
         pthread_mutex_lock(&l->mu);
-        if (l->gen == im->gen && !compact_locked(l, im->off))
+        int64_t t0 = cr_now_us();
+        if (cfd >= 0 && l->gen != im->gen) {  /* compacted meanwhile (it cannot be: one snapshot at a time) */
+            close(cfd);
+            cfd = -2;
+        }
+        if (cfd == -1 || (cfd >= 0 && !compact_finish(l, cfd, upto, size)))
             LOG_W("history: the history log could not be compacted after a snapshot (%s): it is at the next "
                   "snapshot or start", strerror(errno));
         pthread_cond_broadcast(&l->synced_cv);
+        *held_us = cr_now_us() - t0;
         pthread_mutex_unlock(&l->mu);
     }
     free(im->p);

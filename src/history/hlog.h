@@ -38,10 +38,12 @@ uint64_t hlog_size(hlog_t *l);
  * still, marks the log's position; the caller then adds every record of the
  * state (hlog_image_add, in memory) and lets writers go on;
  * hlog_image_install writes the copy to history.snap (by rename) and
- * compacts the log to the records after the mark. It frees im. */
+ * compacts the log to the records after the mark: the records up to then
+ * are copied with no lock held, appends wait (*held_us) only while the few
+ * appended meanwhile are copied and the new log installed. It frees im. */
 typedef struct hlog_image hlog_image_t;
 hlog_image_t *hlog_image_begin(hlog_t *l);
 void          hlog_image_add(void *im, const void *payload, size_t len);
-bool          hlog_image_install(hlog_t *l, hlog_image_t *im, problem_t *p);
+bool          hlog_image_install(hlog_t *l, hlog_image_t *im, int64_t *held_us, problem_t *p);
 
 #endif

@@ -167,41 +167,44 @@ static int queue_timeout_ms(void)
 
 /* --------------------------------------------------------- the schema */
 
-/* An upsert batch (history.h: hist_write_t.upsert) is applied by
- * coraine_upsert() (made with the schema) from coraine_ustage, row by row in
- * the order given: an instance with an observedAt that its series already
- * has (not a deletion) replaces the first of them (keeping its iid and
- * createdAt, modifiedAt = the write's time) and the others at that time go;
- * any other is appended. Row by row, each statement is an index lookup
- * whatever the planner's statistics (a staging table has none). */
+/* An upsert batch (history.h: hist_write_t.upsert) is applied from
+ * coraine_ustage as if row by row in its order: an instance with an
+ * observedAt its series already has (not a deletion) replaces the first of
+ * them (keeping its iid and createdAt, modifiedAt = the write's time) and
+ * the others at that time go; any other is appended. Set by set, four
+ * statements for the whole batch (one round trip): the rows are grouped by
+ * (series, observedAt) into coraine_ugroup with the series' existing
+ * instance at that time (one probe of the series index per group); then the
+ * others at that time are deleted, the existing ones take their group's
+ * last row, and the new ones (a group's last row with its first row's
+ * createdAt) and the deletions are inserted in the batch's order. */
 #define HTS_ICOLS "tenant, entity_id, attr, dataset_id, kind, value, num, unit_code, object_type," \
                   " observed_at, created_at, modified_at, deleted_at, sub"
-#define HTS_KEY_R "c.tenant = r.tenant AND c.entity_id = r.entity_id AND c.attr = r.attr AND"    \
-                  " c.dataset_id = r.dataset_id AND coalesce(c.observed_at, c.created_at) ="      \
-                  " r.observed_at AND c.observed_at IS NOT NULL AND c.deleted_at IS NULL"
-static const char *const upsert_fn_sql =
-    "CREATE OR REPLACE FUNCTION coraine_upsert() RETURNS void LANGUAGE plpgsql AS $f$"
-    " DECLARE r record; t bigint;"
-    " BEGIN"
-    "  FOR r IN SELECT * FROM coraine_ustage ORDER BY ord LOOP"
-    "   t := NULL;"
-    "   IF r.observed_at IS NOT NULL AND r.deleted_at IS NULL THEN"
-    "    SELECT min(c.iid) INTO t FROM coraine_instances c WHERE " HTS_KEY_R ";"
-    "   END IF;"
-    "   IF t IS NULL THEN"
-    "    INSERT INTO coraine_instances (" HTS_ICOLS ") VALUES (r.tenant, r.entity_id, r.attr,"
-    "     r.dataset_id, r.kind, r.value, r.num, r.unit_code, r.object_type, r.observed_at,"
-    "     r.created_at, r.modified_at, r.deleted_at, r.sub);"
-    "   ELSE"
-    "    DELETE FROM coraine_instances c WHERE " HTS_KEY_R " AND c.iid <> t;"
-    "    UPDATE coraine_instances SET kind = r.kind, value = r.value, num = r.num,"
-    "     unit_code = r.unit_code, object_type = r.object_type, sub = r.sub, modified_at = r.at"
-    "     WHERE iid = t;"
-    "   END IF;"
-    "  END LOOP;"
-    " END $f$";
-static const char *const upsert_sql = "SELECT coraine_upsert()";
-
+#define HTS_KEY_U "c.tenant = u.tenant AND c.entity_id = u.entity_id AND c.attr = u.attr AND"    \
+                  " c.dataset_id = u.dataset_id AND coalesce(c.observed_at, c.created_at) ="      \
+                  " u.observed_at AND c.observed_at IS NOT NULL AND c.deleted_at IS NULL"
+static const char *const upsert_sql =
+    "INSERT INTO coraine_ugroup"
+    " SELECT u.*, (SELECT min(c.iid) FROM coraine_instances c WHERE " HTS_KEY_U ")"
+    " FROM (SELECT tenant, entity_id, attr, dataset_id, observed_at, min(ord) AS first_ord,"
+    "  max(ord) AS last_ord, count(*) AS n FROM coraine_ustage"
+    "  WHERE observed_at IS NOT NULL AND deleted_at IS NULL GROUP BY 1, 2, 3, 4, 5) u;"
+    "DELETE FROM coraine_instances c USING coraine_ugroup u WHERE u.t IS NOT NULL AND " HTS_KEY_U
+    " AND c.iid <> u.t;"
+    "UPDATE coraine_instances c SET kind = r.kind, value = r.value, num = r.num,"
+    " unit_code = r.unit_code, object_type = r.object_type, sub = r.sub, modified_at = r.at"
+    " FROM coraine_ugroup u JOIN coraine_ustage r ON r.ord = u.last_ord"
+    " WHERE u.t IS NOT NULL AND c.iid = u.t;"
+    "INSERT INTO coraine_instances (" HTS_ICOLS ")"
+    " SELECT " HTS_ICOLS " FROM ("
+    "  SELECT r.tenant, r.entity_id, r.attr, r.dataset_id, r.kind, r.value, r.num, r.unit_code,"
+    "   r.object_type, r.observed_at, f.created_at,"
+    "   CASE WHEN u.n > 1 THEN r.at ELSE r.modified_at END AS modified_at, r.deleted_at, r.sub,"
+    "   u.first_ord AS o"
+    "  FROM coraine_ugroup u JOIN coraine_ustage r ON r.ord = u.last_ord"
+    "   JOIN coraine_ustage f ON f.ord = u.first_ord WHERE u.t IS NULL"
+    "  UNION ALL SELECT " HTS_ICOLS ", ord FROM coraine_ustage"
+    "  WHERE observed_at IS NULL OR deleted_at IS NOT NULL) x ORDER BY o";
 
 static const char *const schema_sql =
     "CREATE TABLE IF NOT EXISTS coraine_instances ("
@@ -234,13 +237,18 @@ static bool hts_schema(hts_t *h, PGconn *c, problem_t *p)
     r = PQexec(c, "SELECT 1 FROM pg_extension WHERE extname = 'timescaledb'");
     h->hypertable = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     PQclear(r);
-    ok = hts_exec(c, schema_sql, p) && hts_exec(c, upsert_fn_sql, p);
-    if (ok && h->hypertable)
-        /* integer time (µs): one chunk a day */
-        ok = hts_exec(c, "SELECT create_hypertable('coraine_instances', 'modified_at',"
-                         " chunk_time_interval => 86400000000, if_not_exists => true,"
-                         " migrate_data => true)", p);
-    else if (ok)
+    ok = hts_exec(c, schema_sql, p);
+    if (ok && h->hypertable) {
+        /* integer time (µs): one chunk a day (86,400,000,000 µs) */
+        PGresult *hr = PQexec(c, "SELECT create_hypertable('coraine_instances', 'modified_at',"
+                                 " chunk_time_interval => 86400000000, if_not_exists => true,"
+                                 " migrate_data => true)");
+        ok = PQresultStatus(hr) == PGRES_TUPLES_OK;
+        PQclear(hr);
+        if (!ok)
+            pg_fail(p, "the timescaledb extension is installed in this database (pg_extension), but"
+                       " making coraine_instances a hypertable failed", c);
+    } else if (ok)
         ok = hts_exec(c, "CREATE INDEX IF NOT EXISTS coraine_instances_brin ON coraine_instances"
                          " USING brin (modified_at)", p);
     if (!ok) {
@@ -265,15 +273,21 @@ static PGconn *hts_connect_as(hts_t *h, bool stage, problem_t *p)
      * index; with the statistics of a table that just grew (or of a staging
      * table, which has none) the planner may otherwise prefer reading every
      * instance of every tenant (measured: the upserts of a 100,000-instance
-     * load went quadratic). Tables without an index are still read whole. */
+     * load went quadratic). Tables without an index are still read whole.
+     * jit off: such a plan's cost (1e10 per disabled scan) is above
+     * jit_above_cost, and compiling it took longer than running it (the
+     * upsert of a three-row batch: seconds). */
     if (!hts_exec(c, "SET client_min_messages = warning; SET application_name = 'coraine';"
-                     " SET enable_seqscan = off", p) ||
+                     " SET enable_seqscan = off; SET jit = off", p) ||
         (stage && !hts_exec(c,
                      " CREATE TEMP TABLE IF NOT EXISTS coraine_stage (ord int, tenant text,"
                      " entity_id text, types text[], at bigint, deleted boolean)"
                      " ON COMMIT DELETE ROWS;"
                      " CREATE TEMP TABLE IF NOT EXISTS coraine_ustage (ord int, at bigint,"
-                     " LIKE coraine_instances) ON COMMIT DELETE ROWS", p))) {
+                     " LIKE coraine_instances) ON COMMIT DELETE ROWS;"
+                     " CREATE TEMP TABLE IF NOT EXISTS coraine_ugroup (tenant text, entity_id text,"
+                     " attr text, dataset_id text, observed_at bigint, first_ord int, last_ord int,"
+                     " n bigint, t bigint) ON COMMIT DELETE ROWS", p))) {
         PQfinish(c);
         return NULL;
     }

@@ -105,6 +105,73 @@ def test_historyuri_from_the_environment(pg_server):
         p.wait(20)
 
 
+# ------------------------------------------- plain tables or a hypertable
+
+def indexes(pg_server, db):
+    return set(pg_server.psql("SELECT indexname FROM pg_indexes WHERE tablename = 'coraine_instances'",
+                              db).split())
+
+
+def fake_timescaledb(pg_server, db):
+    """What the broker's check reads: a pg_extension row named timescaledb
+    (written into the catalog of this scratch database; TimescaleDB itself
+    is not packaged for Debian 12)."""
+    pg_server.psql("INSERT INTO pg_extension (oid, extname, extowner, extnamespace, extrelocatable, extversion)"
+                   " VALUES (999999, 'timescaledb', (SELECT oid FROM pg_roles WHERE rolname = current_user),"
+                   " (SELECT oid FROM pg_namespace WHERE nspname = 'public'), false, '2.99.0')", db)
+
+
+def test_plain_postgres_gets_plain_tables_with_btree_and_brin(broker_factory, pg_server):
+    """Without timescaledb in pg_extension: plain tables, the series and iid
+    btrees and a BRIN index on modified_at (doc/history.md)."""
+    db = pg_server.new_database()
+    b = ts_broker(broker_factory, pg_server.uri(db), "--logLevel", "info")
+    assert "plain tables" in b.read_log()
+    assert indexes(pg_server, db) == {"coraine_instances_series", "coraine_instances_iid", "coraine_instances_brin"}
+    assert pg_server.psql("SELECT relkind FROM pg_class WHERE relname = 'coraine_instances'", db) == "r"
+
+
+def test_timescaledb_in_pg_extension_takes_the_hypertable_path(pg_server):
+    """With timescaledb in pg_extension the broker makes coraine_instances a
+    hypertable: create_hypertable(coraine_instances, modified_at, one day of
+    µs per chunk) and no BRIN index. Here create_hypertable does not exist
+    (the extension's row is faked): the start is refused, saying so."""
+    db = pg_server.new_database()
+    fake_timescaledb(pg_server, db)
+    rc, log = run_broker("--history", "timescale", "--historyURI", pg_server.uri(db))
+    assert rc != 0
+    assert "timescaledb extension is installed" in log and "hypertable failed" in log
+    assert "create_hypertable" in log
+    # the schema's transaction was rolled back: nothing half made
+    assert pg_server.psql("SELECT count(*) FROM pg_class WHERE relname = 'coraine_instances'", db) == "0"
+
+
+def test_hypertable_call_and_its_arguments(broker_factory, pg_server):
+    """The same path up to and through the create_hypertable call, with a
+    stand-in function of TimescaleDB's signature that records its arguments:
+    the broker starts, calls it once with the instance table, modified_at and
+    a chunk interval of 86,400,000,000 µs (a day), makes no BRIN index, and
+    writes and reads history on the table."""
+    db = pg_server.new_database()
+    fake_timescaledb(pg_server, db)
+    pg_server.psql("CREATE TABLE ht_calls (rel text, col text, chunk bigint, if_not_exists boolean, migrate boolean);"
+                   "CREATE FUNCTION create_hypertable(relation regclass, time_column_name name,"
+                   " chunk_time_interval anyelement, if_not_exists boolean, migrate_data boolean)"
+                   " RETURNS TABLE (hypertable_id integer, schema_name name, table_name name, created boolean)"
+                   " LANGUAGE sql AS $$ INSERT INTO ht_calls VALUES (relation::text, time_column_name,"
+                   " chunk_time_interval::bigint, if_not_exists, migrate_data);"
+                   " SELECT 1, 'public'::name, relation::text::name, true $$", db)
+    b = ts_broker(broker_factory, pg_server.uri(db), "--logLevel", "info")
+    assert "a TimescaleDB hypertable" in b.read_log()
+    assert pg_server.psql("SELECT * FROM ht_calls", db) == "coraine_instances|modified_at|86400000000|t|t"
+    assert indexes(pg_server, db) == {"coraine_instances_series", "coraine_instances_iid"}
+    c = Client(b, fresh_tenant())
+    eid = uid("Vehicle")
+    c.create(vehicle(eid, 5))
+    assert speeds(tget(c, eid)) == [5]
+    c.close()
+
+
 # ---------------------------------------------------------------- the rows
 
 def test_rows_with_tenant_column(tcli, pg_server, pg_uri):

@@ -125,6 +125,31 @@ def test_5_6_11_an_instance_given_again_replaces_the_one_at_its_observed_at(hcli
     assert [i["instanceId"] for i in after] == [i["instanceId"] for i in before]
 
 
+def test_5_6_12_one_body_with_repeated_observed_at_and_new_series(hcli):
+    """5.6.12: instances given in one body are applied in their order (the
+    PostgreSQL backend applies a batch set by set): an observedAt given
+    twice in the body and already held keeps the held instance's id and
+    takes the body's last value; one given twice and new is one instance
+    (the last value); other series and datasetIds are untouched; an
+    instance without observedAt is added."""
+    eid = create_vehicle(hcli)
+    before = hcli.get(tpath(eid), params={"attrs": "speed", "options": "sysAttrs"}).json()["speed"]
+    t3, t4 = "2020-08-01T12:09:00Z", "2020-08-01T12:11:00Z"
+    r = hcli.post(tpath(eid) + "/attrs", {
+        "speed": [obs(1, T0), obs(2, t3), obs(3, T0), obs(4, t3), obs(5, t4),
+                  obs(6, T1, datasetId=DS1)],
+        "load": [{"type": "Property", "value": 7}]})
+    assert r.status_code == 204, r.text
+    got = hcli.get(tpath(eid), params={"attrs": "speed,load", "options": "sysAttrs"}).json()
+    default = [i for i in got["speed"] if "datasetId" not in i]
+    assert values(default) == [3, 80, 100, 4, 5]
+    assert default[0]["instanceId"] == before[0]["instanceId"]
+    assert default[0]["createdAt"] == before[0]["createdAt"]
+    assert len({i["instanceId"] for i in got["speed"]}) == len(got["speed"])
+    assert values([i for i in got["speed"] if i.get("datasetId") == DS1]) == [6]
+    assert values(got["load"]) == [7]
+
+
 def test_5_6_11_bad_bodies_400_and_nothing_written(hcli):
     eid = uid("Vehicle")
     for body in ({"type": "Vehicle"}, {"id": "not a uri", "type": "V"}, {"id": eid},
@@ -444,6 +469,19 @@ def test_5_6_14_modify_and_5_6_15_delete_instance(hcli):
     assert_problem(hcli.patch(tpath(eid, "/attrs/speed/urn:ngsi-ld:attribute:instance:00000000000000ff"),
                               {"value": 1}), 404, "ResourceNotFound")
     assert_problem(hcli.delete(tpath(eid, "/attrs/speed/notauri")), 400, "BadRequestData")
+
+
+def test_5_6_14_4_attribute_name_not_present_is_bad_request_data(hcli):
+    """5.6.14.4 (and 5.6.15.4): an Attribute name that is not present (an
+    empty path segment, .../attrs//{instanceId}) is BadRequestData, as an
+    entity id that is not present is; the ETSI case 016_02_06 expects 405
+    (doc/api.md)."""
+    eid = create_vehicle(hcli)
+    iid = hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"][0]["instanceId"]
+    assert_problem(hcli.patch(tpath(eid, "/attrs//" + iid), {"value": 1}), 400, "BadRequestData")
+    assert_problem(hcli.delete(tpath(eid, "/attrs//" + iid)), 400, "BadRequestData")
+    assert_problem(hcli.patch(tpath(eid, "/attrs/invalid(Id/" + iid), {"value": 1}), 400, "BadRequestData")
+    assert values(hcli.get(tpath(eid), params={"attrs": "speed"}).json()["speed"]) == [120, 80, 100]
 
 
 def test_5_6_16_delete_temporal_entity(hcli):

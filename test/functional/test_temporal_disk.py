@@ -26,6 +26,19 @@ def obs(v, t):
     return {"type": "Property", "value": v, "observedAt": t}
 
 
+def snapshot(b, timeout=60):
+    """POST /admin/snapshot, then wait for the history snapshot's log line
+    (the history's snapshot thread writes it; the answer does not wait)."""
+    import time
+    n = b.log().count("history: snapshot of")
+    r = requests.post(b.base + "/admin/snapshot", timeout=15)
+    assert r.status_code in (200, 202), r.text
+    end = time.time() + timeout
+    while b.log().count("history: snapshot of") == n:
+        assert time.time() < end, "no history snapshot"
+        time.sleep(0.02)
+
+
 def values(b, eid, attr="speed"):
     return [i["value"] for i in temporal(b, eid, attrs=attr).get(attr, [])]
 
@@ -176,8 +189,7 @@ def test_admin_snapshot_writes_the_history_and_compacts_its_log(dbdir, tmp_path)
     logp, snapp = os.path.join(dbdir, "history.log"), os.path.join(dbdir, "history.snap")
     with open(logp, "rb") as f:
         old_log = f.read()
-    r = requests.post(b.base + "/admin/snapshot", timeout=15)
-    assert r.status_code in (200, 202), r.text
+    snapshot(b)
     assert os.path.exists(snapp)
     assert os.path.getsize(logp) < len(old_log) // 4       # compacted
     want = values(b, eid)
@@ -194,4 +206,97 @@ def test_admin_snapshot_writes_the_history_and_compacts_its_log(dbdir, tmp_path)
     b.kill()
     b = DiskBroker(dbdir, str(tmp_path), flags)
     assert values(b, eid) == list(range(45))
+    b.stop()
+
+
+def test_history_snapshot_under_concurrent_writes_then_kill9(dbdir, tmp_path):
+    """A history snapshot is copied entity by entity while writers go on
+    (doc/history.md, "On disk"): writers that change an entity not yet
+    copied copy it first. Snapshots taken under PATCHes, temporal upserts,
+    instance deletes and modifications, entity creates and deletes, then
+    kill -9 and a restart: exactly the history before the crash, the
+    entities in their creation order, and instance ids going on."""
+    import random
+    import re
+    import threading
+    flags = ("--history", "corDB", "--temporalLimit", "1000000", "--dbSnapshotSize", "0")
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    kind = "Snap" + uid("Snap").split(":")[-1]
+    ids = ["urn:ngsi-ld:%s:%d" % (kind, i) for i in range(12)]
+    for n, eid in enumerate(ids):            # a few large entities, so that a copy takes a while
+        inst = [obs(k, "2020-01-01T%02d:%02d:%02dZ" % (k // 3600, k // 60 % 60, k % 60))
+                for k in range(20000 if n < 4 else 50)]
+        for c in range(0, len(inst), 2000):
+            r = post(b, "/temporal/entities", {"id": eid, "type": kind, "speed": inst[c:c + 2000],
+                                               "name": {"type": "Property", "value": "e%d" % n}})
+            assert r.status_code in (201, 204), r.text
+    stop, errors = [], []
+
+    def patcher(seed):
+        rnd = random.Random(seed)
+        k = 0
+        while not stop:
+            k += 1
+            eid = rnd.choice(ids[:4] if rnd.random() < 0.5 else ids)
+            r = requests.patch(b.base + API + "/entities/%s/attrs" % eid, headers=JSON,
+                               json={"speed": obs(k, "2021-01-01T00:%02d:%02dZ" % (k // 60 % 60, k % 60))},
+                               timeout=15)
+            if r.status_code != 204:
+                errors.append(r.text)
+
+    def temporal_writer():
+        rnd = random.Random(7)
+        k = 0
+        while not stop:
+            k += 1
+            eid = rnd.choice(ids[:4])
+            if k % 3 == 0:                   # upserts of older instances
+                post(b, "/temporal/entities/%s/attrs" % eid,
+                     {"speed": [obs(-k, "2019-06-01T00:00:%02dZ" % (k % 60))]})
+            elif k % 3 == 1:                 # delete or modify an instance
+                got = temporal(b, eid, attrs="speed", lastN="5")["speed"]
+                iid = got[rnd.randrange(len(got))]["instanceId"]
+                url = b.base + API + "/temporal/entities/%s/attrs/speed/%s" % (eid, iid)
+                if k % 2:
+                    requests.delete(url, timeout=15)
+                else:
+                    requests.patch(url, headers=JSON, json={"value": 1000 + k}, timeout=15)
+            else:                            # entities come and go
+                eid = "urn:ngsi-ld:%s:new%d" % (kind, k)
+                post(b, "/temporal/entities", {"id": eid, "type": kind, "speed": [obs(k, "2020-02-01T00:00:00Z")]})
+                if k % 2:
+                    requests.delete(b.base + API + "/temporal/entities/" + eid, timeout=15)
+
+    threads = [threading.Thread(target=patcher, args=(s,)) for s in range(3)] + [threading.Thread(target=temporal_writer)]
+    for t in threads:
+        t.start()
+    try:
+        for n in range(20):                  # until writers have copied entities first a few times
+            snapshot(b)
+            cows = sum(int(m) for m in re.findall(r"; (\d+) entities copied first by their writers", b.log()))
+            if n >= 5 and cows >= 5:
+                break
+    finally:
+        stop.append(1)
+        for t in threads:
+            t.join()
+    assert not errors, errors[:3]
+    assert b.log().count("history: snapshot of") >= 6
+
+    def state():
+        r = requests.get(b.base + API + "/temporal/entities", timeout=60,
+                         params={"type": kind, "options": "sysAttrs", "limit": "1000"})
+        assert r.status_code == 200, r.text
+        return r.json()
+    before = state()
+    assert len(before) > len(ids)
+    print("entities copied first by their writers:", cows)
+    b.kill()
+    b = DiskBroker(dbdir, str(tmp_path), flags)
+    assert state() == before                 # the same instances, ids, times, and entity order
+    r = requests.patch(b.base + API + "/entities/%s/attrs" % ids[0], headers=JSON,
+                       json={"speed": obs(1, "2022-01-01T00:00:00Z")}, timeout=15)
+    assert r.status_code == 204
+    got = temporal(b, ids[0], attrs="speed")["speed"]
+    assert len({i["instanceId"] for i in got}) == len(got)
     b.stop()

@@ -15,6 +15,14 @@ seconds. Reported per configuration:
 
   python3 test/perf/history_pg_ingest.py [--duration 10] [--entities 10000] [--connections 50]
 
+--temporal-load N: instead, N instances of one attribute through the temporal
+API (POST .../attrs, 2,000 per request: the upsert path), per binary (--bin,
+and --base-bin side by side, alternated --runs times): the wall time until
+all are in PostgreSQL, instances/s, and PostgreSQL's and the broker's CPU per
+instance.
+
+  python3 test/perf/history_pg_ingest.py --temporal-load 100000 --runs 3 [--base-bin B]
+
 --reads lastN,hourly: instead, history_bench.py's read shapes against
 --history timescale (lastN=100 of --instances instances of one attribute;
 an hourly avg over a day of 1-second instances), on the same kind of server.
@@ -115,6 +123,30 @@ def run(pg, mode, a):
         b.wait()
 
 
+def temporal_load(pg, binary, a):
+    """N instances through POST /temporal/entities/{id}/attrs; the time until all are in PostgreSQL."""
+    import history_bench
+    db = pg.new_database()
+    port = free_port()
+    b = start_broker(port, ["--history", "timescale", "--historyURI", pg.uri(db)], binary=binary)
+    try:
+        base = "http://127.0.0.1:%d" % port
+        wait_up(base + "/version")
+        c0, p0, t0 = cpu_seconds(b.pid), cluster_cpu(pg), time.time()
+        history_bench.fill(base, "urn:ngsi-ld:Sensor:load", a.temporal_load)
+        posted = time.time() - t0
+        count = lambda: int(pg.psql("SELECT count(*) FROM coraine_instances", db))
+        while count() < a.temporal_load and time.time() - t0 < 900:
+            time.sleep(0.05)
+        wall = time.time() - t0
+        n = count()
+        return {"wall": wall, "posted": posted, "rate": n / wall, "n": n,
+                "pg_us": (cluster_cpu(pg) - p0) * 1e6 / n, "broker_us": (cpu_seconds(b.pid) - c0) * 1e6 / n}
+    finally:
+        b.terminate()
+        b.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=int, default=10)
@@ -126,10 +158,36 @@ def main():
     ap.add_argument("--reads", help="history_bench.py's read shapes (lastN,hourly) on timescale")
     ap.add_argument("--instances", type=int, default=100000)
     ap.add_argument("--conns", type=int, default=8)
+    ap.add_argument("--temporal-load", type=int, default=0, help="N instances through the temporal API")
+    ap.add_argument("--base-bin", help="--temporal-load: a second binary, side by side")
     a = ap.parse_args()
     if a.bin:
         perf_run.BIN = a.bin
     pg = PgServer()
+    if a.temporal_load:
+        import statistics
+        bins = [("this", a.bin or perf_run.BIN)] + ([("base", a.base_bin)] if a.base_bin else [])
+        res = {k: [] for k, _ in bins}
+        try:
+            for _ in range(a.runs):
+                for name, binary in bins:
+                    r = temporal_load(pg, binary, a)
+                    res[name].append(r)
+                    print("%-5s %d instances in PostgreSQL after %.2f s (answered after %.2f s): %.0f instances/s, "
+                          "PostgreSQL %.1f us/instance, broker %.1f us/instance" %
+                          (name, r["n"], r["wall"], r["posted"], r["rate"], r["pg_us"], r["broker_us"]),
+                          file=sys.stderr)
+        finally:
+            pg.close()
+        print("| binary | instances/s (median of %d) | PostgreSQL CPU per instance (µs) | broker CPU per instance (µs) |"
+              % a.runs)
+        print("|---|---:|---:|---:|")
+        for name, binary in bins:
+            rs = res[name]
+            print("| %s (%s) | %.0f | %.1f | %.1f |" % (name, binary, statistics.median(r["rate"] for r in rs),
+                                                       statistics.median(r["pg_us"] for r in rs),
+                                                       statistics.median(r["broker_us"] for r in rs)))
+        return
     if a.reads:
         import history_bench
         uri = pg.uri(pg.new_database())
