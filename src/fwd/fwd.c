@@ -47,6 +47,7 @@ bool fwd_start(problem_t *p)
 
 void fwd_stop(void)
 {
+    fwd_map_clear();
     curl_global_cleanup();
 }
 
@@ -605,6 +606,7 @@ void fwd_run(call_t *calls, size_t n)
 typedef struct version {
     const cr_entity_t *e;
     bool               aux;     /* from an auxiliary source */
+    uint64_t           from;    /* FWD_MAP_HERE, or the bit of its registration in fwd_out_t.reg_ids */
 } version_t;
 
 static bool newer(const cr_attr_t *x, const cr_attr_t *y)
@@ -711,11 +713,49 @@ typedef struct collected {
     const cr_entity_t **e;
     size_t              n;
     bool                aux;
+    uint64_t            from;   /* its bit in out->reg_ids (0: past 63) */
 } collected_t;
 
+/* The bit of r in an entity map's page, 0: none. */
+static uint64_t page_bit(const fwd_map_page_t *pg, const reg_t *r)
+{
+    for (size_t k = 0; k < pg->n_regs; k++)
+        if (!strcmp(pg->reg_ids[k], reg_id(r))) return (uint64_t)1 << (k + 1);
+    return 0;
+}
+
+/* An entity map's page (fwd_query_map): the ids to ask r for, comma-separated, or NULL: r is not asked. */
+static const char *page_ids(arena_t *a, const fwd_map_page_t *pg, const reg_t *r)
+{
+    size_t k;
+    for (k = 0; k < pg->n_regs; k++)
+        if (!strcmp(pg->reg_ids[k], reg_id(r))) break;
+    if (k == pg->n_regs) return NULL;
+    sbuf_t sb;
+    sb_init(&sb, a, 256);
+    for (size_t i = 0; i < pg->n; i++)
+        if (pg->origins[i] >> (k + 1) & 1) {
+            if (sb.len) sb_addc(&sb, ',');
+            sb_adds(&sb, pg->ids[i]);
+        }
+    return sb.len ? sb.p : NULL;
+}
+
+/* params with id=ids (the request's id and idPattern replaced). */
+static const fwd_param_t *with_ids(arena_t *a, const fwd_param_t *params, size_t *n, const char *ids)
+{
+    fwd_param_t *v = arena_alloc(a, (*n + 1) * sizeof *v);
+    size_t       k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(params[i].key, "id") && strcmp(params[i].key, "idPattern")) v[k++] = params[i];
+    v[k++] = (fwd_param_t){"id", ids};
+    *n = k;
+    return v;
+}
+
 static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const char *const *attrs, size_t n_attrs,
-                    const fwd_param_t *params, size_t n_params, size_t want, fwd_out_t *out, collected_t **got,
-                    size_t *n_got, problem_t *p)
+                    const fwd_param_t *params, size_t n_params, size_t want, const fwd_map_page_t *only,
+                    fwd_out_t *out, collected_t **got, size_t *n_got, problem_t *p)
 {
     arena_t  *a = in->arena;
     size_t    nr;
@@ -725,6 +765,24 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
     *n_got = 0;
     out->forwarded = out->failed = 0;
     out->warning = NULL;
+    out->n_regs = 0;
+    out->reg_ids = NULL;
+    const char **asked = NULL;
+    if (only && nr) {            /* an entity map's page: only the sources of its entities, for those */
+        asked = arena_alloc(a, nr * sizeof *asked);
+        size_t k = 0;
+        for (size_t i = 0; i < nr; i++) {
+            const char *ids = page_ids(a, only, regs[i]);
+            if (!ids) {
+                reg_unref(regs[i]);
+                continue;
+            }
+            asked[k] = ids;
+            masks[k] = masks[i];
+            regs[k++] = regs[i];
+        }
+        nr = k;
+    }
     if (!nr) return true;
     if (fwd_via_loop(in->via)) {
         bool ok = fwd_loop_check(regs, nr, false, p);
@@ -732,10 +790,14 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         return ok;     /* an inclusive loop: answered from the local data only */
     }
     call_t *calls = arena_calloc(a, nr * sizeof *calls);
-    for (size_t i = 0; i < nr; i++)
-        call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, params, n_params, want);
+    for (size_t i = 0; i < nr; i++) {
+        size_t             np = n_params;
+        const fwd_param_t *pv = asked ? with_ids(a, params, &np, asked[i]) : params;
+        call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, pv, np, asked ? 0 : want);
+    }
     fwd_run(calls, nr);
     *got = arena_calloc(a, (nr + 1) * sizeof **got);
+    out->reg_ids = arena_alloc(a, (nr + 1) * sizeof *out->reg_ids);
     int64_t now = cr_now_us();
     for (size_t i = 0; i < nr; i++) {
         call_t *c = &calls[i];
@@ -749,6 +811,7 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         bool ok = c->rc == CURLE_OK && ((c->status >= 200 && c->status < 300) || c->status == 404);
         if (!ok) {
             out->failed++;
+            if (only) out->unanswered |= page_bit(only, c->reg);
             if (c->refused) fwd_warn(a, &out->warning, c->reg, 299, "refused by the egress policy");
             else if (c->rc != CURLE_OK) fwd_warn(a, &out->warning, c->reg, 199, c->too_big ? "the answer is too large"
                                                                                      : curl_easy_strerror(c->rc));
@@ -758,8 +821,13 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
             collected_t *g = &(*got)[(*n_got)++];
             g->n = answer_entities(a, c, id == NULL || c->as_query, &g->e, &bad);
             g->aux = reg_mode(c->reg) == REG_AUXILIARY;
+            if (g->n) {
+                g->from = out->n_regs < 63 ? (uint64_t)1 << (out->n_regs + 1) : 0;
+                out->reg_ids[out->n_regs++] = arena_strdup(a, reg_id(c->reg));
+            }
             if (bad) {
                 ok = false;
+                if (only) out->unanswered |= page_bit(only, c->reg);
                 out->failed++;
                 fwd_warn(a, &out->warning, c->reg, 111, "not an NGSI-LD payload");
             }
@@ -781,14 +849,14 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
     size_t       n_got;
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, out, &got, &n_got, p)) return false;
+    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, out, &got, &n_got, p)) return false;
     if (!out->forwarded) return true;
     version_t *v = arena_alloc(in->arena, (n_got + 2) * sizeof *v);
     size_t     k = 0;
-    if (local) v[k++] = (version_t){local, false};
+    if (local) v[k++] = (version_t){local, false, FWD_MAP_HERE};
     for (size_t i = 0; i < n_got; i++)
         for (size_t j = 0; j < got[i].n; j++)
-            if (!strcmp(got[i].e[j]->id, id)) v[k++] = (version_t){got[i].e[j], got[i].aux};
+            if (!strcmp(got[i].e[j]->id, id)) v[k++] = (version_t){got[i].e[j], got[i].aux, got[i].from};
     out->items = arena_alloc(in->arena, sizeof *out->items);
     if (k) {
         /* an auxiliary source answers only when nothing else does (4.3.6.2): kept, never winning */
@@ -822,6 +890,13 @@ static void groups_init(arena_t *a, groups_t *gs, size_t cap)
     gs->slot = arena_calloc(a, gs->nslot * sizeof *gs->slot);
 }
 
+static group_t *group_find(const groups_t *gs, const char *id)
+{
+    for (size_t i = (size_t)cr_hash(id, strlen(id)) & (gs->nslot - 1); gs->slot[i]; i = (i + 1) & (gs->nslot - 1))
+        if (!strcmp(gs->g[gs->slot[i] - 1].id, id)) return &gs->g[gs->slot[i] - 1];
+    return NULL;
+}
+
 static group_t *group_of(groups_t *gs, const char *id)
 {
     size_t i = (size_t)cr_hash(id, strlen(id)) & (gs->nslot - 1);
@@ -845,6 +920,33 @@ static void group_add(arena_t *a, group_t *g, version_t v)
     g->v[g->n++] = v;
 }
 
+/* The groups of the local versions and the answers', in first-seen order; with only (an entity map's page),
+ * those of its ids first and no others. */
+static void group_all(arena_t *a, groups_t *gs, cr_entity_t *const *local, size_t n_local, const collected_t *got,
+                      size_t n_got, const char *const *only, size_t n_only)
+{
+    size_t total = n_local + n_only;
+    for (size_t i = 0; i < n_got; i++) total += got[i].n;
+    groups_init(a, gs, total);
+    for (size_t i = 0; i < n_only; i++) group_of(gs, only[i]);
+    for (size_t i = 0; i < n_local; i++) {
+        group_t *g = only ? group_find(gs, local[i]->id) : group_of(gs, local[i]->id);
+        if (g) group_add(a, g, (version_t){local[i], false, FWD_MAP_HERE});
+    }
+    for (size_t i = 0; i < n_got; i++)
+        for (size_t j = 0; j < got[i].n; j++) {
+            group_t *g = only ? group_find(gs, got[i].e[j]->id) : group_of(gs, got[i].e[j]->id);
+            if (g) group_add(a, g, (version_t){got[i].e[j], got[i].aux, got[i].from});
+        }
+}
+
+static uint64_t group_from(const group_t *g)
+{
+    uint64_t f = 0;
+    for (size_t i = 0; i < g->n; i++) f |= g->v[i].from;
+    return f;
+}
+
 bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params, size_t want,
                cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p)
 {
@@ -854,22 +956,45 @@ bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *
     q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, out, &got, &n_got, p))
+    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, NULL, out, &got, &n_got, p))
         return false;
     if (!out->forwarded) return true;
     arena_t *a = in->arena;
-    size_t   total = n_local;
-    for (size_t i = 0; i < n_got; i++) total += got[i].n;
     groups_t gs;
-    groups_init(a, &gs, total);
-    for (size_t i = 0; i < n_local; i++) group_add(a, group_of(&gs, local[i]->id), (version_t){local[i], false});
-    for (size_t i = 0; i < n_got; i++)
-        for (size_t j = 0; j < got[i].n; j++)
-            group_add(a, group_of(&gs, got[i].e[j]->id), (version_t){got[i].e[j], got[i].aux});
+    group_all(a, &gs, local, n_local, got, n_got, NULL, 0);
     out->items = arena_alloc(a, (gs.n + 1) * sizeof *out->items);
+    out->origins = out->n_regs <= 63 ? arena_alloc(a, (gs.n + 1) * sizeof *out->origins) : NULL;
     for (size_t i = 0; i < gs.n; i++) {
         cr_entity_t *m = merge(a, gs.g[i].v, gs.g[i].n);
+        if (!m) continue;
+        if (out->origins) out->origins[out->n] = group_from(&gs.g[i]);
+        out->items[out->n++] = m;
+    }
+    return true;
+}
+
+bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params,
+                   const fwd_map_page_t *pg, bool remote, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                   problem_t *p)
+{
+    reg_query_t  q = *match;
+    collected_t *got = NULL;
+    size_t       n_got = 0;
+    arena_t     *a = in->arena;
+    q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
+    memset(out, 0, sizeof *out);
+    if (remote && pg->n_regs &&
+        !forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, 0, pg, out, &got, &n_got, p))
+        return false;
+    /* the page's ids, in map order: their groups are the first pg->n */
+    groups_t gs;
+    group_all(a, &gs, local, n_local, got, n_got, pg->ids, pg->n);
+    out->items = arena_alloc(a, (pg->n + 1) * sizeof *out->items);
+    out->gone = arena_alloc(a, (pg->n + 1) * sizeof *out->gone);
+    for (size_t i = 0; i < pg->n; i++) {
+        cr_entity_t *m = gs.g[i].n ? merge(a, gs.g[i].v, gs.g[i].n) : NULL;
         if (m) out->items[out->n++] = m;
+        else if (!(pg->origins[i] & out->unanswered)) out->gone[out->n_gone++] = pg->ids[i];   /* kept: not asked */
     }
     return true;
 }

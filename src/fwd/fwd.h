@@ -91,6 +91,15 @@ typedef struct fwd_out {
     size_t        forwarded;  /* forwarded requests (0: nothing matched; items untouched) */
     size_t        failed;
     const char   *warning;    /* the NGSILD-Warning value, or NULL */
+    /* fwd_query: where each merged item came from, for an entity map: bit 0 here, bit 1 + k reg_ids[k] (the
+     * registrations whose sources returned entities); NULL when more than 63 did */
+    uint64_t     *origins;
+    const char  **reg_ids;
+    size_t        n_regs;
+    /* fwd_query_map: the page's ids found nowhere any more (to be removed from the map) */
+    const char  **gone;
+    size_t        n_gone;
+    uint64_t      unanswered;  /* fwd_query_map: the bits of the registrations that failed */
 } fwd_out_t;
 
 /* Retrieve Entity (5.7.1) distributed: the registrations matching id (and
@@ -108,6 +117,51 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
  * the local page merged with the answers, local order first. */
 bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params, size_t want,
                cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p);
+
+/* ------------------------------------------------ entity maps (fwd_map.c)
+ * An EntityMap (4.3.6.7, 4.5.25, 5.2.39, 5.14): the ids a distributed query
+ * matched, in result order, each with where it lives (bit 0: here, "@none";
+ * bit 1 + k: the registration reg_ids[k]). A query that asks for one
+ * (entityMap=true) has it made from its first answer (fwd_query's origins);
+ * the pages that name it (NGSILD-EntityMap) ask only the sources of their
+ * entities, for those ids (fwd_query_map). Bounded by --entityMapMax maps
+ * and --entityMapEntries ids in all; per tenant; thread-safe. */
+#define FWD_MAP_HERE ((uint64_t)1)
+
+typedef struct fwd_map_page {
+    const char  *id;
+    const char **ids;          /* the entities of the page, in map order (removed ones left out) */
+    uint64_t    *origins;
+    size_t       n;
+    const char **reg_ids;      /* the registrations bits 1.. name */
+    size_t       n_regs;
+    size_t       total;        /* slots (removed ones included: positions are stable) */
+    size_t       live;         /* entities not removed */
+    int64_t      expires_at;   /* µs */
+} fwd_map_page_t;
+
+/* Stores a map (ids copied); id_out gets its id. false: it cannot be held (larger than --entityMapEntries,
+ * more than 63 registrations, out of memory). */
+bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_ids, size_t n_regs,
+                 const char *const *ids, const uint64_t *origins, size_t n, char id_out[64]);
+/* The slots [offset, offset + limit) of tenant's map id, copied into a; false: no such map (or it expired). */
+bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limit, arena_t *a, fwd_map_page_t *pg);
+/* Removes ids from the map: they no longer match its query (4.3.6.7). */
+void fwd_map_forget(const char *tenant, const char *id, const char *const *ids, size_t n);
+/* false: no such map. */
+bool fwd_map_set_expiry(const char *tenant, const char *id, int64_t at);
+bool fwd_map_delete(const char *tenant, const char *id);
+void fwd_map_stats(size_t *maps, size_t *entries);
+void fwd_map_clear(void);
+
+/* Query Entities through an entity map's page: the registrations matching q
+ * and named by pg->reg_ids are asked (as fwd_query) for the page's ids they
+ * hold, and nothing else; merged with local (the page's local entities);
+ * out->items in page order, out->gone the page's ids found nowhere. remote
+ * false: nothing is forwarded (local=true). */
+bool fwd_query_map(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params,
+                   const fwd_map_page_t *pg, bool remote, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                   problem_t *p);
 
 /* ------------------------------------------------ distributed writes (fwd_write.c)
  * A write of one entity (5.6.x distributed, 4.3.6.2-4.3.6.4): the
