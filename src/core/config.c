@@ -94,6 +94,7 @@ static flag_t flags[] = {
     {"notifierCaFile", F_STR, &cr_config.notifier_ca_file, "", NULL, "CA certificates (PEM) for https:// and mqtts:// endpoints (none: the system's)"},
     {"forwardTimeout", F_INT, &cr_config.forward_timeout_ms, "5000", NULL, "ms a forwarded request may take (a registration's management.timeout overrides)"},
     {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
+    {"forwardCacheSize", F_SIZE, &cr_config.forward_cache_size, "64M", NULL, "bytes of context source answers kept for their registration's management.cacheDuration, k/M/G suffixes (0: none kept)"},
     {"entityMapMax", F_INT, &cr_config.entity_map_max, "1000", NULL, "EntityMaps of paged distributed queries held at once, all tenants (beyond: the soonest to expire is dropped)"},
     {"entityMapEntries", F_INT, &cr_config.entity_map_entries, "1000000", NULL, "entity ids held in all EntityMaps together"},
     {"entityMapLifetime", F_INT, &cr_config.entity_map_lifetime, "300", NULL, "s an EntityMap lives when the query asks no entityMapLifetime (at most 24 h either way)"},

@@ -48,6 +48,7 @@ bool fwd_start(problem_t *p)
 void fwd_stop(void)
 {
     fwd_map_clear();
+    fwd_cache_clear();
     curl_global_cleanup();
 }
 
@@ -560,21 +561,22 @@ void fwd_run(call_t *calls, size_t n)
 {
     size_t n_http = 0;
     for (size_t i = 0; i < n; i++)
-        if (calls[i].skipped) continue;
+        if (calls[i].skipped || fwd_cache_get(&calls[i])) continue;
         else if (cor_is_url(calls[i].url)) cor_send(&calls[i]);
         else n_http++;
     CURLM *m = n_http ? curl_multi_init() : NULL;
     if (!m) {
         for (size_t i = 0; i < n; i++)
             if (calls[i].cor) cor_collect(&calls[i]);
-            else if (!calls[i].skipped) calls[i].rc = CURLE_FAILED_INIT;
+            else if (!calls[i].skipped && !calls[i].from_cache) calls[i].rc = CURLE_FAILED_INIT;
+        for (size_t i = 0; i < n; i++) fwd_cache_put(&calls[i]);
         return;
     }
     size_t fan = cr_config.forward_fanout > 0 ? (size_t)cr_config.forward_fanout : 1, next = 0, active = 0;
     for (;;) {
         while (active < fan && next < n) {
             call_t *c = &calls[next++];
-            if (c->skipped || cor_is_url(c->url)) continue;
+            if (c->skipped || c->from_cache || cor_is_url(c->url)) continue;
             if (call_start(m, c)) active++;
             else c->rc = CURLE_COULDNT_CONNECT;
         }
@@ -599,6 +601,7 @@ void fwd_run(call_t *calls, size_t n)
     curl_multi_cleanup(m);
     for (size_t i = 0; i < n; i++)
         if (calls[i].cor) cor_collect(&calls[i]);
+    for (size_t i = 0; i < n; i++) fwd_cache_put(&calls[i]);
 }
 
 /* ------------------------------------------------------------ merging (4.5.5) */
@@ -808,6 +811,7 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
             continue;
         }
         out->forwarded++;
+        if (c->from_cache) fwd_warn(a, &out->warning, c->reg, 110, "Response is Stale");   /* 6.3.17 */
         bool ok = c->rc == CURLE_OK && ((c->status >= 200 && c->status < 300) || c->status == 404);
         if (!ok) {
             out->failed++;
@@ -832,7 +836,7 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
                 fwd_warn(a, &out->warning, c->reg, 111, "not an NGSI-LD payload");
             }
         }
-        fwd_counted(c->reg, ok, now);
+        if (!c->from_cache) fwd_counted(c->reg, ok, now);     /* a kept answer was not sent */
         reg_unref(c->reg);
     }
     return true;

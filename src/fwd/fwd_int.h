@@ -27,11 +27,17 @@ typedef struct call {
     const char         *method;     /* NULL: GET, or POST when post is set */
     bool                as_query;   /* a retrieve asked as a query (answers an array) */
     struct cor_call    *cor;        /* sent over cor:// (the endpoint's scheme) */
+    bool                from_cache; /* not sent: answered from fwd_cache.c (management.cacheDuration) */
 } call_t;
 
 /* Sends calls[0..n) (those not skipped) in parallel, at most --forwardFanout
  * at once, each within its timeout_ms; fills rc, status, body, refused. */
 void fwd_run(call_t *calls, size_t n);
+/* fwd_cache.c (management.cacheDuration, 6.3.17): a kept answer to c (status, body, from_cache set), and
+ * keeping c's answer; only GETs of entities[/{id}] to a registration with a cacheDuration. */
+bool fwd_cache_get(call_t *c);
+void fwd_cache_put(const call_t *c);
+void fwd_cache_clear(void);
 
 /* The headers of a request to r's source (Accept, Link with jctx or the
  * request's @context, Via with this broker, NGSILD-Tenant, the
