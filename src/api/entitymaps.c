@@ -46,6 +46,14 @@ void api_entity_map_answer(request_t *r, const ld_context_t *ctx, const fwd_map_
         jw_array_end(&w);
     }
     jw_object_end(&w);
+    jw_key(&w, "linkedMaps");
+    jw_object_begin(&w);
+    for (size_t k = 0; k < mp->n_regs; k++)
+        if (mp->linked[k]) {
+            jw_key(&w, mp->reg_ids[k]);
+            jw_string(&w, mp->linked[k]);
+        }
+    jw_object_end(&w);
     jw_object_end(&w);
     if (!ld) {
         reply_header(r, "Link", arena_printf(r->arena, "<%s>; rel=\"http://www.w3.org/ns/json-ld#context\"; "
@@ -53,6 +61,22 @@ void api_entity_map_answer(request_t *r, const ld_context_t *ctx, const fwd_map_
     }
     reply_header(r, "NGSILD-EntityMap", mp->id);
     reply_body(r, status, ld ? "application/ld+json" : "application/json");
+}
+
+/* The sources' own maps of mp (linkedMaps) follow (5.14.2, 5.14.3): PATCHed to expire at `at` too, or
+ * DELETEd. What fails there changes nothing here: the source's map expires by itself. */
+static void linked(request_t *r, const fwd_map_page_t *mp, reg_op_t op, int64_t at)
+{
+    bool any = false;
+    for (size_t k = 0; k < mp->n_regs && !any; k++) any = mp->linked[k] != NULL;
+    if (!any) return;
+    const ld_context_t *ctx = ld_core();
+    fwd_in_t            in;
+    char                t[32];
+    api_fwd_in(r, ctx, &in);
+    cr_datetime_format(at, t);
+    fwd_map_linked(&in, mp, op, op == REG_OP_UPDATE_ENTITY_MAP ? arena_printf(r->arena, "{\"expiresAt\":\"%s\"}", t)
+                                                               : NULL);
 }
 
 /* The map the path names, or a 400 / 404 in p. */
@@ -123,6 +147,7 @@ void api_entity_map_update(request_t *r)
         problem_set(&p, PB_RESOURCE_NOT_FOUND, "no EntityMap '%.200s' here (it may have expired)", r->pathv[0]);
         goto fail;
     }
+    linked(r, &mp, REG_OP_UPDATE_ENTITY_MAP, at);
     reply_status(r, 204);
     return;
 fail:
@@ -137,10 +162,13 @@ void api_entity_map_delete(request_t *r)
         problem_set(&p, PB_BAD_REQUEST_DATA, "'%.200s' is not a URI: no EntityMap id (5.14.3.4)", r->pathv[0]);
         goto fail;
     }
+    fwd_map_page_t mp;
+    bool           had = fwd_map_page(r->tenant, r->pathv[0], 0, 0, r->arena, &mp);
     if (!fwd_map_delete(r->tenant, r->pathv[0])) {
         problem_set(&p, PB_RESOURCE_NOT_FOUND, "no EntityMap '%.200s' here (it may have expired)", r->pathv[0]);
         goto fail;
     }
+    if (had) linked(r, &mp, REG_OP_DELETE_ENTITY_MAP, 0);
     reply_status(r, 204);
     return;
 fail:

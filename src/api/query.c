@@ -339,7 +339,7 @@ static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const l
         size_t      np = fwd_selection(r, qy, body, prm, &m);
         fwd_in_t    in;
         api_fwd_in(r, ctx, &in);
-        if (!fwd_query(&in, &m, prm, np, lq.limit, lp.items, lp.n, &out, p)) {
+        if (!fwd_query_new_map(&in, &m, prm, np, lq.limit, mr->lifetime_us, lp.items, lp.n, &out, p)) {
             ops_page_release(&lp);
             return false;
         }
@@ -360,7 +360,7 @@ static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const l
     }
     char id[64];
     bool kept = (!out.forwarded || out.origins) &&
-                fwd_map_put(r->tenant, cr_now_us() + mr->lifetime_us, out.reg_ids, out.forwarded ? out.n_regs : 0,
+                fwd_map_put(r->tenant, cr_now_us() + mr->lifetime_us, out.reg_ids, out.linked, out.forwarded ? out.n_regs : 0,
                             ids, origins, n, id);
     if (as_map) {
         fwd_map_page_t mp;

@@ -147,6 +147,21 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* A source's NGSILD-EntityMap answer header, when asked for (call_t.want_map). */
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    call_t *c = ud;
+    size_t  n = size * nmemb;
+    static const char name[] = "NGSILD-EntityMap:";
+    if (n > sizeof name - 1 && !strncasecmp(ptr, name, sizeof name - 1)) {
+        const char *v = ptr + sizeof name - 1, *e = ptr + n;
+        while (v < e && (*v == ' ' || *v == '\t')) v++;
+        while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ')) e--;
+        if (e > v && e - v < 512) c->entity_map = arena_strndup(c->body.a, v, (size_t)(e - v));
+    }
+    return n;
+}
+
 /* The egress policy (core/egress.c) on the address actually connected. */
 static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
 {
@@ -514,6 +529,10 @@ static bool call_start(CURLM *m, call_t *c)
         curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(c->post));
     }
     if (c->method) curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, c->method);
+    if (c->want_map) {
+        curl_easy_setopt(c->h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c->h, CURLOPT_HEADERDATA, c);
+    }
     if (curl_multi_add_handle(m, c->h) != CURLM_OK) {
         curl_easy_cleanup(c->h);
         c->h = NULL;
@@ -549,6 +568,9 @@ static void cor_collect(call_t *c)
     else if (e == COR_OK) {
         c->status = status;
         sb_add(&c->body, body ? body : "", len);
+        size_t      hl = 0;
+        const char *h = c->want_map ? cor_header(c->cor, "NGSILD-EntityMap", &hl) : NULL;
+        if (h && hl && hl < 512) c->entity_map = arena_strndup(c->body.a, h, hl);
     } else
         LOG_D("fwd: %s: %s", c->url, why);
     cor_release(c->cor);
@@ -756,9 +778,20 @@ static const fwd_param_t *with_ids(arena_t *a, const fwd_param_t *params, size_t
     return v;
 }
 
+/* params with entityMap=true and entityMapLifetime (a source asked to make its own EntityMap, 5.14.4.4). */
+static const fwd_param_t *with_map(arena_t *a, const fwd_param_t *params, size_t *n, int64_t life_us)
+{
+    fwd_param_t *v = arena_alloc(a, (*n + 2) * sizeof *v);
+    if (*n) memcpy(v, params, *n * sizeof *v);
+    v[(*n)++] = (fwd_param_t){"entityMap", "true"};
+    v[(*n)++] = (fwd_param_t){"entityMapLifetime", arena_printf(a, "PT%lldS", (long long)((life_us + 999999) / 1000000))};
+    return v;
+}
+
+/* only: an entity map's page (fwd_query_map); map_life_us: a new map's lifetime (fwd_query_new_map), else 0. */
 static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const char *const *attrs, size_t n_attrs,
                     const fwd_param_t *params, size_t n_params, size_t want, const fwd_map_page_t *only,
-                    fwd_out_t *out, collected_t **got, size_t *n_got, problem_t *p)
+                    int64_t map_life_us, fwd_out_t *out, collected_t **got, size_t *n_got, problem_t *p)
 {
     arena_t  *a = in->arena;
     size_t    nr;
@@ -793,14 +826,34 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         return ok;     /* an inclusive loop: answered from the local data only */
     }
     call_t *calls = arena_calloc(a, nr * sizeof *calls);
+    size_t  n_map = 0;
     for (size_t i = 0; i < nr; i++) {
         size_t             np = n_params;
         const fwd_param_t *pv = asked ? with_ids(a, params, &np, asked[i]) : params;
+        bool               map = map_life_us && (reg_ops(regs[i]) & REG_OP_BIT(REG_OP_CREATE_ENTITY_MAP_QUERY_ENTITY));
+        if (map) pv = with_map(a, pv, &np, map_life_us);
         call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, pv, np, asked ? 0 : want);
+        calls[i].want_map = map;
+        n_map += map;
     }
     fwd_run(calls, nr);
+    /* a source that refuses entityMap (400) is asked again without it: it makes no map of its own */
+    call_t *again = n_map ? arena_calloc(a, n_map * sizeof *again) : NULL;
+    size_t  n_again = 0, *which = n_map ? arena_alloc(a, n_map * sizeof *which) : NULL;
+    for (size_t i = 0; i < nr && n_map; i++) {
+        call_t *c = &calls[i];
+        if (!c->want_map || c->skipped || c->from_cache || c->rc != CURLE_OK || c->status != 400) continue;
+        if (c->hdrs) curl_slist_free_all(c->hdrs);
+        call_build(in, &again[n_again], regs[i], masks[i], id, attrs, n_attrs, params, n_params, want);
+        which[n_again++] = i;
+    }
+    if (n_again) {
+        fwd_run(again, n_again);
+        for (size_t k = 0; k < n_again; k++) calls[which[k]] = again[k];
+    }
     *got = arena_calloc(a, (nr + 1) * sizeof **got);
     out->reg_ids = arena_alloc(a, (nr + 1) * sizeof *out->reg_ids);
+    out->linked = arena_alloc(a, (nr + 1) * sizeof *out->linked);
     int64_t now = cr_now_us();
     for (size_t i = 0; i < nr; i++) {
         call_t *c = &calls[i];
@@ -827,6 +880,7 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
             g->aux = reg_mode(c->reg) == REG_AUXILIARY;
             if (g->n) {
                 g->from = out->n_regs < 63 ? (uint64_t)1 << (out->n_regs + 1) : 0;
+                out->linked[out->n_regs] = c->entity_map;
                 out->reg_ids[out->n_regs++] = arena_strdup(a, reg_id(c->reg));
             }
             if (bad) {
@@ -853,7 +907,7 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
     size_t       n_got;
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, out, &got, &n_got, p)) return false;
+    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, 0, out, &got, &n_got, p)) return false;
     if (!out->forwarded) return true;
     version_t *v = arena_alloc(in->arena, (n_got + 2) * sizeof *v);
     size_t     k = 0;
@@ -951,8 +1005,9 @@ static uint64_t group_from(const group_t *g)
     return f;
 }
 
-bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params, size_t want,
-               cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p)
+static bool query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params,
+                  size_t want, int64_t map_life_us, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                  problem_t *p)
 {
     reg_query_t  q = *match;
     collected_t *got = NULL;
@@ -960,7 +1015,8 @@ bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *
     q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, NULL, out, &got, &n_got, p))
+    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, NULL, map_life_us, out, &got,
+                 &n_got, p))
         return false;
     if (!out->forwarded) return true;
     arena_t *a = in->arena;
@@ -977,6 +1033,61 @@ bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *
     return true;
 }
 
+bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params, size_t want,
+               cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p)
+{
+    return query(in, q, params, n_params, want, 0, local, n_local, out, p);
+}
+
+bool fwd_query_new_map(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params,
+                       size_t want, int64_t lifetime_us, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                       problem_t *p)
+{
+    return query(in, q, params, n_params, want, lifetime_us > 0 ? lifetime_us : 1, local, n_local, out, p);
+}
+
+size_t fwd_map_linked(const fwd_in_t *in, const fwd_map_page_t *mp, reg_op_t op, const char *body)
+{
+    arena_t *a = in->arena;
+    call_t  *calls = arena_calloc(a, (mp->n_regs + 1) * sizeof *calls);
+    size_t   nc = 0, failed = 0;
+    int64_t  now = cr_now_us();
+    for (size_t k = 0; k < mp->n_regs; k++) {
+        if (!mp->linked[k]) continue;
+        reg_t *r = reg_find(in->tenant, mp->reg_ids[k], now);
+        if (!r) continue;
+        if (!(reg_ops(r) & REG_OP_BIT(op)) || fwd_cooling(r)) {
+            reg_unref(r);
+            continue;
+        }
+        call_t     *c = &calls[nc++];
+        const char *jctx;
+        sbuf_t      path;
+        sb_init(&path, a, 128);
+        sb_adds(&path, "entityMaps/");
+        fwd_url_encode(&path, mp->linked[k]);
+        c->reg = r;
+        c->ctx = fwd_part_ctx(a, r, in->ctx, &jctx);
+        c->url = fwd_part_url(a, r, path.p, NULL);
+        c->method = body ? "PATCH" : "DELETE";
+        c->post = body ? arena_strdup(a, body) : NULL;
+        if (!fwd_headers(in, c, r, jctx, body ? "application/json" : NULL)) c->skipped = true;
+    }
+    fwd_run(calls, nc);
+    for (size_t i = 0; i < nc; i++) {
+        call_t *c = &calls[i];
+        bool    ok = !c->skipped && c->rc == CURLE_OK && c->status >= 200 && c->status < 300;
+        if (!ok) {
+            failed++;
+            LOG_I("fwd: %s of the linked EntityMap %s failed (%ld)", c->method, c->url, c->status);
+        }
+        if (!c->skipped) fwd_counted(c->reg, ok || c->status == 404, now);
+        if (c->hdrs) curl_slist_free_all(c->hdrs);
+        reg_unref(c->reg);
+    }
+    return failed;
+}
+
 bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params,
                    const fwd_map_page_t *pg, bool remote, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
                    problem_t *p)
@@ -988,7 +1099,7 @@ bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param
     q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     memset(out, 0, sizeof *out);
     if (remote && pg->n_regs &&
-        !forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, 0, pg, out, &got, &n_got, p))
+        !forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, 0, pg, 0, out, &got, &n_got, p))
         return false;
     /* the page's ids, in map order: their groups are the first pg->n */
     groups_t gs;

@@ -95,6 +95,7 @@ typedef struct fwd_out {
      * registrations whose sources returned entities); NULL when more than 63 did */
     uint64_t     *origins;
     const char  **reg_ids;
+    const char  **linked;      /* per reg_ids: the EntityMap its source made (fwd_query_new_map), or NULL */
     size_t        n_regs;
     /* fwd_query_map: the page's ids found nowhere any more (to be removed from the map) */
     const char  **gone;
@@ -134,6 +135,7 @@ typedef struct fwd_map_page {
     uint64_t    *origins;
     size_t       n;
     const char **reg_ids;      /* the registrations bits 1.. name */
+    const char **linked;       /* per reg_ids: the EntityMap id at its source (linkedMaps), or NULL */
     size_t       n_regs;
     size_t       total;        /* slots (removed ones included: positions are stable) */
     size_t       live;         /* entities not removed */
@@ -142,8 +144,8 @@ typedef struct fwd_map_page {
 
 /* Stores a map (ids copied); id_out gets its id. false: it cannot be held (larger than --entityMapEntries,
  * more than 63 registrations, out of memory). */
-bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_ids, size_t n_regs,
-                 const char *const *ids, const uint64_t *origins, size_t n, char id_out[64]);
+bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_ids, const char *const *linked,
+                 size_t n_regs, const char *const *ids, const uint64_t *origins, size_t n, char id_out[64]);
 /* The slots [offset, offset + limit) of tenant's map id, copied into a; false: no such map (or it expired). */
 bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limit, arena_t *a, fwd_map_page_t *pg);
 /* Removes ids from the map: they no longer match its query (4.3.6.7). */
@@ -153,6 +155,15 @@ bool fwd_map_set_expiry(const char *tenant, const char *id, int64_t at);
 bool fwd_map_delete(const char *tenant, const char *id);
 void fwd_map_stats(size_t *maps, size_t *entries);
 void fwd_map_clear(void);
+
+/* fwd_query for a new map (5.14.4.4): the sources whose registrations support createEntityMapQueryEntity
+ * are asked with entityMap=true (and the map's lifetime), and the EntityMap each makes is out->linked. */
+bool fwd_query_new_map(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params,
+                       size_t want, int64_t lifetime_us, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                       problem_t *p);
+/* The linked maps of mp (5.14.2, 5.14.3): DELETE (body NULL) or PATCH with body each at its source, when
+ * the registration still exists and supports deleteEntityMap / updateEntityMap (op); the number that failed. */
+size_t fwd_map_linked(const fwd_in_t *in, const fwd_map_page_t *mp, reg_op_t op, const char *body);
 
 /* Query Entities through an entity map's page: the registrations matching q
  * and named by pg->reg_ids are asked (as fwd_query) for the page's ids they

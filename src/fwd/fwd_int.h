@@ -28,6 +28,8 @@ typedef struct call {
     bool                as_query;   /* a retrieve asked as a query (answers an array) */
     struct cor_call    *cor;        /* sent over cor:// (the endpoint's scheme) */
     bool                from_cache; /* not sent: answered from fwd_cache.c (management.cacheDuration) */
+    bool                want_map;   /* keep the answer's NGSILD-EntityMap (a source's own EntityMap, 5.14.4.4) */
+    const char         *entity_map; /* that header's value, or NULL */
 } call_t;
 
 /* Sends calls[0..n) (those not skipped) in parallel, at most --forwardFanout

@@ -33,6 +33,7 @@ typedef struct map {
     char    **ids;              /* n, into the same block */
     uint64_t *origins;          /* n; 0: removed */
     char    **reg_ids;          /* n_regs */
+    char    **linked;           /* n_regs: the map's EntityMap at that source, or NULL */
     size_t    n_regs;
 } map_t;
 
@@ -92,15 +93,15 @@ static bool make_room(size_t n, int64_t now, size_t max_maps, size_t max_entries
     return g_n + 1 <= max_maps && g_entries + n <= max_entries;
 }
 
-bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_ids, size_t n_regs,
-                 const char *const *ids, const uint64_t *origins, size_t n, char id_out[64])
+bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_ids, const char *const *linked,
+                 size_t n_regs, const char *const *ids, const uint64_t *origins, size_t n, char id_out[64])
 {
     size_t max_maps = cr_config.entity_map_max > 0 ? (size_t)cr_config.entity_map_max : 0;
     size_t max_entries = cr_config.entity_map_entries > 0 ? (size_t)cr_config.entity_map_entries : 0;
     if (!max_maps || n > max_entries || n_regs > 63) return false;
-    size_t bytes = sizeof(map_t) + n * (sizeof(char *) + sizeof(uint64_t)) + n_regs * sizeof(char *);
+    size_t bytes = sizeof(map_t) + n * (sizeof(char *) + sizeof(uint64_t)) + 2 * n_regs * sizeof(char *);
     for (size_t i = 0; i < n; i++) bytes += strlen(ids[i]) + 1;
-    for (size_t i = 0; i < n_regs; i++) bytes += strlen(reg_ids[i]) + 1;
+    for (size_t i = 0; i < n_regs; i++) bytes += strlen(reg_ids[i]) + 1 + (linked && linked[i] ? strlen(linked[i]) + 1 : 0);
     map_t *m = calloc(1, bytes);
     if (!m) return false;
     if (tenant && *tenant && !(m->tenant = strdup(tenant))) {
@@ -110,7 +111,8 @@ bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_
     m->origins = (uint64_t *)(m + 1);
     m->ids = (char **)(m->origins + n);
     m->reg_ids = m->ids + n;
-    char *s = (char *)(m->reg_ids + n_regs);
+    m->linked = m->reg_ids + n_regs;
+    char *s = (char *)(m->linked + n_regs);
     for (size_t i = 0; i < n; i++) {
         size_t l = strlen(ids[i]) + 1;
         m->ids[i] = memcpy(s, ids[i], l);
@@ -122,6 +124,11 @@ bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_
         size_t l = strlen(reg_ids[i]) + 1;
         m->reg_ids[i] = memcpy(s, reg_ids[i], l);
         s += l;
+        if (linked && linked[i]) {
+            l = strlen(linked[i]) + 1;
+            m->linked[i] = memcpy(s, linked[i], l);
+            s += l;
+        }
     }
     m->n = n;
     m->n_regs = n_regs;
@@ -172,7 +179,11 @@ bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limi
                 pg->origins[pg->n++] = m->origins[i];
             }
         pg->reg_ids = arena_alloc(a, (m->n_regs + 1) * sizeof *pg->reg_ids);
-        for (size_t i = 0; i < m->n_regs; i++) pg->reg_ids[i] = arena_strdup(a, m->reg_ids[i]);
+        pg->linked = arena_alloc(a, (m->n_regs + 1) * sizeof *pg->linked);
+        for (size_t i = 0; i < m->n_regs; i++) {
+            pg->reg_ids[i] = arena_strdup(a, m->reg_ids[i]);
+            pg->linked[i] = m->linked[i] ? arena_strdup(a, m->linked[i]) : NULL;
+        }
         pg->n_regs = m->n_regs;
         pg->total = m->n;
         pg->live = m->live;

@@ -299,3 +299,77 @@ def test_entity_map_bounds(broker_factory):
     r = c.get("/entities", params={"type": "Boat", "entityMap": "true"})     # eight: too many to hold
     assert r.status_code == 200 and "NGSILD-EntityMap" not in r.headers and len(r.json()) == 8
     assert_problem(c.get("/entityMaps", params={"type": "Boat"}), 403, "TooManyResults")
+
+
+# ---------------------------------------------------------------- the sources' own maps (5.14.4.4, linkedMaps)
+
+def test_5_14_4_4_the_sources_maps_are_linked_and_follow_patch_and_delete(trio):
+    hub, s1, s2 = trio
+    made, r1, r2 = fill(trio, n_src=2)
+    r = page(hub, type="Vehicle", entityMap="true", entityMapLifetime="PT60S")
+    map_id = r.headers["NGSILD-EntityMap"]
+    linked = hub.get("/entityMaps/" + map_id).json()["linkedMaps"]
+    assert sorted(linked) == sorted([r1, r2])
+    at_s1 = s1.get("/entityMaps/" + linked[r1])
+    assert at_s1.status_code == 200, at_s1.text
+    assert sorted(at_s1.json()["entityMap"]) == sorted(made["s1"])
+    assert hub.patch("/entityMaps/" + map_id, {"expiresAt": "2030-01-01T00:00:00Z"}).status_code == 204
+    assert s1.get("/entityMaps/" + linked[r1]).json()["expiresAt"] == hub.get("/entityMaps/" + map_id).json()["expiresAt"]
+    assert hub.delete("/entityMaps/" + map_id).status_code == 204
+    assert s1.get("/entityMaps/" + linked[r1]).status_code == 404
+    assert s2.get("/entityMaps/" + linked[r2]).status_code == 404
+
+
+def test_5_14_4_4_a_registration_without_the_map_operations_is_not_asked_for_a_map(trio):
+    hub, s1, s2 = trio
+    eid = uid("Bus")
+    s1.create(entity(eid, "Bus", speed=prop(1)))
+    ep = s1.broker.base if hub.transport == "http" else "cor://127.0.0.1:%d" % COR_PORTS["s1"]
+    r = hub.post("/csourceRegistrations", {"type": "ContextSourceRegistration", "operations": ["retrieveOps"],
+                                           "information": [{"entities": [{"type": "Bus"}]}],
+                                           "endpoint": ep, "tenant": s1.tenant})
+    assert r.status_code == 201, r.text
+    r = page(hub, type="Bus", entityMap="true")
+    assert r.status_code == 201 and [e["id"] for e in r.json()] == [eid]
+    doc = hub.get("/entityMaps/" + r.headers["NGSILD-EntityMap"]).json()
+    assert doc["linkedMaps"] == {} and len(doc["entityMap"][eid]) == 1
+
+
+def test_5_5_14_a_source_that_refuses_entity_map_is_asked_again_without(broker_factory):
+    import http.server
+    import threading
+    ents = [entity(uid("Vehicle"), "Vehicle", speed=prop(i)) for i in range(2)]
+    seen = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            seen.append(self.path)
+            refuse = "entityMap" in self.path
+            body = json.dumps({"type": "https://uri.etsi.org/ngsi-ld/errors/BadRequestData", "title": "no",
+                               "detail": "unknown parameter"} if refuse else ents).encode()
+            self.send_response(400 if refuse else 200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    hub = Client(broker_factory("--brokerAlias", "em-strict"), fresh_tenant())
+    try:
+        r = hub.post("/csourceRegistrations", {"type": "ContextSourceRegistration",
+                                               "information": [{"entities": [{"type": "Vehicle"}]}],
+                                               "endpoint": "http://127.0.0.1:%d" % srv.server_address[1]})
+        assert r.status_code == 201, r.text
+        r = page(hub, type="Vehicle", entityMap="true")
+        assert r.status_code == 201, r.text
+        assert sorted(e["id"] for e in r.json()) == sorted(e["id"] for e in ents)
+        assert "NGSILD-Warning" not in r.headers
+        assert len(seen) == 2 and "entityMap=true" in seen[0] and "entityMap" not in seen[1]
+    finally:
+        hub.close()
+        srv.shutdown()
+        srv.server_close()

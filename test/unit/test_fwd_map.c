@@ -34,7 +34,8 @@ static void test_pages_and_removal(void **state)
     (void)state;
     char     id[64];
     arena_t *a = arena_new(1 << 14);
-    assert_true(fwd_map_put("t", cr_now_us() + 60000000, REGS, 2, IDS, ORIG, 5, id));
+    const char *linked[] = {NULL, "urn:ngsi-ld:EntityMap:at-b"};
+    assert_true(fwd_map_put("t", cr_now_us() + 60000000, REGS, linked, 2, IDS, ORIG, 5, id));
     assert_true(strncmp(id, "urn:ngsi-ld:EntityMap:", 22) == 0);
     fwd_map_page_t pg;
     assert_true(fwd_map_page("t", id, 2, 2, a, &pg));
@@ -44,6 +45,8 @@ static void test_pages_and_removal(void **state)
     assert_int_equal(pg.total, 5);
     assert_int_equal(pg.n_regs, 2);
     assert_string_equal(pg.reg_ids[1], "urn:r:b");
+    assert_null(pg.linked[0]);
+    assert_string_equal(pg.linked[1], "urn:ngsi-ld:EntityMap:at-b");
     const char *gone[] = {"urn:e:3"};
     fwd_map_forget("t", id, gone, 1);
     assert_true(fwd_map_page("t", id, 2, 2, a, &pg));       /* the slot stays: the page is one short */
@@ -57,7 +60,7 @@ static void test_pages_and_removal(void **state)
     /* another tenant does not see it; the default tenant is NULL or "" */
     assert_false(fwd_map_page("u", id, 0, 10, a, &pg));
     assert_false(fwd_map_page(NULL, id, 0, 10, a, &pg));
-    assert_true(fwd_map_put(NULL, cr_now_us() + 60000000, NULL, 0, IDS, ORIG, 1, id));
+    assert_true(fwd_map_put(NULL, cr_now_us() + 60000000, NULL, NULL, 0, IDS, ORIG, 1, id));
     assert_true(fwd_map_page("", id, 0, 10, a, &pg));
     assert_true(fwd_map_delete(NULL, id));
     assert_false(fwd_map_delete(NULL, id));
@@ -70,7 +73,7 @@ static void test_expiry(void **state)
     char     id[64];
     arena_t *a = arena_new(1 << 12);
     fwd_map_page_t pg;
-    assert_true(fwd_map_put("t", cr_now_us() + 60000000, REGS, 2, IDS, ORIG, 5, id));
+    assert_true(fwd_map_put("t", cr_now_us() + 60000000, REGS, NULL, 2, IDS, ORIG, 5, id));
     assert_true(fwd_map_set_expiry("t", id, cr_now_us() - 1));
     assert_false(fwd_map_page("t", id, 0, 10, a, &pg));      /* expired: gone */
     assert_false(fwd_map_set_expiry("t", id, cr_now_us() + 1000000));
@@ -88,9 +91,9 @@ static void test_bounds(void **state)
     int64_t now = cr_now_us();
     cr_config.entity_map_max = 2;
     cr_config.entity_map_entries = 12;
-    assert_true(fwd_map_put("t", now + 3000000, REGS, 2, IDS, ORIG, 5, ids[0]));
-    assert_true(fwd_map_put("t", now + 1000000, REGS, 2, IDS, ORIG, 5, ids[1]));   /* expires first */
-    assert_true(fwd_map_put("t", now + 2000000, REGS, 2, IDS, ORIG, 5, ids[2]));
+    assert_true(fwd_map_put("t", now + 3000000, REGS, NULL, 2, IDS, ORIG, 5, ids[0]));
+    assert_true(fwd_map_put("t", now + 1000000, REGS, NULL, 2, IDS, ORIG, 5, ids[1]));   /* expires first */
+    assert_true(fwd_map_put("t", now + 2000000, REGS, NULL, 2, IDS, ORIG, 5, ids[2]));
     arena_t       *a = arena_new(1 << 12);
     fwd_map_page_t pg;
     assert_true(fwd_map_page("t", ids[0], 0, 1, a, &pg));
@@ -107,10 +110,10 @@ static void test_bounds(void **state)
         many[i] = IDS[i % 5];
         o[i] = FWD_MAP_HERE;
     }
-    assert_false(fwd_map_put("t", now + 1000000, NULL, 0, many, o, 13, big));    /* more than all the room */
+    assert_false(fwd_map_put("t", now + 1000000, NULL, NULL, 0, many, o, 13, big));    /* more than all the room */
     const char *regs[64];
     for (int i = 0; i < 64; i++) regs[i] = "urn:r:x";
-    assert_false(fwd_map_put("t", now + 1000000, regs, 64, IDS, ORIG, 1, big));  /* 63 sources at most */
+    assert_false(fwd_map_put("t", now + 1000000, regs, NULL, 64, IDS, ORIG, 1, big));  /* 63 sources at most */
     arena_free(a);
 }
 
@@ -121,7 +124,7 @@ static void *worker(void *ud)
     for (int i = 0; i < 300; i++) {
         char           id[64];
         fwd_map_page_t pg;
-        if (!fwd_map_put("t", cr_now_us() + 60000000, REGS, 2, IDS, ORIG, 5, id)) continue;
+        if (!fwd_map_put("t", cr_now_us() + 60000000, REGS, NULL, 2, IDS, ORIG, 5, id)) continue;
         if (fwd_map_page("t", id, 1, 3, a, &pg)) fwd_map_forget("t", id, pg.ids, 1);
         if (i % 2) fwd_map_delete("t", id);
         else fwd_map_set_expiry("t", id, cr_now_us() + 1000);
