@@ -458,9 +458,6 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
     return answer_page(r, qy, &pg, ctx, v, 200, p);
 }
 
-static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t *b, ops_query_t *qy,
-                            api_view_t *v, problem_t *p);
-
 /* GET /entityMaps (6.34.3.1) and POST /entityMaps (6.34.3.2): Create EntityMap for Query Entities (5.14.4),
  * the query's parameters (or Query body), limit and the NGSILD-EntityMap given ignored. */
 static bool map_create(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v, const json_t *body,
@@ -478,46 +475,8 @@ static bool map_create(request_t *r, ops_query_t *qy, const ld_context_t *ctx, a
     return map_make(r, &rq, qy, ctx, v, body, &mr, remote, true, p);
 }
 
-void api_entity_maps_query(request_t *r)
-{
-    problem_t   p = {0};
-    ops_query_t qy = {0};
-    api_view_t  v;
-    static api_params_t known =
-        API_PARAMS(API_VIEW_PARAMS "," API_QUERY_PARAMS "," API_PAGE_PARAMS ",entityMap,entityMapLifetime");
-    if (!api_params_known(r, &known, &p)) goto fail;
-    const ld_context_t *ctx = api_context(r, NULL, &p);
-    if (!ctx) goto fail;
-    if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    if (!api_count_param(r, &qy.count, &p)) goto fail;
-    if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
-    if (!map_create(r, &qy, ctx, &v, NULL, &p)) goto fail;
-    return;
-fail:
-    reply_problem(r, &p);
-}
-
-void api_entity_maps_post(request_t *r)
-{
-    problem_t   p = {0};
-    ops_query_t qy = {0};
-    api_view_t  v;
-    const ld_context_t *ctx;
-    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",count,limit,offset,entityMap,entityMapLifetime");
-    if (!api_params_known(r, &known, &p)) goto fail;
-    json_t *body = api_body_context(r, &ctx, &p);
-    if (!body) goto fail;
-    if (!api_view(r, ctx, true, &v, &p)) goto fail;
-    if (!api_count_param(r, &qy.count, &p)) goto fail;
-    if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
-    if (!api_view_check(&v, &p)) goto fail;
-    if (!map_create(r, &qy, ctx, &v, body, &p)) goto fail;
-    return;
-fail:
-    reply_problem(r, &p);
-}
-
-void api_entities_query(request_t *r)
+/* GET /entities, and GET /entityMaps (as_map: the map is the answer). */
+static void entities_query(request_t *r, bool as_map)
 {
     problem_t    p = {0};
     ops_query_t  qy = {0};
@@ -531,10 +490,20 @@ void api_entities_query(request_t *r)
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
     if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
-    if (!page_and_answer(r, &qy, ctx, &v, NULL, &p)) goto fail;
+    if (!(as_map ? map_create(r, &qy, ctx, &v, NULL, &p) : page_and_answer(r, &qy, ctx, &v, NULL, &p))) goto fail;
     return;
 fail:
     reply_problem(r, &p);
+}
+
+void api_entities_query(request_t *r)
+{
+    entities_query(r, false);
+}
+
+void api_entity_maps_query(request_t *r)
+{
+    entities_query(r, true);
 }
 
 void api_entities_purge(request_t *r)
@@ -715,7 +684,8 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
     return value_options(r, ctx, qy->f.q, expand, json_keys, p);
 }
 
-void api_batch_query(request_t *r)
+/* POST /entityOperations/query, and POST /entityMaps (as_map). */
+static void batch_query(request_t *r, bool as_map)
 {
     problem_t    p = {0};
     ops_query_t  qy = {0};
@@ -730,10 +700,20 @@ void api_batch_query(request_t *r)
     if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
     if (!api_view_check(&v, &p)) goto fail;
-    if (!page_and_answer(r, &qy, ctx, &v, body, &p)) goto fail;
+    if (!(as_map ? map_create(r, &qy, ctx, &v, body, &p) : page_and_answer(r, &qy, ctx, &v, body, &p))) goto fail;
     return;
 fail:
     reply_problem(r, &p);
+}
+
+void api_batch_query(request_t *r)
+{
+    batch_query(r, false);
+}
+
+void api_entity_maps_post(request_t *r)
+{
+    batch_query(r, true);
 }
 
 /* ------------------------------------------ for the temporal API (temporal.c) */
