@@ -225,32 +225,44 @@ static size_t fwd_selection(request_t *r, const ops_query_t *qy, const json_t *b
     return np;
 }
 
+/* The local part of a distributed query: qy's first `limit` matches (ids: among those only), none in a
+ * tenant that does not exist here (the sources may have it). */
+static bool local_part(const ops_req_t *rq, const ops_query_t *qy, const char **ids, size_t n_ids, size_t limit,
+                       ops_page_t *pg, problem_t *p)
+{
+    problem_t   q = {0};
+    ops_query_t lq = *qy;
+    if (ids) {
+        lq.f.ids = ids;
+        lq.f.n_ids = n_ids;
+    }
+    lq.offset = 0;
+    lq.limit = limit;
+    lq.count = false;
+    *pg = (ops_page_t){0};
+    if (ops_query(rq, &lq, pg, &q)) return true;
+    *pg = (ops_page_t){0};
+    if (q.kind == PB_NONEXISTENT_TENANT) return true;
+    *p = q;
+    return false;
+}
+
 static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
                              api_view_t *v, const json_t *body, problem_t *p)
 {
     size_t      offset = qy->offset, limit = qy->limit, want = offset + limit;
     size_t      cap = (size_t)cr_config.max_limit;
     if (!want) want = cap;                     /* limit=0&count=true: count what the sources answer */
-    ops_page_t  pg = {0};
-    problem_t   q = {0};
-    ops_query_t lq = *qy;
-    lq.offset = 0;
-    lq.limit = want < cap ? want : cap;
-    lq.count = false;
-    if (!ops_query(rq, &lq, &pg, &q)) {
-        if (q.kind != PB_NONEXISTENT_TENANT) {
-            *p = q;
-            return false;
-        }
-        pg = (ops_page_t){0};
-    }
+    ops_page_t  pg;
+    size_t      lim = want < cap ? want : cap;
+    if (!local_part(rq, qy, NULL, 0, lim, &pg, p)) return false;
     fwd_param_t prm[16];
     reg_query_t m;
     size_t      np = fwd_selection(r, qy, body, prm, &m);
     fwd_in_t  in;
     fwd_out_t out;
     api_fwd_in(r, ctx, &in);
-    if (!fwd_query(&in, &m, prm, np, lq.limit, pg.items, pg.n, &out, p)) {
+    if (!fwd_query(&in, &m, prm, np, lim, pg.items, pg.n, &out, p)) {
         ops_page_release(&pg);
         return false;
     }
@@ -319,19 +331,9 @@ static ops_page_t slice(cr_entity_t **items, size_t n, size_t offset, size_t lim
 static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
                      const json_t *body, const map_req_t *mr, bool remote, bool as_map, problem_t *p)
 {
-    ops_page_t  lp = {0};
-    problem_t   q = {0};
-    ops_query_t lq = *qy;
-    lq.offset = 0;
-    lq.limit = (size_t)cr_config.max_limit;
-    lq.count = false;
-    if (!ops_query(rq, &lq, &lp, &q)) {
-        if (q.kind != PB_NONEXISTENT_TENANT) {
-            *p = q;
-            return false;
-        }
-        lp = (ops_page_t){0};
-    }
+    ops_page_t lp;
+    size_t     lim = (size_t)cr_config.max_limit;
+    if (!local_part(rq, qy, NULL, 0, lim, &lp, p)) return false;
     fwd_out_t out = {0};
     if (remote) {
         fwd_param_t prm[16];
@@ -339,7 +341,7 @@ static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const l
         size_t      np = fwd_selection(r, qy, body, prm, &m);
         fwd_in_t    in;
         api_fwd_in(r, ctx, &in);
-        if (!fwd_query_new_map(&in, &m, prm, np, lq.limit, mr->lifetime_us, lp.items, lp.n, &out, p)) {
+        if (!fwd_query_new_map(&in, &m, prm, np, lim, mr->lifetime_us, lp.items, lp.n, &out, p)) {
             ops_page_release(&lp);
             return false;
         }
@@ -386,22 +388,8 @@ static bool map_use(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld
     const char **lids = arena_alloc(r->arena, (mp->n + 1) * sizeof *lids);
     for (size_t i = 0; i < mp->n; i++)
         if (mp->origins[i] & FWD_MAP_HERE) lids[nl++] = mp->ids[i];
-    if (nl) {                                  /* the local ones, by id, the filters checked again */
-        problem_t   q = {0};
-        ops_query_t lq = *qy;
-        lq.f.ids = lids;
-        lq.f.n_ids = nl;
-        lq.offset = 0;
-        lq.limit = nl;
-        lq.count = false;
-        if (!ops_query(rq, &lq, &lp, &q)) {
-            if (q.kind != PB_NONEXISTENT_TENANT) {
-                *p = q;
-                return false;
-            }
-            lp = (ops_page_t){0};
-        }
-    }
+    /* the local ones, by id, the filters checked again */
+    if (nl && !local_part(rq, qy, lids, nl, nl, &lp, p)) return false;
     fwd_param_t prm[16];
     reg_query_t m;
     size_t      np = fwd_selection(r, qy, body, prm, &m);
