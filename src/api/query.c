@@ -400,7 +400,7 @@ static bool map_use(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld
     ops_page_release(&lp);
     if (!ok) return false;
     if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
-    fwd_map_forget(r->tenant, mp->id, out.gone, out.n_gone);
+    fwd_map_forget(r->tenant, mp->id, qy->offset, qy->offset + qy->limit, out.gone, out.n_gone);
     reply_header(r, "NGSILD-EntityMap", mp->id);
     ops_page_t pg = {.items = out.items, .n = out.n, .count = mp->live - out.n_gone,
                      .more = qy->offset + qy->limit < mp->total};

@@ -148,8 +148,9 @@ bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_
                  size_t n_regs, const char *const *ids, const uint64_t *origins, size_t n, char id_out[64]);
 /* The slots [offset, offset + limit) of tenant's map id, copied into a; false: no such map (or it expired). */
 bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limit, arena_t *a, fwd_map_page_t *pg);
-/* Removes ids from the map: they no longer match its query (4.3.6.7). */
-void fwd_map_forget(const char *tenant, const char *id, const char *const *ids, size_t n);
+/* Removes ids from the map: they no longer match its query (4.3.6.7). ids are those of the page of slots
+ * [from, to), in order: looked for there only (a scan of the page, not of the map). */
+void fwd_map_forget(const char *tenant, const char *id, size_t from, size_t to, const char *const *ids, size_t n);
 /* false: no such map. */
 bool fwd_map_set_expiry(const char *tenant, const char *id, int64_t at);
 bool fwd_map_delete(const char *tenant, const char *id);

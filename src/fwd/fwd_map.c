@@ -194,24 +194,21 @@ bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limi
     return m != NULL;
 }
 
-void fwd_map_forget(const char *tenant, const char *id, const char *const *ids, size_t n)
+void fwd_map_forget(const char *tenant, const char *id, size_t from, size_t to, const char *const *ids, size_t n)
 {
     if (!n) return;
     pthread_mutex_lock(&g_lock);
     map_t *m = find(tenant, id, cr_now_us());
-    /* the ids are those of one page: found by a scan from the first match on */
-    for (size_t i = 0, j = 0; m && i < n; i++) {
-        size_t k;
-        for (k = 0; k < m->n; k++) {
-            size_t x = (j + k) % m->n;
+    /* the ids are those of one page, in slot order: each found from the previous one on */
+    if (m && to > m->n) to = m->n;
+    for (size_t i = 0, j = from; m && i < n; i++)
+        for (size_t x = j; x < to; x++)
             if (m->origins[x] && !strcmp(m->ids[x], ids[i])) {
                 m->origins[x] = 0;
                 m->live--;
-                j = x;
+                j = x + 1;
                 break;
             }
-        }
-    }
     pthread_mutex_unlock(&g_lock);
 }
 

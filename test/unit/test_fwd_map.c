@@ -48,7 +48,7 @@ static void test_pages_and_removal(void **state)
     assert_null(pg.linked[0]);
     assert_string_equal(pg.linked[1], "urn:ngsi-ld:EntityMap:at-b");
     const char *gone[] = {"urn:e:3"};
-    fwd_map_forget("t", id, gone, 1);
+    fwd_map_forget("t", id, 2, 4, gone, 1);
     assert_true(fwd_map_page("t", id, 2, 2, a, &pg));       /* the slot stays: the page is one short */
     assert_int_equal(pg.n, 1);
     assert_string_equal(pg.ids[0], "urn:e:4");
@@ -125,7 +125,7 @@ static void *worker(void *ud)
         char           id[64];
         fwd_map_page_t pg;
         if (!fwd_map_put("t", cr_now_us() + 60000000, REGS, NULL, 2, IDS, ORIG, 5, id)) continue;
-        if (fwd_map_page("t", id, 1, 3, a, &pg)) fwd_map_forget("t", id, pg.ids, 1);
+        if (fwd_map_page("t", id, 1, 3, a, &pg)) fwd_map_forget("t", id, 1, 4, pg.ids, 1);
         if (i % 2) fwd_map_delete("t", id);
         else fwd_map_set_expiry("t", id, cr_now_us() + 1000);
         arena_reset(a);
