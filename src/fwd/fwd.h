@@ -7,7 +7,10 @@
  * to their sources (fwd_write.c: entity writes, batches, purge); the
  * discovery of types and attributes is forwarded and its answers handed
  * back for merging (fwd_types.c). Every request goes out through one
- * function, fwd_run (fwd_int.h).
+ * function, fwd_run (fwd_int.h), which answers a GET of entities[/{id}]
+ * from the answers kept for management.cacheDuration (fwd_cache.c). A paged
+ * query can go through an EntityMap (fwd_map.c, fwd_query_new_map and
+ * fwd_query_map below).
  *
  * Who calls what: api/ (the HTTP binding) answers from ops/ (the local
  * data) and, unless local=true, asks fwd/ for the rest: fwd_query() /
