@@ -147,6 +147,9 @@ bool api_count_param(request_t *r, bool *count, problem_t *p);
 struct fwd_in;
 bool api_distributed(request_t *r);
 void api_fwd_in(request_t *r, const ld_context_t *ctx, struct fwd_in *in);
+/* Entity maps (entitymaps.c): the EntityMap (5.2.39) mp as the answer, with NGSILD-EntityMap. */
+struct fwd_map_page;
+void api_entity_map_answer(request_t *r, const ld_context_t *ctx, const struct fwd_map_page *mp, int status);
 /* Distributed writes (dwrite.c): the forwarded parts (nothing when not
  * api_distributed; false: 508), then the answer combining them with the
  * local part (tried: there was one; local_ok, lp: its outcome). The replies

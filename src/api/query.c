@@ -13,6 +13,7 @@
 #include "api.h"
 
 #include "../fwd/fwd.h"
+#include "../history/history.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -126,7 +127,7 @@ static bool query_from_params(request_t *r, const ld_context_t *ctx, ops_query_t
 }
 
 static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, const ld_context_t *ctx,
-                        api_view_t *v, problem_t *p)
+                        api_view_t *v, int status, problem_t *p)
 {
     api_view_context(r, ctx, v);
     if (!api_render(r, ctx, v, pg->items, pg->n, true, p)) {
@@ -137,11 +138,12 @@ static bool answer_page(request_t *r, const ops_query_t *qy, ops_page_t *pg, con
         char *n = arena_printf(r->arena, "%zu", pg->count);
         reply_header(r, "NGSILD-Results-Count", n);
     }
-    if (pg->more) api_page_link(r, "next", qy->offset + pg->n, qy->limit, v->ctype);
+    /* an entity map's page may be short (removed entities keep their slots): the next one is a limit on */
+    if (pg->more) api_page_link(r, "next", qy->offset + (pg->n < qy->limit ? qy->limit : pg->n), qy->limit, v->ctype);
     if (qy->offset > 0 && qy->limit)
         api_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, v->ctype);
     ops_page_release(pg);
-    reply_body(r, 200, v->ctype);
+    reply_body(r, status, v->ctype);
     return true;
 }
 
@@ -201,45 +203,66 @@ static size_t body_params(request_t *r, const json_t *body, fwd_param_t *prm)
     return np;
 }
 
-static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
-                             api_view_t *v, const json_t *body, problem_t *p)
+/* What a distributed query forwards (prm, at most 16) and how it matches registrations (m). */
+static size_t fwd_selection(request_t *r, const ops_query_t *qy, const json_t *body, fwd_param_t *prm,
+                            reg_query_t *m)
 {
     static const char *const fwd_keys[] = {"type", "id", "idPattern", "q", "georel", "geometry", "coordinates",
                                            "geoproperty", "scopeQ", "lang", "datasetId", NULL};
-    size_t      offset = qy->offset, limit = qy->limit, want = offset + limit;
-    size_t      cap = (size_t)cr_config.max_limit;
-    if (!want) want = cap;                     /* limit=0&count=true: count what the sources answer */
-    ops_page_t  pg = {0};
-    problem_t   q = {0};
-    ops_query_t lq = *qy;
-    lq.offset = 0;
-    lq.limit = want < cap ? want : cap;
-    lq.count = false;
-    if (!ops_query(rq, &lq, &pg, &q)) {
-        if (q.kind != PB_NONEXISTENT_TENANT) {
-            *p = q;
-            return false;
-        }
-        pg = (ops_page_t){0};
-    }
-    fwd_param_t prm[16];
-    size_t      np = body ? body_params(r, body, prm) : 0;
+    size_t np = body ? body_params(r, body, prm) : 0;
     for (const char *const *k = fwd_keys; *k && !body; k++) {
         const char *val = req_param(r, *k);
         if (val) prm[np++] = (fwd_param_t){*k, val};
     }
-    reg_query_t m = {.types = qy->f.types, .ids = qy->f.ids, .n_ids = qy->f.n_ids, .id_pattern = qy->f.id_pattern,
-                     .attrs = qy->f.attrs, .n_attrs = qy->f.n_attrs};
+    *m = (reg_query_t){.types = qy->f.types, .ids = qy->f.ids, .n_ids = qy->f.n_ids, .id_pattern = qy->f.id_pattern,
+                       .attrs = qy->f.attrs, .n_attrs = qy->f.n_attrs};
     if (qy->f.n_sel == 1) {                    /* a Query body's one EntitySelector */
-        m.types = qy->f.sel[0].types;
-        m.ids = qy->f.sel[0].id ? &qy->f.sel[0].id : NULL;
-        m.n_ids = qy->f.sel[0].id ? 1 : 0;
-        m.id_pattern = qy->f.sel[0].id_pattern;
+        m->types = qy->f.sel[0].types;
+        m->ids = qy->f.sel[0].id ? &qy->f.sel[0].id : NULL;
+        m->n_ids = qy->f.sel[0].id ? 1 : 0;
+        m->id_pattern = qy->f.sel[0].id_pattern;
     }
+    return np;
+}
+
+/* The local part of a distributed query: qy's first `limit` matches (ids: among those only), none in a
+ * tenant that does not exist here (the sources may have it). */
+static bool local_part(const ops_req_t *rq, const ops_query_t *qy, const char **ids, size_t n_ids, size_t limit,
+                       ops_page_t *pg, problem_t *p)
+{
+    problem_t   q = {0};
+    ops_query_t lq = *qy;
+    if (ids) {
+        lq.f.ids = ids;
+        lq.f.n_ids = n_ids;
+    }
+    lq.offset = 0;
+    lq.limit = limit;
+    lq.count = false;
+    *pg = (ops_page_t){0};
+    if (ops_query(rq, &lq, pg, &q)) return true;
+    *pg = (ops_page_t){0};
+    if (q.kind == PB_NONEXISTENT_TENANT) return true;
+    *p = q;
+    return false;
+}
+
+static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
+                             api_view_t *v, const json_t *body, problem_t *p)
+{
+    size_t      offset = qy->offset, limit = qy->limit, want = offset + limit;
+    size_t      cap = (size_t)cr_config.max_limit;
+    if (!want) want = cap;                     /* limit=0&count=true: count what the sources answer */
+    ops_page_t  pg;
+    size_t      lim = want < cap ? want : cap;
+    if (!local_part(rq, qy, NULL, 0, lim, &pg, p)) return false;
+    fwd_param_t prm[16];
+    reg_query_t m;
+    size_t      np = fwd_selection(r, qy, body, prm, &m);
     fwd_in_t  in;
     fwd_out_t out;
     api_fwd_in(r, ctx, &in);
-    if (!fwd_query(&in, &m, prm, np, lq.limit, pg.items, pg.n, &out, p)) {
+    if (!fwd_query(&in, &m, prm, np, lim, pg.items, pg.n, &out, p)) {
         ops_page_release(&pg);
         return false;
     }
@@ -247,7 +270,7 @@ static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy,
     if (!out.forwarded) {                      /* nothing matched: the local page as asked */
         ops_page_release(&pg);
         if (!ops_query(rq, qy, &pg, p)) return false;
-        return answer_page(r, qy, &pg, ctx, v, p);
+        return answer_page(r, qy, &pg, ctx, v, 200, p);
     }
     ops_page_release(&pg);
     ops_page_t merged = {.items = out.items, .count = out.n};
@@ -257,7 +280,140 @@ static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy,
     merged.items = out.items + from;
     merged.n = to - from;
     merged.more = to < out.n;
-    return answer_page(r, qy, &merged, ctx, v, p);
+    return answer_page(r, qy, &merged, ctx, v, 200, p);
+}
+
+/* ------------------------------------------------ entity maps (4.3.6.7, 5.5.14)
+ * entityMap=true makes a map of the whole result from the first page's
+ * answers (each source asked once, for --maxLimit entities) and names it in
+ * NGSILD-EntityMap (201); a request that names one in NGSILD-EntityMap gets
+ * the map's slots [offset, offset + limit): the local ones read here by id,
+ * each source asked only for its ids on the page (fwd_query_map), the
+ * filters applied again (what matches no more is removed from the map). A
+ * map that is unknown or expired is made anew (5.5.14). */
+typedef struct map_req {
+    bool        want;
+    const char *id;            /* the NGSILD-EntityMap the request names, or NULL */
+    int64_t     lifetime_us;
+} map_req_t;
+
+#define MAP_MAX_LIFETIME_US ((int64_t)24 * 3600 * 1000000)
+
+static bool map_params(request_t *r, map_req_t *mr, problem_t *p)
+{
+    const char *em = req_param(r, "entityMap"), *life = req_param(r, "entityMapLifetime");
+    const char *h = req_header(r, "NGSILD-EntityMap");
+    if (em && strcmp(em, "true") && strcmp(em, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "entityMap must be true or false (Table 6.4.3.2-1)");
+    mr->lifetime_us = (int64_t)cr_config.entity_map_lifetime * 1000000;
+    if (life && (!history_parse_duration(life, &mr->lifetime_us) || mr->lifetime_us <= 0))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "entityMapLifetime must be a positive ISO 8601 duration "
+                           "(Table 6.4.3.2-1), not '%.100s'", life);
+    if (mr->lifetime_us > MAP_MAX_LIFETIME_US) mr->lifetime_us = MAP_MAX_LIFETIME_US;
+    if (h && *h) {                             /* the id, or a URL of /entityMaps/{id} */
+        const char *s = strstr(h, "/entityMaps/");
+        mr->id = s ? s + strlen("/entityMaps/") : h;
+    }
+    mr->want = (em && !strcmp(em, "true")) || mr->id;
+    return true;
+}
+
+/* The slice [offset, offset + limit) of items[0..n) as a page (the others released). */
+static ops_page_t slice(cr_entity_t **items, size_t n, size_t offset, size_t limit)
+{
+    size_t from = offset < n ? offset : n, to = limit < n - from ? from + limit : n;
+    for (size_t i = 0; i < from; i++) entity_unref(items[i]);
+    for (size_t i = to; i < n; i++) entity_unref(items[i]);
+    return (ops_page_t){.items = items + from, .n = to - from, .count = n, .more = to < n};
+}
+
+/* as_map: Create EntityMap for Query Entities (5.14.4): the map is the answer. */
+static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
+                     const json_t *body, const map_req_t *mr, bool remote, bool as_map, problem_t *p)
+{
+    ops_page_t lp;
+    size_t     lim = (size_t)cr_config.max_limit;
+    if (!local_part(rq, qy, NULL, 0, lim, &lp, p)) return false;
+    fwd_out_t out = {0};
+    if (remote) {
+        fwd_param_t prm[16];
+        reg_query_t m;
+        size_t      np = fwd_selection(r, qy, body, prm, &m);
+        fwd_in_t    in;
+        api_fwd_in(r, ctx, &in);
+        if (!fwd_query_new_map(&in, &m, prm, np, lim, mr->lifetime_us, lp.items, lp.n, &out, p)) {
+            ops_page_release(&lp);
+            return false;
+        }
+        if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+    }
+    cr_entity_t **items = lp.items;
+    size_t        n = lp.n;
+    if (out.forwarded) {                       /* the merged entities hold their own references */
+        ops_page_release(&lp);
+        items = out.items;
+        n = out.n;
+    }
+    const char **ids = arena_alloc(r->arena, (n + 1) * sizeof *ids);
+    uint64_t    *origins = arena_alloc(r->arena, (n + 1) * sizeof *origins);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = items[i]->id;
+        origins[i] = out.forwarded ? (out.origins ? out.origins[i] : 0) : FWD_MAP_HERE;
+    }
+    char id[64];
+    bool kept = (!out.forwarded || out.origins) &&
+                fwd_map_put(r->tenant, cr_now_us() + mr->lifetime_us, out.reg_ids, out.linked, out.forwarded ? out.n_regs : 0,
+                            ids, origins, n, id);
+    if (as_map) {
+        fwd_map_page_t mp;
+        for (size_t i = 0; i < n; i++) entity_unref(items[i]);
+        if (kept && fwd_map_page(r->tenant, id, 0, SIZE_MAX, r->arena, &mp)) {
+            api_entity_map_answer(r, ctx, &mp, 201);
+            return true;
+        }
+        return problem_set(p, PB_TOO_MANY_RESULTS, "an EntityMap of %zu entities from %zu sources cannot be held "
+                           "(--entityMapEntries %d; at most 63 sources)", n, out.n_regs, cr_config.entity_map_entries);
+    }
+    if (kept) reply_header(r, "NGSILD-EntityMap", arena_strdup(r->arena, id));
+    else LOG_D("api: no entity map for a query of %zu entities (over --entityMapEntries or 63 sources)", n);
+    ops_page_t pg = slice(items, n, qy->offset, qy->limit);
+    return answer_page(r, qy, &pg, ctx, v, kept ? 201 : 200, p);
+}
+
+static bool map_use(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
+                    const json_t *body, const fwd_map_page_t *mp, bool remote, problem_t *p)
+{
+    ops_page_t  lp = {0};
+    size_t      nl = 0;
+    const char **lids = arena_alloc(r->arena, (mp->n + 1) * sizeof *lids);
+    for (size_t i = 0; i < mp->n; i++)
+        if (mp->origins[i] & FWD_MAP_HERE) lids[nl++] = mp->ids[i];
+    /* the local ones, by id, the filters checked again */
+    if (nl && !local_part(rq, qy, lids, nl, nl, &lp, p)) return false;
+    fwd_param_t prm[16];
+    reg_query_t m;
+    size_t      np = fwd_selection(r, qy, body, prm, &m);
+    fwd_in_t    in;
+    fwd_out_t   out;
+    api_fwd_in(r, ctx, &in);
+    bool ok = fwd_query_map(&in, &m, prm, np, mp, remote, lp.items, lp.n, &out, p);
+    ops_page_release(&lp);
+    if (!ok) return false;
+    if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+    fwd_map_forget(r->tenant, mp->id, qy->offset, qy->offset + qy->limit, out.gone, out.n_gone);
+    reply_header(r, "NGSILD-EntityMap", mp->id);
+    ops_page_t pg = {.items = out.items, .n = out.n, .count = mp->live - out.n_gone,
+                     .more = qy->offset + qy->limit < mp->total};
+    return answer_page(r, qy, &pg, ctx, v, 200, p);
+}
+
+static bool map_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
+                     const json_t *body, const map_req_t *mr, bool remote, problem_t *p)
+{
+    fwd_map_page_t mp;
+    if (mr->id && fwd_map_page(r->tenant, mr->id, qy->offset, qy->limit, r->arena, &mp))
+        return map_use(r, rq, qy, ctx, v, body, &mp, remote, p);
+    return map_make(r, rq, qy, ctx, v, body, mr, remote, false, p);
 }
 
 /* limit/offset, the last check for unknown parameters, the query, the page. */
@@ -265,7 +421,9 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
                             const json_t *body, problem_t *p)
 {
     ops_page_t pg;
+    map_req_t  mr = {0};
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
+    if (!map_params(r, &mr, p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
     unsigned qd = q_link_depth(qy->f.q), jl = v->join_level ? v->join_level : 1;
     if (qd && v->join == API_JOIN_NONE)
@@ -281,29 +439,59 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
         qy->f.n_attrs = v->n_pick_attrs;
     }
     const json_t *local = body ? json_get(body, "local") : NULL;
-    if (api_distributed(r) && !(local && local->type == JSON_TRUE)) return distributed_page(r, &rq, qy, ctx, v, body, p);
+    bool          remote = api_distributed(r) && !(local && local->type == JSON_TRUE);
+    if (mr.want) return map_page(r, &rq, qy, ctx, v, body, &mr, remote, p);
+    if (remote) return distributed_page(r, &rq, qy, ctx, v, body, p);
     if (!ops_query(&rq, qy, &pg, p)) return false;
-    return answer_page(r, qy, &pg, ctx, v, p);
+    return answer_page(r, qy, &pg, ctx, v, 200, p);
 }
 
-void api_entities_query(request_t *r)
+/* GET /entityMaps (6.34.3.1) and POST /entityMaps (6.34.3.2): Create EntityMap for Query Entities (5.14.4),
+ * the query's parameters (or Query body), limit and the NGSILD-EntityMap given ignored. */
+static bool map_create(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v, const json_t *body,
+                       problem_t *p)
+{
+    map_req_t mr = {0};
+    (void)req_param(r, "limit");
+    (void)req_param(r, "entityMap");
+    if (!set_page(qy, NULL, req_param(r, "offset"), p)) return false;
+    if (!map_params(r, &mr, p)) return false;
+    if (!api_no_unknown_params(r, p)) return false;
+    ops_req_t     rq = api_req(r, ctx);
+    const json_t *local = body ? json_get(body, "local") : NULL;
+    bool          remote = api_distributed(r) && !(local && local->type == JSON_TRUE);
+    return map_make(r, &rq, qy, ctx, v, body, &mr, remote, true, p);
+}
+
+/* GET /entities, and GET /entityMaps (as_map: the map is the answer). */
+static void entities_query(request_t *r, bool as_map)
 {
     problem_t    p = {0};
     ops_query_t  qy = {0};
     api_view_t   v;
 
     static api_params_t known =
-        API_PARAMS(API_VIEW_PARAMS "," API_QUERY_PARAMS "," API_PAGE_PARAMS);
+        API_PARAMS(API_VIEW_PARAMS "," API_QUERY_PARAMS "," API_PAGE_PARAMS ",entityMap,entityMapLifetime");
     if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
     if (!api_view(r, ctx, true, &v, &p)) goto fail;
     if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_params(r, ctx, &qy, false, &p)) goto fail;
-    if (!page_and_answer(r, &qy, ctx, &v, NULL, &p)) goto fail;
+    if (!(as_map ? map_create(r, &qy, ctx, &v, NULL, &p) : page_and_answer(r, &qy, ctx, &v, NULL, &p))) goto fail;
     return;
 fail:
     reply_problem(r, &p);
+}
+
+void api_entities_query(request_t *r)
+{
+    entities_query(r, false);
+}
+
+void api_entity_maps_query(request_t *r)
+{
+    entities_query(r, true);
 }
 
 void api_entities_purge(request_t *r)
@@ -484,14 +672,15 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
     return value_options(r, ctx, qy->f.q, expand, json_keys, p);
 }
 
-void api_batch_query(request_t *r)
+/* POST /entityOperations/query, and POST /entityMaps (as_map). */
+static void batch_query(request_t *r, bool as_map)
 {
     problem_t    p = {0};
     ops_query_t  qy = {0};
     api_view_t   v;
 
     const ld_context_t *ctx;
-    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",count,limit,offset");
+    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",count,limit,offset,entityMap,entityMapLifetime");
     if (!api_params_known(r, &known, &p)) goto fail;
     json_t *body = api_body_context(r, &ctx, &p);
     if (!body) goto fail;
@@ -499,10 +688,20 @@ void api_batch_query(request_t *r)
     if (!api_count_param(r, &qy.count, &p)) goto fail;
     if (!query_from_body(r, ctx, body, &qy, &v, &p)) goto fail;
     if (!api_view_check(&v, &p)) goto fail;
-    if (!page_and_answer(r, &qy, ctx, &v, body, &p)) goto fail;
+    if (!(as_map ? map_create(r, &qy, ctx, &v, body, &p) : page_and_answer(r, &qy, ctx, &v, body, &p))) goto fail;
     return;
 fail:
     reply_problem(r, &p);
+}
+
+void api_batch_query(request_t *r)
+{
+    batch_query(r, false);
+}
+
+void api_entity_maps_post(request_t *r)
+{
+    batch_query(r, true);
 }
 
 /* ------------------------------------------ for the temporal API (temporal.c) */

@@ -63,6 +63,11 @@ void api_reg_get(request_t *r);
 void api_reg_update(request_t *r);
 void api_reg_delete(request_t *r);
 void api_dsub_notify(request_t *r);
+void api_entity_maps_query(request_t *r);
+void api_entity_maps_post(request_t *r);
+void api_entity_map_get(request_t *r);
+void api_entity_map_update(request_t *r);
+void api_entity_map_delete(request_t *r);
 
 #define V1 "/ngsi-ld/v1"
 
@@ -95,6 +100,8 @@ static const http_route_t routes[] = {
     {V1 "/info/sourceIdentity",             api_info_identity,   NULL,              NULL,             NULL,             NULL,             0},
     {V1 "/csourceRegistrations",            api_reg_query,       api_reg_create,    NULL,             NULL,             NULL,             0},
     {V1 "/csourceRegistrations/{id}",       api_reg_get,         NULL,              NULL,             api_reg_update,   api_reg_delete,   0},
+    {V1 "/entityMaps",                      api_entity_maps_query, api_entity_maps_post, NULL,         NULL,             NULL,             HR_QUERY_POST},
+    {V1 "/entityMaps/{id}",                 api_entity_map_get,  NULL,              NULL,             api_entity_map_update, api_entity_map_delete, 0},
     {V1 "/csourceSubscriptions",            api_csub_query,      api_csub_create,   NULL,             NULL,             NULL,             0},
     {V1 "/csourceSubscriptions/{id}",       api_csub_get,        NULL,              NULL,             api_csub_update,  api_csub_delete,  0},
     {"/version",                            api_version,         NULL,              NULL,             NULL,             NULL,             HR_NO_BODY_CHECKS},

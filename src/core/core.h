@@ -278,6 +278,10 @@ typedef struct cr_config {
     const char *egress_allow;        /* --egressAllow: CIDRs and host names */
     int         forward_timeout_ms;  /* --forwardTimeout */
     int         forward_fanout;      /* --forwardFanout */
+    size_t      forward_cache_size;  /* --forwardCacheSize: bytes of kept source answers (cacheDuration) */
+    int         entity_map_max;      /* --entityMapMax: EntityMaps held (all tenants) */
+    int         entity_map_entries;  /* --entityMapEntries: entity ids held in all EntityMaps */
+    int         entity_map_lifetime; /* --entityMapLifetime: s an EntityMap lives unless asked otherwise */
     int         cor_port;            /* --corPort: cor:// listener (0: none) */
     const char *egress_deny;         /* --egressDeny */
     const char *history;             /* --history none|corDB|timescale */

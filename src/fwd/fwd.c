@@ -47,6 +47,8 @@ bool fwd_start(problem_t *p)
 
 void fwd_stop(void)
 {
+    fwd_map_clear();
+    fwd_cache_clear();
     curl_global_cleanup();
 }
 
@@ -142,6 +144,21 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
         return 0;
     }
     sb_add(&c->body, ptr, n);
+    return n;
+}
+
+/* A source's NGSILD-EntityMap answer header, when asked for (call_t.want_map). */
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    call_t *c = ud;
+    size_t  n = size * nmemb;
+    static const char name[] = "NGSILD-EntityMap:";
+    if (n > sizeof name - 1 && !strncasecmp(ptr, name, sizeof name - 1)) {
+        const char *v = ptr + sizeof name - 1, *e = ptr + n;
+        while (v < e && (*v == ' ' || *v == '\t')) v++;
+        while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ')) e--;
+        if (e > v && e - v < 512) c->entity_map = arena_strndup(c->body.a, v, (size_t)(e - v));
+    }
     return n;
 }
 
@@ -512,6 +529,10 @@ static bool call_start(CURLM *m, call_t *c)
         curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(c->post));
     }
     if (c->method) curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, c->method);
+    if (c->want_map) {
+        curl_easy_setopt(c->h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c->h, CURLOPT_HEADERDATA, c);
+    }
     if (curl_multi_add_handle(m, c->h) != CURLM_OK) {
         curl_easy_cleanup(c->h);
         c->h = NULL;
@@ -547,6 +568,9 @@ static void cor_collect(call_t *c)
     else if (e == COR_OK) {
         c->status = status;
         sb_add(&c->body, body ? body : "", len);
+        size_t      hl = 0;
+        const char *h = c->want_map ? cor_header(c->cor, "NGSILD-EntityMap", &hl) : NULL;
+        if (h && hl && hl < 512) c->entity_map = arena_strndup(c->body.a, h, hl);
     } else
         LOG_D("fwd: %s: %s", c->url, why);
     cor_release(c->cor);
@@ -559,7 +583,7 @@ static void count_sources(call_t *calls, size_t n, int64_t t0)
 {
     int64_t now = cr_mono_ns();
     for (size_t i = 0; i < n; i++) {
-        if (calls[i].skipped) continue;
+        if (calls[i].skipped || calls[i].from_cache) continue;   /* not a call to the source */
         if (cor_is_url(calls[i].url)) calls[i].took_us = (now - t0) / 1000;
         fwd_source_record(&calls[i]);
     }
@@ -572,22 +596,23 @@ void fwd_run(call_t *calls, size_t n)
     int64_t t0 = cr_mono_ns();
     size_t n_http = 0;
     for (size_t i = 0; i < n; i++)
-        if (calls[i].skipped) continue;
+        if (calls[i].skipped || fwd_cache_get(&calls[i])) continue;
         else if (cor_is_url(calls[i].url)) cor_send(&calls[i]);
         else n_http++;
     CURLM *m = n_http ? curl_multi_init() : NULL;
     if (!m) {
         for (size_t i = 0; i < n; i++)
             if (calls[i].cor) cor_collect(&calls[i]);
-            else if (!calls[i].skipped) calls[i].rc = CURLE_FAILED_INIT;
+            else if (!calls[i].skipped && !calls[i].from_cache) calls[i].rc = CURLE_FAILED_INIT;
         count_sources(calls, n, t0);
+        for (size_t i = 0; i < n; i++) fwd_cache_put(&calls[i]);
         return;
     }
     size_t fan = cr_config.forward_fanout > 0 ? (size_t)cr_config.forward_fanout : 1, next = 0, active = 0;
     for (;;) {
         while (active < fan && next < n) {
             call_t *c = &calls[next++];
-            if (c->skipped || cor_is_url(c->url)) continue;
+            if (c->skipped || c->from_cache || cor_is_url(c->url)) continue;
             if (call_start(m, c)) active++;
             else c->rc = CURLE_COULDNT_CONNECT;
         }
@@ -616,6 +641,7 @@ void fwd_run(call_t *calls, size_t n)
     for (size_t i = 0; i < n; i++)
         if (calls[i].cor) cor_collect(&calls[i]);
     count_sources(calls, n, t0);
+    for (size_t i = 0; i < n; i++) fwd_cache_put(&calls[i]);
 }
 
 /* ------------------------------------------------------------ merging (4.5.5) */
@@ -623,6 +649,7 @@ void fwd_run(call_t *calls, size_t n)
 typedef struct version {
     const cr_entity_t *e;
     bool               aux;     /* from an auxiliary source */
+    uint64_t           from;    /* FWD_MAP_HERE, or the bit of its registration in fwd_out_t.reg_ids */
 } version_t;
 
 static bool newer(const cr_attr_t *x, const cr_attr_t *y)
@@ -729,11 +756,60 @@ typedef struct collected {
     const cr_entity_t **e;
     size_t              n;
     bool                aux;
+    uint64_t            from;   /* its bit in out->reg_ids (0: past 63) */
 } collected_t;
 
+/* The bit of r in an entity map's page, 0: none. */
+static uint64_t page_bit(const fwd_map_page_t *pg, const reg_t *r)
+{
+    for (size_t k = 0; k < pg->n_regs; k++)
+        if (!strcmp(pg->reg_ids[k], reg_id(r))) return (uint64_t)1 << (k + 1);
+    return 0;
+}
+
+/* An entity map's page (fwd_query_map): the ids to ask r for, comma-separated, or NULL: r is not asked. */
+static const char *page_ids(arena_t *a, const fwd_map_page_t *pg, const reg_t *r)
+{
+    size_t k;
+    for (k = 0; k < pg->n_regs; k++)
+        if (!strcmp(pg->reg_ids[k], reg_id(r))) break;
+    if (k == pg->n_regs) return NULL;
+    sbuf_t sb;
+    sb_init(&sb, a, 256);
+    for (size_t i = 0; i < pg->n; i++)
+        if (pg->origins[i] >> (k + 1) & 1) {
+            if (sb.len) sb_addc(&sb, ',');
+            sb_adds(&sb, pg->ids[i]);
+        }
+    return sb.len ? sb.p : NULL;
+}
+
+/* params with id=ids (the request's id and idPattern replaced). */
+static const fwd_param_t *with_ids(arena_t *a, const fwd_param_t *params, size_t *n, const char *ids)
+{
+    fwd_param_t *v = arena_alloc(a, (*n + 1) * sizeof *v);
+    size_t       k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(params[i].key, "id") && strcmp(params[i].key, "idPattern")) v[k++] = params[i];
+    v[k++] = (fwd_param_t){"id", ids};
+    *n = k;
+    return v;
+}
+
+/* params with entityMap=true and entityMapLifetime (a source asked to make its own EntityMap, 5.14.4.4). */
+static const fwd_param_t *with_map(arena_t *a, const fwd_param_t *params, size_t *n, int64_t life_us)
+{
+    fwd_param_t *v = arena_alloc(a, (*n + 2) * sizeof *v);
+    if (*n) memcpy(v, params, *n * sizeof *v);
+    v[(*n)++] = (fwd_param_t){"entityMap", "true"};
+    v[(*n)++] = (fwd_param_t){"entityMapLifetime", arena_printf(a, "PT%lldS", (long long)((life_us + 999999) / 1000000))};
+    return v;
+}
+
+/* only: an entity map's page (fwd_query_map); map_life_us: a new map's lifetime (fwd_query_new_map), else 0. */
 static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const char *const *attrs, size_t n_attrs,
-                    const fwd_param_t *params, size_t n_params, size_t want, fwd_out_t *out, collected_t **got,
-                    size_t *n_got, problem_t *p)
+                    const fwd_param_t *params, size_t n_params, size_t want, const fwd_map_page_t *only,
+                    int64_t map_life_us, fwd_out_t *out, collected_t **got, size_t *n_got, problem_t *p)
 {
     arena_t  *a = in->arena;
     size_t    nr;
@@ -743,6 +819,24 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
     *n_got = 0;
     out->forwarded = out->failed = 0;
     out->warning = NULL;
+    out->n_regs = 0;
+    out->reg_ids = NULL;
+    const char **asked = NULL;
+    if (only && nr) {            /* an entity map's page: only the sources of its entities, for those */
+        asked = arena_alloc(a, nr * sizeof *asked);
+        size_t k = 0;
+        for (size_t i = 0; i < nr; i++) {
+            const char *ids = page_ids(a, only, regs[i]);
+            if (!ids) {
+                reg_unref(regs[i]);
+                continue;
+            }
+            asked[k] = ids;
+            masks[k] = masks[i];
+            regs[k++] = regs[i];
+        }
+        nr = k;
+    }
     if (!nr) return true;
     if (fwd_via_loop(in->via)) {
         bool ok = fwd_loop_check(regs, nr, false, p);
@@ -750,10 +844,34 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         return ok;     /* an inclusive loop: answered from the local data only */
     }
     call_t *calls = arena_calloc(a, nr * sizeof *calls);
-    for (size_t i = 0; i < nr; i++)
-        call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, params, n_params, want);
+    size_t  n_map = 0;
+    for (size_t i = 0; i < nr; i++) {
+        size_t             np = n_params;
+        const fwd_param_t *pv = asked ? with_ids(a, params, &np, asked[i]) : params;
+        bool               map = map_life_us && (reg_ops(regs[i]) & REG_OP_BIT(REG_OP_CREATE_ENTITY_MAP_QUERY_ENTITY));
+        if (map) pv = with_map(a, pv, &np, map_life_us);
+        call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, pv, np, asked ? 0 : want);
+        calls[i].want_map = map;
+        n_map += map;
+    }
     fwd_run(calls, nr);
+    /* a source that refuses entityMap (400) is asked again without it: it makes no map of its own */
+    call_t *again = n_map ? arena_calloc(a, n_map * sizeof *again) : NULL;
+    size_t  n_again = 0, *which = n_map ? arena_alloc(a, n_map * sizeof *which) : NULL;
+    for (size_t i = 0; i < nr && n_map; i++) {
+        call_t *c = &calls[i];
+        if (!c->want_map || c->skipped || c->from_cache || c->rc != CURLE_OK || c->status != 400) continue;
+        if (c->hdrs) curl_slist_free_all(c->hdrs);
+        call_build(in, &again[n_again], regs[i], masks[i], id, attrs, n_attrs, params, n_params, want);
+        which[n_again++] = i;
+    }
+    if (n_again) {
+        fwd_run(again, n_again);
+        for (size_t k = 0; k < n_again; k++) calls[which[k]] = again[k];
+    }
     *got = arena_calloc(a, (nr + 1) * sizeof **got);
+    out->reg_ids = arena_alloc(a, (nr + 1) * sizeof *out->reg_ids);
+    out->linked = arena_alloc(a, (nr + 1) * sizeof *out->linked);
     int64_t now = cr_now_us();
     for (size_t i = 0; i < nr; i++) {
         call_t *c = &calls[i];
@@ -764,9 +882,11 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
             continue;
         }
         out->forwarded++;
+        if (c->from_cache) fwd_warn(a, &out->warning, c->reg, 110, "Response is Stale");   /* 6.3.17 */
         bool ok = c->rc == CURLE_OK && ((c->status >= 200 && c->status < 300) || c->status == 404);
         if (!ok) {
             out->failed++;
+            if (only) out->unanswered |= page_bit(only, c->reg);
             if (c->refused) fwd_warn(a, &out->warning, c->reg, 299, "refused by the egress policy");
             else if (c->rc != CURLE_OK) fwd_warn(a, &out->warning, c->reg, 199, c->too_big ? "the answer is too large"
                                                                                      : curl_easy_strerror(c->rc));
@@ -776,13 +896,19 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
             collected_t *g = &(*got)[(*n_got)++];
             g->n = answer_entities(a, c, id == NULL || c->as_query, &g->e, &bad);
             g->aux = reg_mode(c->reg) == REG_AUXILIARY;
+            if (g->n) {
+                g->from = out->n_regs < 63 ? (uint64_t)1 << (out->n_regs + 1) : 0;
+                out->linked[out->n_regs] = c->entity_map;
+                out->reg_ids[out->n_regs++] = arena_strdup(a, reg_id(c->reg));
+            }
             if (bad) {
                 ok = false;
+                if (only) out->unanswered |= page_bit(only, c->reg);
                 out->failed++;
                 fwd_warn(a, &out->warning, c->reg, 111, "not an NGSI-LD payload");
             }
         }
-        fwd_counted(c->reg, ok, now);
+        if (!c->from_cache) fwd_counted(c->reg, ok, now);     /* a kept answer was not sent */
         reg_unref(c->reg);
     }
     return true;
@@ -799,14 +925,14 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
     size_t       n_got;
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, out, &got, &n_got, p)) return false;
+    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, 0, out, &got, &n_got, p)) return false;
     if (!out->forwarded) return true;
     version_t *v = arena_alloc(in->arena, (n_got + 2) * sizeof *v);
     size_t     k = 0;
-    if (local) v[k++] = (version_t){local, false};
+    if (local) v[k++] = (version_t){local, false, FWD_MAP_HERE};
     for (size_t i = 0; i < n_got; i++)
         for (size_t j = 0; j < got[i].n; j++)
-            if (!strcmp(got[i].e[j]->id, id)) v[k++] = (version_t){got[i].e[j], got[i].aux};
+            if (!strcmp(got[i].e[j]->id, id)) v[k++] = (version_t){got[i].e[j], got[i].aux, got[i].from};
     out->items = arena_alloc(in->arena, sizeof *out->items);
     if (k) {
         /* an auxiliary source answers only when nothing else does (4.3.6.2): kept, never winning */
@@ -840,6 +966,13 @@ static void groups_init(arena_t *a, groups_t *gs, size_t cap)
     gs->slot = arena_calloc(a, gs->nslot * sizeof *gs->slot);
 }
 
+static group_t *group_find(const groups_t *gs, const char *id)
+{
+    for (size_t i = (size_t)cr_hash(id, strlen(id)) & (gs->nslot - 1); gs->slot[i]; i = (i + 1) & (gs->nslot - 1))
+        if (!strcmp(gs->g[gs->slot[i] - 1].id, id)) return &gs->g[gs->slot[i] - 1];
+    return NULL;
+}
+
 static group_t *group_of(groups_t *gs, const char *id)
 {
     size_t i = (size_t)cr_hash(id, strlen(id)) & (gs->nslot - 1);
@@ -863,8 +996,36 @@ static void group_add(arena_t *a, group_t *g, version_t v)
     g->v[g->n++] = v;
 }
 
-bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params, size_t want,
-               cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p)
+/* The groups of the local versions and the answers', in first-seen order; with only (an entity map's page),
+ * those of its ids first and no others. */
+static void group_all(arena_t *a, groups_t *gs, cr_entity_t *const *local, size_t n_local, const collected_t *got,
+                      size_t n_got, const char *const *only, size_t n_only)
+{
+    size_t total = n_local + n_only;
+    for (size_t i = 0; i < n_got; i++) total += got[i].n;
+    groups_init(a, gs, total);
+    for (size_t i = 0; i < n_only; i++) group_of(gs, only[i]);
+    for (size_t i = 0; i < n_local; i++) {
+        group_t *g = only ? group_find(gs, local[i]->id) : group_of(gs, local[i]->id);
+        if (g) group_add(a, g, (version_t){local[i], false, FWD_MAP_HERE});
+    }
+    for (size_t i = 0; i < n_got; i++)
+        for (size_t j = 0; j < got[i].n; j++) {
+            group_t *g = only ? group_find(gs, got[i].e[j]->id) : group_of(gs, got[i].e[j]->id);
+            if (g) group_add(a, g, (version_t){got[i].e[j], got[i].aux, got[i].from});
+        }
+}
+
+static uint64_t group_from(const group_t *g)
+{
+    uint64_t f = 0;
+    for (size_t i = 0; i < g->n; i++) f |= g->v[i].from;
+    return f;
+}
+
+static bool query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params,
+                  size_t want, int64_t map_life_us, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                  problem_t *p)
 {
     reg_query_t  q = *match;
     collected_t *got = NULL;
@@ -872,22 +1033,101 @@ bool fwd_query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *
     q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, out, &got, &n_got, p))
+    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, NULL, map_life_us, out, &got,
+                 &n_got, p))
         return false;
     if (!out->forwarded) return true;
     arena_t *a = in->arena;
-    size_t   total = n_local;
-    for (size_t i = 0; i < n_got; i++) total += got[i].n;
     groups_t gs;
-    groups_init(a, &gs, total);
-    for (size_t i = 0; i < n_local; i++) group_add(a, group_of(&gs, local[i]->id), (version_t){local[i], false});
-    for (size_t i = 0; i < n_got; i++)
-        for (size_t j = 0; j < got[i].n; j++)
-            group_add(a, group_of(&gs, got[i].e[j]->id), (version_t){got[i].e[j], got[i].aux});
+    group_all(a, &gs, local, n_local, got, n_got, NULL, 0);
     out->items = arena_alloc(a, (gs.n + 1) * sizeof *out->items);
+    out->origins = out->n_regs <= 63 ? arena_alloc(a, (gs.n + 1) * sizeof *out->origins) : NULL;
     for (size_t i = 0; i < gs.n; i++) {
         cr_entity_t *m = merge(a, gs.g[i].v, gs.g[i].n);
+        if (!m) continue;
+        if (out->origins) out->origins[out->n] = group_from(&gs.g[i]);
+        out->items[out->n++] = m;
+    }
+    return true;
+}
+
+bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params, size_t want,
+               cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p)
+{
+    return query(in, q, params, n_params, want, 0, local, n_local, out, p);
+}
+
+bool fwd_query_new_map(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params,
+                       size_t want, int64_t lifetime_us, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                       problem_t *p)
+{
+    return query(in, q, params, n_params, want, lifetime_us > 0 ? lifetime_us : 1, local, n_local, out, p);
+}
+
+size_t fwd_map_linked(const fwd_in_t *in, const fwd_map_page_t *mp, reg_op_t op, const char *body)
+{
+    arena_t *a = in->arena;
+    call_t  *calls = arena_calloc(a, (mp->n_regs + 1) * sizeof *calls);
+    size_t   nc = 0, failed = 0;
+    int64_t  now = cr_now_us();
+    for (size_t k = 0; k < mp->n_regs; k++) {
+        if (!mp->linked[k]) continue;
+        reg_t *r = reg_find(in->tenant, mp->reg_ids[k], now);
+        if (!r) continue;
+        if (!(reg_ops(r) & REG_OP_BIT(op)) || fwd_cooling(r)) {
+            reg_unref(r);
+            continue;
+        }
+        call_t     *c = &calls[nc++];
+        const char *jctx;
+        sbuf_t      path;
+        sb_init(&path, a, 128);
+        sb_adds(&path, "entityMaps/");
+        fwd_url_encode(&path, mp->linked[k]);
+        c->reg = r;
+        c->ctx = fwd_part_ctx(a, r, in->ctx, &jctx);
+        c->url = fwd_part_url(a, r, path.p, NULL);
+        c->method = body ? "PATCH" : "DELETE";
+        c->post = body ? arena_strdup(a, body) : NULL;
+        if (!fwd_headers(in, c, r, jctx, body ? "application/json" : NULL)) c->skipped = true;
+    }
+    fwd_run(calls, nc);
+    for (size_t i = 0; i < nc; i++) {
+        call_t *c = &calls[i];
+        bool    ok = !c->skipped && c->rc == CURLE_OK && c->status >= 200 && c->status < 300;
+        if (!ok) {
+            failed++;
+            LOG_I("fwd: %s of the linked EntityMap %s failed (%ld)", c->method, c->url, c->status);
+        }
+        if (!c->skipped) fwd_counted(c->reg, ok || c->status == 404, now);
+        if (c->hdrs) curl_slist_free_all(c->hdrs);
+        reg_unref(c->reg);
+    }
+    return failed;
+}
+
+bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param_t *params, size_t n_params,
+                   const fwd_map_page_t *pg, bool remote, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                   problem_t *p)
+{
+    reg_query_t  q = *match;
+    collected_t *got = NULL;
+    size_t       n_got = 0;
+    arena_t     *a = in->arena;
+    q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
+    memset(out, 0, sizeof *out);
+    if (remote && pg->n_regs &&
+        !forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, 0, pg, 0, out, &got, &n_got, p))
+        return false;
+    /* the page's ids, in map order: their groups are the first pg->n */
+    groups_t gs;
+    group_all(a, &gs, local, n_local, got, n_got, pg->ids, pg->n);
+    out->items = arena_alloc(a, (pg->n + 1) * sizeof *out->items);
+    out->gone = arena_alloc(a, (pg->n + 1) * sizeof *out->gone);
+    for (size_t i = 0; i < pg->n; i++) {
+        cr_entity_t *m = gs.g[i].n ? merge(a, gs.g[i].v, gs.g[i].n) : NULL;
         if (m) out->items[out->n++] = m;
+        else if (!(pg->origins[i] & out->unanswered)) out->gone[out->n_gone++] = pg->ids[i];   /* kept: not asked */
     }
     return true;
 }

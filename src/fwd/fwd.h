@@ -7,7 +7,10 @@
  * to their sources (fwd_write.c: entity writes, batches, purge); the
  * discovery of types and attributes is forwarded and its answers handed
  * back for merging (fwd_types.c). Every request goes out through one
- * function, fwd_run (fwd_int.h).
+ * function, fwd_run (fwd_int.h), which answers a GET of entities[/{id}]
+ * from the answers kept for management.cacheDuration (fwd_cache.c). A paged
+ * query can go through an EntityMap (fwd_map.c, fwd_query_new_map and
+ * fwd_query_map below).
  *
  * Who calls what: api/ (the HTTP binding) answers from ops/ (the local
  * data) and, unless local=true, asks fwd/ for the rest: fwd_query() /
@@ -91,6 +94,16 @@ typedef struct fwd_out {
     size_t        forwarded;  /* forwarded requests (0: nothing matched; items untouched) */
     size_t        failed;
     const char   *warning;    /* the NGSILD-Warning value, or NULL */
+    /* fwd_query: where each merged item came from, for an entity map: bit 0 here, bit 1 + k reg_ids[k] (the
+     * registrations whose sources returned entities); NULL when more than 63 did */
+    uint64_t     *origins;
+    const char  **reg_ids;
+    const char  **linked;      /* per reg_ids: the EntityMap its source made (fwd_query_new_map), or NULL */
+    size_t        n_regs;
+    /* fwd_query_map: the page's ids found nowhere any more (to be removed from the map) */
+    const char  **gone;
+    size_t        n_gone;
+    uint64_t      unanswered;  /* fwd_query_map: the bits of the registrations that failed */
 } fwd_out_t;
 
 /* Retrieve Entity (5.7.1) distributed: the registrations matching id (and
@@ -108,6 +121,62 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
  * the local page merged with the answers, local order first. */
 bool fwd_query(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params, size_t want,
                cr_entity_t *const *local, size_t n_local, fwd_out_t *out, problem_t *p);
+
+/* ------------------------------------------------ entity maps (fwd_map.c)
+ * An EntityMap (4.3.6.7, 4.5.25, 5.2.39, 5.14): the ids a distributed query
+ * matched, in result order, each with where it lives (bit 0: here, "@none";
+ * bit 1 + k: the registration reg_ids[k]). A query that asks for one
+ * (entityMap=true) has it made from its first answer (fwd_query's origins);
+ * the pages that name it (NGSILD-EntityMap) ask only the sources of their
+ * entities, for those ids (fwd_query_map). Bounded by --entityMapMax maps
+ * and --entityMapEntries ids in all; per tenant; thread-safe. */
+#define FWD_MAP_HERE ((uint64_t)1)
+
+typedef struct fwd_map_page {
+    const char  *id;
+    const char **ids;          /* the entities of the page, in map order (removed ones left out) */
+    uint64_t    *origins;
+    size_t       n;
+    const char **reg_ids;      /* the registrations bits 1.. name */
+    const char **linked;       /* per reg_ids: the EntityMap id at its source (linkedMaps), or NULL */
+    size_t       n_regs;
+    size_t       total;        /* slots (removed ones included: positions are stable) */
+    size_t       live;         /* entities not removed */
+    int64_t      expires_at;   /* µs */
+} fwd_map_page_t;
+
+/* Stores a map (ids copied); id_out gets its id. false: it cannot be held (larger than --entityMapEntries,
+ * more than 63 registrations, out of memory). */
+bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_ids, const char *const *linked,
+                 size_t n_regs, const char *const *ids, const uint64_t *origins, size_t n, char id_out[64]);
+/* The slots [offset, offset + limit) of tenant's map id, copied into a; false: no such map (or it expired). */
+bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limit, arena_t *a, fwd_map_page_t *pg);
+/* Removes ids from the map: they no longer match its query (4.3.6.7). ids are those of the page of slots
+ * [from, to), in order: looked for there only (a scan of the page, not of the map). */
+void fwd_map_forget(const char *tenant, const char *id, size_t from, size_t to, const char *const *ids, size_t n);
+/* false: no such map. */
+bool fwd_map_set_expiry(const char *tenant, const char *id, int64_t at);
+bool fwd_map_delete(const char *tenant, const char *id);
+void fwd_map_stats(size_t *maps, size_t *entries);
+void fwd_map_clear(void);
+
+/* fwd_query for a new map (5.14.4.4): the sources whose registrations support createEntityMapQueryEntity
+ * are asked with entityMap=true (and the map's lifetime), and the EntityMap each makes is out->linked. */
+bool fwd_query_new_map(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params,
+                       size_t want, int64_t lifetime_us, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                       problem_t *p);
+/* The linked maps of mp (5.14.2, 5.14.3): DELETE (body NULL) or PATCH with body each at its source, when
+ * the registration still exists and supports deleteEntityMap / updateEntityMap (op); the number that failed. */
+size_t fwd_map_linked(const fwd_in_t *in, const fwd_map_page_t *mp, reg_op_t op, const char *body);
+
+/* Query Entities through an entity map's page: the registrations matching q
+ * and named by pg->reg_ids are asked (as fwd_query) for the page's ids they
+ * hold, and nothing else; merged with local (the page's local entities);
+ * out->items in page order, out->gone the page's ids found nowhere. remote
+ * false: nothing is forwarded (local=true). */
+bool fwd_query_map(const fwd_in_t *in, const reg_query_t *q, const fwd_param_t *params, size_t n_params,
+                   const fwd_map_page_t *pg, bool remote, cr_entity_t *const *local, size_t n_local, fwd_out_t *out,
+                   problem_t *p);
 
 /* ------------------------------------------------ distributed writes (fwd_write.c)
  * A write of one entity (5.6.x distributed, 4.3.6.2-4.3.6.4): the

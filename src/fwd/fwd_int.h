@@ -28,6 +28,9 @@ typedef struct call {
     bool                as_query;   /* a retrieve asked as a query (answers an array) */
     struct cor_call    *cor;        /* sent over cor:// (the endpoint's scheme) */
     int64_t             took_us;    /* fwd_run: from the send to the answer */
+    bool                from_cache; /* not sent: answered from fwd_cache.c (management.cacheDuration) */
+    bool                want_map;   /* keep the answer's NGSILD-EntityMap (a source's own EntityMap, 5.14.4.4) */
+    const char         *entity_map; /* that header's value, or NULL */
 } call_t;
 
 /* Sends calls[0..n) (those not skipped) in parallel, at most --forwardFanout
@@ -35,6 +38,11 @@ typedef struct call {
 void fwd_run(call_t *calls, size_t n);
 /* c's result and time in the per-source counters (fwd_source.c). */
 void fwd_source_record(const call_t *c);
+/* fwd_cache.c (management.cacheDuration, 6.3.17): a kept answer to c (status, body, from_cache set), and
+ * keeping c's answer; only GETs of entities[/{id}] to a registration with a cacheDuration. */
+bool fwd_cache_get(call_t *c);
+void fwd_cache_put(const call_t *c);
+void fwd_cache_clear(void);
 
 /* The headers of a request to r's source (Accept, Link with jctx or the
  * request's @context, Via with this broker, NGSILD-Tenant, the

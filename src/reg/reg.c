@@ -8,6 +8,7 @@
  * update and the rebuild at start, so the three cannot disagree.
  */
 #include "reg_int.h"
+#include "../history/history.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,7 +243,7 @@ static bool management(reg_t *r, const json_t *v, problem_t *p)
                 return problem_set(p, PB_BAD_REQUEST_DATA, "management.%s must be a positive number of milliseconds", m->key);
             *(m->key[0] == 't' ? &r->timeout_ms : &r->cooldown_ms) = (long)json_number(m);
         } else if (!strcmp(m->key, "cacheDuration")) {
-            if (!json_is_string(m) || !iso_duration(m->str))
+            if (!json_is_string(m) || !iso_duration(m->str) || !history_parse_duration(m->str, &r->cache_us))
                 return problem_set(p, PB_BAD_REQUEST_DATA, "management.cacheDuration must be an ISO 8601 duration");
         } else return problem_set(p, PB_BAD_REQUEST_DATA, "management: unknown member '%s'", m->key);
     }
@@ -476,6 +477,7 @@ int64_t             reg_expires_at(const reg_t *r) { return r->expires_at; }
 bool                reg_temporal(const reg_t *r) { return r->has_obs || r->has_mgmt; }
 long                reg_timeout_ms(const reg_t *r) { return r->timeout_ms; }
 long                reg_cooldown_ms(const reg_t *r) { return r->cooldown_ms; }
+int64_t             reg_cache_us(const reg_t *r) { return r->cache_us; }
 bool                reg_local_only(const reg_t *r) { return r->local_only; }
 size_t              reg_info_count(const reg_t *r) { return r->n_info; }
 const reg_info_t   *reg_info_at(const reg_t *r, size_t i) { return i < r->n_info ? &r->info[i] : NULL; }

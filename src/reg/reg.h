@@ -88,6 +88,7 @@ bool        reg_temporal(const reg_t *r);            /* it has an observationInt
 /* management (5.2.34): 0 when absent */
 long        reg_timeout_ms(const reg_t *r);
 long        reg_cooldown_ms(const reg_t *r);
+int64_t     reg_cache_us(const reg_t *r);       /* management.cacheDuration in µs, 0: none */
 bool        reg_local_only(const reg_t *r);
 /* contextSourceInfo (4.3.6.6): the value of key, or NULL; all pairs in order */
 const char *reg_csource_info(const reg_t *r, const char *key);

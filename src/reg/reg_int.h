@@ -42,6 +42,7 @@ struct reg {
     bool                has_obs, has_mgmt, local_only;
     int64_t             obs_start, obs_end, mgmt_start, mgmt_end;
     long                timeout_ms, cooldown_ms;
+    int64_t             cache_us;        /* management.cacheDuration, 0: none */
     cr_entity_t        *entity;          /* reg_as_entity: a draft in a */
     reg_counters_t     *c;
 };

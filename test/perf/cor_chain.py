@@ -9,9 +9,10 @@ registrations' endpoints are http://, in `viacor` they are cor://, so both
 chains run through the same brokers, the same data and the same code but
 the transport. wrk sends GET /entities?type=Vehicle&limit=L to A at the same
 concurrency for each, the runs alternated (http, cor, http, cor ...), and
-the medians of the rates are printed, with their ratio, and the CPU time of
-each broker per forwarded request (from /proc/PID/stat, over the runs of
-each transport).
+the medians of the rates are printed, with their ratio, and the medians over
+the runs of each broker's CPU time (utime + stime from /proc/PID/stat) per
+query at A: for A, the hub, that is its CPU per forwarded request (each
+query at A forwards one to B). The load average is printed before and after.
 
   python3 test/perf/cor_chain.py [--bin build/release/coraine] [-n 20] [--limit 20]
                                  [-c 8] [-t 2] [-d 5] [--runs 3]
@@ -113,16 +114,17 @@ def main():
                 raise SystemExit("%s: the chain answered %d with %d entities" % (tenant, st, got))
             wrk(url, tenant, a.c, a.t, 1)                       # warm-up
         rates = {"viahttp": [], "viacor": []}
-        cpu = {"viahttp": [0, 0, 0, 0], "viacor": [0, 0, 0, 0]}  # ticks of A, B, C, requests
+        cpu = {"viahttp": [[], [], []], "viacor": [[], [], []]}  # per run: µs of A, B, C per query
         hz = os.sysconf("SC_CLK_TCK")
+        load0 = os.getloadavg()
         for _ in range(a.runs):
             for tenant in ("viahttp", "viacor"):
                 before = [cpu_ticks(b.proc.pid) for b in (A, B, C)]
                 rate, n = wrk(url, tenant, a.c, a.t, a.d)
                 after = [cpu_ticks(b.proc.pid) for b in (A, B, C)]
                 for i in range(3):
-                    cpu[tenant][i] += after[i] - before[i]
-                cpu[tenant][3] += n
+                    if n:
+                        cpu[tenant][i].append(1e6 * (after[i] - before[i]) / hz / n)
                 rates[tenant].append(rate)
                 print("  %-8s %9.0f req/s" % ("http" if tenant == "viahttp" else "cor", rate), flush=True)
         mh, mc = statistics.median(rates["viahttp"]), statistics.median(rates["viacor"])
@@ -133,8 +135,13 @@ def main():
         print("  cor/http: %.2fx" % (mc / mh if mh else 0))
         for tenant in ("viahttp", "viacor"):
             t = cpu[tenant]
-            per = ["%s %.0f" % (n, 1e6 * t[i] / hz / t[3]) if t[3] else "-" for i, n in enumerate("ABC")]
-            print("  CPU us per query at A (%s): %s" % ("http" if tenant == "viahttp" else "cor", ", ".join(per)))
+            per = ["%s %.0f" % (n, statistics.median(t[i])) if t[i] else "-" for i, n in enumerate("ABC")]
+            print("  CPU us per query at A (%s), medians: %s" % ("http" if tenant == "viahttp" else "cor",
+                                                               ", ".join(per)))
+        ha, ca = cpu["viahttp"][0], cpu["viacor"][0]
+        if ha and ca:
+            print("  hub (A) CPU per forwarded request, cor/http: %.2fx" % (statistics.median(ca) / statistics.median(ha)))
+        print("  load average before %.2f %.2f %.2f, after %.2f %.2f %.2f" % (load0 + os.getloadavg()))
     finally:
         for b in (A, B, C):
             b.stop()

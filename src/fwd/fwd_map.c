@@ -1,0 +1,254 @@
+/*
+ * fwd_map.c - the EntityMaps of this broker (4.3.6.7, 4.5.25, 5.2.39, 5.14):
+ * for a paged distributed query, the ids of the entities that matched it and
+ * where each one lives (here, "@none", and/or the registrations whose
+ * sources returned it), so that the following pages ask only the sources
+ * that hold the entities of that page, for those ids alone (fwd.c,
+ * fwd_query_map), instead of every source for offset + limit entities.
+ *
+ * Bounded and shared by the workers: at most --entityMapMax maps and
+ * --entityMapEntries entity ids in all of them (all tenants); a new map that
+ * does not fit evicts the expired ones, then those that expire soonest (a
+ * query naming an evicted map makes a new one, as for an expired one:
+ * 5.5.14). A map belongs to the tenant that made it. One mutex guards the
+ * table; what a caller reads is copied into its arena under it.
+ *
+ * Positions are stable: an entity removed from a map (it no longer matches,
+ * 4.3.6.7) keeps its slot, so the pages that follow it are not shifted; a
+ * page is the slots [offset, offset + limit) without the removed ones.
+ */
+#include "fwd.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+typedef struct map {
+    char      id[64];
+    char     *tenant;           /* NULL: the default tenant */
+    int64_t   expires_at;       /* µs */
+    size_t    n, live;
+    char    **ids;              /* n, into the same block */
+    uint64_t *origins;          /* n; 0: removed */
+    char    **reg_ids;          /* n_regs */
+    char    **linked;           /* n_regs: the map's EntityMap at that source, or NULL */
+    size_t    n_regs;
+} map_t;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static map_t         **g_maps;
+static size_t          g_n, g_cap;
+static size_t          g_entries;   /* ids held in all maps */
+
+static bool same_tenant(const char *a, const char *b)
+{
+    if (!a || !*a) return !b || !*b;
+    return b && !strcmp(a, b);
+}
+
+static void map_free(map_t *m)
+{
+    free(m->tenant);
+    free(m);
+}
+
+/* Under g_lock: drops g_maps[i]. */
+static void drop_at(size_t i)
+{
+    g_entries -= g_maps[i]->n;
+    map_free(g_maps[i]);
+    g_maps[i] = g_maps[--g_n];
+}
+
+/* Under g_lock: the live map id of tenant, or NULL (an expired one is dropped). */
+static map_t *find(const char *tenant, const char *id, int64_t now)
+{
+    for (size_t i = 0; i < g_n; i++) {
+        map_t *m = g_maps[i];
+        if (strcmp(m->id, id) || !same_tenant(tenant, m->tenant)) continue;
+        if (m->expires_at <= now) {
+            drop_at(i);
+            return NULL;
+        }
+        return m;
+    }
+    return NULL;
+}
+
+/* Under g_lock: room for one more map of n entries (expired ones first, then the soonest to expire). */
+static bool make_room(size_t n, int64_t now, size_t max_maps, size_t max_entries)
+{
+    for (size_t i = 0; i < g_n;)
+        if (g_maps[i]->expires_at <= now) drop_at(i);
+        else i++;
+    while (g_n && (g_n + 1 > max_maps || g_entries + n > max_entries)) {
+        size_t k = 0;
+        for (size_t i = 1; i < g_n; i++)
+            if (g_maps[i]->expires_at < g_maps[k]->expires_at) k = i;
+        LOG_D("fwd: entity map %s evicted (%zu maps, %zu entries held)", g_maps[k]->id, g_n, g_entries);
+        drop_at(k);
+    }
+    return g_n + 1 <= max_maps && g_entries + n <= max_entries;
+}
+
+bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_ids, const char *const *linked,
+                 size_t n_regs, const char *const *ids, const uint64_t *origins, size_t n, char id_out[64])
+{
+    size_t max_maps = cr_config.entity_map_max > 0 ? (size_t)cr_config.entity_map_max : 0;
+    size_t max_entries = cr_config.entity_map_entries > 0 ? (size_t)cr_config.entity_map_entries : 0;
+    if (!max_maps || n > max_entries || n_regs > 63) return false;
+    size_t bytes = sizeof(map_t) + n * (sizeof(char *) + sizeof(uint64_t)) + 2 * n_regs * sizeof(char *);
+    for (size_t i = 0; i < n; i++) bytes += strlen(ids[i]) + 1;
+    for (size_t i = 0; i < n_regs; i++) bytes += strlen(reg_ids[i]) + 1 + (linked && linked[i] ? strlen(linked[i]) + 1 : 0);
+    map_t *m = calloc(1, bytes);
+    if (!m) return false;
+    if (tenant && *tenant && !(m->tenant = strdup(tenant))) {
+        free(m);
+        return false;
+    }
+    m->origins = (uint64_t *)(m + 1);
+    m->ids = (char **)(m->origins + n);
+    m->reg_ids = m->ids + n;
+    m->linked = m->reg_ids + n_regs;
+    char *s = (char *)(m->linked + n_regs);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(ids[i]) + 1;
+        m->ids[i] = memcpy(s, ids[i], l);
+        s += l;
+        m->origins[i] = origins[i];
+        if (origins[i]) m->live++;
+    }
+    for (size_t i = 0; i < n_regs; i++) {
+        size_t l = strlen(reg_ids[i]) + 1;
+        m->reg_ids[i] = memcpy(s, reg_ids[i], l);
+        s += l;
+        if (linked && linked[i]) {
+            l = strlen(linked[i]) + 1;
+            m->linked[i] = memcpy(s, linked[i], l);
+            s += l;
+        }
+    }
+    m->n = n;
+    m->n_regs = n_regs;
+    m->expires_at = expires_at;
+    uint8_t rnd[12];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        uint64_t x = (uint64_t)cr_mono_ns() ^ (uint64_t)(uintptr_t)m;
+        memcpy(rnd, &x, 8);
+        memcpy(rnd + 8, &x, 4);
+    }
+    int k = snprintf(m->id, sizeof m->id, "urn:ngsi-ld:EntityMap:");
+    for (size_t i = 0; i < sizeof rnd; i++) k += snprintf(m->id + k, sizeof m->id - (size_t)k, "%02x", rnd[i]);
+
+    pthread_mutex_lock(&g_lock);
+    bool ok = make_room(n, cr_now_us(), max_maps, max_entries);
+    if (ok && g_n == g_cap) {
+        size_t  nc = g_cap ? g_cap * 2 : 16;
+        map_t **x = realloc(g_maps, nc * sizeof *x);
+        if (x) {
+            g_maps = x;
+            g_cap = nc;
+        } else
+            ok = false;
+    }
+    if (ok) {
+        g_maps[g_n++] = m;
+        g_entries += n;
+        memcpy(id_out, m->id, sizeof m->id);
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (!ok) map_free(m);
+    return ok;
+}
+
+bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limit, arena_t *a, fwd_map_page_t *pg)
+{
+    memset(pg, 0, sizeof *pg);
+    pthread_mutex_lock(&g_lock);
+    map_t *m = find(tenant, id, cr_now_us());
+    if (m) {
+        size_t from = offset < m->n ? offset : m->n;
+        size_t to = limit < m->n - from ? from + limit : m->n;
+        pg->ids = arena_alloc(a, (to - from + 1) * sizeof *pg->ids);
+        pg->origins = arena_alloc(a, (to - from + 1) * sizeof *pg->origins);
+        for (size_t i = from; i < to; i++)
+            if (m->origins[i]) {
+                pg->ids[pg->n] = arena_strdup(a, m->ids[i]);
+                pg->origins[pg->n++] = m->origins[i];
+            }
+        pg->reg_ids = arena_alloc(a, (m->n_regs + 1) * sizeof *pg->reg_ids);
+        pg->linked = arena_alloc(a, (m->n_regs + 1) * sizeof *pg->linked);
+        for (size_t i = 0; i < m->n_regs; i++) {
+            pg->reg_ids[i] = arena_strdup(a, m->reg_ids[i]);
+            pg->linked[i] = m->linked[i] ? arena_strdup(a, m->linked[i]) : NULL;
+        }
+        pg->n_regs = m->n_regs;
+        pg->total = m->n;
+        pg->live = m->live;
+        pg->expires_at = m->expires_at;
+        pg->id = arena_strdup(a, m->id);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return m != NULL;
+}
+
+void fwd_map_forget(const char *tenant, const char *id, size_t from, size_t to, const char *const *ids, size_t n)
+{
+    if (!n) return;
+    pthread_mutex_lock(&g_lock);
+    map_t *m = find(tenant, id, cr_now_us());
+    /* the ids are those of one page, in slot order: each found from the previous one on */
+    if (m && to > m->n) to = m->n;
+    for (size_t i = 0, j = from; m && i < n; i++)
+        for (size_t x = j; x < to; x++)
+            if (m->origins[x] && !strcmp(m->ids[x], ids[i])) {
+                m->origins[x] = 0;
+                m->live--;
+                j = x + 1;
+                break;
+            }
+    pthread_mutex_unlock(&g_lock);
+}
+
+bool fwd_map_set_expiry(const char *tenant, const char *id, int64_t at)
+{
+    pthread_mutex_lock(&g_lock);
+    map_t *m = find(tenant, id, cr_now_us());
+    if (m) m->expires_at = at;
+    pthread_mutex_unlock(&g_lock);
+    return m != NULL;
+}
+
+bool fwd_map_delete(const char *tenant, const char *id)
+{
+    pthread_mutex_lock(&g_lock);
+    map_t *m = find(tenant, id, cr_now_us());
+    if (m)
+        for (size_t i = 0; i < g_n; i++)
+            if (g_maps[i] == m) {
+                drop_at(i);
+                break;
+            }
+    pthread_mutex_unlock(&g_lock);
+    return m != NULL;
+}
+
+void fwd_map_stats(size_t *maps, size_t *entries)
+{
+    pthread_mutex_lock(&g_lock);
+    *maps = g_n;
+    *entries = g_entries;
+    pthread_mutex_unlock(&g_lock);
+}
+
+void fwd_map_clear(void)
+{
+    pthread_mutex_lock(&g_lock);
+    while (g_n) drop_at(g_n - 1);
+    free(g_maps);
+    g_maps = NULL;
+    g_cap = 0;
+    pthread_mutex_unlock(&g_lock);
+}
