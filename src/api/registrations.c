@@ -17,7 +17,7 @@
 void api_reg_create(request_t *r)
 {
     problem_t   p = {0};
-    const char *id;
+    const char *id = NULL;
     const ld_context_t *ctx;
     if (!api_no_unknown_params(r, &p)) goto fail;
     json_t *body = api_body_context(r, &ctx, &p);

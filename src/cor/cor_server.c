@@ -474,7 +474,7 @@ static bool build_request(const cor_frame_t *f, request_t *r, char **query, http
         r->path = arena_strndup(a, target, target_len);
         return true;
     }
-    const char *m, *pre, *suf;
+    const char *m = NULL, *pre = NULL, *suf = NULL;   /* set on every path; -flto cannot see it */
     bool        tgt;
     cor_op_route(f->op, &m, &pre, &tgt, &suf);     /* known: the codec checked it */
     if (tgt && !target_len) return problem_set(p, PB_BAD_REQUEST_DATA, "cor: operation %u needs a target (the entity id)", f->op);

@@ -218,7 +218,7 @@ static bool parse_term(arena_t *a, const char *s, size_t l, const ld_context_t *
     const char    **names = arena_alloc(a, (v.n_steps ? v.n_steps : 1) * sizeof *names);
     uint8_t        *kinds = arena_alloc(a, (v.n_steps ? v.n_steps : 1) * sizeof *kinds);
     for (size_t i = 0; i < v.n_steps; i++) {
-        q_memberkind_t mk;
+        q_memberkind_t mk = 0;
         names[i] = q_term_step(q, i, &mk);
         kinds[i] = (uint8_t)mk;
     }

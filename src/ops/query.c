@@ -63,7 +63,7 @@ bool ops_q_resolve(const ops_req_t *rq, q_expr_t *q, problem_t *p)
     if (n > OPS_Q_MAX_LINKS)
         return problem_set(p, PB_TOO_COMPLEX_QUERY, "q has more than %d terms into linked entities", OPS_Q_MAX_LINKS);
     for (size_t i = 0; i < n; i++) {
-        q_link_view_t   v;
+        q_link_view_t   v = {0};
         link_ids_t      c = {.a = rq->arena};
         entity_filter_t f = {0};
         q_link_get(links[i], &v);

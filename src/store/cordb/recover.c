@@ -293,7 +293,7 @@ static bool seg_replay(seg_scan_t *ss, const char *dir, uint32_t seg, bool last,
             size_t at = group_at;
 
             while (at < off) {
-                cdb_rec_t g;
+                cdb_rec_t g = {0};
 
                 cdb_rec_parse(m.p + at, off - at, &g);
                 if (g.seq > ss->base && !apply_rec(ss->rp, &g, p)) {
