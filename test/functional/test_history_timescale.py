@@ -32,6 +32,10 @@ def vehicle(eid, speed=1, **kw):
 
 
 def ts_broker(broker_factory, uri, *flags):
+    # a read waits for the queued history (--historyQueueTimeout + 1 s): generous, so
+    # that a loaded machine's PostgreSQL is not mistaken for a failure
+    if "--historyQueueTimeout" not in flags:
+        flags = ("--historyQueueTimeout", "10000") + tuple(flags)
     return broker_factory("--history", "timescale", "--historyURI", uri, *flags)
 
 

@@ -30,7 +30,9 @@ def history_flags(request):
         return ENV_FLAGS
     if request.param == "corDB":
         return ("--history", "corDB")
-    return ("--history", "timescale", "--historyURI", request.getfixturevalue("pg_uri"))
+    # the read-your-writes wait is --historyQueueTimeout + 1 s: generous on a loaded machine
+    return ("--history", "timescale", "--historyURI", request.getfixturevalue("pg_uri"),
+            "--historyQueueTimeout", "10000")
 
 
 @pytest.fixture
