@@ -104,7 +104,8 @@ static void wctx_close(wctx_t *w)
 /* Inserts the frozen e (version 1) stamped now; *dup: the id is taken. */
 static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *ch, problem_t *p)
 {
-    int64_t      at = mgc_clock(w->t, 0);
+    int64_t      at  = mgc_clock(w->t, 0);
+    mgc_ver_t    ver = { 1, (int64_t)mgc_token(w->db) };
     bson_t       doc;
     bson_error_t err;
     bool         ok;
@@ -112,8 +113,8 @@ static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *
     *dup = false;
     stamp_new(e, at);
     mgc_geo_index(w->db, w->c, w->t, e);
-    mgc_doc_entity(&doc, e, 1, mgc_token(w->db));
-    ok = mongoc_collection_insert_one(w->col, &doc, NULL, NULL, &err);
+    mgc_doc_entity(&doc, e, ver.v, (uint64_t)ver.w);
+    ok = mongoc_collection_insert_one(w->col, &doc, w->db->wopts, NULL, &err);
     bson_destroy(&doc);
     if (!ok) {
         if (mgc_is_dup(&err)) {
@@ -122,6 +123,7 @@ static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *
         }
         return mgc_fail(p, "insert", &err);
     }
+    mgc_cache_put(w->db->cache, w->t, e, ver);
     commit(w->t, ch, STORE_OP_CREATE, at, NULL, e);
     return true;
 }
@@ -134,10 +136,18 @@ static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *
  * (a lost update, seen in test_mongo.py). There (db->claims, from the probe
  * at start) a writer first claims the version it replaces: it inserts
  * {_id: that version's token} into "claims", and the unique _id lets one
- * writer through; the others read again. The claim is removed after the
- * replace. A claim left by a process that died between the two is older
- * than MGC_CLAIM_STALE_US and is taken over. */
+ * writer through; the others read again. A claim left by a process that
+ * died before its replace is older than MGC_CLAIM_STALE_US and is taken
+ * over.
+ *
+ * Once the replace (or delete) is done, the claimed token is no document's
+ * any more, and tokens are never reused: its claim can stop nobody. So a
+ * claim is removed at once only when the write failed (the version is still
+ * current); the others are swept in one delete of every claim older than
+ * MGC_CLAIM_STALE_US, every MGC_CLAIM_SWEEP claims of a tenant: a write on
+ * FerretDB is two round trips (claim, replace), not three. */
 #define MGC_CLAIM_STALE_US (30 * 1000000LL)
+#define MGC_CLAIM_SWEEP    256u
 
 static mongoc_collection_t *claims_coll(wctx_t *w)
 {
@@ -191,13 +201,33 @@ static void unclaim(wctx_t *w, int64_t tok)
     mongoc_collection_destroy(col);
 }
 
+/* wmu held: a claim was left behind; every MGC_CLAIM_SWEEP of them, the
+ * stale ones go (one delete_many; a failure only leaves them for the next). */
+static void claims_left(wctx_t *w)
+{
+    mongoc_collection_t *col;
+    bson_t              *q;
+    bson_error_t         err;
+
+    if (++w->t->n_claims < MGC_CLAIM_SWEEP)
+        return;
+    w->t->n_claims = 0;
+    col = claims_coll(w);
+    q   = BCON_NEW("at", "{", "$lt", BCON_INT64(cr_now_us() - MGC_CLAIM_STALE_US), "}");
+    if (!mongoc_collection_delete_many(col, q, NULL, NULL, &err))
+        LOG_W("mongoc: the stale claims of database %s stay: %s", w->t->dbname, err.message);
+    bson_destroy(q);
+    mongoc_collection_destroy(col);
+}
+
 /* Replaces the stored version ver of e->id by e; *matched: ver was still
  * the current one (else another writer was first: read again). */
-static bool replace_locked(wctx_t *w, const cr_entity_t *e, mgc_ver_t ver, bool *matched, problem_t *p)
+static bool replace_locked(wctx_t *w, cr_entity_t *e, mgc_ver_t ver, bool *matched, problem_t *p)
 {
     bson_t       doc, reply;
     bson_t      *sel;
     bson_error_t err;
+    mgc_ver_t    next;
     bool         ok, won = true;
 
     *matched = false;
@@ -207,14 +237,23 @@ static bool replace_locked(wctx_t *w, const cr_entity_t *e, mgc_ver_t ver, bool 
         return true;
     sel = BCON_NEW("_id", BCON_UTF8(e->id), "w", BCON_INT64(ver.w));
     mgc_geo_index(w->db, w->c, w->t, e);
-    mgc_doc_entity(&doc, e, ver.v + 1, mgc_token(w->db));
-    ok = mongoc_collection_replace_one(w->col, sel, &doc, NULL, &reply, &err);
+    next = (mgc_ver_t){ ver.v + 1, (int64_t)mgc_token(w->db) };
+    mgc_doc_entity(&doc, e, next.v, (uint64_t)next.w);
+    ok = mongoc_collection_replace_one(w->col, sel, &doc, w->db->wopts, &reply, &err);
     *matched = ok && reply_count(&reply, "matchedCount") > 0;
     bson_destroy(&reply);
     bson_destroy(&doc);
     bson_destroy(sel);
-    if (w->db->claims)
-        unclaim(w, ver.w);
+    if (*matched)
+        mgc_cache_put(w->db->cache, w->t, e, next);
+    else
+        mgc_cache_drop(w->db->cache, w->t, e->id);
+    if (w->db->claims) {
+        if (ok)
+            claims_left(w);
+        else
+            unclaim(w, ver.w);
+    }
     return ok || mgc_fail(p, "replace", &err);
 }
 
@@ -235,8 +274,13 @@ static bool delete_version(wctx_t *w, const char *id, mgc_ver_t ver, bool *match
     *matched = ok && reply_count(&reply, "deletedCount") > 0;
     bson_destroy(&reply);
     bson_destroy(sel);
-    if (w->db->claims)
-        unclaim(w, ver.w);
+    mgc_cache_drop(w->db->cache, w->t, id);
+    if (w->db->claims) {
+        if (ok)
+            claims_left(w);
+        else
+            unclaim(w, ver.w);
+    }
     return ok || mgc_fail(p, "delete", &err);
 }
 
@@ -262,9 +306,16 @@ static bool modify_locked(wctx_t *w, const char *id, entity_op_t op, const cr_en
         *absent = false;
     for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
         mgc_ver_t    ver;
-        bool         failed, matched;
-        cr_entity_t *old = mgc_read(w->db, w->col, id, &ver, &failed, p), *draft, *e;
+        bool         failed = false, matched;
+        /* the first attempt starts from the cached version, unread: the
+         * replace is conditional on its token (cache.c); when another
+         * process wrote since, nothing matches and the next attempt reads */
+        cr_entity_t *old = attempt == 0 ? mgc_cache_peek(w->db->cache, w->t, id, &ver) : NULL;
+        cr_entity_t *draft = NULL, *e;
+        bool         cached = old != NULL;
 
+        if (!old)
+            old = mgc_read(w->db, w->c, w->t, id, &ver, &failed, p);
         if (!old) {
             if (failed)
                 return false;
@@ -272,12 +323,28 @@ static bool modify_locked(wctx_t *w, const char *id, entity_op_t op, const cr_en
                 *absent = true;
             return not_found(p, id);
         }
-        if (args && args->if_type && !typesel_match(args->if_type, old)) {
+        int64_t at   = mgc_clock(w->t, old->modified_at);
+        bool    deny = args && args->if_type && !typesel_match(args->if_type, old);
+
+        if (!deny)
+            draft = entity_apply(scratch, old, patch, op, args, at, res, p);
+        if (cached && (deny || !draft || (res && res->n_updated == upd0 && res->n_not_updated > not0))) {
+            /* an answer the cached version gives, but the current one may
+             * not: decided on the version read from the server */
+            entity_unref(old);
+            if (p)
+                *p = (problem_t){ 0 };
+            if (res) {
+                res->n = n0;
+                res->n_updated = upd0;
+                res->n_not_updated = not0;
+            }
+            continue;
+        }
+        if (deny) {
             entity_unref(old);
             return type_mismatch(p, id);
         }
-        int64_t at = mgc_clock(w->t, old->modified_at);
-        draft = entity_apply(scratch, old, patch, op, args, at, res, p);
         if (!draft) {
             entity_unref(old);
             return false;
@@ -357,7 +424,7 @@ static bool remove_locked(wctx_t *w, const char *id, const typesel_t *if_type, s
     for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
         mgc_ver_t    ver;
         bool         failed, matched;
-        cr_entity_t *old = mgc_read(w->db, w->col, id, &ver, &failed, p);
+        cr_entity_t *old = mgc_read(w->db, w->c, w->t, id, &ver, &failed, p);
 
         if (!old)
             return failed ? false : not_found(p, id);
@@ -617,7 +684,7 @@ bool mgc_purge(mgc_t *db, const char *tenant, const entity_filter_t *f, size_t *
             for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
                 mgc_ver_t    ver;
                 bool         failed, matched;
-                cr_entity_t *cur = mgc_read(db, w.col, id, &ver, &failed, p);
+                cr_entity_t *cur = mgc_read(db, w.c, t, id, &ver, &failed, p);
 
                 if (!cur) {
                     ok = !failed;
