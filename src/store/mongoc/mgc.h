@@ -116,8 +116,17 @@ void                 mgc_doc_entity(bson_t *doc, const cr_entity_t *e, int64_t v
 /* The field of g (under "g.") and of q / qx that stands for attribute name
  * (cr_hash_stable: every process computes the same; cr_hash is keyed per process). */
 void                 mgc_geo_key(char buf[24], const char *name);
-/* A frozen entity from a document's "e" (NULL: not one: InternalError in p). */
-cr_entity_t         *mgc_doc_decode(const bson_t *doc, mgc_ver_t *ver, problem_t *p);
+/* The fields of an entity document a read needs, in one pass (borrowed from doc). */
+typedef struct mgc_docf {
+    const char    *id;
+    int64_t        c;
+    mgc_ver_t      ver;
+    const uint8_t *e;
+    uint32_t       e_len;
+} mgc_docf_t;
+void                 mgc_doc_fields(const bson_t *doc, mgc_docf_t *f);
+/* A frozen entity from the document's "e" (NULL: not one: InternalError in p). */
+cr_entity_t         *mgc_doc_decode(const mgc_docf_t *f, problem_t *p);
 
 /* cache.c (the rule of its use across processes is at its top) */
 #define MGC_CACHE_SLOTS 8192u       /* versions held at most (direct-mapped) */

@@ -25,24 +25,16 @@ static bool not_found(problem_t *p, const char *id)
 
 /* The version of a document: the cached one when its token is the
  * server's (cache.c), else decoded and cached. NULL: InternalError in p. */
-static cr_entity_t *doc_entity(mgc_t *db, mgc_tenant_t *t, const bson_t *doc, mgc_ver_t *ver, problem_t *p)
+static cr_entity_t *doc_entity(mgc_t *db, mgc_tenant_t *t, const mgc_docf_t *f, mgc_ver_t *ver, problem_t *p)
 {
-    bson_iter_t  it;
-    mgc_ver_t    v = { 0, 0 };
-    cr_entity_t *e;
+    cr_entity_t *e = NULL;
 
-    if (bson_iter_init_find(&it, doc, "w") && BSON_ITER_HOLDS_NUMBER(&it))
-        v.w = bson_iter_as_int64(&it);
-    if (bson_iter_init_find(&it, doc, "v") && BSON_ITER_HOLDS_NUMBER(&it))
-        v.v = bson_iter_as_int64(&it);
-    if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it) && v.w &&
-        (e = mgc_cache_get(db->cache, t, bson_iter_utf8(&it, NULL), v.w))) {
-        if (ver)
-            *ver = v;
-        return e;
-    }
-    if ((e = mgc_doc_decode(doc, ver, p)) && v.w)
-        mgc_cache_put(db->cache, t, e, v);
+    if (f->id && f->ver.w)
+        e = mgc_cache_get(db->cache, t, f->id, f->ver.w);
+    if (!e && (e = mgc_doc_decode(f, p)) && f->ver.w)
+        mgc_cache_put(db->cache, t, e, f->ver);
+    if (e && ver)
+        *ver = f->ver;
     return e;
 }
 
@@ -73,8 +65,12 @@ cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char
         if (!bson_init_static(&doc, data, len)) {
             *failed = true;
             problem_set(p, PB_INTERNAL_ERROR, "MongoDB: a reply that does not parse");
-        } else if (!(e = doc_entity(db, t, &doc, ver, p))) {
-            *failed = true;
+        } else {
+            mgc_docf_t f;
+
+            mgc_doc_fields(&doc, &f);
+            if (!(e = doc_entity(db, t, &f, ver, p)))
+                *failed = true;
         }
     }
     bson_destroy(&reply);
@@ -311,6 +307,7 @@ static bool translate(const entity_filter_t *f, bson_t *q)
  * of an entity changes. The first page is as large as the caller expects
  * to need (want), the next ones grow up to SCAN_PAGE_MAX. */
 #define SCAN_PAGE_MAX 1000
+#define MGC_REPLY_CUT (8u << 20)    /* a reply this large may have been cut at 16 MB */
 
 typedef struct scan {
     mgc_t           *db;
@@ -320,7 +317,8 @@ typedef struct scan {
     int64_t          skip, left;    /* the server's skip (first page) and limit (-1: none) */
     int64_t          page;          /* the size of the next page */
     int64_t          last_c;        /* the last candidate's (c, _id) */
-    char            *last_id;
+    char            *last_id;       /* (id_cap bytes) */
+    size_t           id_cap;
     bson_t           reply;
     bool             have_reply, ended, cut;   /* cut: the server ended the page short of n */
     bson_iter_t      it;            /* over the page's documents */
@@ -393,6 +391,7 @@ static bool scan_page(scan_t *s, problem_t *p)
         BSON_APPEND_INT64(&cmd, "skip", s->skip);
     BSON_APPEND_INT64(&cmd, "limit", n);
     BSON_APPEND_INT64(&cmd, "batchSize", n);
+    BSON_APPEND_BOOL(&cmd, "singleBatch", true);
     ok = mongoc_client_read_command_with_opts(s->c, s->t->dbname, &cmd, NULL, NULL, &s->reply, &err);
     s->have_reply = true;
     bson_destroy(&cmd);
@@ -403,19 +402,11 @@ static bool scan_page(scan_t *s, problem_t *p)
     if (!bson_iter_init(&it, &s->reply) || !bson_iter_find_descendant(&it, "cursor.firstBatch", &s->it) ||
         !BSON_ITER_HOLDS_ARRAY(&s->it) || !bson_iter_recurse(&s->it, &s->it))
         return problem_set(p, PB_INTERNAL_ERROR, "MongoDB: a find reply without its batch");
-    /* a page the server cut short (16 MB replies) leaves its cursor open: closed here, and the
-     * next page starts after the last document it gave */
-    if (bson_iter_init(&it, &s->reply) && bson_iter_find_descendant(&it, "cursor.id", &it) &&
-        BSON_ITER_HOLDS_NUMBER(&it) && bson_iter_as_int64(&it) != 0) {
-        bson_t *kc = BCON_NEW("killCursors", BCON_UTF8("entities"), "cursors", "[",
-                              BCON_INT64(bson_iter_as_int64(&it)), "]");
-        bson_t  r;
-
-        s->cut = true;
-        mongoc_client_command_simple(s->c, s->t->dbname, kc, NULL, &r, NULL);
-        bson_destroy(&r);
-        bson_destroy(kc);
-    }
+    /* singleBatch: the server closes the cursor (FerretDB leaves a cursor
+     * reached by its limit open otherwise, and each would cost a
+     * killCursors); a batch that stops short of n because the reply reached
+     * the server's 16 MB is not the end: the next page starts after it */
+    s->cut = s->reply.len > MGC_REPLY_CUT;
     s->page = s->page * 4 < SCAN_PAGE_MAX ? s->page * 4 : SCAN_PAGE_MAX;
     s->asked = n;
     return true;
@@ -445,7 +436,7 @@ static cr_entity_t *scan_next(scan_t *s, bool *failed, problem_t *p)
         const uint8_t *data;
         uint32_t       len;
         bson_t         doc;
-        bson_iter_t    f;
+        mgc_docf_t     f;
         cr_entity_t   *e;
 
         bson_iter_document(&s->it, &len, &data);
@@ -457,13 +448,18 @@ static cr_entity_t *scan_next(scan_t *s, bool *failed, problem_t *p)
         s->in_page++;
         if (s->left > 0)
             s->left--;
-        if (bson_iter_init_find(&f, &doc, "c") && BSON_ITER_HOLDS_NUMBER(&f))
-            s->last_c = bson_iter_as_int64(&f);
-        if (bson_iter_init_find(&f, &doc, "_id") && BSON_ITER_HOLDS_UTF8(&f)) {
-            free(s->last_id);
-            s->last_id = cr_xstrdup(bson_iter_utf8(&f, NULL));
+        mgc_doc_fields(&doc, &f);
+        s->last_c = f.c;
+        if (f.id && (!s->last_id || strcmp(s->last_id, f.id))) {
+            size_t n = strlen(f.id) + 1;
+
+            if (n > s->id_cap) {
+                s->id_cap  = n < 128 ? 128 : n;
+                s->last_id = cr_xrealloc(s->last_id, s->id_cap);
+            }
+            memcpy(s->last_id, f.id, n);
         }
-        if (!(e = doc_entity(s->db, s->t, &doc, NULL, p)))
+        if (!(e = doc_entity(s->db, s->t, &f, NULL, p)))
             s->ended = *failed = true;
         return e;
     }
