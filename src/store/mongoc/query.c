@@ -43,16 +43,25 @@ static cr_entity_t *doc_entity(mgc_t *db, mgc_tenant_t *t, const mgc_docf_t *f, 
 cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *id, mgc_ver_t *ver,
                       bool *failed, problem_t *p)
 {
-    bson_t      *cmd = BCON_NEW("find", BCON_UTF8("entities"), "filter", "{", "_id", BCON_UTF8(id), "}",
-                                "projection", "{", "v", BCON_INT32(1), "w", BCON_INT32(1), "e",
-                                BCON_INT32(1), "}", "limit", BCON_INT64(1), "singleBatch", BCON_BOOL(true));
-    bson_t       reply, doc;
+    bson_t       cmd, sub, reply, doc;
     bson_iter_t  it, batch;
     bson_error_t err;
     cr_entity_t *e = NULL;
 
     *failed = false;
-    if (!mongoc_client_read_command_with_opts(c, t->dbname, cmd, NULL, NULL, &reply, &err)) {
+    bson_init(&cmd);
+    BSON_APPEND_UTF8(&cmd, "find", "entities");
+    bson_append_document_begin(&cmd, "filter", 6, &sub);
+    BSON_APPEND_UTF8(&sub, "_id", id);
+    bson_append_document_end(&cmd, &sub);
+    bson_append_document_begin(&cmd, "projection", 10, &sub);
+    BSON_APPEND_INT32(&sub, "v", 1);
+    BSON_APPEND_INT32(&sub, "w", 1);
+    BSON_APPEND_INT32(&sub, "e", 1);
+    bson_append_document_end(&cmd, &sub);
+    BSON_APPEND_INT64(&cmd, "limit", 1);
+    BSON_APPEND_BOOL(&cmd, "singleBatch", true);
+    if (!mongoc_client_read_command_with_opts(c, t->dbname, &cmd, NULL, NULL, &reply, &err)) {
         *failed = true;
         mgc_fail(p, "read", &err);
     } else if (bson_iter_init(&it, &reply) && bson_iter_find_descendant(&it, "cursor.firstBatch", &batch) &&
@@ -74,7 +83,7 @@ cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char
         }
     }
     bson_destroy(&reply);
-    bson_destroy(cmd);
+    bson_destroy(&cmd);
     return e;
 }
 
