@@ -242,6 +242,34 @@ def test_mongoc_batch_results_per_entity_and_upsert(pair):
     assert ca.get("/entities", params={"type": "B"}).json() == []
 
 
+def test_mongoc_batch_create_is_one_bulk_insert_with_per_entity_results(pair):
+    """6.14: a batch of creates is one unordered bulk insert; each id already
+    there (through the other process) or twice in the batch fails alone, with
+    409-style errors, and the others are created, in the batch's order."""
+    a, b = pair
+    t = fresh_tenant()
+    ca, cb = Client(a, t), Client(b, t)
+    ids = [uid("Bulk") for _ in range(6)]
+    ca.create({"id": ids[2], "type": "Bulk"})
+    batch = [{"id": i, "type": "Bulk", "n": prop(k)} for k, i in enumerate(ids)] + [{"id": ids[4], "type": "Bulk"}]
+    r = cb.post("/entityOperations/create", batch)
+    assert r.status_code == 207, r.text
+    body = r.json()
+    assert body["success"] == [i for i in ids if i != ids[2]]
+    assert sorted(x["entityId"] for x in body["errors"]) == sorted([ids[2], ids[4]])
+    for x in body["errors"]:
+        assert x["error"]["type"].endswith("AlreadyExists"), x
+    got = ca.get("/entities", params={"type": "Bulk", "limit": "100"}).json()
+    assert [e["id"] for e in got] == [ids[2]] + [i for i in ids if i != ids[2]]
+    assert [e.get("n", {}).get("value") for e in got][1:] == [0, 1, 3, 4, 5]
+    # all new: 201 with every id
+    more = [uid("Bulk") for _ in range(3)]
+    r = ca.post("/entityOperations/create", [{"id": i, "type": "Bulk"} for i in more])
+    assert r.status_code == 201, r.text
+    assert r.json() == more
+    assert cb.entity(more[1])["id"] == more[1]
+
+
 def test_mongoc_geo_query_box_prefilter_then_exact(pair):
     a, _ = pair
     c = Client(a, fresh_tenant())

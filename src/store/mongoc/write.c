@@ -544,6 +544,138 @@ static bool is_503(const problem_t *p)
     return p->kind == PB_HTTP && p->status == 503;
 }
 
+/* A bulk insert's per-item outcome from its reply: writeErrors[] name the
+ * failed items by index (11000: the id is taken). */
+static void bulk_errors(const bson_t *reply, arena_t *scratch, problem_t **err, size_t n)
+{
+    bson_iter_t it, arr, el;
+
+    if (!bson_iter_init_find(&it, reply, "writeErrors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &arr))
+        return;
+    while (bson_iter_next(&arr)) {
+        int64_t     idx = -1, code = 0;
+        const char *msg = "";
+
+        if (!BSON_ITER_HOLDS_DOCUMENT(&arr) || !bson_iter_recurse(&arr, &el))
+            continue;
+        while (bson_iter_next(&el)) {
+            const char *k = bson_iter_key(&el);
+
+            if (!strcmp(k, "index") && BSON_ITER_HOLDS_NUMBER(&el))
+                idx = bson_iter_as_int64(&el);
+            else if (!strcmp(k, "code") && BSON_ITER_HOLDS_NUMBER(&el))
+                code = bson_iter_as_int64(&el);
+            else if (!strcmp(k, "errmsg") && BSON_ITER_HOLDS_UTF8(&el))
+                msg = bson_iter_utf8(&el, NULL);
+        }
+        if (idx < 0 || (size_t)idx >= n || err[idx])
+            continue;
+        err[idx] = arena_alloc(scratch, sizeof(problem_t));
+        *err[idx] = (problem_t){ 0 };
+        if (code == 11000)
+            problem_set(err[idx], PB_ALREADY_EXISTS, "the entity already exists");
+        else
+            problem_set(err[idx], PB_INTERNAL_ERROR, "MongoDB: insert: %.300s", msg);
+    }
+}
+
+/* wmu held: a batch of creates as ONE unordered bulk insert (one round trip
+ * for the batch, not one per entity). The server reports each failed item
+ * by its index (writeErrors: 11000, the id taken, is 409 for that item, as
+ * one insert would say); a duplicate id within the batch fails the later
+ * one. When the server's answer is lost or its write concern is not met,
+ * no item is acknowledged: 503 for every item not failed already. */
+static void batch_create_bulk(wctx_t *w, store_batch_item_t *items, size_t n, arena_t *scratch,
+                              store_change_t *group, size_t *k)
+{
+    cr_entity_t            **e   = arena_calloc(scratch, n * sizeof(*e));
+    problem_t              **err = arena_calloc(scratch, n * sizeof(*err));
+    int64_t                 *at  = arena_calloc(scratch, n * sizeof(*at));
+    mgc_ver_t               *ver = arena_calloc(scratch, n * sizeof(*ver));
+    bson_t                  *bopts = BCON_NEW("ordered", BCON_BOOL(false));
+    mongoc_bulk_operation_t *bulk  = mongoc_collection_create_bulk_operation_with_opts(w->col, bopts);
+    bson_t                   reply;
+    bson_error_t             berr;
+    size_t                   queued = 0;
+    bool                     unknown = false;
+    problem_t                down = { 0 };
+
+    for (size_t i = 0; i < n; i++) {
+        problem_t ip = { 0 };
+        bson_t    doc;
+
+        items[i].ok = items[i].created = false;
+        items[i].problem = NULL;
+        if (!check_draft(items[i].draft, &ip) ||
+            (!(e[i] = entity_freeze(items[i].draft)) &&
+             problem_set(&ip, PB_INTERNAL_ERROR, "entity '%.400s' too large", items[i].draft->id))) {
+            items[i].problem = batch_problem(scratch, &ip);
+            continue;
+        }
+        at[i]  = mgc_clock(w->t, 0);
+        w->t->last_at = at[i];      /* the next item's stamp comes after it */
+        ver[i] = (mgc_ver_t){ 1, (int64_t)mgc_token(w->db) };
+        stamp_new(e[i], at[i]);
+        mgc_geo_index(w->db, w->c, w->t, e[i]);
+        mgc_doc_entity(&doc, e[i], ver[i].v, (uint64_t)ver[i].w);
+        if (!mongoc_bulk_operation_insert_with_opts(bulk, &doc, w->db->wopts, &berr)) {
+            problem_set(&ip, PB_INTERNAL_ERROR, "MongoDB: insert: %.300s", berr.message);
+            items[i].problem = batch_problem(scratch, &ip);
+            entity_unref(e[i]);
+            e[i] = NULL;
+        } else {
+            queued++;
+        }
+        bson_destroy(&doc);
+    }
+    if (queued && !mongoc_bulk_operation_execute(bulk, &reply, &berr)) {
+        bson_iter_t it;
+
+        bulk_errors(&reply, scratch, err, n);
+        /* anything but per-item write errors: the outcome of the rest is not known */
+        if (berr.domain == MONGOC_ERROR_STREAM || berr.domain == MONGOC_ERROR_SERVER_SELECTION ||
+            berr.domain == MONGOC_ERROR_PROTOCOL || berr.domain == MONGOC_ERROR_CLIENT ||
+            (berr.domain != MONGOC_ERROR_WRITE_CONCERN &&
+             !(bson_iter_init_find(&it, &reply, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it)))) {
+            unknown = true;
+            mgc_fail(&down, "insert", &berr);
+        }
+        if (bson_iter_init_find(&it, &reply, "writeConcernErrors") && BSON_ITER_HOLDS_ARRAY(&it)) {
+            bson_iter_t wce;
+
+            if (bson_iter_recurse(&it, &wce) && bson_iter_next(&wce)) {
+                unknown = true;
+                down    = (problem_t){ 0 };
+                problem_set(&down, PB_HTTP, "the database (MongoDB) did not confirm the batch with its "
+                            "write concern in time: nothing acknowledged; retry later");
+                down.status = 503;
+            }
+        }
+        if (unknown && down.kind == PB_NONE)
+            mgc_fail(&down, "insert", &berr);
+    }
+    if (queued)
+        bson_destroy(&reply);
+    for (size_t i = 0; i < n; i++) {
+        if (!e[i])
+            continue;
+        if (err[i] || unknown) {
+            if (err[i] && err[i]->kind == PB_ALREADY_EXISTS)
+                problem_set(err[i], PB_ALREADY_EXISTS, "entity '%.400s' already exists", e[i]->id);
+            items[i].problem = err[i] ? err[i] : batch_problem(scratch, &down);
+            entity_unref(e[i]);
+            continue;
+        }
+        mgc_cache_put(w->db->cache, w->t, e[i], ver[i]);
+        commit(w->t, &group[*k], STORE_OP_CREATE, at[i], NULL, e[i]);
+        (*k)++;
+        items[i].ok = items[i].created = true;
+    }
+    mongoc_bulk_operation_destroy(bulk);
+    bson_destroy(bopts);
+}
+
 /* The items one after the other under the tenant's write mutex, so that the
  * committed ones are one group of consecutive seqs. When the database goes
  * away in the middle, the items after it are answered 503 one by one (the
@@ -565,6 +697,14 @@ bool mgc_batch(mgc_t *db, const char *tenant, store_batch_item_t *items, size_t 
         return false;
     wctx_open(&w, db, t);
     pthread_mutex_lock(&t->wmu);
+    bool all_creates = n > 1;
+
+    for (size_t i = 0; i < n && all_creates; i++)
+        all_creates = items[i].kind == STORE_B_CREATE;
+    if (all_creates) {
+        batch_create_bulk(&w, items, n, scratch, group, &k);
+        n = 0;                          /* done: the loop below has nothing left */
+    }
     for (size_t i = 0; i < n; i++) {
         store_batch_item_t *it = &items[i];
         store_change_t     *ch = &group[k];
