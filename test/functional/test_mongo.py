@@ -102,6 +102,46 @@ def test_mongoc_concurrent_patches_of_one_entity_through_two_processes_lose_noth
         assert e["b%d" % i]["value"] == i + 1, "lost update of b%d" % i
 
 
+def test_mongoc_a_cached_version_is_never_read_or_written_over_after_another_process_wrote(pair):
+    """The entity cache's rule (doc/mongodb.md): every read asks the server
+    for the current token, and a write that starts from a cached version is
+    conditional on its token. B's cache holds each version B read or wrote;
+    A's writes in between must all show through B, and B's writes from a
+    stale cached version must lose none of A's."""
+    a, b = pair
+    t = fresh_tenant()
+    ca, cb = Client(a, t), Client(b, t)
+    eid = uid("Room")
+    ca.create({"id": eid, "type": "Room", "temperature": prop(1), "gone": prop(0)})
+    assert cb.entity(eid)["temperature"]["value"] == 1          # B caches version 1
+    assert ca.patch("/entities/%s/attrs" % eid, {"temperature": prop(2)}).status_code == 204
+    assert cb.entity(eid)["temperature"]["value"] == 2          # not B's cached version 1
+    assert ca.patch("/entities/%s/attrs" % eid, {"temperature": prop(3)}).status_code == 204
+    # B patches from its cached version 2: the conditional replace misses, B reads 3 and applies
+    assert cb.patch("/entities/%s/attrs" % eid, {"gone": prop(5)}).status_code == 204
+    e = ca.entity(eid)
+    assert e["temperature"]["value"] == 3 and e["gone"]["value"] == 5
+    # an attribute A appended is patched through B although B's cached version lacks it
+    assert ca.post("/entities/%s/attrs" % eid, {"pressure": prop(1000)}).status_code == 204
+    assert cb.patch("/entities/%s/attrs" % eid, {"pressure": prop(1001)}).status_code == 204
+    # an attribute A deleted is appended through B with noOverwrite although B's cached version
+    # has it (the cached version would answer "not updated": decided on the current one)
+    assert cb.entity(eid)["gone"]["value"] == 5
+    assert ca.delete("/entities/%s/attrs/gone" % eid).status_code == 204
+    r = cb.post("/entities/%s/attrs?options=noOverwrite" % eid, {"gone": prop(7)})
+    assert r.status_code == 204, r.text
+    e = ca.entity(eid)
+    assert e["gone"]["value"] == 7 and e["pressure"]["value"] == 1001
+    # deleted and created again through A: B reads the new entity, not its cached one
+    assert ca.delete("/entities/" + eid).status_code == 204
+    assert cb.get("/entities/" + eid).status_code == 404
+    ca.create({"id": eid, "type": "Room", "temperature": prop(9)})
+    e = cb.entity(eid)
+    assert e["temperature"]["value"] == 9 and "pressure" not in e
+    r = cb.get("/entities", params={"type": "Room", "q": "temperature>5"})
+    assert [x["temperature"]["value"] for x in r.json()] == [9]
+
+
 def test_mongoc_one_id_created_through_two_processes_at_once_exists_once(pair):
     a, b = pair
     t = fresh_tenant()
@@ -200,6 +240,34 @@ def test_mongoc_batch_results_per_entity_and_upsert(pair):
     r = cb.post("/entityOperations/delete", [e1, e2])
     assert r.status_code == 204, r.text
     assert ca.get("/entities", params={"type": "B"}).json() == []
+
+
+def test_mongoc_batch_create_is_one_bulk_insert_with_per_entity_results(pair):
+    """6.14: a batch of creates is one unordered bulk insert; each id already
+    there (through the other process) or twice in the batch fails alone, with
+    409-style errors, and the others are created, in the batch's order."""
+    a, b = pair
+    t = fresh_tenant()
+    ca, cb = Client(a, t), Client(b, t)
+    ids = [uid("Bulk") for _ in range(6)]
+    ca.create({"id": ids[2], "type": "Bulk"})
+    batch = [{"id": i, "type": "Bulk", "n": prop(k)} for k, i in enumerate(ids)] + [{"id": ids[4], "type": "Bulk"}]
+    r = cb.post("/entityOperations/create", batch)
+    assert r.status_code == 207, r.text
+    body = r.json()
+    assert body["success"] == [i for i in ids if i != ids[2]]
+    assert sorted(x["entityId"] for x in body["errors"]) == sorted([ids[2], ids[4]])
+    for x in body["errors"]:
+        assert x["error"]["type"].endswith("AlreadyExists"), x
+    got = ca.get("/entities", params={"type": "Bulk", "limit": "100"}).json()
+    assert [e["id"] for e in got] == [ids[2]] + [i for i in ids if i != ids[2]]
+    assert [e.get("n", {}).get("value") for e in got][1:] == [0, 1, 3, 4, 5]
+    # all new: 201 with every id
+    more = [uid("Bulk") for _ in range(3)]
+    r = ca.post("/entityOperations/create", [{"id": i, "type": "Bulk"} for i in more])
+    assert r.status_code == 201, r.text
+    assert r.json() == more
+    assert cb.entity(more[1])["id"] == more[1]
 
 
 def test_mongoc_geo_query_box_prefilter_then_exact(pair):

@@ -546,6 +546,10 @@ mgc_t *mgc_open(problem_t *p)
     pthread_rwlock_init(&db->tlock, NULL);
     db->dflt = tenant_new("", db->prefix);
     mgc_obj_init(db);
+    db->cache = mgc_cache_new();
+    /* the documents are doc.c's (field names are hashes and fixed words):
+     * libmongoc's check of every key of every write is work for nothing */
+    db->wopts = BCON_NEW("validate", BCON_BOOL(false));
     uint64_t base = 0;
     if (getrandom(&base, sizeof base, 0) != (ssize_t)sizeof base)
         base = (uint64_t)cr_now_us() << 16 ^ (uint64_t)getpid() << 40;
@@ -604,6 +608,9 @@ void mgc_close(mgc_t *db)
         mongoc_uri_destroy(db->uri);
     pthread_rwlock_destroy(&db->tlock);
     mgc_obj_free(db);
+    mgc_cache_free(db->cache);
+    if (db->wopts)
+        bson_destroy(db->wopts);
     free(db->prefix);
     free(db);
 }

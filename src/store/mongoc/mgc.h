@@ -57,9 +57,11 @@ typedef struct mgc_tenant {
     _Atomic int        indexed;     /* the indexes of its database were ensured */
     char             (*geo_keys)[24];   /* GeoProperty boxes indexed (under wmu) */
     uint32_t           n_geo_keys;
+    uint32_t           n_claims;    /* claims left since the last sweep (write.c, under wmu) */
 } mgc_tenant_t;
 
 typedef struct mgc_objent mgc_objent_t;   /* objects.c: an object as this process last saw it */
+typedef struct mgc_cache  mgc_cache_t;    /* cache.c: decoded versions by (tenant, id), checked by token */
 
 typedef struct mgc {
     mongoc_client_pool_t *pool;
@@ -74,6 +76,8 @@ typedef struct mgc {
     bool                  claims;   /* the server's conditional update is not atomic (FerretDB): write.c claims */
     int                   timeout_ms;
     _Atomic uint64_t      token;    /* write tokens: per process random base + counter */
+    mgc_cache_t          *cache;
+    bson_t               *wopts;    /* the options of inserts and replaces: {validate: false} */
     /* objects.c: the stored objects as this process last wrote or read them */
     pthread_mutex_t       omu;
     mgc_objent_t        **otbl;
@@ -112,8 +116,30 @@ void                 mgc_doc_entity(bson_t *doc, const cr_entity_t *e, int64_t v
 /* The field of g (under "g.") and of q / qx that stands for attribute name
  * (cr_hash_stable: every process computes the same; cr_hash is keyed per process). */
 void                 mgc_geo_key(char buf[24], const char *name);
-/* A frozen entity from a document's "e" (NULL: not one: InternalError in p). */
-cr_entity_t         *mgc_doc_decode(const bson_t *doc, mgc_ver_t *ver, problem_t *p);
+/* The fields of an entity document a read needs, in one pass (borrowed from doc). */
+typedef struct mgc_docf {
+    const char    *id;
+    int64_t        c;
+    mgc_ver_t      ver;
+    const uint8_t *e;
+    uint32_t       e_len;
+} mgc_docf_t;
+void                 mgc_doc_fields(const bson_t *doc, mgc_docf_t *f);
+/* A frozen entity from the document's "e" (NULL: not one: InternalError in p). */
+cr_entity_t         *mgc_doc_decode(const mgc_docf_t *f, problem_t *p);
+
+/* cache.c (the rule of its use across processes is at its top) */
+#define MGC_CACHE_SLOTS 8192u       /* versions held at most (direct-mapped) */
+#define MGC_CACHE_LOCKS 64
+mgc_cache_t *mgc_cache_new(void);
+void         mgc_cache_free(mgc_cache_t *c);
+/* The cached version of id if its token is w (a new reference), or NULL. */
+cr_entity_t *mgc_cache_get(mgc_cache_t *c, const mgc_tenant_t *t, const char *id, int64_t w);
+/* The cached version of id, whatever its token, and that token (a new
+ * reference), or NULL: only as the base of a write conditional on *ver. */
+cr_entity_t *mgc_cache_peek(mgc_cache_t *c, const mgc_tenant_t *t, const char *id, mgc_ver_t *ver);
+void         mgc_cache_put(mgc_cache_t *c, const mgc_tenant_t *t, cr_entity_t *e, mgc_ver_t ver);
+void         mgc_cache_drop(mgc_cache_t *c, const mgc_tenant_t *t, const char *id);
 
 /* write.c */
 bool mgc_create(mgc_t *db, const char *tenant, const cr_entity_t *draft, store_change_t *ch, problem_t *p);
@@ -131,8 +157,10 @@ bool mgc_purge(mgc_t *db, const char *tenant, const entity_filter_t *f, size_t *
 
 /* query.c */
 cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p);
-/* The entity's current document (NULL: none, or p set when the read failed). */
-cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, mgc_ver_t *ver,
+/* The entity's current version, asked of the server on client c (NULL:
+ * none, or *failed and p set when the read failed); the cached frozen
+ * version when the server's token is its token. */
+cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *id, mgc_ver_t *ver,
                       bool *failed, problem_t *p);
 bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t *a, store_page_t *out,
                problem_t *p);

@@ -365,22 +365,22 @@ void mgc_obj_foreach(mgc_t *db, int kind,
 
 bool mgc_obj_changed(mgc_t *db)
 {
-    mongoc_client_t     *c   = mgc_pop(db);
-    mongoc_collection_t *col = mongoc_client_get_collection(c, db->prefix, "meta");
-    bson_t              *q   = BCON_NEW("_id", BCON_UTF8("objects"));
-    mongoc_cursor_t     *cur = mongoc_collection_find_with_opts(col, q, NULL, NULL);
-    const bson_t        *doc;
-    int64_t              v = 0;
-    bool                 changed;
-    bson_iter_t          it;
+    mongoc_client_t *c   = mgc_pop(db);
+    bson_t          *cmd = BCON_NEW("find", BCON_UTF8("meta"), "filter", "{", "_id", BCON_UTF8("objects"), "}",
+                                    "limit", BCON_INT64(1), "singleBatch", BCON_BOOL(true));
+    bson_t           reply;
+    bson_error_t     err;
+    bson_iter_t      it, v_it;
+    int64_t          v = 0;
+    bool             changed, failed;
 
-    if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "v") && BSON_ITER_HOLDS_NUMBER(&it))
-        v = bson_iter_as_int64(&it);
-    bson_error_t err;
-    bool         failed = mongoc_cursor_error(cur, &err);
-    mongoc_cursor_destroy(cur);
-    bson_destroy(q);
-    mongoc_collection_destroy(col);
+    /* one find command (a cursor costs twice the work: it polls every --syncInterval) */
+    failed = !mongoc_client_read_command_with_opts(c, db->prefix, cmd, NULL, NULL, &reply, &err);
+    if (!failed && bson_iter_init(&it, &reply) && bson_iter_find_descendant(&it, "cursor.firstBatch.0.v", &v_it) &&
+        BSON_ITER_HOLDS_NUMBER(&v_it))
+        v = bson_iter_as_int64(&v_it);
+    bson_destroy(&reply);
+    bson_destroy(cmd);
     mgc_push(db, c);
     /* The first call (obj_v -1) and a failed read answer true: the caller's
      * sync then compares everything (and removes nothing after a failed read). */

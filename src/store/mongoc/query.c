@@ -23,38 +23,76 @@ static bool not_found(problem_t *p, const char *id)
     return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity '%.400s' not found", id);
 }
 
-cr_entity_t *mgc_read(mgc_t *db, mongoc_collection_t *col, const char *id, mgc_ver_t *ver,
+/* The version of a document: the cached one when its token is the
+ * server's (cache.c), else decoded and cached. NULL: InternalError in p. */
+static cr_entity_t *doc_entity(mgc_t *db, mgc_tenant_t *t, const mgc_docf_t *f, mgc_ver_t *ver, problem_t *p)
+{
+    cr_entity_t *e = NULL;
+
+    if (f->id && f->ver.w)
+        e = mgc_cache_get(db->cache, t, f->id, f->ver.w);
+    if (!e && (e = mgc_doc_decode(f, p)) && f->ver.w)
+        mgc_cache_put(db->cache, t, e, f->ver);
+    if (e && ver)
+        *ver = f->ver;
+    return e;
+}
+
+/* One find command, not a cursor: libmongoc's cursor selects and copies the
+ * server's description twice per find (half of a retrieve's work, callgrind). */
+cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *id, mgc_ver_t *ver,
                       bool *failed, problem_t *p)
 {
-    bson_t          *q    = BCON_NEW("_id", BCON_UTF8(id));
-    bson_t          *opts = BCON_NEW("limit", BCON_INT64(1));
-    mongoc_cursor_t *cur  = mongoc_collection_find_with_opts(col, q, opts, NULL);
-    const bson_t    *doc;
-    bson_error_t     err;
-    cr_entity_t     *e = NULL;
+    bson_t       cmd, sub, reply, doc;
+    bson_iter_t  it, batch;
+    bson_error_t err;
+    cr_entity_t *e = NULL;
 
-    (void)db;
     *failed = false;
-    if (mongoc_cursor_next(cur, &doc)) {
-        if (!(e = mgc_doc_decode(doc, ver, p)))
-            *failed = true;
-    } else if (mongoc_cursor_error(cur, &err)) {
+    bson_init(&cmd);
+    BSON_APPEND_UTF8(&cmd, "find", "entities");
+    bson_append_document_begin(&cmd, "filter", 6, &sub);
+    BSON_APPEND_UTF8(&sub, "_id", id);
+    bson_append_document_end(&cmd, &sub);
+    bson_append_document_begin(&cmd, "projection", 10, &sub);
+    BSON_APPEND_INT32(&sub, "v", 1);
+    BSON_APPEND_INT32(&sub, "w", 1);
+    BSON_APPEND_INT32(&sub, "e", 1);
+    bson_append_document_end(&cmd, &sub);
+    BSON_APPEND_INT64(&cmd, "limit", 1);
+    BSON_APPEND_BOOL(&cmd, "singleBatch", true);
+    if (!mongoc_client_read_command_with_opts(c, t->dbname, &cmd, NULL, NULL, &reply, &err)) {
         *failed = true;
         mgc_fail(p, "read", &err);
+    } else if (bson_iter_init(&it, &reply) && bson_iter_find_descendant(&it, "cursor.firstBatch", &batch) &&
+               BSON_ITER_HOLDS_ARRAY(&batch) && bson_iter_recurse(&batch, &it) && bson_iter_next(&it) &&
+               BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        const uint8_t *data;
+        uint32_t       len;
+
+        bson_iter_document(&it, &len, &data);
+        if (!bson_init_static(&doc, data, len)) {
+            *failed = true;
+            problem_set(p, PB_INTERNAL_ERROR, "MongoDB: a reply that does not parse");
+        } else {
+            mgc_docf_t f;
+
+            mgc_doc_fields(&doc, &f);
+            if (!(e = doc_entity(db, t, &f, ver, p)))
+                *failed = true;
+        }
     }
-    mongoc_cursor_destroy(cur);
-    bson_destroy(opts);
-    bson_destroy(q);
+    bson_destroy(&reply);
+    bson_destroy(&cmd);
     return e;
 }
 
 cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p)
 {
-    mgc_tenant_t        *t = mgc_tenant_get(db, tenant, p);
-    mongoc_client_t     *c;
-    mongoc_collection_t *col;
-    cr_entity_t         *e;
-    bool                 failed;
+    mgc_tenant_t    *t = mgc_tenant_get(db, tenant, p);
+    mongoc_client_t *c;
+    cr_entity_t     *e;
+    bool             failed;
 
     if (!t)
         return NULL;
@@ -62,10 +100,8 @@ cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p
         problem_set(p, PB_BAD_REQUEST_DATA, "no entity id");
         return NULL;
     }
-    c   = mgc_pop(db);
-    col = mgc_coll(db, c, t, "entities");
-    e   = mgc_read(db, col, id, NULL, &failed, p);
-    mongoc_collection_destroy(col);
+    c = mgc_pop(db);
+    e = mgc_read(db, c, t, id, NULL, &failed, p);
     mgc_push(db, c);
     if (!e && !failed)
         not_found(p, id);
@@ -273,55 +309,176 @@ static bool translate(const entity_filter_t *f, bson_t *q)
 
 /* ------------------------------------------------------------ scans */
 
+/* A scan reads the candidates in creation order (c, _id) as pages, each one
+ * find command (no cursor is left open: a page that ends the scan early
+ * costs no killCursors), the next page starting after the last (c, _id)
+ * seen: keyset pagination, stable while others write, since neither field
+ * of an entity changes. The first page is as large as the caller expects
+ * to need (want), the next ones grow up to SCAN_PAGE_MAX. */
+#define SCAN_PAGE_MAX 1000
+#define MGC_REPLY_CUT (8u << 20)    /* a reply this large may have been cut at 16 MB */
+
 typedef struct scan {
-    mgc_t               *db;
-    mongoc_client_t     *c;
-    mongoc_collection_t *col;
-    mongoc_cursor_t     *cur;
-    bson_t               q;
+    mgc_t           *db;
+    mgc_tenant_t    *t;
+    mongoc_client_t *c;
+    const bson_t    *q;
+    int64_t          skip, left;    /* the server's skip (first page) and limit (-1: none) */
+    int64_t          page;          /* the size of the next page */
+    int64_t          last_c;        /* the last candidate's (c, _id) */
+    char            *last_id;       /* (id_cap bytes) */
+    size_t           id_cap;
+    bson_t           reply;
+    bool             have_reply, ended, cut;   /* cut: the server ended the page short of n */
+    bson_iter_t      it;            /* over the page's documents */
+    int64_t          in_page, asked;
 } scan_t;
 
-/* Opens a cursor over the candidates of f in creation order (skip/limit: 0 none). */
 static void scan_open(scan_t *s, mgc_t *db, mgc_tenant_t *t, const bson_t *q, int64_t skip,
-                      int64_t limit)
+                      int64_t limit, int64_t want)
 {
-    bson_t *opts = BCON_NEW("sort", "{", "c", BCON_INT32(1), "_id", BCON_INT32(1), "}");
+    memset(s, 0, sizeof(*s));
+    s->db    = db;
+    s->t     = t;
+    s->c     = mgc_pop(db);
+    s->q     = q;
+    s->skip  = skip;
+    s->left  = limit > 0 ? limit : -1;
+    s->page  = want > 0 && want < SCAN_PAGE_MAX ? want : SCAN_PAGE_MAX;
+}
 
-    if (skip > 0)
-        BSON_APPEND_INT64(opts, "skip", skip);
-    if (limit > 0)
-        BSON_APPEND_INT64(opts, "limit", limit);
-    s->db  = db;
-    s->c   = mgc_pop(db);
-    s->col = mgc_coll(db, s->c, t, "entities");
-    s->cur = mongoc_collection_find_with_opts(s->col, q, opts, NULL);
-    bson_destroy(opts);
+/* The next page into s->reply; false: an error (p). */
+static bool scan_page(scan_t *s, problem_t *p)
+{
+    bson_t       cmd, sub, and, el, or, o1, o2, c1, c2;
+    bson_iter_t  it;
+    bson_error_t err;
+    int64_t      n = s->left >= 0 && s->left < s->page ? s->left : s->page;
+    bool         ok;
+
+    if (s->have_reply)
+        bson_destroy(&s->reply);
+    s->have_reply = false;
+    bson_init(&cmd);
+    BSON_APPEND_UTF8(&cmd, "find", "entities");
+    bson_append_document_begin(&cmd, "filter", 6, &sub);
+    if (!s->last_id) {
+        bson_concat(&sub, s->q);
+    } else {
+        /* q AND (c > last_c OR (c == last_c AND _id > last_id)) */
+        bson_append_array_begin(&sub, "$and", 4, &and);
+        BSON_APPEND_DOCUMENT(&and, "0", s->q);
+        bson_append_document_begin(&and, "1", 1, &el);
+        bson_append_array_begin(&el, "$or", 3, &or);
+        bson_append_document_begin(&or, "0", 1, &o1);
+        bson_append_document_begin(&o1, "c", 1, &c1);
+        BSON_APPEND_INT64(&c1, "$gt", s->last_c);
+        bson_append_document_end(&o1, &c1);
+        bson_append_document_end(&or, &o1);
+        bson_append_document_begin(&or, "1", 1, &o2);
+        BSON_APPEND_INT64(&o2, "c", s->last_c);
+        bson_append_document_begin(&o2, "_id", 3, &c2);
+        BSON_APPEND_UTF8(&c2, "$gt", s->last_id);
+        bson_append_document_end(&o2, &c2);
+        bson_append_document_end(&or, &o2);
+        bson_append_array_end(&el, &or);
+        bson_append_document_end(&and, &el);
+        bson_append_array_end(&sub, &and);
+    }
+    bson_append_document_end(&cmd, &sub);
+    bson_append_document_begin(&cmd, "sort", 4, &sub);
+    BSON_APPEND_INT32(&sub, "c", 1);
+    BSON_APPEND_INT32(&sub, "_id", 1);
+    bson_append_document_end(&cmd, &sub);
+    bson_append_document_begin(&cmd, "projection", 10, &sub);
+    BSON_APPEND_INT32(&sub, "c", 1);
+    BSON_APPEND_INT32(&sub, "v", 1);
+    BSON_APPEND_INT32(&sub, "w", 1);
+    BSON_APPEND_INT32(&sub, "e", 1);
+    bson_append_document_end(&cmd, &sub);
+    if (s->skip > 0 && !s->last_id)
+        BSON_APPEND_INT64(&cmd, "skip", s->skip);
+    BSON_APPEND_INT64(&cmd, "limit", n);
+    BSON_APPEND_INT64(&cmd, "batchSize", n);
+    BSON_APPEND_BOOL(&cmd, "singleBatch", true);
+    ok = mongoc_client_read_command_with_opts(s->c, s->t->dbname, &cmd, NULL, NULL, &s->reply, &err);
+    s->have_reply = true;
+    bson_destroy(&cmd);
+    if (!ok)
+        return mgc_fail(p, "query", &err);
+    s->in_page = 0;
+    s->cut     = false;
+    if (!bson_iter_init(&it, &s->reply) || !bson_iter_find_descendant(&it, "cursor.firstBatch", &s->it) ||
+        !BSON_ITER_HOLDS_ARRAY(&s->it) || !bson_iter_recurse(&s->it, &s->it))
+        return problem_set(p, PB_INTERNAL_ERROR, "MongoDB: a find reply without its batch");
+    /* singleBatch: the server closes the cursor (FerretDB leaves a cursor
+     * reached by its limit open otherwise, and each would cost a
+     * killCursors); a batch that stops short of n because the reply reached
+     * the server's 16 MB is not the end: the next page starts after it */
+    s->cut = s->reply.len > MGC_REPLY_CUT;
+    s->page = s->page * 4 < SCAN_PAGE_MAX ? s->page * 4 : SCAN_PAGE_MAX;
+    s->asked = n;
+    return true;
 }
 
 /* The next candidate (a new reference), or NULL at the end or on an error (p). */
 static cr_entity_t *scan_next(scan_t *s, bool *failed, problem_t *p)
 {
-    const bson_t *doc;
-    bson_error_t  err;
-
     *failed = false;
-    if (mongoc_cursor_next(s->cur, &doc)) {
-        cr_entity_t *e = mgc_doc_decode(doc, NULL, p);
-        if (!e)
-            *failed = true;
+    for (;;) {
+        if (s->ended)
+            return NULL;
+        if (!s->have_reply || !bson_iter_next(&s->it)) {
+            if (s->have_reply && ((s->in_page < s->asked && !s->cut) || s->left == 0)) {
+                s->ended = true;    /* a page shorter than asked: the last */
+                return NULL;
+            }
+            if (!scan_page(s, p)) {
+                s->ended = *failed = true;
+                return NULL;
+            }
+            continue;
+        }
+        if (!BSON_ITER_HOLDS_DOCUMENT(&s->it))
+            continue;
+
+        const uint8_t *data;
+        uint32_t       len;
+        bson_t         doc;
+        mgc_docf_t     f;
+        cr_entity_t   *e;
+
+        bson_iter_document(&s->it, &len, &data);
+        if (!bson_init_static(&doc, data, len)) {
+            s->ended = *failed = true;
+            problem_set(p, PB_INTERNAL_ERROR, "MongoDB: a reply that does not parse");
+            return NULL;
+        }
+        s->in_page++;
+        if (s->left > 0)
+            s->left--;
+        mgc_doc_fields(&doc, &f);
+        s->last_c = f.c;
+        if (f.id && (!s->last_id || strcmp(s->last_id, f.id))) {
+            size_t n = strlen(f.id) + 1;
+
+            if (n > s->id_cap) {
+                s->id_cap  = n < 128 ? 128 : n;
+                s->last_id = cr_xrealloc(s->last_id, s->id_cap);
+            }
+            memcpy(s->last_id, f.id, n);
+        }
+        if (!(e = doc_entity(s->db, s->t, &f, NULL, p)))
+            s->ended = *failed = true;
         return e;
     }
-    if (mongoc_cursor_error(s->cur, &err)) {
-        *failed = true;
-        mgc_fail(p, "query", &err);
-    }
-    return NULL;
 }
 
 static void scan_close(scan_t *s)
 {
-    mongoc_cursor_destroy(s->cur);
-    mongoc_collection_destroy(s->col);
+    if (s->have_reply)
+        bson_destroy(&s->reply);
+    free(s->last_id);
     mgc_push(s->db, s->c);
 }
 
@@ -376,7 +533,7 @@ static bool query_ordered(mgc_t *db, mgc_tenant_t *t, const entity_filter_t *f, 
     cr_entity_t *e;
     bool         failed = false;
 
-    scan_open(&s, db, t, q, 0, 0);
+    scan_open(&s, db, t, q, 0, 0, 0);
     while ((e = scan_next(&s, &failed, p))) {
         if (filter_match(f, e))
             vec_push(&v, e);
@@ -440,13 +597,16 @@ bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t 
         }
         if (limit) {
             scan_open(&s, db, t, &q, offset > INT64_MAX ? INT64_MAX : (int64_t)offset,
-                      limit > INT64_MAX ? 0 : (int64_t)limit);
+                      limit > INT64_MAX ? 0 : (int64_t)limit, limit > INT64_MAX ? 0 : (int64_t)limit);
             while ((e = scan_next(&s, &failed, p)))
                 vec_push(&v, e);
             scan_close(&s);
         }
     } else {
-        scan_open(&s, db, t, &q, 0, 0);
+        /* the candidates likely needed: the page and a quarter more, unless counted */
+        scan_open(&s, db, t, &q, 0, 0,
+                  want_count || limit > SCAN_PAGE_MAX || offset > SCAN_PAGE_MAX ? 0
+                                                                       : (int64_t)(offset + limit + (offset + limit) / 4 + 1));
         while ((e = scan_next(&s, &failed, p))) {
             if (!filter_match(f, e) || ++matched <= offset || v.n >= limit) {
                 entity_unref(e);
@@ -489,7 +649,7 @@ bool mgc_foreach(mgc_t *db, const char *tenant, const entity_filter_t *f,
         return false;
     translate(f, &q);
     filter_regex_reset();
-    scan_open(&s, db, t, &q, 0, 0);
+    scan_open(&s, db, t, &q, 0, 0, 0);
     while ((e = scan_next(&s, &failed, p))) {
         if (!f || filter_match(f, e))
             fn(ud, e);

@@ -104,7 +104,8 @@ static void wctx_close(wctx_t *w)
 /* Inserts the frozen e (version 1) stamped now; *dup: the id is taken. */
 static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *ch, problem_t *p)
 {
-    int64_t      at = mgc_clock(w->t, 0);
+    int64_t      at  = mgc_clock(w->t, 0);
+    mgc_ver_t    ver = { 1, (int64_t)mgc_token(w->db) };
     bson_t       doc;
     bson_error_t err;
     bool         ok;
@@ -112,8 +113,8 @@ static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *
     *dup = false;
     stamp_new(e, at);
     mgc_geo_index(w->db, w->c, w->t, e);
-    mgc_doc_entity(&doc, e, 1, mgc_token(w->db));
-    ok = mongoc_collection_insert_one(w->col, &doc, NULL, NULL, &err);
+    mgc_doc_entity(&doc, e, ver.v, (uint64_t)ver.w);
+    ok = mongoc_collection_insert_one(w->col, &doc, w->db->wopts, NULL, &err);
     bson_destroy(&doc);
     if (!ok) {
         if (mgc_is_dup(&err)) {
@@ -122,6 +123,7 @@ static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *
         }
         return mgc_fail(p, "insert", &err);
     }
+    mgc_cache_put(w->db->cache, w->t, e, ver);
     commit(w->t, ch, STORE_OP_CREATE, at, NULL, e);
     return true;
 }
@@ -134,10 +136,18 @@ static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *
  * (a lost update, seen in test_mongo.py). There (db->claims, from the probe
  * at start) a writer first claims the version it replaces: it inserts
  * {_id: that version's token} into "claims", and the unique _id lets one
- * writer through; the others read again. The claim is removed after the
- * replace. A claim left by a process that died between the two is older
- * than MGC_CLAIM_STALE_US and is taken over. */
+ * writer through; the others read again. A claim left by a process that
+ * died before its replace is older than MGC_CLAIM_STALE_US and is taken
+ * over.
+ *
+ * Once the replace (or delete) is done, the claimed token is no document's
+ * any more, and tokens are never reused: its claim can stop nobody. So a
+ * claim is removed at once only when the write failed (the version is still
+ * current); the others are swept in one delete of every claim older than
+ * MGC_CLAIM_STALE_US, every MGC_CLAIM_SWEEP claims of a tenant: a write on
+ * FerretDB is two round trips (claim, replace), not three. */
 #define MGC_CLAIM_STALE_US (30 * 1000000LL)
+#define MGC_CLAIM_SWEEP    256u
 
 static mongoc_collection_t *claims_coll(wctx_t *w)
 {
@@ -191,13 +201,33 @@ static void unclaim(wctx_t *w, int64_t tok)
     mongoc_collection_destroy(col);
 }
 
+/* wmu held: a claim was left behind; every MGC_CLAIM_SWEEP of them, the
+ * stale ones go (one delete_many; a failure only leaves them for the next). */
+static void claims_left(wctx_t *w)
+{
+    mongoc_collection_t *col;
+    bson_t              *q;
+    bson_error_t         err;
+
+    if (++w->t->n_claims < MGC_CLAIM_SWEEP)
+        return;
+    w->t->n_claims = 0;
+    col = claims_coll(w);
+    q   = BCON_NEW("at", "{", "$lt", BCON_INT64(cr_now_us() - MGC_CLAIM_STALE_US), "}");
+    if (!mongoc_collection_delete_many(col, q, NULL, NULL, &err))
+        LOG_W("mongoc: the stale claims of database %s stay: %s", w->t->dbname, err.message);
+    bson_destroy(q);
+    mongoc_collection_destroy(col);
+}
+
 /* Replaces the stored version ver of e->id by e; *matched: ver was still
  * the current one (else another writer was first: read again). */
-static bool replace_locked(wctx_t *w, const cr_entity_t *e, mgc_ver_t ver, bool *matched, problem_t *p)
+static bool replace_locked(wctx_t *w, cr_entity_t *e, mgc_ver_t ver, bool *matched, problem_t *p)
 {
     bson_t       doc, reply;
     bson_t      *sel;
     bson_error_t err;
+    mgc_ver_t    next;
     bool         ok, won = true;
 
     *matched = false;
@@ -207,14 +237,23 @@ static bool replace_locked(wctx_t *w, const cr_entity_t *e, mgc_ver_t ver, bool 
         return true;
     sel = BCON_NEW("_id", BCON_UTF8(e->id), "w", BCON_INT64(ver.w));
     mgc_geo_index(w->db, w->c, w->t, e);
-    mgc_doc_entity(&doc, e, ver.v + 1, mgc_token(w->db));
-    ok = mongoc_collection_replace_one(w->col, sel, &doc, NULL, &reply, &err);
+    next = (mgc_ver_t){ ver.v + 1, (int64_t)mgc_token(w->db) };
+    mgc_doc_entity(&doc, e, next.v, (uint64_t)next.w);
+    ok = mongoc_collection_replace_one(w->col, sel, &doc, w->db->wopts, &reply, &err);
     *matched = ok && reply_count(&reply, "matchedCount") > 0;
     bson_destroy(&reply);
     bson_destroy(&doc);
     bson_destroy(sel);
-    if (w->db->claims)
-        unclaim(w, ver.w);
+    if (*matched)
+        mgc_cache_put(w->db->cache, w->t, e, next);
+    else
+        mgc_cache_drop(w->db->cache, w->t, e->id);
+    if (w->db->claims) {
+        if (ok)
+            claims_left(w);
+        else
+            unclaim(w, ver.w);
+    }
     return ok || mgc_fail(p, "replace", &err);
 }
 
@@ -235,8 +274,13 @@ static bool delete_version(wctx_t *w, const char *id, mgc_ver_t ver, bool *match
     *matched = ok && reply_count(&reply, "deletedCount") > 0;
     bson_destroy(&reply);
     bson_destroy(sel);
-    if (w->db->claims)
-        unclaim(w, ver.w);
+    mgc_cache_drop(w->db->cache, w->t, id);
+    if (w->db->claims) {
+        if (ok)
+            claims_left(w);
+        else
+            unclaim(w, ver.w);
+    }
     return ok || mgc_fail(p, "delete", &err);
 }
 
@@ -262,9 +306,16 @@ static bool modify_locked(wctx_t *w, const char *id, entity_op_t op, const cr_en
         *absent = false;
     for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
         mgc_ver_t    ver;
-        bool         failed, matched;
-        cr_entity_t *old = mgc_read(w->db, w->col, id, &ver, &failed, p), *draft, *e;
+        bool         failed = false, matched;
+        /* the first attempt starts from the cached version, unread: the
+         * replace is conditional on its token (cache.c); when another
+         * process wrote since, nothing matches and the next attempt reads */
+        cr_entity_t *old = attempt == 0 ? mgc_cache_peek(w->db->cache, w->t, id, &ver) : NULL;
+        cr_entity_t *draft = NULL, *e;
+        bool         cached = old != NULL;
 
+        if (!old)
+            old = mgc_read(w->db, w->c, w->t, id, &ver, &failed, p);
         if (!old) {
             if (failed)
                 return false;
@@ -272,12 +323,28 @@ static bool modify_locked(wctx_t *w, const char *id, entity_op_t op, const cr_en
                 *absent = true;
             return not_found(p, id);
         }
-        if (args && args->if_type && !typesel_match(args->if_type, old)) {
+        int64_t at   = mgc_clock(w->t, old->modified_at);
+        bool    deny = args && args->if_type && !typesel_match(args->if_type, old);
+
+        if (!deny)
+            draft = entity_apply(scratch, old, patch, op, args, at, res, p);
+        if (cached && (deny || !draft || (res && res->n_updated == upd0 && res->n_not_updated > not0))) {
+            /* an answer the cached version gives, but the current one may
+             * not: decided on the version read from the server */
+            entity_unref(old);
+            if (p)
+                *p = (problem_t){ 0 };
+            if (res) {
+                res->n = n0;
+                res->n_updated = upd0;
+                res->n_not_updated = not0;
+            }
+            continue;
+        }
+        if (deny) {
             entity_unref(old);
             return type_mismatch(p, id);
         }
-        int64_t at = mgc_clock(w->t, old->modified_at);
-        draft = entity_apply(scratch, old, patch, op, args, at, res, p);
         if (!draft) {
             entity_unref(old);
             return false;
@@ -357,7 +424,7 @@ static bool remove_locked(wctx_t *w, const char *id, const typesel_t *if_type, s
     for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
         mgc_ver_t    ver;
         bool         failed, matched;
-        cr_entity_t *old = mgc_read(w->db, w->col, id, &ver, &failed, p);
+        cr_entity_t *old = mgc_read(w->db, w->c, w->t, id, &ver, &failed, p);
 
         if (!old)
             return failed ? false : not_found(p, id);
@@ -477,6 +544,138 @@ static bool is_503(const problem_t *p)
     return p->kind == PB_HTTP && p->status == 503;
 }
 
+/* A bulk insert's per-item outcome from its reply: writeErrors[] name the
+ * failed items by index (11000: the id is taken). */
+static void bulk_errors(const bson_t *reply, arena_t *scratch, problem_t **err, size_t n)
+{
+    bson_iter_t it, arr, el;
+
+    if (!bson_iter_init_find(&it, reply, "writeErrors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &arr))
+        return;
+    while (bson_iter_next(&arr)) {
+        int64_t     idx = -1, code = 0;
+        const char *msg = "";
+
+        if (!BSON_ITER_HOLDS_DOCUMENT(&arr) || !bson_iter_recurse(&arr, &el))
+            continue;
+        while (bson_iter_next(&el)) {
+            const char *k = bson_iter_key(&el);
+
+            if (!strcmp(k, "index") && BSON_ITER_HOLDS_NUMBER(&el))
+                idx = bson_iter_as_int64(&el);
+            else if (!strcmp(k, "code") && BSON_ITER_HOLDS_NUMBER(&el))
+                code = bson_iter_as_int64(&el);
+            else if (!strcmp(k, "errmsg") && BSON_ITER_HOLDS_UTF8(&el))
+                msg = bson_iter_utf8(&el, NULL);
+        }
+        if (idx < 0 || (size_t)idx >= n || err[idx])
+            continue;
+        err[idx] = arena_alloc(scratch, sizeof(problem_t));
+        *err[idx] = (problem_t){ 0 };
+        if (code == 11000)
+            problem_set(err[idx], PB_ALREADY_EXISTS, "the entity already exists");
+        else
+            problem_set(err[idx], PB_INTERNAL_ERROR, "MongoDB: insert: %.300s", msg);
+    }
+}
+
+/* wmu held: a batch of creates as ONE unordered bulk insert (one round trip
+ * for the batch, not one per entity). The server reports each failed item
+ * by its index (writeErrors: 11000, the id taken, is 409 for that item, as
+ * one insert would say); a duplicate id within the batch fails the later
+ * one. When the server's answer is lost or its write concern is not met,
+ * no item is acknowledged: 503 for every item not failed already. */
+static void batch_create_bulk(wctx_t *w, store_batch_item_t *items, size_t n, arena_t *scratch,
+                              store_change_t *group, size_t *k)
+{
+    cr_entity_t            **e   = arena_calloc(scratch, n * sizeof(*e));
+    problem_t              **err = arena_calloc(scratch, n * sizeof(*err));
+    int64_t                 *at  = arena_calloc(scratch, n * sizeof(*at));
+    mgc_ver_t               *ver = arena_calloc(scratch, n * sizeof(*ver));
+    bson_t                  *bopts = BCON_NEW("ordered", BCON_BOOL(false));
+    mongoc_bulk_operation_t *bulk  = mongoc_collection_create_bulk_operation_with_opts(w->col, bopts);
+    bson_t                   reply;
+    bson_error_t             berr;
+    size_t                   queued = 0;
+    bool                     unknown = false;
+    problem_t                down = { 0 };
+
+    for (size_t i = 0; i < n; i++) {
+        problem_t ip = { 0 };
+        bson_t    doc;
+
+        items[i].ok = items[i].created = false;
+        items[i].problem = NULL;
+        if (!check_draft(items[i].draft, &ip) ||
+            (!(e[i] = entity_freeze(items[i].draft)) &&
+             problem_set(&ip, PB_INTERNAL_ERROR, "entity '%.400s' too large", items[i].draft->id))) {
+            items[i].problem = batch_problem(scratch, &ip);
+            continue;
+        }
+        at[i]  = mgc_clock(w->t, 0);
+        w->t->last_at = at[i];      /* the next item's stamp comes after it */
+        ver[i] = (mgc_ver_t){ 1, (int64_t)mgc_token(w->db) };
+        stamp_new(e[i], at[i]);
+        mgc_geo_index(w->db, w->c, w->t, e[i]);
+        mgc_doc_entity(&doc, e[i], ver[i].v, (uint64_t)ver[i].w);
+        if (!mongoc_bulk_operation_insert_with_opts(bulk, &doc, w->db->wopts, &berr)) {
+            problem_set(&ip, PB_INTERNAL_ERROR, "MongoDB: insert: %.300s", berr.message);
+            items[i].problem = batch_problem(scratch, &ip);
+            entity_unref(e[i]);
+            e[i] = NULL;
+        } else {
+            queued++;
+        }
+        bson_destroy(&doc);
+    }
+    if (queued && !mongoc_bulk_operation_execute(bulk, &reply, &berr)) {
+        bson_iter_t it;
+
+        bulk_errors(&reply, scratch, err, n);
+        /* anything but per-item write errors: the outcome of the rest is not known */
+        if (berr.domain == MONGOC_ERROR_STREAM || berr.domain == MONGOC_ERROR_SERVER_SELECTION ||
+            berr.domain == MONGOC_ERROR_PROTOCOL || berr.domain == MONGOC_ERROR_CLIENT ||
+            (berr.domain != MONGOC_ERROR_WRITE_CONCERN &&
+             !(bson_iter_init_find(&it, &reply, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it)))) {
+            unknown = true;
+            mgc_fail(&down, "insert", &berr);
+        }
+        if (bson_iter_init_find(&it, &reply, "writeConcernErrors") && BSON_ITER_HOLDS_ARRAY(&it)) {
+            bson_iter_t wce;
+
+            if (bson_iter_recurse(&it, &wce) && bson_iter_next(&wce)) {
+                unknown = true;
+                down    = (problem_t){ 0 };
+                problem_set(&down, PB_HTTP, "the database (MongoDB) did not confirm the batch with its "
+                            "write concern in time: nothing acknowledged; retry later");
+                down.status = 503;
+            }
+        }
+        if (unknown && down.kind == PB_NONE)
+            mgc_fail(&down, "insert", &berr);
+    }
+    if (queued)
+        bson_destroy(&reply);
+    for (size_t i = 0; i < n; i++) {
+        if (!e[i])
+            continue;
+        if (err[i] || unknown) {
+            if (err[i] && err[i]->kind == PB_ALREADY_EXISTS)
+                problem_set(err[i], PB_ALREADY_EXISTS, "entity '%.400s' already exists", e[i]->id);
+            items[i].problem = err[i] ? err[i] : batch_problem(scratch, &down);
+            entity_unref(e[i]);
+            continue;
+        }
+        mgc_cache_put(w->db->cache, w->t, e[i], ver[i]);
+        commit(w->t, &group[*k], STORE_OP_CREATE, at[i], NULL, e[i]);
+        (*k)++;
+        items[i].ok = items[i].created = true;
+    }
+    mongoc_bulk_operation_destroy(bulk);
+    bson_destroy(bopts);
+}
+
 /* The items one after the other under the tenant's write mutex, so that the
  * committed ones are one group of consecutive seqs. When the database goes
  * away in the middle, the items after it are answered 503 one by one (the
@@ -498,6 +697,14 @@ bool mgc_batch(mgc_t *db, const char *tenant, store_batch_item_t *items, size_t 
         return false;
     wctx_open(&w, db, t);
     pthread_mutex_lock(&t->wmu);
+    bool all_creates = n > 1;
+
+    for (size_t i = 0; i < n && all_creates; i++)
+        all_creates = items[i].kind == STORE_B_CREATE;
+    if (all_creates) {
+        batch_create_bulk(&w, items, n, scratch, group, &k);
+        n = 0;                          /* done: the loop below has nothing left */
+    }
     for (size_t i = 0; i < n; i++) {
         store_batch_item_t *it = &items[i];
         store_change_t     *ch = &group[k];
@@ -617,7 +824,7 @@ bool mgc_purge(mgc_t *db, const char *tenant, const entity_filter_t *f, size_t *
             for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
                 mgc_ver_t    ver;
                 bool         failed, matched;
-                cr_entity_t *cur = mgc_read(db, w.col, id, &ver, &failed, p);
+                cr_entity_t *cur = mgc_read(db, w.c, t, id, &ver, &failed, p);
 
                 if (!cur) {
                     ok = !failed;
