@@ -17,7 +17,8 @@
  *            before each successful sync; log writes are serialized with
  *            the cut, so none lands after it).
  * And each fdatasync of corDB history's log (history.log) appends a byte
- * to D/hsyncs (when D exists): a test counts them.
+ * to D/hsyncs (when D exists): a test counts them; D/hfsync containing
+ * ENOSPC or EIO makes those fdatasyncs fail so.
  * Removing the file ends the fault: the disk "works again".
  */
 #include <dlfcn.h>
@@ -215,21 +216,22 @@ static int synced_call(int (*real)(int), int fd)
     return rc;
 }
 
-/* D/hsyncs gets a byte per fdatasync of history.log. */
-static void count_history_sync(int fd)
+/* D/hsyncs gets a byte per fdatasync of history.log; 1 when fd is it. */
+static int count_history_sync(int fd)
 {
     char        link[64], path[4096];
     const char *d = fault_dir();
     ssize_t     n;
-    int         saved = errno;
+    int         saved = errno, is = 0;
 
     if (!d)
-        return;
+        return 0;
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
     n = readlink(link, path, sizeof(path) - 1);
     if (n > 0) {
         path[n] = '\0';
         if (strstr(path, "/history.log")) {
+            is = 1;
             snprintf(path, sizeof(path), "%s/hsyncs", d);
             int c = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
             if (c >= 0) {
@@ -239,6 +241,7 @@ static void count_history_sync(int fd)
         }
     }
     errno = saved;
+    return is;
 }
 
 int fdatasync(int fd)
@@ -246,7 +249,11 @@ int fdatasync(int fd)
     static int (*real)(int);
     int        e = sync_fault(fd);
 
-    count_history_sync(fd);
+    if (count_history_sync(fd) && !e) {
+        int h = fault("hfsync");
+
+        e = h > 0 ? h : 0;
+    }
 
     if (e) {
         errno = e;
