@@ -8,6 +8,8 @@
  * the shim looks at D:
  *   D/write  containing ENOSPC or EIO: the write fails with that errno;
  *   D/fsync  containing ENOSPC or EIO: fdatasync / fsync fail so;
+ *   D/fsyncdelay containing N: each fdatasync / fsync of a log segment
+ *            first sleeps N ms (a slow disk: writes wait long for it);
  *   D/snapcrash: a write to a snapshot file kills the process (SIGKILL),
  *            a crash in the middle of a snapshot;
  *   D/powercut: the next write to a log segment cuts every segment back to
@@ -203,13 +205,37 @@ ssize_t write(int fd, const void *buf, size_t n)
     return real(fd, buf, n);
 }
 
+/* D/fsyncdelay: its number of ms (0: none). */
+static int sync_delay_ms(void)
+{
+    const char *d = fault_dir();
+    char        path[4096], buf[32] = { 0 };
+    int         fd, saved = errno;
+    ssize_t     n;
+
+    snprintf(path, sizeof(path), "%s/fsyncdelay", d);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return 0;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    errno = saved;
+    return n > 0 ? atoi(buf) : 0;
+}
+
 /* A sync of a log segment: its size before the call is on disk after it. */
 static int synced_call(int (*real)(int), int fd)
 {
     struct stat st;
     int         log = fault_dir() && db_file(fd) == 1;
     int         have = log && fstat(fd, &st) == 0;
-    int         rc = real(fd);
+    int         ms = log ? sync_delay_ms() : 0;
+
+    if (ms > 0)
+        usleep((useconds_t)ms * 1000);
+    int rc = real(fd);
 
     if (rc == 0 && have)
         note_synced(fd, st.st_size);
