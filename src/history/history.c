@@ -320,13 +320,13 @@ static void on_changes(void *ud, const store_change_t *g, size_t n)
 
 /* The store's syncer, after the hooks of a round of held writes (store.h):
  * their history as durable as they are, one sync for the round. */
-static bool on_flush(void *ud, problem_t *p)
+static const char *on_flush(void *ud)
 {
     history_t *h = ud;
 
     if (!h->be->sync || h->be->sync(h->db))
-        return true;
-    return problem_set(p, PB_HTTP, "its history cannot be written to disk (the history log failed)");
+        return NULL;
+    return "its history cannot be written to disk (the history log failed)";
 }
 
 /* --------------------------------------------------------------- open */

@@ -55,8 +55,8 @@ struct store {
     store_hook_t           hooks[STORE_MAX_HOOKS];
     _Atomic size_t         n_hooks;
     struct {
-        bool (*fn)(void *ud, problem_t *p);
-        void  *ud;
+        const char *(*fn)(void *ud);
+        void        *ud;
     }                      flushes[STORE_MAX_FLUSHES];
     size_t                 n_flushes;
     bool                   holds;           /* the backend may hold (be->holds) */
@@ -335,7 +335,7 @@ struct store_ticket {
     _Atomic int  fail;          /* FAIL_*: the first failure */
     void       (*fn)(void *ud, bool ok, const problem_t *p);
     void        *ud;
-    char         flush_detail[sizeof(((problem_t *)0)->detail)];   /* FAIL_FLUSH: what the flush said */
+    const char  *why;           /* FAIL_FLUSH: what the flush said (static) */
 };
 
 struct store_pending {
@@ -345,7 +345,56 @@ struct store_pending {
     store_change_t        one;
     struct store_pending *next;         /* the syncer's round */
     bool                  ok;
+    _Alignas(max_align_t) unsigned char area[STORE_PENDING_AREA];   /* the backend's */
 };
+
+/* Pending writes and tickets come from a free list (a write under --dbSync
+ * always takes one of each, given back by the syncer's thread): no malloc
+ * per write once it is warm; at most POOL_MAX blocks are kept. */
+typedef union pool_block {
+    union pool_block *next;
+    store_pending_t   pd;
+    store_ticket_t    t;
+} pool_block_t;
+
+#define POOL_MAX 4096
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pool_block_t   *pool_head;
+static size_t          pool_n;
+
+static void *pool_get(void)
+{
+    pool_block_t *b;
+
+    pthread_mutex_lock(&pool_mu);
+    b = pool_head;
+    if (b) {
+        pool_head = b->next;
+        pool_n--;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return b ? (void *)b : cr_xmalloc(sizeof(pool_block_t));
+}
+
+static void pool_put(void *v)
+{
+    pool_block_t *b = v;
+
+    pthread_mutex_lock(&pool_mu);
+    if (pool_n < POOL_MAX) {
+        b->next   = pool_head;
+        pool_head = b;
+        pool_n++;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    free(b);
+}
+
+void *store_pending_area(store_pending_t *pd)
+{
+    return pd->area;
+}
 
 static __thread struct {
     bool             on;                /* between store_hold_begin and _end */
@@ -376,7 +425,7 @@ store_ticket_t *store_hold_end(void)
     if (!t)
         return NULL;
     if (!tl.any) {                      /* nothing pending: the count is the seal alone */
-        free(t);
+        pool_put(t);
         return NULL;
     }
     tl.any = false;
@@ -400,10 +449,10 @@ static void ticket_put(store_ticket_t *t)
                     "applied; retry when the disk has room or works again");
     else if (f == FAIL_FLUSH)
         problem_set(&p, PB_HTTP, "the write is on disk in the store, but %s; it is not "
-                    "acknowledged: retry when the disk works again", t->flush_detail);
+                    "acknowledged: retry when the disk works again", t->why);
     p.status = 503;
     t->fn(t->ud, f == FAIL_NONE, f == FAIL_NONE ? NULL : &p);
-    free(t);
+    pool_put(t);
 }
 
 void store_ticket_wait(store_ticket_t *t, void (*fn)(void *ud, bool ok, const problem_t *p),
@@ -414,7 +463,7 @@ void store_ticket_wait(store_ticket_t *t, void (*fn)(void *ud, bool ok, const pr
     ticket_put(t);                      /* the seal */
 }
 
-void store_add_flush(store_t *s, bool (*fn)(void *ud, problem_t *p), void *ud)
+void store_add_flush(store_t *s, const char *(*fn)(void *ud), void *ud)
 {
     if (s->n_flushes == STORE_MAX_FLUSHES) {
         LOG_E("store: more than %d flushes; flush ignored", STORE_MAX_FLUSHES);
@@ -434,10 +483,12 @@ static store_change_t *hold_arm(store_t *s, store_change_t *stack, size_t n)
     if (CR_LIKELY(!tl.on) || tl.s != s)
         return stack;
     if (!tl.ticket) {
-        tl.ticket = cr_xcalloc(1, sizeof(*tl.ticket));
+        tl.ticket = pool_get();
+        memset(tl.ticket, 0, sizeof(*tl.ticket));
         atomic_init(&tl.ticket->count, 1);
+        atomic_init(&tl.ticket->fail, FAIL_NONE);
     }
-    pd         = cr_xmalloc(sizeof(*pd));
+    pd         = pool_get();
     pd->store  = s;
     pd->ticket = tl.ticket;
     pd->g      = n <= 1 ? &pd->one : cr_xreallocarray(NULL, n, sizeof(*pd->g));
@@ -477,7 +528,7 @@ static void hold_drop(void)
     tl.cur = NULL;
     if (pd->g != &pd->one)
         free(pd->g);
-    free(pd);
+    pool_put(pd);
 }
 
 store_pending_t *store_pending(void)
@@ -519,8 +570,8 @@ void store_pending_round(void)
 {
     store_pending_t *pd = tl.round, *next;
     store_t         *flushed = NULL;
-    problem_t        fp = { 0 };
-    bool             any_ok = false, flush_ok = true;
+    const char      *why = NULL;
+    bool             any_ok = false;
 
     tl.round = tl.round_tail = NULL;
     for (store_pending_t *q = pd; q; q = q->next)
@@ -530,9 +581,12 @@ void store_pending_round(void)
         if (!q->ok || q->store == flushed)
             continue;
         flushed = q->store;
-        for (size_t i = 0; i < flushed->n_flushes; i++)
-            if (!flushed->flushes[i].fn(flushed->flushes[i].ud, &fp))
-                flush_ok = false;
+        for (size_t i = 0; i < flushed->n_flushes; i++) {
+            const char *w = flushed->flushes[i].fn(flushed->flushes[i].ud);
+
+            if (w && !why)
+                why = w;
+        }
     }
     for (; pd; pd = next) {
         store_ticket_t *t = pd->ticket;
@@ -541,12 +595,11 @@ void store_pending_round(void)
         next = pd->next;
         if (!pd->ok) {
             atomic_compare_exchange_strong(&t->fail, &none, FAIL_SYNC);
-        } else if (!flush_ok && atomic_load(&t->fail) == FAIL_NONE) {
-            snprintf(t->flush_detail, sizeof(t->flush_detail), "%s",
-                     fp.detail[0] ? fp.detail : "a log of its hooks cannot be synced");
+        } else if (why && atomic_load(&t->fail) == FAIL_NONE) {
+            t->why = why;
             atomic_compare_exchange_strong(&t->fail, &none, FAIL_FLUSH);
         }
-        free(pd);
+        pool_put(pd);
         ticket_put(t);
     }
 }

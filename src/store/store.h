@@ -227,9 +227,10 @@ void            store_ticket_wait(store_ticket_t *t, void (*fn)(void *ud, bool o
                                   void *ud);
 /* At start-up (as store_add_hook): fn(ud) runs on the syncer's thread after
  * the hooks of a round of pending writes and before they are answered
- * (history/: one fdatasync of its own log for the whole round); false: the
- * round's writes are answered 503 with detail. At most 4. */
-void            store_add_flush(store_t *s, bool (*fn)(void *ud, problem_t *p), void *ud);
+ * (history/: one fdatasync of its own log for the whole round). It returns
+ * NULL when done, else a static text saying what is not durable: the
+ * round's writes are then answered 503 with it. At most 4. */
+void            store_add_flush(store_t *s, const char *(*fn)(void *ud), void *ud);
 
 /* For backends. store_pending(): NULL, or the pending write the current
  * call may become: its change array (n entries, the backend's `ch` /
@@ -240,7 +241,11 @@ void            store_add_flush(store_t *s, bool (*fn)(void *ud, problem_t *p), 
  * ok when the group g[0..n) is durable (the hooks run then), !ok after it
  * undid the group; then store_pending_round() once per round. */
 typedef struct store_pending store_pending_t;
+#define STORE_PENDING_AREA 96       /* bytes of the backend's own in a pending write */
 store_pending_t *store_pending(void);
+/* The backend's STORE_PENDING_AREA bytes (aligned) in pd, valid until its
+ * store_pending_round: what it keeps to complete the write, no malloc. */
+void            *store_pending_area(store_pending_t *pd);
 void             store_pending_adopt(void);
 void             store_pending_done(store_pending_t *pd, store_change_t *g, size_t n, bool ok);
 void             store_pending_round(void);

@@ -15,7 +15,11 @@ connections; the report gives requests/s and p99 of each, the ratio to RAM,
 and for the disk modes the fsyncs per second, the writes per fsync and the
 mean time of an fsync (from /statistics: store.disk), and the broker's CPU
 time and context switches per write (/proc: what a loaded machine changes
-least; on 2 cores the CPU per write bounds `always`). Configurations alternate when --runs > 1.
+least; on 2 cores the CPU per write bounds `always`), and the share of the
+writes answered from the syncer (held answers: store.disk.heldWrites).
+Configurations alternate when --runs > 1; the load average is printed before
+and after (a shared machine). --history adds `always` with --history corDB
+(its own log, synced in the same round of the syncer).
 
 recovery: N Vehicles loaded (batch creates) into a broker with --dbSync
 none, stopped; the start is timed (until GET /version answers, and the
@@ -106,13 +110,16 @@ def du(path):
 
 def ingest(a):
     configs = [("RAM", [])] + [(m, ["--dbSync", m]) for m in ("always", "interval", "none")]
+    if a.history:
+        configs += [("always + history", ["--dbSync", "always", "--history", "corDB"])]
     if a.configs:
         # NAME=FLAGS;NAME=FLAGS ... (e.g. "RAM=;always=--dbSync always --connectionPoolSize 32");
         # a flag bin=PATH runs that binary (a before / after pair side by side)
         configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split()) for c in a.configs.split(";")]
     res = {name: {"create": [], "patch": [], "cp99": [], "pp99": [], "fs": [], "wpf": [], "fms": [],
-                  "cpu": [], "cs": []} for name, _ in configs}
+                  "cpu": [], "cs": [], "held": []} for name, _ in configs}
     work = tempfile.mkdtemp(prefix="coraine-diskbench-")
+    load0 = os.getloadavg()
     for run in range(a.runs):
         for name, flags in configs:
             port = perf_run.free_port()
@@ -146,22 +153,28 @@ def ingest(a):
                 res[name]["wpf"].append(w / fs if fs else 0)
                 us = s1["disk"].get("fsyncMicros", 0) - s0["disk"].get("fsyncMicros", 0)
                 res[name]["fms"].append(us / 1000 / fs if fs else 0)
+                h = s1["disk"].get("heldWrites", 0) - s0["disk"].get("heldWrites", 0)
+                res[name]["held"].append(h / w if w else 0)
             stop(p)
     shutil.rmtree(work, ignore_errors=True)
     m = statistics.median
     ram = "RAM" if "RAM" in res else configs[0][0]
     ram_c, ram_p = m(res[ram]["create"]), m(res[ram]["patch"])
+    load1 = os.getloadavg()
+    print("load average (1, 5, 15 min): %.1f %.1f %.1f before, %.1f %.1f %.1f after; %d runs of %d s per shape" % (
+        load0 + load1 + (a.runs, a.duration)))
     print("| store | creates/s | x RAM | p99 (ms) | PATCHes/s | x RAM | p99 (ms) | fsyncs/s | writes per fsync "
-          "| ms per fsync | broker CPU µs per write | context switches per write |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ms per fsync | broker CPU µs per write | context switches per write | held |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, _ in configs:
         r = res[name]
         c, pt = m(r["create"]), m(r["patch"])
-        print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s | %s | %.1f | %.1f |" % (
+        print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s | %s | %.1f | %.1f | %s |" % (
             name if name == "RAM" or a.configs else "disk, --dbSync " + name, c, c / ram_c, m(r["cp99"]) / 1000,
             pt, pt / ram_p, m(r["pp99"]) / 1000,
             "%.0f" % m(r["fs"]) if r["fs"] else "-", "%.1f" % m(r["wpf"]) if r["wpf"] else "-",
-            "%.2f" % m(r["fms"]) if r["fms"] else "-", m(r["cpu"]), m(r["cs"])))
+            "%.2f" % m(r["fms"]) if r["fms"] else "-", m(r["cpu"]), m(r["cs"]),
+            "%.0f%%" % (100 * m(r["held"])) if r["held"] else "-"))
 
 
 def recovery(a):
@@ -256,6 +269,7 @@ def main():
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--entities", type=int, default=1000000)
+    ap.add_argument("--history", action="store_true", help="ingest: also `always` with --history corDB")
     ap.add_argument("--configs", help="ingest: NAME=FLAGS;... instead of RAM and the three modes "
                     "(a NAME other than RAM gets a fresh --dbDir)")
     ap.add_argument("--bin", help="the broker binary (default build/release/coraine)")

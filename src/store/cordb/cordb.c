@@ -77,8 +77,7 @@ static void held_done(void *ud, cdb_logw_t *w, bool ok)
     cdb_held_t *h = (cdb_held_t *)w;
 
     (void)ud;
-    store_pending_done(h->sp, h->g, h->n, ok);
-    free(h);
+    store_pending_done(h->sp, h->g, h->n, ok);  /* h lives in sp until the round ends */
 }
 
 static void held_round(void *ud)
@@ -503,8 +502,9 @@ static bool log_group(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, c
     if (db->holds && (sp = store_pending())) {
         /* The answer is held: the log's thread completes the write (w, on
          * the caller's stack, stays unlinked: log_wait returns at once). */
-        cdb_held_t *h = cr_xmalloc(sizeof(*h));
+        cdb_held_t *h = store_pending_area(sp);
 
+        _Static_assert(sizeof(cdb_held_t) <= STORE_PENDING_AREA, "cdb_held_t fits");
         memset(&h->w, 0, sizeof(h->w));
         h->w.held = true;
         h->db = db;
@@ -516,7 +516,6 @@ static bool log_group(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, c
             store_pending_adopt();          /* h is the log thread's now */
             return true;
         }
-        free(h);
     } else if (cdb_log_append(db->log, group_records(t, g, n), w, p)) {
         return true;
     }

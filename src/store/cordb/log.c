@@ -612,6 +612,9 @@ static bool held_complete_locked(cdb_log_t *l)
 
     if (!w)
         return false;
+    for (cdb_logw_t *q = w; q; q = q->next)
+        k++;
+    l->held_completed += k;                     /* counted before they are answered */
     l->ready_head = l->ready_tail = NULL;
     pthread_mutex_unlock(&l->mu);
     while (w) {
@@ -619,12 +622,10 @@ static bool held_complete_locked(cdb_log_t *l)
 
         l->held_done(l->held_ud, w, true);      /* w is the callee's now */
         w = next;
-        k++;
     }
     l->held_round(l->held_ud);
     pthread_mutex_lock(&l->mu);
     l->n_held -= k;
-    l->held_completed += k;
     return true;
 }
 
@@ -641,13 +642,13 @@ static bool held_doom_locked(cdb_log_t *l)
     l->held_undo(l->held_ud, w);                /* w stays the tail: nobody else's turn */
     pthread_mutex_lock(&l->mu);
     unlink_w(l, w);
+    l->held_completed++;
     pthread_cond_broadcast(&l->cv);             /* the next doomed writer's turn */
     pthread_mutex_unlock(&l->mu);
     l->held_done(l->held_ud, w, false);
     l->held_round(l->held_ud);
     pthread_mutex_lock(&l->mu);
     l->n_held--;
-    l->held_completed++;
     return true;
 }
 
