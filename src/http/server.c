@@ -99,6 +99,7 @@ typedef struct conn {
     bool       rerun;         /* the handler ran before on this request */
     bool       was_deferred;  /* counted in g_deferred until the request completes */
     int        hstate;        /* HS_*: see req_hold (under dlock) */
+    bool       hold_called;   /* req_hold in this request (its own thread only: no lock) */
     bool       hold_ok;       /* req_release's verdict */
     problem_t  hold_p;        /* and its problem when !hold_ok */
     int        route;         /* index of the matched route (reqstats), -1: none */
@@ -349,6 +350,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cn->route = -1;
     cn->dstate = DS_NONE;
     cn->hstate = HS_NONE;
+    cn->hold_called = false;
     cn->defer_called = false;
     if (cn->was_deferred) {                     /* a deferred request that never completed */
         cn->was_deferred = false;
@@ -673,6 +675,7 @@ void req_hold(request_t *r)
         return;
     }
     conn_t *cn = r->priv;
+    cn->hold_called = true;
     pthread_mutex_lock(&cn->dlock);
     if (cn->hstate == HS_NONE) cn->hstate = HS_ARMED;
     pthread_mutex_unlock(&cn->dlock);
@@ -702,6 +705,7 @@ void req_release(req_token_t *t, bool ok, const problem_t *p)
 static bool hold_after_run(conn_t *cn, struct MHD_Connection *c)
 {
     bool waits = false;
+    if (CR_LIKELY(!cn->hold_called)) return false;
     pthread_mutex_lock(&cn->dlock);
     if (cn->hstate == HS_ARMED) {
         MHD_suspend_connection(c);
@@ -720,9 +724,13 @@ static bool hold_after_run(conn_t *cn, struct MHD_Connection *c)
  * the request had been held (its handler must not run again). */
 static bool hold_apply(conn_t *cn, request_t *r)
 {
+    if (CR_LIKELY(!cn->hold_called)) return false;
     pthread_mutex_lock(&cn->dlock);
     bool held = cn->hstate == HS_RELEASED, ok = cn->hold_ok;
-    if (held) cn->hstate = HS_NONE;
+    if (held) {
+        cn->hstate = HS_NONE;
+        cn->hold_called = false;
+    }
     pthread_mutex_unlock(&cn->dlock);
     if (held && !ok) reply_problem(r, &cn->hold_p);
     return held;
