@@ -61,8 +61,10 @@ typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (stor
  *    other entities proceed); the thread that committed a group may run the
  *    groups before it (of other writers) first, or wait while another writer
  *    runs them: a slow hook delays the writers of its tenant, never readers;
+ *    a pending write's group (held answers, below) on the backend's syncer
+ *    thread;
  *  - reply: a store_* write call returns after every hook has returned for
- *    its change(s);
+ *    its change(s), but a pending write's: its ticket is answered after;
  *  - durability (corDB on disk, --dbDir): the log is not a hook. Its records
  *    are written INSIDE the atomic step (under the tenant's write lock,
  *    after the new versions are built, before any reader can see them), so
