@@ -192,23 +192,27 @@ def recovery(a):
 
     def restart():
         p, secs = timed_start(port, ["--dbDir", d], logpath)
+        cpu = proc_cost(p.pid)[0]       # the broker's CPU until it answered: what a loaded machine changes least
         with open(logpath) as f:
             ms = re.findall(r"recovered .* in ([\d.]+) ms: (\d+) entities", f.read())[-1]
-        return p, secs, float(ms[0]), int(ms[1])
+        return p, secs, float(ms[0]), int(ms[1]), cpu
 
-    p, s_log, ms_log, n = restart()
+    load0 = os.getloadavg()
+    p, s_log, ms_log, n, cpu_log = restart()
     snap = snapshot(base)
     stop(p)
     # drop the log the snapshot covers (a second snapshot would remove it: see doc/cordb.md)
     snap_bytes = snap["bytes"]
-    p, s_snap, ms_snap, n2 = restart()
+    p, s_snap, ms_snap, n2, cpu_snap = restart()
     stop(p)
-    print("entities: %d (loaded in %.1f s through batch creates)" % (n, load_s))
-    print("| start from | start (s, until /version answers) | recovery (broker's own, ms) | disk bytes | bytes per entity |")
-    print("|---|---|---|---|---|")
-    print("| the log only | %.2f | %.0f | %d | %.0f |" % (s_log, ms_log, log_bytes, log_bytes / max(n, 1)))
-    print("| a snapshot (+ its log) | %.2f | %.0f | %d (snapshot) | %.0f |" % (
-        s_snap, ms_snap, snap_bytes, snap_bytes / max(n2, 1)))
+    print("entities: %d (loaded in %.1f s through batch creates); load average %.1f before the starts, %.1f after" % (
+        n, load_s, load0[0], os.getloadavg()[0]))
+    print("| start from | start (s, until /version answers) | recovery (broker's own, ms) | broker CPU until then (s) "
+          "| disk bytes | bytes per entity |")
+    print("|---|---|---|---|---|---|")
+    print("| the log only | %.2f | %.0f | %.2f | %d | %.0f |" % (s_log, ms_log, cpu_log, log_bytes, log_bytes / max(n, 1)))
+    print("| a snapshot (+ its log) | %.2f | %.0f | %.2f | %d (snapshot) | %.0f |" % (
+        s_snap, ms_snap, cpu_snap, snap_bytes, snap_bytes / max(n2, 1)))
     print("snapshot written in %.0f ms" % snap["ms"])
     shutil.rmtree(work, ignore_errors=True)
 
@@ -250,14 +254,18 @@ def empty(a):
     work = tempfile.mkdtemp(prefix="coraine-empty-")
     logpath = os.path.join(work, "broker.log")
     times = []
+    cpus = []
     for i in range(5):
         port = perf_run.free_port()
         p, secs = timed_start(port, ["--dbDir", os.path.join(work, "db%d" % i)], logpath)
+        cpus.append(proc_cost(p.pid)[0] * 1000)
         stop(p)
     with open(logpath) as f:
         times = [float(x) for x in re.findall(r"recovered .* in ([\d.]+) ms", f.read())]
-    print("empty store on disk: recovery and log start %s ms (median %.1f)" % (
-        ", ".join("%.1f" % t for t in times), statistics.median(times)))
+    print("empty store on disk: recovery and log start %s ms (median %.1f); the broker's whole start "
+          "(CPU, until /version answers) median %.0f ms; load average %.1f" % (
+              ", ".join("%.1f" % t for t in times), statistics.median(times), statistics.median(cpus),
+              os.getloadavg()[0]))
     shutil.rmtree(work, ignore_errors=True)
 
 
