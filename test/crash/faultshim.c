@@ -47,25 +47,39 @@ static const char *fault_dir(void)
     return d;
 }
 
-/* 0: no fault; else the errno D/name asks for (-1: the file exists). */
-static int fault(const char *name)
+/* The start of D/name in buf (NUL-terminated): its length, -1 when the file
+ * is not there (errno kept). */
+static ssize_t fault_file(const char *name, char *buf, size_t size)
 {
     const char *d = fault_dir();
-    char        path[4096], buf[32] = { 0 };
+    char        path[4096];
     int         fd, saved = errno;
     ssize_t     n;
 
+    buf[0] = '\0';
     if (!d)
-        return 0;
+        return -1;
     snprintf(path, sizeof(path), "%s/%s", d, name);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         errno = saved;
-        return 0;
+        return -1;
     }
-    n = read(fd, buf, sizeof(buf) - 1);
+    n = read(fd, buf, size - 1);
     close(fd);
     errno = saved;
+    buf[n > 0 ? n : 0] = '\0';
+    return n > 0 ? n : 0;
+}
+
+/* 0: no fault; else the errno D/name asks for (-1: the file exists). */
+static int fault(const char *name)
+{
+    char    buf[32];
+    ssize_t n = fault_file(name, buf, sizeof(buf));
+
+    if (n < 0)
+        return 0;
     if (n > 0 && !strncmp(buf, "ENOSPC", 6))
         return ENOSPC;
     if (n > 0 && !strncmp(buf, "EIO", 3))
@@ -208,21 +222,9 @@ ssize_t write(int fd, const void *buf, size_t n)
 /* D/fsyncdelay: its number of ms (0: none). */
 static int sync_delay_ms(void)
 {
-    const char *d = fault_dir();
-    char        path[4096], buf[32] = { 0 };
-    int         fd, saved = errno;
-    ssize_t     n;
+    char buf[32];
 
-    snprintf(path, sizeof(path), "%s/fsyncdelay", d);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        errno = saved;
-        return 0;
-    }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    errno = saved;
-    return n > 0 ? atoi(buf) : 0;
+    return fault_file("fsyncdelay", buf, sizeof(buf)) > 0 ? atoi(buf) : 0;
 }
 
 /* A sync of a log segment: its size before the call is on disk after it. */

@@ -36,6 +36,14 @@ def body(eid, v):
     return {"id": eid, "type": T, A: {"type": "Property", "value": v}}
 
 
+def until_written(b, eid, v):
+    """Writes work again once the disk does (the log's thread repairs it)."""
+    deadline = time.time() + 10
+    while b.create(eid, v).status_code != 201:
+        assert time.time() < deadline, "writes did not resume"
+        time.sleep(0.05)
+
+
 def assert_503(r):
     assert r.status_code == 503, (r.status_code, r.text)
     p = r.json()
@@ -168,10 +176,7 @@ def test_failed_fsync_acknowledges_nothing_then_writes_resume(dbdir, tmp_path):
             assert b.value("urn:f:b%d" % (i + 2)) is None
         assert held(b) > h0                                      # those were held answers
         (faults / "fsync").unlink()
-        deadline = time.time() + 10
-        while b.create("urn:f:after", 7).status_code != 201:
-            assert time.time() < deadline, "writes did not resume"
-            time.sleep(0.05)
+        until_written(b, "urn:f:after", 7)
         r = requests.patch(b.base + API + "/entities/urn:f:0/attrs", headers=JSON,
                            json={A: {"type": "Property", "value": 5}}, timeout=15)
         assert r.status_code == 204, r.text
@@ -254,10 +259,7 @@ def test_held_answers_over_cor(dbdir, tmp_path):
         (faults / "fsync").unlink()
         s.close()
         assert b.value("urn:cor:0") == 0
-        deadline = time.time() + 10
-        while b.create("urn:cor:after", 1).status_code != 201:
-            assert time.time() < deadline, "writes did not resume"
-            time.sleep(0.05)
+        until_written(b, "urn:cor:after", 1)
     finally:
         b.stop()
     b = DiskBroker(dbdir, str(tmp_path))
