@@ -24,6 +24,14 @@
  * condition variable for everybody, broadcast per fsync and per unlink, cost
  * 18 futex calls a write.)
  *
+ * Held waiters (log.h, store.h "Held answers"): nobody sleeps on them. A
+ * publish moves the covered ones to `ready` (in seq order) and signals the
+ * log thread, which completes them without the mutex (held_done each, then
+ * held_round once: the hooks, the flushes, the answers) before its next
+ * fsync; after a failed fsync it undoes a doomed held waiter when it is the
+ * tail of the list (its turn in the reverse order), unlinks it, then
+ * answers it. The thread stops only when none is left (n_held).
+ *
  * Faults. A failed pwrite cuts the segment back to its previous end (nothing
  * of the group stays) and answers 503. A failed fdatasync cannot tell what
  * reached the disk (and Linux forgets the error once reported), so in always
