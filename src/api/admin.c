@@ -170,6 +170,7 @@ void api_statistics(request_t *r)
         jw_key(&w, "fsyncs"); jw_int(&w, (int64_t)ss.log_fsyncs);
         jw_key(&w, "groupsSynced"); jw_int(&w, (int64_t)ss.log_fsync_groups);
         jw_key(&w, "fsyncMicros"); jw_int(&w, (int64_t)ss.log_fsync_us);
+        jw_key(&w, "heldWrites"); jw_int(&w, (int64_t)ss.log_held);
         jw_key(&w, "failures"); jw_int(&w, (int64_t)ss.log_failures);
         jw_key(&w, "snapshots"); jw_int(&w, (int64_t)ss.snapshots);
         jw_key(&w, "failed"); jw_bool(&w, ss.log_failed);

@@ -129,6 +129,9 @@ bool api_options_valid(request_t *r, const char *allowed, problem_t *p);
 bool api_option(request_t *r, const char *word);
 /* The operation request of r: api_store, r's tenant and arena, and ctx. */
 ops_req_t api_req(request_t *r, const ld_context_t *ctx);
+/* http/'s hook after a write handler (http_set_after_handler): holds the
+ * answer of writes whose durability is pending (api_req). */
+void      api_after_handler(request_t *r);
 /* A body object and its @context (api_body, then api_context); NULL with p. */
 json_t *api_body_context(request_t *r, const ld_context_t **ctx, problem_t *p);
 /* 204, or 207 with an UpdateResult (5.2.18) when some attribute was not updated. */

@@ -360,9 +360,28 @@ bool api_no_unknown_params(request_t *r, problem_t *p)
     return true;
 }
 
+/* A write's answer may be held until it is durable (--dbSync always, store.h
+ * "Held answers"): from the operation request of a write handler on, its
+ * store writes may return before their fsync; api_after_handler (the
+ * http/ hook after every write handler) then holds the finished answer
+ * (req_hold) until the store's syncer releases it. */
 ops_req_t api_req(request_t *r, const ld_context_t *ctx)
 {
+    if (!(r->method & (HM_GET | HM_HEAD))) store_hold_begin(api_store);
     return (ops_req_t){.store = api_store, .tenant = r->tenant, .ctx = ctx, .arena = r->arena};
+}
+
+static void release_request(void *token, bool ok, const problem_t *p)
+{
+    req_release(token, ok, p);
+}
+
+void api_after_handler(request_t *r)
+{
+    store_ticket_t *t = store_hold_end();
+    if (!t) return;
+    req_hold(r);
+    store_ticket_wait(t, release_request, req_token(r));
 }
 
 json_t *api_body_context(request_t *r, const ld_context_t **ctx, problem_t *p)

@@ -116,6 +116,7 @@ static const http_route_t routes[] = {
 void api_init(store_t *store)
 {
     api_store = store;
+    http_set_after_handler(api_after_handler);     /* held answers (api_common.c) */
 }
 
 const http_route_t *api_routes(size_t *n)

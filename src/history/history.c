@@ -318,6 +318,17 @@ static void on_changes(void *ud, const store_change_t *g, size_t n)
     arena_reset_keep(tl_arena, 65536);
 }
 
+/* The store's syncer, after the hooks of a round of held writes (store.h):
+ * their history as durable as they are, one sync for the round. */
+static const char *on_flush(void *ud)
+{
+    history_t *h = ud;
+
+    if (!h->be->sync || h->be->sync(h->db))
+        return NULL;
+    return "its history cannot be written to disk (the history log failed)";
+}
+
 /* --------------------------------------------------------------- open */
 
 history_t *history_open(store_t *s, problem_t *p)
@@ -342,6 +353,7 @@ history_t *history_open(store_t *s, problem_t *p)
     h->be = be;
     h->db = db;
     store_add_hook(s, on_changes, h);
+    store_add_flush(s, on_flush, h);
     history_default = h;
     LOG_I("history: %s", be->name);
     return h;

@@ -164,6 +164,28 @@ void         req_defer(request_t *r);
 bool         req_deferred(const request_t *r);
 void         req_resume(req_token_t *t);
 
+/* ---- held answers
+ * A handler whose work has been done but is not final yet (a write the
+ * store has committed and logged, whose fsync is pending: --dbSync always)
+ * builds its answer as usual, calls req_hold(r), hands req_token(r) to the
+ * party that finishes the work, and returns. Nothing is sent and the
+ * connection is suspended holding the finished answer: no worker thread
+ * waits, and, unlike req_defer, the handler does NOT run again. That party
+ * calls req_release(token, ok, p) exactly once, from any thread (even
+ * before the handler has returned): ok sends the answer as built; !ok
+ * replaces it by the ProblemDetails of p (a 503 when the write could not be
+ * made durable: nothing of it is acknowledged). http_exec (cor://) waits
+ * for the release on its calling thread. A held request is under way for
+ * http_drain and http_stop, so the party must release it within a bounded
+ * time (the store's syncer: one fsync). */
+void         req_hold(request_t *r);
+void         req_release(req_token_t *t, bool ok, const problem_t *p);
+/* Called on the handler's thread after every run of a handler that is not
+ * a GET or HEAD (HTTP and http_exec alike), its answer built: api/ holds
+ * there the answer of a write whose durability is pending. Set once, before
+ * http_start. */
+void         http_set_after_handler(void (*fn)(request_t *r));
+
 /* ---- replies */
 void reply_header(request_t *r, const char *name, const char *value);
 /* The room (bytes of "Name: value\r\n") left for more answer headers: the

@@ -66,6 +66,8 @@ enum {
 
 /* conn_t.dstate: where a deferred request stands */
 enum { DS_NONE, DS_ARMED, DS_SUSPENDED, DS_RESUMED };
+/* conn_t.hstate: where a held answer stands (req_hold) */
+enum { HS_NONE, HS_ARMED, HS_SUSPENDED, HS_RELEASED };
 
 typedef struct conn {
     arena_t   *arena;
@@ -98,6 +100,10 @@ typedef struct conn {
     bool       defer_called;  /* the handler called req_defer in this run (under dlock) */
     bool       rerun;         /* the handler ran before on this request */
     bool       was_deferred;  /* counted in g_deferred until the request completes */
+    int        hstate;        /* HS_*: see req_hold (under dlock) */
+    bool       hold_called;   /* req_hold in this request (its own thread only: no lock) */
+    bool       hold_ok;       /* req_release's verdict */
+    problem_t  hold_p;        /* and its problem when !hold_ok */
     int        route;         /* index of the matched route (reqstats), -1: none */
 } conn_t;
 
@@ -414,6 +420,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cn->rerun = false;
     cn->route = -1;
     cn->dstate = DS_NONE;
+    cn->hstate = HS_NONE;
+    cn->hold_called = false;
     cn->defer_called = false;
     if (cn->was_deferred) {                     /* a deferred request that never completed */
         cn->was_deferred = false;
@@ -628,6 +636,8 @@ const char *req_unused_param(const request_t *r)
 }
 
 static const char *exec_header(const request_t *r, const char *name);
+static void        exec_hold(request_t *r);
+static void        exec_release(req_token_t *t, bool ok, const problem_t *p);
 static void        exec_defer(request_t *r);
 static bool        exec_deferred(const request_t *r);
 static void        exec_resume(req_token_t *t);
@@ -718,6 +728,83 @@ static bool defer_after_run(conn_t *cn, struct MHD_Connection *c, bool *again)
     cn->defer_called = false;
     pthread_mutex_unlock(&cn->dlock);
     return waits;
+}
+
+/* ------------------------------------------------------------ held answers */
+
+static void (*after_handler)(request_t *r);
+
+void http_set_after_handler(void (*fn)(request_t *r))
+{
+    after_handler = fn;
+}
+
+void req_hold(request_t *r)
+{
+    if (r->exec) {
+        exec_hold(r);
+        return;
+    }
+    conn_t *cn = r->priv;
+    cn->hold_called = true;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->hstate == HS_NONE) cn->hstate = HS_ARMED;
+    pthread_mutex_unlock(&cn->dlock);
+}
+
+void req_release(req_token_t *t, bool ok, const problem_t *p)
+{
+    if (EXEC_TOKEN(t)) {
+        exec_release(t, ok, p);
+        return;
+    }
+    conn_t *cn = (conn_t *)t;
+    pthread_mutex_lock(&cn->dlock);
+    cn->hold_ok = ok;
+    if (!ok) cn->hold_p = *p;
+    if (cn->hstate == HS_SUSPENDED) {
+        cn->hstate = HS_RELEASED;
+        MHD_resume_connection(cn->mhd);
+    } else {
+        cn->hstate = HS_RELEASED;    /* the handler has not returned yet: answered at once */
+    }
+    pthread_mutex_unlock(&cn->dlock);
+}
+
+/* After the handler's run: true when its answer is held (the connection is
+ * suspended until req_release). */
+static bool hold_after_run(conn_t *cn, struct MHD_Connection *c)
+{
+    bool waits = false;
+    if (CR_LIKELY(!cn->hold_called)) return false;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->hstate == HS_ARMED) {
+        MHD_suspend_connection(c);
+        cn->hstate = HS_SUSPENDED;
+        if (!cn->was_deferred) {
+            cn->was_deferred = true;
+            atomic_fetch_add(&g_deferred, 1);
+        }
+        waits = true;
+    }
+    pthread_mutex_unlock(&cn->dlock);
+    return waits;
+}
+
+/* A released hold: the answer as built, or the release's problem. true when
+ * the request had been held (its handler must not run again). */
+static bool hold_apply(conn_t *cn, request_t *r)
+{
+    if (CR_LIKELY(!cn->hold_called)) return false;
+    pthread_mutex_lock(&cn->dlock);
+    bool held = cn->hstate == HS_RELEASED, ok = cn->hold_ok;
+    if (held) {
+        cn->hstate = HS_NONE;
+        cn->hold_called = false;
+    }
+    pthread_mutex_unlock(&cn->dlock);
+    if (held && !ok) reply_problem(r, &cn->hold_p);
+    return held;
 }
 
 /* ------------------------------------------------------------ replies */
@@ -1122,6 +1209,7 @@ static void route_and_run(const router_t *router, request_t *r, const char *body
     r->body_len = body ? body_len : 0;
     h(r);
     if (r->tenant && r->status < 400) reply_header(r, "NGSILD-Tenant", r->tenant);
+    if (after_handler && !(r->method & (HM_GET | HM_HEAD))) after_handler(r);
 }
 
 /* The body buffer grows with the bytes that came (doubling, capped at the
@@ -1226,16 +1314,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         reply_problem(r, &p);
     }
     cr_log_set_request(r->request_id);     /* on every log line written for this request */
-    for (;;) {
-        if (cn->rerun) clear_answer(r);
-        dispatch(srv, cn, c);
-        cn->rerun = true;
-        bool again;
-        if (defer_after_run(cn, c, &again)) {
+    if (!hold_apply(cn, r)) {               /* held: resumed by req_release, answered now */
+        for (;;) {
+            if (cn->rerun) clear_answer(r);
+            dispatch(srv, cn, c);
+            cn->rerun = true;
+            bool again;
+            if (defer_after_run(cn, c, &again)) {
+                cr_log_set_request(NULL);
+                return MHD_YES;
+            }
+            if (!again) break;
+        }
+        if (hold_after_run(cn, c)) {
             cr_log_set_request(NULL);
             return MHD_YES;
         }
-        if (!again) break;
+        hold_apply(cn, r);                  /* released before the handler returned */
     }
     enum MHD_Result ret = send_reply(c, r);
     cr_log_set_request(NULL);
@@ -1384,6 +1479,9 @@ typedef struct exec_state {
     pthread_cond_t       cond;
     int                  dstate;   /* DS_NONE, DS_ARMED, DS_RESUMED */
     bool                 defer_called;   /* the handler called req_defer in this run */
+    int                  hstate;   /* HS_NONE, HS_ARMED, HS_RELEASED (req_hold) */
+    bool                 hold_ok;
+    problem_t            hold_p;
 } exec_state_t;
 
 static void exec_state_free(void *arg)
@@ -1433,6 +1531,25 @@ static bool exec_deferred(const request_t *r)
     bool d = x->defer_called;
     pthread_mutex_unlock(&x->lock);
     return d;
+}
+
+static void exec_hold(request_t *r)
+{
+    exec_state_t *x = r->exec;
+    pthread_mutex_lock(&x->lock);
+    if (x->hstate == HS_NONE) x->hstate = HS_ARMED;
+    pthread_mutex_unlock(&x->lock);
+}
+
+static void exec_release(req_token_t *t, bool ok, const problem_t *p)
+{
+    exec_state_t *x = (exec_state_t *)((uintptr_t)t & ~(uintptr_t)1);
+    pthread_mutex_lock(&x->lock);
+    x->hold_ok = ok;
+    if (!ok) x->hold_p = *p;
+    x->hstate = HS_RELEASED;
+    pthread_cond_signal(&x->cond);
+    pthread_mutex_unlock(&x->lock);
 }
 
 static void exec_resume(req_token_t *t)
@@ -1497,6 +1614,13 @@ void http_exec(const http_exec_t *ex, request_t *r, char *query, const http_head
         pthread_mutex_unlock(&x->lock);
         if (!again) break;
     }
+    /* a held answer: this thread waits for its release (the store's syncer) */
+    pthread_mutex_lock(&x->lock);
+    while (x->hstate == HS_ARMED) pthread_cond_wait(&x->cond, &x->lock);
+    bool failed = x->hstate == HS_RELEASED && !x->hold_ok;
+    x->hstate = HS_NONE;
+    pthread_mutex_unlock(&x->lock);
+    if (failed) reply_problem(r, &x->hold_p);
     if (!r->status) r->status = 500;
 }
 

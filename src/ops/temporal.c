@@ -28,8 +28,10 @@ bool ops_admit(const ops_req_t *rq, size_t n, problem_t *p)
 bool ops_admitted(const ops_req_t *rq, size_t n, bool ok)
 {
     if (history_default) {
-        if (ok)
-            history_sync(history_default);   /* the history as durable as the write (--dbSync) */
+        /* the history as durable as the write (--dbSync); a held write's
+         * is synced by the store's syncer after its hooks (store_add_flush) */
+        if (ok && !store_hold_pending())
+            history_sync(history_default);
         history_unreserve(history_default, rq->tenant, n);
     }
     return ok;

@@ -19,6 +19,15 @@
  * and a writer returns only after its own change was handed to the hooks.
  * The mutex is held for a few pointer moves, never while a hook runs; readers
  * never touch it.
+ *
+ * Held answers (store.h). Between store_hold_begin and store_hold_end a
+ * write call hands the backend a heap change array (hold_arm) instead of
+ * its stack one; a backend that adopts it returns before the sync, and its
+ * syncer later calls store_pending_done (the hooks, the counters, the
+ * references) and store_pending_round (the flushes, then each ticket's
+ * count goes down). A ticket counts its pending writes plus one, the
+ * seal, which store_ticket_wait gives back: whoever takes the count to
+ * zero answers it.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,6 +41,7 @@
 extern const store_backend_t mgc_backend;   /* mongoc/backend.c */
 
 #define STORE_MAX_HOOKS 16
+#define STORE_MAX_FLUSHES 4
 #define STORE_REFS_STACK 128        /* attribute refs of a group without malloc */
 
 typedef struct store_hook {
@@ -44,6 +54,12 @@ struct store {
     void                  *db;
     store_hook_t           hooks[STORE_MAX_HOOKS];
     _Atomic size_t         n_hooks;
+    struct {
+        const char *(*fn)(void *ud);
+        void        *ud;
+    }                      flushes[STORE_MAX_FLUSHES];
+    size_t                 n_flushes;
+    bool                   holds;           /* the backend may hold (be->holds) */
     _Atomic uint64_t       creates, updates, deletes, queries;
 };
 
@@ -310,6 +326,284 @@ static void purge_emit(void *ud, store_change_t *g, size_t n)
     store_deliver(ud, g, n);
 }
 
+/* ------------------------------------------------------- held answers */
+
+enum { FAIL_NONE = 0, FAIL_SYNC, FAIL_FLUSH };
+
+struct store_ticket {
+    _Atomic int  count;         /* pending writes, + 1 until store_ticket_wait */
+    _Atomic int  fail;          /* FAIL_*: the first failure */
+    void       (*fn)(void *ud, bool ok, const problem_t *p);
+    void        *ud;
+    const char  *why;           /* FAIL_FLUSH: what the flush said (static) */
+};
+
+struct store_pending {
+    store_t              *store;
+    store_ticket_t       *ticket;
+    store_change_t       *g;            /* &one, or a heap array (batches) */
+    store_change_t        one;
+    struct store_pending *next;         /* the syncer's round */
+    bool                  ok;
+    _Alignas(max_align_t) unsigned char area[STORE_PENDING_AREA];   /* the backend's */
+};
+
+/* Pending writes and tickets come from a free list (a write under --dbSync
+ * always takes one of each, given back by the syncer's thread): no malloc
+ * per write once it is warm; at most POOL_MAX blocks are kept. */
+typedef union pool_block {
+    union pool_block *next;
+    store_pending_t   pd;
+    store_ticket_t    t;
+} pool_block_t;
+
+#define POOL_MAX 4096
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pool_block_t   *pool_head;
+static size_t          pool_n;
+
+static void *pool_get(void)
+{
+    pool_block_t *b;
+
+    pthread_mutex_lock(&pool_mu);
+    b = pool_head;
+    if (b) {
+        pool_head = b->next;
+        pool_n--;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return b ? (void *)b : cr_xmalloc(sizeof(pool_block_t));
+}
+
+static void pool_put(void *v)
+{
+    pool_block_t *b = v;
+
+    pthread_mutex_lock(&pool_mu);
+    if (pool_n < POOL_MAX) {
+        b->next   = pool_head;
+        pool_head = b;
+        pool_n++;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    free(b);
+}
+
+void *store_pending_area(store_pending_t *pd)
+{
+    return pd->area;
+}
+
+static __thread struct {
+    bool             on;                /* between store_hold_begin and _end */
+    bool             adopted;           /* the current call's pending was adopted */
+    bool             any;               /* a write of this hold is pending */
+    bool             last;              /* the last write call returned pending */
+    store_t         *s;
+    store_ticket_t  *ticket;            /* this hold's, made at its first write */
+    store_pending_t *cur;               /* handed to the backend by the current call */
+    store_pending_t *round, *round_tail;    /* the syncer thread's round */
+} tl;
+
+void store_hold_begin(store_t *s)
+{
+    if (CR_LIKELY(!s || !s->holds) || tl.on)
+        return;                         /* nested: one hold, ended once */
+    tl.on   = true;
+    tl.any  = tl.last = false;
+    tl.s   = s;
+}
+
+store_ticket_t *store_hold_end(void)
+{
+    store_ticket_t *t = tl.ticket;
+
+    tl.on     = false;
+    tl.ticket = NULL;
+    if (!t)
+        return NULL;
+    if (!tl.any) {                      /* nothing pending: the count is the seal alone */
+        pool_put(t);
+        return NULL;
+    }
+    tl.any = false;
+    return t;
+}
+
+bool store_hold_pending(void)
+{
+    return tl.on && tl.last;
+}
+
+static void ticket_put(store_ticket_t *t)
+{
+    if (atomic_fetch_sub_explicit(&t->count, 1, memory_order_acq_rel) != 1)
+        return;
+    int       f = atomic_load_explicit(&t->fail, memory_order_acquire);
+    problem_t p = { 0 };
+
+    if (f == FAIL_SYNC)
+        problem_set(&p, PB_HTTP, "the store cannot sync its log on disk: nothing of this write was "
+                    "applied; retry when the disk has room or works again");
+    else if (f == FAIL_FLUSH)
+        problem_set(&p, PB_HTTP, "the write is on disk in the store, but %s; it is not "
+                    "acknowledged: retry when the disk works again", t->why);
+    p.status = 503;
+    t->fn(t->ud, f == FAIL_NONE, f == FAIL_NONE ? NULL : &p);
+    pool_put(t);
+}
+
+void store_ticket_wait(store_ticket_t *t, void (*fn)(void *ud, bool ok, const problem_t *p),
+                       void *ud)
+{
+    t->fn = fn;
+    t->ud = ud;
+    ticket_put(t);                      /* the seal */
+}
+
+void store_add_flush(store_t *s, const char *(*fn)(void *ud), void *ud)
+{
+    if (s->n_flushes == STORE_MAX_FLUSHES) {
+        LOG_E("store: more than %d flushes; flush ignored", STORE_MAX_FLUSHES);
+        return;
+    }
+    s->flushes[s->n_flushes].fn = fn;
+    s->flushes[s->n_flushes].ud = ud;
+    s->n_flushes++;
+}
+
+/* The change array a write call hands its backend: stack, or, while the
+ * thread holds, a pending write's (n changes). */
+static store_change_t *hold_arm(store_t *s, store_change_t *stack, size_t n)
+{
+    store_pending_t *pd;
+
+    if (CR_LIKELY(!tl.on) || tl.s != s)
+        return stack;
+    if (!tl.ticket) {
+        tl.ticket = pool_get();
+        memset(tl.ticket, 0, sizeof(*tl.ticket));
+        atomic_init(&tl.ticket->count, 1);
+        atomic_init(&tl.ticket->fail, FAIL_NONE);
+    }
+    pd         = pool_get();
+    pd->store  = s;
+    pd->ticket = tl.ticket;
+    pd->g      = n <= 1 ? &pd->one : cr_xreallocarray(NULL, n, sizeof(*pd->g));
+    pd->next   = NULL;
+    atomic_fetch_add_explicit(&tl.ticket->count, 1, memory_order_relaxed);
+    tl.cur     = pd;
+    tl.adopted = false;
+    return pd->g;
+}
+
+/* After the backend call: true when it adopted the pending write (the
+ * array is no longer the caller's); else the caller uses its array and
+ * then calls hold_drop. */
+static bool hold_taken(void)
+{
+    store_pending_t *pd = tl.cur;
+
+    if (CR_LIKELY(!pd))
+        return false;
+    tl.last = tl.adopted;
+    if (tl.adopted) {
+        tl.cur     = NULL;
+        tl.adopted = false;
+        tl.any     = true;
+        return true;
+    }
+    atomic_fetch_sub_explicit(&pd->ticket->count, 1, memory_order_relaxed);   /* the seal stays */
+    return false;
+}
+
+static void hold_drop(void)
+{
+    store_pending_t *pd = tl.cur;
+
+    if (CR_LIKELY(!pd))
+        return;
+    tl.cur = NULL;
+    if (pd->g != &pd->one)
+        free(pd->g);
+    pool_put(pd);
+}
+
+store_pending_t *store_pending(void)
+{
+    return tl.cur;
+}
+
+void store_pending_adopt(void)
+{
+    tl.adopted = true;
+}
+
+static void count_group(store_t *s, const store_change_t *g, size_t n);
+
+void store_pending_done(store_pending_t *pd, store_change_t *g, size_t n, bool ok)
+{
+    if (ok && n) {
+        count_group(pd->store, g, n);
+        store_deliver(pd->store, g, n);
+    }
+    for (size_t i = 0; i < n; i++) {        /* an undone group has none left */
+        if (g[i].before)
+            entity_unref(g[i].before);
+        if (g[i].after)
+            entity_unref(g[i].after);
+    }
+    if (pd->g != &pd->one)
+        free(pd->g);
+    pd->g  = NULL;
+    pd->ok = ok;
+    if (tl.round_tail)
+        tl.round_tail->next = pd;
+    else
+        tl.round = pd;
+    tl.round_tail = pd;
+}
+
+void store_pending_round(void)
+{
+    store_pending_t *pd = tl.round, *next;
+    store_t         *flushed = NULL;
+    const char      *why = NULL;
+    bool             any_ok = false;
+
+    tl.round = tl.round_tail = NULL;
+    for (store_pending_t *q = pd; q; q = q->next)
+        any_ok = any_ok || q->ok;
+    /* The flushes once per store of the round (one in practice). */
+    for (store_pending_t *q = pd; q && any_ok; q = q->next) {
+        if (!q->ok || q->store == flushed)
+            continue;
+        flushed = q->store;
+        for (size_t i = 0; i < flushed->n_flushes; i++) {
+            const char *w = flushed->flushes[i].fn(flushed->flushes[i].ud);
+
+            if (w && !why)
+                why = w;
+        }
+    }
+    for (; pd; pd = next) {
+        store_ticket_t *t = pd->ticket;
+        int             none = FAIL_NONE;
+
+        next = pd->next;
+        if (!pd->ok) {
+            atomic_compare_exchange_strong(&t->fail, &none, FAIL_SYNC);
+        } else if (why && atomic_load(&t->fail) == FAIL_NONE) {
+            t->why = why;
+            atomic_compare_exchange_strong(&t->fail, &none, FAIL_FLUSH);
+        }
+        pool_put(pd);
+        ticket_put(t);
+    }
+}
+
 /* ------------------------------------------------------------ op names */
 
 const char *store_op_name(store_op_t op)
@@ -380,6 +674,7 @@ store_t *store_open(problem_t *p)
         free(s);
         return NULL;
     }
+    s->holds = be->holds && be->holds(s->db);
     if (be != &cdb_backend)
         return s;                           /* the backend said where it is */
     LOG_I("store: %s %s%s%s%s, lock preference %s, at most %d tenants", be->name,
@@ -441,30 +736,50 @@ bool store_tenant_entities(store_t *s, const char *tenant, uint64_t *n)
 
 /* ------------------------------------------------------------ entities */
 
+static void count_group(store_t *s, const store_change_t *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (g[i].op) {
+        case STORE_OP_CREATE: count(&s->creates, 1); break;
+        case STORE_OP_DELETE:
+        case STORE_OP_PURGE:  count(&s->deletes, 1); break;
+        default:              count(&s->updates, 1); break;
+        }
+    }
+}
+
 bool store_create(store_t *s, const char *tenant, const cr_entity_t *draft, problem_t *p)
 {
-    store_change_t ch;
+    store_change_t stack, *ch = hold_arm(s, &stack, 1);
+    bool           ok = s->be->create(s->db, tenant, draft, ch, p);
 
-    if (!s->be->create(s->db, tenant, draft, &ch, p))
-        return false;
-    count(&s->creates, 1);
-    store_commit(s, &ch);
-    return true;
+    if (hold_taken())
+        return true;                        /* counted and delivered when durable */
+    if (ok) {
+        count(&s->creates, 1);
+        store_commit(s, ch);
+    }
+    hold_drop();
+    return ok;
 }
 
 bool store_upsert(store_t *s, const char *tenant, const cr_entity_t *draft, bool replace,
                   bool *created, arena_t *scratch, problem_t *p)
 {
-    store_change_t ch;
+    store_change_t stack, *ch = hold_arm(s, &stack, 1);
     bool           made = false;
+    bool           ok = s->be->upsert(s->db, tenant, draft, replace, &made, scratch, ch, p);
 
-    if (!s->be->upsert(s->db, tenant, draft, replace, &made, scratch, &ch, p))
-        return false;
-    count(made ? &s->creates : &s->updates, 1);
     if (created)
-        *created = made;
-    store_commit(s, &ch);
-    return true;
+        *created = ok && made;
+    if (hold_taken())
+        return true;
+    if (ok) {
+        count(made ? &s->creates : &s->updates, 1);
+        store_commit(s, ch);
+    }
+    hold_drop();
+    return ok;
 }
 
 cr_entity_t *store_get(store_t *s, const char *tenant, const char *id, problem_t *p)
@@ -476,26 +791,34 @@ bool store_modify(store_t *s, const char *tenant, const char *id, entity_op_t op
                   const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
                   arena_t *scratch, problem_t *p)
 {
-    store_change_t ch;
+    store_change_t stack, *ch = hold_arm(s, &stack, 1);
+    bool           ok = s->be->modify(s->db, tenant, id, op, patch, args, res, scratch, ch, p);
 
-    if (!s->be->modify(s->db, tenant, id, op, patch, args, res, scratch, &ch, p))
-        return false;
-    if (ch.seq)
-        count(&s->updates, 1);
-    store_commit(s, &ch);
-    return true;
+    if (hold_taken())
+        return true;
+    if (ok) {
+        if (ch->seq)
+            count(&s->updates, 1);
+        store_commit(s, ch);
+    }
+    hold_drop();
+    return ok;
 }
 
 bool store_delete_if(store_t *s, const char *tenant, const char *id, const typesel_t *if_type,
                      problem_t *p)
 {
-    store_change_t ch;
+    store_change_t stack, *ch = hold_arm(s, &stack, 1);
+    bool           ok = s->be->remove(s->db, tenant, id, if_type, ch, p);
 
-    if (!s->be->remove(s->db, tenant, id, if_type, &ch, p))
-        return false;
-    count(&s->deletes, 1);
-    store_commit(s, &ch);
-    return true;
+    if (hold_taken())
+        return true;
+    if (ok) {
+        count(&s->deletes, 1);
+        store_commit(s, ch);
+    }
+    hold_drop();
+    return ok;
 }
 
 bool store_delete(store_t *s, const char *tenant, const char *id, problem_t *p)
@@ -506,21 +829,21 @@ bool store_delete(store_t *s, const char *tenant, const char *id, problem_t *p)
 bool store_batch(store_t *s, const char *tenant, store_batch_item_t *items, size_t n,
                  arena_t *scratch, problem_t *p)
 {
-    store_change_t *group = arena_alloc(scratch, (n ? n : 1) * sizeof(*group));
+    store_change_t *group = hold_arm(s, NULL, n);
     size_t          k = 0;
+    bool            ok;
 
-    if (!s->be->batch(s->db, tenant, items, n, scratch, group, &k, p))
-        return false;
-    for (size_t i = 0; i < k; i++) {
-        switch (group[i].op) {
-        case STORE_OP_CREATE: count(&s->creates, 1); break;
-        case STORE_OP_DELETE: count(&s->deletes, 1); break;
-        default:              count(&s->updates, 1); break;
-        }
-    }
-    if (k)
+    if (!group)
+        group = arena_alloc(scratch, (n ? n : 1) * sizeof(*group));
+    ok = s->be->batch(s->db, tenant, items, n, scratch, group, &k, p);
+    if (hold_taken())
+        return true;
+    if (ok && k) {
+        count_group(s, group, k);
         store_emit_group(s, group, k);
-    return true;
+    }
+    hold_drop();
+    return ok;
 }
 
 /* ------------------------------------------------------------- queries */

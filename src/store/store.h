@@ -61,8 +61,10 @@ typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (stor
  *    other entities proceed); the thread that committed a group may run the
  *    groups before it (of other writers) first, or wait while another writer
  *    runs them: a slow hook delays the writers of its tenant, never readers;
+ *    a pending write's group (held answers, below) on the backend's syncer
+ *    thread;
  *  - reply: a store_* write call returns after every hook has returned for
- *    its change(s);
+ *    its change(s), but a pending write's: its ticket is answered after;
  *  - durability (corDB on disk, --dbDir): the log is not a hook. Its records
  *    are written INSIDE the atomic step (under the tenant's write lock,
  *    after the new versions are built, before any reader can see them), so
@@ -73,7 +75,10 @@ typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (stor
  *    is durable); if that fsync fails, the backend undoes the group (in
  *    reverse log order over all writers), gives its seqs back and fails
  *    with 503: the hooks never see it. A reader may see such a version for
- *    the microseconds between its commit and the failed fsync;
+ *    the microseconds between its commit and the failed fsync. A held
+ *    write (below, "Held answers") returns before its fsync instead: its
+ *    hooks run later, on the backend's syncer thread, once it is durable
+ *    (still in seq order), and a failed fsync undoes it there;
  *  - references: the group and everything it points to (entities, names,
  *    attribute arrays) are valid only during the call; keep an entity with
  *    entity_ref(); names are interned (valid for the process), datasetIds
@@ -182,11 +187,70 @@ typedef struct store_backend {
     bool  (*snapshot)(void *db, struct store_snapshot_info *info, problem_t *p);
     bool  (*snapshot_start)(void *db, problem_t *p);
     bool  (*snapshot_last)(void *db, struct store_snapshot_info *info, bool *running, problem_t *p);
+    /* Optional (NULL: never): whether a write may return before it is
+     * durable when its answer can be held ("Held answers"). */
+    bool  (*holds)(void *db);
 } store_backend_t;
 
 /* For backends: a tenant's stream (never fails: out of memory aborts). */
 store_stream_t *store_stream_new(void);
 void            store_stream_free(store_stream_t *st);
+
+/* ------------------------------------------------------- held answers
+ *
+ * --dbSync always answers a write once it is on disk. A caller that can
+ * hold its answer without holding its thread (api/: req_hold) brackets its
+ * work with store_hold_begin() and store_hold_end(). In between, the store's
+ * entity writes (create, upsert, modify, delete, batch) may return as soon
+ * as their change is committed, visible and logged, before it is synced:
+ * such a write is PENDING. store_hold_end() then returns a ticket (NULL:
+ * nothing pending, every write returned was durable as --dbSync promises),
+ * and store_ticket_wait(t, fn, ud) calls fn(ud, ok, p) exactly once, on any
+ * thread (the syncer's, or at once on the caller's):
+ *  - ok: every pending write of the ticket is durable, its hooks have run
+ *    (in seq order, on the syncer's thread) and so have the flushes
+ *    (store_add_flush): answer what the handler built;
+ *  - !ok, p (503, PB_HTTP): an fsync failed before one of them: the
+ *    pending writes not yet durable were undone (nothing of them applied,
+ *    the hooks never saw them), as a failed fsync is answered without a
+ *    held answer; or a flush failed (the write is durable in the store,
+ *    p says what may be missing). Nothing may be acknowledged.
+ * Purges and stored objects (store_obj_*) always return after their sync.
+ * Every other thread, and every backend or mode without it (RAM,
+ * interval, none, mongoc), returns durable writes as before: begin/end
+ * cost a thread-local test. */
+typedef struct store_ticket store_ticket_t;
+void            store_hold_begin(store_t *s);
+store_ticket_t *store_hold_end(void);
+/* Whether the last write call of this thread (between begin and end)
+ * returned pending: its hooks, and what they write (history), come later. */
+bool            store_hold_pending(void);
+void            store_ticket_wait(store_ticket_t *t, void (*fn)(void *ud, bool ok, const problem_t *p),
+                                  void *ud);
+/* At start-up (as store_add_hook): fn(ud) runs on the syncer's thread after
+ * the hooks of a round of pending writes and before they are answered
+ * (history/: one fdatasync of its own log for the whole round). It returns
+ * NULL when done, else a static text saying what is not durable: the
+ * round's writes are then answered 503 with it. At most 4. */
+void            store_add_flush(store_t *s, const char *(*fn)(void *ud), void *ud);
+
+/* For backends. store_pending(): NULL, or the pending write the current
+ * call may become: its change array (n entries, the backend's `ch` /
+ * `group` argument is it). A backend whose write is logged but not synced
+ * may return at once if it calls store_pending_adopt() (the write is then
+ * the backend's to complete; the caller no longer touches the array), and
+ * later, from its syncer and in log order, store_pending_done(pd, g, n, ok):
+ * ok when the group g[0..n) is durable (the hooks run then), !ok after it
+ * undid the group; then store_pending_round() once per round. */
+typedef struct store_pending store_pending_t;
+#define STORE_PENDING_AREA 96       /* bytes of the backend's own in a pending write */
+store_pending_t *store_pending(void);
+/* The backend's STORE_PENDING_AREA bytes (aligned) in pd, valid until its
+ * store_pending_round: what it keeps to complete the write, no malloc. */
+void            *store_pending_area(store_pending_t *pd);
+void             store_pending_adopt(void);
+void             store_pending_done(store_pending_t *pd, store_change_t *g, size_t n, bool ok);
+void             store_pending_round(void);
 
 /* Opens the store cr_config asks for (--database, --dbDir ...). */
 store_t *store_open(problem_t *p);
@@ -400,6 +464,7 @@ typedef struct store_stats {
     bool     on_disk, log_failed;
     uint64_t log_records, log_bytes, log_appends, log_fsyncs, log_fsync_groups, log_failures;
     uint64_t log_fsync_us;      /* time spent in the log's fdatasyncs, µs */
+    uint64_t log_held;          /* writes answered from the syncer (held answers) */
     uint64_t snapshots;
 } store_stats_t;
 void store_get_stats(store_t *s, store_stats_t *st);

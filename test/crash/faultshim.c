@@ -8,6 +8,8 @@
  * the shim looks at D:
  *   D/write  containing ENOSPC or EIO: the write fails with that errno;
  *   D/fsync  containing ENOSPC or EIO: fdatasync / fsync fail so;
+ *   D/fsyncdelay containing N: each fdatasync / fsync of a log segment
+ *            first sleeps N ms (a slow disk: writes wait long for it);
  *   D/snapcrash: a write to a snapshot file kills the process (SIGKILL),
  *            a crash in the middle of a snapshot;
  *   D/powercut: the next write to a log segment cuts every segment back to
@@ -17,7 +19,8 @@
  *            before each successful sync; log writes are serialized with
  *            the cut, so none lands after it).
  * And each fdatasync of corDB history's log (history.log) appends a byte
- * to D/hsyncs (when D exists): a test counts them.
+ * to D/hsyncs (when D exists): a test counts them; D/hfsync containing
+ * ENOSPC or EIO makes those fdatasyncs fail so.
  * Removing the file ends the fault: the disk "works again".
  */
 #include <dlfcn.h>
@@ -44,25 +47,39 @@ static const char *fault_dir(void)
     return d;
 }
 
-/* 0: no fault; else the errno D/name asks for (-1: the file exists). */
-static int fault(const char *name)
+/* The start of D/name in buf (NUL-terminated): its length, -1 when the file
+ * is not there (errno kept). */
+static ssize_t fault_file(const char *name, char *buf, size_t size)
 {
     const char *d = fault_dir();
-    char        path[4096], buf[32] = { 0 };
+    char        path[4096];
     int         fd, saved = errno;
     ssize_t     n;
 
+    buf[0] = '\0';
     if (!d)
-        return 0;
+        return -1;
     snprintf(path, sizeof(path), "%s/%s", d, name);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         errno = saved;
-        return 0;
+        return -1;
     }
-    n = read(fd, buf, sizeof(buf) - 1);
+    n = read(fd, buf, size - 1);
     close(fd);
     errno = saved;
+    buf[n > 0 ? n : 0] = '\0';
+    return n > 0 ? n : 0;
+}
+
+/* 0: no fault; else the errno D/name asks for (-1: the file exists). */
+static int fault(const char *name)
+{
+    char    buf[32];
+    ssize_t n = fault_file(name, buf, sizeof(buf));
+
+    if (n < 0)
+        return 0;
     if (n > 0 && !strncmp(buf, "ENOSPC", 6))
         return ENOSPC;
     if (n > 0 && !strncmp(buf, "EIO", 3))
@@ -202,34 +219,47 @@ ssize_t write(int fd, const void *buf, size_t n)
     return real(fd, buf, n);
 }
 
+/* D/fsyncdelay: its number of ms (0: none). */
+static int sync_delay_ms(void)
+{
+    char buf[32];
+
+    return fault_file("fsyncdelay", buf, sizeof(buf)) > 0 ? atoi(buf) : 0;
+}
+
 /* A sync of a log segment: its size before the call is on disk after it. */
 static int synced_call(int (*real)(int), int fd)
 {
     struct stat st;
     int         log = fault_dir() && db_file(fd) == 1;
     int         have = log && fstat(fd, &st) == 0;
-    int         rc = real(fd);
+    int         ms = log ? sync_delay_ms() : 0;
+
+    if (ms > 0)
+        usleep((useconds_t)ms * 1000);
+    int rc = real(fd);
 
     if (rc == 0 && have)
         note_synced(fd, st.st_size);
     return rc;
 }
 
-/* D/hsyncs gets a byte per fdatasync of history.log. */
-static void count_history_sync(int fd)
+/* D/hsyncs gets a byte per fdatasync of history.log; 1 when fd is it. */
+static int count_history_sync(int fd)
 {
     char        link[64], path[4096];
     const char *d = fault_dir();
     ssize_t     n;
-    int         saved = errno;
+    int         saved = errno, is = 0;
 
     if (!d)
-        return;
+        return 0;
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
     n = readlink(link, path, sizeof(path) - 1);
     if (n > 0) {
         path[n] = '\0';
         if (strstr(path, "/history.log")) {
+            is = 1;
             snprintf(path, sizeof(path), "%s/hsyncs", d);
             int c = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
             if (c >= 0) {
@@ -239,6 +269,7 @@ static void count_history_sync(int fd)
         }
     }
     errno = saved;
+    return is;
 }
 
 int fdatasync(int fd)
@@ -246,7 +277,11 @@ int fdatasync(int fd)
     static int (*real)(int);
     int        e = sync_fault(fd);
 
-    count_history_sync(fd);
+    if (count_history_sync(fd) && !e) {
+        int h = fault("hfsync");
+
+        e = h > 0 ? h : 0;
+    }
 
     if (e) {
         errno = e;

@@ -15,7 +15,11 @@ connections; the report gives requests/s and p99 of each, the ratio to RAM,
 and for the disk modes the fsyncs per second, the writes per fsync and the
 mean time of an fsync (from /statistics: store.disk), and the broker's CPU
 time and context switches per write (/proc: what a loaded machine changes
-least; on 2 cores the CPU per write bounds `always`). Configurations alternate when --runs > 1.
+least; on 2 cores the CPU per write bounds `always`), and the share of the
+writes answered from the syncer (held answers: store.disk.heldWrites).
+Configurations alternate when --runs > 1; the load average is printed before
+and after (a shared machine). --history adds `always` with --history corDB
+(its own log, synced in the same round of the syncer).
 
 recovery: N Vehicles loaded (batch creates) into a broker with --dbSync
 none, stopped; the start is timed (until GET /version answers, and the
@@ -106,13 +110,16 @@ def du(path):
 
 def ingest(a):
     configs = [("RAM", [])] + [(m, ["--dbSync", m]) for m in ("always", "interval", "none")]
+    if a.history:
+        configs += [("always + history", ["--dbSync", "always", "--history", "corDB"])]
     if a.configs:
         # NAME=FLAGS;NAME=FLAGS ... (e.g. "RAM=;always=--dbSync always --connectionPoolSize 32");
         # a flag bin=PATH runs that binary (a before / after pair side by side)
         configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split()) for c in a.configs.split(";")]
     res = {name: {"create": [], "patch": [], "cp99": [], "pp99": [], "fs": [], "wpf": [], "fms": [],
-                  "cpu": [], "cs": []} for name, _ in configs}
+                  "cpu": [], "cs": [], "held": []} for name, _ in configs}
     work = tempfile.mkdtemp(prefix="coraine-diskbench-")
+    load0 = os.getloadavg()
     for run in range(a.runs):
         for name, flags in configs:
             port = perf_run.free_port()
@@ -146,22 +153,28 @@ def ingest(a):
                 res[name]["wpf"].append(w / fs if fs else 0)
                 us = s1["disk"].get("fsyncMicros", 0) - s0["disk"].get("fsyncMicros", 0)
                 res[name]["fms"].append(us / 1000 / fs if fs else 0)
+                h = s1["disk"].get("heldWrites", 0) - s0["disk"].get("heldWrites", 0)
+                res[name]["held"].append(h / w if w else 0)
             stop(p)
     shutil.rmtree(work, ignore_errors=True)
     m = statistics.median
     ram = "RAM" if "RAM" in res else configs[0][0]
     ram_c, ram_p = m(res[ram]["create"]), m(res[ram]["patch"])
+    load1 = os.getloadavg()
+    print("load average (1, 5, 15 min): %.1f %.1f %.1f before, %.1f %.1f %.1f after; %d runs of %d s per shape" % (
+        load0 + load1 + (a.runs, a.duration)))
     print("| store | creates/s | x RAM | p99 (ms) | PATCHes/s | x RAM | p99 (ms) | fsyncs/s | writes per fsync "
-          "| ms per fsync | broker CPU µs per write | context switches per write |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ms per fsync | broker CPU µs per write | context switches per write | held |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, _ in configs:
         r = res[name]
         c, pt = m(r["create"]), m(r["patch"])
-        print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s | %s | %.1f | %.1f |" % (
+        print("| %s | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %s | %s | %s | %.1f | %.1f | %s |" % (
             name if name == "RAM" or a.configs else "disk, --dbSync " + name, c, c / ram_c, m(r["cp99"]) / 1000,
             pt, pt / ram_p, m(r["pp99"]) / 1000,
             "%.0f" % m(r["fs"]) if r["fs"] else "-", "%.1f" % m(r["wpf"]) if r["wpf"] else "-",
-            "%.2f" % m(r["fms"]) if r["fms"] else "-", m(r["cpu"]), m(r["cs"])))
+            "%.2f" % m(r["fms"]) if r["fms"] else "-", m(r["cpu"]), m(r["cs"]),
+            "%.0f%%" % (100 * m(r["held"])) if r["held"] else "-"))
 
 
 def recovery(a):
@@ -179,23 +192,27 @@ def recovery(a):
 
     def restart():
         p, secs = timed_start(port, ["--dbDir", d], logpath)
+        cpu = proc_cost(p.pid)[0]       # the broker's CPU until it answered: what a loaded machine changes least
         with open(logpath) as f:
             ms = re.findall(r"recovered .* in ([\d.]+) ms: (\d+) entities", f.read())[-1]
-        return p, secs, float(ms[0]), int(ms[1])
+        return p, secs, float(ms[0]), int(ms[1]), cpu
 
-    p, s_log, ms_log, n = restart()
+    load0 = os.getloadavg()
+    p, s_log, ms_log, n, cpu_log = restart()
     snap = snapshot(base)
     stop(p)
     # drop the log the snapshot covers (a second snapshot would remove it: see doc/cordb.md)
     snap_bytes = snap["bytes"]
-    p, s_snap, ms_snap, n2 = restart()
+    p, s_snap, ms_snap, n2, cpu_snap = restart()
     stop(p)
-    print("entities: %d (loaded in %.1f s through batch creates)" % (n, load_s))
-    print("| start from | start (s, until /version answers) | recovery (broker's own, ms) | disk bytes | bytes per entity |")
-    print("|---|---|---|---|---|")
-    print("| the log only | %.2f | %.0f | %d | %.0f |" % (s_log, ms_log, log_bytes, log_bytes / max(n, 1)))
-    print("| a snapshot (+ its log) | %.2f | %.0f | %d (snapshot) | %.0f |" % (
-        s_snap, ms_snap, snap_bytes, snap_bytes / max(n2, 1)))
+    print("entities: %d (loaded in %.1f s through batch creates); load average %.1f before the starts, %.1f after" % (
+        n, load_s, load0[0], os.getloadavg()[0]))
+    print("| start from | start (s, until /version answers) | recovery (broker's own, ms) | broker CPU until then (s) "
+          "| disk bytes | bytes per entity |")
+    print("|---|---|---|---|---|---|")
+    print("| the log only | %.2f | %.0f | %.2f | %d | %.0f |" % (s_log, ms_log, cpu_log, log_bytes, log_bytes / max(n, 1)))
+    print("| a snapshot (+ its log) | %.2f | %.0f | %.2f | %d (snapshot) | %.0f |" % (
+        s_snap, ms_snap, cpu_snap, snap_bytes, snap_bytes / max(n2, 1)))
     print("snapshot written in %.0f ms" % snap["ms"])
     shutil.rmtree(work, ignore_errors=True)
 
@@ -237,14 +254,18 @@ def empty(a):
     work = tempfile.mkdtemp(prefix="coraine-empty-")
     logpath = os.path.join(work, "broker.log")
     times = []
+    cpus = []
     for i in range(5):
         port = perf_run.free_port()
         p, secs = timed_start(port, ["--dbDir", os.path.join(work, "db%d" % i)], logpath)
+        cpus.append(proc_cost(p.pid)[0] * 1000)
         stop(p)
     with open(logpath) as f:
         times = [float(x) for x in re.findall(r"recovered .* in ([\d.]+) ms", f.read())]
-    print("empty store on disk: recovery and log start %s ms (median %.1f)" % (
-        ", ".join("%.1f" % t for t in times), statistics.median(times)))
+    print("empty store on disk: recovery and log start %s ms (median %.1f); the broker's whole start "
+          "(CPU, until /version answers) median %.0f ms; load average %.1f" % (
+              ", ".join("%.1f" % t for t in times), statistics.median(times), statistics.median(cpus),
+              os.getloadavg()[0]))
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -256,6 +277,7 @@ def main():
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--entities", type=int, default=1000000)
+    ap.add_argument("--history", action="store_true", help="ingest: also `always` with --history corDB")
     ap.add_argument("--configs", help="ingest: NAME=FLAGS;... instead of RAM and the three modes "
                     "(a NAME other than RAM gets a fresh --dbDir)")
     ap.add_argument("--bin", help="the broker binary (default build/release/coraine)")

@@ -9,13 +9,19 @@
  * snapshots with segment roll-over and removal; roll-over at
  * --dbSegmentSize across restarts; every kind of store object from the
  * log and from a snapshot; a corrupt snapshot falls
- * back to the previous one and the longer log.
+ * back to the previous one and the longer log; held answers (--dbSync
+ * always): writes between store_hold_begin and _end return pending, their
+ * hooks run on the log's thread after the fsync, in seq order, and the
+ * ticket answers once; without a hold, in RAM and with interval nothing is
+ * held.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -743,6 +749,161 @@ static void test_snapshot_size(void **state)
     arena_free(a);
 }
 
+/* ---------------------------------------------------------- held answers */
+
+static struct {
+    pthread_t        writer;            /* the test's thread */
+    _Atomic int      on_writer, elsewhere;
+    _Atomic uint64_t last_seq;
+    _Atomic int      out_of_order;
+} hk;
+
+static void held_hook(void *ud, const store_change_t *g, size_t n)
+{
+    (void)ud;
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].seq != atomic_load(&hk.last_seq) + 1)
+            atomic_fetch_add(&hk.out_of_order, 1);
+        atomic_store(&hk.last_seq, g[i].seq);
+    }
+    if (pthread_equal(pthread_self(), hk.writer))
+        atomic_fetch_add(&hk.on_writer, 1);
+    else
+        atomic_fetch_add(&hk.elsewhere, 1);
+}
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    int             calls;
+    bool            ok;
+} tk = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false };
+
+static void ticket_cb(void *ud, bool ok, const problem_t *p)
+{
+    (void)ud;
+    (void)p;
+    pthread_mutex_lock(&tk.mu);
+    tk.calls++;
+    tk.ok = ok;
+    pthread_cond_broadcast(&tk.cv);
+    pthread_mutex_unlock(&tk.mu);
+}
+
+static void test_held(void **state)
+{
+    arena_t           *a = arena_new(4096);
+    problem_t          p = { 0 };
+    store_t           *s;
+    store_ticket_t    *t;
+    store_batch_item_t items[2];
+    const char        *modes[] = { "interval", NULL };
+
+    (void)state;
+    hk.writer = pthread_self();
+    /* interval and RAM: nothing is held, the hooks run on the writer */
+    for (int m = 0; m < 2; m++) {
+        rm_dir(dir);
+        if (modes[m])
+            s = open_disk(modes[m], &p);
+        else {
+            cr_config.db_dir = NULL;
+            s = store_open(&p);
+        }
+        assert_non_null(s);
+        store_add_hook(s, held_hook, NULL);
+        atomic_store(&hk.on_writer, 0);
+        atomic_store(&hk.last_seq, 0);
+        store_hold_begin(s);
+        assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:h:1\",\"type\":\"" T_V "\"}"), &p));
+        assert_false(store_hold_pending());
+        assert_null(store_hold_end());
+        assert_int_equal(atomic_load(&hk.on_writer), 1);
+        store_close(s);
+    }
+
+    rm_dir(dir);
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    store_add_hook(s, held_hook, NULL);
+    atomic_store(&hk.on_writer, 0);
+    atomic_store(&hk.elsewhere, 0);
+    atomic_store(&hk.last_seq, 0);
+    atomic_store(&hk.out_of_order, 0);
+
+    /* not held: durable on return, hooks on the writer */
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:h:1\",\"type\":\"" T_V "\"}"), &p));
+    assert_int_equal(atomic_load(&hk.on_writer), 1);
+
+    /* a hold without writes: no ticket */
+    store_hold_begin(s);
+    entity_unref(store_get(s, NULL, "urn:h:1", &p));
+    assert_null(store_hold_end());
+
+    /* a hold with a create, a PATCH, a failed PATCH, a batch and a delete */
+    store_hold_begin(s);
+    assert_true(store_create(s, NULL, draft(a, "{\"id\":\"urn:h:2\",\"type\":\"" T_V "\"}"), &p));
+    assert_true(store_hold_pending());
+    assert_true(store_modify(s, NULL, "urn:h:1", OP_APPEND_ATTRS,
+                             draft(a, "{\"id\":\"urn:h:1\",\"type\":\"" T_V "\",\"" A_S "\":"
+                                      "{\"type\":\"Property\",\"value\":3}}"),
+                             &(op_args_t){ 0 }, NULL, a, &p));
+    assert_false(store_modify(s, NULL, "urn:nope", OP_APPEND_ATTRS,
+                              draft(a, "{\"id\":\"urn:nope\",\"type\":\"" T_V "\"}"),
+                              &(op_args_t){ 0 }, NULL, a, &p));
+    memset(items, 0, sizeof(items));
+    items[0].kind  = STORE_B_CREATE;
+    items[0].draft = draft(a, "{\"id\":\"urn:h:3\",\"type\":\"" T_V "\"}");
+    items[1].kind  = STORE_B_CREATE;
+    items[1].draft = draft(a, "{\"id\":\"urn:h:4\",\"type\":\"" T_V "\"}");
+    assert_true(store_batch(s, NULL, items, 2, a, &p));
+    assert_true(items[0].ok && items[1].ok);
+    assert_true(store_delete(s, NULL, "urn:h:2", &p));
+    /* visible at once, before the fsync */
+    cr_entity_t *e = store_get(s, NULL, "urn:h:3", &p);
+    assert_non_null(e);
+    entity_unref(e);
+    t = store_hold_end();
+    assert_non_null(t);
+    store_ticket_wait(t, ticket_cb, NULL);
+    pthread_mutex_lock(&tk.mu);
+    while (!tk.calls)
+        pthread_cond_wait(&tk.cv, &tk.mu);
+    assert_int_equal(tk.calls, 1);
+    assert_true(tk.ok);
+    pthread_mutex_unlock(&tk.mu);
+    /* the pending groups' hooks ran on the log's thread, in seq order
+     * (create 2, PATCH 3, batch 4-5, delete 6) */
+    assert_int_equal(atomic_load(&hk.on_writer), 1);
+    assert_int_equal(atomic_load(&hk.elsewhere), 4);
+    assert_int_equal(atomic_load(&hk.last_seq), 6);
+    assert_int_equal(atomic_load(&hk.out_of_order), 0);
+    store_stats_t st;
+    store_get_stats(s, &st);
+    assert_int_equal(st.log_held, 4);
+    assert_int_equal(st.creates, 4);
+    assert_int_equal(st.updates, 1);
+    assert_int_equal(st.deletes, 1);
+    store_close(s);
+
+    /* all of it on disk */
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    assert_null(store_get(s, NULL, "urn:h:2", &p));
+    for (int i = 1; i <= 4; i++) {
+        char id[16];
+
+        if (i == 2)
+            continue;
+        snprintf(id, sizeof(id), "urn:h:%d", i);
+        e = store_get(s, NULL, id, &p);
+        assert_non_null(e);
+        entity_unref(e);
+    }
+    store_close(s);
+    arena_free(a);
+}
+
 static void test_ram_no_snapshot(void **state)
 {
     problem_t p = { 0 };
@@ -772,6 +933,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_segment_roll, setup, teardown),
         cmocka_unit_test_setup_teardown(test_object_kinds, setup, teardown),
         cmocka_unit_test(test_ram_no_snapshot),
+        cmocka_unit_test_setup_teardown(test_held, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -43,7 +43,48 @@ struct cdb {
     uint32_t         max_tenants;   /* named ones; UINT32_MAX: no limit */
     _Atomic uint64_t entities;
     cdb_log_t       *log;           /* on disk (--dbDir); NULL: in RAM */
+    bool             holds;         /* --dbSync always: writes may be held (store.h) */
 };
+
+/* A held write (store.h "Held answers"): its log waiter, on the heap, and
+ * what the log's thread needs to answer it, or to undo it. */
+typedef struct cdb_held {
+    cdb_logw_t       w;             /* first: log.c hands it back */
+    cdb_t           *db;
+    cdb_tenant_t    *t;
+    store_change_t  *g;             /* store.c's pending array */
+    size_t           n;
+    store_pending_t *sp;
+} cdb_held_t;
+
+static void undo_locked(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n);
+static void tenant_wrlock(cdb_tenant_t *t);
+
+/* The log's thread: a held write's fsync failed; its turn to be undone. */
+static void held_undo(void *ud, cdb_logw_t *w)
+{
+    cdb_held_t *h = (cdb_held_t *)w;
+
+    (void)ud;
+    tenant_wrlock(h->t);
+    undo_locked(h->db, h->t, h->g, h->n);
+    pthread_rwlock_unlock(&h->t->lock);
+}
+
+/* The log's thread: durable (ok) or undone: store.c runs the hooks, or not. */
+static void held_done(void *ud, cdb_logw_t *w, bool ok)
+{
+    cdb_held_t *h = (cdb_held_t *)w;
+
+    (void)ud;
+    store_pending_done(h->sp, h->g, h->n, ok);  /* h lives in sp until the round ends */
+}
+
+static void held_round(void *ud)
+{
+    (void)ud;
+    store_pending_round();
+}
 
 static const char *cdb_tenant_key_of(const void *ud, uint32_t v)
 {
@@ -77,7 +118,10 @@ cdb_t *cdb_open(bool prefer_writers, problem_t *p)
 
 void cdb_set_log(cdb_t *db, struct cdb_log *log)
 {
-    db->log = log;
+    db->log   = log;
+    db->holds = log && cdb_log_mode(log) == CDB_SYNC_ALWAYS;
+    if (db->holds)
+        cdb_log_set_held(log, held_undo, held_done, held_round, db);
 }
 
 void cdb_close(cdb_t *db)
@@ -446,15 +490,35 @@ static bool log_group(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, c
 {
     bool any = false;
 
-    w->linked = w->waits = false;
+    store_pending_t *sp;
+
+    w->linked = w->waits = w->held = false;
     if (CR_LIKELY(!db->log))
         return true;
     for (size_t i = 0; i < n && !any; i++)
         any = g[i].seq != 0;
     if (!any)
         return true;
-    if (cdb_log_append(db->log, group_records(t, g, n), w, p))
+    if (db->holds && (sp = store_pending())) {
+        /* The answer is held: the log's thread completes the write (w, on
+         * the caller's stack, stays unlinked: log_wait returns at once). */
+        cdb_held_t *h = store_pending_area(sp);
+
+        _Static_assert(sizeof(cdb_held_t) <= STORE_PENDING_AREA, "cdb_held_t fits");
+        memset(&h->w, 0, sizeof(h->w));
+        h->w.held = true;
+        h->db = db;
+        h->t  = t;
+        h->g  = g;
+        h->n  = n;
+        h->sp = sp;
+        if (cdb_log_append(db->log, group_records(t, g, n), &h->w, p)) {
+            store_pending_adopt();          /* h is the log thread's now */
+            return true;
+        }
+    } else if (cdb_log_append(db->log, group_records(t, g, n), w, p)) {
         return true;
+    }
     undo_locked(db, t, g, n);
     return false;
 }
@@ -1310,6 +1374,8 @@ bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out)
 
 /* ------------------------------------------------------- the table (store.h) */
 
+static bool be_holds(void *db) { return ((cdb_t *)db)->holds; }
+
 static void *be_open(problem_t *p)
 {
     bool pref = cr_config.db_lock_prefer && strcasecmp(cr_config.db_lock_prefer, "writes") == 0;
@@ -1437,6 +1503,7 @@ static void be_disk_stats(void *vdb, store_stats_t *st)
     st->log_fsyncs       = ls.fsyncs;
     st->log_fsync_groups = ls.fsync_groups;
     st->log_fsync_us     = ls.fsync_us;
+    st->log_held         = ls.held;
     st->log_failures     = ls.failures;
     st->snapshots        = ls.snapshots;
 }
@@ -1491,4 +1558,5 @@ const store_backend_t cdb_backend = {
     .snapshot_last = be_snapshot_last,
     .disk_stats    = be_disk_stats,
     .tenant_entities = be_tenant_entities,
+    .holds         = be_holds,
 };

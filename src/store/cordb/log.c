@@ -24,6 +24,14 @@
  * condition variable for everybody, broadcast per fsync and per unlink, cost
  * 18 futex calls a write.)
  *
+ * Held waiters (log.h, store.h "Held answers"): nobody sleeps on them. A
+ * publish moves the covered ones to `ready` (in seq order) and signals the
+ * log thread, which completes them without the mutex (held_done each, then
+ * held_round once: the hooks, the flushes, the answers) before its next
+ * fsync; after a failed fsync it undoes a doomed held waiter when it is the
+ * tail of the list (its turn in the reverse order), unlinks it, then
+ * answers it. The thread stops only when none is left (n_held).
+ *
  * Faults. A failed pwrite cuts the segment back to its previous end (nothing
  * of the group stays) and answers 503. A failed fdatasync cannot tell what
  * reached the disk (and Linux forgets the error once reported), so in always
@@ -338,6 +346,13 @@ struct cdb_log {
     uint64_t        next_seq, synced_seq;
     bool            syncing, failed, stop, started;
     cdb_logw_t     *head, *tail;    /* always: waiters in seq order */
+    /* held waiters (log.h): on disk, for the log thread to complete, in seq order */
+    cdb_logw_t     *ready_head, *ready_tail;
+    uint64_t        n_held;         /* held waiters not completed yet (linked or ready) */
+    void          (*held_undo)(void *ud, cdb_logw_t *w);
+    void          (*held_done)(void *ud, cdb_logw_t *w, bool ok);
+    void          (*held_round)(void *ud);
+    void           *held_ud;
     uint64_t        since_snap;     /* bytes appended since the last snapshot's roll */
     bool            snap_wanted, roll_wanted;
     void          (*snapshot)(void *ud);
@@ -355,6 +370,7 @@ struct cdb_log {
     /* statistics (under mu) */
     uint64_t        appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
     uint64_t        fsync_us;
+    uint64_t        held_completed;
 };
 
 #define ZERO_CHUNK  (1u << 20)     /* zeros written at a time */
@@ -563,6 +579,7 @@ static void wake_all(cdb_log_t *l)
     futex_wake(&l->fword[0]);
     futex_wake(&l->fword[1]);
     pthread_cond_broadcast(&l->cv);
+    pthread_cond_signal(&l->thr_cv);        /* doomed held waiters are the log thread's */
 }
 
 static void unlink_w(cdb_log_t *l, cdb_logw_t *w);
@@ -579,8 +596,68 @@ static void publish_locked(cdb_log_t *l, uint64_t upto)
         cdb_logw_t *w = l->head;
 
         unlink_w(l, w);
+        if (w->held) {
+            /* the log thread completes it (it may be this thread) */
+            w->next = NULL;
+            if (l->ready_tail)
+                l->ready_tail->next = w;
+            else
+                l->ready_head = w;
+            l->ready_tail = w;
+            pthread_cond_signal(&l->thr_cv);
+            continue;
+        }
         atomic_store_explicit(&w->done, true, memory_order_release);
     }
+}
+
+/* The log thread, under mu: completes the held waiters on disk (ready), in
+ * seq order, without the mutex; false when there were none. */
+static bool held_complete_locked(cdb_log_t *l)
+{
+    cdb_logw_t *w = l->ready_head;
+    uint64_t    k = 0;
+
+    if (!w)
+        return false;
+    for (cdb_logw_t *q = w; q; q = q->next)
+        k++;
+    l->held_completed += k;                     /* counted before they are answered */
+    l->ready_head = l->ready_tail = NULL;
+    pthread_mutex_unlock(&l->mu);
+    while (w) {
+        cdb_logw_t *next = w->next;
+
+        l->held_done(l->held_ud, w, true);      /* w is the callee's now */
+        w = next;
+    }
+    l->held_round(l->held_ud);
+    pthread_mutex_lock(&l->mu);
+    l->n_held -= k;
+    return true;
+}
+
+/* The log thread, under mu, the log failed: when the newest doomed waiter
+ * is held, its turn to be undone has come (every later group is undone):
+ * undone here, then answered. false when there is none. */
+static bool held_doom_locked(cdb_log_t *l)
+{
+    cdb_logw_t *w = l->tail;
+
+    if (!l->failed || !w || !w->held || w->last <= l->synced_seq)
+        return false;
+    pthread_mutex_unlock(&l->mu);
+    l->held_undo(l->held_ud, w);                /* w stays the tail: nobody else's turn */
+    pthread_mutex_lock(&l->mu);
+    unlink_w(l, w);
+    l->held_completed++;
+    pthread_cond_broadcast(&l->cv);             /* the next doomed writer's turn */
+    pthread_mutex_unlock(&l->mu);
+    l->held_done(l->held_ud, w, false);
+    l->held_round(l->held_ud);
+    pthread_mutex_lock(&l->mu);
+    l->n_held--;
+    return true;
 }
 
 /* Under mu: with the log failed, tries to make the files what the log says
@@ -685,7 +762,11 @@ static void *log_thread(void *ud)
 
     clock_gettime(CLOCK_REALTIME, &due);
     pthread_mutex_lock(&l->mu);
-    while (!l->stop) {
+    /* At the close, the held writes still waiting are synced (or undone)
+     * and answered first: none is left behind. */
+    while (!l->stop || l->n_held) {
+        if (held_complete_locked(l) || held_doom_locked(l))
+            continue;
         if (l->mode == CDB_SYNC_ALWAYS && !l->failed && !l->syncing &&
             l->next_seq - 1 > l->synced_seq) {
             log_sync_locked(l);
@@ -929,6 +1010,7 @@ bool cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
         w->alarm  = atomic_load_explicit(&l->alarm, memory_order_relaxed);
         atomic_store_explicit(&w->done, false, memory_order_relaxed);
         w->linked = w->waits = true;
+        l->n_held += w->held;
         if (l->tail)
             l->tail->next = w;
         else
@@ -1042,7 +1124,19 @@ void cdb_log_undone(cdb_log_t *l, cdb_logw_t *w)
     pthread_mutex_lock(&l->mu);
     unlink_w(l, w);
     pthread_cond_broadcast(&l->cv);
+    if (l->n_held)
+        pthread_cond_signal(&l->thr_cv);    /* a held waiter's turn to be undone, maybe */
     pthread_mutex_unlock(&l->mu);
+}
+
+void cdb_log_set_held(cdb_log_t *l, void (*held_undo)(void *ud, cdb_logw_t *w),
+                      void (*held_done)(void *ud, cdb_logw_t *w, bool ok),
+                      void (*held_round)(void *ud), void *ud)
+{
+    l->held_undo  = held_undo;
+    l->held_done  = held_done;
+    l->held_round = held_round;
+    l->held_ud    = ud;
 }
 
 bool cdb_log_roll(cdb_log_t *l, uint64_t *upto, uint32_t *first_kept, problem_t *p)
@@ -1206,6 +1300,7 @@ void cdb_log_get_stats(cdb_log_t *l, cdb_log_stats_t *st)
     st->fsyncs       = l->fsyncs;
     st->fsync_groups = l->fsync_groups;
     st->fsync_us     = l->fsync_us;
+    st->held         = l->held_completed;
     st->failures     = l->failures;
     st->snapshots    = l->snapshots;
     st->synced_seq   = l->synced_seq;

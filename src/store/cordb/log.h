@@ -24,6 +24,15 @@
  * that moment (group commit). A failed write changes nothing; a failed fsync dooms every record
  * after the last good sync: their writers undo their changes in the reverse
  * order of the log, and the log is cut back before it is written again.
+ *
+ * Held writes (--dbSync always, a writer whose answer is held: store.h
+ * "Held answers"): its waiter lives on the heap (held set) and the writer
+ * does not wait. The log's thread completes it instead: after the fsync
+ * that covers it, held_done(ud, w, true), in seq order, then held_round(ud)
+ * once per round; when an fsync before it failed, held_undo(ud, w) in its
+ * turn of the reverse order (the writers undoing themselves take theirs),
+ * then held_done(ud, w, false). After held_done the waiter is the callee's
+ * (it frees it).
  */
 #ifndef CORAINE_CORDB_LOG_H
 #define CORAINE_CORDB_LOG_H
@@ -87,6 +96,7 @@ typedef struct cdb_logw {
     uint32_t         alarm;     /* the log's alarm count at the append (log.c) */
     bool             linked;    /* in the log's list (under its mutex) */
     bool             waits;     /* the writer waits (always): set by cdb_log_append, the writer's own */
+    bool             held;      /* completed by the log's thread (held_done), never waited for */
     _Atomic bool     done;      /* on disk: unlinked by the syncer, the writer returns */
 } cdb_logw_t;
 
@@ -103,6 +113,11 @@ cdb_log_t *cdb_log_open(const char *dir, cdb_sync_t mode, int interval_ms, size_
 bool       cdb_log_start(cdb_log_t *l, uint64_t next_seq, void (*snapshot)(void *ud), void *ud,
                          problem_t *p);
 void       cdb_log_close(cdb_log_t *l);             /* syncs, stops the thread, unlocks */
+/* Before the first append: the completions of held waiters (see the top);
+ * the log's thread runs them without the log's mutex. */
+void       cdb_log_set_held(cdb_log_t *l, void (*held_undo)(void *ud, cdb_logw_t *w),
+                            void (*held_done)(void *ud, cdb_logw_t *w, bool ok),
+                            void (*held_round)(void *ud), void *ud);
 const char *cdb_log_dir(const cdb_log_t *l);
 cdb_sync_t  cdb_log_mode(const cdb_log_t *l);
 
@@ -110,7 +125,8 @@ cdb_sync_t  cdb_log_mode(const cdb_log_t *l);
 sbuf_t    *cdb_log_buf(void);
 /* Appends the group in sb (at least one record): false with a 503 problem
  * when the log cannot be written (nothing of the group is in it then). With
- * --dbSync always, w is linked for cdb_log_wait. */
+ * --dbSync always, w is linked for cdb_log_wait (w->held: for the log's
+ * thread to complete; the caller must not touch w after a true return). */
 bool       cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p);
 /* --dbSync always (no lock held): returns when w's group is on disk, or
  * DOOMED (p: 503) when an fsync failed before it: the caller must undo its
@@ -137,6 +153,7 @@ void       cdb_log_snapshot_done(cdb_log_t *l, uint64_t seq, uint32_t first_segm
 typedef struct cdb_log_stats {
     uint64_t appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
     uint64_t fsync_us;          /* time in the log's fdatasyncs */
+    uint64_t held;              /* held waiters completed by the log's thread */
     uint64_t synced_seq, next_seq;
     bool     failed;
 } cdb_log_stats_t;
