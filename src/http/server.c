@@ -966,7 +966,9 @@ static const char *request_id(conn_t *cn)
                   c == '_' || c == '.' || c == ':' || c == '/' || c == '+' || c == '=' || c == '@'))
                 break;
         }
-        if (n >= 1 && n <= 128 && !v[n]) return v;
+        /* a copy: the reaper reads it for a 408 of the body after libmicrohttpd may have
+         * freed the header it points into */
+        if (n >= 1 && n <= 128 && !v[n]) return arena_strdup(cn->arena, v);
     }
     char *id = arena_alloc(cn->arena, 17);
     rid_new(id);
