@@ -234,6 +234,21 @@ static void peer_resolve(const char *host, int port)
 static void peer_connect(peer_t *p)
 {
     char why[320];
+    if (!p->have_addr && !*p->resolve_err) {
+        /* the backoff ran out after the call was queued (its submitter did not resolve): a
+         * numeric address needs no name server, so it is read here; a host name waits for
+         * the next call's submitter */
+        char            ps[16];
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV}, *res = NULL;
+        snprintf(ps, sizeof ps, "%d", p->port);
+        if (getaddrinfo(p->host, ps, &hints, &res) == 0 && res && res->ai_addrlen <= sizeof p->addr) {
+            memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
+            p->addrlen = res->ai_addrlen;
+            p->have_addr = true;
+        }
+        if (res) freeaddrinfo(res);
+    }
     if (!p->have_addr) {
         peer_down(p, COR_E_CONNECT, *p->resolve_err ? p->resolve_err : "the address is not resolved", true);
         p->resolve_err[0] = '\0';
