@@ -377,10 +377,31 @@ static bool bare_value_fits(const cr_attr_t *old, const json_t *v, problem_t *p)
     }
 }
 
+/* A fragment without a type (kind 0) takes the kind of the attribute it goes
+ * into, so the members its parse could not check against a kind are checked
+ * here, as parse.c checks them in a typed attribute: objectType only in a
+ * Relationship (5.2.6), unitCode not in a Relationship, LanguageProperty,
+ * VocabProperty or JsonProperty. */
+static bool members_fit(const cr_attr_t *old, const cr_attr_t *patch, problem_t *p)
+{
+    bool relationship = old->kind == ATTR_RELATIONSHIP || old->kind == ATTR_LISTRELATIONSHIP;
+
+    if (patch->object_type && !relationship)
+        return problem_set(p, PB_BAD_REQUEST_DATA, "attribute '%s': 'objectType' is only allowed in a "
+                           "Relationship, and it is a %s", old->name, attr_kind_name((attr_kind_t)old->kind));
+    if (patch->unit_code && (relationship || old->kind == ATTR_LANGUAGEPROPERTY ||
+                             old->kind == ATTR_VOCABPROPERTY || old->kind == ATTR_JSONPROPERTY))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "attribute '%s': 'unitCode' is not allowed in a %s",
+                           old->name, attr_kind_name((attr_kind_t)old->kind));
+    return true;
+}
+
 static bool merge_attr(arena_t *a, cr_attr_t *out, const cr_attr_t *old,
                        const cr_attr_t *patch, int64_t now, bool deep, problem_t *p)
 {
     if (!patch->kind && patch->value && !bare_value_fits(old, patch->value, p))
+        return false;
+    if (!patch->kind && !members_fit(old, patch, p))
         return false;
     if (patch->kind && patch->kind != old->kind) {
         *out = *patch;

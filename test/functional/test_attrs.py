@@ -188,6 +188,25 @@ def test_5_6_4_partial_update_cannot_change_type(cli):
     assert cli.entity(eid)["a"] == prop(1)
 
 
+def test_5_6_4_partial_update_without_type_is_checked_against_the_stored_kind(cli):
+    """A fragment without "type" takes the stored attribute's kind, so its members must fit that
+    kind as in a typed attribute (5.2.6: objectType only in a Relationship; unitCode not in a
+    Relationship): 400 and nothing changed, also for a sub-attribute and a merge (found by
+    fuzz_request: the Property kept an objectType no create would accept)."""
+    eid = uid()
+    cli.create(entity(eid, "T", a=prop(1, sub=prop("s")), r=rel("urn:ngsi-ld:X:1")))
+    before = cli.entity(eid)
+    for path, body in (("a", {"value": 60, "objectType": "Car"}),
+                       ("a", {"sub": {"objectType": "Car"}}),
+                       ("r", {"unitCode": "CEL"})):
+        assert_problem(cli.patch("/entities/%s/attrs/%s" % (eid, path), body), 400, "BadRequestData")
+    assert_problem(cli.patch("/entities/%s" % eid, {"a": {"objectType": "Car"}}), 400, "BadRequestData")
+    assert_json_equal(cli.entity(eid), before)
+    r = cli.patch("/entities/%s/attrs/r" % eid, {"objectType": "Car"})
+    assert r.status_code == 204, r.text
+    assert cli.entity(eid)["r"]["objectType"] == "Car"
+
+
 def test_5_6_4_partial_update_of_scope_is_400(cli):
     eid = uid()
     cli.create(entity(eid, "T", scope="/A"))
