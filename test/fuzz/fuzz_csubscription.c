@@ -12,15 +12,12 @@
  * read, its document patched with the input itself and built again (PATCH).
  * A refusal must say why (a kind and a detail), never crash or leak.
  */
-#include <string.h>
-
-#include "fuzz_body.h"
-#include "notify/notify.h"
+#include "fuzz_notify_doc.h"
 #include "reg/reg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static notify_sub_t *build(const char *doc, size_t len, int64_t now, problem_t *p)
+static void *build(const char *doc, size_t len, int64_t now, problem_t *p)
 {
     notify_sub_t *s = notify_csub_build("", doc, len, now, p);
     if (s && !reg_csub_check(s, p)) {
@@ -30,7 +27,7 @@ static notify_sub_t *build(const char *doc, size_t len, int64_t now, problem_t *
     return s;
 }
 
-static void exercise(notify_sub_t *s, int64_t now)
+static void exercise(void *s, int64_t now)
 {
     char               err[160];
     sbuf_t             out;
@@ -45,33 +42,10 @@ static void exercise(notify_sub_t *s, int64_t now)
     (void)notify_sub_active(s, now);
 }
 
+
+static const fuzz_object_t CSUBSCRIPTION = {doc_new, doc_patch, build, doc, exercise, unref};
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    json_t *body = fuzz_body(data, size);
-    if (!body) return 0;
-
-    const int64_t now = 1700000000000000LL;
-    size_t        len;
-    char         *doc = notify_doc_new(A, body, ld_core(), now, &len);
-    problem_t     p = {0};
-    notify_sub_t *s = build(doc, len, now, &p);
-    if (!s) {
-        check_problem(&p);
-        return 0;
-    }
-    exercise(s, now);
-
-    size_t      dlen, plen;
-    const char *stored = notify_sub_doc(s, &dlen);
-    memset(&p, 0, sizeof p);
-    char *patched = notify_doc_patch(A, stored, dlen, body, now + 1, &plen, &p);
-    if (patched) {
-        notify_sub_t *s2 = build(patched, plen, now + 1, &p);
-        if (s2) {
-            exercise(s2, now + 1);
-            notify_sub_unref(s2);
-        } else check_problem(&p);
-    } else check_problem(&p);
-    notify_sub_unref(s);
-    return 0;
+    return fuzz_object_round(&CSUBSCRIPTION, data, size);
 }

@@ -12,8 +12,6 @@
  * the input itself and built again (PATCH). A refusal must say why (a kind
  * and a detail), never crash or leak.
  */
-#include <string.h>
-
 #include "fuzz_body.h"
 #include "reg/reg.h"
 
@@ -22,7 +20,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 extern const char *const reg_read_only_members[];
 static const model_doc_kind_t K = {"ContextSourceRegistration", "ContextSourceRegistration", "registration",
                                    reg_read_only_members};
-static void exercise(reg_t *r, int64_t now)
+static char *doc_new(const json_t *body, int64_t now, size_t *len)
+{
+    return model_doc_new(A, body, ld_core(), &K, now, len);
+}
+
+static char *doc_patch(const char *doc, size_t len, const json_t *body, int64_t now, size_t *out_len,
+                       problem_t *p)
+{
+    return model_doc_patch(A, doc, len, body, &K, now, out_len, p);
+}
+
+static void *build(const char *doc, size_t len, int64_t now, problem_t *p)
+{
+    return reg_build("", doc, len, now, p);
+}
+
+static const char *doc(void *r, size_t *len) { return reg_doc(r, len); }
+static void        unref(void *r) { reg_unref(r); }
+
+static void exercise(void *r, int64_t now)
 {
     char          err[160];
     sbuf_t        out;
@@ -56,33 +73,9 @@ static void exercise(reg_t *r, int64_t now)
     }
 }
 
+static const fuzz_object_t REGISTRATION = {doc_new, doc_patch, build, doc, exercise, unref};
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    json_t *body = fuzz_body(data, size);
-    if (!body) return 0;
-
-    const int64_t now = 1700000000000000LL;
-    size_t        len;
-    char         *doc = model_doc_new(A, body, ld_core(), &K, now, &len);
-    problem_t     p = {0};
-    reg_t        *r = reg_build("", doc, len, now, &p);
-    if (!r) {
-        check_problem(&p);
-        return 0;
-    }
-    exercise(r, now);
-
-    size_t      dlen, plen;
-    const char *stored = reg_doc(r, &dlen);
-    memset(&p, 0, sizeof p);
-    char *patched = model_doc_patch(A, stored, dlen, body, &K, now + 1, &plen, &p);
-    if (patched) {
-        reg_t *r2 = reg_build("", patched, plen, now + 1, &p);
-        if (r2) {
-            exercise(r2, now + 1);
-            reg_unref(r2);
-        } else check_problem(&p);
-    } else check_problem(&p);
-    reg_unref(r);
-    return 0;
+    return fuzz_object_round(&REGISTRATION, data, size);
 }
