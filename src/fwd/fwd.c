@@ -827,17 +827,50 @@ static const fwd_param_t *with_map(arena_t *a, const fwd_param_t *params, size_t
     return v;
 }
 
+/* A temporal read also matches the registrations with an observationInterval or managementInterval
+ * (5.10.2.4) that its temporal query meets (timeproperty observedAt: the observationInterval, else the
+ * managementInterval; without timerel, any), after those without: regs and masks grown in the arena. */
+static reg_t **with_intervals(const fwd_in_t *in, const reg_query_t *q, const hist_query_t *tq, reg_t **regs,
+                              size_t *nr, uint64_t **masks)
+{
+    reg_query_t qt = *q;
+    size_t      nt;
+    uint64_t   *mt;
+    qt.temporal = true;
+    reg_t **rt = reg_match(in->tenant, &qt, cr_now_us(), in->arena, &nt, &mt);
+    if (!nt) return regs;
+    reg_t    **v = arena_alloc(in->arena, (*nr + nt) * sizeof *v);
+    uint64_t  *m = arena_alloc(in->arena, (*nr + nt) * sizeof *m);
+    if (*nr) {
+        memcpy(v, regs, *nr * sizeof *v);
+        memcpy(m, *masks, *nr * sizeof *m);
+    }
+    for (size_t i = 0; i < nt; i++) {
+        if (tq->timerel != HIST_TIMEREL_NONE &&
+            !reg_time_match(rt[i], (int)tq->timerel, tq->time_at, tq->end_time_at, tq->timeprop == HIST_TP_OBSERVED_AT)) {
+            reg_unref(rt[i]);
+            continue;
+        }
+        v[*nr] = rt[i];
+        m[(*nr)++] = mt[i];
+    }
+    *masks = m;
+    return v;
+}
+
 /* only: an entity map's page (fwd_query_map); map_life_us: a new map's lifetime (fwd_query_new_map), else 0. */
 static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const char *const *attrs, size_t n_attrs,
                     const fwd_param_t *params, size_t n_params, size_t want, const fwd_map_page_t *only,
-                    int64_t map_life_us, bool temporal, fwd_out_t *out, collected_t **got, size_t *n_got,
+                    int64_t map_life_us, const hist_query_t *tq, fwd_out_t *out, collected_t **got, size_t *n_got,
                     problem_t *p)
 {
     arena_t  *a = in->arena;
     size_t    nr;
     uint64_t *masks;
+    bool      temporal = tq != NULL;
     fwd_skip_sources(in, q);
     reg_t   **regs = reg_match(in->tenant, q, cr_now_us(), a, &nr, &masks);
+    if (tq) regs = with_intervals(in, q, tq, regs, &nr, &masks);
     *n_got = 0;
     out->forwarded = out->failed = 0;
     out->warning = NULL;
@@ -949,7 +982,7 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
     size_t       n_got;
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, 0, false, out, &got, &n_got, p)) return false;
+    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, 0, NULL, out, &got, &n_got, p)) return false;
     if (!out->forwarded) return true;
     version_t *v = arena_alloc(in->arena, (n_got + 2) * sizeof *v);
     size_t     k = 0;
@@ -1057,7 +1090,7 @@ static bool query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_
     q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, NULL, map_life_us, false, out,
+    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, NULL, map_life_us, NULL, out,
                  &got, &n_got, p))
         return false;
     if (!out->forwarded) return true;
@@ -1141,7 +1174,7 @@ bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param
     q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     memset(out, 0, sizeof *out);
     if (remote && pg->n_regs &&
-        !forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, 0, pg, 0, false, out, &got, &n_got, p))
+        !forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, 0, pg, 0, NULL, out, &got, &n_got, p))
         return false;
     /* the page's ids, in map order: their groups are the first pg->n */
     groups_t gs;
@@ -1156,15 +1189,16 @@ bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param
     return true;
 }
 
-bool fwd_read_temporal(const fwd_in_t *in, reg_query_t *q, const char *id, const fwd_param_t *params,
-                       size_t n_params, size_t want, fwd_out_t *out, fwd_tdoc_t **docs, size_t *n_docs, problem_t *p)
+bool fwd_read_temporal(const fwd_in_t *in, reg_query_t *q, const hist_query_t *tq, const char *id,
+                       const fwd_param_t *params, size_t n_params, size_t want, fwd_out_t *out, fwd_tdoc_t **docs,
+                       size_t *n_docs, problem_t *p)
 {
     collected_t *got = NULL;
     size_t       n_got = 0;
     memset(out, 0, sizeof *out);
     *docs = NULL;
     *n_docs = 0;
-    if (!forward(in, q, id, q->attrs, q->n_attrs, params, n_params, want, NULL, 0, true, out, &got, &n_got, p))
+    if (!forward(in, q, id, q->attrs, q->n_attrs, params, n_params, want, NULL, 0, tq, out, &got, &n_got, p))
         return false;
     *docs = arena_alloc(in->arena, (n_got + 1) * sizeof **docs);
     for (size_t i = 0; i < n_got; i++)

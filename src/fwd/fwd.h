@@ -265,7 +265,9 @@ bool fwd_temporal_write(const fwd_in_t *in, const fwd_twrite_t *t, fwd_wout_t *o
  * Retrieve Temporal Evolution of an Entity (5.7.3) and Query Temporal
  * Evolution of Entities (5.7.4) distributed (4.3.6): the registrations
  * matching the selection that support retrieveTemporal or queryTemporal
- * (4.20) are asked GET <endpoint>/ngsi-ld/v1/temporal/entities[/{id}] as
+ * (4.20), and those with an observationInterval or managementInterval that
+ * the temporal query meets (5.10.2.4), are asked
+ * GET <endpoint>/ngsi-ld/v1/temporal/entities[/{id}] as
  * fwd_retrieve / fwd_query ask theirs (the same matching, modes, Via and
  * loop rules, fan-out, timeouts, cooldown, HTTP or cor://, warnings), with
  * the temporal query (timerel, timeAt, endTimeAt, timeproperty, lastN,

@@ -118,37 +118,39 @@ typedef struct tversion {
     bool                 aux;
 } tversion_t;
 
+/* The versions of one id, chained through tgroups_t.next (no array to grow per group). */
 typedef struct tgroup {
     const char *id;
-    tversion_t *v;
-    size_t      n, cap;
+    size_t      head, tail, n;      /* indexes of tgroups_t.v */
 } tgroup_t;
 
 typedef struct tgroups {
-    tgroup_t *g;
-    size_t    n;
-    size_t   *slot;      /* index + 1, 0: empty */
-    size_t    nslot;     /* power of two, > 2 * the most groups */
+    tgroup_t   *g;
+    size_t      n;
+    tversion_t *v;                  /* every version, in the order added */
+    size_t     *next;               /* per version: the next of its group, + 1 (0: the last) */
+    size_t      nv;
+    size_t     *slot;               /* index of g + 1, 0: empty */
+    size_t      nslot;              /* power of two, > 2 * the most groups */
 } tgroups_t;
 
-static void tgroup_add(arena_t *a, tgroups_t *gs, const hist_entity_t *e, bool aux)
+static void tgroup_add(tgroups_t *gs, const hist_entity_t *e, bool aux)
 {
     size_t i = (size_t)cr_hash(e->id, strlen(e->id)) & (gs->nslot - 1);
     for (; gs->slot[i]; i = (i + 1) & (gs->nslot - 1))
         if (!strcmp(gs->g[gs->slot[i] - 1].id, e->id)) break;
+    size_t k = gs->nv++;
+    gs->v[k] = (tversion_t){e, aux};
+    gs->next[k] = 0;
     if (!gs->slot[i]) {
-        gs->g[gs->n] = (tgroup_t){.id = e->id};
+        gs->g[gs->n] = (tgroup_t){.id = e->id, .head = k, .tail = k, .n = 1};
         gs->slot[i] = ++gs->n;
+        return;
     }
     tgroup_t *g = &gs->g[gs->slot[i] - 1];
-    if (g->n == g->cap) {
-        size_t      nc = g->cap ? g->cap * 2 : 4;
-        tversion_t *x = arena_alloc(a, nc * sizeof *x);
-        if (g->n) memcpy(x, g->v, g->n * sizeof *x);
-        g->v = x;
-        g->cap = nc;
-    }
-    g->v[g->n++] = (tversion_t){e, aux};
+    gs->next[g->tail] = k + 1;
+    g->tail = k;
+    g->n++;
 }
 
 /* An instance of a merged series, with where it came from (the order of the versions breaks time ties). */
@@ -338,7 +340,7 @@ bool fwd_temporal_read(const fwd_in_t *in, const fwd_tread_t *t, fwd_tout_t *out
     size_t np = t->n_params;
     for (size_t i = 0; i < ntp; i++)
         if (!has_param(t->params, t->n_params, tp[i].key)) prm[np++] = tp[i];
-    if (!fwd_read_temporal(in, &q, t->id, prm, np, t->want, &fo, &docs, &n_docs, p)) return false;
+    if (!fwd_read_temporal(in, &q, t->hq, t->id, prm, np, t->want, &fo, &docs, &n_docs, p)) return false;
     out->forwarded = fo.forwarded;
     out->failed = fo.failed;
     out->warning = fo.warning;
@@ -369,13 +371,20 @@ void fwd_temporal_merge(arena_t *a, const hist_query_t *hq, const hist_result_t 
     tgroups_t gs = {0};
     *res = *local;
     gs.g = arena_calloc(a, (total + 1) * sizeof *gs.g);
+    gs.v = arena_alloc(a, (total + 1) * sizeof *gs.v);
+    gs.next = arena_alloc(a, (total + 1) * sizeof *gs.next);
     for (gs.nslot = 16; gs.nslot < 2 * total + 1; gs.nslot *= 2) {}
     gs.slot = arena_calloc(a, gs.nslot * sizeof *gs.slot);
-    for (size_t i = 0; i < local->n; i++) tgroup_add(a, &gs, &local->items[i], false);
-    for (size_t i = 0; i < fo->n_remote; i++) tgroup_add(a, &gs, &fo->remote[i], fo->aux[i]);
+    for (size_t i = 0; i < local->n; i++) tgroup_add(&gs, &local->items[i], false);
+    for (size_t i = 0; i < fo->n_remote; i++) tgroup_add(&gs, &fo->remote[i], fo->aux[i]);
     res->items = arena_calloc(a, (gs.n + 1) * sizeof *res->items);
     res->n = 0;
-    for (size_t i = 0; i < gs.n; i++) entity_merge(a, hq, gs.g[i].v, gs.g[i].n, &res->items[res->n++]);
+    tversion_t *v = arena_alloc(a, (total + 1) * sizeof *v);
+    for (size_t i = 0; i < gs.n; i++) {
+        size_t n = 0;
+        for (size_t k = gs.g[i].head + 1; k; k = gs.next[k - 1]) v[n++] = gs.v[k - 1];
+        entity_merge(a, hq, v, n, &res->items[res->n++]);
+    }
     res->count = res->n;
     res->more = false;
     res->partial = false;

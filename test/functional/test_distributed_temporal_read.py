@@ -12,37 +12,14 @@ import time
 
 import pytest
 
-from conftest import Client, fresh_tenant
+from conftest import Client
 from mocksource import MockSource
 from ngsi import free_port, uid
 
+from test_distributed_temporal import client, hub, obs, src  # noqa: F401 (fixtures: two coraine with history)
+
 ROPS = ["retrieveTemporal", "queryTemporal"]
 T = ["2020-08-01T12:0%d:00Z" % i for i in range(10)]
-
-
-def obs(v, t):
-    return {"type": "Property", "value": v, "observedAt": t}
-
-
-def client(broker_factory, alias, *flags):
-    c = Client(broker_factory("--history", "corDB", "--brokerAlias", alias, "--forwardTimeout", "1500", *flags),
-               fresh_tenant())
-    c.ensure_tenant()
-    return c
-
-
-@pytest.fixture
-def hub(broker_factory):
-    c = client(broker_factory, "hub-tr")
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def src(broker_factory):
-    c = client(broker_factory, "src-tr")
-    yield c
-    c.close()
 
 
 @pytest.fixture
@@ -182,6 +159,19 @@ def test_5_9_2_4_no_auxiliary_temporal_source(hub, src):
     assert r.status_code == 400, r.text
 
 
+def test_5_10_2_4_registration_with_an_observation_interval_the_query_meets(hub, src, src2):
+    eid = uid("Vehicle")
+    put(src, eid, speed=[obs(2, T[1])])
+    put(src2, eid, speed=[obs(3, T[2])])
+    register(hub, src.broker.base, src.tenant, observationInterval={"startAt": T[0], "endAt": T[5]})
+    register(hub, src2.broker.base, src2.tenant, observationInterval={"startAt": "2030-01-01T00:00:00Z"})
+    assert vals(tget(hub, eid, timerel="before", timeAt=T[5]).json(), "speed") == [2]     # src2's does not meet it
+    assert vals(tget(hub, eid).json(), "speed") == [2, 3]           # no temporal restriction: both
+    r = tget(hub, eid, timerel="after", timeAt="2031-01-01T00:00:00Z")
+    # only src2 asked (src's interval ended): the entity, with nothing that late (as a local retrieve answers)
+    assert r.status_code == 200 and "speed" not in r.json(), r.text
+
+
 # ------------------------------------------------------------------ 5.7.4 query
 
 def test_5_7_4_4_query_merges_entities_of_every_source(hub, src, src2):
@@ -275,6 +265,6 @@ def test_6_3_18_temporal_brokers_registered_to_each_other_terminate(hub, src):
 
 def test_6_3_17_temporal_loop_through_a_redirect_registration_is_508(hub, src):
     register(hub, src.broker.base, src.tenant, mode="redirect")
-    r = hub.get("/temporal/entities", params={"type": "Vehicle"}, headers={"Via": "1.1 somebody, 1.1 hub-tr"})
+    r = hub.get("/temporal/entities", params={"type": "Vehicle"}, headers={"Via": "1.1 somebody, 1.1 hub-t"})
     assert r.status_code == 508, r.text
     assert hub.get("/temporal/entities", params={"type": "Vehicle"}).status_code == 200
