@@ -30,17 +30,11 @@ def src2(broker_factory):
 
 
 def register(hub, endpoint, tenant=None, eid=None, mode="inclusive", attrs=None, ops=ROPS, **extra):
-    ent = {"type": "Vehicle"}
-    if eid:
-        ent["id"] = eid
-    info = {"entities": [ent]}
-    if attrs:
-        info["propertyNames"] = list(attrs)
-    body = {"type": "ContextSourceRegistration", "information": [info], "mode": mode, "endpoint": endpoint,
-            "operations": list(ops)}
-    if tenant:
-        body["tenant"] = tenant
-    body.update(extra)
+    """A registration of endpoint for Vehicles (eid: that one), attrs: its propertyNames; its id."""
+    info = {"entities": [dict({"type": "Vehicle"}, **({"id": eid} if eid else {}))]}
+    info.update({"propertyNames": list(attrs)} if attrs else {})
+    body = dict({"type": "ContextSourceRegistration", "information": [info], "mode": mode, "endpoint": endpoint,
+                 "operations": list(ops)}, **({"tenant": tenant} if tenant else {}), **extra)
     r = hub.post("/csourceRegistrations", body)
     assert r.status_code == 201, r.text
     return r.headers["Location"].rsplit("/", 1)[1]
