@@ -150,6 +150,12 @@ bool api_count_param(request_t *r, bool *count, problem_t *p);
 struct fwd_in;
 bool api_distributed(request_t *r);
 void api_fwd_in(request_t *r, const ld_context_t *ctx, struct fwd_in *in);
+/* query.c: what a distributed query qy forwards (prm, at most 16: its selection's parameters, or those of
+ * the Query body) and how it matches registrations (m); the number of prm. */
+struct fwd_param;
+struct reg_query;
+size_t api_fwd_selection(request_t *r, const ops_query_t *qy, const json_t *body, struct fwd_param *prm,
+                         struct reg_query *m);
 /* Entity maps (entitymaps.c): the EntityMap (5.2.39) mp as the answer, with NGSILD-EntityMap. */
 struct fwd_map_page;
 void api_entity_map_answer(request_t *r, const ld_context_t *ctx, const struct fwd_map_page *mp, int status);

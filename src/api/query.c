@@ -204,8 +204,7 @@ static size_t body_params(request_t *r, const json_t *body, fwd_param_t *prm)
 }
 
 /* What a distributed query forwards (prm, at most 16) and how it matches registrations (m). */
-static size_t fwd_selection(request_t *r, const ops_query_t *qy, const json_t *body, fwd_param_t *prm,
-                            reg_query_t *m)
+size_t api_fwd_selection(request_t *r, const ops_query_t *qy, const json_t *body, fwd_param_t *prm, reg_query_t *m)
 {
     static const char *const fwd_keys[] = {"type", "id", "idPattern", "q", "georel", "geometry", "coordinates",
                                            "geoproperty", "scopeQ", "lang", "datasetId", NULL};
@@ -258,7 +257,7 @@ static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy,
     if (!local_part(rq, qy, NULL, 0, lim, &pg, p)) return false;
     fwd_param_t prm[16];
     reg_query_t m;
-    size_t      np = fwd_selection(r, qy, body, prm, &m);
+    size_t      np = api_fwd_selection(r, qy, body, prm, &m);
     fwd_in_t  in;
     fwd_out_t out;
     api_fwd_in(r, ctx, &in);
@@ -338,7 +337,7 @@ static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const l
     if (remote) {
         fwd_param_t prm[16];
         reg_query_t m;
-        size_t      np = fwd_selection(r, qy, body, prm, &m);
+        size_t      np = api_fwd_selection(r, qy, body, prm, &m);
         fwd_in_t    in;
         api_fwd_in(r, ctx, &in);
         if (!fwd_query_new_map(&in, &m, prm, np, lim, mr->lifetime_us, lp.items, lp.n, &out, p)) {
@@ -392,7 +391,7 @@ static bool map_use(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld
     if (nl && !local_part(rq, qy, lids, nl, nl, &lp, p)) return false;
     fwd_param_t prm[16];
     reg_query_t m;
-    size_t      np = fwd_selection(r, qy, body, prm, &m);
+    size_t      np = api_fwd_selection(r, qy, body, prm, &m);
     fwd_in_t    in;
     fwd_out_t   out;
     api_fwd_in(r, ctx, &in);

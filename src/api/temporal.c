@@ -488,7 +488,76 @@ static void answer(request_t *r, const ld_context_t *ctx, tview_t *tv, const ops
     reply_body(r, status, tv->v.ctype);
 }
 
-/* ---------------------------------------------------------------- reads */
+/* ---------------------------------------------------------------- reads
+ *
+ * Distributed (5.7.3.4, 5.7.4.4 with 4.3.6, unless local=true): the sources
+ * are asked first (fwd_temporal_read); when a registration matched, the
+ * local part is read as instances (never as aggregates: the hub aggregates
+ * the merged instances, as aggregates of several sources do not add up),
+ * merged with the sources' (fwd_temporal_merge), then aggregated or cut to
+ * the instance limit (6.3.10) as a local answer is. */
+
+/* The local part of a distributed read (id: a retrieve), merged with fo's into res. */
+static bool tmerged(request_t *r, const ops_req_t *rq, const char *id, const ops_temporal_t *t,
+                    const fwd_tout_t *fo, hist_result_t *res, problem_t *p)
+{
+    ops_temporal_t lt = *t;
+    hist_result_t  local = {0};
+    problem_t      q = {0};
+    lt.aggregated = false;
+    if (t->aggregated) lt.hq.inst_limit = 0;             /* aggregates cover the whole range */
+    if (!(id ? ops_temporal_retrieve(rq, id, &lt, &local, &q) : ops_temporal_query(rq, &lt, &local, &q))) {
+        if (q.kind != PB_RESOURCE_NOT_FOUND && q.kind != PB_NONEXISTENT_TENANT) {
+            *p = q;
+            return false;
+        }
+        local = (hist_result_t){0};                      /* not here: the sources may have it */
+    }
+    fwd_temporal_merge(r->arena, &lt.hq, &local, fo, res);
+    if (!t->aggregated) {
+        history_window(r->arena, &lt.hq, res);
+        return true;
+    }
+    for (size_t e = 0; e < res->n; e++)
+        for (size_t k = 0; k < res->items[e].n_series; k++)
+            history_series_aggregate(r->arena, &lt.hq, &res->items[e].series[k], t->methods, t->period);
+    return true;
+}
+
+/* Retrieve distributed: false with p set (a 508, a local failure, 404 found nowhere); *done false:
+ * no registration matched (the local answer as usual). */
+static bool tretrieve_fwd(request_t *r, const ld_context_t *ctx, tview_t *tv, ops_temporal_t *t, const char *id,
+                          bool *done, problem_t *p)
+{
+    *done = false;
+    if (!api_distributed(r)) return true;
+    const char      *type = req_param(r, "type");
+    const typesel_t *ts = NULL;
+    fwd_param_t      prm[1];
+    size_t           np = 0;
+    if (type) {
+        problem_t q = {0};
+        ts = typesel_parse(r->arena, type, ctx, &q);
+        prm[np++] = (fwd_param_t){"type", type};
+    }
+    fwd_in_t   in;
+    fwd_tout_t fo;
+    api_fwd_in(r, ctx, &in);
+    fwd_tread_t tr = {.id = id, .params = prm, .n_params = np, .hq = &t->hq,
+                      .match = {.types = ts, .ids = &id, .n_ids = 1, .attrs = t->hq.attrs, .n_attrs = t->hq.n_attrs}};
+    if (!fwd_temporal_read(&in, &tr, &fo, p)) return false;
+    if (fo.warning) reply_header(r, "NGSILD-Warning", fo.warning);
+    if (!fo.forwarded) return true;
+    *done = true;
+    hist_result_t res;
+    ops_req_t     rq = api_req(r, ctx);
+    if (!tmerged(r, &rq, id, t, &fo, &res, p)) return false;
+    if (!res.n)
+        return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity %s has no temporal evolution here nor at the "
+                           "context sources registered for it", id);
+    answer(r, ctx, tv, t, &res, false);
+    return true;
+}
 
 void api_temporal_get(request_t *r)
 {
@@ -505,6 +574,9 @@ void api_temporal_get(request_t *r)
     if (!temporal_params(r, &tv, &t, &p)) goto fail;
     (void)req_param(r, "type");
     if (!api_no_unknown_params(r, &p)) goto fail;
+    bool done;
+    if (!tretrieve_fwd(r, ctx, &tv, &t, id, &done, &p)) goto fail;
+    if (done) return;
     ops_req_t rq = api_req(r, ctx);
     if (!ops_temporal_retrieve(&rq, id, &t, &res, &p)) goto fail;
     answer(r, ctx, &tv, &t, &res, false);
@@ -513,10 +585,45 @@ fail:
     reply_problem(r, &p);
 }
 
+/* A query distributed: the first offset + limit (at most --maxLimit) entities here and of each source,
+ * merged (local first) and paged as an entity query's (api/query.c); *done false: nothing matched. */
+static bool tquery_fwd(request_t *r, const ops_req_t *rq, ops_temporal_t *t, const ops_query_t *qy,
+                       const json_t *body, hist_result_t *res, bool *done, problem_t *p)
+{
+    *done = false;
+    if (!api_distributed(r)) return true;
+    size_t      cap = (size_t)cr_config.max_limit, want = qy->offset + qy->limit;
+    if (!want || want > cap) want = cap;                /* limit=0&count=true: count what the sources answer */
+    fwd_param_t prm[16];
+    fwd_tread_t tr = {.hq = &t->hq, .params = prm, .want = want};
+    tr.n_params = api_fwd_selection(r, qy, body, prm, &tr.match);
+    tr.match.attrs = t->hq.attrs;
+    tr.match.n_attrs = t->hq.n_attrs;
+    fwd_in_t   in;
+    fwd_tout_t fo;
+    api_fwd_in(r, rq->ctx, &in);
+    if (!fwd_temporal_read(&in, &tr, &fo, p)) return false;
+    if (fo.warning) reply_header(r, "NGSILD-Warning", fo.warning);
+    if (!fo.forwarded) return true;
+    *done = true;
+    ops_temporal_t lt = *t;
+    lt.hq.offset = 0;
+    lt.hq.limit = want;
+    lt.hq.want_count = false;
+    if (!tmerged(r, rq, NULL, &lt, &fo, res, p)) return false;
+    size_t from = qy->offset < res->n ? qy->offset : res->n;
+    size_t to = qy->limit < res->n - from ? from + qy->limit : res->n;
+    res->count = res->n;
+    res->more = to < res->n;
+    res->items += from;
+    res->n = to - from;
+    return true;
+}
+
 /* The page (limit, offset, count), the last check for unknown parameters,
- * the query and its answer. */
+ * the query and its answer (body: a Query's, or NULL). */
 static bool query_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, ops_temporal_t *t,
-                         ops_query_t *qy, problem_t *p)
+                         ops_query_t *qy, const json_t *body, problem_t *p)
 {
     hist_result_t res;
     ops_req_t     rq = api_req(r, ctx);
@@ -533,7 +640,9 @@ static bool query_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, ops
         t->hq.attrs   = (const char *const *)t->f.attrs;
         t->hq.n_attrs = t->f.n_attrs;
     }
-    if (!ops_temporal_query(&rq, t, &res, p)) return false;
+    bool done;
+    if (!tquery_fwd(r, &rq, t, qy, body, &res, &done, p)) return false;
+    if (!done && !ops_temporal_query(&rq, t, &res, p)) return false;
     if (qy->count) reply_header(r, "NGSILD-Results-Count", arena_printf(r->arena, "%zu", res.count));
     if (res.more) api_page_link(r, "next", qy->offset + res.n, qy->limit, tv->v.ctype);
     if (qy->offset > 0 && qy->limit)
@@ -558,7 +667,7 @@ void api_temporal_query(request_t *r)
     if (!temporal_format(r, ctx, &tv, &p)) goto fail;
     if (!temporal_params(r, &tv, &t, &p)) goto fail;
     if (!api_query_params(r, ctx, &qy, &p)) goto fail;
-    if (!query_answer(r, ctx, &tv, &t, &qy, &p)) goto fail;
+    if (!query_answer(r, ctx, &tv, &t, &qy, NULL, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);
@@ -619,7 +728,7 @@ void api_temporal_batch_query(request_t *r)
         t.hq.n_attrs = tv.v.n_attrs;
     }
     dataset_ids(&tv, &t.hq);
-    if (!query_answer(r, ctx, &tv, &t, &qy, &p)) goto fail;
+    if (!query_answer(r, ctx, &tv, &t, &qy, body, &p)) goto fail;
     return;
 fail:
     reply_problem(r, &p);

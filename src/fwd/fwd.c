@@ -415,7 +415,7 @@ bool fwd_cooling(const reg_t *r)
 /* Builds the request to r's source; false: not to be sent (c->skipped). */
 static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, const char *id,
                        const char *const *attrs, size_t n_attrs, const fwd_param_t *params, size_t n_params,
-                       size_t want)
+                       size_t want, bool temporal)
 {
     arena_t    *a = in->arena;
     size_t      na;
@@ -429,10 +429,11 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
     sbuf_t u;
     sb_init(&u, a, 256);
     fwd_endpoint(&u, r);
-    sb_adds(&u, "entities");
+    sb_adds(&u, temporal ? "temporal/entities" : "entities");
     /* 4.20: a source registered for queryEntity or queryBatch but not retrieveEntity is asked a
-     * query for the id (with the registered types when the request names none) */
-    if (id && !(reg_ops(r) & REG_OP_BIT(REG_OP_RETRIEVE_ENTITY))) {
+     * query for the id (with the registered types when the request names none); the same with
+     * queryTemporal and retrieveTemporal */
+    if (id && !(reg_ops(r) & REG_OP_BIT(temporal ? REG_OP_RETRIEVE_TEMPORAL : REG_OP_RETRIEVE_ENTITY))) {
         const char  *types = param(params, n_params, "type") ? NULL : types_for(a, r, mask, c->ctx);
         fwd_param_t *np2 = arena_alloc(a, (n_params + 2) * sizeof *np2);
         if (n_params) memcpy(np2, params, n_params * sizeof *np2);
@@ -456,7 +457,8 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
         params = np2;
     }
     /* a query to a source that supports queryBatch only: POST /entityOperations/query */
-    bool post = !id && !(reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_ENTITY)) && (reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_BATCH));
+    bool post = !temporal && !id && !(reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_ENTITY)) &&
+                (reg_ops(r) & REG_OP_BIT(REG_OP_QUERY_BATCH));
     if (post) {
         u.len -= strlen("/entities");
         u.p[u.len] = '\0';
@@ -757,7 +759,26 @@ typedef struct collected {
     size_t              n;
     bool                aux;
     uint64_t            from;   /* its bit in out->reg_ids (0: past 63) */
+    const json_t       *doc;    /* a temporal read: the answer parsed (an array), n its entities */
+    const ld_context_t *ctx;    /* the @context it is compact in */
 } collected_t;
+
+/* A temporal answer (an array of entities, or one), parsed: its entities are read by fwd_tread.c. */
+static size_t answer_doc(arena_t *a, const call_t *c, bool array, const json_t **out, bool *bad)
+{
+    char    err[128];
+    json_t *t = json_parse_copy(a, c->body.p ? c->body.p : "", c->body.len, &(json_limits_t){0}, err, sizeof err);
+    *bad = !t || (array ? !json_is_array(t) : !json_is_object(t));
+    *out = NULL;
+    if (*bad) return 0;
+    if (!array) {
+        json_t *v = json_new(a, JSON_ARRAY);
+        json_add(v, NULL, t);
+        t = v;
+    }
+    *out = t;
+    return t->len;
+}
 
 /* The bit of r in an entity map's page, 0: none. */
 static uint64_t page_bit(const fwd_map_page_t *pg, const reg_t *r)
@@ -806,16 +827,50 @@ static const fwd_param_t *with_map(arena_t *a, const fwd_param_t *params, size_t
     return v;
 }
 
+/* A temporal read also matches the registrations with an observationInterval or managementInterval
+ * (5.10.2.4) that its temporal query meets (timeproperty observedAt: the observationInterval, else the
+ * managementInterval; without timerel, any), after those without: regs and masks grown in the arena. */
+static reg_t **with_intervals(const fwd_in_t *in, const reg_query_t *q, const hist_query_t *tq, reg_t **regs,
+                              size_t *nr, uint64_t **masks)
+{
+    reg_query_t qt = *q;
+    size_t      nt;
+    uint64_t   *mt;
+    qt.temporal = true;
+    reg_t **rt = reg_match(in->tenant, &qt, cr_now_us(), in->arena, &nt, &mt);
+    if (!nt) return regs;
+    reg_t    **v = arena_alloc(in->arena, (*nr + nt) * sizeof *v);
+    uint64_t  *m = arena_alloc(in->arena, (*nr + nt) * sizeof *m);
+    if (*nr) {
+        memcpy(v, regs, *nr * sizeof *v);
+        memcpy(m, *masks, *nr * sizeof *m);
+    }
+    for (size_t i = 0; i < nt; i++) {
+        if (tq->timerel != HIST_TIMEREL_NONE &&
+            !reg_time_match(rt[i], (int)tq->timerel, tq->time_at, tq->end_time_at, tq->timeprop == HIST_TP_OBSERVED_AT)) {
+            reg_unref(rt[i]);
+            continue;
+        }
+        v[*nr] = rt[i];
+        m[(*nr)++] = mt[i];
+    }
+    *masks = m;
+    return v;
+}
+
 /* only: an entity map's page (fwd_query_map); map_life_us: a new map's lifetime (fwd_query_new_map), else 0. */
 static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const char *const *attrs, size_t n_attrs,
                     const fwd_param_t *params, size_t n_params, size_t want, const fwd_map_page_t *only,
-                    int64_t map_life_us, fwd_out_t *out, collected_t **got, size_t *n_got, problem_t *p)
+                    int64_t map_life_us, const hist_query_t *tq, fwd_out_t *out, collected_t **got, size_t *n_got,
+                    problem_t *p)
 {
     arena_t  *a = in->arena;
     size_t    nr;
     uint64_t *masks;
+    bool      temporal = tq != NULL;
     fwd_skip_sources(in, q);
     reg_t   **regs = reg_match(in->tenant, q, cr_now_us(), a, &nr, &masks);
+    if (tq) regs = with_intervals(in, q, tq, regs, &nr, &masks);
     *n_got = 0;
     out->forwarded = out->failed = 0;
     out->warning = NULL;
@@ -850,7 +905,7 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         const fwd_param_t *pv = asked ? with_ids(a, params, &np, asked[i]) : params;
         bool               map = map_life_us && (reg_ops(regs[i]) & REG_OP_BIT(REG_OP_CREATE_ENTITY_MAP_QUERY_ENTITY));
         if (map) pv = with_map(a, pv, &np, map_life_us);
-        call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, pv, np, asked ? 0 : want);
+        call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, pv, np, asked ? 0 : want, temporal);
         calls[i].want_map = map;
         n_map += map;
     }
@@ -862,7 +917,7 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         call_t *c = &calls[i];
         if (!c->want_map || c->skipped || c->from_cache || c->rc != CURLE_OK || c->status != 400) continue;
         if (c->hdrs) curl_slist_free_all(c->hdrs);
-        call_build(in, &again[n_again], regs[i], masks[i], id, attrs, n_attrs, params, n_params, want);
+        call_build(in, &again[n_again], regs[i], masks[i], id, attrs, n_attrs, params, n_params, want, false);
         which[n_again++] = i;
     }
     if (n_again) {
@@ -894,8 +949,10 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         } else if (c->status != 404) {
             bool bad;
             collected_t *g = &(*got)[(*n_got)++];
-            g->n = answer_entities(a, c, id == NULL || c->as_query, &g->e, &bad);
+            g->n = temporal ? answer_doc(a, c, id == NULL || c->as_query, &g->doc, &bad)
+                            : answer_entities(a, c, id == NULL || c->as_query, &g->e, &bad);
             g->aux = reg_mode(c->reg) == REG_AUXILIARY;
+            g->ctx = c->ctx;
             if (g->n) {
                 g->from = out->n_regs < 63 ? (uint64_t)1 << (out->n_regs + 1) : 0;
                 out->linked[out->n_regs] = c->entity_map;
@@ -925,7 +982,7 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
     size_t       n_got;
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, 0, out, &got, &n_got, p)) return false;
+    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, 0, NULL, out, &got, &n_got, p)) return false;
     if (!out->forwarded) return true;
     version_t *v = arena_alloc(in->arena, (n_got + 2) * sizeof *v);
     size_t     k = 0;
@@ -1033,8 +1090,8 @@ static bool query(const fwd_in_t *in, const reg_query_t *match, const fwd_param_
     q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, NULL, map_life_us, out, &got,
-                 &n_got, p))
+    if (!forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, want, NULL, map_life_us, NULL, out,
+                 &got, &n_got, p))
         return false;
     if (!out->forwarded) return true;
     arena_t *a = in->arena;
@@ -1117,7 +1174,7 @@ bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param
     q.ops = REG_OP_BIT(REG_OP_QUERY_ENTITY) | REG_OP_BIT(REG_OP_QUERY_BATCH);
     memset(out, 0, sizeof *out);
     if (remote && pg->n_regs &&
-        !forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, 0, pg, 0, out, &got, &n_got, p))
+        !forward(in, &q, NULL, match->attrs, match->n_attrs, params, n_params, 0, pg, 0, NULL, out, &got, &n_got, p))
         return false;
     /* the page's ids, in map order: their groups are the first pg->n */
     groups_t gs;
@@ -1129,5 +1186,22 @@ bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param
         if (m) out->items[out->n++] = m;
         else if (!(pg->origins[i] & out->unanswered)) out->gone[out->n_gone++] = pg->ids[i];   /* kept: not asked */
     }
+    return true;
+}
+
+bool fwd_read_temporal(const fwd_in_t *in, reg_query_t *q, const hist_query_t *tq, const char *id,
+                       const fwd_param_t *params, size_t n_params, size_t want, fwd_out_t *out, fwd_tdoc_t **docs,
+                       size_t *n_docs, problem_t *p)
+{
+    collected_t *got = NULL;
+    size_t       n_got = 0;
+    memset(out, 0, sizeof *out);
+    *docs = NULL;
+    *n_docs = 0;
+    if (!forward(in, q, id, q->attrs, q->n_attrs, params, n_params, want, NULL, 0, tq, out, &got, &n_got, p))
+        return false;
+    *docs = arena_alloc(in->arena, (n_got + 1) * sizeof **docs);
+    for (size_t i = 0; i < n_got; i++)
+        if (got[i].doc) (*docs)[(*n_docs)++] = (fwd_tdoc_t){got[i].doc, got[i].ctx, got[i].aux};
     return true;
 }

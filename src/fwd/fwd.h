@@ -58,6 +58,7 @@
 #define CORAINE_FWD_H
 
 #include "../core/core.h"
+#include "../history/history.h"
 #include "../ld/ld.h"
 #include "../model/model.h"
 #include "../reg/reg.h"
@@ -259,6 +260,46 @@ typedef struct fwd_twrite {
     void         *types_ud;
 } fwd_twrite_t;
 bool fwd_temporal_write(const fwd_in_t *in, const fwd_twrite_t *t, fwd_wout_t *out, problem_t *p);
+
+/* ------------------------------------- distributed temporal reads (fwd_tread.c)
+ * Retrieve Temporal Evolution of an Entity (5.7.3) and Query Temporal
+ * Evolution of Entities (5.7.4) distributed (4.3.6): the registrations
+ * matching the selection that support retrieveTemporal or queryTemporal
+ * (4.20), and those with an observationInterval or managementInterval that
+ * the temporal query meets (5.10.2.4), are asked
+ * GET <endpoint>/ngsi-ld/v1/temporal/entities[/{id}] as
+ * fwd_retrieve / fwd_query ask theirs (the same matching, modes, Via and
+ * loop rules, fan-out, timeouts, cooldown, HTTP or cor://, warnings), with
+ * the temporal query (timerel, timeAt, endTimeAt, timeproperty, lastN,
+ * datasetId) and options=sysAttrs, in the normalized representation (the
+ * instances, whatever format the client asked for: the hub renders every
+ * format, and aggregates, from the merged instances). The answers are merged
+ * with the local result per entity, then per attribute and datasetId: the
+ * union of the instances, ascending by the timeproperty; an instance given
+ * twice (same instanceId and time) once; an auxiliary source's instance only
+ * when no other version has one at that time (5.7.3.4); lastN on the merged
+ * series. */
+typedef struct fwd_tread {
+    const char          *id;          /* retrieve: the entity; NULL: a query */
+    reg_query_t          match;       /* types, ids, idPattern, attrs (expanded) of the selection */
+    const fwd_param_t   *params;      /* the selection's parameters as the request gave them (type, q, geo ...) */
+    size_t               n_params;
+    const hist_query_t  *hq;          /* the temporal query */
+    size_t               want;        /* a query: the entities asked of each source */
+} fwd_tread_t;
+typedef struct fwd_tout {
+    size_t         forwarded, failed;  /* forwarded 0: nothing matched (the local result is the answer) */
+    const char    *warning;            /* the NGSILD-Warning value, or NULL */
+    hist_entity_t *remote;             /* the sources' entities, in registration order (in->arena) */
+    bool          *aux;                /* per remote: from an auxiliary registration */
+    size_t         n_remote;
+} fwd_tout_t;
+/* Asks the sources (the local read comes after: a hub that forwards reads its instances, not its
+ * aggregates, to merge them); false: 508 (a loop through an exclusive or redirect registration). */
+bool fwd_temporal_read(const fwd_in_t *in, const fwd_tread_t *t, fwd_tout_t *out, problem_t *p);
+/* res: local and fo's entities merged (local first, then first seen; count = n, not partial). */
+void fwd_temporal_merge(arena_t *a, const hist_query_t *hq, const hist_result_t *local, const fwd_tout_t *fo,
+                        hist_result_t *res);
 
 /* A batch (5.6.7-5.6.10, 5.6.20 distributed): each entity split as by
  * fwd_write; each source gets its parts in one batch request when it

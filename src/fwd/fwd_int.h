@@ -72,4 +72,17 @@ char *fwd_part_url(arena_t *a, const reg_t *r, const char *path, const char *que
 const ld_context_t *fwd_part_ctx(arena_t *a, const reg_t *r, const ld_context_t *ctx, const char **jctx);
 void fwd_warn(arena_t *a, const char **w, const reg_t *r, int code, const char *text);
 
+/* A temporal read (fwd_tread.c) through fwd.c's forwarding: the registrations matching q (its ops set by
+ * the caller; also those with an interval tq's temporal query meets, 5.10.2.4), each asked GET temporal/entities[/{id}] with params and the attributes narrowed, matched,
+ * looped, sent, counted and warned about as fwd_retrieve / fwd_query; the answers parsed, each an array of
+ * temporal entities compact in its ctx (404s and failures left out). */
+typedef struct fwd_tdoc {
+    const json_t       *doc;
+    const ld_context_t *ctx;
+    bool                aux;     /* from an auxiliary registration */
+} fwd_tdoc_t;
+bool fwd_read_temporal(const fwd_in_t *in, reg_query_t *q, const hist_query_t *tq, const char *id,
+                       const fwd_param_t *params, size_t n_params, size_t want, fwd_out_t *out, fwd_tdoc_t **docs,
+                       size_t *n_docs, problem_t *p);
+
 #endif

@@ -430,7 +430,7 @@ static int cmp_time(const void *a, const void *b)
  * instances over all its entities and attributes: the least recent ones
  * (forwards), or with lastN the most recent ones (backwards). A series
  * left with no instance stays (an empty array: the window ends before it). */
-static void window(arena_t *a, const hist_query_t *q, hist_result_t *out)
+void history_window(arena_t *a, const hist_query_t *q, hist_result_t *out)
 {
     size_t total = 0;
     bool   cut   = false;
@@ -493,7 +493,7 @@ bool history_query(history_t *h, const char *tenant, const hist_query_t *q, aren
         return none(p);
     if (!h->be->query(h->db, tenant ? tenant : "", q, a, out, p))
         return false;
-    window(a, q, out);
+    history_window(a, q, out);
     return true;
 }
 
@@ -665,8 +665,8 @@ void history_buckets(arena_t *a, const hist_query_t *q, const hist_point_t *pt, 
     }
 }
 
-static void series_aggregate(arena_t *a, const hist_query_t *q, hist_series_t *s, unsigned methods,
-                             int64_t period)
+void history_series_aggregate(arena_t *a, const hist_query_t *q, hist_series_t *s, unsigned methods,
+                              int64_t period)
 {
     hist_point_t *pt = arena_alloc(a, (s->n + 1) * sizeof *pt);
     size_t        n  = 0;
@@ -689,7 +689,7 @@ bool history_aggregate(history_t *h, const char *tenant, const hist_query_t *q, 
         return false;
     for (size_t e = 0; e < out->n; e++)
         for (size_t s = 0; s < out->items[e].n_series; s++)
-            series_aggregate(a, q, &out->items[e].series[s], methods, period);
+            history_series_aggregate(a, q, &out->items[e].series[s], methods, period);
     out->partial = false;
     return true;
 }

@@ -410,6 +410,13 @@ bool history_query(history_t *h, const char *tenant, const hist_query_t *q, aren
  * values. */
 bool history_aggregate(history_t *h, const char *tenant, const hist_query_t *q, unsigned methods,
                        int64_t period, arena_t *a, hist_result_t *out, problem_t *p);
+/* 6.3.10: out cut to one time window of at most q->inst_limit instances (as history_query cuts its
+ * answers), partial and the range set; for an answer merged from several sources. */
+void history_window(arena_t *a, const hist_query_t *q, hist_result_t *out);
+/* The aggregation of history_aggregate over one series' instances (s->inst, ascending): s->buckets (a
+ * distributed read aggregates the instances merged from several sources, fwd/fwd_tread.c's caller). */
+void history_series_aggregate(arena_t *a, const hist_query_t *q, hist_series_t *s, unsigned methods,
+                              int64_t period);
 bool history_entity_info(history_t *h, const char *tenant, const char *id, arena_t *a,
                          const char *const **types, size_t *n_types);
 bool history_delete_entity(history_t *h, const char *tenant, const char *id, problem_t *p);
