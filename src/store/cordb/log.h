@@ -154,6 +154,7 @@ typedef struct cdb_log_stats {
     uint64_t appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
     uint64_t fsync_us;          /* time in the log's fdatasyncs */
     uint64_t held;              /* held waiters completed by the log's thread */
+    uint64_t mapped;            /* appends copied into the segment's mapping (the rest: pwrite) */
     uint64_t synced_seq, next_seq;
     bool     failed;
 } cdb_log_stats_t;
