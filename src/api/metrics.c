@@ -13,6 +13,7 @@
 #include "../fwd/fwd.h"
 #include "../notify/notify.h"
 #include "../reg/reg.h"
+#include "../store/cordb/log.h"     /* the fsync latency histogram (log.h's public part) */
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -165,6 +166,25 @@ static void store(sbuf_t *sb, arena_t *a)
     COUNTER(sb, "coraine_store_log_failures_total", "failed writes or fsyncs of the log", ss.log_failures);
     GAUGE(sb, "coraine_store_log_failed", "1 when the log failed and writes are refused", ss.log_failed);
     COUNTER(sb, "coraine_store_snapshots_total", "snapshots written", ss.snapshots);
+    head(sb, "coraine_log_fsync_seconds", "histogram",
+         "time of each fdatasync of a log on disk: the store's log and corDB history's history.log");
+    for (int g = 0; g < CDB_FSYNC_LOGS; g++) {
+        const char      *name = g == CDB_FSYNC_STORE ? "store" : "history";
+        cdb_fsync_hist_t h;
+        uint64_t         cum = 0;
+        cdb_fsync_hist((cdb_fsync_log_t)g, &h);
+        for (int k = 0; k <= CDB_FSYNC_BUCKETS; k++) {
+            cum += h.count[k];
+            if (k < CDB_FSYNC_BUCKETS)
+                sb_printf(sb, "coraine_log_fsync_seconds_bucket{log=\"%s\",le=\"%g\"} %llu\n", name,
+                          cdb_fsync_bounds[k], (unsigned long long)cum);
+            else
+                sb_printf(sb, "coraine_log_fsync_seconds_bucket{log=\"%s\",le=\"+Inf\"} %llu\n", name,
+                          (unsigned long long)cum);
+        }
+        sb_printf(sb, "coraine_log_fsync_seconds_sum{log=\"%s\"} %.9f\n", name, (double)h.sum_ns / 1e9);
+        sb_printf(sb, "coraine_log_fsync_seconds_count{log=\"%s\"} %llu\n", name, (unsigned long long)h.n);
+    }
 }
 
 /* ---- notifications, history, forwarding, contexts */

@@ -3,27 +3,37 @@
  * (built by `make faultshim`, used by test/functional/test_cordb_disk.py and
  * test/crash/crash_loop.py). Nothing of it is in the broker.
  *
- * With CORAINE_FAULT_DIR=D in the environment, before each pwrite / write /
- * fdatasync / fsync on a file of corDB (its name has "/log-" or "/snap-")
- * the shim looks at D:
- *   D/write  containing ENOSPC or EIO: the write fails with that errno;
+ * With CORAINE_FAULT_DIR=D in the environment, before each pwrite / pwritev /
+ * write / fallocate / fdatasync / fsync on a file of corDB (its name has
+ * "/log-" or "/snap-") the shim looks at D:
+ *   D/write  containing ENOSPC or EIO: the write fails with that errno, and
+ *            so does the log's space ahead (fallocate, the zeros' pwritev):
+ *            appends go on into the space the segment has already (a memcpy
+ *            into its mapping: allocated, nothing can fail), then meet the
+ *            fault at their pwrite past it;
+ *   D/nommap (at the broker's start): mmap of a log segment fails, so every
+ *            append is a pwrite (the powercut below sees only those);
  *   D/fsync  containing ENOSPC or EIO: fdatasync / fsync fail so;
  *   D/fsyncdelay containing N: each fdatasync / fsync of a log segment
  *            first sleeps N ms (a slow disk: writes wait long for it);
  *   D/snapcrash: a write to a snapshot file kills the process (SIGKILL),
  *            a crash in the middle of a snapshot;
  *   D/powercut: the next write to a log segment cuts every segment back to
- *            its size at its last successful fdatasync / fsync and kills the
+ *            its end at its last successful fdatasync / fsync and kills the
  *            process: what a machine crash leaves when the unsynced pages
- *            never reached the disk (the shim notes each segment's size
- *            before each successful sync; log writes are serialized with
- *            the cut, so none lands after it).
+ *            never reached the disk (the shim notes each segment's end
+ *            before each successful sync: the end of its pwrites, or its
+ *            size when none was seen; the space ahead does not count; log
+ *            writes are serialized with the cut, so none lands after it).
+ *            Appends through the mapping are not seen: use D/nommap.
  * And each fdatasync of corDB history's log (history.log) appends a byte
  * to D/hsyncs (when D exists): a test counts them; D/hfsync containing
  * ENOSPC or EIO makes those fdatasyncs fail so.
  * Removing the file ends the fault: the disk "works again".
  */
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <errno.h>
@@ -112,6 +122,44 @@ static pthread_mutex_t cut_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct { char path[512]; off_t size; } synced[256];
 static int n_synced;
 
+/* each log segment's end of pwrites (the records; not the space ahead) */
+static struct { char path[512]; off_t end; } wrote[256];
+static int n_wrote;
+
+static int fd_path(int fd, char *path, size_t n);
+
+/* Under cut_mu. */
+static void note_wrote(int fd, off_t end)
+{
+    char path[512];
+    int  i;
+
+    if (!fd_path(fd, path, sizeof(path)))
+        return;
+    for (i = 0; i < n_wrote && strcmp(wrote[i].path, path); i++)
+        ;
+    if (i == n_wrote && n_wrote < (int)(sizeof(wrote) / sizeof(wrote[0])))
+        snprintf(wrote[n_wrote++].path, sizeof(wrote[0].path), "%s", path);
+    if (i < n_wrote && end > wrote[i].end)
+        wrote[i].end = end;
+}
+
+/* The end of fd's pwrites, or size when none was seen. */
+static off_t wrote_end(int fd, off_t size)
+{
+    char  path[512];
+    off_t end = size;
+
+    if (!fd_path(fd, path, sizeof(path)))
+        return size;
+    pthread_mutex_lock(&cut_mu);
+    for (int i = 0; i < n_wrote; i++)
+        if (!strcmp(wrote[i].path, path))
+            end = wrote[i].end;
+    pthread_mutex_unlock(&cut_mu);
+    return end;
+}
+
 static int fd_path(int fd, char *path, size_t n)
 {
     char    link[64];
@@ -196,8 +244,66 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
     if (fault("powercut"))
         power_cut();
     k = real(fd, buf, n, off);
+    if (k > 0)
+        note_wrote(fd, off + k);
     pthread_mutex_unlock(&cut_mu);
     return k;
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
+{
+    static ssize_t (*real)(int, const struct iovec *, int, off_t);
+    int            e = write_fault(fd);
+
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    if (!real)
+        real = (ssize_t (*)(int, const struct iovec *, int, off_t))dlsym(RTLD_NEXT, "pwritev");
+    return real(fd, iov, n, off);
+}
+
+ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
+{
+    return pwritev(fd, iov, n, off);
+}
+
+int fallocate(int fd, int mode, off_t off, off_t len)
+{
+    static int (*real)(int, int, off_t, off_t);
+    int        e = write_fault(fd);
+
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    if (!real)
+        real = (int (*)(int, int, off_t, off_t))dlsym(RTLD_NEXT, "fallocate");
+    return real(fd, mode, off, len);
+}
+
+int fallocate64(int fd, int mode, off_t off, off_t len)
+{
+    return fallocate(fd, mode, off, len);
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    static void *(*real)(void *, size_t, int, int, int, off_t);
+
+    if (fd >= 0 && fault_dir() && db_file(fd) == 1 && fault("nommap")) {
+        errno = ENODEV;
+        return MAP_FAILED;
+    }
+    if (!real)
+        real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+    return real(addr, len, prot, flags, fd, off);
+}
+
+void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return mmap(addr, len, prot, flags, fd, off);
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
@@ -240,7 +346,7 @@ static int synced_call(int (*real)(int), int fd)
     int rc = real(fd);
 
     if (rc == 0 && have)
-        note_synced(fd, st.st_size);
+        note_synced(fd, wrote_end(fd, st.st_size));
     return rc;
 }
 

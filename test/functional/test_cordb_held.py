@@ -60,6 +60,7 @@ def test_200_concurrent_writers_answered_after_their_fsync(dbdir, tmp_path):
     faults = tmp_path / "faults"
     faults.mkdir()
     (faults / "fsyncdelay").write_text("30")
+    (faults / "nommap").write_text("1")     # the power cut cuts what the shim saw written (pwrites)
     b = DiskBroker(dbdir, str(tmp_path), ["--dbSync", "always"], fault_dir=str(faults))
     for i in range(50):
         assert b.create("urn:w:p%d" % i, 0).status_code == 201

@@ -129,6 +129,33 @@ def test_disk_store_log_metrics(broker_factory, tmp_path_factory):
     assert s["coraine_store_log_failed"] == 0
 
 
+def test_log_fsync_latency_histogram(broker_factory, tmp_path_factory):
+    # coraine_log_fsync_seconds: every fdatasync of the store's log and of
+    # corDB history's history.log, in buckets from 50 us to 1 s
+    d = str(tmp_path_factory.mktemp("fsynchist"))
+    b = broker_factory("--dbDir", d, "--dbSync", "always", "--history", "corDB")
+    eid = uid("urn:ngsi-ld:D:")
+    r = requests.post(b.base + "/ngsi-ld/v1/entities", timeout=10,
+                      json={"id": eid, "type": "D", "p": {"type": "Property", "value": 1}})
+    assert r.status_code == 201
+    for v in range(2, 5):
+        r = requests.patch(b.base + "/ngsi-ld/v1/entities/%s/attrs" % eid, timeout=10,
+                           json={"p": {"type": "Property", "value": v}})
+        assert r.status_code == 204
+    s, types = scrape(b)
+    assert types.get("coraine_log_fsync_seconds") == "histogram"
+    bounds = ["5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
+              "0.05", "0.1", "0.25", "0.5", "1", "+Inf"]
+    for log in ("store", "history"):
+        cum = [value(s, "coraine_log_fsync_seconds_bucket", log=log, le=le) for le in bounds]
+        assert all(x <= y for x, y in zip(cum, cum[1:])), (log, cum)
+        n = value(s, "coraine_log_fsync_seconds_count", log=log)
+        assert cum[-1] == n and n >= 1, (log, cum, n)
+        assert value(s, "coraine_log_fsync_seconds_sum", log=log) > 0
+    # the store's: one observation per fdatasync counted
+    assert value(s, "coraine_log_fsync_seconds_count", log="store") == s["coraine_store_log_fsyncs_total"]
+
+
 def test_health_and_ready(broker):
     r = requests.get(broker.base + "/health", timeout=5)
     assert r.status_code == 200 and r.json() == {"status": "ok"}

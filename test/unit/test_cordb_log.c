@@ -13,7 +13,9 @@
  * always): writes between store_hold_begin and _end return pending, their
  * hooks run on the log's thread after the fsync, in seq order, and the
  * ticket answers once; without a hold, in RAM and with interval nothing is
- * held.
+ * held; with interval, appends are copied into the segment's mapping (the
+ * space ahead: allocated), and a process crash leaves every acknowledged
+ * record in the file with a tail of zeros that recovery takes for the end.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -918,6 +921,90 @@ static void test_ram_no_snapshot(void **state)
     store_close(s);
 }
 
+static void no_snapshot(void *ud)
+{
+    (void)ud;
+}
+
+/* The child of test_mapped_crash: n appends to a log with interval, then
+ * _exit without a close (a process crash). 0: every append was answered,
+ * and the later ones were copied into the mapping. */
+static int mapped_child(int n)
+{
+    problem_t       p = { 0 };
+    cdb_log_t      *l = cdb_log_open(dir, CDB_SYNC_INTERVAL, 20, 0, 0, &p);
+    cdb_log_stats_t st;
+
+    if (!l || !cdb_log_start(l, 1, no_snapshot, NULL, &p))
+        return 2;
+    for (int i = 0; i < n; i++) {
+        sbuf_t    *sb = cdb_log_buf();
+        cdb_logw_t w  = { 0 };
+        char       id[32];
+        size_t     at = cdb_rec_begin(sb, CDB_REC_DEL, NULL);
+        int        k  = snprintf(id, sizeof(id), "urn:m:%d", i);
+
+        cr_put_str(sb, id, (size_t)k);
+        cdb_rec_end(sb, at);
+        if (!cdb_log_append(l, sb, &w, &p))
+            return 3;
+        if (i == 10)
+            usleep(200 * 1000);            /* the space ahead is made meanwhile */
+    }
+    cdb_log_get_stats(l, &st);
+    return st.mapped > (uint64_t)n / 2 ? 0 : 4;
+}
+
+static void test_mapped_crash(void **state)
+{
+    const int n = 3000;
+    problem_t p = { 0 };
+    pid_t     pid;
+    int       status, fd, count = 0;
+    struct stat st;
+    uint8_t  *buf;
+    size_t    off = CDB_MAGIC_LEN;
+    store_t  *s;
+
+    (void)state;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(mapped_child(n));
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    /* every record there, then zeros to the end of the file */
+    fd = open(seg1(), O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    buf = malloc((size_t)st.st_size);
+    assert_non_null(buf);
+    assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+    close(fd);
+    for (;;) {
+        cdb_rec_t r;
+
+        if (cdb_rec_parse(buf + off, (size_t)st.st_size - off, &r) != CDB_PARSE_OK)
+            break;
+        assert_int_equal(r.seq, (uint64_t)count + 1);
+        count++;
+        off += r.size;
+    }
+    assert_int_equal(count, n);
+    assert_true((size_t)st.st_size > off);          /* the space ahead */
+    for (size_t i = off; i < (size_t)st.st_size; i++)
+        assert_int_equal(buf[i], 0);
+    free(buf);
+
+    /* recovery takes the zeros for the end and cuts them */
+    s = open_disk("interval", &p);
+    assert_non_null(s);
+    store_close(s);
+    assert_int_equal(file_size(seg1()), (off_t)off);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -934,6 +1021,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_object_kinds, setup, teardown),
         cmocka_unit_test(test_ram_no_snapshot),
         cmocka_unit_test_setup_teardown(test_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mapped_crash, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -43,11 +43,23 @@
  * fdatasync succeeds again. The background thread retries the repair every
  * interval (or 100 ms); writes work again once the disk does.
  *
- * Zeros ahead (--dbSync always). An append that grows the file makes its
- * fdatasync write the inode too (the new size, the new blocks): about 7-8
- * us of CPU per write on ext4. So the snapshot thread writes zeros ahead of
- * the appends (ZERO_CHUNK at a time, until ZERO_AHEAD past the end), outside
- * the mutex, into a range the appends cannot reach yet: it claims
+ * Space ahead, and appends as a memcpy. A pwrite per append cost about
+ * 2 us of broker CPU (the syscall, and growing the file: its size, its
+ * delayed allocation), and with --dbSync always an append that grows the file
+ * makes its fdatasync write the inode too (the new size, the new blocks):
+ * about 7-8 us of CPU per write on ext4. So the snapshot thread gives the
+ * file space ahead of the appends (ZERO_CHUNK at a time, until ZERO_AHEAD
+ * past the end): always writes zeros (blocks written: its fdatasyncs write
+ * data only), the other modes fallocate (no data written; a disk full
+ * surfaces there, before any write lands in the space). The current segment
+ * is mapped MAP_SHARED (seg_map), and an append that fits below zero_end is
+ * a memcpy into the mapping: in the page cache at once, as a pwrite's bytes
+ * (a process crash keeps it), and covered by the same fdatasync (it writes
+ * back the pages dirtied through the mapping; an I/O error surfaces there as
+ * for a pwrite's pages). An append past zero_end (the space ahead failed or
+ * lags, past --dbSegmentSize, past MAP_LEN) is a pwrite as before, which
+ * meets a full disk itself. The space ahead is made outside the mutex, in a
+ * range the appends cannot reach yet: it claims
  * [zero_from, zero_to) under the mutex, and an append that would reach into
  * a claimed range waits for it (it is ZERO_AHEAD behind: rare). Appends below
  * zero_end write into blocks the file has already, and their fdatasync
@@ -57,7 +69,8 @@
  * raced with one is not counted.
  *
  * Test builds' fault injection needs no hook here: test/crash/faultshim.c
- * (LD_PRELOAD) fails pwrite / fdatasync of log files on demand.
+ * (LD_PRELOAD) fails pwrite, pwritev, fallocate and fdatasync of log files
+ * on demand, and mmap of them (the pwrite path alone) when asked.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -67,6 +80,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -234,6 +248,45 @@ cdb_parse_t cdb_rec_parse(const uint8_t *buf, size_t avail, cdb_rec_t *r)
     return CDB_PARSE_OK;
 }
 
+/* ------------------------------------------------------------ fsync latency */
+
+const double cdb_fsync_bounds[CDB_FSYNC_BUCKETS] = {
+    50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0
+};
+static const int64_t fsync_bounds_ns[CDB_FSYNC_BUCKETS] = {
+    50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 25000000, 50000000,
+    100000000, 250000000, 500000000, 1000000000
+};
+
+static struct {
+    _Atomic uint64_t count[CDB_FSYNC_BUCKETS + 1];
+    _Atomic uint64_t sum_ns;
+} fsync_hist[CDB_FSYNC_LOGS];
+
+void cdb_fsync_observe(cdb_fsync_log_t log, int64_t ns)
+{
+    int k = 0;
+
+    if (ns < 0)
+        ns = 0;
+    while (k < CDB_FSYNC_BUCKETS && ns > fsync_bounds_ns[k])
+        k++;
+    atomic_fetch_add_explicit(&fsync_hist[log].count[k], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fsync_hist[log].sum_ns, (uint64_t)ns, memory_order_relaxed);
+}
+
+/* The count is the buckets' sum, so the two always agree (a scrape during
+ * an observe may miss its sum: it is there at the next). */
+void cdb_fsync_hist(cdb_fsync_log_t log, cdb_fsync_hist_t *out)
+{
+    out->n = 0;
+    for (int k = 0; k <= CDB_FSYNC_BUCKETS; k++) {
+        out->count[k] = atomic_load_explicit(&fsync_hist[log].count[k], memory_order_relaxed);
+        out->n += out->count[k];
+    }
+    out->sum_ns = atomic_load_explicit(&fsync_hist[log].sum_ns, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------ files */
 
 void cdb_seg_path(char *buf, size_t n, const char *dir, uint32_t seg)
@@ -360,8 +413,10 @@ struct cdb_log {
     pthread_t       thread, snap_thread;
     bool            snap_thread_on;
 
-    /* zeros ahead (always): see the top of the file */
-    uint64_t        zero_end;       /* bytes of the current segment written (records or zeros) */
+    /* space ahead: see the top of the file */
+    uint8_t        *map;            /* the current segment mapped (MAP_SHARED), NULL: pwrite only */
+    size_t          map_len;
+    uint64_t        zero_end;       /* bytes of the current segment the file has (records, zeros, allocated) */
     uint64_t        zero_from, zero_to;     /* the range being zeroed, when zeroing */
     uint64_t        zero_epoch;     /* changes with every cut of the file */
     bool            zeroing, zero_wanted, zero_off;
@@ -371,6 +426,7 @@ struct cdb_log {
     uint64_t        appends, records, bytes, fsyncs, fsync_groups, failures, snapshots;
     uint64_t        fsync_us;
     uint64_t        held_completed;
+    uint64_t        mapped;         /* appends copied into the mapping (no pwrite) */
 };
 
 #define ZERO_CHUNK  (1u << 20)     /* zeros written at a time */
@@ -379,12 +435,11 @@ struct cdb_log {
 
 static const char zero_buf[ZERO_BUF];
 
-/* Under mu: asks the snapshot thread for zeros ahead when the appends come
- * near zero_end (always only: the other modes sync seldom, the inode write
- * costs them nothing measurable, and the zeros would double their writes). */
+/* Under mu: asks the snapshot thread for space ahead (zeros for always,
+ * fallocate for the other modes) when the appends come near zero_end. */
 static void zero_ask(cdb_log_t *l)
 {
-    if (l->mode != CDB_SYNC_ALWAYS || !l->snap_thread_on || l->zeroing || l->zero_wanted ||
+    if (!l->snap_thread_on || l->zeroing || l->zero_wanted ||
         l->zero_off || l->failed || l->zero_end >= l->end + ZERO_AHEAD ||
         (l->seg_size && l->zero_end >= l->seg_size))
         return;
@@ -399,10 +454,12 @@ static void zero_reset(cdb_log_t *l)
     l->zero_epoch++;
 }
 
-/* The snapshot thread, under mu: one ZERO_CHUNK of zeros past zero_end,
- * written without the mutex (one pwritev). A failure (the disk full) is not
- * an error: the appends grow the file, as without zeros ahead, until the
- * next segment. */
+/* The snapshot thread, under mu: one ZERO_CHUNK past zero_end, without the
+ * mutex: zeros written (one pwritev: always, whose fdatasync then writes no
+ * metadata), or allocated (fallocate: the other modes, which sync seldom;
+ * the zeros would double their writes). A failure (the disk full) is not an
+ * error: the appends pwrite and grow the file, as without space ahead (and
+ * meet the disk full themselves: 503), until the next segment. */
 static void zero_ahead(cdb_log_t *l)
 {
     struct iovec iov[ZERO_CHUNK / ZERO_BUF];
@@ -429,7 +486,10 @@ static void zero_ahead(cdb_log_t *l)
     l->zero_from = from;
     l->zero_to   = to;
     pthread_mutex_unlock(&l->mu);
-    ok = pwritev(fd, iov, (int)n, (off_t)from) == (ssize_t)len;
+    if (l->mode == CDB_SYNC_ALWAYS)
+        ok = pwritev(fd, iov, (int)n, (off_t)from) == (ssize_t)len;
+    else
+        ok = fallocate(fd, 0, (off_t)from, (off_t)len) == 0;
     pthread_mutex_lock(&l->mu);
     l->zeroing = false;
     if (ok && epoch == l->zero_epoch && fd == l->fd)
@@ -551,7 +611,7 @@ static int seg_create(const char *dir, uint32_t seg, bool sync)
     int  fd, err;
 
     cdb_seg_path(path, sizeof(path), dir, seg);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
     if (fd < 0)
         return -1;
     if (pwrite(fd, CDB_LOG_MAGIC, CDB_MAGIC_LEN, 0) != CDB_MAGIC_LEN ||
@@ -563,6 +623,39 @@ static int seg_create(const char *dir, uint32_t seg, bool sync)
         return -1;
     }
     return fd;
+}
+
+/* The current segment (l->fd) mapped for the appends: MAP_LEN bytes, or
+ * --dbSegmentSize (the space ahead stops there). Only the bytes below
+ * zero_end are ever touched (the file has them: no SIGBUS). NULL when the
+ * mapping fails (a 32-bit address space, a file system without shared
+ * mappings): the appends pwrite. */
+#define MAP_LEN     ((size_t)1 << 30)
+
+static void seg_map(cdb_log_t *l)
+{
+    l->map     = NULL;
+    l->map_len = 0;
+    /* always: its appends pwrite into the zeros ahead. Through a mapping
+     * they cost more there: each fdatasync cleans the pages, and the next
+     * copy into the page takes a write fault (measured: 4.7 against 4.3 us
+     * of CPU an append with an fdatasync every 14; without syncs 0.25 - 0.3
+     * us against 0.65 - 0.9 us for the pwrite). */
+    if (l->mode == CDB_SYNC_ALWAYS)
+        return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len  = l->seg_size && l->seg_size < MAP_LEN ? (l->seg_size + page - 1) / page * page
+                                                       : MAP_LEN;
+    void  *m    = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, l->fd, 0);
+
+    l->map     = m == MAP_FAILED ? NULL : m;
+    l->map_len = l->map ? len : 0;
+}
+
+static void seg_unmap(uint8_t *map, size_t len)
+{
+    if (map && munmap(map, len) != 0)
+        LOG_W("corDB: munmap of a log segment failed: %s", strerror(errno));
 }
 
 static void futex_wake(_Atomic uint32_t *word)
@@ -715,6 +808,7 @@ static void log_sync_locked(cdb_log_t *l)
     rc  = fdatasync(fd);
     err = errno;
     int64_t t1 = cr_mono_ns();
+    cdb_fsync_observe(CDB_FSYNC_STORE, t1 - t0);
     if (rc == 0 && dir_too && !cdb_fsync_dir(l->dir)) {
         rc  = -1;
         err = errno ? errno : EIO;
@@ -852,7 +946,7 @@ bool cdb_log_start(cdb_log_t *l, uint64_t next_seq, void (*snapshot)(void *ud), 
 
         l->seg = f.seg[f.n_seg - 1];
         cdb_seg_path(path, sizeof(path), l->dir, l->seg);
-        l->fd = open(path, O_WRONLY | O_CLOEXEC);
+        l->fd = open(path, O_RDWR | O_CLOEXEC);
         if (l->fd >= 0 && fstat(l->fd, &st) == 0 && st.st_size >= CDB_MAGIC_LEN) {
             l->end = (uint64_t)st.st_size;
         } else if (l->fd >= 0) {
@@ -874,6 +968,7 @@ bool cdb_log_start(cdb_log_t *l, uint64_t next_seq, void (*snapshot)(void *ud), 
                            l->dir, strerror(errno));
     l->synced_off = l->end;
     l->zero_end   = l->end;
+    seg_map(l);
     l->next_seq    = next_seq;
     l->synced_seq  = next_seq - 1;
     l->snapshot    = snapshot;
@@ -900,8 +995,9 @@ void cdb_log_close(cdb_log_t *l)
         pthread_join(l->thread, NULL);
     if (l->snap_thread_on)
         pthread_join(l->snap_thread, NULL);
+    seg_unmap(l->map, l->map_len);
     if (l->fd >= 0) {
-        /* the zeros ahead go: a clean close leaves the records only */
+        /* the space ahead goes: a clean close leaves the records only */
         if (!l->failed && l->zero_end > l->end && ftruncate(l->fd, (off_t)l->end) != 0)
             LOG_W("corDB: cannot cut the log's zeros ahead at close: %s", strerror(errno));
         if (!l->failed && (fdatasync(l->fd) != 0 ||
@@ -960,7 +1056,12 @@ bool cdb_log_append(cdb_log_t *l, sbuf_t *sb, cdb_logw_t *w, problem_t *p)
         return log_503(p, "write", EIO);
     }
     n = cdb_rec_seal(sb->p, sb->len, l->next_seq);
-    if (!pwrite_all(l->fd, sb->p, sb->len, l->end)) {
+    if (l->map && l->end + sb->len <= l->zero_end && l->end + sb->len <= l->map_len) {
+        /* into the space ahead: the page cache has it now, as after a
+         * pwrite (a process crash keeps it), and the fsync covers it */
+        memcpy(l->map + l->end, sb->p, sb->len);
+        l->mapped++;
+    } else if (!pwrite_all(l->fd, sb->p, sb->len, l->end)) {
         err = errno;
         l->failures++;
         /* Nothing of the group may stay: cut back; if even that fails the
@@ -1188,6 +1289,8 @@ static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *
     /* The old segment's last fsync runs as this thread's sync (syncing set:
      * writers of always wait for it, then sync the new segment). */
     oldfd             = l->fd;
+    uint8_t *old_map  = l->map;
+    size_t old_map_len = l->map_len;
     uint64_t old_end  = l->end;
     bool old_zeros    = l->zero_end > l->end;
     l->old_fd         = oldfd;
@@ -1195,6 +1298,7 @@ static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *
     l->old_synced_off = l->synced_off;
     l->fd             = fd;
     l->seg            = seg;
+    seg_map(l);
     l->end = l->synced_off = CDB_MAGIC_LEN;
     zero_reset(l);
     l->zero_off       = false;
@@ -1207,8 +1311,11 @@ static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *
     pthread_mutex_unlock(&l->mu);
 
     /* The old segment keeps its records only (no appends reach it now). */
+    seg_unmap(old_map, old_map_len);
+    int64_t t0 = cr_mono_ns();
     rc  = old_zeros && ftruncate(oldfd, (off_t)old_end) != 0 ? -1 : fdatasync(oldfd);
     err = errno;
+    cdb_fsync_observe(CDB_FSYNC_STORE, cr_mono_ns() - t0);
 
     pthread_mutex_lock(&l->mu);
     l->syncing = false;
@@ -1301,6 +1408,7 @@ void cdb_log_get_stats(cdb_log_t *l, cdb_log_stats_t *st)
     st->fsync_groups = l->fsync_groups;
     st->fsync_us     = l->fsync_us;
     st->held         = l->held_completed;
+    st->mapped       = l->mapped;
     st->failures     = l->failures;
     st->snapshots    = l->snapshots;
     st->synced_seq   = l->synced_seq;
