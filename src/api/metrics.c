@@ -13,7 +13,6 @@
 #include "../fwd/fwd.h"
 #include "../notify/notify.h"
 #include "../reg/reg.h"
-#include "../store/cordb/log.h"     /* the fsync latency histogram (log.h's public part) */
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -168,16 +167,16 @@ static void store(sbuf_t *sb, arena_t *a)
     COUNTER(sb, "coraine_store_snapshots_total", "snapshots written", ss.snapshots);
     head(sb, "coraine_log_fsync_seconds", "histogram",
          "time of each fdatasync of a log on disk: the store's log and corDB history's history.log");
-    for (int g = 0; g < CDB_FSYNC_LOGS; g++) {
-        const char      *name = g == CDB_FSYNC_STORE ? "store" : "history";
-        cdb_fsync_hist_t h;
+    for (int g = 0; g < CR_FSYNC_LOGS; g++) {
+        const char      *name = g == CR_FSYNC_STORE ? "store" : "history";
+        cr_fsync_hist_t h;
         uint64_t         cum = 0;
-        cdb_fsync_hist((cdb_fsync_log_t)g, &h);
-        for (int k = 0; k <= CDB_FSYNC_BUCKETS; k++) {
+        cr_fsync_hist((cr_fsync_log_t)g, &h);
+        for (int k = 0; k <= CR_FSYNC_BUCKETS; k++) {
             cum += h.count[k];
-            if (k < CDB_FSYNC_BUCKETS)
+            if (k < CR_FSYNC_BUCKETS)
                 sb_printf(sb, "coraine_log_fsync_seconds_bucket{log=\"%s\",le=\"%g\"} %llu\n", name,
-                          cdb_fsync_bounds[k], (unsigned long long)cum);
+                          cr_fsync_bounds[k], (unsigned long long)cum);
             else
                 sb_printf(sb, "coraine_log_fsync_seconds_bucket{log=\"%s\",le=\"+Inf\"} %llu\n", name,
                           (unsigned long long)cum);

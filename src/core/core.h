@@ -335,4 +335,18 @@ bool egress_check_host(const char *host, const struct sockaddr *sa, char *why, s
 bool cr_config_load(int argc, char **argv);
 void cr_config_usage(FILE *out);
 
+/* ---- fsync latency (fsync_stats.c) */
+
+/* Every fdatasync of the store's log (group commit, interval, roll-over)
+ * and of history.log, by log: a histogram, process-wide, lock-free. */
+typedef enum { CR_FSYNC_STORE = 0, CR_FSYNC_HISTORY, CR_FSYNC_LOGS } cr_fsync_log_t;
+#define CR_FSYNC_BUCKETS 14            /* bounds 50 us .. 1 s, then +Inf */
+extern const double cr_fsync_bounds[CR_FSYNC_BUCKETS];   /* seconds */
+typedef struct cr_fsync_hist {
+    uint64_t count[CR_FSYNC_BUCKETS + 1];  /* not cumulative; [CR_FSYNC_BUCKETS]: above 1 s */
+    uint64_t n, sum_ns;
+} cr_fsync_hist_t;
+void cr_fsync_observe(cr_fsync_log_t log, int64_t ns);
+void cr_fsync_hist(cr_fsync_log_t log, cr_fsync_hist_t *out);
+
 #endif

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "hlog.h"
-#include "../store/cordb/log.h"         /* cdb_fsync_observe: GET /metrics coraine_log_fsync_seconds */
 
 struct hlog {
     char           *dir;
@@ -321,7 +320,7 @@ static void *sync_main(void *arg)
             pthread_mutex_unlock(&l->mu);
             int64_t t0 = cr_mono_ns();
             int rc = fdatasync(fd);
-            cdb_fsync_observe(CDB_FSYNC_HISTORY, cr_mono_ns() - t0);
+            cr_fsync_observe(CR_FSYNC_HISTORY, cr_mono_ns() - t0);
             if (rc != 0)
                 LOG_E("history: fdatasync of the history log: %s", strerror(errno));
             pthread_mutex_lock(&l->mu);

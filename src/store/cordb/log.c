@@ -248,45 +248,6 @@ cdb_parse_t cdb_rec_parse(const uint8_t *buf, size_t avail, cdb_rec_t *r)
     return CDB_PARSE_OK;
 }
 
-/* ------------------------------------------------------------ fsync latency */
-
-const double cdb_fsync_bounds[CDB_FSYNC_BUCKETS] = {
-    50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0
-};
-static const int64_t fsync_bounds_ns[CDB_FSYNC_BUCKETS] = {
-    50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 25000000, 50000000,
-    100000000, 250000000, 500000000, 1000000000
-};
-
-static struct {
-    _Atomic uint64_t count[CDB_FSYNC_BUCKETS + 1];
-    _Atomic uint64_t sum_ns;
-} fsync_hist[CDB_FSYNC_LOGS];
-
-void cdb_fsync_observe(cdb_fsync_log_t log, int64_t ns)
-{
-    int k = 0;
-
-    if (ns < 0)
-        ns = 0;
-    while (k < CDB_FSYNC_BUCKETS && ns > fsync_bounds_ns[k])
-        k++;
-    atomic_fetch_add_explicit(&fsync_hist[log].count[k], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&fsync_hist[log].sum_ns, (uint64_t)ns, memory_order_relaxed);
-}
-
-/* The count is the buckets' sum, so the two always agree (a scrape during
- * an observe may miss its sum: it is there at the next). */
-void cdb_fsync_hist(cdb_fsync_log_t log, cdb_fsync_hist_t *out)
-{
-    out->n = 0;
-    for (int k = 0; k <= CDB_FSYNC_BUCKETS; k++) {
-        out->count[k] = atomic_load_explicit(&fsync_hist[log].count[k], memory_order_relaxed);
-        out->n += out->count[k];
-    }
-    out->sum_ns = atomic_load_explicit(&fsync_hist[log].sum_ns, memory_order_relaxed);
-}
-
 /* ------------------------------------------------------------ files */
 
 void cdb_seg_path(char *buf, size_t n, const char *dir, uint32_t seg)
@@ -808,7 +769,7 @@ static void log_sync_locked(cdb_log_t *l)
     rc  = fdatasync(fd);
     err = errno;
     int64_t t1 = cr_mono_ns();
-    cdb_fsync_observe(CDB_FSYNC_STORE, t1 - t0);
+    cr_fsync_observe(CR_FSYNC_STORE, t1 - t0);
     if (rc == 0 && dir_too && !cdb_fsync_dir(l->dir)) {
         rc  = -1;
         err = errno ? errno : EIO;
@@ -1315,7 +1276,7 @@ static bool log_roll(cdb_log_t *l, bool for_snapshot, uint64_t *upto, uint32_t *
     int64_t t0 = cr_mono_ns();
     rc  = old_zeros && ftruncate(oldfd, (off_t)old_end) != 0 ? -1 : fdatasync(oldfd);
     err = errno;
-    cdb_fsync_observe(CDB_FSYNC_STORE, cr_mono_ns() - t0);
+    cr_fsync_observe(CR_FSYNC_STORE, cr_mono_ns() - t0);
 
     pthread_mutex_lock(&l->mu);
     l->syncing = false;

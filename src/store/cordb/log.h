@@ -33,11 +33,6 @@
  * turn of the reverse order (the writers undoing themselves take theirs),
  * then held_done(ud, w, false). After held_done the waiter is the callee's
  * (it frees it).
- *
- * The one part of this header outside src/store/cordb/: the fsync latency
- * histogram (cdb_fsync_observe / cdb_fsync_hist), which corDB history's log
- * (src/history/hlog.c) feeds too and GET /metrics prints
- * (coraine_log_fsync_seconds).
  */
 #ifndef CORAINE_CORDB_LOG_H
 #define CORAINE_CORDB_LOG_H
@@ -164,20 +159,6 @@ typedef struct cdb_log_stats {
     bool     failed;
 } cdb_log_stats_t;
 void       cdb_log_get_stats(cdb_log_t *l, cdb_log_stats_t *st);
-
-/* ------------------------------------------------------------ fsync latency */
-
-/* Every fdatasync of the store's log (group commit, interval, roll-over)
- * and of history.log, by log: a histogram, process-wide, lock-free. */
-typedef enum { CDB_FSYNC_STORE = 0, CDB_FSYNC_HISTORY, CDB_FSYNC_LOGS } cdb_fsync_log_t;
-#define CDB_FSYNC_BUCKETS 14            /* bounds 50 us .. 1 s, then +Inf */
-extern const double cdb_fsync_bounds[CDB_FSYNC_BUCKETS];   /* seconds */
-typedef struct cdb_fsync_hist {
-    uint64_t count[CDB_FSYNC_BUCKETS + 1];  /* not cumulative; [CDB_FSYNC_BUCKETS]: above 1 s */
-    uint64_t n, sum_ns;
-} cdb_fsync_hist_t;
-void cdb_fsync_observe(cdb_fsync_log_t log, int64_t ns);
-void cdb_fsync_hist(cdb_fsync_log_t log, cdb_fsync_hist_t *out);
 
 /* ------------------------------------------------------------ files */
 
