@@ -446,6 +446,18 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
         sb_addc(&u, '/');
         fwd_url_encode(&u, id);
     }
+    /* a query left without type, attrs, q or geo-query (splitEntities takes the filters out; 6.4.3.2 needs
+     * one): the registered types */
+    if (!id && !na && !param(params, n_params, "type") && !param(params, n_params, "q") &&
+        !param(params, n_params, "georel")) {
+        const char *types = types_for(a, r, mask, c->ctx);
+        if (types) {
+            fwd_param_t *np2 = arena_alloc(a, (n_params + 1) * sizeof *np2);
+            if (n_params) memcpy(np2, params, n_params * sizeof *np2);
+            np2[n_params++] = (fwd_param_t){"type", types};
+            params = np2;
+        }
+    }
     /* a query without ids to a registration of ids only: those ids */
     const char *reg_ids = !id && !param(params, n_params, "id") && !param(params, n_params, "idPattern")
                               ? ids_for(a, r, mask) : NULL;
