@@ -153,6 +153,24 @@ void api_fwd_in(request_t *r, const ld_context_t *ctx, struct fwd_in *in);
 /* Entity maps (entitymaps.c): the EntityMap (5.2.39) mp as the answer, with NGSILD-EntityMap. */
 struct fwd_map_page;
 void api_entity_map_answer(request_t *r, const ld_context_t *ctx, const struct fwd_map_page *mp, int status);
+/* The EntityMap a query or retrieve asks for (Table 6.4.3.2-1, Tables 6.5.3.1-1/-2): entityMap,
+ * entityMapLifetime (else --entityMapLifetime; at most 24 h), the NGSILD-EntityMap header (an id or a URL of
+ * /entityMaps/{id}) when with_header. want: a map is to be used or made. */
+typedef struct api_map_req {
+    bool        want;
+    const char *id;            /* the NGSILD-EntityMap the request names, or NULL */
+    int64_t     lifetime_us;
+} api_map_req_t;
+bool api_entity_map_params(request_t *r, bool with_header, api_map_req_t *mr, problem_t *p);
+/* Retrieve Entity distributed through an EntityMap (5.7.1.4): the map mr names, when it exists, decides
+ * which registrations are asked (fwd_retrieve_map); else a new map of this entity is made from where it
+ * was found. As fwd_retrieve otherwise; the map used is named in NGSILD-EntityMap. */
+struct fwd_in;
+struct fwd_out;
+struct fwd_param;
+bool api_entity_map_retrieve(request_t *r, const struct fwd_in *in, const char *id, const typesel_t *ts,
+                             const char *const *attrs, size_t n_attrs, const struct fwd_param *prm, size_t np,
+                             cr_entity_t *local, const api_map_req_t *mr, struct fwd_out *out, problem_t *p);
 /* Distributed writes (dwrite.c): the forwarded parts (nothing when not
  * api_distributed; false: 508), then the answer combining them with the
  * local part (tried: there was one; local_ok, lp: its outcome). The replies

@@ -395,33 +395,6 @@ static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy,
  * each source asked only for its ids on the page (fwd_query_map), the
  * filters applied again (what matches no more is removed from the map). A
  * map that is unknown or expired is made anew (5.5.14). */
-typedef struct map_req {
-    bool        want;
-    const char *id;            /* the NGSILD-EntityMap the request names, or NULL */
-    int64_t     lifetime_us;
-} map_req_t;
-
-#define MAP_MAX_LIFETIME_US ((int64_t)24 * 3600 * 1000000)
-
-static bool map_params(request_t *r, map_req_t *mr, problem_t *p)
-{
-    const char *em = req_param(r, "entityMap"), *life = req_param(r, "entityMapLifetime");
-    const char *h = req_header(r, "NGSILD-EntityMap");
-    if (em && strcmp(em, "true") && strcmp(em, "false"))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "entityMap must be true or false (Table 6.4.3.2-1)");
-    mr->lifetime_us = (int64_t)cr_config.entity_map_lifetime * 1000000;
-    if (life && (!history_parse_duration(life, &mr->lifetime_us) || mr->lifetime_us <= 0))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "entityMapLifetime must be a positive ISO 8601 duration "
-                           "(Table 6.4.3.2-1), not '%.100s'", life);
-    if (mr->lifetime_us > MAP_MAX_LIFETIME_US) mr->lifetime_us = MAP_MAX_LIFETIME_US;
-    if (h && *h) {                             /* the id, or a URL of /entityMaps/{id} */
-        const char *s = strstr(h, "/entityMaps/");
-        mr->id = s ? s + strlen("/entityMaps/") : h;
-    }
-    mr->want = (em && !strcmp(em, "true")) || mr->id;
-    return true;
-}
-
 /* The slice [offset, offset + limit) of items[0..n) as a page (the others released). */
 static ops_page_t slice(cr_entity_t **items, size_t n, size_t offset, size_t limit)
 {
@@ -433,7 +406,7 @@ static ops_page_t slice(cr_entity_t **items, size_t n, size_t offset, size_t lim
 
 /* as_map: Create EntityMap for Query Entities (5.14.4): the map is the answer. */
 static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
-                     const json_t *body, const map_req_t *mr, bool remote, bool split, bool as_map, problem_t *p)
+                     const json_t *body, const api_map_req_t *mr, bool remote, bool split, bool as_map, problem_t *p)
 {
     ops_page_t  lp;
     size_t      lim = (size_t)cr_config.max_limit;
@@ -538,7 +511,7 @@ static bool map_use(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld
 }
 
 static bool map_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
-                     const json_t *body, const map_req_t *mr, bool remote, bool split, problem_t *p)
+                     const json_t *body, const api_map_req_t *mr, bool remote, bool split, problem_t *p)
 {
     fwd_map_page_t mp;
     if (mr->id && fwd_map_page(r->tenant, mr->id, qy->offset, qy->limit, r->arena, &mp))
@@ -551,10 +524,10 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
                             const json_t *body, problem_t *p)
 {
     ops_page_t pg;
-    map_req_t  mr = {0};
+    api_map_req_t  mr = {0};
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
     bool       split;
-    if (!map_params(r, &mr, p)) return false;
+    if (!api_entity_map_params(r, true, &mr, p)) return false;
     if (!split_of(r, body, &split, p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
     unsigned qd = q_link_depth(qy->f.q), jl = v->join_level ? v->join_level : 1;
@@ -584,12 +557,12 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
 static bool map_create(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v, const json_t *body,
                        problem_t *p)
 {
-    map_req_t mr = {0};
+    api_map_req_t mr = {0};
     bool      split;
     (void)req_param(r, "limit");
     (void)req_param(r, "entityMap");
     if (!set_page(qy, NULL, req_param(r, "offset"), p)) return false;
-    if (!map_params(r, &mr, p)) return false;
+    if (!api_entity_map_params(r, true, &mr, p)) return false;
     if (!split_of(r, body, &split, p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
     ops_req_t     rq = api_req(r, ctx);

@@ -163,6 +163,22 @@ bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_
     return ok;
 }
 
+/* Under g_lock: what every page of m carries (its registrations, linked maps, counts, expiry, id). */
+static void page_head(const map_t *m, arena_t *a, fwd_map_page_t *pg)
+{
+    pg->reg_ids = arena_alloc(a, (m->n_regs + 1) * sizeof *pg->reg_ids);
+    pg->linked = arena_alloc(a, (m->n_regs + 1) * sizeof *pg->linked);
+    for (size_t i = 0; i < m->n_regs; i++) {
+        pg->reg_ids[i] = arena_strdup(a, m->reg_ids[i]);
+        pg->linked[i] = m->linked[i] ? arena_strdup(a, m->linked[i]) : NULL;
+    }
+    pg->n_regs = m->n_regs;
+    pg->total = m->n;
+    pg->live = m->live;
+    pg->expires_at = m->expires_at;
+    pg->id = arena_strdup(a, m->id);
+}
+
 bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limit, arena_t *a, fwd_map_page_t *pg)
 {
     memset(pg, 0, sizeof *pg);
@@ -178,17 +194,26 @@ bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limi
                 pg->ids[pg->n] = arena_strdup(a, m->ids[i]);
                 pg->origins[pg->n++] = m->origins[i];
             }
-        pg->reg_ids = arena_alloc(a, (m->n_regs + 1) * sizeof *pg->reg_ids);
-        pg->linked = arena_alloc(a, (m->n_regs + 1) * sizeof *pg->linked);
-        for (size_t i = 0; i < m->n_regs; i++) {
-            pg->reg_ids[i] = arena_strdup(a, m->reg_ids[i]);
-            pg->linked[i] = m->linked[i] ? arena_strdup(a, m->linked[i]) : NULL;
-        }
-        pg->n_regs = m->n_regs;
-        pg->total = m->n;
-        pg->live = m->live;
-        pg->expires_at = m->expires_at;
-        pg->id = arena_strdup(a, m->id);
+        page_head(m, a, pg);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return m != NULL;
+}
+
+bool fwd_map_entity(const char *tenant, const char *id, const char *eid, arena_t *a, fwd_map_page_t *pg)
+{
+    memset(pg, 0, sizeof *pg);
+    pthread_mutex_lock(&g_lock);
+    map_t *m = find(tenant, id, cr_now_us());
+    if (m) {
+        pg->ids = arena_alloc(a, sizeof *pg->ids);
+        pg->origins = arena_alloc(a, sizeof *pg->origins);
+        for (size_t i = 0; i < m->n && !pg->n; i++)     /* a scan: a map has no index by id */
+            if (m->origins[i] && !strcmp(m->ids[i], eid)) {
+                pg->ids[0] = arena_strdup(a, m->ids[i]);
+                pg->origins[pg->n++] = m->origins[i];
+            }
+        page_head(m, a, pg);
     }
     pthread_mutex_unlock(&g_lock);
     return m != NULL;

@@ -375,3 +375,46 @@ def test_5_5_14_a_source_that_refuses_entity_map_is_asked_again_without(broker_f
         hub.close()
         srv.shutdown()
         srv.server_close()
+
+
+# ---------------------------------------------------------------- retrieve through a map (5.7.1.4, Table 6.5.3.1-2)
+
+def test_5_7_1_4_a_retrieve_with_an_entity_map_asks_only_the_sources_it_lists(trio):
+    hub, s1, s2 = trio
+    made, r1, r2 = fill(trio, n_hub=1, n_src=2)
+    r = page(hub, type="Vehicle", limit=10, entityMap="true")
+    assert r.status_code == 201, r.text
+    map_id = r.headers["NGSILD-EntityMap"]
+    eid = made["s1"][0]
+    before = (sent(hub, r1), sent(hub, r2))
+    r = hub.get("/entities/" + eid, headers={"NGSILD-EntityMap": map_id})
+    assert r.status_code == 200, r.text
+    assert r.json()["speed"]["value"] == 0
+    assert r.headers["NGSILD-EntityMap"] == map_id
+    assert (sent(hub, r1), sent(hub, r2)) == (before[0] + 1, before[1])     # s2 is not asked
+    # an entity the map lists here only: nobody is asked
+    before = (sent(hub, r1), sent(hub, r2))
+    r = hub.get("/entities/" + made["hub"][0], headers={"NGSILD-EntityMap": "/ngsi-ld/v1/entityMaps/" + map_id})
+    assert r.status_code == 200, r.text
+    assert (sent(hub, r1), sent(hub, r2)) == before
+    # an entity the map does not list: no source holds it for this map
+    other = uid("Vehicle")
+    s2.create(entity(other, "Vehicle", speed=prop(9)))
+    assert hub.get("/entities/" + other, headers={"NGSILD-EntityMap": map_id}).status_code == 404
+    assert hub.get("/entities/" + other).status_code == 200                  # without the map: found at s2
+
+
+def test_5_7_1_4_a_retrieve_with_entity_map_true_makes_a_map_of_the_entity(trio):
+    hub, s1, s2 = trio
+    made, r1, r2 = fill(trio, n_hub=0, n_src=1)
+    eid = made["s2"][0]
+    r = hub.get("/entities/" + eid, params={"entityMap": "true", "entityMapLifetime": "PT60S"})
+    assert r.status_code == 200, r.text
+    map_id = r.headers["NGSILD-EntityMap"]
+    m = hub.get("/entityMaps/" + map_id).json()
+    assert m["entityMap"] == {eid: [r2]}
+    # an unknown (or expired) map named: a new one is made (5.7.1.4)
+    r = hub.get("/entities/" + eid, headers={"NGSILD-EntityMap": "urn:ngsi-ld:EntityMap:gone"})
+    assert r.status_code == 200, r.text
+    assert r.headers["NGSILD-EntityMap"] not in ("urn:ngsi-ld:EntityMap:gone", map_id)
+    assert_problem(hub.get("/entities/" + eid, params={"entityMap": "maybe"}), 400, "BadRequestData")
