@@ -169,6 +169,17 @@ void fwd_map_forget(const char *tenant, const char *id, size_t from, size_t to, 
 bool fwd_map_set_expiry(const char *tenant, const char *id, int64_t at);
 bool fwd_map_delete(const char *tenant, const char *id);
 void fwd_map_stats(size_t *maps, size_t *entries);
+/* Maps kept over a restart (main.c wires a stored object kind, through ops/): put writes a map's text
+ * (created, or its expiry changed), del deletes it (dropped: deleted, expired or evicted); called with
+ * no lock of fwd_map.c held, tenant "" the default. NULL: nothing kept. Set before the workers start. */
+typedef struct fwd_map_keeper {
+    bool (*put)(void *ud, const char *tenant, const char *id, const char *text, size_t len);
+    void (*del)(void *ud, const char *tenant, const char *id);
+    void  *ud;
+} fwd_map_keeper_t;
+void fwd_map_set_keeper(const fwd_map_keeper_t *k);
+/* A kept map read back at start (within the bounds); false: expired or not a kept map (its copy deleted). */
+bool fwd_map_restore(const char *tenant, const char *id, const char *text, size_t len);
 void fwd_map_clear(void);
 
 /* fwd_query for a new map (5.14.4.4): the sources whose registrations support createEntityMapQueryEntity
