@@ -320,70 +320,38 @@ static size_t split_filter(const ops_query_t *qy, cr_entity_t **items, uint64_t 
     return k;
 }
 
-/* A distributed page with splitEntities: the selection from here and from the sources, merged, then the
- * filters; nothing matched at a source: the local page as asked. */
-static bool split_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
-                       const json_t *body, problem_t *p)
+/* split: each place asked for the selection alone (--maxLimit entities), the filters applied to the
+ * merged entities (splitEntities, above). */
+static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
+                             api_view_t *v, const json_t *body, bool split, problem_t *p)
 {
+    size_t      want = qy->offset + qy->limit;
     size_t      cap = (size_t)cr_config.max_limit;
-    ops_query_t sel = split_selection(qy);
+    if (!want || split) want = cap;            /* limit=0&count=true: count what the sources answer */
+    size_t      lim = want < cap ? want : cap;
+    ops_query_t sel = split ? split_selection(qy) : *qy;
     ops_page_t  pg;
-    if (q_link_depth(qy->f.q) && !ops_q_resolve(rq, qy->f.q, p)) return false;
-    if (!local_part(rq, &sel, NULL, 0, cap, &pg, p)) return false;
+    if (split && q_link_depth(qy->f.q) && !ops_q_resolve(rq, qy->f.q, p)) return false;
+    if (!local_part(rq, &sel, NULL, 0, lim, &pg, p)) return false;
     fwd_param_t prm[16];
     reg_query_t m;
-    size_t      np = split_params(prm, fwd_selection(r, &sel, body, prm, &m));
+    size_t      np = fwd_selection(r, &sel, body, prm, &m);
     fwd_in_t    in;
     fwd_out_t   out;
-    api_fwd_in(r, ctx, &in);
-    if (!fwd_query(&in, &m, prm, np, cap, pg.items, pg.n, &out, p)) {
-        ops_page_release(&pg);
-        return false;
-    }
-    if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
-    ops_page_release(&pg);
-    if (!out.forwarded) {
-        if (!ops_query(rq, qy, &pg, p)) return false;
-        return answer_page(r, qy, &pg, ctx, v, 200, p);
-    }
-    size_t     n = split_filter(qy, out.items, NULL, out.n);
-    ops_page_t page = slice(out.items, n, qy->offset, qy->limit);
-    return answer_page(r, qy, &page, ctx, v, 200, p);
-}
-
-static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
-                             api_view_t *v, const json_t *body, problem_t *p)
-{
-    size_t      offset = qy->offset, limit = qy->limit, want = offset + limit;
-    size_t      cap = (size_t)cr_config.max_limit;
-    if (!want) want = cap;                     /* limit=0&count=true: count what the sources answer */
-    ops_page_t  pg;
-    size_t      lim = want < cap ? want : cap;
-    if (!local_part(rq, qy, NULL, 0, lim, &pg, p)) return false;
-    fwd_param_t prm[16];
-    reg_query_t m;
-    size_t      np = fwd_selection(r, qy, body, prm, &m);
-    fwd_in_t  in;
-    fwd_out_t out;
+    if (split) np = split_params(prm, np);
     api_fwd_in(r, ctx, &in);
     if (!fwd_query(&in, &m, prm, np, lim, pg.items, pg.n, &out, p)) {
         ops_page_release(&pg);
         return false;
     }
     if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+    ops_page_release(&pg);
     if (!out.forwarded) {                      /* nothing matched: the local page as asked */
-        ops_page_release(&pg);
         if (!ops_query(rq, qy, &pg, p)) return false;
         return answer_page(r, qy, &pg, ctx, v, 200, p);
     }
-    ops_page_release(&pg);
-    ops_page_t merged = {.items = out.items, .count = out.n};
-    size_t     from = offset < out.n ? offset : out.n, to = from + limit < out.n ? from + limit : out.n;
-    for (size_t i = 0; i < from; i++) entity_unref(out.items[i]);
-    for (size_t i = to; i < out.n; i++) entity_unref(out.items[i]);
-    merged.items = out.items + from;
-    merged.n = to - from;
-    merged.more = to < out.n;
+    size_t     n = split ? split_filter(qy, out.items, NULL, out.n) : out.n;
+    ops_page_t merged = slice(out.items, n, qy->offset, qy->limit);
     return answer_page(r, qy, &merged, ctx, v, 200, p);
 }
 
@@ -547,7 +515,7 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
     bool          remote = api_distributed(r) && !(local && local->type == JSON_TRUE);
     split = split && remote;                   /* nothing is split when nothing is forwarded */
     if (mr.want) return map_page(r, &rq, qy, ctx, v, body, &mr, remote, split, p);
-    if (remote) return split ? split_page(r, &rq, qy, ctx, v, body, p) : distributed_page(r, &rq, qy, ctx, v, body, p);
+    if (remote) return distributed_page(r, &rq, qy, ctx, v, body, split, p);
     if (!ops_query(&rq, qy, &pg, p)) return false;
     return answer_page(r, qy, &pg, ctx, v, 200, p);
 }
