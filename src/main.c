@@ -32,6 +32,17 @@
 #include <strings.h>
 #include <unistd.h>
 
+/* fwd/fwd_map.c keeps its EntityMaps through ops/ (the store's only caller). */
+static bool emap_put(void *ud, const char *tenant, const char *id, const char *text, size_t len)
+{
+    return ops_emap_put(ud, tenant, id, text, len);
+}
+
+static void emap_del(void *ud, const char *tenant, const char *id)
+{
+    ops_emap_delete(ud, tenant, id);
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -107,6 +118,9 @@ int main(int argc, char **argv)
         store_close(store);
         return 1;
     }
+    size_t n_maps = ops_emap_restore(store, fwd_map_restore);   /* EntityMaps, then kept as they change */
+    if (n_maps) LOG_I("%zu entity maps restored", n_maps);
+    fwd_map_set_keeper(&(fwd_map_keeper_t){emap_put, emap_del, store});
     size_t n_regs = ops_reg_restore(store);
     if (n_regs) LOG_I("%zu context source registrations restored", n_regs);
     size_t n_csubs = ops_csub_restore(store);

@@ -159,6 +159,30 @@ size_t api_fwd_selection(request_t *r, const ops_query_t *qy, const json_t *body
 /* Entity maps (entitymaps.c): the EntityMap (5.2.39) mp as the answer, with NGSILD-EntityMap. */
 struct fwd_map_page;
 void api_entity_map_answer(request_t *r, const ld_context_t *ctx, const struct fwd_map_page *mp, int status);
+/* The EntityMap a query or retrieve asks for (Table 6.4.3.2-1, Tables 6.5.3.1-1/-2): entityMap,
+ * entityMapLifetime (else --entityMapLifetime; at most 24 h), the NGSILD-EntityMap header (an id or a URL of
+ * /entityMaps/{id}) when with_header. want: a map is to be used or made. */
+typedef struct api_map_req {
+    bool        want;
+    const char *id;            /* the NGSILD-EntityMap the request names, or NULL */
+    int64_t     lifetime_us;
+} api_map_req_t;
+bool api_entity_map_params(request_t *r, bool with_header, api_map_req_t *mr, problem_t *p);
+/* Retrieve Entity distributed through an EntityMap (5.7.1.4): the map mr names, when it exists, decides
+ * which registrations are asked (fwd_retrieve_map); else a new map of this entity is made from where it
+ * was found. As fwd_retrieve otherwise; the map used is named in NGSILD-EntityMap. */
+/* Create EntityMap for Query Temporal Evolution of Entities (5.14.5, 6.35): the map of the ids of the n
+ * local matches of a temporal query made and answered 201 with NGSILD-EntityMap; TooManyResults when it
+ * cannot be held. A distributed temporal query makes its map with fwd_map_put (reg_ids, origins of the
+ * merged result) and answers with api_entity_map_answer instead. */
+bool api_temporal_map_answer(request_t *r, const ld_context_t *ctx, const char *const *ids, size_t n,
+                             const api_map_req_t *mr, problem_t *p);
+struct fwd_in;
+struct fwd_out;
+struct fwd_param;
+bool api_entity_map_retrieve(request_t *r, const struct fwd_in *in, const char *id, const typesel_t *ts,
+                             const char *const *attrs, size_t n_attrs, const struct fwd_param *prm, size_t np,
+                             cr_entity_t *local, const api_map_req_t *mr, struct fwd_out *out, problem_t *p);
 /* Distributed writes (dwrite.c): the forwarded parts (nothing when not
  * api_distributed; false: 508), then the answer combining them with the
  * local part (tried: there was one; local_ok, lp: its outcome). The replies

@@ -55,7 +55,7 @@ void api_entity_get(request_t *r)
     api_view_t  v;
     const char *id = r->pathv[0];
 
-    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",type,local");
+    static api_params_t known = API_PARAMS(API_VIEW_PARAMS ",type,local,entityMap,entityMapLifetime");
     if (!api_params_known(r, &known, &p)) goto fail;
     if (!ops_check_id(id, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
@@ -71,11 +71,14 @@ void api_entity_get(request_t *r)
         problem_set(&p, PB_BAD_REQUEST_DATA, "local must be true or false");
         goto fail;
     }
+    bool          dist = api_distributed(r);
+    api_map_req_t mr;     /* 5.7.1.4: a map is read only where something can be forwarded */
+    if (!api_entity_map_params(r, dist, &mr, &p)) goto fail;
     if (!api_no_unknown_params(r, &p)) goto fail;
 
     ops_req_t    rq = api_req(r, ctx);
     cr_entity_t *e = ops_entity_retrieve(&rq, id, &o, &p);
-    if (api_distributed(r) && (e || p.kind == PB_RESOURCE_NOT_FOUND || p.kind == PB_NONEXISTENT_TENANT)) {
+    if (dist && (e || p.kind == PB_RESOURCE_NOT_FOUND || p.kind == PB_NONEXISTENT_TENANT)) {
         /* 5.7.1 distributed: the registered sources' versions merged with the local one */
         problem_t   q = {0};
         fwd_in_t    in;
@@ -88,7 +91,8 @@ void api_entity_get(request_t *r)
             prm[np++] = (fwd_param_t){"type", o.type};
         }
         api_fwd_in(r, ctx, &in);
-        if (!fwd_retrieve(&in, id, ts, v.attrs, v.n_attrs, prm, np, e, &out, &q)) {
+        if (!(mr.want ? api_entity_map_retrieve(r, &in, id, ts, v.attrs, v.n_attrs, prm, np, e, &mr, &out, &q)
+                      : fwd_retrieve(&in, id, ts, v.attrs, v.n_attrs, prm, np, e, &out, &q))) {
             if (e) entity_unref(e);
             p = q;
             goto fail;

@@ -2,7 +2,9 @@
  * entitymaps.c - the EntityMap resource (6.32, 5.14.1-5.14.3): GET, PATCH
  * and DELETE /entityMaps/{entityMapId} over the maps fwd/fwd_map.c holds, and
  * the EntityMap as an answer (5.2.39), shared with Create EntityMap for
- * Query Entities (GET/POST /entityMaps, 6.34, in query.c where the query is).
+ * Query Entities (GET/POST /entityMaps, 6.34, in query.c where the query is);
+ * the entity map parameters of a query or retrieve, and Retrieve Entity
+ * through a map (5.7.1.4, called by entities.c).
  *
  * A map is the tenant's that made it. PATCH changes expiresAt only (5.5.14:
  * other components may only update the expiry); the output-only members
@@ -12,6 +14,7 @@
 #include "api.h"
 
 #include "../fwd/fwd.h"
+#include "../history/history.h"
 
 #include <string.h>
 
@@ -173,4 +176,64 @@ void api_entity_map_delete(request_t *r)
     return;
 fail:
     reply_problem(r, &p);
+}
+
+bool api_entity_map_params(request_t *r, bool with_header, api_map_req_t *mr, problem_t *p)
+{
+    const char *em = req_param(r, "entityMap"), *life = req_param(r, "entityMapLifetime");
+    const char *h = with_header ? req_header(r, "NGSILD-EntityMap") : NULL;
+    *mr = (api_map_req_t){0};
+    if (em && strcmp(em, "true") && strcmp(em, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "entityMap must be true or false (Table 6.4.3.2-1)");
+    mr->lifetime_us = (int64_t)cr_config.entity_map_lifetime * 1000000;
+    if (life && (!history_parse_duration(life, &mr->lifetime_us) || mr->lifetime_us <= 0))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "entityMapLifetime must be a positive ISO 8601 duration "
+                           "(Table 6.4.3.2-1), not '%.100s'", life);
+    if (mr->lifetime_us > MAP_MAX_LIFETIME_US) mr->lifetime_us = MAP_MAX_LIFETIME_US;
+    if (h && *h) {                             /* the id, or a URL of /entityMaps/{id} */
+        const char *s = strstr(h, "/entityMaps/");
+        mr->id = s ? s + strlen("/entityMaps/") : h;
+    }
+    mr->want = (em && !strcmp(em, "true")) || mr->id;
+    return true;
+}
+
+bool api_entity_map_retrieve(request_t *r, const fwd_in_t *in, const char *id, const typesel_t *ts,
+                             const char *const *attrs, size_t n_attrs, const fwd_param_t *prm, size_t np,
+                             cr_entity_t *local, const api_map_req_t *mr, fwd_out_t *out, problem_t *p)
+{
+    fwd_map_page_t mp;
+    if (mr->id && fwd_map_entity(r->tenant, mr->id, id, r->arena, &mp)) {
+        if (!fwd_retrieve_map(in, id, ts, attrs, n_attrs, prm, np, &mp, local, out, p)) return false;
+        reply_header(r, "NGSILD-EntityMap", mp.id);
+        return true;
+    }
+    /* none named, or it is gone: a new map of this entity, from where it was found (5.7.1.4) */
+    if (!fwd_retrieve(in, id, ts, attrs, n_attrs, prm, np, local, out, p)) return false;
+    uint64_t origin = local ? FWD_MAP_HERE : 0;
+    size_t   n_regs = out->forwarded ? out->n_regs : 0;
+    if (out->forwarded && !out->n) origin = 0;
+    for (size_t k = 0; k < n_regs && k < 63; k++) origin |= (uint64_t)1 << (k + 1);
+    const char *ids[1] = {id};
+    char        mid[64];
+    if (fwd_map_put(r->tenant, cr_now_us() + mr->lifetime_us, n_regs ? out->reg_ids : NULL,
+                    n_regs ? out->linked : NULL, n_regs, ids, &origin, origin ? 1 : 0, mid))
+        reply_header(r, "NGSILD-EntityMap", arena_strdup(r->arena, mid));
+    else LOG_D("api: no entity map for the retrieve of %s (%zu sources, --entityMapMax)", id, n_regs);
+    return true;
+}
+
+bool api_temporal_map_answer(request_t *r, const ld_context_t *ctx, const char *const *ids, size_t n,
+                             const api_map_req_t *mr, problem_t *p)
+{
+    uint64_t *origins = arena_alloc(r->arena, (n + 1) * sizeof *origins);
+    for (size_t i = 0; i < n; i++) origins[i] = FWD_MAP_HERE;
+    char           id[64];
+    fwd_map_page_t mp;
+    if (!fwd_map_put(r->tenant, cr_now_us() + mr->lifetime_us, NULL, NULL, 0, ids, origins, n, id) ||
+        !fwd_map_page(r->tenant, id, 0, SIZE_MAX, r->arena, &mp))
+        return problem_set(p, PB_TOO_MANY_RESULTS, "an EntityMap of %zu entities cannot be held (--entityMapEntries %d)",
+                           n, cr_config.entity_map_entries);
+    api_entity_map_answer(r, ctx, &mp, 201);
+    return true;
 }

@@ -246,39 +246,111 @@ static bool local_part(const ops_req_t *rq, const ops_query_t *qy, const char **
     return false;
 }
 
-static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
-                             api_view_t *v, const json_t *body, problem_t *p)
+static ops_page_t slice(cr_entity_t **items, size_t n, size_t offset, size_t limit);
+
+/* ------------------------------------------------ splitEntities (5.2.23, Table 6.4.3.2-1)
+ * With splitEntities an entity may be split over this broker and its
+ * sources: a fragment alone cannot say whether the entity matches q, geoQ,
+ * scopeQ or attrs. Each place is then asked for the selection alone (ids,
+ * idPattern, types: 4.17 selects entities by them), the fragments merged
+ * (4.5.5), and the filters evaluated on the merged entity (filter_match);
+ * without it each source applies the filters to its own part. At most
+ * --maxLimit entities of the selection are taken from each place (the
+ * bound of a distributed query), so a selection larger than that with
+ * filters matching few may answer fewer than match. Never with local=true
+ * (nothing is forwarded). */
+static bool split_of(request_t *r, const json_t *body, bool *split, problem_t *p)
 {
-    size_t      offset = qy->offset, limit = qy->limit, want = offset + limit;
+    *split = cr_config.split_entities;
+    if (body) {                                /* a Query's member (checked a boolean by query_from_body) */
+        const json_t *s = json_get(body, "splitEntities");
+        if (s) *split = s->type == JSON_TRUE;
+        return true;
+    }
+    const char *v = req_param(r, "splitEntities");
+    if (!v) return true;
+    if (strcmp(v, "true") && strcmp(v, "false"))
+        return problem_set(p, PB_BAD_REQUEST_DATA, "splitEntities must be true or false (Table 6.4.3.2-1), not '%.50s'", v);
+    *split = v[0] == 't';
+    return true;
+}
+
+/* qy without the filters a fragment cannot evaluate (its selection only). */
+static ops_query_t split_selection(const ops_query_t *qy)
+{
+    ops_query_t sel = *qy;
+    sel.f.q = NULL;
+    sel.f.geo = NULL;
+    sel.f.scope = NULL;
+    sel.f.attrs = NULL;
+    sel.f.n_attrs = 0;
+    return sel;
+}
+
+/* The forwarded parameters without those filters. */
+static size_t split_params(fwd_param_t *prm, size_t np)
+{
+    static const char *const drop[] = {"q", "georel", "geometry", "coordinates", "geoproperty", "scopeQ", NULL};
+    size_t k = 0;
+    for (size_t i = 0; i < np; i++) {
+        bool d = false;
+        for (const char *const *x = drop; *x && !d; x++) d = !strcmp(prm[i].key, *x);
+        if (!d) prm[k++] = prm[i];
+    }
+    return k;
+}
+
+/* Keeps the merged entities that match qy's filters whole (the others released), in order; origins (or
+ * NULL) compacted alike. The number kept. */
+static size_t split_filter(const ops_query_t *qy, cr_entity_t **items, uint64_t *origins, size_t n)
+{
+    entity_filter_t f = qy->f;
+    f.sel = qy->sel;
+    f.n_sel = qy->nsel;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!filter_match(&f, items[i])) {
+            entity_unref(items[i]);
+            continue;
+        }
+        if (origins) origins[k] = origins[i];
+        items[k++] = items[i];
+    }
+    return k;
+}
+
+/* split: each place asked for the selection alone (--maxLimit entities), the filters applied to the
+ * merged entities (splitEntities, above). */
+static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx,
+                             api_view_t *v, const json_t *body, bool split, problem_t *p)
+{
+    size_t      want = qy->offset + qy->limit;
     size_t      cap = (size_t)cr_config.max_limit;
-    if (!want) want = cap;                     /* limit=0&count=true: count what the sources answer */
-    ops_page_t  pg;
+    if (!want || split) want = cap;            /* limit=0&count=true: count what the sources answer */
     size_t      lim = want < cap ? want : cap;
-    if (!local_part(rq, qy, NULL, 0, lim, &pg, p)) return false;
+    ops_query_t sel = split ? split_selection(qy) : *qy;
+    ops_page_t  pg;
+    if (split && q_link_depth(qy->f.q) && !ops_q_resolve(rq, qy->f.q, p)) return false;
+    if (!local_part(rq, &sel, NULL, 0, lim, &pg, p)) return false;
     fwd_param_t prm[16];
     reg_query_t m;
-    size_t      np = api_fwd_selection(r, qy, body, prm, &m);
-    fwd_in_t  in;
-    fwd_out_t out;
+    size_t      np = api_fwd_selection(r, &sel, body, prm, &m);
+    fwd_in_t    in;
+    fwd_out_t   out;
+    if (split) np = split_params(prm, np);
     api_fwd_in(r, ctx, &in);
     if (!fwd_query(&in, &m, prm, np, lim, pg.items, pg.n, &out, p)) {
         ops_page_release(&pg);
         return false;
     }
     if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+    ops_page_release(&pg);
     if (!out.forwarded) {                      /* nothing matched: the local page as asked */
-        ops_page_release(&pg);
         if (!ops_query(rq, qy, &pg, p)) return false;
         return answer_page(r, qy, &pg, ctx, v, 200, p);
     }
-    ops_page_release(&pg);
-    ops_page_t merged = {.items = out.items, .count = out.n};
-    size_t     from = offset < out.n ? offset : out.n, to = from + limit < out.n ? from + limit : out.n;
-    for (size_t i = 0; i < from; i++) entity_unref(out.items[i]);
-    for (size_t i = to; i < out.n; i++) entity_unref(out.items[i]);
-    merged.items = out.items + from;
-    merged.n = to - from;
-    merged.more = to < out.n;
+    size_t     n = split ? split_filter(qy, out.items, NULL, out.n) : out.n;
+    ops_page_t merged = slice(out.items, n, qy->offset, qy->limit);
     return answer_page(r, qy, &merged, ctx, v, 200, p);
 }
 
@@ -290,33 +362,6 @@ static bool distributed_page(request_t *r, const ops_req_t *rq, ops_query_t *qy,
  * each source asked only for its ids on the page (fwd_query_map), the
  * filters applied again (what matches no more is removed from the map). A
  * map that is unknown or expired is made anew (5.5.14). */
-typedef struct map_req {
-    bool        want;
-    const char *id;            /* the NGSILD-EntityMap the request names, or NULL */
-    int64_t     lifetime_us;
-} map_req_t;
-
-#define MAP_MAX_LIFETIME_US ((int64_t)24 * 3600 * 1000000)
-
-static bool map_params(request_t *r, map_req_t *mr, problem_t *p)
-{
-    const char *em = req_param(r, "entityMap"), *life = req_param(r, "entityMapLifetime");
-    const char *h = req_header(r, "NGSILD-EntityMap");
-    if (em && strcmp(em, "true") && strcmp(em, "false"))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "entityMap must be true or false (Table 6.4.3.2-1)");
-    mr->lifetime_us = (int64_t)cr_config.entity_map_lifetime * 1000000;
-    if (life && (!history_parse_duration(life, &mr->lifetime_us) || mr->lifetime_us <= 0))
-        return problem_set(p, PB_BAD_REQUEST_DATA, "entityMapLifetime must be a positive ISO 8601 duration "
-                           "(Table 6.4.3.2-1), not '%.100s'", life);
-    if (mr->lifetime_us > MAP_MAX_LIFETIME_US) mr->lifetime_us = MAP_MAX_LIFETIME_US;
-    if (h && *h) {                             /* the id, or a URL of /entityMaps/{id} */
-        const char *s = strstr(h, "/entityMaps/");
-        mr->id = s ? s + strlen("/entityMaps/") : h;
-    }
-    mr->want = (em && !strcmp(em, "true")) || mr->id;
-    return true;
-}
-
 /* The slice [offset, offset + limit) of items[0..n) as a page (the others released). */
 static ops_page_t slice(cr_entity_t **items, size_t n, size_t offset, size_t limit)
 {
@@ -328,16 +373,19 @@ static ops_page_t slice(cr_entity_t **items, size_t n, size_t offset, size_t lim
 
 /* as_map: Create EntityMap for Query Entities (5.14.4): the map is the answer. */
 static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
-                     const json_t *body, const map_req_t *mr, bool remote, bool as_map, problem_t *p)
+                     const json_t *body, const api_map_req_t *mr, bool remote, bool split, bool as_map, problem_t *p)
 {
-    ops_page_t lp;
-    size_t     lim = (size_t)cr_config.max_limit;
-    if (!local_part(rq, qy, NULL, 0, lim, &lp, p)) return false;
+    ops_page_t  lp;
+    size_t      lim = (size_t)cr_config.max_limit;
+    ops_query_t sel = split ? split_selection(qy) : *qy;
+    if (split && q_link_depth(qy->f.q) && !ops_q_resolve(rq, qy->f.q, p)) return false;
+    if (!local_part(rq, &sel, NULL, 0, lim, &lp, p)) return false;
     fwd_out_t out = {0};
     if (remote) {
         fwd_param_t prm[16];
         reg_query_t m;
-        size_t      np = api_fwd_selection(r, qy, body, prm, &m);
+        size_t      np = api_fwd_selection(r, &sel, body, prm, &m);
+        if (split) np = split_params(prm, np);
         fwd_in_t    in;
         api_fwd_in(r, ctx, &in);
         if (!fwd_query_new_map(&in, &m, prm, np, lim, mr->lifetime_us, lp.items, lp.n, &out, p)) {
@@ -353,6 +401,7 @@ static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const l
         items = out.items;
         n = out.n;
     }
+    if (split) n = split_filter(qy, items, out.forwarded ? out.origins : NULL, n);
     const char **ids = arena_alloc(r->arena, (n + 1) * sizeof *ids);
     uint64_t    *origins = arena_alloc(r->arena, (n + 1) * sizeof *origins);
     for (size_t i = 0; i < n; i++) {
@@ -380,18 +429,21 @@ static bool map_make(request_t *r, const ops_req_t *rq, ops_query_t *qy, const l
 }
 
 static bool map_use(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
-                    const json_t *body, const fwd_map_page_t *mp, bool remote, problem_t *p)
+                    const json_t *body, const fwd_map_page_t *mp, bool remote, bool split, problem_t *p)
 {
+    ops_query_t sel = split ? split_selection(qy) : *qy;
+    if (split && q_link_depth(qy->f.q) && !ops_q_resolve(rq, qy->f.q, p)) return false;
     ops_page_t  lp = {0};
     size_t      nl = 0;
     const char **lids = arena_alloc(r->arena, (mp->n + 1) * sizeof *lids);
     for (size_t i = 0; i < mp->n; i++)
         if (mp->origins[i] & FWD_MAP_HERE) lids[nl++] = mp->ids[i];
     /* the local ones, by id, the filters checked again */
-    if (nl && !local_part(rq, qy, lids, nl, nl, &lp, p)) return false;
+    if (nl && !local_part(rq, &sel, lids, nl, nl, &lp, p)) return false;
     fwd_param_t prm[16];
     reg_query_t m;
-    size_t      np = api_fwd_selection(r, qy, body, prm, &m);
+    size_t      np = api_fwd_selection(r, &sel, body, prm, &m);
+    if (split) np = split_params(prm, np);
     fwd_in_t    in;
     fwd_out_t   out;
     api_fwd_in(r, ctx, &in);
@@ -399,6 +451,25 @@ static bool map_use(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld
     ops_page_release(&lp);
     if (!ok) return false;
     if (out.warning) reply_header(r, "NGSILD-Warning", out.warning);
+    if (split) {                               /* the merged ones that do not match are gone from the map too */
+        const char **gone = arena_alloc(r->arena, (out.n_gone + out.n + 1) * sizeof *gone);
+        size_t       ng = out.n_gone, k = 0;
+        if (ng) memcpy(gone, out.gone, ng * sizeof *gone);
+        entity_filter_t f = qy->f;
+        f.sel = qy->sel;
+        f.n_sel = qy->nsel;
+        for (size_t i = 0; i < out.n; i++) {
+            if (filter_match(&f, out.items[i])) {
+                out.items[k++] = out.items[i];
+                continue;
+            }
+            gone[ng++] = arena_strdup(r->arena, out.items[i]->id);
+            entity_unref(out.items[i]);
+        }
+        out.n = k;
+        out.gone = gone;
+        out.n_gone = ng;
+    }
     fwd_map_forget(r->tenant, mp->id, qy->offset, qy->offset + qy->limit, out.gone, out.n_gone);
     reply_header(r, "NGSILD-EntityMap", mp->id);
     ops_page_t pg = {.items = out.items, .n = out.n, .count = mp->live - out.n_gone,
@@ -407,12 +478,12 @@ static bool map_use(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld
 }
 
 static bool map_page(request_t *r, const ops_req_t *rq, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v,
-                     const json_t *body, const map_req_t *mr, bool remote, problem_t *p)
+                     const json_t *body, const api_map_req_t *mr, bool remote, bool split, problem_t *p)
 {
     fwd_map_page_t mp;
     if (mr->id && fwd_map_page(r->tenant, mr->id, qy->offset, qy->limit, r->arena, &mp))
-        return map_use(r, rq, qy, ctx, v, body, &mp, remote, p);
-    return map_make(r, rq, qy, ctx, v, body, mr, remote, false, p);
+        return map_use(r, rq, qy, ctx, v, body, &mp, remote, split, p);
+    return map_make(r, rq, qy, ctx, v, body, mr, remote, split, false, p);
 }
 
 /* limit/offset, the last check for unknown parameters, the query, the page. */
@@ -420,9 +491,11 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
                             const json_t *body, problem_t *p)
 {
     ops_page_t pg;
-    map_req_t  mr = {0};
+    api_map_req_t  mr = {0};
     if (!set_page(qy, req_param(r, "limit"), req_param(r, "offset"), p)) return false;
-    if (!map_params(r, &mr, p)) return false;
+    bool       split;
+    if (!api_entity_map_params(r, true, &mr, p)) return false;
+    if (!split_of(r, body, &split, p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
     unsigned qd = q_link_depth(qy->f.q), jl = v->join_level ? v->join_level : 1;
     if (qd && v->join == API_JOIN_NONE)
@@ -439,8 +512,9 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
     }
     const json_t *local = body ? json_get(body, "local") : NULL;
     bool          remote = api_distributed(r) && !(local && local->type == JSON_TRUE);
-    if (mr.want) return map_page(r, &rq, qy, ctx, v, body, &mr, remote, p);
-    if (remote) return distributed_page(r, &rq, qy, ctx, v, body, p);
+    split = split && remote;                   /* nothing is split when nothing is forwarded */
+    if (mr.want) return map_page(r, &rq, qy, ctx, v, body, &mr, remote, split, p);
+    if (remote) return distributed_page(r, &rq, qy, ctx, v, body, split, p);
     if (!ops_query(&rq, qy, &pg, p)) return false;
     return answer_page(r, qy, &pg, ctx, v, 200, p);
 }
@@ -450,16 +524,18 @@ static bool page_and_answer(request_t *r, ops_query_t *qy, const ld_context_t *c
 static bool map_create(request_t *r, ops_query_t *qy, const ld_context_t *ctx, api_view_t *v, const json_t *body,
                        problem_t *p)
 {
-    map_req_t mr = {0};
+    api_map_req_t mr = {0};
+    bool      split;
     (void)req_param(r, "limit");
     (void)req_param(r, "entityMap");
     if (!set_page(qy, NULL, req_param(r, "offset"), p)) return false;
-    if (!map_params(r, &mr, p)) return false;
+    if (!api_entity_map_params(r, true, &mr, p)) return false;
+    if (!split_of(r, body, &split, p)) return false;
     if (!api_no_unknown_params(r, p)) return false;
     ops_req_t     rq = api_req(r, ctx);
     const json_t *local = body ? json_get(body, "local") : NULL;
     bool          remote = api_distributed(r) && !(local && local->type == JSON_TRUE);
-    return map_make(r, &rq, qy, ctx, v, body, &mr, remote, true, p);
+    return map_make(r, &rq, qy, ctx, v, body, &mr, remote, split && remote, true, p);
 }
 
 /* GET /entities, and GET /entityMaps (as_map: the map is the answer). */
@@ -470,7 +546,7 @@ static void entities_query(request_t *r, bool as_map)
     api_view_t   v;
 
     static api_params_t known =
-        API_PARAMS(API_VIEW_PARAMS "," API_QUERY_PARAMS "," API_PAGE_PARAMS ",entityMap,entityMapLifetime");
+        API_PARAMS(API_VIEW_PARAMS "," API_QUERY_PARAMS "," API_PAGE_PARAMS ",entityMap,entityMapLifetime,splitEntities");
     if (!api_params_known(r, &known, &p)) goto fail;
     const ld_context_t *ctx = api_context(r, NULL, &p);
     if (!ctx) goto fail;
@@ -661,6 +737,8 @@ static bool query_from_body(request_t *r, const ld_context_t *ctx, const json_t 
             if (!set_order(r, ctx, &op, &qy->f, p)) return false;
         } else if (!strcmp(k, "csf")) {
             if (!json_is_string(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "csf must be a string");
+        } else if (!strcmp(k, "splitEntities")) {
+            if (!json_is_bool(m)) return problem_set(p, PB_BAD_REQUEST_DATA, "splitEntities must be a boolean (5.2.23)");
         } else {
             return problem_set(p, PB_BAD_REQUEST_DATA, "member '%s' of a Query is not supported (5.2.23)", k);
         }

@@ -52,6 +52,8 @@ void api_temporal_attr_delete(request_t *r);
 void api_temporal_instance_patch(request_t *r);
 void api_temporal_instance_delete(request_t *r);
 void api_temporal_batch_query(request_t *r);
+void api_temporal_entity_maps_query(request_t *r);
+void api_temporal_entity_maps_post(request_t *r);
 void api_csub_create(request_t *r);
 void api_csub_query(request_t *r);
 void api_csub_get(request_t *r);
@@ -101,6 +103,7 @@ static const http_route_t routes[] = {
     {V1 "/csourceRegistrations",            api_reg_query,       api_reg_create,    NULL,             NULL,             NULL,             0},
     {V1 "/csourceRegistrations/{id}",       api_reg_get,         NULL,              NULL,             api_reg_update,   api_reg_delete,   0},
     {V1 "/entityMaps",                      api_entity_maps_query, api_entity_maps_post, NULL,         NULL,             NULL,             HR_QUERY_POST},
+    {V1 "/temporal/entityMaps",             api_temporal_entity_maps_query, api_temporal_entity_maps_post, NULL, NULL,    NULL,             HR_QUERY_POST},
     {V1 "/entityMaps/{id}",                 api_entity_map_get,  NULL,              NULL,             api_entity_map_update, api_entity_map_delete, 0},
     {V1 "/csourceSubscriptions",            api_csub_query,      api_csub_create,   NULL,             NULL,             NULL,             0},
     {V1 "/csourceSubscriptions/{id}",       api_csub_get,        NULL,              NULL,             api_csub_update,  api_csub_delete,  0},

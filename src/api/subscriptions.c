@@ -180,11 +180,18 @@ void api_csub_delete(request_t *r) { sub_delete(r, &k_csub); }
 /* POST /dsub/{key}: a context source notifies a subscription this broker
  * planted there (fwd_sub.h); relayed to the subscriber. The key is the
  * credential (the route is public: a source has no token of this broker's). */
+static cr_entity_t *dsub_local(const char *tenant, const char *id, arena_t *a)
+{
+    problem_t p = {0};
+    ops_req_t rq = {.store = api_store, .tenant = tenant, .arena = a};
+    return ops_entity_retrieve(&rq, id, &(ops_retrieve_t){0}, &p);
+}
+
 void api_dsub_notify(request_t *r)
 {
     problem_t p = {0};
     json_t   *body = api_body(r, false, &p);
-    if (!body || !fwd_sub_receive(r->pathv[0], body, &p)) goto fail;
+    if (!body || !fwd_sub_receive(r->pathv[0], body, dsub_local, &p)) goto fail;
     reply_status(r, 204);
     return;
 fail:

@@ -95,6 +95,7 @@ static flag_t flags[] = {
     {"forwardTimeout", F_INT, &cr_config.forward_timeout_ms, "5000", NULL, "ms a forwarded request may take (a registration's management.timeout overrides)"},
     {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
     {"forwardCacheSize", F_SIZE, &cr_config.forward_cache_size, "64M", NULL, "bytes of context source answers kept for their registration's management.cacheDuration, k/M/G suffixes (0: none kept)"},
+    {"splitEntities", F_STR, &cr_config.split_entities_text, "false", "true|false", "whether a distributed query or subscription that does not say (splitEntities) takes an entity to be split over its sources: q, geoQ, scopeQ and attrs are then evaluated on the merged entity, not by each source (5.2.23)"},
     {"entityMapMax", F_INT, &cr_config.entity_map_max, "1000", NULL, "EntityMaps of paged distributed queries held at once, all tenants (beyond: the soonest to expire is dropped)"},
     {"entityMapEntries", F_INT, &cr_config.entity_map_entries, "1000000", NULL, "entity ids held in all EntityMaps together"},
     {"entityMapLifetime", F_INT, &cr_config.entity_map_lifetime, "300", NULL, "s an EntityMap lives when the query asks no entityMapLifetime (at most 24 h either way)"},
@@ -307,6 +308,7 @@ bool cr_config_load(int argc, char **argv)
         else { fprintf(stderr, "coraine: flag '%s' needs a value\n", a); return false; }
         if (!set_flag(f, v, "command line")) return false;
     }
+    cr_config.split_entities = !strcmp(cr_config.split_entities_text, "true");
     if (cr_config.db_dir && !*cr_config.db_dir) cr_config.db_dir = NULL;
     if (cr_config.log_file && !*cr_config.log_file) cr_config.log_file = NULL;
     if (cr_config.access_log && !*cr_config.access_log) cr_config.access_log = NULL;

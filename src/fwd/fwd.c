@@ -447,6 +447,18 @@ static bool call_build(const fwd_in_t *in, call_t *c, reg_t *r, uint64_t mask, c
         sb_addc(&u, '/');
         fwd_url_encode(&u, id);
     }
+    /* a query left without type, attrs, q or geo-query (splitEntities takes the filters out; 6.4.3.2 needs
+     * one): the registered types */
+    if (!id && !na && !param(params, n_params, "type") && !param(params, n_params, "q") &&
+        !param(params, n_params, "georel")) {
+        const char *types = types_for(a, r, mask, c->ctx);
+        if (types) {
+            fwd_param_t *np2 = arena_alloc(a, (n_params + 1) * sizeof *np2);
+            if (n_params) memcpy(np2, params, n_params * sizeof *np2);
+            np2[n_params++] = (fwd_param_t){"type", types};
+            params = np2;
+        }
+    }
     /* a query without ids to a registration of ids only: those ids */
     const char *reg_ids = !id && !param(params, n_params, "id") && !param(params, n_params, "idPattern")
                               ? ids_for(a, r, mask) : NULL;
@@ -805,6 +817,14 @@ static const char *page_ids(arena_t *a, const fwd_map_page_t *pg, const reg_t *r
     return sb.len ? sb.p : NULL;
 }
 
+/* The linked map (the source's own EntityMap) of r in pg, or NULL. */
+static const char *page_linked(const fwd_map_page_t *pg, const reg_t *r)
+{
+    for (size_t k = 0; k < pg->n_regs; k++)
+        if (!strcmp(pg->reg_ids[k], reg_id(r))) return pg->linked[k];
+    return NULL;
+}
+
 /* params with id=ids (the request's id and idPattern replaced). */
 static const fwd_param_t *with_ids(arena_t *a, const fwd_param_t *params, size_t *n, const char *ids)
 {
@@ -902,10 +922,13 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
     size_t  n_map = 0;
     for (size_t i = 0; i < nr; i++) {
         size_t             np = n_params;
-        const fwd_param_t *pv = asked ? with_ids(a, params, &np, asked[i]) : params;
+        const fwd_param_t *pv = asked && !id ? with_ids(a, params, &np, asked[i]) : params;
         bool               map = map_life_us && (reg_ops(regs[i]) & REG_OP_BIT(REG_OP_CREATE_ENTITY_MAP_QUERY_ENTITY));
         if (map) pv = with_map(a, pv, &np, map_life_us);
         call_build(in, &calls[i], regs[i], masks[i], id, attrs, n_attrs, pv, np, asked ? 0 : want, temporal);
+        /* a retrieve through a map passes the source's own map on (5.7.1.4) */
+        const char *linked = id && only && !calls[i].skipped ? page_linked(only, regs[i]) : NULL;
+        if (linked && !fwd_add_header(&calls[i], a, "NGSILD-EntityMap", linked)) calls[i].skipped = true;
         calls[i].want_map = map;
         n_map += map;
     }
@@ -971,9 +994,9 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
     return true;
 }
 
-bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, const char *const *attrs,
-                  size_t n_attrs, const fwd_param_t *params, size_t n_params, cr_entity_t *local, fwd_out_t *out,
-                  problem_t *p)
+static bool retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, const char *const *attrs,
+                     size_t n_attrs, const fwd_param_t *params, size_t n_params, const fwd_map_page_t *only,
+                     cr_entity_t *local, fwd_out_t *out, problem_t *p)
 {
     reg_query_t q = {.types = types, .ids = &id, .n_ids = 1, .attrs = attrs, .n_attrs = n_attrs,
                      .ops = REG_OP_BIT(REG_OP_RETRIEVE_ENTITY) | REG_OP_BIT(REG_OP_QUERY_ENTITY) |
@@ -982,7 +1005,7 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
     size_t       n_got;
     out->items = NULL;
     out->n = 0;
-    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, NULL, 0, NULL, out, &got, &n_got, p)) return false;
+    if (!forward(in, &q, id, attrs, n_attrs, params, n_params, 0, only, 0, NULL, out, &got, &n_got, p)) return false;
     if (!out->forwarded) return true;
     version_t *v = arena_alloc(in->arena, (n_got + 2) * sizeof *v);
     size_t     k = 0;
@@ -997,6 +1020,24 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
         if (m) out->items[out->n++] = m;
     }
     return true;
+}
+
+bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, const char *const *attrs,
+                  size_t n_attrs, const fwd_param_t *params, size_t n_params, cr_entity_t *local, fwd_out_t *out,
+                  problem_t *p)
+{
+    return retrieve(in, id, types, attrs, n_attrs, params, n_params, NULL, local, out, p);
+}
+
+bool fwd_retrieve_map(const fwd_in_t *in, const char *id, const typesel_t *types, const char *const *attrs,
+                      size_t n_attrs, const fwd_param_t *params, size_t n_params, const fwd_map_page_t *pg,
+                      cr_entity_t *local, fwd_out_t *out, problem_t *p)
+{
+    out->forwarded = out->failed = out->n = out->n_regs = 0;
+    out->warning = NULL;
+    out->items = NULL;
+    if (!pg->n) return true;                   /* the map does not list the entity: no source has it */
+    return retrieve(in, id, types, attrs, n_attrs, params, n_params, pg, local, out, p);
 }
 
 typedef struct group {

@@ -116,6 +116,14 @@ bool fwd_retrieve(const fwd_in_t *in, const char *id, const typesel_t *types, co
                   size_t n_attrs, const fwd_param_t *params, size_t n_params, cr_entity_t *local, fwd_out_t *out,
                   problem_t *p);
 
+struct fwd_map_page;
+/* fwd_retrieve through an EntityMap (5.7.1.4): pg is the map's slot of id (fwd_map_entity); only the
+ * registrations it names for id (and matching it) are asked, each with its linked map as NGSILD-EntityMap
+ * when it has one; none when the map lists id here alone or not at all (out->forwarded 0). */
+bool fwd_retrieve_map(const fwd_in_t *in, const char *id, const typesel_t *types, const char *const *attrs,
+                      size_t n_attrs, const fwd_param_t *params, size_t n_params, const struct fwd_map_page *pg,
+                      cr_entity_t *local, fwd_out_t *out, problem_t *p);
+
 /* Query Entities (5.7.2) distributed: the registrations matching q (its
  * ops: queryEntity), params forwarded (the query's own, without pagination;
  * attrs narrowed per registration), each source asked for `want` entities;
@@ -152,6 +160,9 @@ bool fwd_map_put(const char *tenant, int64_t expires_at, const char *const *reg_
                  size_t n_regs, const char *const *ids, const uint64_t *origins, size_t n, char id_out[64]);
 /* The slots [offset, offset + limit) of tenant's map id, copied into a; false: no such map (or it expired). */
 bool fwd_map_page(const char *tenant, const char *id, size_t offset, size_t limit, arena_t *a, fwd_map_page_t *pg);
+/* The slot of entity eid in tenant's map id, as a page of one (pg->n 0: the map does not list it; the
+ * registrations and linked maps all copied into a); false: no such map (or it expired). */
+bool fwd_map_entity(const char *tenant, const char *id, const char *eid, arena_t *a, fwd_map_page_t *pg);
 /* Removes ids from the map: they no longer match its query (4.3.6.7). ids are those of the page of slots
  * [from, to), in order: looked for there only (a scan of the page, not of the map). */
 void fwd_map_forget(const char *tenant, const char *id, size_t from, size_t to, const char *const *ids, size_t n);
@@ -159,6 +170,17 @@ void fwd_map_forget(const char *tenant, const char *id, size_t from, size_t to, 
 bool fwd_map_set_expiry(const char *tenant, const char *id, int64_t at);
 bool fwd_map_delete(const char *tenant, const char *id);
 void fwd_map_stats(size_t *maps, size_t *entries);
+/* Maps kept over a restart (main.c wires a stored object kind, through ops/): put writes a map's text
+ * (created, or its expiry changed), del deletes it (dropped: deleted, expired or evicted); called with
+ * no lock of fwd_map.c held, tenant "" the default. NULL: nothing kept. Set before the workers start. */
+typedef struct fwd_map_keeper {
+    bool (*put)(void *ud, const char *tenant, const char *id, const char *text, size_t len);
+    void (*del)(void *ud, const char *tenant, const char *id);
+    void  *ud;
+} fwd_map_keeper_t;
+void fwd_map_set_keeper(const fwd_map_keeper_t *k);
+/* A kept map read back at start (within the bounds); false: expired or not a kept map (its copy deleted). */
+bool fwd_map_restore(const char *tenant, const char *id, const char *text, size_t len);
 void fwd_map_clear(void);
 
 /* fwd_query for a new map (5.14.4.4): the sources whose registrations support createEntityMapQueryEntity

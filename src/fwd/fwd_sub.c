@@ -13,9 +13,14 @@
  * after the registration went).
  *
  * The remote copy (5.8.1.4): the subscription reduced to the entity
- * selectors the registration matches; q, geoQ and scopeQ kept (this
- * deployment does not split entities: a registered entity is whole at its
- * source); from notification, attributes, pick, omit (and every rendering
+ * selectors the registration matches; q, geoQ and scopeQ kept, unless the
+ * subscription's splitEntities (else --splitEntities) is true: an entity
+ * may then be split over the sources, so the filters are left out of the
+ * copy, and what a source notifies is merged (5.8.6) with this broker's
+ * version and the other sources' (fwd_retrieve; the notifying source is
+ * asked too: its answer is at least as recent as the notification) and
+ * relayed only when the merged entity matches q, geoQ and scopeQ; from
+ * notification, attributes, pick, omit (and every rendering
  * member: format, showChanges, join, lang ...) removed, since this broker
  * renders the relayed notification with the subscription's own; throttling
  * and timeInterval not sent (applied here; a periodic subscription is not
@@ -58,6 +63,7 @@ typedef struct part {
     int64_t      next_at;                /* µs: due from then */
     unsigned     attempts;
     char         state[16];              /* pending, planted, failed, loop, refused */
+    bool         split;                  /* the subscription splits entities (5.8.6) */
     char         why[160];
 } part_t;
 
@@ -237,15 +243,26 @@ static size_t targets(arena_t *a, const notify_sub_t *s, const uint64_t *chain, 
     return n;
 }
 
+static bool doc_bool(const json_t *t, const char *k);
+
+/* splitEntities (5.2.12): the subscription's, else --splitEntities. */
+static bool doc_split(const json_t *t)
+{
+    const json_t *v = json_get(t, "splitEntities");
+    return v ? v->type == JSON_TRUE : cr_config.split_entities;
+}
+
 /* The copy of s planted at the source of r (see the head of this file). */
 static char *copy_doc(arena_t *a, const json_t *t, const char *remote_id, const char *key, uint64_t sel_mask)
 {
+    bool split = doc_split(t);
     json_t *o = json_new(a, JSON_OBJECT);
     json_add(o, "id", json_new_string(a, remote_id));
     json_add(o, "type", json_new_string(a, "Subscription"));
     static const char *const kept[] = {"subscriptionName", "description", "watchedAttributes",
         "notificationTrigger", "q", "geoQ", "scopeQ", "datasetId", "expiresAt", "isActive", NULL};
     for (const char *const *k = kept; *k; k++) {
+        if (split && (!strcmp(*k, "q") || !strcmp(*k, "geoQ") || !strcmp(*k, "scopeQ"))) continue;
         const json_t *v = json_get(t, *k);
         if (v) json_add(o, *k, json_clone(a, v));
     }
@@ -362,6 +379,7 @@ static void reconcile(const char *tenant, const char *id)
         }
         if (!x->want && !x->have) x->next_at = 0;
         x->want = true;
+        x->split = doc_split(t);
         x->expires_at = expires;
     }
     for (part_t *x = g_parts; x; x = x->next)
@@ -683,14 +701,39 @@ static void render_extra(json_writer_t *w, const notify_sub_t *s)
 
 /* ------------------------------------------------------------ receiving */
 
-bool fwd_sub_receive(const char *key, const json_t *body, problem_t *p)
+/* 5.8.6 with splitEntities: e merged with the versions here (local) and at the sources, or NULL when the
+ * merged entity does not match s's q, geoQ and scopeQ (a reference otherwise). */
+static cr_entity_t *split_merge(notify_sub_t *s, const char *tenant, cr_entity_t *e, fwd_sub_local_fn local,
+                                arena_t *a)
+{
+    cr_entity_t *loc = local ? local(tenant, e->id, a) : NULL, *m = NULL;
+    fwd_in_t     in = {.tenant = tenant, .ctx = notify_sub_context(s), .arena = a};
+    fwd_out_t    out;
+    problem_t    q = {0};
+    if (fwd_retrieve(&in, e->id, NULL, NULL, 0, NULL, 0, loc, &out, &q) && out.forwarded && out.n) m = out.items[0];
+    if (loc) entity_unref(loc);
+    if (!m) {                          /* no source answered: what was notified */
+        entity_ref(e);
+        m = e;
+    }
+    notify_selection_t sel;
+    notify_sub_selection(s, &sel);
+    entity_filter_t f = {.q = (q_expr_t *)sel.q, .geo = (geoq_t *)sel.geo, .scope = (scopeq_t *)sel.scope};
+    if (filter_match(&f, m)) return m;
+    entity_unref(m);
+    return NULL;
+}
+
+bool fwd_sub_receive(const char *key, const json_t *body, fwd_sub_local_fn local, problem_t *p)
 {
     char *tenant = NULL, *sub_id = NULL;
+    bool  split = false;
     pthread_mutex_lock(&g_mu);
     for (part_t *x = *key_bucket(key); x && !tenant; x = x->next_key)
         if (x->want && !strcmp(x->key, key)) {
             tenant = cr_xstrdup(x->tenant);
             sub_id = cr_xstrdup(x->sub_id);
+            split = x->split;
         }
     pthread_mutex_unlock(&g_mu);
     if (!tenant) return problem_set(p, PB_RESOURCE_NOT_FOUND, "no distributed subscription at this endpoint");
@@ -733,7 +776,11 @@ bool fwd_sub_receive(const char *key, const json_t *body, problem_t *p)
     }
     /* all or nothing: a notification is relayed whole */
     for (size_t i = 0; i < n; i++) {
-        if (ok) notify_relay(s, es[i], del[i], now);
+        cr_entity_t *m = es[i];
+        if (ok && split && !del[i]) m = split_merge(s, tenant, es[i], local, a);
+        else if (ok) entity_ref(m);
+        if (ok && m) notify_relay(s, m, del[i], now);
+        if (m) entity_unref(m);
         entity_unref(es[i]);
     }
     arena_free(a);

@@ -38,6 +38,7 @@
 #include "../core/core.h"
 #include "../json/json.h"
 #include "../ld/ld.h"
+#include "../model/model.h"
 
 /* The path prefix of the notification endpoint sources are given. */
 #define FWD_SUB_PATH "/dsub/"
@@ -56,6 +57,9 @@ bool fwd_sub_admit(const json_t *body, const char *via, problem_t *p);
  * ResourceNotFound for an unknown key (a remote subscription this broker no
  * longer has: the source counts a failure), BadRequestData for a body that
  * is not a Notification. */
-bool fwd_sub_receive(const char *key, const json_t *body, problem_t *p);
+/* local(tenant, id, a): this broker's version of an entity (a reference, or NULL), read by the binding
+ * (fwd/ never calls the store) to merge a split entity (5.8.6); NULL: none read. */
+typedef cr_entity_t *(*fwd_sub_local_fn)(const char *tenant, const char *id, arena_t *a);
+bool fwd_sub_receive(const char *key, const json_t *body, fwd_sub_local_fn local, problem_t *p);
 
 #endif

@@ -440,7 +440,7 @@ static bool time_member(const json_t *v, const char *what, int64_t *out, problem
 
 static const char *const top_members[] = {"id", "type", "subscriptionName", "description", "entities",
     "watchedAttributes", "notificationTrigger", "q", "geoQ", "scopeQ", "csf", "datasetId", "lang",
-    "localOnly", "expiresAt", "isActive", "throttling", "timeInterval", "jsonldContext", "expandValues",
+    "localOnly", "splitEntities", "expiresAt", "isActive", "throttling", "timeInterval", "jsonldContext", "expandValues",
     "jsonKeys", "notification", "@context", "createdAt", "modifiedAt", "status", "temporalQ", NULL};
 
 static notify_sub_t *sub_build(const char *tenant, const char *json, size_t len, int64_t now, bool csource,
@@ -481,6 +481,7 @@ static notify_sub_t *sub_build(const char *tenant, const char *json, size_t len,
     for (const char *const *k = (const char *const[]){"subscriptionName", "description", "csf", NULL}; *k; k++)
         if ((v = json_get(t, *k)) && !json_is_string(v)) BAD("%s must be a string", *k);
     if ((v = json_get(t, "localOnly")) && !json_is_bool(v)) BAD("localOnly must be true or false");
+    if ((v = json_get(t, "splitEntities")) && !json_is_bool(v)) BAD("splitEntities must be true or false (5.2.12)");
     if ((v = json_get(t, "isActive"))) {
         if (!json_is_bool(v)) BAD("isActive must be true or false");
         s->active = v->type == JSON_TRUE;

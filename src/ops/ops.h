@@ -390,6 +390,15 @@ bool   ops_ctx_add(const ops_req_t *rq, const json_t *value, const char **id, pr
 bool   ops_ctx_delete(const ops_req_t *rq, const char *id, problem_t *p);
 /* At start: registers the stored hosted contexts in ld/; answers how many. */
 size_t ops_ctx_restore(store_t *s);
+
+/* ------------------------------------------------------ entitymaps.c */
+
+/* The EntityMaps kept as stored objects (STORE_OBJ_ENTITY_MAP, tenant "" the default): the text of map id
+ * written (created or replaced) or deleted; restore hands each kept one to fn at start (before the keeper
+ * is set: fn does not write) and deletes those fn refuses (expired); answers how many fn took. */
+bool   ops_emap_put(store_t *s, const char *tenant, const char *id, const char *text, size_t len);
+void   ops_emap_delete(store_t *s, const char *tenant, const char *id);
+size_t ops_emap_restore(store_t *s, bool (*fn)(const char *tenant, const char *id, const char *text, size_t len));
 /* ------------------------------------------------------ registrations.c */
 
 /* Context source registrations (5.9.2-5.9.4, 5.10.1-5.10.2). A registration

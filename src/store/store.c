@@ -916,7 +916,7 @@ bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_
 
 static bool obj_kind_ok(store_obj_kind_t kind, problem_t *p)
 {
-    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CSOURCE_SUBSCRIPTION)
+    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_ENTITY_MAP)
         return true;
     return problem_set(p, PB_INTERNAL_ERROR, "store: unknown object kind %d", (int)kind);
 }
@@ -959,7 +959,7 @@ void store_obj_foreach(store_t *s, store_obj_kind_t kind,
                                   size_t len),
                        void *ud)
 {
-    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CSOURCE_SUBSCRIPTION)
+    if (kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_ENTITY_MAP)
         s->be->obj_foreach(s->db, (int)kind, fn, ud);
 }
 
@@ -972,7 +972,7 @@ void store_obj_sync(store_t *s, store_obj_kind_t kind,
                     void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
                     void (*gone)(void *ud, const char *tenant, const char *id), void *ud)
 {
-    if (s->be->obj_sync && kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_CSOURCE_SUBSCRIPTION)
+    if (s->be->obj_sync && kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_ENTITY_MAP)
         s->be->obj_sync(s->db, (int)kind, put, gone, ud);
 }
 

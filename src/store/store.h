@@ -403,7 +403,8 @@ bool store_purge(store_t *s, const char *tenant, const entity_filter_t *f, size_
  * and recovered like entities. Ids are unique per (tenant, kind). */
 typedef enum {
     STORE_OBJ_SUBSCRIPTION = 1, STORE_OBJ_REGISTRATION = 2, STORE_OBJ_CONTEXT = 3,
-    STORE_OBJ_CSOURCE_SUBSCRIPTION = 4   /* context source registration subscriptions (5.11) */
+    STORE_OBJ_CSOURCE_SUBSCRIPTION = 4,  /* context source registration subscriptions (5.11) */
+    STORE_OBJ_ENTITY_MAP = 5             /* EntityMaps (5.2.39; fwd/fwd_map.c, through ops/entitymaps.c) */
 } store_obj_kind_t;
 /* Creates (create_only: AlreadyExists when the id is taken) or replaces object id; creates the tenant (4.14). */
 bool  store_obj_put(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id,

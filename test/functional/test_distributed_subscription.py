@@ -435,3 +435,64 @@ def test_5_8_2_4_patch_that_no_longer_matches_deletes_the_remote_one(broker_fact
     changes(src, eid, 2)
     time.sleep(0.5)
     assert rcv.count()["entities"] == 0
+
+
+# ---------------------------------------------------------------- splitEntities (5.2.12, 5.8.1.4, 5.8.6)
+
+def _split_room(hub, src):
+    eid = uid("Room")
+    hub.create(entity(eid, "Room", name=prop("kitchen")))       # the hub holds one fragment
+    src.create(entity(eid, "Room", temperature=prop(10)))       # the source the other
+    register(hub, src, eid, etype="Room")
+    return eid
+
+
+def _split_sub(hub, rcv, eid, **members):
+    body = {"type": "Subscription", "entities": [{"id": eid, "type": "Room"}],
+            "q": 'temperature>20;name=="kitchen"', "watchedAttributes": ["temperature"],
+            "notification": {"endpoint": {"uri": rcv.uri}}}
+    body.update(members)
+    r = hub.post("/subscriptions", body)
+    assert r.status_code == 201, r.text
+    return r.headers["Location"].rsplit("/", 1)[1]
+
+
+def test_5_8_6_split_entities_merges_what_a_source_notifies_before_q(broker_factory, rcv):
+    hub, src = broker(broker_factory, "split-hub"), broker(broker_factory, "split-src")
+    eid = _split_room(hub, src)
+    sid = _split_sub(hub, rcv, eid, splitEntities=True)
+    wait_remote(hub, sid)
+    mine = planted_at(src)
+    assert len(mine) == 1 and "q" not in mine[0], mine        # 5.8.1.4: q left out of the copy
+    r = src.patch("/entities/%s/attrs" % eid, {"temperature": prop(15)})
+    assert r.status_code == 204, r.text
+    r = src.patch("/entities/%s/attrs" % eid, {"temperature": prop(25)})
+    assert r.status_code == 204, r.text
+    rcv.wait(1, timeout=15.0, key="entities")
+    time.sleep(0.5)
+    got = [n["body"] for n in rcv.notifications()]
+    assert len(got) == 1, got                                  # 15 does not match the merged entity
+    e = got[0]["data"][0]
+    assert got[0]["subscriptionId"] == sid
+    assert e["temperature"]["value"] == 25 and e["name"]["value"] == "kitchen"
+
+
+def test_5_8_1_4_without_split_entities_the_source_applies_q_to_its_part(broker_factory, rcv):
+    hub, src = broker(broker_factory, "split-hub"), broker(broker_factory, "split-src")
+    eid = _split_room(hub, src)
+    sid = _split_sub(hub, rcv, eid, splitEntities=False)
+    wait_remote(hub, sid)
+    mine = planted_at(src)
+    assert len(mine) == 1 and mine[0].get("q"), mine
+    r = src.patch("/entities/%s/attrs" % eid, {"temperature": prop(25)})
+    assert r.status_code == 204, r.text
+    time.sleep(1.5)
+    assert rcv.count()["notifications"] == 0                   # the source's part has no name
+
+
+def test_5_2_12_split_entities_must_be_a_boolean(broker_factory, rcv):
+    hub = broker(broker_factory, "split-hub")
+    r = hub.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "Room"}],
+                                    "splitEntities": "yes", "notification": {"endpoint": {"uri": rcv.uri}}})
+    assert r.status_code == 400, r.text
+    assert r.json()["type"].endswith("BadRequestData")

@@ -375,3 +375,87 @@ def test_5_5_14_a_source_that_refuses_entity_map_is_asked_again_without(broker_f
         hub.close()
         srv.shutdown()
         srv.server_close()
+
+
+# ---------------------------------------------------------------- retrieve through a map (5.7.1.4, Table 6.5.3.1-2)
+
+def test_5_7_1_4_a_retrieve_with_an_entity_map_asks_only_the_sources_it_lists(trio):
+    hub, s1, s2 = trio
+    made, r1, r2 = fill(trio, n_hub=1, n_src=2)
+    r = page(hub, type="Vehicle", limit=10, entityMap="true")
+    assert r.status_code == 201, r.text
+    map_id = r.headers["NGSILD-EntityMap"]
+    eid = made["s1"][0]
+    before = (sent(hub, r1), sent(hub, r2))
+    r = hub.get("/entities/" + eid, headers={"NGSILD-EntityMap": map_id})
+    assert r.status_code == 200, r.text
+    assert r.json()["speed"]["value"] == 0
+    assert r.headers["NGSILD-EntityMap"] == map_id
+    assert (sent(hub, r1), sent(hub, r2)) == (before[0] + 1, before[1])     # s2 is not asked
+    # an entity the map lists here only: nobody is asked
+    before = (sent(hub, r1), sent(hub, r2))
+    r = hub.get("/entities/" + made["hub"][0], headers={"NGSILD-EntityMap": "/ngsi-ld/v1/entityMaps/" + map_id})
+    assert r.status_code == 200, r.text
+    assert (sent(hub, r1), sent(hub, r2)) == before
+    # an entity the map does not list: no source holds it for this map
+    other = uid("Vehicle")
+    s2.create(entity(other, "Vehicle", speed=prop(9)))
+    assert hub.get("/entities/" + other, headers={"NGSILD-EntityMap": map_id}).status_code == 404
+    assert hub.get("/entities/" + other).status_code == 200                  # without the map: found at s2
+
+
+def test_5_7_1_4_a_retrieve_with_entity_map_true_makes_a_map_of_the_entity(trio):
+    hub, s1, s2 = trio
+    made, r1, r2 = fill(trio, n_hub=0, n_src=1)
+    eid = made["s2"][0]
+    r = hub.get("/entities/" + eid, params={"entityMap": "true", "entityMapLifetime": "PT60S"})
+    assert r.status_code == 200, r.text
+    map_id = r.headers["NGSILD-EntityMap"]
+    m = hub.get("/entityMaps/" + map_id).json()
+    assert m["entityMap"] == {eid: [r2]}
+    # an unknown (or expired) map named: a new one is made (5.7.1.4)
+    r = hub.get("/entities/" + eid, headers={"NGSILD-EntityMap": "urn:ngsi-ld:EntityMap:gone"})
+    assert r.status_code == 200, r.text
+    assert r.headers["NGSILD-EntityMap"] not in ("urn:ngsi-ld:EntityMap:gone", map_id)
+    assert_problem(hub.get("/entities/" + eid, params={"entityMap": "maybe"}), 400, "BadRequestData")
+
+
+# ---------------------------------------------------------------- kept over a restart (corDB on disk)
+
+def test_5_2_39_entity_maps_survive_a_killed_hub_on_db_dir(broker_factory, tmp_path):
+    hub = Client(broker_factory("--brokerAlias", "em-disk-hub", "--dbDir", str(tmp_path / "hub")), fresh_tenant())
+    hub.ensure_tenant()
+    hub.transport = "http"
+    s1 = Client(_broker(broker_factory, "s1", "http"), fresh_tenant())
+    s2 = Client(_broker(broker_factory, "s2", "http"), fresh_tenant())
+    s1.ensure_tenant()
+    s2.ensure_tenant()
+    made, r1, r2 = fill((hub, s1, s2), n_hub=1, n_src=2)
+    r = page(hub, type="Vehicle", limit=2, entityMap="true", entityMapLifetime="PT600S")
+    assert r.status_code == 201, r.text
+    map_id = r.headers["NGSILD-EntityMap"]
+    before = hub.get("/entityMaps/" + map_id).json()
+    short = page(hub, type="Vehicle", limit=2, entityMap="true", entityMapLifetime="PT1S").headers["NGSILD-EntityMap"]
+    gone = page(hub, type="Vehicle", limit=2, entityMap="true").headers["NGSILD-EntityMap"]
+    assert hub.delete("/entityMaps/" + gone).status_code == 204
+    time.sleep(0.5)                                  # the log reaches the file (--dbSync interval)
+    hub.broker.proc.kill()                           # SIGKILL: no shutdown
+    hub.broker.proc.wait()
+    time.sleep(1.0)                                  # `short` expires meanwhile
+    hub.broker.start()
+    after = hub.get("/entityMaps/" + map_id)
+    assert after.status_code == 200, after.text
+    assert after.json() == before
+    assert hub.get("/entityMaps/" + short).status_code == 404
+    assert hub.get("/entityMaps/" + gone).status_code == 404
+    # the map still pages: only the sources of the page's entities are asked
+    b = (sent(hub, r1), sent(hub, r2))
+    r = page(hub, map_id, type="Vehicle", limit=2, offset=3)
+    assert r.status_code == 200, r.text
+    assert [e["id"] for e in r.json()] == made["s2"]
+    assert (sent(hub, r1) - b[0], sent(hub, r2) - b[1]) == (0, 1)
+    # and a retrieve through it
+    r = hub.get("/entities/" + made["s1"][1], headers={"NGSILD-EntityMap": map_id})
+    assert r.status_code == 200 and r.headers["NGSILD-EntityMap"] == map_id
+    for c in (hub, s1, s2):
+        c.close()

@@ -147,6 +147,78 @@ static void test_concurrent(void **state)
     fwd_map_clear();
 }
 
+/* ------------------------------------------------ kept over a restart (fwd_map_keeper_t, fwd_map_restore) */
+typedef struct kept {
+    char   tenant[32], id[64], text[4096];
+    size_t len;
+    int    puts, dels;
+    char   deleted[64];
+} kept_t;
+
+static bool k_put(void *ud, const char *tenant, const char *id, const char *text, size_t len)
+{
+    kept_t *k = ud;
+    assert_true(len < sizeof k->text);
+    snprintf(k->tenant, sizeof k->tenant, "%s", tenant);
+    snprintf(k->id, sizeof k->id, "%s", id);
+    memcpy(k->text, text, len);
+    k->text[len] = '\0';
+    k->len = len;
+    k->puts++;
+    return true;
+}
+
+static void k_del(void *ud, const char *tenant, const char *id)
+{
+    kept_t *k = ud;
+    (void)tenant;
+    snprintf(k->deleted, sizeof k->deleted, "%s", id);
+    k->dels++;
+}
+
+static void test_kept_and_restored(void **state)
+{
+    (void)state;
+    kept_t   k = {0};
+    char     id[64];
+    arena_t *a = arena_new(1 << 14);
+    const char *linked[] = {NULL, "urn:ngsi-ld:EntityMap:at-b"};
+    uint64_t    orig[5];
+    memcpy(orig, ORIG, sizeof orig);
+    orig[4] = (uint64_t)1 << 63 | 4;                         /* the high bits survive the text */
+    fwd_map_set_keeper(&(fwd_map_keeper_t){k_put, k_del, &k});
+    assert_true(fwd_map_put("t", cr_now_us() + 60000000, REGS, linked, 2, IDS, orig, 5, id));
+    assert_int_equal(k.puts, 1);
+    assert_string_equal(k.id, id);
+    assert_string_equal(k.tenant, "t");
+    int64_t at = cr_now_us() + 120000000;
+    assert_true(fwd_map_set_expiry("t", id, at));            /* a new expiry rewrites it */
+    assert_int_equal(k.puts, 2);
+    kept_t saved = k;
+    fwd_map_set_keeper(NULL);
+    fwd_map_clear();                                         /* "the restart" */
+    fwd_map_page_t pg;
+    assert_false(fwd_map_page("t", id, 0, 10, a, &pg));
+    assert_true(fwd_map_restore("t", saved.id, saved.text, saved.len));
+    assert_true(fwd_map_page("t", id, 0, 10, a, &pg));
+    assert_int_equal(pg.n, 5);
+    assert_int_equal(pg.expires_at, at);
+    assert_string_equal(pg.ids[4], "urn:e:5");
+    assert_true(pg.origins[4] == ((uint64_t)1 << 63 | 4));
+    assert_string_equal(pg.reg_ids[1], "urn:r:b");
+    assert_null(pg.linked[0]);
+    assert_string_equal(pg.linked[1], "urn:ngsi-ld:EntityMap:at-b");
+    assert_false(fwd_map_restore("t", "urn:x", "{\"t\":1,\"r\":[],\"l\":[],\"e\":[]}", 31));   /* expired */
+    assert_false(fwd_map_restore("t", "urn:y", "[1]", 3));                                          /* not a map */
+    /* a drop deletes the kept copy, once the lock is released */
+    fwd_map_set_keeper(&(fwd_map_keeper_t){k_put, k_del, &k});
+    assert_true(fwd_map_delete("t", id));
+    assert_int_equal(k.dels, 1);
+    assert_string_equal(k.deleted, id);
+    fwd_map_set_keeper(NULL);
+    arena_free(a);
+}
+
 int main(void)
 {
     char *argv[] = {"test_fwd_map", NULL};
@@ -156,6 +228,7 @@ int main(void)
         cmocka_unit_test_setup(test_expiry, setup),
         cmocka_unit_test_setup(test_bounds, setup),
         cmocka_unit_test_setup(test_concurrent, setup),
+        cmocka_unit_test_setup(test_kept_and_restored, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

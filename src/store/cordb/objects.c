@@ -145,10 +145,10 @@ static bool obj_log(cdb_t *db, cdb_tenant_t *t, int kind, const char *id, const 
 static bool obj_not_found(problem_t *p, int kind, const char *id)
 {
     static const char *const what[] = { "object", "subscription", "registration", "@context",
-                                           "context source subscription" };
+                                           "context source subscription", "EntityMap" };
 
     return problem_set(p, PB_RESOURCE_NOT_FOUND, "%s '%.400s' not found",
-                       what[kind >= 1 && kind <= 4 ? kind : 0], id);
+                       what[kind >= 1 && kind <= 5 ? kind : 0], id);
 }
 
 bool cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const char *json,

@@ -126,7 +126,7 @@ static bool apply_rec(replay_t *rp, const cdb_rec_t *r, problem_t *p)
         kind = cr_get_varint(&rd);
         id   = cr_get_str(&rd, &n);
         json = r->kind == CDB_REC_OBJ_PUT ? cr_get_str(&rd, &jn) : NULL;
-        if (!id || rd.bad || rd.p != rd.end || kind < 1 || kind > 4 ||
+        if (!id || rd.bad || rd.p != rd.end || kind < 1 || kind > 5 ||
             (r->kind == CDB_REC_OBJ_PUT && !json))
             return problem_set(p, PB_INTERNAL_ERROR, "an object record does not decode");
         rp->objs++;
