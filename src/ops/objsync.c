@@ -62,10 +62,24 @@ static void *sync_main(void *arg)
     return NULL;
 }
 
+/* A write the store undid (store_obj_undo_fn): its kind's registry follows. */
+static void obj_undo(void *ud, store_t *s, const char *tenant, int kind, const char *id)
+{
+    (void)ud;
+    switch (kind) {
+    case STORE_OBJ_SUBSCRIPTION:         ops_sub_resync(s, tenant, id); break;
+    case STORE_OBJ_REGISTRATION:         ops_reg_resync(s, tenant, id); break;
+    case STORE_OBJ_CSOURCE_SUBSCRIPTION: ops_csub_resync(s, tenant, id); break;
+    case STORE_OBJ_CONTEXT:              ops_ctx_resync(s, id); break;
+    default:                             LOG_E("ops: an undone object of unknown kind %d", kind); break;
+    }
+}
+
 bool ops_objsync_start(store_t *s)
 {
     pthread_condattr_t ca;
 
+    store_set_obj_undo(s, obj_undo, NULL);
     if (!store_obj_changed(s))
         return false;               /* not shared (corDB): the first call of a shared store is true */
     /* what others wrote since this process restored its objects */
