@@ -12,6 +12,10 @@
  * created on and by every process after a restart).
  * A store that nobody else writes (corDB) answers false: the thread is not
  * started.
+ * The same per-kind steps serve a write the store undid (corDB, --dbSync
+ * always, a failed fsync after the answer was built: store_set_obj_undo):
+ * the registry of the kind is brought back to the store's state for that
+ * object (ops_*_resync) before the write is answered 503.
  */
 #include <pthread.h>
 #include <time.h>
