@@ -66,24 +66,45 @@ bool ops_ctx_delete(const ops_req_t *rq, const char *id, problem_t *p)
     return ok;
 }
 
-static void restore_one(void *ud, const char *tenant, const char *id, const char *json, size_t len)
+/* The stored object json of hosted context id into ld/ (false: logged with why). */
+static bool load(const char *tenant, const char *id, const char *json, size_t len, const char *what)
 {
-    size_t   *n = ud;
     char      err[128];
     problem_t p = {0};
     arena_t  *a = arena_new(len * 2 + 512);
     json_t   *doc = *tenant ? NULL : json_parse_copy(a, json, len, &(json_limits_t){0}, err, sizeof err);
     const json_t *value = doc ? json_get(doc, "@context") : NULL;
     const json_t *created = doc ? json_get(doc, "createdAt") : NULL;
+    bool          ok = false;
     if (!value) {
-        LOG_E("hosted @context '%s' is not restored: %s", id, *tenant ? "not of the default tenant" : "no @context");
+        LOG_E("hosted @context '%s' is not %s: %s", id, what, *tenant ? "not of the default tenant" : "no @context");
     } else {
         size_t      slen;
         const char *served = served_text(a, value, &slen);
         int64_t     at = created && created->type == JSON_NUMBER ? (int64_t)json_number(created) : cr_now_ms();
-        if (!ld_hosted_put(id, served, slen, at, &p)) LOG_E("hosted @context '%s' is not restored: %s", id, p.detail);
-        else (*n)++;
+        if (!(ok = ld_hosted_put(id, served, slen, at, &p))) LOG_E("hosted @context '%s' is not %s: %s", id, what, p.detail);
     }
+    arena_free(a);
+    return ok;
+}
+
+static void restore_one(void *ud, const char *tenant, const char *id, const char *json, size_t len)
+{
+    size_t *n = ud;
+    if (load(tenant, id, json, len, "restored")) (*n)++;
+}
+
+/* A write the store undid: ld/ serves what the store holds for id again. */
+void ops_ctx_resync(store_t *s, const char *id)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = {0};
+    size_t    len;
+    pthread_mutex_lock(&g_write);
+    char *json = store_obj_get(s, "", STORE_OBJ_CONTEXT, id, a, &len, &p);
+    ld_hosted_remove(id);
+    if (json) load("", id, json, len, "put back");
+    pthread_mutex_unlock(&g_write);
     arena_free(a);
 }
 

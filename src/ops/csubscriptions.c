@@ -67,6 +67,11 @@ void ops_csub_sync(store_t *s)
     ops_subk_sync(&k_csub, s);
 }
 
+void ops_csub_resync(store_t *s, const char *tenant, const char *id)
+{
+    ops_subk_resync(&k_csub, s, tenant, id);
+}
+
 size_t ops_csub_restore(store_t *s)
 {
     return ops_subk_restore(&k_csub, s);

@@ -12,6 +12,10 @@
  * created on and by every process after a restart).
  * A store that nobody else writes (corDB) answers false: the thread is not
  * started.
+ * The same per-kind steps serve a write the store undid (corDB, --dbSync
+ * always, a failed fsync after the answer was built: store_set_obj_undo):
+ * the registry of the kind is brought back to the store's state for that
+ * object (ops_*_resync) before the write is answered 503.
  */
 #include <pthread.h>
 #include <time.h>
@@ -62,10 +66,26 @@ static void *sync_main(void *arg)
     return NULL;
 }
 
+/* A write the store undid (store_obj_undo_fn): its kind's registry follows. */
+static void obj_undo(void *ud, store_t *s, const char *tenant, int kind, const char *id)
+{
+    (void)ud;
+    switch (kind) {
+    case STORE_OBJ_SUBSCRIPTION:         ops_sub_resync(s, tenant, id); break;
+    case STORE_OBJ_REGISTRATION:         ops_reg_resync(s, tenant, id); break;
+    case STORE_OBJ_CSOURCE_SUBSCRIPTION: ops_csub_resync(s, tenant, id); break;
+    case STORE_OBJ_CONTEXT:              ops_ctx_resync(s, id); break;
+    case STORE_OBJ_ENTITY_MAP:           break;   /* a query's map stays in memory until it expires;
+                                                     only its copy for a restart was not written */
+    default:                             LOG_E("ops: an undone object of unknown kind %d", kind); break;
+    }
+}
+
 bool ops_objsync_start(store_t *s)
 {
     pthread_condattr_t ca;
 
+    store_set_obj_undo(s, obj_undo, NULL);
     if (!store_obj_changed(s))
         return false;               /* not shared (corDB): the first call of a shared store is true */
     /* what others wrote since this process restored its objects */

@@ -460,6 +460,15 @@ void ops_objsync_stop(void);
 void ops_sub_sync(store_t *s);
 void ops_reg_sync(store_t *s);
 void ops_csub_sync(store_t *s);
+/* A write of one object that the store undid (--dbSync always, a failed
+ * fsync: store_set_obj_undo, which ops_objsync_start sets): the kind's
+ * registry (notify/, reg/, ld/) is brought back to what the store holds for
+ * the object, under the mutex of the kind's writes, before the write is
+ * answered 503. */
+void ops_sub_resync(store_t *s, const char *tenant, const char *id);
+void ops_reg_resync(store_t *s, const char *tenant, const char *id);
+void ops_csub_resync(store_t *s, const char *tenant, const char *id);
+void ops_ctx_resync(store_t *s, const char *id);
 
 /* ------------------------------------------------------ administration */
 

@@ -104,6 +104,36 @@ static bool local_conflict(const ops_req_t *rq, const reg_t *r, problem_t *p)
     return true;
 }
 
+static void sync_put(void *ud, const char *tenant, const char *id, const char *json, size_t len);
+static void sync_gone(void *ud, const char *tenant, const char *id);
+
+/* Under g_write: the registry's entry for id made what the store holds;
+ * told: the context source subscriptions hear of the change. */
+static void resync_locked(store_t *s, const char *tenant, const char *id, bool told)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = {0};
+    size_t    len;
+    reg_t    *before = told ? reg_find(tenant, id, 0) : NULL;
+    char     *json = store_obj_get(s, tenant, STORE_OBJ_REGISTRATION, id, a, &len, &p);
+    if (json) sync_put(NULL, tenant, id, json, len);
+    else sync_gone(NULL, tenant, id);
+    if (told) {
+        reg_t *after = reg_find(tenant, id, 0);
+        if (before || after) reg_csub_changed(before, after);
+        reg_unref(after);
+        reg_unref(before);
+    }
+    arena_free(a);
+}
+
+void ops_reg_resync(store_t *s, const char *tenant, const char *id)
+{
+    pthread_mutex_lock(&g_write);
+    resync_locked(s, tenant, id, true);
+    pthread_mutex_unlock(&g_write);
+}
+
 bool ops_reg_create(const ops_req_t *rq, const json_t *body, const char **id, problem_t *p)
 {
     if (!json_is_object(body)) return problem_set(p, PB_BAD_REQUEST_DATA, "a registration must be a JSON object");
@@ -156,8 +186,9 @@ bool ops_reg_update(const ops_req_t *rq, const char *id, const json_t *body, pro
         return false;
     }
     pthread_mutex_lock(&g_write);
-    bool ok = reg_conflict(r, p) && local_conflict(rq, r, p) && reg_replace(r, p) &&
-              store_obj_put(rq->store, rq->tenant, STORE_OBJ_REGISTRATION, reg_id(r), doc, len, false, p);
+    bool ok = reg_conflict(r, p) && local_conflict(rq, r, p) && reg_replace(r, p);
+    if (ok && !(ok = store_obj_put(rq->store, rq->tenant, STORE_OBJ_REGISTRATION, reg_id(r), doc, len, false, p)))
+        resync_locked(rq->store, rq->tenant, reg_id(r), false);     /* the store kept the old one */
     if (ok) reg_csub_changed(old, r);
     pthread_mutex_unlock(&g_write);
     reg_unref(old);

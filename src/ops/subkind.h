@@ -37,5 +37,7 @@ notify_sub_t **ops_subk_query(const ops_sub_kind_t *k, const ops_req_t *rq, size
                               size_t *total, problem_t *p);
 size_t         ops_subk_restore(const ops_sub_kind_t *k, store_t *s);
 void           ops_subk_sync(const ops_sub_kind_t *k, store_t *s);   /* objsync.c: other processes' writes */
+/* objsync.c: a write of the store undone (store_obj_undo_fn): the registry follows the store again. */
+void           ops_subk_resync(const ops_sub_kind_t *k, store_t *s, const char *tenant, const char *id);
 
 #endif

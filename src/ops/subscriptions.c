@@ -54,6 +54,28 @@ bool ops_subk_create(const ops_sub_kind_t *k, const ops_req_t *rq, const json_t 
     return ok;
 }
 
+static void sync_put(void *ud, const char *tenant, const char *id, const char *json, size_t len);
+static void sync_gone(void *ud, const char *tenant, const char *id);
+
+/* Under g_write: the registry's entry for id made what the store holds. */
+static void resync_locked(const ops_sub_kind_t *k, store_t *s, const char *tenant, const char *id)
+{
+    arena_t  *a = arena_new(4096);
+    problem_t p = {0};
+    size_t    len;
+    char     *json = store_obj_get(s, tenant, k->kind, id, a, &len, &p);
+    if (json) sync_put((void *)k, tenant, id, json, len);
+    else sync_gone((void *)k, tenant, id);
+    arena_free(a);
+}
+
+void ops_subk_resync(const ops_sub_kind_t *k, store_t *s, const char *tenant, const char *id)
+{
+    pthread_mutex_lock(&g_write);
+    resync_locked(k, s, tenant, id);
+    pthread_mutex_unlock(&g_write);
+}
+
 notify_sub_t *ops_subk_retrieve(const ops_sub_kind_t *k, const ops_req_t *rq, const char *id, problem_t *p)
 {
     if (!ops_check_id(id, p)) return NULL;
@@ -84,7 +106,9 @@ bool ops_subk_update(const ops_sub_kind_t *k, const ops_req_t *rq, const char *i
     if (!s) return false;
     pthread_mutex_lock(&g_write);
     /* the registry first: a subscription deleted meanwhile is not written back to the store */
-    bool ok = k->replace(s, p) && store_obj_put(rq->store, rq->tenant, k->kind, notify_sub_id(s), doc, len, false, p);
+    bool ok = k->replace(s, p);
+    if (ok && !(ok = store_obj_put(rq->store, rq->tenant, k->kind, notify_sub_id(s), doc, len, false, p)))
+        resync_locked(k, rq->store, rq->tenant, notify_sub_id(s));   /* the store kept the old one */
     pthread_mutex_unlock(&g_write);
     notify_sub_unref(s);
     return ok;
@@ -281,6 +305,11 @@ static void join_release(void *hv)
 void ops_sub_sync(store_t *s)
 {
     ops_subk_sync(&k_sub, s);
+}
+
+void ops_sub_resync(store_t *s, const char *tenant, const char *id)
+{
+    ops_subk_resync(&k_sub, s, tenant, id);
 }
 
 size_t ops_sub_restore(store_t *s)

@@ -60,6 +60,8 @@ struct store {
     }                      flushes[STORE_MAX_FLUSHES];
     size_t                 n_flushes;
     bool                   holds;           /* the backend may hold (be->holds) */
+    store_obj_undo_fn      obj_undo;        /* store_set_obj_undo */
+    void                  *obj_undo_ud;
     _Atomic uint64_t       creates, updates, deletes, queries;
 };
 
@@ -604,6 +606,18 @@ void store_pending_round(void)
     }
 }
 
+void store_set_obj_undo(store_t *s, store_obj_undo_fn fn, void *ud)
+{
+    s->obj_undo    = fn;
+    s->obj_undo_ud = ud;
+}
+
+void store_obj_undone(store_pending_t *pd, const char *tenant, int kind, const char *id)
+{
+    if (pd->store->obj_undo)
+        pd->store->obj_undo(pd->store->obj_undo_ud, pd->store, tenant, kind, id);
+}
+
 /* ------------------------------------------------------------ op names */
 
 const char *store_op_name(store_op_t op)
@@ -935,7 +949,14 @@ bool store_obj_put(store_t *s, const char *tenant, store_obj_kind_t kind, const 
         return false;
     if (!json && len)
         return problem_set(p, PB_INTERNAL_ERROR, "store: object '%.200s' without its text", id);
-    return s->be->obj_put(s->db, tenant, (int)kind, id, json ? json : "", len, create_only, p);
+    store_change_t stack;
+    bool           ok;
+
+    hold_arm(s, &stack, 1);                 /* no change: the array stays empty */
+    ok = s->be->obj_put(s->db, tenant, (int)kind, id, json ? json : "", len, create_only, p);
+    if (!hold_taken())
+        hold_drop();
+    return ok;
 }
 
 bool store_obj_delete(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id,
@@ -943,7 +964,14 @@ bool store_obj_delete(store_t *s, const char *tenant, store_obj_kind_t kind, con
 {
     if (!obj_kind_ok(kind, p) || !obj_id_ok(id, p))
         return false;
-    return s->be->obj_delete(s->db, tenant, (int)kind, id, p);
+    store_change_t stack;
+    bool           ok;
+
+    hold_arm(s, &stack, 1);
+    ok = s->be->obj_delete(s->db, tenant, (int)kind, id, p);
+    if (!hold_taken())
+        hold_drop();
+    return ok;
 }
 
 char *store_obj_get(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id,

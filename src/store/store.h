@@ -215,7 +215,9 @@ void            store_stream_free(store_stream_t *st);
  *    the hooks never saw them), as a failed fsync is answered without a
  *    held answer; or a flush failed (the write is durable in the store,
  *    p says what may be missing). Nothing may be acknowledged.
- * Purges and stored objects (store_obj_*) always return after their sync.
+ * Stored objects (store_obj_put, store_obj_delete) are held the same way;
+ * an undone one is also taken back where it took effect (store_set_obj_undo).
+ * Purges always return after their sync.
  * Every other thread, and every backend or mode without it (RAM,
  * interval, none, mongoc), returns durable writes as before: begin/end
  * cost a thread-local test. */
@@ -251,6 +253,18 @@ void            *store_pending_area(store_pending_t *pd);
 void             store_pending_adopt(void);
 void             store_pending_done(store_pending_t *pd, store_change_t *g, size_t n, bool ok);
 void             store_pending_round(void);
+
+/* A pending object write whose sync failed: the backend has put the object
+ * back as it was before the write (store_obj_get reads that), then, on the
+ * syncer's thread and before the write is answered 503, fn(ud, s, tenant,
+ * kind, id) lets the object's owner (ops/) bring what it derived from it (a
+ * registry) back to the store's state. fn may lock what the object's writers
+ * hold around their store_obj_* calls (they never wait for a sync while a
+ * hold is on). Set once, at start-up. Backends call store_obj_undone(pd, ...)
+ * for such a write, before its store_pending_done(pd, NULL, 0, false). */
+typedef void (*store_obj_undo_fn)(void *ud, store_t *s, const char *tenant, int kind, const char *id);
+void store_set_obj_undo(store_t *s, store_obj_undo_fn fn, void *ud);
+void store_obj_undone(store_pending_t *pd, const char *tenant, int kind, const char *id);
 
 /* Opens the store cr_config asks for (--database, --dbDir ...). */
 store_t *store_open(problem_t *p);

@@ -907,6 +907,65 @@ static void test_held(void **state)
     arena_free(a);
 }
 
+/* Stored objects in a hold (--dbSync always): pending like entity writes,
+ * answered by the ticket after the log's thread synced them, durable; with
+ * interval nothing is held. */
+static void test_held_objects(void **state)
+{
+    arena_t        *a = arena_new(4096);
+    problem_t       p = { 0 };
+    store_t        *s;
+    store_ticket_t *t;
+    store_stats_t   st;
+    size_t          len;
+    char           *j;
+
+    (void)state;
+    rm_dir(dir);
+    s = open_disk("interval", &p);
+    assert_non_null(s);
+    store_hold_begin(s);
+    assert_true(store_obj_put(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:1", "{}", 2, true, &p));
+    assert_null(store_hold_end());
+    store_close(s);
+
+    rm_dir(dir);
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    assert_true(store_obj_put(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:gone", "{}", 2, true, &p));
+    tk.calls = 0;
+    store_hold_begin(s);
+    assert_true(store_obj_put(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:1", "{\"v\":1}", 7, true, &p));
+    assert_true(store_obj_put(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:1", "{\"v\":2}", 7, false, &p));
+    assert_false(store_obj_put(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:1", "{}", 2, true, &p));
+    assert_true(store_obj_delete(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:gone", &p));
+    assert_false(store_obj_delete(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:none", &p));
+    j = store_obj_get(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:1", a, &len, &p);   /* visible before the sync */
+    assert_non_null(j);
+    assert_string_equal(j, "{\"v\":2}");
+    t = store_hold_end();
+    assert_non_null(t);
+    store_ticket_wait(t, ticket_cb, NULL);
+    pthread_mutex_lock(&tk.mu);
+    while (!tk.calls)
+        pthread_cond_wait(&tk.cv, &tk.mu);
+    assert_int_equal(tk.calls, 1);
+    assert_true(tk.ok);
+    pthread_mutex_unlock(&tk.mu);
+    store_get_stats(s, &st);
+    assert_int_equal(st.log_held, 3);
+    store_close(s);
+
+    s = open_disk("always", &p);
+    assert_non_null(s);
+    j = store_obj_get(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:1", a, &len, &p);
+    assert_non_null(j);
+    assert_string_equal(j, "{\"v\":2}");
+    assert_null(store_obj_get(s, "", STORE_OBJ_SUBSCRIPTION, "urn:s:gone", a, &len, &p));
+    store_close(s);
+    arena_free(a);
+}
+
 static void test_ram_no_snapshot(void **state)
 {
     problem_t p = { 0 };
@@ -1022,6 +1081,7 @@ int main(void)
         cmocka_unit_test(test_ram_no_snapshot),
         cmocka_unit_test_setup_teardown(test_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mapped_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_held_objects, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -49,7 +49,7 @@ struct cdb {
 /* A held write (store.h "Held answers"): its log waiter, on the heap, and
  * what the log's thread needs to answer it, or to undo it. */
 typedef struct cdb_held {
-    cdb_logw_t       w;             /* first: log.c hands it back */
+    cdb_held_head_t  hh;            /* first: log.c hands it back (obj false) */
     cdb_t           *db;
     cdb_tenant_t    *t;
     store_change_t  *g;             /* store.c's pending array */
@@ -66,6 +66,10 @@ static void held_undo(void *ud, cdb_logw_t *w)
     cdb_held_t *h = (cdb_held_t *)w;
 
     (void)ud;
+    if (h->hh.obj) {
+        cdb_obj_held_undo(&h->hh);
+        return;
+    }
     tenant_wrlock(h->t);
     undo_locked(h->db, h->t, h->g, h->n);
     pthread_rwlock_unlock(&h->t->lock);
@@ -77,6 +81,10 @@ static void held_done(void *ud, cdb_logw_t *w, bool ok)
     cdb_held_t *h = (cdb_held_t *)w;
 
     (void)ud;
+    if (h->hh.obj) {
+        cdb_obj_held_done(&h->hh, ok);
+        return;
+    }
     store_pending_done(h->sp, h->g, h->n, ok);  /* h lives in sp until the round ends */
 }
 
@@ -505,14 +513,14 @@ static bool log_group(cdb_t *db, cdb_tenant_t *t, store_change_t *g, size_t n, c
         cdb_held_t *h = store_pending_area(sp);
 
         _Static_assert(sizeof(cdb_held_t) <= STORE_PENDING_AREA, "cdb_held_t fits");
-        memset(&h->w, 0, sizeof(h->w));
-        h->w.held = true;
+        memset(&h->hh, 0, sizeof(h->hh));
+        h->hh.w.held = true;
         h->db = db;
         h->t  = t;
         h->g  = g;
         h->n  = n;
         h->sp = sp;
-        if (cdb_log_append(db->log, group_records(t, g, n), &h->w, p)) {
+        if (cdb_log_append(db->log, group_records(t, g, n), &h->hh.w, p)) {
             store_pending_adopt();          /* h is the log thread's now */
             return true;
         }

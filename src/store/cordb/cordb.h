@@ -45,6 +45,7 @@
 #include <pthread.h>
 
 #include "../store.h"
+#include "log.h"
 
 #define CDB_NONE            UINT32_MAX   /* "no slot" */
 #define CDB_COMPACT_MIN     32           /* compaction only above this many slots */
@@ -424,6 +425,16 @@ void          cdb_tenant_wrlock(cdb_tenant_t *t);
  * first (the reader-preferring lock would let a scan starve them). */
 void          cdb_scan_yield(cdb_tenant_t *t);
 struct cdb_log *cdb_db_log(cdb_t *db);      /* NULL: in RAM */
+
+/* A held write (store.h "Held answers") as the log's thread hands it back:
+ * its waiter, then whether it is an object's (objects.c: its completions
+ * below) or an entity group's (cordb.c). */
+typedef struct cdb_held_head {
+    cdb_logw_t w;               /* first: log.c hands it back */
+    bool       obj;
+} cdb_held_head_t;
+void cdb_obj_held_undo(cdb_held_head_t *hh);
+void cdb_obj_held_done(cdb_held_head_t *hh, bool ok);
 void            cdb_set_log(cdb_t *db, struct cdb_log *log);
 
 /* On disk (recover.c): opens --dbDir, recovers (the newest valid snapshot,

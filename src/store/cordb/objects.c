@@ -13,9 +13,14 @@
  *
  * On disk, a put or delete is one record (log.h), written under the lock
  * before the change is made (a failed write: 503, nothing changed); with
- * --dbSync always the writer waits for its fsync after the unlock, and a
- * failed fsync takes the change back (the old text, or the deleted object
- * appended again).
+ * --dbSync always a failed fsync takes the change back (the old text, or the
+ * deleted object appended again). A writer whose answer is held (store.h
+ * "Held answers": store_pending) does not wait: its record's waiter is an
+ * obj_held_t on the heap, which keeps what the undo needs (the replaced
+ * text, the deleted object) until the log's thread completes it
+ * (cdb_obj_held_undo in the reverse order of the log, then
+ * cdb_obj_held_done, which also tells the object's owner: store_obj_undone).
+ * Any other writer waits for its fsync after the unlock.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,13 +156,114 @@ static bool obj_not_found(problem_t *p, int kind, const char *id)
                        what[kind >= 1 && kind <= 5 ? kind : 0], id);
 }
 
+/* A held object write (see the top), completed by the log's thread. */
+typedef struct obj_held {
+    cdb_held_head_t  hh;            /* first (obj true) */
+    cdb_tenant_t    *t;
+    int              kind;
+    char            *key;           /* kind byte + id */
+    size_t           klen;
+    bool             put;
+    char            *old;           /* put: the replaced text (NULL: a new object) */
+    size_t           old_len;
+    cdb_obj_t       *gone;          /* delete: the object taken out */
+    store_pending_t *sp;
+} obj_held_t;
+
+/* Under the tenant lock: the pending write the current call may become
+ * (NULL: not held), its record not yet appended. */
+static obj_held_t *held_new(cdb_t *db, cdb_tenant_t *t, int kind, const char *id, bool put)
+{
+    cdb_log_t       *log = cdb_db_log(db);
+    store_pending_t *sp;
+    obj_held_t      *h;
+
+    if (!log || cdb_log_mode(log) != CDB_SYNC_ALWAYS || !(sp = store_pending()))
+        return NULL;
+    h = cr_xcalloc(1, sizeof(*h));
+    h->hh.obj    = true;
+    h->hh.w.held = true;
+    h->t         = t;
+    h->kind      = kind;
+    h->key       = obj_key(kind, id, &h->klen);
+    h->put       = put;
+    h->sp        = sp;
+    return h;
+}
+
+static void held_free(obj_held_t *h)
+{
+    free(h->key);
+    free(h);
+}
+
+/* Under the tenant lock: logs a put or delete as h's record (false, p: 503
+ * when the log cannot take it; h is freed then). */
+static bool held_log(cdb_t *db, cdb_tenant_t *t, obj_held_t *h, const char *id, const char *json,
+                     size_t len, problem_t *p)
+{
+    sbuf_t *sb = cdb_log_buf();
+    size_t  at = cdb_rec_begin(sb, json ? CDB_REC_OBJ_PUT : CDB_REC_OBJ_DEL, t->name);
+
+    cr_put_varint(sb, (uint64_t)h->kind);
+    cr_put_str(sb, id, strlen(id));
+    if (json)
+        cr_put_str(sb, json, len);
+    cdb_rec_end(sb, at);
+    if (cdb_log_append(cdb_db_log(db), sb, &h->hh.w, p))
+        return true;
+    held_free(h);
+    return false;
+}
+
+/* The log's thread: h's fsync failed, its turn in the reverse order of the
+ * log (every later write is undone): the object as it was before h. */
+void cdb_obj_held_undo(cdb_held_head_t *hh)
+{
+    obj_held_t *h = (obj_held_t *)hh;
+    cdb_objs_t *o = &h->t->objs;
+    uint32_t    i;
+
+    cdb_tenant_wrlock(h->t);
+    if (h->put) {
+        i = objs_find(o, h->key, h->klen);
+        if (i != CDB_NONE && h->old) {          /* the replaced text comes back */
+            free(o->v[i]->json);
+            o->v[i]->json = h->old;
+            o->v[i]->len  = h->old_len;
+            h->old        = NULL;
+        } else if (i != CDB_NONE) {
+            obj_free(objs_take(o, i));
+        }
+    } else if (h->gone) {                       /* back, at the end of the creation order */
+        objs_add(o, h->gone);
+        h->gone = NULL;
+    }
+    pthread_rwlock_unlock(&h->t->lock);
+}
+
+/* The log's thread: h is durable (ok) or undone; its owner is told of an
+ * undo before the write is answered. */
+void cdb_obj_held_done(cdb_held_head_t *hh, bool ok)
+{
+    obj_held_t *h = (obj_held_t *)hh;
+
+    if (!ok)
+        store_obj_undone(h->sp, h->t->name, h->kind, h->key + 1);
+    store_pending_done(h->sp, NULL, 0, ok);
+    free(h->old);
+    obj_free(h->gone);
+    held_free(h);
+}
+
 bool cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const char *json,
                  size_t len, bool create_only, problem_t *p)
 {
     cdb_tenant_t *t = cdb_tenant_open(db, tenant, p);
     cdb_objs_t   *o;
     cdb_obj_t    *ob;
-    cdb_logw_t    w;
+    cdb_logw_t    w = { 0 };
+    obj_held_t   *h;
     size_t        klen, old_len = 0;
     char         *key, *text, *old = NULL;
     uint32_t      i;
@@ -178,7 +284,8 @@ bool cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const 
         free(text);
         return problem_set(p, PB_ALREADY_EXISTS, "'%.400s' already exists", id);
     }
-    if (!obj_log(db, t, kind, id, text, len, &w, p)) {
+    h = held_new(db, t, kind, id, true);
+    if (h ? !held_log(db, t, h, id, text, len, p) : !obj_log(db, t, kind, id, text, len, &w, p)) {
         pthread_rwlock_unlock(&t->lock);
         free(key);
         free(text);
@@ -198,6 +305,13 @@ bool cdb_obj_put(cdb_t *db, const char *tenant, int kind, const char *id, const 
         ob->json = text;
         ob->len  = len;
         objs_add(o, ob);
+    }
+    if (h) {                                /* the log's thread's now, the replaced text kept */
+        h->old     = old;
+        h->old_len = old_len;
+        pthread_rwlock_unlock(&t->lock);
+        store_pending_adopt();
+        return true;
     }
     pthread_rwlock_unlock(&t->lock);
 
@@ -233,6 +347,7 @@ bool cdb_obj_delete(cdb_t *db, const char *tenant, int kind, const char *id, pro
     cdb_tenant_t *t = cdb_tenant_get(db, tenant, p);
     cdb_obj_t    *ob = NULL;
     cdb_logw_t    w = { 0 };
+    obj_held_t   *h;
     size_t        klen;
     char         *key;
     uint32_t      i;
@@ -243,12 +358,20 @@ bool cdb_obj_delete(cdb_t *db, const char *tenant, int kind, const char *id, pro
     cdb_tenant_wrlock(t);
     i = objs_find(&t->objs, key, klen);
     if (i != CDB_NONE) {
-        if (!obj_log(db, t, kind, id, NULL, 0, &w, p)) {
+        h = held_new(db, t, kind, id, false);
+        if (h ? !held_log(db, t, h, id, NULL, 0, p) : !obj_log(db, t, kind, id, NULL, 0, &w, p)) {
             pthread_rwlock_unlock(&t->lock);
             free(key);
             return false;
         }
         ob = objs_take(&t->objs, i);
+        if (h) {                            /* the log's thread's now, the object kept */
+            h->gone = ob;
+            pthread_rwlock_unlock(&t->lock);
+            free(key);
+            store_pending_adopt();
+            return true;
+        }
     }
     pthread_rwlock_unlock(&t->lock);
     free(key);
