@@ -25,7 +25,18 @@ broker's CPU (the median of the runs' ratios, each run's in brackets): the
 issue's target is at most 2x. A benchmark: it never fails.
 
   python3 test/perf/mongo_bench.py [-n 1000] [-r 2000] [--r-slow 100] [--repeat 3]
-                                   [--shapes retrieve,query,create,patch]
+                                   [--shapes retrieve,query,create,patch] [--binary PATH]
+
+Batch shapes (BATCH items each, over the loaded Vehicles; their figures are
+per batch ITEM): batch_upsert (options=update), batch_update, batch_merge,
+batch_create (new entities) and batch_cd (a batch create of new entities,
+then their batch delete: per item of the pair).
+
+With --trips R the broker on mongoc runs under strace for R requests of each
+shape, and the table is the database round trips per request (and per batch
+item): the commands written to FerretDB's port (sendmsg/sendto/write/writev on
+a socket whose peer is it). --binary runs another build (e.g. main's, for a
+before/after) in place of the tree's.
 
 With --callgrind R the brokers run under valgrind --tool=callgrind with the
 instrumentation switched on only while the R requests of a shape are sent
@@ -50,7 +61,48 @@ sys.path.insert(0, os.path.join(HERE, "..", "functional"))
 import cpu_per_request as cpr  # noqa: E402
 import ferret  # noqa: E402
 
-SLOW = ("query", "patch")
+SLOW = ("query", "patch", "batch_upsert", "batch_update", "batch_merge", "batch_create", "batch_cd")
+BATCH = 20
+_bseq = [0]
+
+
+def _vehicles(i):
+    return ["urn:ngsi-ld:Vehicle:%d" % ((i * BATCH + k) * 7919 % 1000) for k in range(BATCH)]
+
+
+def _batch(op, body, want=204, params=""):
+    return ("POST", "/ngsi-ld/v1/entityOperations/%s%s" % (op, params), cpr.JSON, body, want)
+
+
+def _new_ids():
+    _bseq[0] += 1
+    return ["urn:ngsi-ld:BNew:%d:%d:%d" % (os.getpid(), _bseq[0], k) for k in range(BATCH)]
+
+
+def _attrs(ids, i):
+    return "[" + ",".join('{"id":"%s","type":"Vehicle","speed":{"type":"Property","value":%d}}' % (e, i % 120)
+                          for e in ids) + "]"
+
+
+def _cd(i):
+    ids = _new_ids()
+    return [_batch("create", "[" + ",".join('{"id":"%s","type":"BNew"}' % e for e in ids) + "]", 201),
+            _batch("delete", "[" + ",".join('"%s"' % e for e in ids) + "]")]
+
+
+cpr.WRITES.update({
+    "batch_upsert": lambda i: [_batch("upsert", _attrs(_vehicles(i), i), 204, "?options=update")],
+    "batch_update": lambda i: [_batch("update", _attrs(_vehicles(i), i))],
+    "batch_merge": lambda i: [_batch("merge", _attrs(_vehicles(i), i))],
+    "batch_create": lambda i: [_batch("create", "[" + ",".join('{"id":"%s","type":"BNew"}' % e
+                                                              for e in _new_ids()) + "]", 201)],
+    "batch_cd": _cd,
+})
+
+
+def per_item(s):
+    """Requests per unit of a shape's figure: a batch counts its items."""
+    return BATCH if s.startswith("batch_") else 1
 IDLE = 3.0
 
 
@@ -70,9 +122,9 @@ def broker_ns(pid):
     return t
 
 
-def measure(srv, flags, n, r, r_slow, shapes):
+def measure(srv, flags, n, r, r_slow, shapes, binary=None):
     out = {}
-    with cpr.loaded_broker(None, flags, n) as (b, c):
+    with cpr.loaded_broker(binary, flags, n) as (b, c):
         time.sleep(0.5)
         i0, w0 = broker_ns(b.pid), time.perf_counter()
         time.sleep(IDLE)
@@ -83,17 +135,18 @@ def measure(srv, flags, n, r, r_slow, shapes):
             t0, d0, w0 = broker_ns(b.pid), cpr.cpu_seconds(srv.proc.pid), time.perf_counter()
             cpr.send(c, s, k)
             wall = time.perf_counter() - w0
+            k *= per_item(s)
             raw = (broker_ns(b.pid) - t0) / k / 1e3
             out[s] = {"broker": raw, "net": max(0.0, raw - idle * wall / k / 1e3),
                       "db": (cpr.cpu_seconds(srv.proc.pid) - d0) / k * 1e6, "wall": wall / k * 1e6}
     return out
 
 
-def callgrind(srv, flags, n, r, shapes, out):
+def callgrind(srv, flags, n, r, shapes, out, binary=None):
     """Instructions per request of each shape, the broker under callgrind."""
     import subprocess
     res = {}
-    with cpr.loaded_broker(None, tuple(flags) + ("--syncInterval", "600000"), n,
+    with cpr.loaded_broker(binary, tuple(flags) + ("--syncInterval", "600000"), n,
                            prefix=["valgrind", "--tool=callgrind", "--instr-atstart=no",
                                    "--callgrind-out-file=" + out + ".%p"]) as (b, c):
         for s in shapes:
@@ -108,9 +161,47 @@ def callgrind(srv, flags, n, r, shapes, out):
             for line in open(files[-1]):
                 if line.startswith("summary:") or line.startswith("totals:"):
                     tot = int(line.split()[1])
-            res[s] = tot / r
+            res[s] = tot / r / per_item(s)
             del d
     return res
+
+
+def trips(srv, flags, n, r, shapes, binary):
+    """Database round trips per request of each shape: the broker's writes to
+    FerretDB's socket, counted by strace while the shape's r requests run."""
+    import subprocess
+    import tempfile
+    port = srv.uri.rsplit(":", 1)[1].split("/")[0]
+    res = {}
+    with cpr.loaded_broker(binary, tuple(flags) + ("--syncInterval", "600000"), n) as (b, c):
+        for s in shapes:
+            cpr.send(c, s, 5)
+            log = tempfile.mktemp(prefix="coraine-trips-")
+            st = subprocess.Popen(["strace", "-f", "-yy", "-e", "trace=sendmsg,sendto,write,writev",
+                                   "-o", log, "-p", str(b.pid)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+            cpr.send(c, s, r)
+            time.sleep(0.3)
+            st.terminate()
+            st.wait()
+            cnt = sum(1 for line in open(log) if ":%s]>" % port in line)
+            os.unlink(log)
+            res[s] = cnt / r
+    return res
+
+
+def main_trips(a, shapes):
+    srv = ferret.FerretServer()
+    try:
+        t = trips(srv, mongo_flags(srv), a.n, a.trips, shapes, a.binary)
+    finally:
+        srv.close()
+    print("| shape | round trips / request | per item |")
+    print("|---|---:|---:|")
+    for s in shapes:
+        print("| %s | %.2f | %.2f |" % (s, t[s], t[s] / per_item(s)))
+    print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 
 
 def main_callgrind(a, shapes):
@@ -118,8 +209,8 @@ def main_callgrind(a, shapes):
     srv = ferret.FerretServer()
     tmp = tempfile.mkdtemp(prefix="coraine-cg-")
     try:
-        c = callgrind(srv, (), a.n, a.callgrind, shapes, os.path.join(tmp, "cordb"))
-        m = callgrind(srv, mongo_flags(srv), a.n, a.callgrind, shapes, os.path.join(tmp, "mongoc"))
+        c = callgrind(srv, (), a.n, a.callgrind, shapes, os.path.join(tmp, "cordb"), a.binary)
+        m = callgrind(srv, mongo_flags(srv), a.n, a.callgrind, shapes, os.path.join(tmp, "mongoc"), a.binary)
     finally:
         srv.close()
     print("| shape | corDB instructions / request | mongoc instructions / request | mongoc / corDB |")
@@ -138,8 +229,14 @@ def main():
     ap.add_argument("--shapes", default="retrieve,query,create,patch")
     ap.add_argument("--callgrind", type=int, default=0, metavar="R",
                     help="instructions per request under callgrind, R requests per shape")
+    ap.add_argument("--trips", type=int, default=0, metavar="R",
+                    help="database round trips per request under strace, R requests per shape")
+    ap.add_argument("--binary", default=None, help="the broker to run (default: the tree's build)")
     a = ap.parse_args()
     shapes = a.shapes.split(",")
+    if a.trips:
+        main_trips(a, shapes)
+        return
     if a.callgrind:
         main_callgrind(a, shapes)
         return
@@ -147,8 +244,8 @@ def main():
     runs = {"corDB": [], "mongoc": []}
     try:
         for i in range(a.repeat):
-            runs["corDB"].append(measure(srv, (), a.n, a.r, a.r_slow, shapes))
-            runs["mongoc"].append(measure(srv, mongo_flags(srv), a.n, a.r, a.r_slow, shapes))
+            runs["corDB"].append(measure(srv, (), a.n, a.r, a.r_slow, shapes, a.binary))
+            runs["mongoc"].append(measure(srv, mongo_flags(srv), a.n, a.r, a.r_slow, shapes, a.binary))
             print("run %d done (load average %s)" % (i + 1, " ".join(open("/proc/loadavg").read().split()[:3])),
                   file=sys.stderr, flush=True)
     finally:

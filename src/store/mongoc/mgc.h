@@ -162,6 +162,19 @@ cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p
  * version when the server's token is its token. */
 cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *id, mgc_ver_t *ver,
                       bool *failed, problem_t *p);
+/* An id table over ids[0..n) (open addressing, in the arena a): the index of
+ * the FIRST occurrence of id, or -1. */
+typedef struct mgc_idmap {
+    const char *const *ids;
+    int32_t           *slot;        /* index + 1; 0: empty */
+    uint32_t           mask;
+} mgc_idmap_t;
+void         mgc_idmap_init(mgc_idmap_t *m, const char *const *ids, size_t n, arena_t *a);
+int32_t      mgc_idmap_find(const mgc_idmap_t *m, const char *id);
+/* The current versions of the distinct ids[0..n) in one find: out[i] (a new
+ * reference, NULL: not there) and ver[i]; false: the read failed (p). */
+bool         mgc_read_many(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *const *ids,
+                           size_t n, cr_entity_t **out, mgc_ver_t *ver, arena_t *a, problem_t *p);
 bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t *a, store_page_t *out,
                problem_t *p);
 bool mgc_foreach(mgc_t *db, const char *tenant, const entity_filter_t *f,

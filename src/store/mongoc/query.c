@@ -87,6 +87,141 @@ cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char
     return e;
 }
 
+void mgc_idmap_init(mgc_idmap_t *m, const char *const *ids, size_t n, arena_t *a)
+{
+    uint32_t cap = 16;
+
+    while (cap < 2 * n)
+        cap *= 2;
+    m->ids  = ids;
+    m->mask = cap - 1;
+    m->slot = arena_calloc(a, cap * sizeof(*m->slot));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t j = (uint32_t)cr_hash(ids[i], strlen(ids[i])) & m->mask;
+
+        while (m->slot[j] && strcmp(ids[m->slot[j] - 1], ids[i]))
+            j = (j + 1) & m->mask;
+        if (!m->slot[j])
+            m->slot[j] = (int32_t)i + 1;
+    }
+}
+
+int32_t mgc_idmap_find(const mgc_idmap_t *m, const char *id)
+{
+    uint32_t j = (uint32_t)cr_hash(id, strlen(id)) & m->mask;
+
+    while (m->slot[j]) {
+        if (!strcmp(m->ids[m->slot[j] - 1], id))
+            return m->slot[j] - 1;
+        j = (j + 1) & m->mask;
+    }
+    return -1;
+}
+
+/* The current versions of ids[0..n) (distinct) in one find ($in on _id) per
+ * MGC_REPLY_CUT of reply: out[i] (a new reference) and ver[i], or NULL when
+ * the entity is not there. A reply so large that the server may have cut
+ * it is completed one id at a time. */
+#define MGC_REPLY_CUT (8u << 20)    /* a reply this large may have been cut at 16 MB */
+
+bool mgc_read_many(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *const *ids, size_t n,
+                   cr_entity_t **out, mgc_ver_t *ver, arena_t *a, problem_t *p)
+{
+    mgc_idmap_t m;
+    bool   *seen = arena_calloc(a, n ? n : 1);
+
+    memset(out, 0, n * sizeof(*out));
+    if (!n)
+        return true;
+    mgc_idmap_init(&m, ids, n, a);
+    {
+        bson_t       cmd, sub, in, arr, reply, doc;
+        bson_iter_t  it, batch;
+        bson_error_t err;
+        char         nk[16];
+        const char  *kp;
+        uint32_t     k = 0;
+        bool         cut, ok = true;
+
+        bson_init(&cmd);
+        BSON_APPEND_UTF8(&cmd, "find", "entities");
+        bson_append_document_begin(&cmd, "filter", 6, &sub);
+        bson_append_document_begin(&sub, "_id", 3, &in);
+        bson_append_array_begin(&in, "$in", 3, &arr);
+        for (size_t i = 0; i < n; i++) {
+            bson_uint32_to_string(k++, &kp, nk, sizeof nk);
+            bson_append_utf8(&arr, kp, -1, ids[i], -1);
+        }
+        bson_append_array_end(&in, &arr);
+        bson_append_document_end(&sub, &in);
+        bson_append_document_end(&cmd, &sub);
+        bson_append_document_begin(&cmd, "projection", 10, &sub);
+        BSON_APPEND_INT32(&sub, "c", 1);
+        BSON_APPEND_INT32(&sub, "v", 1);
+        BSON_APPEND_INT32(&sub, "w", 1);
+        BSON_APPEND_INT32(&sub, "e", 1);
+        bson_append_document_end(&cmd, &sub);
+        BSON_APPEND_INT64(&cmd, "limit", (int64_t)k);
+        BSON_APPEND_INT64(&cmd, "batchSize", (int64_t)k);
+        BSON_APPEND_BOOL(&cmd, "singleBatch", true);
+        if (!mongoc_client_read_command_with_opts(c, t->dbname, &cmd, NULL, NULL, &reply, &err)) {
+            bson_destroy(&reply);
+            bson_destroy(&cmd);
+            ok = mgc_fail(p, "read", &err);
+            goto fail;
+        }
+        bson_destroy(&cmd);
+        cut = reply.len > MGC_REPLY_CUT;
+        if (!bson_iter_init(&it, &reply) || !bson_iter_find_descendant(&it, "cursor.firstBatch", &batch) ||
+            !BSON_ITER_HOLDS_ARRAY(&batch) || !bson_iter_recurse(&batch, &it)) {
+            bson_destroy(&reply);
+            ok = problem_set(p, PB_INTERNAL_ERROR, "MongoDB: a find reply without its batch");
+            goto fail;
+        }
+        while (ok && bson_iter_next(&it)) {
+            const uint8_t *data;
+            uint32_t       len;
+            mgc_docf_t     f;
+            int32_t        i;
+
+            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+                continue;
+            bson_iter_document(&it, &len, &data);
+            if (!bson_init_static(&doc, data, len)) {
+                ok = problem_set(p, PB_INTERNAL_ERROR, "MongoDB: a reply that does not parse");
+                break;
+            }
+            mgc_doc_fields(&doc, &f);
+            if (!f.id || (i = mgc_idmap_find(&m, f.id)) < 0 || seen[i])
+                continue;
+            seen[i] = true;
+            if (!(out[i] = doc_entity(db, t, &f, &ver[i], p)))
+                ok = false;
+        }
+        bson_destroy(&reply);
+        if (!ok)
+            goto fail;
+        if (cut)                        /* cut at the server's 16 MB: the rest one by one */
+            for (size_t i = 0; i < n; i++) {
+                bool failed = false;
+
+                if (seen[i])
+                    continue;
+                out[i] = mgc_read(db, c, t, ids[i], &ver[i], &failed, p);
+                if (failed)
+                    goto fail;
+            }
+    }
+    return true;
+fail:
+    for (size_t i = 0; i < n; i++)
+        if (out[i]) {
+            entity_unref(out[i]);
+            out[i] = NULL;
+        }
+    return false;
+}
+
 cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p)
 {
     mgc_tenant_t    *t = mgc_tenant_get(db, tenant, p);
@@ -316,8 +451,6 @@ static bool translate(const entity_filter_t *f, bson_t *q)
  * of an entity changes. The first page is as large as the caller expects
  * to need (want), the next ones grow up to SCAN_PAGE_MAX. */
 #define SCAN_PAGE_MAX 1000
-#define MGC_REPLY_CUT (8u << 20)    /* a reply this large may have been cut at 16 MB */
-
 typedef struct scan {
     mgc_t           *db;
     mgc_tenant_t    *t;
