@@ -304,6 +304,9 @@ typedef struct cr_config {
     int         notifier_retry_delay_ms; /* --notifierRetryDelay: ms before the first retry (doubling) */
     const char *notifier_ca_file;    /* --notifierCaFile: CA bundle for https:// and mqtts:// endpoints, "" = system */
     const char *access_log;          /* --accessLog FILE (NULL: none) */
+    bool        https;               /* --https: TLS on --port */
+    const char *cert;                /* --cert FILE: PEM certificate (chain), NULL: none */
+    const char *key;                 /* --key FILE: PEM private key, NULL: none */
     const char *auth;                /* --auth none|jwt */
     const char *jwks;                /* --jwks FILE|URL: JWKS or PEM public key (RS256, ES256) */
     const char *jwt_secret;          /* --jwtSecret: the HS256 key */

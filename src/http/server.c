@@ -32,6 +32,13 @@
  * suspension (conn_t.dstate under dlock tells which), and the handler runs
  * again on libmicrohttpd's next call. The handler parses the body in situ,
  * so each run gets a fresh copy of the body as received.
+ *
+ * --https: libmicrohttpd speaks TLS through GnuTLS (MHD_USE_TLS) with the
+ * PEM certificate and key read at start; everything above the socket is the
+ * same code. The guard cannot write plain bytes into a TLS stream: there a
+ * connection beyond --maxConnections and a head or body past its deadline
+ * are closed without an answer, and a head too large is answered through
+ * libmicrohttpd (the guard's raw answer is for plain HTTP).
  */
 #include "http.h"
 #include "accesslog.h"
@@ -112,6 +119,7 @@ struct http_server {
     router_t           *router;
     const http_route_t *routes;
     bool                quiesced;   /* the listening socket is closed (http_drain) */
+    char               *cert, *key; /* --https: the PEM text, kept while the daemon runs */
 };
 
 /* An idle connection keeps at most this much arena for its next request. */
@@ -134,6 +142,7 @@ static struct {
     atomic_uint_fast64_t total, refused, cut;
 } stats;
 static atomic_int g_deferred;    /* deferred requests not completed yet */
+static bool       g_tls;         /* --https: the guard writes nothing to the socket */
 
 /* ------------------------------------------------------------ the guard */
 
@@ -192,10 +201,10 @@ static size_t guard_send(int fd, int status, const char *reason, const char *ext
     int  n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\nConnection: close\r\n%sX-Request-Id: %s\r\n"
                       "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", status, reason, extra,
                       rid, bn, body);
-    if (n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+    if (!g_tls && n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         LOG_D("http: cannot send %d to fd %d: %s", status, fd, strerror(errno));
     reqstats_record(-1, 0, status, -1);
-    return bn > 0 ? (size_t)bn : 0;
+    return bn > 0 && !g_tls ? (size_t)bn : 0;
 }
 
 /* The access-log line of an answer the guard sent itself; head: the
@@ -1280,7 +1289,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (ph == PH_CUT || ph == PH_OVER) return MHD_NO;
         guard_enter(cn, PH_BODY, cr_config.body_timeout);
         if (!setup_request(cn, c, method, &p)) {
-            if (p.kind == PB_HTTP && p.status == 431) {
+            if (p.kind == PB_HTTP && p.status == 431 && !g_tls) {
                 /* the pool may have no room left for any answer's head:
                  * this one goes straight to the socket */
                 if (!guard_claim(cn)) return MHD_NO;
@@ -1343,15 +1352,51 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* libmicrohttpd's messages (a head too large, a connection it closed): one
  * line each, at debug (a client can cause any number of them), in our log. */
+static void server_free_pem(http_server_t *srv)
+{
+    if (srv->key) explicit_bzero(srv->key, strlen(srv->key));
+    free(srv->key);
+    free(srv->cert);
+    srv->key = srv->cert = NULL;
+}
+
+static bool g_starting;           /* in MHD_start_daemon: its messages say why it failed */
+static char g_start_err[400];
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    if (cr_log_level < LOG_DEBUG) return;
+    if (cr_log_level < LOG_DEBUG && !g_starting) return;
     char   line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-    cr_log(LOG_DEBUG, "libmicrohttpd: %s", line);
+    if (g_starting) {               /* the messages of a failed start, joined: the first names the cause */
+        size_t k = strlen(g_start_err);
+        snprintf(g_start_err + k, sizeof g_start_err - k, "%s%s", k ? "; " : "", line);
+    }
+    if (cr_log_level >= LOG_DEBUG) cr_log(LOG_DEBUG, "libmicrohttpd: %s", line);
+}
+
+/* A whole PEM file, NUL-terminated (libmicrohttpd takes the text); NULL with
+ * p set when it cannot be read or holds no PEM block. */
+static char *pem_read(const char *flag, const char *path, const char *label, problem_t *p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { problem_set(p, PB_INTERNAL_ERROR, "%s %s: %s", flag, path, strerror(errno)); return NULL; }
+    sbuf_t sb;
+    sb_init(&sb, NULL, 4096);
+    char   buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && sb.len + n <= ((size_t)1 << 20)) sb_add(&sb, buf, n);
+    bool err = ferror(f) || n > 0;
+    fclose(f);
+    if (err) problem_set(p, PB_INTERNAL_ERROR, "%s %s: unreadable or larger than 1 MiB", flag, path);
+    else if (!strstr(sb.p, "-----BEGIN ") || !strstr(sb.p, label))
+        problem_set(p, PB_INTERNAL_ERROR, "%s %s: no PEM %s in the file", flag, path, label);
+    else return sb.p;
+    sb_release(&sb);
+    return NULL;
 }
 
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p)
@@ -1392,23 +1437,53 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     unsigned reserve = (unsigned)cr_config.max_connections / 8;
     if (reserve < 64) reserve = 64;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    char    *cert = NULL, *key = NULL;
+    g_tls = cr_config.https;
+    if (g_tls) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            problem_set(p, PB_INTERNAL_ERROR, "--https: this libmicrohttpd is built without TLS");
+        else if ((cert = pem_read("--cert", cr_config.cert, "CERTIFICATE", p)))
+            key = pem_read("--key", cr_config.key, "PRIVATE KEY", p);
+        if (!key) {
+            free(cert);
+            guard_stop();
+            router_free(srv->router);
+            free(srv);
+            return NULL;
+        }
+        flags |= MHD_USE_TLS;
+    }
+    g_starting = true;
+    g_start_err[0] = '\0';
+    /* the TLS options come first: without --https the list ends before them */
     srv->d = MHD_start_daemon(flags, (uint16_t)cr_config.port, NULL, NULL, on_request, srv,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,   /* first: it gets every message */
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cr_config.connection_pool_size,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)cr_config.max_connections + reserve,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cr_config.request_timeout,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_POOL_SIZE,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                               MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                              g_tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+                              MHD_OPTION_HTTPS_MEM_KEY, key,
                               MHD_OPTION_END);
+    g_starting = false;
+    srv->cert = cert;
+    srv->key = key;
     if (!srv->d) {
+        server_free_pem(srv);
         guard_stop();
         router_free(srv->router);
         free(srv);
-        problem_set(p, PB_INTERNAL_ERROR, "cannot listen on %s:%d (in use?)", cr_config.bind_address, cr_config.port);
+        if (g_tls && g_start_err[0])
+            problem_set(p, PB_INTERNAL_ERROR, "--https on %s:%d: %s (--cert %s, --key %s)", cr_config.bind_address,
+                        cr_config.port, g_start_err, cr_config.cert, cr_config.key);
+        else
+            problem_set(p, PB_INTERNAL_ERROR, "cannot listen on %s:%d (in use?)", cr_config.bind_address,
+                        cr_config.port);
         return NULL;
     }
     return srv;
@@ -1461,6 +1536,7 @@ void http_stop(http_server_t *srv)
     guard_stop();
     accesslog_stop();
     router_free(srv->router);
+    server_free_pem(srv);
     free(srv);
 }
 
