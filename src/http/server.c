@@ -93,6 +93,7 @@ typedef struct conn {
     int             fd;
     struct conn    *prev, *next;
     _Atomic bool    head_known; /* setup_request is done: the reaper may read the request line and id */
+    _Atomic int     owner;    /* the worker thread that reads it (worker_id), set by on_uri */
     char            addr[INET6_ADDRSTRLEN];  /* the client (--accessLog only) */
 
     /* headers read in one pass (scan_headers) */
@@ -346,6 +347,65 @@ void http_get_stats(http_stats_t *st)
     st->access_log_dropped = accesslog_dropped();
 }
 
+/* ------------------------------------------------------------ heads too large for libmicrohttpd */
+
+/* A head larger than libmicrohttpd's read buffer can grow to (about 10 KiB
+ * with HTTP_POOL_SIZE) never reaches setup_request: libmicrohttpd answers a
+ * bare 431 of its own and says so in its log (mhd_log), on the worker thread
+ * that reads the connection. A larger pool would let every head reach our
+ * check, but libmicrohttpd zeroes the whole pool after every request (see
+ * http_start). So the logger finds the connection instead: the one of this
+ * thread whose request line was read (on_uri) and whose head is not complete.
+ * It gets our ProblemDetails 431 with a request id and its access-log line,
+ * written to the socket, which is then shut for writing: libmicrohttpd's own
+ * answer fails to go out after it. When two connections of this thread are
+ * both within a head, which one overflowed is not known, and libmicrohttpd's
+ * answer stands (counted all the same). Not under --https (no plain bytes). */
+static atomic_int            g_workers;
+static _Thread_local int     t_worker;      /* 1.. for libmicrohttpd's worker threads, 0: unknown */
+
+static int worker_id(void)
+{
+    if (CR_UNLIKELY(!t_worker)) t_worker = atomic_fetch_add(&g_workers, 1) + 1;
+    return t_worker;
+}
+
+static const char *request_id(conn_t *cn);
+
+static void head_too_large(void)
+{
+    int     self = worker_id();
+    conn_t *hit = NULL;
+    int     n = 0;
+    bool    answered = false;
+    pthread_mutex_lock(&guard.lock);
+    for (conn_t *cn = guard.head; cn; cn = cn->next) {
+        if (atomic_load_explicit(&cn->owner, memory_order_relaxed) != self) continue;
+        int ph = atomic_load(&cn->phase);
+        /* in_use and started are this thread's own: written only by it */
+        if (cn->in_use && !cn->started && (ph == PH_HEAD0 || ph == PH_IDLE)) { hit = cn; n++; }
+    }
+    if (n == 1 && !g_tls) {
+        int ph = atomic_load(&hit->phase);
+        if ((ph == PH_HEAD0 || ph == PH_IDLE) && atomic_compare_exchange_strong(&hit->phase, &ph, PH_CUT)) {
+            hit->h_rid = hit->mhd ? MHD_lookup_connection_value(hit->mhd, MHD_HEADER_KIND, "X-Request-Id") : NULL;
+            const char *rid = request_id(hit);
+            char        detail[160];
+            snprintf(detail, sizeof detail, "the request head is too large: about %zu bytes fit, fewer with many lines",
+                     HTTP_POOL_SIZE / 2 - HTTP_POOL_SLACK);
+            size_t bytes = guard_send(hit->fd, 431, "Request Header Fields Too Large", "", detail, rid);
+            guard_log(hit, 431, rid, bytes, false);
+            shutdown(hit->fd, SHUT_WR);
+            answered = true;
+        }
+    }
+    pthread_mutex_unlock(&guard.lock);
+    if (!answered) {
+        reqstats_record(-1, 0, 431, -1);    /* libmicrohttpd's own answer, counted as ours are */
+        LOG_D("http: a head too large answered by libmicrohttpd (%d connection(s) of this thread in a head)", n);
+    }
+}
+
 /* ------------------------------------------------------------ connection */
 
 /* The client's address into cn->addr, once per connection. */
@@ -421,6 +481,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     conn_t *cn = conn_of(c);
     if (!cn) return NULL;
     atomic_store_explicit(&cn->head_known, false, memory_order_release);
+    atomic_store_explicit(&cn->owner, worker_id(), memory_order_relaxed);
+    cn->mhd = c;
     if (cn->in_use) arena_reset_keep(cn->arena, HTTP_IDLE_ARENA);   /* a request that never completed */
     memset(&cn->req, 0, sizeof cn->req);
     cn->in_use = true;
@@ -1366,9 +1428,11 @@ static char g_start_err[400];
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    if (cr_log_level < LOG_DEBUG && !g_starting) return;
+    bool err = !strncmp(fmt, "Error processing request", 24);
+    if (cr_log_level < LOG_DEBUG && !g_starting && !err) return;
     char   line[512];
     vsnprintf(line, sizeof line, fmt, ap);
+    if (err && strstr(line, "response code is 431")) head_too_large();
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
     if (g_starting) {               /* the messages of a failed start, joined: the first names the cause */
