@@ -1422,7 +1422,7 @@ static void server_free_pem(http_server_t *srv)
     srv->key = srv->cert = NULL;
 }
 
-static bool g_starting;           /* in MHD_start_daemon: its messages say why it failed */
+static _Atomic bool g_starting;         /* in MHD_start_daemon: its messages say why it failed */
 static char g_start_err[400];
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
