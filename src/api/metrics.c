@@ -188,7 +188,31 @@ static void store(sbuf_t *sb, arena_t *a)
 
 /* ---- notifications, history, forwarding, contexts */
 
-static void notifications(sbuf_t *sb)
+/* One series per endpoint name (two endpoints that differ only in what
+ * egress_url_shown hides share one: their depths are added). */
+static void endpoint_queues(sbuf_t *sb, arena_t *a)
+{
+    notify_queue_depth_t *q = arena_alloc(a, NOTIFY_QUEUES_MAX * sizeof *q);
+    uint64_t other;
+    size_t   n_other, n = notify_queue_depths(q, &other, &n_other);
+    head(sb, "coraine_notify_endpoint_queued", "gauge",
+         "notifications waiting in an endpoint's queue now, by endpoint (the 64 deepest queues; the others added "
+         "up under \"other\")");
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) seen = !strcmp(q[j].endpoint, q[i].endpoint);
+        if (seen) continue;
+        uint64_t v = q[i].queued;
+        for (size_t j = i + 1; j < n; j++)
+            if (!strcmp(q[j].endpoint, q[i].endpoint)) v += q[j].queued;
+        sb_adds(sb, "coraine_notify_endpoint_queued{endpoint=\"");
+        label(sb, q[i].endpoint);
+        sb_printf(sb, "\"} %llu\n", (unsigned long long)v);
+    }
+    if (n_other) sb_printf(sb, "coraine_notify_endpoint_queued{endpoint=\"other\"} %llu\n", (unsigned long long)other);
+}
+
+static void notifications(sbuf_t *sb, arena_t *a)
 {
     notify_stats_t ns;
     notify_get_stats(&ns);
@@ -209,6 +233,7 @@ static void notifications(sbuf_t *sb)
     GAUGE(sb, "coraine_notify_queued", "notifications waiting in the endpoint queues now", ns.queued);
     GAUGE(sb, "coraine_notify_endpoints", "notification endpoints with a queue", ns.endpoints);
     GAUGE(sb, "coraine_notify_queued_max", "notifications waiting in the longest endpoint queue now", ns.queued_max);
+    endpoint_queues(sb, a);
 }
 
 static void history(sbuf_t *sb)
@@ -253,6 +278,13 @@ static void source_latency(void *ud, const fwd_source_stats_t *s)
     sb_printf(ud, "\"} %llu\n", (unsigned long long)cum);
 }
 
+static void source_in_flight(void *ud, const fwd_source_stats_t *s)
+{
+    sb_adds(ud, "coraine_forward_source_in_flight{source=\"");
+    label(ud, s->source);
+    sb_printf(ud, "\"} %llu\n", (unsigned long long)s->in_flight);
+}
+
 static void forwarding(sbuf_t *sb)
 {
     reg_stats_t gs;
@@ -269,6 +301,9 @@ static void forwarding(sbuf_t *sb)
     head(sb, "coraine_forward_source_duration_seconds", "histogram",
          "time from sending a request to a context source to its answer, by source endpoint");
     fwd_foreach_source(source_latency, sb);
+    head(sb, "coraine_forward_source_in_flight", "gauge",
+         "requests sent to a context source and not answered yet, by source endpoint");
+    fwd_foreach_source(source_in_flight, sb);
 }
 
 static void contexts(sbuf_t *sb)
@@ -338,7 +373,7 @@ void api_metrics(request_t *r)
     process(sb);
     requests(sb, r->arena);
     store(sb, r->arena);
-    notifications(sb);
+    notifications(sb, r->arena);
     history(sb);
     forwarding(sb);
     contexts(sb);

@@ -101,6 +101,9 @@ static flag_t flags[] = {
     {"entityMapLifetime", F_INT, &cr_config.entity_map_lifetime, "300", NULL, "s an EntityMap lives when the query asks no entityMapLifetime (at most 24 h either way)"},
     {"corPort", F_INT, &cr_config.cor_port, "0", NULL, "TCP port of the cor:// broker-to-broker protocol (doc/cor-protocol.md; 0: not listening)"},
     {"accessLog", F_STR, &cr_config.access_log, "", NULL, "write one line per request to this file (combined log format, then the request id and the microseconds it took)"},
+    {"https", F_BOOL, &cr_config.https, "false", NULL, "serve HTTPS (TLS through libmicrohttpd's GnuTLS) on --port with --cert and --key; the cor:// port stays plain TCP"},
+    {"cert", F_STR, &cr_config.cert, "", NULL, "--https: the server certificate, a PEM file (the chain after it); read at start (a new one needs a restart)"},
+    {"key", F_STR, &cr_config.key, "", NULL, "--https: the certificate's private key, an unencrypted PEM file"},
     {"auth", F_STR, &cr_config.auth, "none", "none|jwt", "access control: none, or bearer JWTs (doc/operations.md)"},
     {"jwks", F_STR, &cr_config.jwks, "", NULL, "--auth jwt: the RS256/ES256 verification keys, a JWKS document or a PEM public key, a file or an http(s) URL"},
     {"jwtSecret", F_STR, &cr_config.jwt_secret, "", NULL, "--auth jwt: the HS256 key (at least 32 bytes; better given as CORAINE_JWTSECRET)"},
@@ -312,6 +315,16 @@ bool cr_config_load(int argc, char **argv)
     if (cr_config.db_dir && !*cr_config.db_dir) cr_config.db_dir = NULL;
     if (cr_config.log_file && !*cr_config.log_file) cr_config.log_file = NULL;
     if (cr_config.access_log && !*cr_config.access_log) cr_config.access_log = NULL;
+    if (cr_config.cert && !*cr_config.cert) cr_config.cert = NULL;
+    if (cr_config.key && !*cr_config.key) cr_config.key = NULL;
+    if (cr_config.https && (!cr_config.cert || !cr_config.key)) {
+        fprintf(stderr, "coraine: --https needs --cert FILE and --key FILE\n");
+        return false;
+    }
+    if (!cr_config.https && (cr_config.cert || cr_config.key)) {
+        fprintf(stderr, "coraine: --cert and --key are read only with --https\n");
+        return false;
+    }
     if (cr_config.connection_pool_size == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cr_config.connection_pool_size = n > 0 ? (int)n : 2;

@@ -306,6 +306,9 @@ typedef struct cr_config {
     int         notifier_retry_delay_ms; /* --notifierRetryDelay: ms before the first retry (doubling) */
     const char *notifier_ca_file;    /* --notifierCaFile: CA bundle for https:// and mqtts:// endpoints, "" = system */
     const char *access_log;          /* --accessLog FILE (NULL: none) */
+    bool        https;               /* --https: TLS on --port */
+    const char *cert;                /* --cert FILE: PEM certificate (chain), NULL: none */
+    const char *key;                 /* --key FILE: PEM private key, NULL: none */
     const char *auth;                /* --auth none|jwt */
     const char *jwks;                /* --jwks FILE|URL: JWKS or PEM public key (RS256, ES256) */
     const char *jwt_secret;          /* --jwtSecret: the HS256 key */
@@ -332,6 +335,9 @@ bool egress_configure(const char *allow, const char *deny, char *err, size_t err
 /* true when a connection to address sa (may be NULL: host rules only) for
  * the URL host `host` (may be NULL) is allowed; else why says what was refused. */
 bool egress_check_host(const char *host, const struct sockaddr *sa, char *why, size_t whylen);
+/* url as it may be shown (a metrics label, a log line) into out[cap]: without
+ * "user:password@", "?query", "#fragment" and trailing slashes, cut at cap-1. */
+void egress_url_shown(const char *url, char *out, size_t cap);
 /* Fills cr_config from defaults, then CORAINE_<NAME> environment variables,
  * then argv. Prints usage and returns false on a bad flag. */
 bool cr_config_load(int argc, char **argv);

@@ -248,3 +248,20 @@ bool egress_check_host(const char *host, const struct sockaddr *sa, char *why, s
     }
     return true;
 }
+
+/* url without "user:password@", "?query" and "#fragment", into out[cap] */
+void egress_url_shown(const char *url, char *out, size_t cap)
+{
+    const char *s = url ? url : "", *scheme = strstr(s, "://");
+    size_t      k = 0;
+    if (!cap) return;
+    if (scheme) {
+        size_t n = (size_t)(scheme - s) + 3;
+        const char *auth = s + n, *end = auth + strcspn(auth, "/?#"), *at = memchr(auth, '@', (size_t)(end - auth));
+        for (size_t i = 0; i < n && k < cap - 1; i++) out[k++] = s[i];
+        s = at ? at + 1 : auth;
+    }
+    for (; *s && *s != '?' && *s != '#' && k < cap - 1; s++) out[k++] = *s;
+    while (k > 0 && out[k - 1] == '/') k--;
+    out[k] = '\0';
+}

@@ -611,7 +611,7 @@ void fwd_run(call_t *calls, size_t n)
     size_t n_http = 0;
     for (size_t i = 0; i < n; i++)
         if (calls[i].skipped || fwd_cache_get(&calls[i])) continue;
-        else if (cor_is_url(calls[i].url)) cor_send(&calls[i]);
+        else if (fwd_source_begin(&calls[i]), cor_is_url(calls[i].url)) cor_send(&calls[i]);
         else n_http++;
     CURLM *m = n_http ? curl_multi_init() : NULL;
     if (!m) {

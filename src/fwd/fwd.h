@@ -391,6 +391,7 @@ typedef struct fwd_source_stats {
     uint64_t by_result[FWD_RESULTS];
     uint64_t buckets[FWD_LAT_BUCKETS + 1];     /* not cumulative; the last: above every bound */
     uint64_t sum_us;
+    uint64_t in_flight;                        /* sent, not answered yet */
 } fwd_source_stats_t;
 /* fn is called under the table's lock: it must not forward. */
 void fwd_foreach_source(void (*fn)(void *ud, const fwd_source_stats_t *s), void *ud);

@@ -38,6 +38,8 @@ typedef struct call {
 void fwd_run(call_t *calls, size_t n);
 /* c's result and time in the per-source counters (fwd_source.c). */
 void fwd_source_record(const call_t *c);
+/* c is about to be sent: in flight until its fwd_source_record. */
+void fwd_source_begin(const call_t *c);
 /* fwd_cache.c (management.cacheDuration, 6.3.17): a kept answer to c (status, body, from_cache set), and
  * keeping c's answer; only GETs of entities[/{id}] to a registration with a cacheDuration. */
 bool fwd_cache_get(call_t *c);

@@ -23,22 +23,6 @@ static pthread_mutex_t     g_mu = PTHREAD_MUTEX_INITIALIZER;
 static fwd_source_stats_t  g_src[FWD_SOURCES_MAX + 1];     /* the last one: "other" */
 static size_t              g_n;
 
-/* endpoint without "user:password@", "?query" and "#fragment", into out[FWD_SOURCE_LEN] */
-static void source_name(const char *endpoint, char *out)
-{
-    const char *s = endpoint ? endpoint : "", *scheme = strstr(s, "://");
-    size_t      k = 0;
-    if (scheme) {
-        size_t n = (size_t)(scheme - s) + 3;
-        const char *auth = s + n, *end = auth + strcspn(auth, "/?#"), *at = memchr(auth, '@', (size_t)(end - auth));
-        for (size_t i = 0; i < n && k < FWD_SOURCE_LEN - 1; i++) out[k++] = s[i];
-        s = at ? at + 1 : auth;
-    }
-    for (; *s && *s != '?' && *s != '#' && k < FWD_SOURCE_LEN - 1; s++) out[k++] = *s;
-    while (k > 0 && out[k - 1] == '/') k--;
-    out[k] = '\0';
-}
-
 static fwd_source_stats_t *slot(const char *name)
 {
     for (size_t i = 0; i < g_n; i++)
@@ -53,10 +37,19 @@ static fwd_source_stats_t *slot(const char *name)
     return o;
 }
 
+void fwd_source_begin(const call_t *c)
+{
+    char name[FWD_SOURCE_LEN];
+    egress_url_shown(c->reg ? reg_endpoint(c->reg) : c->url, name, sizeof name);
+    pthread_mutex_lock(&g_mu);
+    slot(name)->in_flight++;
+    pthread_mutex_unlock(&g_mu);
+}
+
 void fwd_source_record(const call_t *c)
 {
     char name[FWD_SOURCE_LEN];
-    source_name(c->reg ? reg_endpoint(c->reg) : c->url, name);
+    egress_url_shown(c->reg ? reg_endpoint(c->reg) : c->url, name, sizeof name);
     int r = c->rc == CURLE_OPERATION_TIMEDOUT ? FWD_RESULT_TIMEOUT
           : c->rc != CURLE_OK || c->status < 100 || c->status > 599 ? FWD_RESULT_ERROR
           : (int)(c->status / 100) - 1;                        /* 1xx..5xx: 0..4 */
@@ -68,6 +61,7 @@ void fwd_source_record(const call_t *c)
     s->by_result[r]++;
     s->buckets[b]++;
     s->sum_us += (uint64_t)(c->took_us > 0 ? c->took_us : 0);
+    if (s->in_flight) s->in_flight--;
     pthread_mutex_unlock(&g_mu);
 }
 

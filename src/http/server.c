@@ -32,6 +32,13 @@
  * suspension (conn_t.dstate under dlock tells which), and the handler runs
  * again on libmicrohttpd's next call. The handler parses the body in situ,
  * so each run gets a fresh copy of the body as received.
+ *
+ * --https: libmicrohttpd speaks TLS through GnuTLS (MHD_USE_TLS) with the
+ * PEM certificate and key read at start; everything above the socket is the
+ * same code. The guard cannot write plain bytes into a TLS stream: there a
+ * connection beyond --maxConnections and a head or body past its deadline
+ * are closed without an answer, and a head too large is answered through
+ * libmicrohttpd (the guard's raw answer is for plain HTTP).
  */
 #include "http.h"
 #include "accesslog.h"
@@ -86,6 +93,7 @@ typedef struct conn {
     int             fd;
     struct conn    *prev, *next;
     _Atomic bool    head_known; /* setup_request is done: the reaper may read the request line and id */
+    _Atomic int     owner;    /* the worker thread that reads it (worker_id), set by on_uri */
     char            addr[INET6_ADDRSTRLEN];  /* the client (--accessLog only) */
 
     /* headers read in one pass (scan_headers) */
@@ -112,6 +120,7 @@ struct http_server {
     router_t           *router;
     const http_route_t *routes;
     bool                quiesced;   /* the listening socket is closed (http_drain) */
+    char               *cert, *key; /* --https: the PEM text, kept while the daemon runs */
 };
 
 /* An idle connection keeps at most this much arena for its next request. */
@@ -134,6 +143,7 @@ static struct {
     atomic_uint_fast64_t total, refused, cut;
 } stats;
 static atomic_int g_deferred;    /* deferred requests not completed yet */
+static bool       g_tls;         /* --https: the guard writes nothing to the socket */
 
 /* ------------------------------------------------------------ the guard */
 
@@ -192,10 +202,10 @@ static size_t guard_send(int fd, int status, const char *reason, const char *ext
     int  n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\nConnection: close\r\n%sX-Request-Id: %s\r\n"
                       "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", status, reason, extra,
                       rid, bn, body);
-    if (n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+    if (!g_tls && n > 0 && (size_t)n < sizeof msg && send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         LOG_D("http: cannot send %d to fd %d: %s", status, fd, strerror(errno));
     reqstats_record(-1, 0, status, -1);
-    return bn > 0 ? (size_t)bn : 0;
+    return bn > 0 && !g_tls ? (size_t)bn : 0;
 }
 
 /* The access-log line of an answer the guard sent itself; head: the
@@ -337,6 +347,65 @@ void http_get_stats(http_stats_t *st)
     st->access_log_dropped = accesslog_dropped();
 }
 
+/* ------------------------------------------------------------ heads too large for libmicrohttpd */
+
+/* A head larger than libmicrohttpd's read buffer can grow to (about 10 KiB
+ * with HTTP_POOL_SIZE) never reaches setup_request: libmicrohttpd answers a
+ * bare 431 of its own and says so in its log (mhd_log), on the worker thread
+ * that reads the connection. A larger pool would let every head reach our
+ * check, but libmicrohttpd zeroes the whole pool after every request (see
+ * http_start). So the logger finds the connection instead: the one of this
+ * thread whose request line was read (on_uri) and whose head is not complete.
+ * It gets our ProblemDetails 431 with a request id and its access-log line,
+ * written to the socket, which is then shut for writing: libmicrohttpd's own
+ * answer fails to go out after it. When two connections of this thread are
+ * both within a head, which one overflowed is not known, and libmicrohttpd's
+ * answer stands (counted all the same). Not under --https (no plain bytes). */
+static atomic_int            g_workers;
+static _Thread_local int     t_worker;      /* 1.. for libmicrohttpd's worker threads, 0: unknown */
+
+static int worker_id(void)
+{
+    if (CR_UNLIKELY(!t_worker)) t_worker = atomic_fetch_add(&g_workers, 1) + 1;
+    return t_worker;
+}
+
+static const char *request_id(conn_t *cn);
+
+static void head_too_large(void)
+{
+    int     self = worker_id();
+    conn_t *hit = NULL;
+    int     n = 0;
+    bool    answered = false;
+    pthread_mutex_lock(&guard.lock);
+    for (conn_t *cn = guard.head; cn; cn = cn->next) {
+        if (atomic_load_explicit(&cn->owner, memory_order_relaxed) != self) continue;
+        int ph = atomic_load(&cn->phase);
+        /* in_use and started are this thread's own: written only by it */
+        if (cn->in_use && !cn->started && (ph == PH_HEAD0 || ph == PH_IDLE)) { hit = cn; n++; }
+    }
+    if (n == 1 && !g_tls) {
+        int ph = atomic_load(&hit->phase);
+        if ((ph == PH_HEAD0 || ph == PH_IDLE) && atomic_compare_exchange_strong(&hit->phase, &ph, PH_CUT)) {
+            hit->h_rid = hit->mhd ? MHD_lookup_connection_value(hit->mhd, MHD_HEADER_KIND, "X-Request-Id") : NULL;
+            const char *rid = request_id(hit);
+            char        detail[160];
+            snprintf(detail, sizeof detail, "the request head is too large: about %zu bytes fit, fewer with many lines",
+                     HTTP_POOL_SIZE / 2 - HTTP_POOL_SLACK);
+            size_t bytes = guard_send(hit->fd, 431, "Request Header Fields Too Large", "", detail, rid);
+            guard_log(hit, 431, rid, bytes, false);
+            shutdown(hit->fd, SHUT_WR);
+            answered = true;
+        }
+    }
+    pthread_mutex_unlock(&guard.lock);
+    if (!answered) {
+        reqstats_record(-1, 0, 431, -1);    /* libmicrohttpd's own answer, counted as ours are */
+        LOG_D("http: a head too large answered by libmicrohttpd (%d connection(s) of this thread in a head)", n);
+    }
+}
+
 /* ------------------------------------------------------------ connection */
 
 /* The client's address into cn->addr, once per connection. */
@@ -412,6 +481,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     conn_t *cn = conn_of(c);
     if (!cn) return NULL;
     atomic_store_explicit(&cn->head_known, false, memory_order_release);
+    atomic_store_explicit(&cn->owner, worker_id(), memory_order_relaxed);
+    cn->mhd = c;
     if (cn->in_use) arena_reset_keep(cn->arena, HTTP_IDLE_ARENA);   /* a request that never completed */
     memset(&cn->req, 0, sizeof cn->req);
     cn->in_use = true;
@@ -1280,7 +1351,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (ph == PH_CUT || ph == PH_OVER) return MHD_NO;
         guard_enter(cn, PH_BODY, cr_config.body_timeout);
         if (!setup_request(cn, c, method, &p)) {
-            if (p.kind == PB_HTTP && p.status == 431) {
+            if (p.kind == PB_HTTP && p.status == 431 && !g_tls) {
                 /* the pool may have no room left for any answer's head:
                  * this one goes straight to the socket */
                 if (!guard_claim(cn)) return MHD_NO;
@@ -1343,15 +1414,53 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* libmicrohttpd's messages (a head too large, a connection it closed): one
  * line each, at debug (a client can cause any number of them), in our log. */
+static void server_free_pem(http_server_t *srv)
+{
+    if (srv->key) explicit_bzero(srv->key, strlen(srv->key));
+    free(srv->key);
+    free(srv->cert);
+    srv->key = srv->cert = NULL;
+}
+
+static _Atomic bool g_starting;         /* in MHD_start_daemon: its messages say why it failed */
+static char g_start_err[400];
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    if (cr_log_level < LOG_DEBUG) return;
+    bool err = !strncmp(fmt, "Error processing request", 24);
+    if (cr_log_level < LOG_DEBUG && !g_starting && !err) return;
     char   line[512];
     vsnprintf(line, sizeof line, fmt, ap);
+    if (err && strstr(line, "response code is 431")) head_too_large();
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-    cr_log(LOG_DEBUG, "libmicrohttpd: %s", line);
+    if (g_starting) {               /* the messages of a failed start, joined: the first names the cause */
+        size_t k = strlen(g_start_err);
+        snprintf(g_start_err + k, sizeof g_start_err - k, "%s%s", k ? "; " : "", line);
+    }
+    if (cr_log_level >= LOG_DEBUG) cr_log(LOG_DEBUG, "libmicrohttpd: %s", line);
+}
+
+/* A whole PEM file, NUL-terminated (libmicrohttpd takes the text); NULL with
+ * p set when it cannot be read or holds no PEM block. */
+static char *pem_read(const char *flag, const char *path, const char *label, problem_t *p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { problem_set(p, PB_INTERNAL_ERROR, "%s %s: %s", flag, path, strerror(errno)); return NULL; }
+    sbuf_t sb;
+    sb_init(&sb, NULL, 4096);
+    char   buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && sb.len + n <= ((size_t)1 << 20)) sb_add(&sb, buf, n);
+    bool err = ferror(f) || n > 0;
+    fclose(f);
+    if (err) problem_set(p, PB_INTERNAL_ERROR, "%s %s: unreadable or larger than 1 MiB", flag, path);
+    else if (!strstr(sb.p, "-----BEGIN ") || !strstr(sb.p, label))
+        problem_set(p, PB_INTERNAL_ERROR, "%s %s: no PEM %s in the file", flag, path, label);
+    else return sb.p;
+    sb_release(&sb);
+    return NULL;
 }
 
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p)
@@ -1392,23 +1501,53 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     unsigned reserve = (unsigned)cr_config.max_connections / 8;
     if (reserve < 64) reserve = 64;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    char    *cert = NULL, *key = NULL;
+    g_tls = cr_config.https;
+    if (g_tls) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            problem_set(p, PB_INTERNAL_ERROR, "--https: this libmicrohttpd is built without TLS");
+        else if ((cert = pem_read("--cert", cr_config.cert, "CERTIFICATE", p)))
+            key = pem_read("--key", cr_config.key, "PRIVATE KEY", p);
+        if (!key) {
+            free(cert);
+            guard_stop();
+            router_free(srv->router);
+            free(srv);
+            return NULL;
+        }
+        flags |= MHD_USE_TLS;
+    }
+    g_starting = true;
+    g_start_err[0] = '\0';
+    /* the TLS options come first: without --https the list ends before them */
     srv->d = MHD_start_daemon(flags, (uint16_t)cr_config.port, NULL, NULL, on_request, srv,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,   /* first: it gets every message */
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cr_config.connection_pool_size,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)cr_config.max_connections + reserve,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cr_config.request_timeout,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_POOL_SIZE,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                               MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                              g_tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+                              MHD_OPTION_HTTPS_MEM_KEY, key,
                               MHD_OPTION_END);
+    g_starting = false;
+    srv->cert = cert;
+    srv->key = key;
     if (!srv->d) {
+        server_free_pem(srv);
         guard_stop();
         router_free(srv->router);
         free(srv);
-        problem_set(p, PB_INTERNAL_ERROR, "cannot listen on %s:%d (in use?)", cr_config.bind_address, cr_config.port);
+        if (g_tls && g_start_err[0])
+            problem_set(p, PB_INTERNAL_ERROR, "--https on %s:%d: %s (--cert %s, --key %s)", cr_config.bind_address,
+                        cr_config.port, g_start_err, cr_config.cert, cr_config.key);
+        else
+            problem_set(p, PB_INTERNAL_ERROR, "cannot listen on %s:%d (in use?)", cr_config.bind_address,
+                        cr_config.port);
         return NULL;
     }
     return srv;
@@ -1461,6 +1600,7 @@ void http_stop(http_server_t *srv)
     guard_stop();
     accesslog_stop();
     router_free(srv->router);
+    server_free_pem(srv);
     free(srv);
 }
 

@@ -1222,3 +1222,34 @@ void notify_get_stats(notify_stats_t *st)
         if (ep->queued > st->queued_max) st->queued_max = ep->queued;
     pthread_mutex_unlock(&g_qmu);
 }
+
+size_t notify_queue_depths(notify_queue_depth_t out[NOTIFY_QUEUES_MAX], uint64_t *other, size_t *n_other)
+{
+    const endpoint_t *top[NOTIFY_QUEUES_MAX];   /* deepest first: an insertion sort, at scrape time only */
+    size_t            n = 0;
+    *other = 0;
+    *n_other = 0;
+    pthread_mutex_lock(&g_qmu);
+    for (const endpoint_t *ep = g_endpoints; ep; ep = ep->next) {
+        size_t i;
+        if (n < NOTIFY_QUEUES_MAX) {
+            i = n++;
+        } else if (ep->queued > top[n - 1]->queued) {   /* the shallowest of the top goes to "other" */
+            *other += top[n - 1]->queued;
+            (*n_other)++;
+            i = n - 1;
+        } else {
+            *other += ep->queued;
+            (*n_other)++;
+            continue;
+        }
+        for (; i > 0 && top[i - 1]->queued < ep->queued; i--) top[i] = top[i - 1];
+        top[i] = ep;
+    }
+    for (size_t i = 0; i < n; i++) {
+        egress_url_shown(top[i]->uri, out[i].endpoint, sizeof out[i].endpoint);
+        out[i].queued = top[i]->queued;
+    }
+    pthread_mutex_unlock(&g_qmu);
+    return n;
+}

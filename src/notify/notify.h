@@ -244,4 +244,17 @@ typedef struct notify_stats {
 } notify_stats_t;
 void notify_get_stats(notify_stats_t *st);
 
+/* The depth of each endpoint's queue (/metrics), bounded in number: the
+ * NOTIFY_QUEUES_MAX deepest queues, deepest first, each named by its endpoint
+ * without user information, query or fragment (egress_url_shown; two
+ * endpoints may then share a name); every other endpoint's queue is summed
+ * into *other (*n_other of them). Returns how many of out are filled. */
+#define NOTIFY_QUEUES_MAX     64
+#define NOTIFY_QUEUE_NAME_LEN 200
+typedef struct notify_queue_depth {
+    char     endpoint[NOTIFY_QUEUE_NAME_LEN];
+    uint64_t queued;
+} notify_queue_depth_t;
+size_t notify_queue_depths(notify_queue_depth_t out[NOTIFY_QUEUES_MAX], uint64_t *other, size_t *n_other);
+
 #endif

@@ -77,8 +77,8 @@ def test_408_for_a_body_never_complete_keeps_the_client_request_id(guarded):
 
 def test_431_has_the_request_id_and_a_line(guarded):
     port, path = guarded
-    # about 8 KiB: over what the broker takes, under what libmicrohttpd refuses itself (its
-    # own 431, an HTML page without a request id, comes from beyond about 10 KiB)
+    # about 8 KiB: over what the broker takes, under what libmicrohttpd refuses itself (beyond
+    # about 10 KiB its own 431 is replaced by ours: test_guard_head_size.py)
     filler = "".join("X-Filler-%d: %s\r\n" % (i, "v" * 100) for i in range(70))
     s = connect(port)
     s.sendall(("GET %s/entities?type=T HTTP/1.1\r\nHost: x\r\nX-Request-Id: big-head-1\r\n%s"
