@@ -471,10 +471,14 @@ def test_5_8_6_split_entities_merges_what_a_source_notifies_before_q(broker_fact
     rcv.wait(1, timeout=15.0, key="entities")
     time.sleep(0.5)
     got = [n["body"] for n in rcv.notifications()]
-    assert len(got) == 1, got                                  # 15 does not match the merged entity
-    e = got[0]["data"][0]
-    assert got[0]["subscriptionId"] == sid
-    assert e["temperature"]["value"] == 25 and e["name"]["value"] == "kitchen"
+    # 15 never matches the merged entity. The hub reads the notifying source again (at least as recent
+    # as its notification, doc/api.md), so when the second PATCH lands before that read, the relay of
+    # the first notification already carries 25: one or two notifications, each of the merged 25.
+    assert 1 <= len(got) <= 2, got
+    for n in got:
+        e = n["data"][0]
+        assert n["subscriptionId"] == sid
+        assert e["temperature"]["value"] == 25 and e["name"]["value"] == "kitchen", n
 
 
 def test_5_8_1_4_without_split_entities_the_source_applies_q_to_its_part(broker_factory, rcv):
