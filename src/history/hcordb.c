@@ -60,6 +60,13 @@ typedef struct hseries {
     bool        obs_sorted;     /* appended in observedAt order (no instance lacks it) */
     bool        mod_sorted;     /* modifiedAt in ring order (false after a modify) */
     bool        cre_sorted;     /* createdAt in ring order (false after an insertion) */
+    /* The snapshot's copy of the series, chunk by chunk (snap_open): in
+     * epoch snap_ep its first snap_n instances at the mark are to be
+     * copied; snap_done of them are; snap_shift were dropped from the head
+     * since (after their copy), so mark index k is at ring index k - shift. */
+    uint8_t     snap_flags;
+    uint32_t    snap_n, snap_done, snap_shift;
+    uint64_t    snap_ep;
 } hseries_t;
 
 typedef struct hent hent_t;
@@ -76,6 +83,7 @@ struct hent {
     hent_t       *hnext;        /* hash chain */
     uint64_t      ord;          /* its place in creation order (a query resumes by it) */
     uint64_t      snap_epoch;   /* the snapshot epoch it was copied in (== db->epoch: nothing to copy) */
+    uint64_t      snap_open;    /* the epoch whose copy of it began (its record and series marked) */
 };
 
 typedef struct htenant htenant_t;
@@ -87,7 +95,6 @@ struct htenant {
     hent_t          *first, *last;
     uint64_t         next_ord;
     hent_t          *snap_cur;  /* the snapshot's walk: the next entity to copy */
-    struct hdump    *part;      /* the snapshot's walk: an entity copied in part */
     bool             unsorted;  /* loaded from a snapshot out of creation order */
     htenant_t       *next;
 };
@@ -102,6 +109,7 @@ typedef struct hdb {
     pthread_mutex_t  snap_mu;
     hlog_image_t    *im;
     uint64_t         cow_n, cow_max_us; /* copies made by writers (snap_mu) */
+    uint64_t         cow_max_inst;      /* the most instances a writer copied at once */
     _Atomic bool     walking;   /* a snapshot's copy is in progress */
     _Atomic int64_t  wait_max_us; /* the longest a writer waited for its tenant's lock meanwhile */
     /* the snapshot thread (--dbSnapshotSize) */
@@ -303,8 +311,12 @@ static int64_t keep_time(const hinst_t *x)
     return x->observed_at != CR_NO_TIME ? x->observed_at : x->created_at;
 }
 
-static void series_drop_head(hdb_t *db, hseries_t *s)
+static void snap_before_drop(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s);
+static void snap_before_insert(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s, uint32_t pos);
+
+static void series_drop_head(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s)
 {
+    snap_before_drop(db, t, e, s);
     inst_release(db, &s->v[s->head]);
     s->head = (s->head + 1) % s->cap;
     s->n--;
@@ -312,7 +324,8 @@ static void series_drop_head(hdb_t *db, hseries_t *s)
     atomic_fetch_add(&db->dropped, 1);
 }
 
-static void series_push(hdb_t *db, hent_t *e, hseries_t *s, const hist_instance_t *in, int64_t now)
+static void series_push(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s, const hist_instance_t *in,
+                        int64_t now)
 {
     if (db->max_inst && s->n >= db->max_inst) {
         /* full: an instance older than all it holds is the one to drop */
@@ -322,7 +335,7 @@ static void series_push(hdb_t *db, hent_t *e, hseries_t *s, const hist_instance_
             atomic_fetch_add(&db->dropped, 1);
             return;
         }
-        series_drop_head(db, s);
+        series_drop_head(db, t, e, s);
     }
     if (s->n == s->cap) {
         uint32_t nc = s->cap ? s->cap * 2 : 4;
@@ -348,6 +361,8 @@ static void series_push(hdb_t *db, hent_t *e, hseries_t *s, const hist_instance_
     if (x.observed_at != CR_NO_TIME && s->obs_sorted)
         while (pos > 0 && s->v[(s->head + pos - 1) % s->cap].observed_at > x.observed_at)
             pos--;
+    if (pos < s->n)
+        snap_before_insert(db, t, e, s, pos);
     for (uint32_t k = s->n; k > pos; k--)
         s->v[(s->head + k) % s->cap] = s->v[(s->head + k - 1) % s->cap];
     if (!s->n) {
@@ -367,7 +382,7 @@ static void series_push(hdb_t *db, hent_t *e, hseries_t *s, const hist_instance_
     atomic_fetch_add(&db->instances, 1);
     if (db->retention)
         while (s->n > 1 && keep_time(&s->v[s->head]) < now - db->retention)
-            series_drop_head(db, s);
+            series_drop_head(db, t, e, s);
 }
 
 /* upsert: the instances of s at in's observedAt take its content (the
@@ -534,7 +549,9 @@ static void log_simple(hdb_t *db, char op, const char *tenant, const char *id, c
 static void log_modify(hdb_t *db, const char *tenant, const char *id, const char *name, uint64_t iid,
                        const cr_attr_t *with, int64_t now);
 static void maybe_snapshot(hdb_t *db);
+static void snap_touch(hdb_t *db, htenant_t *t, hent_t *e);
 static void snap_cow(hdb_t *db, htenant_t *t, hent_t *e);
+static void snap_series_all(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s);
 
 /* One write (hist_write_t) on t, under its write lock. */
 static void apply_write(hdb_t *db, htenant_t *t, const hist_write_t *x)
@@ -548,7 +565,7 @@ static void apply_write(hdb_t *db, htenant_t *t, const hist_write_t *x)
         e->snap_epoch = atomic_load_explicit(&db->epoch, memory_order_acquire);
         ent_link(t, e);
     } else
-        snap_cow(db, t, e);
+        snap_touch(db, t, e);
     ent_types(e, x->types, x->n_types);
     e->modified_at = x->at;
     if (x->entity) {
@@ -560,8 +577,10 @@ static void apply_write(hdb_t *db, htenant_t *t, const hist_write_t *x)
     for (size_t k = 0; k < x->n_inst; k++) {
         const hist_instance_t *in = &x->inst[k];
         hseries_t *s = series_get(db, e, in->attr.name, in->attr.dataset_id, true);
+        if (x->upsert)
+            snap_series_all(db, t, e, s);   /* an upsert changes instances in place */
         if (!x->upsert || !series_upsert(db, s, in, x->at))
-            series_push(db, e, s, in, x->at);
+            series_push(db, t, e, s, in, x->at);
     }
 }
 
@@ -1318,73 +1337,52 @@ static char *get_s(cr_reader_t *r, arena_t *a)
     return s ? arena_strndup(a, s, n) : NULL;
 }
 
-/* The snapshot record of one entity ('R'), written in steps so that a
- * large entity is copied a chunk at a time (snap_walk): d->e's record is
- * continued from where it stopped, up to about `budget` instances (0: all).
- * True when the record is whole. The entity does not change in between
- * (whoever changes it completes its copy first, snap_cow). */
-typedef struct hdump {
-    hent_t  *e;                 /* the entity being copied, or NULL */
-    uint32_t si, k;             /* the next series, instance */
-    bool     open;              /* the entity's own fields are written */
-    sbuf_t   sb;
-} hdump_t;
-
-static bool dump_step(hdump_t *d, const char *tenant, size_t budget)
+/* One instance, as snapshots hold it. */
+static void put_inst(sbuf_t *sb, const hinst_t *x)
 {
-    const hent_t *e  = d->e;
-    sbuf_t       *sb = &d->sb;
-    size_t        done = 0;
+    cr_put_varint(sb, x->iid);
+    cr_put_varint(sb, x->tag);
+    cr_put_varint(sb, zz(x->observed_at));
+    cr_put_varint(sb, zz(x->created_at));
+    cr_put_varint(sb, zz(x->modified_at));
+    if (x->tag == HT_NUM)
+        sb_add(sb, (const char *)&x->v.num, 8);
+    else if (x->tag == HT_DEL)
+        cr_put_varint(sb, (uint64_t)x->v.kind);
+    else if (x->tag == HT_BLOB) {
+        sbuf_t enc;
+        sb_init(&enc, NULL, 256);
+        entity_encode(&enc, x->v.blob);
+        cr_put_str(sb, enc.p, enc.len);
+        sb_release(&enc);
+    }
+}
 
-    if (!d->open) {
-        sb_clear(sb);
-        sb_addc(sb, 'R');
-        put_s(sb, tenant);
-        put_s(sb, e->id);
-        cr_put_varint(sb, e->ord);
-        cr_put_varint(sb, e->n_types);
-        for (uint16_t i = 0; i < e->n_types; i++)
-            put_s(sb, e->types[i]);
-        cr_put_varint(sb, zz(e->created_at));
-        cr_put_varint(sb, zz(e->modified_at));
-        cr_put_varint(sb, zz(e->deleted_at));
-        cr_put_varint(sb, e->next_iid);
-        cr_put_varint(sb, e->n_series);
-        d->open = true;
-        d->si = d->k = 0;
-    }
-    for (; d->si < e->n_series; d->si++, d->k = 0) {
-        const hseries_t *s = e->series[d->si];
-        if (d->k == 0) {
-            put_s(sb, s->name);
-            put_opt(sb, s->dataset_id);
-            cr_put_varint(sb, (s->obs_sorted ? 1u : 0u) | (s->mod_sorted ? 2u : 0u) | (s->cre_sorted ? 4u : 0u));
-            cr_put_varint(sb, s->n);
-        }
-        for (; d->k < s->n; d->k++) {
-            if (budget && done++ >= budget)
-                return false;
-            const hinst_t *x = &s->v[(s->head + d->k) % s->cap];
-            cr_put_varint(sb, x->iid);
-            cr_put_varint(sb, x->tag);
-            cr_put_varint(sb, zz(x->observed_at));
-            cr_put_varint(sb, zz(x->created_at));
-            cr_put_varint(sb, zz(x->modified_at));
-            if (x->tag == HT_NUM)
-                sb_add(sb, (const char *)&x->v.num, 8);
-            else if (x->tag == HT_DEL)
-                cr_put_varint(sb, (uint64_t)x->v.kind);
-            else if (x->tag == HT_BLOB) {
-                sbuf_t enc;
-                sb_init(&enc, NULL, 256);
-                entity_encode(&enc, x->v.blob);
-                cr_put_str(sb, enc.p, enc.len);
-                sb_release(&enc);
-                done += 8;           /* a frozen value costs more to copy */
-            }
-        }
-    }
-    return true;
+static bool get_inst(hdb_t *db, cr_reader_t *r, arena_t *a, hinst_t *x)
+{
+    memset(x, 0, sizeof *x);
+    x->iid         = cr_get_varint(r);
+    x->tag         = cr_get_varint(r) & 0xff;
+    x->observed_at = unzz(cr_get_varint(r));
+    x->created_at  = unzz(cr_get_varint(r));
+    x->modified_at = unzz(cr_get_varint(r));
+    if (x->tag == HT_NUM) {
+        if (r->end - r->p < 8)
+            return false;
+        memcpy(&x->v.num, r->p, 8);
+        r->p += 8;
+    } else if (x->tag == HT_DEL)
+        x->v.kind = (int64_t)cr_get_varint(r);
+    else if (x->tag == HT_BLOB) {
+        size_t       len;
+        const char  *enc = cr_get_str(r, &len);
+        cr_entity_t *d   = enc ? entity_decode(a, enc, len) : NULL;
+        if (!d || d->n_attrs != 1 || !(x->v.blob = entity_freeze(d)))
+            return false;
+        atomic_fetch_add(&db->bytes, x->v.blob->bytes);
+    } else if (x->tag != HT_TRUE && x->tag != HT_FALSE)
+        return false;
+    return !r->bad;
 }
 
 static bool load_entity(hdb_t *db, cr_reader_t *r, arena_t *a, bool with_ord)
@@ -1437,31 +1435,37 @@ static bool load_entity(hdb_t *db, cr_reader_t *r, arena_t *a, bool with_ord)
         s->mod_sorted = (fl & 2) != 0;
         s->cre_sorted = (fl & 4) != 0;
         for (uint64_t k = 0; k < n && !r->bad; k++) {
-            hinst_t *x = &s->v[s->n];
-            memset(x, 0, sizeof *x);
-            x->iid         = cr_get_varint(r);
-            x->tag         = cr_get_varint(r) & 0xff;
-            x->observed_at = unzz(cr_get_varint(r));
-            x->created_at  = unzz(cr_get_varint(r));
-            x->modified_at = unzz(cr_get_varint(r));
-            if (x->tag == HT_NUM) {
-                if (r->end - r->p < 8) return false;
-                memcpy(&x->v.num, r->p, 8);
-                r->p += 8;
-            } else if (x->tag == HT_DEL)
-                x->v.kind = (int64_t)cr_get_varint(r);
-            else if (x->tag == HT_BLOB) {
-                size_t       len;
-                const char  *enc = cr_get_str(r, &len);
-                cr_entity_t *d   = enc ? entity_decode(a, enc, len) : NULL;
-                if (!d || d->n_attrs != 1 || !(x->v.blob = entity_freeze(d)))
-                    return false;
-                atomic_fetch_add(&db->bytes, x->v.blob->bytes);
-            } else if (x->tag != HT_TRUE && x->tag != HT_FALSE)
+            if (!get_inst(db, r, a, &s->v[s->n]))
                 return false;
             s->n++;
             atomic_fetch_add(&db->instances, 1);
         }
+    }
+    return !r->bad;
+}
+
+/* 'Q': a chunk of a series of an entity whose 'R' came before it. */
+static bool load_chunk(hdb_t *db, cr_reader_t *r, arena_t *a)
+{
+    const char *tenant = get_s(r, a), *id = get_s(r, a), *name = get_s(r, a);
+    const char *ds     = cr_get_varint(r) ? get_s(r, a) : NULL;
+    uint64_t    total  = cr_get_varint(r), k = cr_get_varint(r);
+    htenant_t  *t      = tenant && id && name && !r->bad ? tenant_get(db, tenant, false) : NULL;
+    hent_t     *e      = t ? ent_find(t, id) : NULL;
+    hseries_t  *s      = e ? series_get(db, e, intern_cstr(name), ds, false) : NULL;
+    if (!s || k > (uint64_t)(r->end - r->p) || total > UINT32_MAX || s->n + k > UINT32_MAX)
+        return false;
+    uint64_t want = s->n + k > total ? s->n + k : total;
+    if (want > s->cap) {
+        s->v = cr_xreallocarray(s->v, want, sizeof *s->v);
+        atomic_fetch_add(&db->bytes, (want - s->cap) * sizeof *s->v);
+        s->cap = (uint32_t)want;
+    }
+    for (uint64_t i = 0; i < k; i++) {
+        if (!get_inst(db, r, a, &s->v[s->n]))
+            return false;
+        s->n++;
+        atomic_fetch_add(&db->instances, 1);
     }
     return !r->bad;
 }
@@ -1481,6 +1485,10 @@ static bool replay(void *ud, const uint8_t *payload, size_t len, bool from_snaps
     char op = (char)payload[0];
     if (op == 'S' || op == 'R') {
         ok = load_entity(db, &r, a, op == 'R');
+        goto done;
+    }
+    if (op == 'Q') {
+        ok = load_chunk(db, &r, a);
         goto done;
     }
     if (from_snapshot)
@@ -1595,8 +1603,11 @@ static void sort_loaded(hdb_t *db)
  * Records copied by writers come out of creation order: they carry their
  * ord ('R'), and sort_loaded puts the list back at start. */
 
-/* A whole record into the image; a writer's copy (t0 set) is counted. */
-static void snap_add(hdb_t *db, const sbuf_t *sb, int64_t t0)
+#define SNAP_CHUNK 256              /* instances copied under a lock at a time */
+
+/* A whole record into the image; a writer's copy (t0 set: of k instances)
+ * is counted. */
+static void snap_add(hdb_t *db, const sbuf_t *sb, int64_t t0, uint32_t k)
 {
     pthread_mutex_lock(&db->snap_mu);
     if (db->im)
@@ -1608,32 +1619,130 @@ static void snap_add(hdb_t *db, const sbuf_t *sb, int64_t t0)
         db->cow_n++;
         if (us > db->cow_max_us)
             db->cow_max_us = us;
+        if (k > db->cow_max_inst)
+            db->cow_max_inst = k;
     }
     pthread_mutex_unlock(&db->snap_mu);
 }
 
-/* A writer, under t's write lock, before it changes or deletes e: e is
- * copied first unless it is already (the usual case: no snapshot, or e
- * copied, or created after the mark: one atomic load). */
+/* The copy of e begins (once per epoch): its record ('R': its fields and
+ * its series, with no instances) into the image, and each series' count at
+ * the mark noted, O(series); the instances follow in 'Q' chunks. */
+static void snap_open(hdb_t *db, htenant_t *t, hent_t *e, uint64_t ep, int64_t t0)
+{
+    if (e->snap_open == ep)
+        return;
+    sbuf_t *sb = rec_buf();
+    sb_addc(sb, 'R');
+    put_s(sb, t->name);
+    put_s(sb, e->id);
+    cr_put_varint(sb, e->ord);
+    cr_put_varint(sb, e->n_types);
+    for (uint16_t i = 0; i < e->n_types; i++)
+        put_s(sb, e->types[i]);
+    cr_put_varint(sb, zz(e->created_at));
+    cr_put_varint(sb, zz(e->modified_at));
+    cr_put_varint(sb, zz(e->deleted_at));
+    cr_put_varint(sb, e->next_iid);
+    cr_put_varint(sb, e->n_series);
+    for (uint32_t i = 0; i < e->n_series; i++) {
+        hseries_t *s = e->series[i];
+        put_s(sb, s->name);
+        put_opt(sb, s->dataset_id);
+        cr_put_varint(sb, (s->obs_sorted ? 1u : 0u) | (s->mod_sorted ? 2u : 0u) | (s->cre_sorted ? 4u : 0u));
+        cr_put_varint(sb, 0);
+        s->snap_ep    = ep;
+        s->snap_n     = s->n;
+        s->snap_done  = 0;
+        s->snap_shift = 0;
+    }
+    snap_add(db, sb, t0, 0);
+    rec_done();
+    e->snap_open = ep;
+}
+
+static bool snap_pending(const hseries_t *s, uint64_t ep)
+{
+    return s->snap_ep == ep && s->snap_done < s->snap_n;
+}
+
+/* The next instances of s's copy (at most max; 0: all), one 'Q' record:
+ * tenant id name ds total k, then k instances. Returns k. */
+static uint32_t snap_chunk(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s, uint32_t max, int64_t t0)
+{
+    uint32_t k = s->snap_n - s->snap_done;
+    if (max && k > max)
+        k = max;
+    sbuf_t *sb = rec_buf();
+    sb_addc(sb, 'Q');
+    put_s(sb, t->name);
+    put_s(sb, e->id);
+    put_s(sb, s->name);
+    put_opt(sb, s->dataset_id);
+    cr_put_varint(sb, s->snap_n);
+    cr_put_varint(sb, k);
+    for (uint32_t i = 0; i < k; i++)
+        put_inst(sb, &s->v[(s->head + s->snap_done + i - s->snap_shift) % s->cap]);
+    s->snap_done += k;
+    snap_add(db, sb, t0, k);
+    rec_done();
+    return k;
+}
+
+/* A writer, under t's write lock, before it changes e's fields or appends
+ * to its series: e's copy begins unless it is done (the usual case: no
+ * snapshot, or e copied, or created after the mark: one atomic load). */
+static void snap_touch(hdb_t *db, htenant_t *t, hent_t *e)
+{
+    uint64_t ep = atomic_load_explicit(&db->epoch, memory_order_acquire);
+
+    if (e->snap_epoch != ep)
+        snap_open(db, t, e, ep, cr_now_us());
+}
+
+/* Before the head of s goes (a bound): copied first if it is not yet, one
+ * chunk (so a writer of a large series waits for SNAP_CHUNK instances at
+ * most, not for the series). */
+static void snap_before_drop(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s)
+{
+    uint64_t ep = atomic_load_explicit(&db->epoch, memory_order_acquire);
+
+    if (!snap_pending(s, ep))
+        return;
+    if (s->snap_done <= s->snap_shift)
+        snap_chunk(db, t, e, s, SNAP_CHUNK, cr_now_us());
+    s->snap_shift++;
+}
+
+/* The rest of s's copy, before it changes in place (an upsert, an
+ * insertion among the instances of the mark, a delete). */
+static void snap_series_all(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s)
+{
+    uint64_t ep = atomic_load_explicit(&db->epoch, memory_order_acquire);
+
+    if (snap_pending(s, ep))
+        snap_chunk(db, t, e, s, 0, cr_now_us());
+}
+
+static void snap_before_insert(hdb_t *db, htenant_t *t, hent_t *e, hseries_t *s, uint32_t pos)
+{
+    uint64_t ep = atomic_load_explicit(&db->epoch, memory_order_acquire);
+
+    if (snap_pending(s, ep) && pos < s->snap_n - s->snap_shift)
+        snap_series_all(db, t, e, s);
+}
+
+/* A writer, under t's write lock, before it deletes e or changes an
+ * instance in place: the rest of e's copy first. */
 static void snap_cow(hdb_t *db, htenant_t *t, hent_t *e)
 {
     uint64_t ep = atomic_load_explicit(&db->epoch, memory_order_acquire);
 
     if (e->snap_epoch == ep)
         return;
-    int64_t t0 = cr_now_us();
-    if (t->part && t->part->e == e) {    /* the walk is in it: its copy is completed */
-        dump_step(t->part, t->name, 0);
-        snap_add(db, &t->part->sb, t0);
-        t->part->e = NULL;
-    } else {
-        sbuf_t *sb = rec_buf();          /* the thread's buffer, lent to the copy */
-        hdump_t d  = { .e = e, .sb = *sb };
-        dump_step(&d, t->name, 0);
-        snap_add(db, &d.sb, t0);
-        *sb = d.sb;
-        rec_done();
-    }
+    snap_open(db, t, e, ep, cr_now_us());
+    for (uint32_t i = 0; i < e->n_series; i++)
+        snap_series_all(db, t, e, e->series[i]);
     e->snap_epoch = ep;
 }
 
@@ -1649,6 +1758,7 @@ static htenant_t *snap_mark(hdb_t *db, uint64_t *ep)
     db->im     = hlog_image_begin(db->log);
     db->cow_n  = 0;
     db->cow_max_us = 0;
+    db->cow_max_inst = 0;
     pthread_mutex_unlock(&db->snap_mu);
     for (htenant_t *t = first; t; t = t->next)
         t->snap_cur = t->first;
@@ -1661,45 +1771,34 @@ static htenant_t *snap_mark(hdb_t *db, uint64_t *ep)
 
 /* Copies what the writers have not, in creation order, under each
  * tenant's read lock for SNAP_CHUNK instances at a time (a writer of the
- * tenant waits for one chunk; a writer of the entity being copied for the
- * rest of that entity). Returns the longest hold of a lock. */
-#define SNAP_CHUNK 256
-
+ * tenant waits for one chunk). Returns the longest hold of a lock. */
 static int64_t snap_walk(hdb_t *db, htenant_t *first, uint64_t ep)
 {
     int64_t longest = 0;
-    hdump_t d = { 0 };
 
-    sb_init(&d.sb, NULL, 65536);
     for (htenant_t *t = first; t; t = t->next)
         for (hent_t *e = NULL;;) {
             pthread_rwlock_rdlock(&t->lock);
             int64_t t0 = cr_now_us();
-            t->part = &d;
             e = t->snap_cur;
             for (unsigned skip = 0; e && e->snap_epoch == ep && skip < 4096; skip++)
-                e = e->next;             /* copied by its writer, or new */
+                e = e->next;             /* copied, or new */
             if (e && e->snap_epoch != ep) {
-                if (d.e != e) {          /* a new entity (the one in part was completed by its writer) */
-                    d.e    = e;
-                    d.open = false;
+                uint32_t budget = SNAP_CHUNK;
+                bool     left   = false;
+                snap_open(db, t, e, ep, 0);
+                for (uint32_t i = 0; i < e->n_series; i++) {
+                    hseries_t *s = e->series[i];
+                    while (budget && snap_pending(s, ep))
+                        budget -= snap_chunk(db, t, e, s, budget, 0);
+                    left = left || snap_pending(s, ep);
                 }
-                if (dump_step(&d, t->name, SNAP_CHUNK)) {
-                    snap_add(db, &d.sb, 0);
+                if (!left) {
                     e->snap_epoch = ep;
-                    d.e = NULL;
-                    e   = e->next;
+                    e = e->next;
                 }
             }
             t->snap_cur = e;
-            if (!e)
-                t->part = NULL;
-            /* d is the writers' too while the lock is not held (snap_cow
-             * completes the entity in it): looked at only under the lock */
-            if (!d.e && d.sb.cap > (1u << 22)) {   /* a very large entity: its buffer goes back */
-                sb_release(&d.sb);
-                sb_init(&d.sb, NULL, 65536);
-            }
             int64_t held = cr_now_us() - t0;
             pthread_rwlock_unlock(&t->lock);
             if (held > longest)
@@ -1707,7 +1806,6 @@ static int64_t snap_walk(hdb_t *db, htenant_t *first, uint64_t ep)
             if (!e)
                 break;
         }
-    sb_release(&d.sb);
     return longest;
 }
 
@@ -1722,19 +1820,19 @@ static bool snapshot_now(hdb_t *db, problem_t *p)
     atomic_store(&db->walking, false);
     pthread_mutex_lock(&db->snap_mu);    /* every entity is copied: no writer adds any more */
     hlog_image_t *im = db->im;
-    uint64_t cow_n = db->cow_n, cow_max = db->cow_max_us;
+    uint64_t cow_n = db->cow_n, cow_max = db->cow_max_us, cow_inst = db->cow_max_inst;
     db->im = NULL;
     pthread_mutex_unlock(&db->snap_mu);
     int64_t t2 = cr_now_us(), tail = 0;
     bool ok = hlog_image_install(db->log, im, &tail, p);
     if (ok)
         LOG_I("history: snapshot of %llu instances: marked in %.2f ms (writers waited), copied entity by entity "
-              "in %.1f ms (a tenant's lock held %.2f ms at most; %llu entities copied first by their writers, the "
-              "longest in %.2f ms; a writer waited %.2f ms at most), written in %.1f ms (appends waited %.2f ms for "
+              "in %.1f ms (a tenant's lock held %.2f ms at most; %llu entities copied first by their writers, the longest in %.2f ms, "
+              "of %llu instances at once at most; a writer waited %.2f ms at most), written in %.1f ms (appends waited %.2f ms for "
               "the log's tail)",
               (unsigned long long)atomic_load(&db->instances), (double)(t1 - t0) / 1000.0,
               (double)(t2 - t1) / 1000.0, (double)held / 1000.0, (unsigned long long)cow_n,
-              (double)cow_max / 1000.0, (double)atomic_load(&db->wait_max_us) / 1000.0,
+              (double)cow_max / 1000.0, (unsigned long long)cow_inst, (double)atomic_load(&db->wait_max_us) / 1000.0,
               (double)(cr_now_us() - t2) / 1000.0, (double)tail / 1000.0);
     else
         LOG_E("%s", p->detail);

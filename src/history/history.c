@@ -397,9 +397,24 @@ bool history_reserve(history_t *h, const char *tenant, size_t n, problem_t *p)
     return !h->be->reserve || h->be->reserve(h->db, tenant ? tenant : "", n, p);
 }
 
+/* A held write (--dbSync always, store.h "Held answers") returns before
+ * its hooks append its history: its room is given back once it is answered
+ * (its history appended, or the write undone), not when its call returns,
+ * so the queue never holds more than its bound. */
+static void unreserve_later(void *ud, size_t n)
+{
+    history_t *h = ud;
+
+    h->be->unreserve(h->db, "", n);
+}
+
 void history_unreserve(history_t *h, const char *tenant, size_t n)
 {
-    if (h && h->be->unreserve && n)
+    if (!h || !h->be->unreserve || !n)
+        return;
+    if (store_hold_pending())
+        store_hold_release(unreserve_later, h, n);
+    else
         h->be->unreserve(h->db, tenant ? tenant : "", n);
 }
 

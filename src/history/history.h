@@ -304,7 +304,11 @@ typedef struct history_backend {
      * written). The reservation is held for the whole write call, during
      * which the change hook appends that write's history (appends come
      * only from within reserved calls, but a purge's chunks); unreserve(n)
-     * then gives it back, whatever the write did. So a backend admits while
+     * then gives it back, whatever the write did; for a held write (store.h
+     * "Held answers": its hooks run after its call returns) only once it is
+     * answered (history_unreserve, through store_hold_release; the tenant
+     * is then ""), so the queue never holds more than its capacity, also
+     * with --dbSync always. So a backend admits while
      * queued + reserved + n <= its capacity, and its queue holds capacity
      * + reserved: an append never waits, except a purge's (which waits for
      * room and never drops). NULL: always room (corDB). */

@@ -42,6 +42,10 @@ struct hlog {
     uint64_t        fail_mark;      /* always: the bytes of the last failed fdatasync */
     uint64_t        fsyncs;
     uint64_t        gen;            /* generation of the log (its first record) */
+    /* a compaction's last round on: no fdatasync of the old log acknowledges
+     * bytes (of written) past it (compact); UINT64_MAX: none */
+    uint64_t        ack_cap;
+    int             sync_fd;        /* the fd the syncer is syncing (syncing) */
 };
 
 /* hlog's own record, the first of each file: 0x00, u64 generation, and in
@@ -223,71 +227,132 @@ static bool copy_range(int fd, uint64_t from, uint64_t upto, int out, uint64_t *
     return true;
 }
 
-/* A compaction, in two steps so that appends wait only for the short tail:
- * compact_begin (no lock held; the caller is the only compaction) copies
- * the log's records from offset `from` to its end as of now into
- * history.log.tmp (behind the next generation's record) and fdatasyncs it;
- * compact_finish, with l->mu held, copies what was appended meanwhile,
- * fdatasyncs that and installs the file by rename: everything in it is
- * synced, and so is all that was written before. -1: it failed (errno). */
-static int compact_begin(hlog_t *l, uint64_t from, uint64_t *upto, uint64_t *size)
-{
-    char    tmp[4096];
-    uint8_t g[SNAP_LEN];
+/* A compaction (after a snapshot: the log keeps only the records after its
+ * mark), so that appends wait for a bounded piece only, never for a sync:
+ *  1. no lock held (the caller is the only compaction): the log's records
+ *     from `from` to its end as of now are copied into history.log.tmp,
+ *     behind the next generation's record, and fdatasync'ed;
+ *  2. rounds, no lock held: what was appended meanwhile is copied and
+ *     fdatasync'ed, again, until a round's tail is at most HLOG_TAIL_SMALL
+ *     bytes (or HLOG_ROUNDS rounds were made). When the last round starts,
+ *     ack_cap is set at its end: an fdatasync of the old log acknowledges
+ *     nothing after it from then on (hlog_sync waits), so every record
+ *     acknowledged is in the synced part of the new file;
+ *  3. under l->mu (what appends wait for, O(HLOG_TAIL_SMALL)): the last
+ *     small piece is copied (no sync), the file renamed over history.log
+ *     and made the log appends go to;
+ *  4. no lock held: the new log is fdatasync'ed and the directory synced;
+ *     then ack_cap goes and what that fdatasync covered is acknowledged.
+ * A crash at any point recovers exactly: before the rename history.log is
+ * the old log (all of it on disk, every acknowledged record synced there),
+ * after it the new one (all of it in the page cache after a kill; after a
+ * power cut, everything acknowledged: up to ack_cap it was synced before
+ * the rename, after it nothing is acknowledged before step 4). At start a
+ * log of the snapshot's generation is replayed from the snapshot's mark, a
+ * newer one wholly (hlog_open). A test stops the process at each step
+ * (hlog_step_hook, test/unit/test_history_log.c). */
+#define HLOG_TAIL_SMALL (64u << 10)
+#define HLOG_ROUNDS     16
 
-    snprintf(tmp, sizeof tmp, "%s/history.log.tmp", l->dir);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -1;
-    pthread_mutex_lock(&l->mu);
-    gen_record(g, l->gen + 1, 0);
-    *upto  = l->size;
-    int in = l->fd >= 0 ? dup(l->fd) : -1;   /* the log's fd is replaced only by a compaction */
-    pthread_mutex_unlock(&l->mu);
-    *size = 8 + GEN_LEN;
-    if (from < 8 + GEN_LEN)
-        from = *upto;                     /* nothing to keep: a log that was never written */
-    bool ok = in >= 0 && put_record(fd, g, GEN_LEN) && copy_range(in, from, *upto, fd, size) &&
-              fdatasync(fd) == 0;
-    int err = errno;
-    if (in >= 0)
-        close(in);
-    if (!ok) {
-        close(fd);
-        unlink(tmp);
-        errno = err;
-        return -1;
-    }
-    return fd;
+void (*hlog_step_hook)(hlog_step_t step);
+
+static void step(hlog_step_t s)
+{
+    if (hlog_step_hook)
+        hlog_step_hook(s);
 }
 
-static bool compact_finish(hlog_t *l, int fd, uint64_t upto, uint64_t size)
+static bool compact(hlog_t *l, uint64_t from, int64_t *held_us)
 {
-    char tmp[4096], logp[4096];
+    char     tmp[4096], logp[4096];
+    uint8_t  g[SNAP_LEN];
+    uint64_t upto, size = 8 + GEN_LEN;
 
+    *held_us = 0;
     snprintf(tmp, sizeof tmp, "%s/history.log.tmp", l->dir);
     snprintf(logp, sizeof logp, "%s/history.log", l->dir);
-    bool ok = copy_range(l->fd, upto, l->size, fd, &size) && (upto == l->size || fdatasync(fd) == 0) &&
-              rename(tmp, logp) == 0 && dir_sync(l->dir);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return false;
+    pthread_mutex_lock(&l->mu);
+    gen_record(g, l->gen + 1, 0);
+    upto   = l->size;
+    int in = l->fd >= 0 ? dup(l->fd) : -1;    /* the log's fd is replaced only by a compaction */
+    pthread_mutex_unlock(&l->mu);
+    if (from < 8 + GEN_LEN)
+        from = upto;                          /* nothing to keep: a log that was never written */
+    bool ok = in >= 0 && put_record(fd, g, GEN_LEN) && copy_range(in, from, upto, fd, &size) &&
+              fdatasync(fd) == 0;
+    step(HLOG_STEP_COPIED);
+    for (int round = 1; ok; round++) {        /* 2: the tail, in rounds */
+        pthread_mutex_lock(&l->mu);
+        uint64_t end  = l->size;
+        bool     last = end - upto <= HLOG_TAIL_SMALL || round == HLOG_ROUNDS;
+        if (last)
+            l->ack_cap = l->written;          /* == end, in the bytes ever written */
+        pthread_mutex_unlock(&l->mu);
+        ok = copy_range(in, upto, end, fd, &size) && (end == upto || fdatasync(fd) == 0);
+        upto = end;
+        step(HLOG_STEP_ROUND);
+        if (last)
+            break;
+    }
+    int err = errno, old = -1;
+    pthread_mutex_lock(&l->mu);               /* 3: the switch */
+    int64_t  t0 = cr_now_us();
+    ok = ok && copy_range(in, upto, l->size, fd, &size);
+    step(HLOG_STEP_LAST_PIECE);
+    ok = ok && rename(tmp, logp) == 0 && lseek(fd, 0, SEEK_END) >= 0;
+    if (ok) {
+        step(HLOG_STEP_RENAMED);
+        old      = l->fd;
+        l->fd    = fd;
+        l->gen++;
+        l->size  = size;
+        l->dirty = true;                      /* the last piece is not synced yet */
+    } else {
+        err = errno;
+        l->ack_cap = UINT64_MAX;
+        pthread_cond_broadcast(&l->cv);
+    }
+    uint64_t target = l->written;
+    *held_us = cr_now_us() - t0;
+    pthread_mutex_unlock(&l->mu);
     if (!ok) {
-        int err = errno;
+        if (in >= 0)
+            close(in);
         close(fd);
         unlink(tmp);
         errno = err;
         return false;
     }
-    while (l->syncing)                      /* the syncer is done with the old fd before it is closed */
+    step(HLOG_STEP_SWITCHED);
+    bool synced = fdatasync(fd) == 0;         /* 4: no lock held */
+    err = errno;
+    synced = synced && dir_sync(l->dir);
+    if (!synced)
+        err = errno;
+    step(HLOG_STEP_SYNCED);
+    pthread_mutex_lock(&l->mu);
+    l->ack_cap = UINT64_MAX;
+    if (synced && target > l->synced)
+        l->synced = target;
+    else if (!synced) {
+        l->fail_mark = target;                /* the writers waiting for these bytes fail */
+        if (!l->failed)
+            LOG_E("history: the compacted history log cannot be synced (%s): history is kept in memory "
+                  "only until the next snapshot", strerror(err));
+        l->failed = true;
+    }
+    while (l->syncing && l->sync_fd == old)   /* the syncer is done with the old fd before it is closed */
         pthread_cond_wait(&l->synced_cv, &l->mu);
-    if (l->fd >= 0)
-        close(l->fd);
-    l->fd   = fd;
-    l->gen++;
-    l->size = size;
-    if (lseek(fd, 0, SEEK_END) < 0)
-        return false;
-    l->synced = l->want = l->written;
-    l->dirty  = false;
-    return true;
+    pthread_cond_broadcast(&l->synced_cv);
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    if (old >= 0)
+        close(old);
+    close(in);
+    return synced;
 }
 
 /* The syncer. interval: an fdatasync every sync_ms when something was
@@ -300,7 +365,7 @@ static void *sync_main(void *arg)
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
         if (l->always) {
-            if (l->want <= l->synced) {
+            if (l->want <= l->synced || l->synced >= l->ack_cap) {
                 pthread_cond_wait(&l->cv, &l->mu);
                 continue;
             }
@@ -317,6 +382,7 @@ static void *sync_main(void *arg)
             uint64_t target = l->written;
             l->dirty   = false;
             l->syncing = true;
+            l->sync_fd = fd;
             pthread_mutex_unlock(&l->mu);
             int64_t t0 = cr_mono_ns();
             int rc = fdatasync(fd);
@@ -326,6 +392,8 @@ static void *sync_main(void *arg)
             pthread_mutex_lock(&l->mu);
             l->syncing = false;
             l->fsyncs++;
+            if (rc == 0 && target > l->ack_cap)
+                target = l->ack_cap;       /* a compaction acknowledges the rest (compact) */
             if (rc == 0 && target > l->synced)
                 l->synced = target;
             else if (rc != 0) {
@@ -335,7 +403,7 @@ static void *sync_main(void *arg)
                     l->want = l->synced;
             }
             pthread_cond_broadcast(&l->synced_cv);
-        } else if (l->want > l->synced) {
+        } else if (l->want > l->synced && l->want <= l->ack_cap) {
             l->synced = l->want;           /* nothing dirty: what was written is synced */
             pthread_cond_broadcast(&l->synced_cv);
         }
@@ -364,6 +432,8 @@ hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
     pthread_cond_init(&l->cv, NULL);
     pthread_cond_init(&l->synced_cv, NULL);
     l->sync_ms = sync_ms > 0 ? sync_ms : 100;
+    l->ack_cap = UINT64_MAX;
+    l->sync_fd = -1;
     l->always  = always;
     l->fd      = open(logp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (l->fd < 0 || ftruncate(l->fd, good) != 0 || lseek(l->fd, good, SEEK_SET) < 0) {
@@ -384,9 +454,8 @@ hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
         l->size = 8 + GEN_LEN;
     } else if (log_gen == snap_gen && snap_off) {
         /* the compaction after the snapshot did not happen: do it now */
-        uint64_t upto, size;
-        int      fd = compact_begin(l, snap_off < (uint64_t)good ? snap_off : (uint64_t)good, &upto, &size);
-        ok = fd >= 0 && compact_finish(l, fd, upto, size);
+        int64_t held;
+        ok = compact(l, snap_off < (uint64_t)good ? snap_off : (uint64_t)good, &held);
     }
     if (!ok) {
         problem_set(p, PB_INTERNAL_ERROR, "history: cannot write %s: %s", logp, strerror(errno));
@@ -533,21 +602,14 @@ bool hlog_image_install(hlog_t *l, hlog_image_t *im, int64_t *held_us, problem_t
         close(fd);
     /* installed by rename (the commit point); then the log drops what it holds */
     ok = ok && rename(tmp, snap) == 0 && dir_sync(l->dir);
+    step(HLOG_STEP_SNAPSHOT);
     if (ok) {
-        uint64_t upto = 0, size = 0;
-        int      cfd  = compact_begin(l, im->off, &upto, &size);
         pthread_mutex_lock(&l->mu);
-        int64_t t0 = cr_now_us();
-        if (cfd >= 0 && l->gen != im->gen) {  /* compacted meanwhile (it cannot be: one snapshot at a time) */
-            close(cfd);
-            cfd = -2;
-        }
-        if (cfd == -1 || (cfd >= 0 && !compact_finish(l, cfd, upto, size)))
+        bool same = l->gen == im->gen;       /* (it is: one snapshot at a time) */
+        pthread_mutex_unlock(&l->mu);
+        if (same && !compact(l, im->off, held_us))
             LOG_W("history: the history log could not be compacted after a snapshot (%s): it is at the next "
                   "snapshot or start", strerror(errno));
-        pthread_cond_broadcast(&l->synced_cv);
-        *held_us = cr_now_us() - t0;
-        pthread_mutex_unlock(&l->mu);
     }
     free(im->p);
     free(im);

@@ -38,12 +38,29 @@ uint64_t hlog_size(hlog_t *l);
  * still, marks the log's position; the caller then adds every record of the
  * state (hlog_image_add, in memory) and lets writers go on;
  * hlog_image_install writes the copy to history.snap (by rename) and
- * compacts the log to the records after the mark: the records up to then
- * are copied with no lock held, appends wait (*held_us) only while the few
- * appended meanwhile are copied and the new log installed. It frees im. */
+ * compacts the log to the records after the mark: the records are copied
+ * and synced with no lock held, in rounds until what was appended meanwhile
+ * is small; appends wait (*held_us) only while that last piece (at most
+ * 64 KiB) is copied, unsynced, and the new log renamed into place; it is
+ * synced after, no lock held, and nothing after the last round is
+ * acknowledged by hlog_sync before that. It frees im. */
 typedef struct hlog_image hlog_image_t;
 hlog_image_t *hlog_image_begin(hlog_t *l);
 void          hlog_image_add(void *im, const void *payload, size_t len);
 bool          hlog_image_install(hlog_t *l, hlog_image_t *im, int64_t *held_us, problem_t *p);
+
+/* For tests (test/unit/test_history_log.c): called, when set, at each step
+ * of hlog_image_install, so that a test can stop the process there. Steps
+ * marked (locked) run under the log's mutex: the hook must not append. */
+typedef enum {
+    HLOG_STEP_SNAPSHOT = 1,     /* history.snap installed */
+    HLOG_STEP_COPIED,           /* the records after the mark copied into history.log.tmp, synced */
+    HLOG_STEP_ROUND,            /* a round of the tail copied and synced */
+    HLOG_STEP_LAST_PIECE,       /* (locked) the last piece copied, not synced */
+    HLOG_STEP_RENAMED,          /* (locked) history.log.tmp renamed over history.log */
+    HLOG_STEP_SWITCHED,         /* appends go to the new log */
+    HLOG_STEP_SYNCED            /* the new log and the directory synced */
+} hlog_step_t;
+extern void (*hlog_step_hook)(hlog_step_t step);
 
 #endif

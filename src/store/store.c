@@ -338,6 +338,9 @@ struct store_ticket {
     void       (*fn)(void *ud, bool ok, const problem_t *p);
     void        *ud;
     const char  *why;           /* FAIL_FLUSH: what the flush said (static) */
+    void       (*rel)(void *ud, size_t n);  /* store_hold_release */
+    void        *rel_ud;
+    size_t       rel_n;
 };
 
 struct store_pending {
@@ -453,6 +456,8 @@ static void ticket_put(store_ticket_t *t)
         problem_set(&p, PB_HTTP, "the write is on disk in the store, but %s; it is not "
                     "acknowledged: retry when the disk works again", t->why);
     p.status = 503;
+    if (t->rel)
+        t->rel(t->rel_ud, t->rel_n);
     t->fn(t->ud, f == FAIL_NONE, f == FAIL_NONE ? NULL : &p);
     pool_put(t);
 }
@@ -463,6 +468,19 @@ void store_ticket_wait(store_ticket_t *t, void (*fn)(void *ud, bool ok, const pr
     t->fn = fn;
     t->ud = ud;
     ticket_put(t);                      /* the seal */
+}
+
+void store_hold_release(void (*fn)(void *ud, size_t n), void *ud, size_t n)
+{
+    store_ticket_t *t = tl.ticket;
+
+    if (!store_hold_pending() || !t || (t->rel && (t->rel != fn || t->rel_ud != ud))) {
+        fn(ud, n);
+        return;
+    }
+    t->rel     = fn;                    /* the seal is ours until store_ticket_wait */
+    t->rel_ud  = ud;
+    t->rel_n  += n;
 }
 
 void store_add_flush(store_t *s, const char *(*fn)(void *ud), void *ud)

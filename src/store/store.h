@@ -229,6 +229,12 @@ store_ticket_t *store_hold_end(void);
 bool            store_hold_pending(void);
 void            store_ticket_wait(store_ticket_t *t, void (*fn)(void *ud, bool ok, const problem_t *p),
                                   void *ud);
+/* Something the write held (history/: its room in the history's queue)
+ * given back when the write is done: when the last write call of this
+ * thread returned pending, fn(ud, n) runs once its ticket is answered (its
+ * pending writes durable and their hooks run, or undone), on that thread,
+ * before the answer; otherwise at once. One fn per ticket (n adds up). */
+void            store_hold_release(void (*fn)(void *ud, size_t n), void *ud, size_t n);
 /* At start-up (as store_add_hook): fn(ud) runs on the syncer's thread after
  * the hooks of a round of pending writes and before they are answered
  * (history/: one fdatasync of its own log for the whole round). It returns

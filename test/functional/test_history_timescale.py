@@ -349,6 +349,66 @@ def test_full_queue_answers_503_with_nothing_applied(own_pg, tmp_path):
     assert "retrying" in log
 
 
+def history_queued(b):
+    r = requests.get(b.base + "/metrics", timeout=10)
+    for line in r.text.splitlines():
+        if line.startswith("coraine_history_queued "):
+            return int(float(line.split()[1]))
+    raise AssertionError("no coraine_history_queued in /metrics")
+
+
+def test_queue_bound_is_exact_with_held_writes_under_dbsync_always(own_pg, tmp_path):
+    """--dbDir --dbSync always: a write's answer is held until its fsync and
+    its history is appended after its call returned (on the store's syncer).
+    Its queue room is kept until then (and given back if the write is
+    undone), so 16 concurrent PATCHes through a queue of 4 with PostgreSQL
+    stopped and a slow disk (the fault shim's fsyncdelay) get exactly 4
+    answers 204, the others 503 with nothing applied; the queue never holds
+    more than 4. (Before: the room came back when the call returned, and
+    every PATCH whose fsync was in flight was queued beyond the bound.)"""
+    import concurrent.futures
+    from test_cordb_disk import DiskBroker
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    db = own_pg.new_database()
+    dbdir = tmp_path / "db"
+    dbdir.mkdir()
+    b = DiskBroker(str(dbdir), str(tmp_path),
+                   ["--dbSync", "always", "--history", "timescale", "--historyURI", own_pg.uri(db),
+                    "--historyQueueSize", "4", "--historyQueueTimeout", "300"], fault_dir=str(faults))
+    try:
+        c = Client(b, fresh_tenant())
+        ids = [uid("Vehicle") for _ in range(16)]
+        for e in ids:
+            assert c.post("/entities", vehicle(e, 0)).status_code == 201
+        deadline = time.time() + 20
+        while history_queued(b) and time.time() < deadline:  # the creates are in PostgreSQL
+            time.sleep(0.05)
+        assert history_queued(b) == 0
+        own_pg.stop()
+        (faults / "fsyncdelay").write_text("150")          # every write's fsync in flight together
+
+        def patch(e):
+            w = Client(b, c.tenant)
+            try:
+                return w.patch("/entities/%s/attrs" % e, {"speed": {"type": "Property", "value": 7}}).status_code
+            finally:
+                w.close()
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            codes = list(ex.map(patch, ids))
+        (faults / "fsyncdelay").unlink()
+        assert sorted(set(codes)) <= [204, 503], codes
+        assert codes.count(204) == 4, codes
+        assert history_queued(b) == 4
+        for e, code in zip(ids, codes):                     # a 503 applied nothing
+            assert c.entity(e)["speed"]["value"] == (7 if code == 204 else 0)
+        own_pg.start()
+        for e, code in zip(ids, codes):                     # and every 204 is in the history
+            assert speeds(tget(c, e)) == ([0, 7] if code == 204 else [0])
+    finally:
+        b.stop()
+
+
 def test_purge_with_postgres_down_loses_nothing(own_pg, tmp_path):
     """DELETE /entities?type= (a purge, in chunks of 256) is not admitted
     chunk by chunk: with PostgreSQL down its history is queued beyond the
