@@ -16,21 +16,28 @@ def test_connections_accepted_refused_and_cut(broker_factory):
     for name in ("coraine_http_connections_total", "coraine_http_connections_refused_total",
                  "coraine_http_connections_cut_total"):
         assert types[name] == "counter", name
-    time.sleep(1.5)                       # the scrape's connection is closed or cut by now
-    before, _ = scrape(b)
-    held = [socket.create_connection(("127.0.0.1", b.port), timeout=10) for _ in range(3)]
-    for s in held:
-        s.sendall(b"GET /version HTTP/1.1\r\n")       # never completes: cut with 408 at 1 s
-    time.sleep(0.2)
-    extra = socket.create_connection(("127.0.0.1", b.port), timeout=10)
-    extra.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
-    ans = read_answer(extra)
-    extra.close()
-    answers = [ans] + [read_answer(s) for s in held]
-    for s in held:
-        s.close()
-    codes = sorted(a[0] for a in answers if a)
-    assert codes.count(503) >= 1 and codes.count(408) >= 2, codes   # a slot may still have been closing
+    # 3 connections that never complete their head (cut with 408 at 1 s) and a 4th beyond
+    # --maxConnections (503 at once). A connection of an earlier round or scrape may still hold a slot
+    # while it closes, which turns a held one into a 503: the round is then tried again.
+    for attempt in range(4):
+        time.sleep(1.5)                   # the scrape's connection is closed or cut by now
+        before, _ = scrape(b)
+        held = [socket.create_connection(("127.0.0.1", b.port), timeout=10) for _ in range(3)]
+        for s in held:
+            s.sendall(b"GET /version HTTP/1.1\r\n")
+        time.sleep(0.2)
+        extra = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        extra.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+        ans = read_answer(extra)
+        extra.close()
+        answers = [ans] + [read_answer(s) for s in held]
+        for s in held:
+            s.close()
+        codes = sorted(a[0] for a in answers if a)
+        assert codes and set(codes) <= {408, 503} and codes.count(503) >= 1, codes
+        if codes.count(408) >= 2:
+            break
+    assert codes.count(408) >= 2, codes
     deadline = time.time() + 5
     while True:
         try:
