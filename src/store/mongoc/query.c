@@ -38,6 +38,23 @@ static cr_entity_t *doc_entity(mgc_t *db, mgc_tenant_t *t, const mgc_docf_t *f, 
     return e;
 }
 
+/* The fields a read decodes (c: the commit number, v: the codec version, w:
+ * the write token, e: the encoded entity), and a find answered in one batch
+ * of n (no cursor to kill). */
+static void append_read_tail(bson_t *cmd, int64_t n)
+{
+    bson_t sub;
+    bson_append_document_begin(cmd, "projection", 10, &sub);
+    BSON_APPEND_INT32(&sub, "c", 1);
+    BSON_APPEND_INT32(&sub, "v", 1);
+    BSON_APPEND_INT32(&sub, "w", 1);
+    BSON_APPEND_INT32(&sub, "e", 1);
+    bson_append_document_end(cmd, &sub);
+    BSON_APPEND_INT64(cmd, "limit", n);
+    BSON_APPEND_INT64(cmd, "batchSize", n);
+    BSON_APPEND_BOOL(cmd, "singleBatch", true);
+}
+
 /* One find command, not a cursor: libmongoc's cursor selects and copies the
  * server's description twice per find (half of a retrieve's work, callgrind). */
 cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *id, mgc_ver_t *ver,
@@ -155,15 +172,7 @@ bool mgc_read_many(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *c
         bson_append_array_end(&in, &arr);
         bson_append_document_end(&sub, &in);
         bson_append_document_end(&cmd, &sub);
-        bson_append_document_begin(&cmd, "projection", 10, &sub);
-        BSON_APPEND_INT32(&sub, "c", 1);
-        BSON_APPEND_INT32(&sub, "v", 1);
-        BSON_APPEND_INT32(&sub, "w", 1);
-        BSON_APPEND_INT32(&sub, "e", 1);
-        bson_append_document_end(&cmd, &sub);
-        BSON_APPEND_INT64(&cmd, "limit", (int64_t)k);
-        BSON_APPEND_INT64(&cmd, "batchSize", (int64_t)k);
-        BSON_APPEND_BOOL(&cmd, "singleBatch", true);
+        append_read_tail(&cmd, (int64_t)k);
         if (!mongoc_client_read_command_with_opts(c, t->dbname, &cmd, NULL, NULL, &reply, &err)) {
             bson_destroy(&reply);
             bson_destroy(&cmd);
@@ -523,17 +532,9 @@ static bool scan_page(scan_t *s, problem_t *p)
     BSON_APPEND_INT32(&sub, "c", 1);
     BSON_APPEND_INT32(&sub, "_id", 1);
     bson_append_document_end(&cmd, &sub);
-    bson_append_document_begin(&cmd, "projection", 10, &sub);
-    BSON_APPEND_INT32(&sub, "c", 1);
-    BSON_APPEND_INT32(&sub, "v", 1);
-    BSON_APPEND_INT32(&sub, "w", 1);
-    BSON_APPEND_INT32(&sub, "e", 1);
-    bson_append_document_end(&cmd, &sub);
     if (s->skip > 0 && !s->last_id)
         BSON_APPEND_INT64(&cmd, "skip", s->skip);
-    BSON_APPEND_INT64(&cmd, "limit", n);
-    BSON_APPEND_INT64(&cmd, "batchSize", n);
-    BSON_APPEND_BOOL(&cmd, "singleBatch", true);
+    append_read_tail(&cmd, n);
     ok = mongoc_client_read_command_with_opts(s->c, s->t->dbname, &cmd, NULL, NULL, &s->reply, &err);
     s->have_reply = true;
     bson_destroy(&cmd);
