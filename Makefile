@@ -38,6 +38,11 @@ GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 BASE_CFLAGS := -std=c17 -D_GNU_SOURCE -pthread -g $(WARN) $(PKG_CFLAGS) -Isrc \
                -DCR_GIT_COMMIT='"$(GIT_COMMIT)"'
+# The objects that print the commit (/version, /metrics, --version) are rebuilt when it changes: a
+# stamp file rewritten only when its text differs from the commit being built (the rule is at the end,
+# after the default goal).
+GIT_STAMP := $(BUILD)/git-commit
+$(shell mkdir -p $(BUILD); [ "$$(cat $(GIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || echo "$(GIT_COMMIT)" > $(GIT_STAMP))
 
 ifeq ($(VARIANT),release)
 OPT     := -O2
@@ -263,3 +268,6 @@ pgo-bench:
 
 clean:
 	rm -rf build
+
+# see GIT_STAMP
+$(BUILD)/src/main.o $(BUILD)/src/api/admin.o $(BUILD)/src/api/metrics.o: $(GIT_STAMP)
