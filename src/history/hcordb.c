@@ -31,6 +31,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "history.h"
 #include "hlog.h"
@@ -64,7 +65,6 @@ typedef struct hseries {
      * epoch snap_ep its first snap_n instances at the mark are to be
      * copied; snap_done of them are; snap_shift were dropped from the head
      * since (after their copy), so mark index k is at ring index k - shift. */
-    uint8_t     snap_flags;
     uint32_t    snap_n, snap_done, snap_shift;
     uint64_t    snap_ep;
 } hseries_t;
@@ -103,6 +103,7 @@ typedef struct hdb {
     pthread_mutex_t  mu;        /* the tenant list */
     hlog_t          *log;       /* --dbDir: the history's files; NULL in RAM */
     _Atomic bool     snapping;  /* a snapshot is being written */
+    _Atomic int64_t  recover_us; /* the last snapshot asked for to recover a failed log (maybe_snapshot) */
     /* The snapshot in progress (see snap_mark): entities whose snap_epoch is
      * not epoch are still to be copied into im (under snap_mu). */
     _Atomic uint64_t epoch;
@@ -1604,6 +1605,7 @@ static void sort_loaded(hdb_t *db)
  * ord ('R'), and sort_loaded puts the list back at start. */
 
 #define SNAP_CHUNK 256              /* instances copied under a lock at a time */
+#define SNAP_RECOVER_MS 200         /* a failed log: a recovery snapshot tried so often at most */
 
 /* A whole record into the image; a writer's copy (t0 set: of k instances)
  * is counted. */
@@ -1872,7 +1874,17 @@ static void maybe_snapshot(hdb_t *db)
 {
     size_t limit = cr_config.db_snapshot_size;
 
-    if (!db->log || !limit || !db->snap_thr_on || atomic_load(&db->snapping) || hlog_size(db->log) < limit)
+    if (!db->log || !db->snap_thr_on || atomic_load(&db->snapping))
+        return;
+    if (hlog_failed(db->log)) {
+        /* the log failed (hlog_failed): a snapshot rewrites what memory
+         * holds; asked for at most every SNAP_RECOVER_MS while it fails */
+        int64_t now = cr_now_us(), last = atomic_load(&db->recover_us);
+        if (now - last >= SNAP_RECOVER_MS * 1000 && atomic_compare_exchange_strong(&db->recover_us, &last, now))
+            snap_request(db);
+        return;
+    }
+    if (!limit || hlog_size(db->log) < limit)
         return;
     snap_request(db);
 }
@@ -1884,7 +1896,24 @@ static void *snap_main(void *v)
     pthread_mutex_lock(&db->snap_mu);
     while (!db->snap_stop) {
         if (!db->snap_want) {
-            pthread_cond_wait(&db->snap_cv, &db->snap_mu);
+            if (!hlog_failed(db->log)) {
+                pthread_cond_wait(&db->snap_cv, &db->snap_mu);
+                continue;
+            }
+            /* a failed log with no writer coming to ask (maybe_snapshot):
+             * the recovery is tried every SNAP_RECOVER_MS all the same */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += SNAP_RECOVER_MS * 1000000L;
+            ts.tv_sec  += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            if (pthread_cond_timedwait(&db->snap_cv, &db->snap_mu, &ts) == 0 || db->snap_want || db->snap_stop ||
+                !hlog_failed(db->log))
+                continue;
+            bool no = false;
+            if (!atomic_compare_exchange_strong(&db->snapping, &no, true))
+                continue;
+            db->snap_want = true;
             continue;
         }
         db->snap_want = false;

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,8 @@ struct hlog {
     pthread_cond_t  cv;
     pthread_cond_t  synced_cv;      /* always: a waiter's bytes are synced */
     pthread_t       thread;
-    bool            stop, dirty, failed;
+    bool            stop, dirty;
+    _Atomic bool    failed;         /* written under mu; read without it (hlog_failed) */
     bool            always;         /* --dbSync always: group commit (hlog_sync) */
     bool            syncing;        /* the thread is in an fdatasync of fd (no lock held) */
     int             sync_ms;
@@ -40,6 +42,9 @@ struct hlog {
      * waiter of hlog_sync waits until synced covers what was written */
     uint64_t        written, synced, want;
     uint64_t        fail_mark;      /* always: the bytes of the last failed fdatasync */
+    /* faults so far (a failed write or fdatasync); `failed` is cleared by a
+     * snapshot whose mark came after the last of them (fault, compact) */
+    uint64_t        faults;
     uint64_t        fsyncs;
     uint64_t        gen;            /* generation of the log (its first record) */
     /* a compaction's last round on: no fdatasync of the old log acknowledges
@@ -123,6 +128,23 @@ static bool put_record(int fd, const void *payload, size_t len)
     memcpy(head, &l, 4);
     memcpy(head + 4, &c, 4);
     return write_all(fd, head, 8) && write_all(fd, payload, len);
+}
+
+/* Under mu: a write or an fdatasync of the log failed, so the files may
+ * not hold every record memory does (a failed fdatasync cannot tell what
+ * reached the disk, and Linux forgets the error once reported: a later
+ * fdatasync that succeeds proves nothing about the bytes before it). The
+ * log is failed (hlog_sync answers false) until a snapshot marked after
+ * this fault is installed and its compacted log synced (compact): the
+ * snapshot holds what memory holds, the new log every record after its
+ * mark. Appends go on meanwhile (best effort), for that new log. */
+static void fault_locked(hlog_t *l, const char *what, int err)
+{
+    l->faults++;
+    if (!l->failed)
+        LOG_E("history: %s of the history log failed (%s): writes are answered 503 (--dbSync always) until a "
+              "snapshot taken after the fault is on disk (tried while the fault lasts)", what, strerror(err));
+    l->failed = true;
 }
 
 /* Replays file path; *good gets the length of its well-formed prefix, *gen
@@ -262,7 +284,7 @@ static void step(hlog_step_t s)
         hlog_step_hook(s);
 }
 
-static bool compact(hlog_t *l, uint64_t from, int64_t *held_us)
+static bool compact(hlog_t *l, uint64_t from, uint64_t mark_faults, int64_t *held_us)
 {
     char     tmp[4096], logp[4096];
     uint8_t  g[SNAP_LEN];
@@ -339,10 +361,13 @@ static bool compact(hlog_t *l, uint64_t from, int64_t *held_us)
         l->synced = target;
     else if (!synced) {
         l->fail_mark = target;                /* the writers waiting for these bytes fail */
-        if (!l->failed)
-            LOG_E("history: the compacted history log cannot be synced (%s): history is kept in memory "
-                  "only until the next snapshot", strerror(err));
-        l->failed = true;
+        fault_locked(l, "the fdatasync of the compacted log", err);
+    }
+    if (synced && l->failed && l->faults == mark_faults) {
+        /* the snapshot holds memory as of its mark (after every fault), the
+         * new log, synced, every record after it: the files are whole again */
+        l->failed = false;
+        LOG_W("history: the history log works again (a snapshot rewrote it): writes are answered again");
     }
     while (l->syncing && l->sync_fd == old)   /* the syncer is done with the old fd before it is closed */
         pthread_cond_wait(&l->synced_cv, &l->mu);
@@ -387,8 +412,7 @@ static void *sync_main(void *arg)
             int64_t t0 = cr_mono_ns();
             int rc = fdatasync(fd);
             cr_fsync_observe(CR_FSYNC_HISTORY, cr_mono_ns() - t0);
-            if (rc != 0)
-                LOG_E("history: fdatasync of the history log: %s", strerror(errno));
+            int err = errno;
             pthread_mutex_lock(&l->mu);
             l->syncing = false;
             l->fsyncs++;
@@ -397,6 +421,7 @@ static void *sync_main(void *arg)
             if (rc == 0 && target > l->synced)
                 l->synced = target;
             else if (rc != 0) {
+                fault_locked(l, "an fdatasync", err);
                 l->dirty     = true;       /* tried again at the next write or interval */
                 l->fail_mark = target;     /* the writers waiting for these bytes fail */
                 if (l->want <= target)
@@ -455,7 +480,7 @@ hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
     } else if (log_gen == snap_gen && snap_off) {
         /* the compaction after the snapshot did not happen: do it now */
         int64_t held;
-        ok = compact(l, snap_off < (uint64_t)good ? snap_off : (uint64_t)good, &held);
+        ok = compact(l, snap_off < (uint64_t)good ? snap_off : (uint64_t)good, 0, &held);
     }
     if (!ok) {
         problem_set(p, PB_INTERNAL_ERROR, "history: cannot write %s: %s", logp, strerror(errno));
@@ -497,15 +522,18 @@ bool hlog_append(hlog_t *l, const void *payload, size_t len)
     bool ok;
 
     pthread_mutex_lock(&l->mu);
-    ok = !l->failed && put_record(l->fd, payload, len);
+    ok = put_record(l->fd, payload, len);
     if (ok) {
         l->size    += 8 + len;
         l->written += 8 + len;
         l->dirty    = true;
-    } else if (!l->failed) {
-        l->failed = true;
-        LOG_E("history: the history log cannot be written (%s): history is kept in memory only until a "
-              "snapshot succeeds", strerror(errno));
+    } else {
+        int err = errno;
+        /* no piece of the record stays: the next one is written over it
+         * (and if the cut fails, replay stops at the torn piece's CRC) */
+        if (ftruncate(l->fd, (off_t)l->size) != 0) { /* logged with the fault */ }
+        if (lseek(l->fd, (off_t)l->size, SEEK_SET) < 0) { /* idem */ }
+        fault_locked(l, "a write", err);
     }
     pthread_mutex_unlock(&l->mu);
     return ok;
@@ -543,6 +571,11 @@ uint64_t hlog_fsyncs(hlog_t *l)
     return n;
 }
 
+bool hlog_failed(hlog_t *l)
+{
+    return atomic_load_explicit(&l->failed, memory_order_relaxed);   /* on every append: no lock */
+}
+
 uint64_t hlog_size(hlog_t *l)
 {
     pthread_mutex_lock(&l->mu);
@@ -553,6 +586,7 @@ uint64_t hlog_size(hlog_t *l)
 
 struct hlog_image {
     uint64_t gen, off;          /* the log's position the copy holds everything up to */
+    uint64_t faults;            /* the log's faults at the mark */
     uint8_t *p;
     size_t   len, cap;
 };
@@ -562,8 +596,9 @@ hlog_image_t *hlog_image_begin(hlog_t *l)
     hlog_image_t *im = cr_xcalloc(1, sizeof *im);
 
     pthread_mutex_lock(&l->mu);
-    im->gen = l->gen;
-    im->off = l->size;
+    im->gen    = l->gen;
+    im->off    = l->size;
+    im->faults = l->faults;
     pthread_mutex_unlock(&l->mu);
     uint8_t g[SNAP_LEN];
     gen_record(g, im->gen, im->off);
@@ -607,7 +642,7 @@ bool hlog_image_install(hlog_t *l, hlog_image_t *im, int64_t *held_us, problem_t
         pthread_mutex_lock(&l->mu);
         bool same = l->gen == im->gen;       /* (it is: one snapshot at a time) */
         pthread_mutex_unlock(&l->mu);
-        if (same && !compact(l, im->off, held_us))
+        if (same && !compact(l, im->off, im->faults, held_us))
             LOG_W("history: the history log could not be compacted after a snapshot (%s): it is at the next "
                   "snapshot or start", strerror(errno));
     }

@@ -23,13 +23,19 @@ hlog_t *hlog_open(const char *dir, bool always, int sync_ms,
                   problem_t *p);
 void    hlog_close(hlog_t *l);
 /* Appends one record (false when the disk fails: logged once, the history
- * stays correct in memory; the log is then off until a snapshot succeeds). */
+ * stays correct in memory; the log is failed, see hlog_failed). */
 bool    hlog_append(hlog_t *l, const void *payload, size_t len);
 /* always: returns when every record appended before the call is on disk
  * (one fdatasync serves every caller waiting meanwhile); false when the
  * log failed or that fdatasync did. Without always: true at once. */
 bool    hlog_sync(hlog_t *l);
 uint64_t hlog_fsyncs(hlog_t *l);   /* fdatasyncs of the log so far */
+/* A write or an fdatasync of the log failed, and no snapshot marked after
+ * the last such fault is installed yet: the files may miss records memory
+ * holds (hlog_sync answers false). The caller recovers with a snapshot
+ * (hlog_image_begin ... hlog_image_install), which clears it once its
+ * compacted log is synced and no fault came after its mark. */
+bool    hlog_failed(hlog_t *l);
 /* Bytes in the log since the last snapshot. */
 uint64_t hlog_size(hlog_t *l);
 

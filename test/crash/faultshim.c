@@ -28,7 +28,8 @@
  *            Appends through the mapping are not seen: use D/nommap.
  * And each fdatasync of corDB history's log (history.log) appends a byte
  * to D/hsyncs (when D exists): a test counts them; D/hfsync containing
- * ENOSPC or EIO makes those fdatasyncs fail so.
+ * ENOSPC or EIO makes those fdatasyncs fail so, and D/hwrite containing
+ * ENOSPC or EIO makes the writes to history.log (and history.log.tmp) fail.
  * Removing the file ends the fault: the disk "works again".
  */
 #include <dlfcn.h>
@@ -226,6 +227,8 @@ static int sync_fault(int fd)
     return k > 0 ? k : 0;
 }
 
+static int is_history_log(int fd);
+
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     static ssize_t (*real)(int, const void *, size_t, off_t);
@@ -316,6 +319,11 @@ ssize_t write(int fd, const void *buf, size_t n)
     static ssize_t (*real)(int, const void *, size_t);
     int            e = write_fault(fd);
 
+    if (!e && fault_dir() && is_history_log(fd)) {
+        int h = fault("hwrite");
+
+        e = h > 0 ? h : 0;
+    }
     if (e) {
         errno = e;
         return -1;
@@ -376,6 +384,14 @@ static int count_history_sync(int fd)
     }
     errno = saved;
     return is;
+}
+
+/* 1 when fd is history.log (or its compaction's history.log.tmp). */
+static int is_history_log(int fd)
+{
+    char path[4096];
+
+    return fd_path(fd, path, sizeof(path)) && strstr(path, "/history.log") != NULL;
 }
 
 int fdatasync(int fd)
