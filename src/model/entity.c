@@ -255,13 +255,22 @@ const cr_attr_t *entity_attr_any(const cr_entity_t *e, const char *name)
 
 /* The two walks share this state: with `fill` false they only add up sizes
  * (and every returned pointer is NULL); with `fill` true they hand out memory
- * from the block in the same order. */
+ * from the block in the same order. The first walk also remembers what the
+ * intern table said for its first FZ_MEMO short strings, in walk order, so
+ * that the second one does not look them up again (a read lock and a hash per
+ * string: the bulk of a small entity's freeze); a memo entry is used only for
+ * the same string at the same position, and the first walk's answer is the
+ * one its sizes were counted with. */
+#define FZ_MEMO 32
+
 typedef struct freezer {
     bool   fill;
     char  *obj;        /* next free byte of the object region */
     char  *str;        /* next free byte of the string region */
     size_t n_obj;      /* sizes, first walk */
     size_t n_str;
+    unsigned n_memo, at_memo;
+    struct fz_memo { const char *s; size_t n; const char *in; } memo[FZ_MEMO];
 } freezer_t;
 
 #define FZ_ALIGN(n) (((n) + 7u) & ~(size_t)7u)
@@ -287,7 +296,16 @@ static const char *fz_strn(freezer_t *fz, const char *s, size_t n)
     if (!s)
         return NULL;
     if (n <= FZ_SHARE_MAX) {
-        const char *in = intern_find(s, n);
+        const char *in;
+        if (!fz->fill) {
+            in = intern_find(s, n);
+            if (fz->n_memo < FZ_MEMO)
+                fz->memo[fz->n_memo++] = (struct fz_memo){ s, n, in };
+        } else if (fz->at_memo < fz->n_memo && fz->memo[fz->at_memo].s == s && fz->memo[fz->at_memo].n == n) {
+            in = fz->memo[fz->at_memo++].in;
+        } else {
+            in = intern_find(s, n);
+        }
         if (in)
             return in;
     }
@@ -399,7 +417,12 @@ static cr_entity_t *fz_entity(freezer_t *fz, const cr_entity_t *d)
  * aborts (cr_xmalloc). */
 cr_entity_t *entity_freeze(const cr_entity_t *draft)
 {
-    freezer_t fz = { 0 };
+    freezer_t fz;           /* not `= { 0 }`: the memo needs no zeroing */
+
+    fz.fill = false;
+    fz.obj = fz.str = NULL;
+    fz.n_obj = fz.n_str = 0;
+    fz.n_memo = fz.at_memo = 0;
 
     fz_entity(&fz, draft);
     size_t size = fz.n_obj + fz.n_str;

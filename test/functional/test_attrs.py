@@ -109,6 +109,35 @@ def test_6_6_3_2_update_replaces_whole_attribute(cli):
                                               other=prop(1)))
 
 
+def _near(cli, lon, lat, typ):
+    r = cli.get("/entities", params={"type": typ, "georel": "near;maxDistance==1000", "geometry": "Point",
+                                     "coordinates": "[%s,%s]" % (lon, lat)})
+    assert r.status_code == 200, r.text
+    return sorted(e["id"] for e in r.json())
+
+
+def test_6_6_3_2_update_keeps_and_moves_the_location_a_geo_query_sees(cli):
+    """A write indexes each version's geometry once per reserve and update (corDB's geo index
+    remembers the bboxes between the two): an update of other attributes keeps the entity where it
+    was, an update of the location moves it, and a batch of several entities puts each in its place."""
+    typ, a, b = "Geo%s" % uid().split(":")[-1], uid(), uid()
+
+    def loc(lon, lat):
+        return {"type": "GeoProperty", "value": {"type": "Point", "coordinates": [lon, lat]}}
+    cli.create(entity(a, typ, location=loc(10, 50), speed=prop(1)))
+    for i in range(3):
+        r = cli.patch("/entities/%s/attrs" % a, {"speed": prop(i, observedAt="2024-01-01T00:00:0%d.000Z" % i)})
+        assert r.status_code == 204, r.text
+    assert _near(cli, 10, 50, typ) == [a]
+    r = cli.patch("/entities/%s/attrs" % a, {"location": loc(20, 40)})
+    assert r.status_code == 204, r.text
+    assert _near(cli, 10, 50, typ) == [] and _near(cli, 20, 40, typ) == [a]
+    r = cli.post("/entityOperations/upsert", [entity(a, typ, location=loc(30, 30)),
+                                             entity(b, typ, location=loc(10, 50))])
+    assert r.status_code in (201, 204), r.text
+    assert _near(cli, 30, 30, typ) == [a] and _near(cli, 10, 50, typ) == [b] and _near(cli, 20, 40, typ) == []
+
+
 def test_5_6_2_update_appends_non_existing(cli):
     """5.6.2.4 (V1.9.1): an attribute the entity lacks is appended."""
     eid = uid()

@@ -750,8 +750,8 @@ bool cdb_modify(cdb_t *db, const char *tenant, const char *id, entity_op_t op,
                 const cr_entity_t *patch, const op_args_t *args, op_result_t *res,
                 arena_t *scratch, store_change_t *ch, problem_t *p)
 {
-    cdb_tenant_t *t;
-    uint32_t      s;
+    cdb_tenant_t *t = NULL;        /* set by write_lock_entity (initialized for PGO's -Wmaybe-uninitialized) */
+    uint32_t      s = 0;
     cdb_logw_t    w;
     bool          ok;
 
@@ -792,8 +792,8 @@ static bool delete_locked(cdb_t *db, cdb_tenant_t *t, uint32_t s, const typesel_
 bool cdb_delete(cdb_t *db, const char *tenant, const char *id, const typesel_t *if_type,
                 store_change_t *ch, problem_t *p)
 {
-    cdb_tenant_t *t;
-    uint32_t      s;
+    cdb_tenant_t *t = NULL;        /* set by write_lock_entity (initialized for PGO's -Wmaybe-uninitialized) */
+    uint32_t      s = 0;
     cdb_logw_t    w;
     bool          ok;
 

@@ -168,10 +168,17 @@ typedef struct cdb_geogrid {
     cdb_gcell_t  large;         /* key unused */
 } cdb_geogrid_t;
 
+#define CDB_GEO_MEMO 8
+
 typedef struct cdb_geoidx {
     cdb_geogrid_t *g;
     uint32_t       n, cap;
     bool           overflow;    /* some GeoProperty name has no grid */
+    /* The bboxes the last cdb_geoidx_reserve computed, by value, for the
+     * cdb_geoidx_update of the same (old, e) that follows it (geoidx.c). */
+    const cr_entity_t *memo_old, *memo_e;
+    uint32_t       memo_n;
+    struct { const json_t *v; double box[4]; bool ok; } memo[CDB_GEO_MEMO];
 } cdb_geoidx_t;
 
 typedef struct cdb_slot cdb_slot_t;

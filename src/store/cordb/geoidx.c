@@ -252,7 +252,37 @@ typedef struct geo_place {
     bool     large;
 } geo_place_t;
 
-static void grid_place(const cdb_geogrid_t *g, const cr_entity_t *e, geo_place_t *pl)
+/* A write computes the bbox of each version twice: for its reserve and for
+ * its update (a PATCH of other attributes: four geo_bbox calls on the same
+ * Point). The reserve records them by value pointer; the update of the same
+ * (old, e) pair, which comes right after it under the same lock, reads them
+ * back, and every update forgets them. An update of another pair (a batch
+ * reserves all, then updates each) computes them again. The versions are
+ * frozen, so a value's bbox does not change while both are held. */
+typedef enum { MEMO_OFF, MEMO_RECORD, MEMO_USE } memo_mode_t;
+
+static bool place_bbox(cdb_geoidx_t *gi, memo_mode_t mode, const json_t *v, double box[4])
+{
+    if (mode == MEMO_USE)
+        for (uint32_t i = 0; i < gi->memo_n; i++)
+            if (gi->memo[i].v == v) {
+                if (gi->memo[i].ok)
+                    memcpy(box, gi->memo[i].box, sizeof(gi->memo[i].box));
+                return gi->memo[i].ok;
+            }
+    bool ok = geo_bbox(v, box);
+    if (mode == MEMO_RECORD && gi->memo_n < CDB_GEO_MEMO) {
+        gi->memo[gi->memo_n].v  = v;
+        gi->memo[gi->memo_n].ok = ok;
+        if (ok)
+            memcpy(gi->memo[gi->memo_n].box, box, sizeof(gi->memo[0].box));
+        gi->memo_n++;
+    }
+    return ok;
+}
+
+static void grid_place(const cdb_geogrid_t *g, const cr_entity_t *e, geo_place_t *pl,
+                       cdb_geoidx_t *gi, memo_mode_t mode)
 {
     pl->n     = 0;
     pl->large = false;
@@ -265,7 +295,7 @@ static void grid_place(const cdb_geogrid_t *g, const cr_entity_t *e, geo_place_t
 
         if (at->name != g->prop || at->kind != ATTR_GEOPROPERTY || !at->value)
             continue;
-        if (!geo_bbox(at->value, box) || pl->n == GEO_MAX_RECTS) {
+        if (!place_bbox(gi, mode, at->value, box) || pl->n == GEO_MAX_RECTS) {
             pl->large = true;       /* e.g. a GeometryCollection: geoquery.c still matches it */
             continue;
         }
@@ -403,16 +433,19 @@ bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entit
 {
     geo_place_t from, to;
 
+    gi->memo_old = old;
+    gi->memo_e   = e;
+    gi->memo_n   = 0;
     if (!e)
         return true;
     geoidx_add_grids(gi, e);
     for (uint32_t i = 0; i < gi->n; i++) {
         cdb_geogrid_t *g = &gi->g[i];
 
-        grid_place(g, e, &to);
+        grid_place(g, e, &to, gi, MEMO_RECORD);
         if (place_empty(&to))
             continue;
-        grid_place(g, old, &from);
+        grid_place(g, old, &from, gi, MEMO_RECORD);
         if (!grid_reserve(g, &from, &to))
             return false;
     }
@@ -423,18 +456,21 @@ void cdb_geoidx_update(cdb_geoidx_t *gi, uint32_t slot, const cr_entity_t *old,
                        const cr_entity_t *e)
 {
     geo_place_t from, to;
+    memo_mode_t mode = gi->memo_n && gi->memo_old == old && gi->memo_e == e ? MEMO_USE : MEMO_OFF;
 
     for (uint32_t i = 0; i < gi->n; i++) {
         cdb_geogrid_t *g = &gi->g[i];
 
-        grid_place(g, old, &from);
-        grid_place(g, e, &to);
+        grid_place(g, old, &from, gi, mode);
+        grid_place(g, e, &to, gi, mode);
         if (place_empty(&from) && place_empty(&to))
             continue;
         /* Adds first: a remove may delete cells (shifting buckets). */
         grid_add(g, slot, &from, &to);
         grid_remove(g, slot, &from, &to);
     }
+    gi->memo_old = gi->memo_e = NULL;
+    gi->memo_n   = 0;
 }
 
 void cdb_geoidx_renumber(cdb_geoidx_t *gi, const uint32_t *map)
@@ -466,7 +502,7 @@ static bool grid_build(cdb_geogrid_t *out, const cdb_geogrid_t *g, int level,
     for (uint32_t s = 0; s < n_slots; s++) {
         if (!slots[s].cur)
             continue;
-        grid_place(out, slots[s].cur, &to);
+        grid_place(out, slots[s].cur, &to, NULL, MEMO_OFF);
         if (place_empty(&to))
             continue;
         if (!grid_reserve(out, &none, &to))
