@@ -16,6 +16,11 @@ if python3 -c 'import pytest, requests' 2>/dev/null; then
     tmp=(); for p in "${missing[@]}"; do case "$p" in python3-pytest|python3-requests) ;; *) tmp+=("$p");; esac; done
     missing=("${tmp[@]+"${tmp[@]}"}")
 fi
+# pymongo (test_mongoc_pushdown.py writes documents as an older version did) likewise
+if python3 -c 'import pymongo' 2>/dev/null; then
+    tmp=(); for p in "${missing[@]+"${missing[@]}"}"; do [ "$p" = python3-pymongo ] || tmp+=("$p"); done
+    missing=("${tmp[@]+"${tmp[@]}"}")
+fi
 # Go >= 1.24 builds the FerretDB of the --database mongoc tests (test/ferretdb);
 # Debian 12's golang-go is 1.19. The toolchain comes from the Go module proxy
 # (the zip that GOTOOLCHAIN downloads), unpacked into $CORAINE_GO_DIR.

@@ -161,6 +161,10 @@ void api_statistics(request_t *r)
     jw_key(&w, "updates"); jw_int(&w, (int64_t)ss.updates);
     jw_key(&w, "deletes"); jw_int(&w, (int64_t)ss.deletes);
     jw_key(&w, "queries"); jw_int(&w, (int64_t)ss.queries);
+    if (ss.scans) {
+        jw_key(&w, "scannedDocuments"); jw_int(&w, (int64_t)ss.scan_docs);
+        jw_key(&w, "scannedMatched"); jw_int(&w, (int64_t)ss.scan_matched);
+    }
     if (ss.on_disk) {
         jw_key(&w, "disk");
         jw_object_begin(&w);

@@ -38,6 +38,7 @@ static flag_t flags[] = {
     {"dbName", F_STR, &cr_config.db_name, "coraine", NULL, "--database mongoc: database name prefix (the default tenant's database; a named tenant's is PREFIX-TENANT)"},
     {"dbWriteConcern", F_STR, &cr_config.db_write_concern, "auto", "auto|majority|1", "--database mongoc: a write is acknowledged after it is written on a majority of a replica set (auto: majority on a replica set, else 1)"},
     {"dbTimeout", F_INT, &cr_config.db_timeout_ms, "5000", NULL, "--database mongoc: ms a request waits for the database before it answers 503"},
+    {"notifyOutbox", F_BOOL, &cr_config.notify_outbox, "true", NULL, "--database mongoc: write an outbox entry with each change that may notify, so that another process delivers what a dead one did not (doc/mongodb.md)"},
     {"syncInterval", F_INT, &cr_config.sync_interval_ms, "1000", NULL, "--database mongoc: ms between two checks for subscriptions and registrations changed by other processes"},
     {"dbDir", F_STR, &cr_config.db_dir, "", NULL, "corDB on disk in this directory (a log and snapshots; none: RAM only)"},
     {"dbSync", F_STR, &cr_config.db_sync, "interval", "always|interval|none", "corDB on disk: when the log is fsynced (doc/cordb.md)"},

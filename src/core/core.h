@@ -245,6 +245,7 @@ typedef struct cr_config {
     const char *db_write_concern;    /* --dbWriteConcern auto|majority|1 (mongoc) */
     int         db_timeout_ms;       /* --dbTimeout (mongoc) */
     int         sync_interval_ms;    /* --syncInterval (mongoc) */
+    bool        notify_outbox;       /* --notifyOutbox (mongoc) */
     int         connection_pool_size;/* --connectionPoolSize (cores) */
     int         max_connections;     /* --maxConnections */
     int         max_tenants;         /* --maxTenants (the default tenant included) */

@@ -96,6 +96,8 @@ static pcre2_match_data *re_match_data(void)
 typedef struct re_code {
     pcre2_code *code;
     const char *what;           /* "idPattern", "q" (static strings) */
+    const char *src;            /* the pattern's text (arena copy): for a backend that translates it */
+    size_t      src_len;
 } re_code_t;
 
 /* This thread's overflow: the first pattern that reached a limit since the
@@ -135,8 +137,21 @@ void *filter_regex_compile(arena_t *a, const char *pattern, size_t len, const ch
     rc = arena_alloc(a, sizeof(*rc));
     rc->code = code;
     rc->what = what ? what : "pattern";
+    rc->src_len = len;
+    rc->src = arena_alloc(a, len + 1);
+    memcpy((char *)rc->src, pattern, len);
+    ((char *)rc->src)[len] = '\0';
     arena_on_free(a, re_code_free, rc);
     return rc;
+}
+
+const char *filter_regex_source(const void *code, size_t *len)
+{
+    const re_code_t *rc = code;
+
+    if (len)
+        *len = rc ? rc->src_len : 0;
+    return rc ? rc->src : NULL;
 }
 
 bool filter_regex_match(const void *code, const char *s, size_t len)

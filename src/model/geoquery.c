@@ -473,6 +473,14 @@ bool geoq_bbox(const geoq_t *g, double box[4])
     return true;
 }
 
+bool geoq_near_point(const geoq_t *g, double *lon, double *lat, double *meters, double *radius_m)
+{
+    if (!g || g->rel != GR_NEAR_MAX || g->type != GT_POINT)
+        return false;
+    *lon = g->px; *lat = g->py; *meters = g->distance; *radius_m = GEO_EARTH_RADIUS_M;
+    return true;
+}
+
 /* -------------------------------------------------------------- matching */
 
 /* The great-circle distance between the nearest points of a and b

@@ -338,6 +338,10 @@ bool       geo_validate(const json_t *geometry, problem_t *p);
 bool        geo_bbox(const json_t *geometry, double box[4]);
 const char *geoq_property(const geoq_t *g);
 bool        geoq_bbox(const geoq_t *g, double box[4]);
+/* near;maxDistance from a Point: the point, the distance and the sphere's
+ * radius the match uses (great-circle distance: a value matches within
+ * meters / radius_m radians); false for every other query. */
+bool        geoq_near_point(const geoq_t *g, double *lon, double *lat, double *meters, double *radius_m);
 
 typesel_t *typesel_parse(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
 typesel_t *typesel_parse_stored(arena_t *a, const char *text, const ld_context_t *ctx, problem_t *p);
@@ -348,6 +352,16 @@ size_t     typesel_types(const typesel_t *t, const char *const **types);
 
 scopeq_t  *scopeq_parse(arena_t *a, const char *text, problem_t *p);
 bool       scopeq_match(const scopeq_t *s, const cr_entity_t *e);
+/* scopeQ read-only, for a backend that translates it (MongoDB): a node is an
+ * AND or OR of children, or a pattern; an entity matches a pattern when one
+ * of its scope strings matches scopeq_regex's anchored regex (the subset of
+ * PCRE that RE2 and MongoDB read alike). */
+typedef enum { SQK_PATTERN = 0, SQK_AND, SQK_OR } scopeq_kind_t;
+const void   *scopeq_root(const scopeq_t *s);
+scopeq_kind_t scopeq_node(const void *node, size_t *n_kids);
+const void   *scopeq_child(const void *node, size_t i);
+/* The pattern node's regex into buf; false when it does not fit in cap. */
+bool          scopeq_regex(const void *node, char *buf, size_t cap);
 
 /* One entity selector (EntityInfo of 5.2.8 in POST /entityOperations/query and
  * subscriptions): an id or an idPattern, and a type selection; all optional. */
@@ -452,6 +466,9 @@ bool  filter_match(const entity_filter_t *f, const cr_entity_t *e);
 void *filter_regex_compile(arena_t *a, const char *pattern, size_t len, const char *what,
                            problem_t *p);
 bool  filter_regex_match(const void *code, const char *s, size_t len);
+/* The text a compiled pattern was made from (NUL-terminated; len: its bytes):
+ * for a backend that translates idPattern (MongoDB $regex). */
+const char *filter_regex_source(const void *code, size_t *len);
 /* Clears this thread's regex overflow flag (before a scan). */
 void  filter_regex_reset(void);
 /* After a scan: false when no regex of this thread reached its limit since

@@ -172,3 +172,67 @@ bool scopeq_match(const scopeq_t *s, const cr_entity_t *e)
         return false;                           /* no scope: no pattern selects it */
     return bs_eval(s->root, sq_atom_match, e->scope);
 }
+
+/* ------------------------------------------------------ read-only view */
+
+const void *scopeq_root(const scopeq_t *s)
+{
+    return s ? s->root : NULL;
+}
+
+scopeq_kind_t scopeq_node(const void *node, size_t *n_kids)
+{
+    const bs_node_t *n = node;
+
+    if (n_kids)
+        *n_kids = n->type == BS_ATOM ? 0 : n->n;
+    return n->type == BS_AND ? SQK_AND : n->type == BS_OR ? SQK_OR : SQK_PATTERN;
+}
+
+const void *scopeq_child(const void *node, size_t i)
+{
+    const bs_node_t *n = node;
+
+    return n->type != BS_ATOM && i < n->n ? n->kids[i] : NULL;
+}
+
+/* What sq_scope_match accepts, as a regex: "^" then "/name" or "/[^/]+"
+ * ('+') per level, then "/?\z" (a trailing '/' tolerated) or, with '#',
+ * "(/[\s\S]*)?\z"; the lone "/#" is "^[\s\S]" (any non-empty scope). Level
+ * names hold no regex metacharacter (sq_level_char). */
+bool scopeq_regex(const void *node, char *buf, size_t cap)
+{
+    const bs_node_t    *n = node;
+    const sq_pattern_t *x;
+    size_t              o = 0;
+
+#define SQ_PUT(str, len)                                                                          \
+    do {                                                                                          \
+        if (o + (len) >= cap)                                                                     \
+            return false;                                                                         \
+        memcpy(buf + o, (str), (len));                                                            \
+        o += (len);                                                                               \
+    } while (0)
+    if (!n || n->type != BS_ATOM || !cap)
+        return false;
+    x = n->atom;
+    if (x->n_levels == 0) {
+        SQ_PUT("^[\\s\\S]", 7);
+    } else {
+        SQ_PUT("^", 1);
+        for (uint16_t k = 0; k < x->n_levels; k++) {
+            SQ_PUT("/", 1);
+            if (x->levels[k].s)
+                SQ_PUT(x->levels[k].s, x->levels[k].len);
+            else
+                SQ_PUT("[^/]+", 5);
+        }
+        if (x->deep)
+            SQ_PUT("(/[\\s\\S]*)?\\z", 13);
+        else
+            SQ_PUT("/?\\z", 4);
+    }
+#undef SQ_PUT
+    buf[o] = '\0';
+    return true;
+}

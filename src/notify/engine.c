@@ -317,6 +317,31 @@ static notify_sub_t *find_locked(treg_t *t, const char *id)
     return b && b->n ? b->v[0] : NULL;
 }
 
+/* the counters' totals kept beyond this process (notify_set_totals): set once, read by the senders */
+static notify_totals_hooks_t           g_totals_hooks;
+static _Atomic(const notify_totals_hooks_t *) g_totals;
+
+void notify_set_totals(const notify_totals_hooks_t *h)
+{
+    g_totals_hooks = *h;
+    atomic_store(&g_totals, &g_totals_hooks);
+}
+
+bool notify_totals_read(const notify_sub_t *s, notify_totals_t *t)
+{
+    const notify_totals_hooks_t *h = atomic_load(&g_totals);
+
+    return h && h->read(h->ud, s->tenant, s->id, t);
+}
+
+static void totals_add(const notify_sub_t *s, bool ok, int64_t at)
+{
+    const notify_totals_hooks_t *h = atomic_load(&g_totals);
+
+    if (h)
+        h->add(h->ud, s->tenant, s->id, ok, at);
+}
+
 /* fwd/'s watcher (notify_set_watcher) */
 static void (*g_watcher)(const char *tenant, const char *id);
 
@@ -471,6 +496,30 @@ static bool selected(const notify_sub_t *s, const cr_entity_t *e)
 
 static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key);
 
+/* The store's outbox (store_set_outbox; mongoc): a change with an entry
+ * (ch->outbox) gets a count of its jobs; when the last one ends, delivered
+ * or dropped by the subscription's rules, the entry is ended
+ * (store_outbox_done); a job dropped at shutdown keeps it, for another
+ * process to deliver. */
+typedef struct notify_obx {
+    atomic_int  refs;
+    atomic_bool keep;
+    const char *tenant;
+    uint64_t    id;
+} notify_obx_t;
+
+static store_t                    *g_store;
+static _Thread_local notify_obx_t *t_obx;    /* the change being matched's */
+
+static void obx_put(notify_obx_t *x, bool keep)
+{
+    if (!x) return;
+    if (keep) atomic_store(&x->keep, true);
+    if (atomic_fetch_sub(&x->refs, 1) != 1) return;
+    if (!atomic_load(&x->keep)) store_outbox_done(g_store, x->tenant, x->id);
+    free(x);
+}
+
 /* A lane with jobs and no sender joins the ready list (g_qmu held). */
 static void lane_ready(lane_t *l)
 {
@@ -498,6 +547,8 @@ static void enqueue(notify_sub_t *s, const store_change_t *ch, const cr_entity_t
     j->n_many = 0;
     j->raw = NULL;
     j->reason = NULL;
+    j->obx = t_obx;
+    if (t_obx) atomic_fetch_add(&t_obx->refs, 1);
     j->sub = s;
     j->e = (cr_entity_t *)e;
     j->entity_deleted = deleted_entity;
@@ -527,7 +578,9 @@ static void queue_job(notify_sub_t *s, notify_job_t *j, uint64_t key)
 
     pthread_mutex_lock(&g_qmu);
     if (g_stopping || ep->queued >= max) {
+        bool stopping = g_stopping;
         pthread_mutex_unlock(&g_qmu);
+        obx_put(j->obx, stopping);
         for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
         free(j->many);
         free(j->raw);
@@ -638,28 +691,70 @@ static void match_bucket(const smap_t *m, const char *key, const store_change_t 
     }
 }
 
-static void on_changes(void *ud, const store_change_t *g, size_t n)
+/* The outbox's question (store_set_outbox): may a change of e be due? A
+ * subscription of the tenant selects its id or one of its types, or is
+ * among the others (patterns, no entities). e NULL: has the tenant any
+ * subscription (only then can it have entries to take over). */
+static bool may_be_due(void *ud, const char *tenant, const cr_entity_t *e)
 {
     (void)ud;
-    if (!atomic_load_explicit(&g_n_subs, memory_order_relaxed) || !n) return;
-    const char *tenant = intern_cstr(g[0].tenant ? g[0].tenant : "");
+    if (!atomic_load_explicit(&g_n_subs, memory_order_relaxed)) return false;
+    const char *tn = intern_cstr(tenant ? tenant : "");
+    bool        yes = false;
     pthread_rwlock_rdlock(&g_rw);
-    treg_t *t = treg_get(tenant, false);
-    for (size_t c = 0; t && t->n_subs && c < n; c++) {
-        const store_change_t *ch = &g[c];
-        const cr_entity_t    *e = ch->after ? ch->after : ch->before;
-        if (!ch->seq || !e) continue;
-        if (t->by_eid.used) match_bucket(&t->by_eid, e->id, ch);
-        if (t->by_type.used)
-            for (uint16_t k = 0; k < e->n_types; k++) match_bucket(&t->by_type, e->types[k], ch);
-        for (size_t k = 0; k < t->n_others; k++) {
-            notify_sub_t *s = t->others[k];
-            if (s->mark == ch->seq) continue;
-            s->mark = ch->seq;
-            consider(s, ch);
+    treg_t *t = treg_get(tn, false);
+    if (t && t->n_subs && !e) {
+        yes = true;
+    } else if (t && t->n_subs) {
+        bucket_t *b = t->by_eid.used ? smap_find(&t->by_eid, e->id, cr_hash(e->id, strlen(e->id))) : NULL;
+        yes = t->n_others > 0 || (b && b->n);
+        for (uint16_t k = 0; !yes && t->by_type.used && k < e->n_types; k++) {
+            b = smap_find(&t->by_type, e->types[k], cr_hash(e->types[k], strlen(e->types[k])));
+            yes = b && b->n;
         }
     }
     pthread_rwlock_unlock(&g_rw);
+    return yes;
+}
+
+static void match_change(treg_t *t, const store_change_t *ch, const cr_entity_t *e);
+
+static void on_changes(void *ud, const store_change_t *g, size_t n)
+{
+    (void)ud;
+    bool any = atomic_load_explicit(&g_n_subs, memory_order_relaxed) && n;
+    const char *tenant = any ? intern_cstr(g[0].tenant ? g[0].tenant : "") : NULL;
+    if (any) pthread_rwlock_rdlock(&g_rw);
+    treg_t *t = any ? treg_get(tenant, false) : NULL;
+    for (size_t c = 0; c < n; c++) {
+        const store_change_t *ch = &g[c];
+        const cr_entity_t    *e = ch->after ? ch->after : ch->before;
+        if (ch->seq && ch->outbox) {
+            t_obx = cr_xmalloc(sizeof *t_obx);
+            atomic_init(&t_obx->refs, 1);
+            atomic_init(&t_obx->keep, false);
+            t_obx->tenant = intern_cstr(ch->tenant ? ch->tenant : "");
+            t_obx->id = ch->outbox;
+        }
+        if (t && t->n_subs && ch->seq && e) match_change(t, ch, e);
+        obx_put(t_obx, false);
+        t_obx = NULL;
+    }
+    if (any) pthread_rwlock_unlock(&g_rw);
+}
+
+/* The subscriptions of t that may be due for ch (of e), each considered once. */
+static void match_change(treg_t *t, const store_change_t *ch, const cr_entity_t *e)
+{
+    if (t->by_eid.used) match_bucket(&t->by_eid, e->id, ch);
+    if (t->by_type.used)
+        for (uint16_t k = 0; k < e->n_types; k++) match_bucket(&t->by_type, e->types[k], ch);
+    for (size_t k = 0; k < t->n_others; k++) {
+        notify_sub_t *s = t->others[k];
+        if (s->mark == ch->seq) continue;
+        s->mark = ch->seq;
+        consider(s, ch);
+    }
 }
 
 /* ------------------------------------------------------- context source registration subscriptions */
@@ -707,8 +802,9 @@ void notify_relay(notify_sub_t *s, cr_entity_t *e, bool deleted, int64_t at)
 
 /* ------------------------------------------------------- the senders */
 
-static void job_free(notify_job_t *j)
+static void job_free(notify_job_t *j, bool keep)
 {
+    obx_put(j->obx, keep);
     if (j->e) entity_unref(j->e);
     for (uint32_t i = 0; i < j->n_many; i++) entity_unref(j->many[i]);
     free(j->many);
@@ -794,7 +890,7 @@ static void lane_end(lane_t *l, lane_end_t how)
     pthread_mutex_unlock(&g_qmu);
     while (chain) {
         notify_job_t *nx = chain->next;
-        job_free(chain);
+        job_free(chain, how == END_SHUTDOWN);
         chain = nx;
     }
     if (next) {
@@ -824,6 +920,7 @@ static void lane_attempted(void *ud, bool ok, bool aborted, const char *why)
         atomic_fetch_add(&c->sent, 1);
         atomic_fetch_add(&G.sent, 1);
         atomic_store(&c->last_success, now);
+        totals_add(s, true, now);
         atomic_store(&c->failing, 0);
         atomic_store(&ep->fail_streak, 0);
         atomic_store(&ep->backoff_ms, 0);
@@ -837,6 +934,7 @@ static void lane_attempted(void *ud, bool ok, bool aborted, const char *why)
     snprintf(c->why, sizeof c->why, "%s", why ? why : "not delivered");
     pthread_mutex_unlock(&c->why_mu);
     atomic_store(&c->last_failure, now);
+    totals_add(s, false, now);
     /* one line when a subscription starts failing, or fails for another reason: not one per notification */
     if (!atomic_exchange(&c->failing, 1) || !same)
         LOG_W("notification of subscription %s to %s failed: %s", s->id, s->uri, why ? why : "not delivered");
@@ -1074,6 +1172,8 @@ bool notify_start(store_t *s, problem_t *p)
     if (!notify_http_init(lane_attempted, p)) return false;
     g_running = true;
     store_add_hook(s, on_changes, NULL);
+    g_store = s;
+    store_set_outbox(s, may_be_due, on_changes, NULL);
     g_n_threads = cr_config.notifier_threads > 0 ? cr_config.notifier_threads : 1;
     g_threads = cr_xcalloc((size_t)g_n_threads, sizeof *g_threads);
     for (int i = 0; i < g_n_threads; i++)
@@ -1170,7 +1270,7 @@ void notify_stop(void)
         left = j->next;
         atomic_fetch_add(&j->sub->c->dropped_shutdown, 1);
         atomic_fetch_add(&G.dropped_shutdown, 1);
-        job_free(j);
+        job_free(j, true);
         n_left++;
     }
     if (n_left) LOG_W("notifier: %zu notifications not delivered at shutdown (dropped, counted)", n_left);

@@ -224,6 +224,22 @@ void notify_relay(notify_sub_t *s, cr_entity_t *e, bool deleted, int64_t at);
  * sysAttrs (the remote subscriptions' state). */
 void notify_set_render_extra(void (*fn)(json_writer_t *w, const notify_sub_t *s));
 
+/* Counters kept beyond this process (ops/objsync.c, --database mongoc:
+ * aggregated in the database over every process on it): add(ud, tenant,
+ * id, ok, at) after each attempt is counted here; read(ud, tenant, id, t)
+ * gives the totals that timesSent, timesFailed, lastNotification,
+ * lastSuccess and lastFailure show (false: this process's own). Set once,
+ * before entity writes are served; t->times in µs, 0: never. */
+typedef struct notify_totals {
+    int64_t sent, failed, last_notification, last_success, last_failure;
+} notify_totals_t;
+typedef struct notify_totals_hooks {
+    void (*add)(void *ud, const char *tenant, const char *id, bool ok, int64_t at);
+    bool (*read)(void *ud, const char *tenant, const char *id, notify_totals_t *t);
+    void  *ud;
+} notify_totals_hooks_t;
+void notify_set_totals(const notify_totals_hooks_t *h);
+
 /* ---------------------------------------------------------- statistics */
 
 typedef struct notify_stats {

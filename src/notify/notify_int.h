@@ -128,6 +128,7 @@ typedef struct notify_job {
     char              *raw;              /* notify_send: the rendered data array (malloc'd), else NULL */
     size_t             raw_len;
     const char        *reason;           /* notify_send: the triggerReason (static), or NULL */
+    struct notify_obx *obx;              /* the change's store outbox entry (engine.c), or NULL */
 } notify_job_t;
 
 /* sender.c: renders ONE notification for jobs[0..n) (of one subscription,
@@ -191,5 +192,8 @@ void notify_sub_engine_release(notify_sub_t *s);
 /* counters */
 sub_counters_t *sub_counters_new(void);
 void            sub_counters_unref(sub_counters_t *c);
+
+/* engine.c: the totals of s's counters kept beyond this process (notify_set_totals); false: none. */
+bool notify_totals_read(const notify_sub_t *s, notify_totals_t *t);
 
 #endif

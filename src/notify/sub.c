@@ -875,6 +875,15 @@ void notify_sub_render_in(json_writer_t *w, const notify_sub_t *s, const ld_cont
                 int      failing = atomic_load(&c->failing);
                 int64_t  last_n = atomic_load(&c->last_notification), last_s = atomic_load(&c->last_success);
                 int64_t  last_f = atomic_load(&c->last_failure);
+                notify_totals_t tot;
+                if (notify_totals_read(s, &tot)) {     /* every process's (--database mongoc) */
+                    sent   = (uint64_t)tot.sent;
+                    failed = (uint64_t)tot.failed;
+                    last_n = tot.last_notification;
+                    last_s = tot.last_success;
+                    last_f = tot.last_failure;
+                    failing = last_f > last_s;          /* the last attempt of any process */
+                }
                 uint64_t d_full = atomic_load(&c->dropped_full), throttled = atomic_load(&c->throttled);
                 uint64_t d_expired = atomic_load(&c->dropped_expired), due = atomic_load(&c->due);
 

@@ -21,6 +21,8 @@
 #include <time.h>
 
 #include "ops.h"
+#include "../notify/notify.h"
+#include "../reg/reg.h"
 
 static struct {
     pthread_t       thread;
@@ -32,6 +34,8 @@ static struct {
 
 static void sync_once(store_t *s)
 {
+    store_outbox_sweep(s);                  /* the notification outbox (store.h) */
+    store_ctr_flush(s);             /* the counters this process added, written; every process's read */
     if (!store_obj_changed(s))
         return;
     ops_sub_sync(s);
@@ -66,6 +70,50 @@ static void *sync_main(void *arg)
     return NULL;
 }
 
+/* The subscriptions' counters in the store (notify_set_totals) */
+static void totals_add(void *ud, const char *tenant, const char *id, bool ok, int64_t at)
+{
+    store_ctr_t d = { .sent = ok, .failed = !ok, .last_notification = at };
+
+    if (ok)
+        d.last_success = at;
+    else
+        d.last_failure = at;
+    store_ctr_add(ud, tenant, STORE_OBJ_SUBSCRIPTION, id, &d);
+}
+
+static bool totals_read(void *ud, const char *tenant, const char *id, notify_totals_t *t)
+{
+    store_ctr_t tot;
+
+    if (!store_ctr_read(ud, tenant, STORE_OBJ_SUBSCRIPTION, id, &tot))
+        return false;
+    *t = (notify_totals_t){ tot.sent, tot.failed, tot.last_notification, tot.last_success, tot.last_failure };
+    return true;
+}
+
+/* The registrations' counters in the store (reg_set_totals): every forward is sent, some failed */
+static void rtotals_add(void *ud, const char *tenant, const char *id, bool ok, int64_t at)
+{
+    store_ctr_t d = { .sent = 1, .failed = !ok, .last_notification = at };
+
+    if (ok)
+        d.last_success = at;
+    else
+        d.last_failure = at;
+    store_ctr_add(ud, tenant, STORE_OBJ_REGISTRATION, id, &d);
+}
+
+static bool rtotals_read(void *ud, const char *tenant, const char *id, reg_totals_t *t)
+{
+    store_ctr_t tot;
+
+    if (!store_ctr_read(ud, tenant, STORE_OBJ_REGISTRATION, id, &tot))
+        return false;
+    *t = (reg_totals_t){ tot.sent, tot.failed, tot.last_success, tot.last_failure };
+    return true;
+}
+
 /* A write the store undid (store_obj_undo_fn): its kind's registry follows. */
 static void obj_undo(void *ud, store_t *s, const char *tenant, int kind, const char *id)
 {
@@ -88,6 +136,10 @@ bool ops_objsync_start(store_t *s)
     store_set_obj_undo(s, obj_undo, NULL);
     if (!store_obj_changed(s))
         return false;               /* not shared (corDB): the first call of a shared store is true */
+    if (store_ctr_shared(s)) {
+        notify_set_totals(&(notify_totals_hooks_t){ totals_add, totals_read, s });
+        reg_set_totals(&(reg_totals_hooks_t){ rtotals_add, rtotals_read, s });
+    }
     /* what others wrote since this process restored its objects */
     ops_sub_sync(s);
     ops_reg_sync(s);

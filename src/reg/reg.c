@@ -453,8 +453,21 @@ void reg_unref(reg_t *r)
     free(r);
 }
 
+/* the counters' totals kept beyond this process (reg_set_totals): set once */
+static reg_totals_hooks_t           g_totals_hooks;
+static _Atomic(const reg_totals_hooks_t *) g_totals;
+
+void reg_set_totals(const reg_totals_hooks_t *h)
+{
+    g_totals_hooks = *h;
+    atomic_store(&g_totals, &g_totals_hooks);
+}
+
 void reg_count(reg_t *r, bool ok, int64_t now)
 {
+    const reg_totals_hooks_t *h = atomic_load(&g_totals);
+    if (h) h->add(h->ud, r->tenant, r->id, ok, now);
+
     reg_counters_t *c = r->c;
     atomic_fetch_add(&c->sent, 1);
     if (ok) atomic_store(&c->last_success, now);
@@ -619,16 +632,21 @@ void reg_render(json_writer_t *w, const reg_t *r, const ld_context_t *ctx, bool 
         jw_string(w, r->mode == REG_AUXILIARY ? "retrieveOps" : "federationOps");
         jw_array_end(w);
     }
-    uint64_t sent = atomic_load(&c->sent);
-    if (sent) {
+    const reg_totals_hooks_t *th = atomic_load(&g_totals);
+    reg_totals_t tot = { (int64_t)atomic_load(&c->sent), (int64_t)atomic_load(&c->failed),
+                         atomic_load(&c->last_success), atomic_load(&c->last_failure) };
+    bool failing = atomic_load(&c->failing);
+    if (th && th->read(th->ud, r->tenant, r->id, &tot))    /* every process's (--database mongoc) */
+        failing = tot.last_failure > tot.last_success;
+    if (tot.sent) {
         jw_key(w, "status");
-        jw_string(w, atomic_load(&c->failing) ? "failed" : "ok");
+        jw_string(w, failing ? "failed" : "ok");
         jw_key(w, "timesSent");
-        jw_int(w, (int64_t)sent);
+        jw_int(w, tot.sent);
         jw_key(w, "timesFailed");
-        jw_int(w, (int64_t)atomic_load(&c->failed));
-        jw_time(w, "lastSuccess", atomic_load(&c->last_success));
-        jw_time(w, "lastFailure", atomic_load(&c->last_failure));
+        jw_int(w, tot.failed);
+        jw_time(w, "lastSuccess", tot.last_success);
+        jw_time(w, "lastFailure", tot.last_failure);
     }
     if (with_context) {
         const char *cv = ld_context_value_json(ctx);

@@ -158,6 +158,20 @@ reg_t **reg_list(const char *tenant, size_t offset, size_t limit, int64_t now, a
  * tenant (creation, update, deletion, expiry, restart): one listener (the
  * distributed subscriptions of fwd/), set once at start; it only takes note. */
 void    reg_set_listener(void (*fn)(const char *tenant));
+/* Counters kept beyond this process (ops/objsync.c, --database mongoc:
+ * aggregated in the database over every process on it): add(ud, tenant,
+ * id, ok, at) after each forward is counted here (reg_count); read gives
+ * the totals that timesSent, timesFailed, lastSuccess and lastFailure show
+ * (false: this process's own). Set once, before requests are served. */
+typedef struct reg_totals {
+    int64_t sent, failed, last_success, last_failure;
+} reg_totals_t;
+typedef struct reg_totals_hooks {
+    void (*add)(void *ud, const char *tenant, const char *id, bool ok, int64_t at);
+    bool (*read)(void *ud, const char *tenant, const char *id, reg_totals_t *t);
+    void  *ud;
+} reg_totals_hooks_t;
+void    reg_set_totals(const reg_totals_hooks_t *h);
 /* Any registration at all (a relaxed read: the fast path of every retrieve
  * and query when nothing is registered). */
 bool    reg_any(void);

@@ -61,6 +61,8 @@ struct store {
     size_t                 n_flushes;
     bool                   holds;           /* the backend may hold (be->holds) */
     store_obj_undo_fn      obj_undo;        /* store_set_obj_undo */
+    store_hook_fn          outbox_replay;   /* store_set_outbox */
+    void                  *outbox_ud;
     void                  *obj_undo_ud;
     _Atomic uint64_t       creates, updates, deletes, queries;
 };
@@ -73,6 +75,7 @@ typedef struct pending {
     size_t          n;
     uint64_t        first, last;    /* seqs */
     bool            done;
+    bool            replayed;       /* an outbox entry taken over: the notifier's alone (store_set_outbox) */
 } pending_t;
 
 struct store_stream {
@@ -115,9 +118,9 @@ static void run_hooks(store_t *s, const store_change_t *g, size_t n)
 }
 
 /* Queues the group and returns once it has been delivered (see the top). */
-static void stream_deliver(store_t *s, store_stream_t *st, store_change_t *g, size_t n)
+static void stream_deliver(store_t *s, store_stream_t *st, store_change_t *g, size_t n, bool replayed)
 {
-    pending_t me = { .group = g, .n = n, .first = g[0].seq, .last = g[n - 1].seq };
+    pending_t me = { .group = g, .n = n, .first = g[0].seq, .last = g[n - 1].seq, .replayed = replayed };
     pending_t **pp;
 
     pthread_mutex_lock(&st->mu);
@@ -136,7 +139,10 @@ static void stream_deliver(store_t *s, store_stream_t *st, store_change_t *g, si
             do {
                 st->queue = h->next;
                 pthread_mutex_unlock(&st->mu);
-                run_hooks(s, h->group, h->n);
+                if (!h->replayed)
+                    run_hooks(s, h->group, h->n);
+                else if (s->outbox_replay)
+                    s->outbox_replay(s->outbox_ud, h->group, h->n);
                 pthread_mutex_lock(&st->mu);
                 st->next = h->last + 1;
                 h->done  = true;    /* h's writer may return (and free it) once we unlock */
@@ -281,7 +287,7 @@ static store_attr_ref_t *diff_change(store_change_t *ch, store_attr_ref_t *r)
 /* Delivers a committed group (n > 0, consecutive seqs). Without hooks there
  * is nobody to order for: hooks are only added before the first write
  * (store_add_hook), so no stream ever has to catch up. */
-static void store_deliver(store_t *s, store_change_t *g, size_t n)
+static void store_deliver(store_t *s, store_change_t *g, size_t n, bool replayed)
 {
     store_attr_ref_t  stack[STORE_REFS_STACK], *refs = stack, *r;
     size_t            need = 0;
@@ -297,7 +303,7 @@ static void store_deliver(store_t *s, store_change_t *g, size_t n)
     for (size_t i = 0; i < n; i++)
         r = diff_change(&g[i], r);
 
-    stream_deliver(s, g[0].stream, g, n);
+    stream_deliver(s, g[0].stream, g, n, replayed);
 
     if (refs != stack)
         free(refs);
@@ -306,7 +312,7 @@ static void store_deliver(store_t *s, store_change_t *g, size_t n)
 /* Delivers a committed group, then drops its references. */
 static void store_emit_group(store_t *s, store_change_t *g, size_t n)
 {
-    store_deliver(s, g, n);
+    store_deliver(s, g, n, false);
     for (size_t i = 0; i < n; i++) {
         if (g[i].before)
             entity_unref(g[i].before);
@@ -325,7 +331,7 @@ static void store_commit(store_t *s, store_change_t *ch)
 /* The backend drops a purge group's references after this returns. */
 static void purge_emit(void *ud, store_change_t *g, size_t n)
 {
-    store_deliver(ud, g, n);
+    store_deliver(ud, g, n, false);
 }
 
 /* ------------------------------------------------------- held answers */
@@ -567,7 +573,7 @@ void store_pending_done(store_pending_t *pd, store_change_t *g, size_t n, bool o
 {
     if (ok && n) {
         count_group(pd->store, g, n);
-        store_deliver(pd->store, g, n);
+        store_deliver(pd->store, g, n, false);
     }
     for (size_t i = 0; i < n; i++) {        /* an undone group has none left */
         if (g[i].before)
@@ -744,6 +750,33 @@ void store_add_hook(store_t *s, store_hook_fn fn, void *ud)
     s->hooks[n].fn = fn;
     s->hooks[n].ud = ud;
     atomic_store_explicit(&s->n_hooks, n + 1, memory_order_release);
+}
+
+void store_set_outbox(store_t *s, bool (*due)(void *ud, const char *tenant, const cr_entity_t *e),
+                      store_hook_fn replay, void *ud)
+{
+    s->outbox_replay = replay;
+    s->outbox_ud     = ud;
+    if (s->be->outbox_set)
+        s->be->outbox_set(s->db, due, ud);
+}
+
+void store_outbox_done(store_t *s, const char *tenant, uint64_t id)
+{
+    if (id && s->be->outbox_done)
+        s->be->outbox_done(s->db, tenant, id);
+}
+
+/* A replayed change goes through the tenant's stream (its order, one hook at a time). */
+static void outbox_emit(void *ud, store_change_t *g, size_t n)
+{
+    store_deliver(ud, g, n, true);
+}
+
+void store_outbox_sweep(store_t *s)
+{
+    if (s->be->outbox_sweep)
+        s->be->outbox_sweep(s->db, outbox_emit, s);
 }
 
 static void count(_Atomic uint64_t *c, uint64_t n)
@@ -1020,6 +1053,30 @@ void store_obj_sync(store_t *s, store_obj_kind_t kind,
 {
     if (s->be->obj_sync && kind >= STORE_OBJ_SUBSCRIPTION && kind <= STORE_OBJ_ENTITY_MAP)
         s->be->obj_sync(s->db, (int)kind, put, gone, ud);
+}
+
+/* -------------------------------------------------------------- counters */
+
+bool store_ctr_shared(store_t *s)
+{
+    return s->be->ctr_read != NULL;
+}
+
+void store_ctr_add(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id, const store_ctr_t *d)
+{
+    if (s->be->ctr_add)
+        s->be->ctr_add(s->db, tenant, (int)kind, id, d);
+}
+
+bool store_ctr_read(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id, store_ctr_t *tot)
+{
+    return s->be->ctr_read && s->be->ctr_read(s->db, tenant, (int)kind, id, tot);
+}
+
+void store_ctr_flush(store_t *s)
+{
+    if (s->be->ctr_flush)
+        s->be->ctr_flush(s->db);
 }
 
 /* ------------------------------------------------------------ snapshots */

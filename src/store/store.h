@@ -27,6 +27,7 @@ struct store_batch_item;
 struct store_page;
 struct store_snapshot_info;
 struct store_stats;
+struct store_ctr;
 
 typedef struct store store_t;
 typedef struct store_stream store_stream_t;   /* a tenant's delivery queue (store.c) */
@@ -117,6 +118,7 @@ typedef struct store_change {
     uint32_t                n_created, n_updated, n_deleted;
     store_stream_t         *stream;   /* backend-set: the tenant's stream (store_stream_new) */
     uint64_t                be_aux;   /* the backend's own (corDB: where a delete can be undone) */
+    uint64_t                outbox;   /* 0, or the change's outbox entry (store_set_outbox) */
 } store_change_t;
 
 typedef void (*store_hook_fn)(void *ud, const store_change_t *group, size_t n);
@@ -165,7 +167,7 @@ typedef struct store_backend {
     bool  (*attributes)(void *db, const char *tenant, void (*fn)(void *ud, const char *name),
                         void *ud, problem_t *p);
     void  (*stats)(void *db, uint64_t *entities, uint64_t *tenants);
-    void  (*disk_stats)(void *db, struct store_stats *st);   /* NULL: nothing on disk */
+    void  (*disk_stats)(void *db, struct store_stats *st);   /* the backend's own counters (disk, scans); NULL: none */
     /* Optional (NULL: not known): the tenant's entity count, without a scan (corDB: O(1); mongoc: the
      * collection's estimated count, one round trip). */
     bool  (*tenant_entities)(void *db, const char *tenant, uint64_t *n);
@@ -184,12 +186,20 @@ typedef struct store_backend {
     void  (*obj_sync)(void *db, int kind,
                       void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
                       void (*gone)(void *ud, const char *tenant, const char *id), void *ud);
+    /* shared stores (mongoc; NULL for corDB): store_ctr_add / store_ctr_read / store_ctr_flush */
+    void  (*ctr_add)(void *db, const char *tenant, int kind, const char *id, const struct store_ctr *d);
+    bool  (*ctr_read)(void *db, const char *tenant, int kind, const char *id, struct store_ctr *tot);
+    void  (*ctr_flush)(void *db);
     bool  (*snapshot)(void *db, struct store_snapshot_info *info, problem_t *p);
     bool  (*snapshot_start)(void *db, problem_t *p);
     bool  (*snapshot_last)(void *db, struct store_snapshot_info *info, bool *running, problem_t *p);
     /* Optional (NULL: never): whether a write may return before it is
      * durable when its answer can be held ("Held answers"). */
     bool  (*holds)(void *db);
+    /* Optional (NULL: no outbox): store_set_outbox, store_outbox_done, store_outbox_sweep. */
+    void  (*outbox_set)(void *db, bool (*due)(void *ud, const char *tenant, const cr_entity_t *e), void *ud);
+    void  (*outbox_done)(void *db, const char *tenant, uint64_t id);
+    void  (*outbox_sweep)(void *db, void (*emit)(void *ud, store_change_t *g, size_t n), void *ud);
 } store_backend_t;
 
 /* For backends: a tenant's stream (never fails: out of memory aborts). */
@@ -278,6 +288,25 @@ void     store_close(store_t *s);
 /* At start-up, before the store is shared between threads and before its
  * first write (a later hook is refused with a log line); at most 16. */
 void     store_add_hook(store_t *s, store_hook_fn fn, void *ud);
+
+/* The notification outbox of a store shared by several processes (mongoc;
+ * doc/mongodb.md "Delivery across processes"; corDB has none: its log makes
+ * the delivery as durable as the write). At start-up, by the notifier:
+ * due(ud, tenant, e) tells whether a change of e may be due to a
+ * subscription; the backend then writes an outbox entry with the change
+ * (before it, so a committed change always has one) and sets ch->outbox.
+ * The notifier calls store_outbox_done(tenant, ch->outbox) once every
+ * notification of the change ended (delivered, or dropped by the
+ * subscription's rules); an entry not done is renewed by its process and,
+ * once that process is gone (its lease expired), taken over by another,
+ * whose store_outbox_sweep hands it to replay(ud, group, 1) (in the
+ * tenant's order, with no other hook). A store without an outbox
+ * ignores all three. */
+void     store_set_outbox(store_t *s, bool (*due)(void *ud, const char *tenant, const cr_entity_t *e),
+                          store_hook_fn replay, void *ud);
+void     store_outbox_done(store_t *s, const char *tenant, uint64_t id);
+/* Every --syncInterval (ops/objsync.c): leases renewed, done entries deleted, expired ones replayed. */
+void     store_outbox_sweep(store_t *s);
 
 /* The default tenant (NULL or "") always exists. A named tenant exists from
  * its first successful write until the store closes, also after its last
@@ -454,6 +483,22 @@ void  store_obj_sync(store_t *s, store_obj_kind_t kind,
                      void (*put)(void *ud, const char *tenant, const char *id, const char *json, size_t len),
                      void (*gone)(void *ud, const char *tenant, const char *id), void *ud);
 
+/* Counters of a stored object (a subscription's timesSent ...) aggregated
+ * over every process on a shared store (mongoc). store_ctr_add adds this
+ * process's deltas (counts summed; times, µs, the greatest kept): kept in
+ * memory, written by store_ctr_flush (one bulk write; every --syncInterval
+ * and at close). store_ctr_read: the totals (the database's as last read,
+ * plus this process's deltas not yet written); false: the store keeps no
+ * counters (corDB: the process's own are the totals). */
+typedef struct store_ctr {
+    int64_t sent, failed;
+    int64_t last_notification, last_success, last_failure;
+} store_ctr_t;
+bool  store_ctr_shared(store_t *s);
+void  store_ctr_add(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id, const store_ctr_t *d);
+bool  store_ctr_read(store_t *s, const char *tenant, store_obj_kind_t kind, const char *id, store_ctr_t *tot);
+void  store_ctr_flush(store_t *s);
+
 /* ------------------------------------------------------------ snapshots */
 
 typedef struct store_snapshot_info {
@@ -487,6 +532,10 @@ typedef struct store_stats {
     uint64_t log_fsync_us;      /* time spent in the log's fdatasyncs, µs */
     uint64_t log_held;          /* writes answered from the syncer (held answers) */
     uint64_t snapshots;
+    /* mongoc: the documents the server sent to the broker's query scans, and
+     * those that matched (the rest was judged out by filter_match) */
+    bool     scans;
+    uint64_t scan_docs, scan_matched;
 } store_stats_t;
 void store_get_stats(store_t *s, store_stats_t *st);
 

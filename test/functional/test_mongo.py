@@ -483,3 +483,126 @@ def test_mongoc_concurrent_batch_updates_through_two_processes_lose_nothing(pair
         for tag in "ab":
             for k in range(n):
                 assert e["%s%d" % (tag, k)]["value"] == k, (i, tag, k, e)
+
+
+def _counters(c, sid):
+    r = c.get("/subscriptions/" + sid)
+    assert r.status_code == 200, r.text
+    n = r.json()["notification"]
+    return n.get("timesSent", 0), n.get("timesFailed", 0), n.get("lastSuccess")
+
+
+def wait_counters(c, sid, want, timeout=10.0):
+    deadline = time.time() + timeout
+    while True:
+        got = _counters(c, sid)
+        if got[:2] == want or time.time() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def test_mongoc_subscription_counters_are_the_sum_over_processes_and_survive_a_restart(synced_pair):
+    """timesSent/timesFailed are aggregated in the database: each process
+    adds its deltas, flushed every --syncInterval; reads through either show
+    the sum, and a restart of both keeps it."""
+    from receiver import Receiver
+    a, b = synced_pair
+    t = fresh_tenant()
+    ca, cb = Client(a, t), Client(b, t)
+    rcv = Receiver()
+    try:
+        r = ca.post("/subscriptions", {"type": "Subscription", "entities": [{"type": "Car"}],
+                                       "notification": {"endpoint": {"uri": rcv.uri}}})
+        assert r.status_code == 201, r.text
+        sid = r.headers["Location"].rsplit("/", 1)[1]
+        assert wait_status(cb, "/subscriptions/" + sid, 200).status_code == 200
+        eid = uid("Car")
+        cb.create({"id": eid, "type": "Car", "speed": prop(1)})          # notified by B
+        for i in range(5):                                              # A, B, A, B, A
+            c = ca if i % 2 == 0 else cb
+            assert c.patch("/entities/%s/attrs" % eid, {"speed": prop(i + 2)}).status_code == 204
+        rcv.wait(6)
+        assert rcv.settle()["notifications"] == 6
+        # 3 sent by each process; each shows the sum once the other's deltas are flushed
+        assert wait_counters(ca, sid, (6, 0))[:2] == (6, 0)
+        sent, failed, last = wait_counters(cb, sid, (6, 0))
+        assert (sent, failed) == (6, 0) and last
+    finally:
+        rcv.stop()
+    # a failure counted too, then both restarted: the database keeps the totals
+    assert ca.patch("/subscriptions/" + sid,
+                    {"notification": {"endpoint": {"uri": "http://127.0.0.1:9/n"}}}).status_code == 204
+    assert wait_counters(cb, sid, (6, 0))[:2] == (6, 0)
+    time.sleep(0.5)                                                     # B sees the new endpoint
+    assert cb.patch("/entities/%s/attrs" % eid, {"speed": prop(50)}).status_code == 204
+    deadline = time.time() + 15
+    while _counters(ca, sid)[1] < 1 and time.time() < deadline:
+        time.sleep(0.1)
+    before = _counters(ca, sid)
+    assert before[0] == 6 and before[1] >= 1, before   # each attempt counts (retries too)
+    a.stop()
+    b.stop()
+    a.start()
+    b.start()
+    ca, cb = Client(a, t), Client(b, t)
+    after = _counters(ca, sid)
+    assert after[0] == 6 and after[1] >= before[1], (before, after)
+    assert _counters(cb, sid)[:2] == after[:2]
+    # deleted: its counters go with it
+    assert ca.delete("/subscriptions/" + sid).status_code == 204
+
+
+def _reg_counters(c, rid):
+    r = c.get("/csourceRegistrations/" + rid)
+    assert r.status_code == 200, r.text
+    return r.json().get("timesSent", 0), r.json().get("timesFailed", 0)
+
+
+def test_mongoc_registration_counters_are_the_sum_over_processes(synced_pair):
+    """A registration's timesSent/timesFailed count the forwards of every process."""
+    a, b = synced_pair
+    t = fresh_tenant()
+    ca, cb = Client(a, t), Client(b, t)
+    r = ca.post("/csourceRegistrations", {"type": "ContextSourceRegistration",
+                                          "information": [{"entities": [{"type": "Remote"}]}],
+                                          "endpoint": "http://127.0.0.1:9"})
+    assert r.status_code == 201, r.text
+    rid = r.headers["Location"].rsplit("/", 1)[1]
+    assert wait_status(cb, "/csourceRegistrations/" + rid, 200).status_code == 200
+    for c in (ca, cb, cb):                       # each forward to a closed port fails
+        c.get("/entities?type=Remote")
+    deadline = time.time() + 10
+    while time.time() < deadline and (_reg_counters(ca, rid) != (3, 3) or _reg_counters(cb, rid) != (3, 3)):
+        time.sleep(0.1)
+    assert _reg_counters(ca, rid) == (3, 3)
+    assert _reg_counters(cb, rid) == (3, 3)
+    assert ca.delete("/csourceRegistrations/" + rid).status_code == 204
+
+
+def test_mongoc_batch_from_a_stale_cached_version_reads_the_current_one(pair):
+    """A batch starts from the entity cache; a version another process wrote
+    or deleted since is read from the server, and nothing of it is lost."""
+    a, b = pair
+    t = fresh_tenant()
+    ca, cb = Client(a, t), Client(b, t)
+    e1, e2, e3 = uid("Bc"), uid("Bc"), uid("Bc")
+    for e in (e1, e2, e3):
+        ca.create({"id": e, "type": "Bc", "x": prop(1)})
+    r = ca.post("/entityOperations/upsert?options=update",
+                [{"id": e, "type": "Bc", "y": prop(2)} for e in (e1, e2, e3)])
+    assert r.status_code == 204, r.text                      # A's cache holds these versions
+    assert cb.patch("/entities/%s/attrs" % e1, {"z": prop(3)}).status_code == 204
+    assert cb.delete("/entities/" + e2).status_code == 204
+    assert cb.delete("/entities/%s/attrs/y" % e3).status_code == 204
+    r = ca.post("/entityOperations/update?options=noOverwrite",
+                [{"id": e, "type": "Bc", "w": prop(4), "y": prop(9)} for e in (e1, e2, e3)])
+    assert r.status_code == 207, r.text
+    errs = {x["entityId"]: x["error"]["status"] for x in r.json()["errors"]}
+    assert errs == {e1: 400, e2: 404}, r.text      # e1: y kept (noOverwrite); e2: deleted by B
+    got1, got3 = cb.entity(e1), cb.entity(e3)
+    assert {k: got1[k]["value"] for k in ("x", "y", "z", "w")} == {"x": 1, "y": 2, "z": 3, "w": 4}
+    assert {k: got3[k]["value"] for k in ("x", "y", "w")} == {"x": 1, "y": 9, "w": 4}   # y was gone: added
+    r = ca.post("/entityOperations/merge", [{"id": e1, "type": "Bc", "v": prop(5)}])
+    assert r.status_code == 204, r.text
+    assert {k: cb.entity(e1)[k]["value"] for k in ("x", "y", "z", "w", "v")} == \
+        {"x": 1, "y": 2, "z": 3, "w": 4, "v": 5}

@@ -45,11 +45,31 @@ instrumentation switched on only while the R requests of a shape are sent
 the objects' version is not counted against requests that FerretDB makes
 slow): on a busy machine the figure that does not drift.
 
+With --pushdown BEFORE (mongoc only) the shapes of the query pushdown
+(q_rel: q on a Relationship, q_str: a string no Vehicle has, idpattern: 10
+Vehicles by pattern with the count, scopeq: a scope none has, selectors: POST
+/entityOperations/query with two selectors) run on the build BEFORE (e.g.
+/work/main's) and on this one, alternated: requests/s, the bytes the broker
+received from the server per request (strace; both builds), the documents
+the server sent per request (/statistics scannedDocuments: this build) and
+the CPU of the broker and of FerretDB per request.
+
+With --outbox R, the cost of the notification outbox (doc/mongodb.md
+"Delivery across processes") for the --outbox-shapes (default patch: a
+notifying PATCH; batch shapes too, and batch_purge: a batch create of 20
+BPurge, then DELETE /entities?type=BPurge): a subscription on Vehicle, BNew
+and BPurge (created, updated, deleted) to a receiver (tools/receiver), mongoc
+with --notifyOutbox and with --notifyOutbox=false side by side, alternated
+--repeat times: instructions per request (per item for a batch) under
+callgrind (R requests) and database round trips per request (per batch, or
+per pair) under strace (R requests).
+
 FerretDB on SQLite is much slower than a MongoDB server, so its column says
 where the time goes here, not what MongoDB would cost.
 """
 import argparse
 import glob
+import json
 import os
 import statistics
 import sys
@@ -60,8 +80,26 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "functional"))
 import cpu_per_request as cpr  # noqa: E402
 import ferret  # noqa: E402
+import perf_run  # noqa: E402
 
-SLOW = ("query", "patch", "batch_upsert", "batch_update", "batch_merge", "batch_create", "batch_cd")
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+# The shapes of the query pushdown (doc/mongodb.md "Queries"): each selects
+# few of the Vehicles (or none), so what the server sends is the figure.
+V = "/ngsi-ld/v1/entities?type=Vehicle&"
+cpr.SHAPES.update({
+    "q_rel": (V + "q=isParked%3D%3Durn:ngsi-ld:Parking:7&limit=20", {}),          # 20 of 1000
+    "q_str": (V + "q=brand%3D%3D%22Audi%22&limit=20", {}),                        # none
+    "idpattern": (V + "idPattern=%5Eurn:ngsi-ld:Vehicle:9%5B0-9%5D%24&limit=20&count=true", {}),  # 10, exact
+    "scopeq": (V + "scopeQ=%2FMadrid%2F%23&limit=20", {}),                         # none
+})
+cpr.WRITES["selectors"] = lambda i: [(
+    "POST", "/ngsi-ld/v1/entityOperations/query?limit=20", {"Content-Type": "application/json"},
+    '{"type":"Query","entities":[{"id":"urn:ngsi-ld:Vehicle:%d","type":"Vehicle"},'
+    '{"idPattern":"^urn:ngsi-ld:Vehicle:%d$","type":"Vehicle"}]}' % (i % 1000, (i + 1) % 1000), 200)]
+PUSHDOWN = ("q_rel", "q_str", "idpattern", "scopeq", "selectors")
+SLOW = ("query", "patch", "batch_upsert", "batch_update", "batch_merge", "batch_create", "batch_cd",
+        "batch_purge") + PUSHDOWN
 BATCH = 20
 _bseq = [0]
 
@@ -90,6 +128,12 @@ def _cd(i):
             _batch("delete", "[" + ",".join('"%s"' % e for e in ids) + "]")]
 
 
+def _purge(i):
+    ids = _new_ids()
+    return [_batch("create", "[" + ",".join('{"id":"%s","type":"BPurge"}' % e for e in ids) + "]", 201),
+            ("DELETE", "/ngsi-ld/v1/entities?type=BPurge", {}, None, 204)]
+
+
 cpr.WRITES.update({
     "batch_upsert": lambda i: [_batch("upsert", _attrs(_vehicles(i), i), 204, "?options=update")],
     "batch_update": lambda i: [_batch("update", _attrs(_vehicles(i), i))],
@@ -97,6 +141,7 @@ cpr.WRITES.update({
     "batch_create": lambda i: [_batch("create", "[" + ",".join('{"id":"%s","type":"BNew"}' % e
                                                               for e in _new_ids()) + "]", 201)],
     "batch_cd": _cd,
+    "batch_purge": _purge,
 })
 
 
@@ -122,6 +167,14 @@ def broker_ns(pid):
     return t
 
 
+def scanned(c):
+    """/statistics' documents sent to the scans (mongoc, from the build that counts them), or None."""
+    import json
+    c.request("GET", "/statistics")
+    st = json.loads(c.getresponse().read()).get("store", {})
+    return st.get("scannedDocuments")
+
+
 def measure(srv, flags, n, r, r_slow, shapes, binary=None):
     out = {}
     with cpr.loaded_broker(binary, flags, n) as (b, c):
@@ -132,23 +185,43 @@ def measure(srv, flags, n, r, r_slow, shapes, binary=None):
         for s in shapes:
             k = r_slow if s in SLOW else r
             cpr.send(c, s, 10)
+            s0 = scanned(c)
             t0, d0, w0 = broker_ns(b.pid), cpr.cpu_seconds(srv.proc.pid), time.perf_counter()
             cpr.send(c, s, k)
             wall = time.perf_counter() - w0
+            t1, d1 = broker_ns(b.pid), cpr.cpu_seconds(srv.proc.pid)
+            s1 = scanned(c)
+            reqs = k
             k *= per_item(s)
-            raw = (broker_ns(b.pid) - t0) / k / 1e3
+            raw = (t1 - t0) / k / 1e3
             out[s] = {"broker": raw, "net": max(0.0, raw - idle * wall / k / 1e3),
-                      "db": (cpr.cpu_seconds(srv.proc.pid) - d0) / k * 1e6, "wall": wall / k * 1e6}
+                      "db": (d1 - d0) / k * 1e6, "wall": wall / k * 1e6, "rps": reqs / wall,
+                      "docs": (s1 - s0) / reqs if s0 is not None and s1 is not None else None}
     return out
 
 
-def callgrind(srv, flags, n, r, shapes, out, binary=None):
+def subscribe(c, uri):
+    """A subscription on every Vehicle (and the batch shapes' BNew and BPurge:
+    their creations and deletions notify too) to uri, over the keep-alive connection c."""
+    body = json.dumps({"type": "Subscription", "entities": [{"type": "Vehicle"}, {"type": "BNew"}, {"type": "BPurge"}],
+                       "notificationTrigger": ["entityCreated", "entityUpdated", "entityDeleted"],
+                       "notification": {"endpoint": {"uri": uri}}})
+    c.request("POST", "/ngsi-ld/v1/subscriptions", body=body, headers={"Content-Type": "application/json"})
+    resp = c.getresponse()
+    resp.read()
+    if resp.status != 201:
+        raise RuntimeError("subscription: %d" % resp.status)
+
+
+def callgrind(srv, flags, n, r, shapes, out, binary=None, sub_uri=None):
     """Instructions per request of each shape, the broker under callgrind."""
     import subprocess
     res = {}
     with cpr.loaded_broker(binary, tuple(flags) + ("--syncInterval", "600000"), n,
                            prefix=["valgrind", "--tool=callgrind", "--instr-atstart=no",
                                    "--callgrind-out-file=" + out + ".%p"]) as (b, c):
+        if sub_uri:
+            subscribe(c, sub_uri)
         for s in shapes:
             cpr.send(c, s, 10)
             subprocess.run(["callgrind_control", "-z", str(b.pid)], capture_output=True)
@@ -166,7 +239,7 @@ def callgrind(srv, flags, n, r, shapes, out, binary=None):
     return res
 
 
-def trips(srv, flags, n, r, shapes, binary):
+def trips(srv, flags, n, r, shapes, binary, sub_uri=None):
     """Database round trips per request of each shape: the broker's writes to
     FerretDB's socket, counted by strace while the shape's r requests run."""
     import subprocess
@@ -174,6 +247,8 @@ def trips(srv, flags, n, r, shapes, binary):
     port = srv.uri.rsplit(":", 1)[1].split("/")[0]
     res = {}
     with cpr.loaded_broker(binary, tuple(flags) + ("--syncInterval", "600000"), n) as (b, c):
+        if sub_uri:
+            subscribe(c, sub_uri)
         for s in shapes:
             cpr.send(c, s, 5)
             log = tempfile.mktemp(prefix="coraine-trips-")
@@ -188,6 +263,36 @@ def trips(srv, flags, n, r, shapes, binary):
             cnt = sum(1 for line in open(log) if ":%s]>" % port in line)
             os.unlink(log)
             res[s] = cnt / r
+    return res
+
+
+def received(srv, flags, n, r, shapes, binary):
+    """KB the broker received from FerretDB per request of each shape: the
+    return values of its reads on a socket whose peer is FerretDB (strace)."""
+    import re
+    import subprocess
+    import tempfile
+    port = srv.uri.rsplit(":", 1)[1].split("/")[0]
+    res = {}
+    with cpr.loaded_broker(binary, tuple(flags) + ("--syncInterval", "600000"), n) as (b, c):
+        for s in shapes:
+            cpr.send(c, s, 2)
+            log = tempfile.mktemp(prefix="coraine-recv-")
+            st = subprocess.Popen(["strace", "-f", "-yy", "-e", "trace=recvmsg,recvfrom,read,readv",
+                                   "-o", log, "-p", str(b.pid)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+            cpr.send(c, s, r)
+            time.sleep(0.3)
+            st.terminate()
+            st.wait()
+            tot = 0
+            for line in open(log):
+                m = re.search(r"= (\d+)$", line.rstrip())
+                if m and ":%s]>" % port in line:
+                    tot += int(m.group(1))
+            os.unlink(log)
+            res[s] = tot / r / 1024.0
     return res
 
 
@@ -220,6 +325,85 @@ def main_callgrind(a, shapes):
     print("(callgrind outputs in %s)" % tmp)
 
 
+def main_pushdown(a, shapes):
+    """mongoc only, the tree's build and --before's (e.g. main's), alternated
+    --repeat times: per shape the requests/s, the documents the server sent
+    per request (/statistics, the tree's build), the KB the broker received
+    from the server per request (strace, 3 requests, both builds) and the CPU
+    of each."""
+    srv = ferret.FerretServer()
+    runs = {"before": [], "after": []}
+    try:
+        kb = {"before": received(srv, mongo_flags(srv), a.n, 3, shapes, a.before),
+              "after": received(srv, mongo_flags(srv), a.n, 3, shapes, a.binary)}
+        for i in range(a.repeat):
+            runs["before"].append(measure(srv, mongo_flags(srv), a.n, a.r, a.r_slow, shapes, a.before))
+            runs["after"].append(measure(srv, mongo_flags(srv), a.n, a.r, a.r_slow, shapes, a.binary))
+            print("run %d done (load average %s)" % (i + 1, " ".join(open("/proc/loadavg").read().split()[:3])),
+                  file=sys.stderr, flush=True)
+    finally:
+        srv.close()
+
+    def med(w, s, k):
+        if k == "kb":
+            return kb[w][s]
+        xs = [x[s][k] for x in runs[w] if x[s][k] is not None]
+        return statistics.median(xs) if xs else float("nan")
+
+    print("| shape | requests/s before | after | KB from the server / request before | after | documents / request after "
+          "| broker CPU before | after | FerretDB CPU before | after |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for s in shapes:
+        print("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f µs | %.0f µs | %.0f µs | %.0f µs |" % (
+            s, med("before", s, "rps"), med("after", s, "rps"), med("before", s, "kb"), med("after", s, "kb"),
+            med("after", s, "docs"), med("before", s, "broker"), med("after", s, "broker"),
+            med("before", s, "db"), med("after", s, "db")))
+
+def main_outbox(a):
+    """The --outbox-shapes (a notifying PATCH; batches) with the outbox on and off, alternated."""
+    import subprocess
+    import tempfile
+    srv = ferret.FerretServer()
+    rport = perf_run.free_port()
+    rcv = subprocess.Popen([os.path.join(REPO, "build", "release", "tools", "receiver"), "--port", str(rport)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = "http://127.0.0.1:%d/notify" % rport
+    tmp = tempfile.mkdtemp(prefix="coraine-cg-")
+    modes = (("outbox on", ()), ("outbox off", ("--notifyOutbox=false",)))
+    shapes = a.outbox_shapes.split(",")
+    ins = {(m, s): [] for m, _ in modes for s in shapes}
+    trp = {(m, s): [] for m, _ in modes for s in shapes}
+    try:
+        time.sleep(0.3)
+        for i in range(a.repeat):
+            for m, extra in modes:
+                fl = tuple(mongo_flags(srv)) + extra
+                cg = callgrind(srv, fl, a.n, a.outbox, shapes, os.path.join(tmp, "%s-%d" % (m.replace(" ", "_"), i)),
+                               a.binary, uri)
+                tr = trips(srv, fl, a.n, a.outbox, shapes, a.binary, uri)
+                for s in shapes:
+                    ins[(m, s)].append(cg[s])
+                    trp[(m, s)].append(tr[s])
+            print("run %d done (load average %s)" % (i + 1, " ".join(open("/proc/loadavg").read().split()[:3])),
+                  file=sys.stderr, flush=True)
+    finally:
+        rcv.kill()
+        rcv.wait()
+        srv.close()
+    print("(batch shapes: %d items; instructions per item, round trips per request: the batch, or the pair of "
+          "batch_cd / batch_purge)" % BATCH)
+    print("| shape (mongoc, FerretDB) | outbox | instructions / item (median) | runs | round trips / request (median) "
+          "| runs |")
+    print("|---|---|---:|---|---:|---|")
+    for s in shapes:
+        for m, _ in modes:
+            k = (m, s)
+            print("| %s | %s | %.0f | %s | %.2f | %s |" % (
+                s, m.split()[1], statistics.median(ins[k]), " ".join("%.0f" % x for x in ins[k]),
+                statistics.median(trp[k]), " ".join("%.2f" % x for x in trp[k])))
+    print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=1000, help="Vehicles loaded (the PATCH shape needs 1000)")
@@ -231,9 +415,24 @@ def main():
                     help="instructions per request under callgrind, R requests per shape")
     ap.add_argument("--trips", type=int, default=0, metavar="R",
                     help="database round trips per request under strace, R requests per shape")
+    ap.add_argument("--outbox", type=int, default=0, metavar="R",
+                    help="the --outbox-shapes with the outbox on and off: instructions and round trips, R requests")
+    ap.add_argument("--outbox-shapes", default="patch",
+                    help="shapes of --outbox (e.g. patch,batch_update,batch_upsert,batch_cd,batch_purge)")
     ap.add_argument("--binary", default=None, help="the broker to run (default: the tree's build)")
+    ap.add_argument("--pushdown", metavar="BEFORE", dest="before", default=None,
+                    help="mongoc only: the pushdown shapes (default --shapes: %s) with the build BEFORE "
+                         "and this one, side by side" % ",".join(PUSHDOWN))
     a = ap.parse_args()
+    if a.before and a.shapes == "retrieve,query,create,patch":
+        a.shapes = ",".join(PUSHDOWN)
     shapes = a.shapes.split(",")
+    if a.before:
+        main_pushdown(a, shapes)
+        return
+    if a.outbox:
+        main_outbox(a)
+        return
     if a.trips:
         main_trips(a, shapes)
         return

@@ -64,7 +64,7 @@ static void test_document_round_trip_in_one_pass(void **st)
     char         key[24], path[40];
 
     (void)st;
-    mgc_doc_entity(&doc, e, 7, 0x1234);
+    mgc_doc_entity(&doc, e, 7, 0x1234, false);
     mgc_doc_fields(&doc, &f);
     assert_string_equal(f.id, "urn:x:1");
     assert_int_equal(f.c, 1000);
@@ -92,6 +92,62 @@ static void test_document_round_trip_in_one_pass(void **st)
     assert_int_equal(p.kind, PB_INTERNAL_ERROR);
     bson_destroy(&doc);
     entity_unref(e);
+}
+
+/* The fields read from documents the byte walker of mgc_doc_fields does
+ * not take (a double or int32 number, an _id that is not a string, a
+ * sub-document, an "e" that is not binary) are libbson's answer, and a
+ * walker's document gives what libbson reads in it. */
+static void test_document_fields_of_other_shapes(void **st)
+{
+    static const uint8_t bin[3] = { 1, 2, 3 };
+    bson_t       doc;
+    mgc_docf_t   f;
+
+    (void)st;
+    /* numbers of other types, a field the walker skips, e binary */
+    bson_init(&doc);
+    BSON_APPEND_UTF8(&doc, "_id", "urn:x:3");
+    BSON_APPEND_DOUBLE(&doc, "c", 1500.0);
+    BSON_APPEND_INT32(&doc, "v", 9);
+    BSON_APPEND_BOOL(&doc, "zz", true);
+    BSON_APPEND_INT64(&doc, "w", -5);
+    BSON_APPEND_BINARY(&doc, "e", BSON_SUBTYPE_BINARY, bin, 3);
+    mgc_doc_fields(&doc, &f);
+    assert_string_equal(f.id, "urn:x:3");
+    assert_int_equal(f.c, 1500);
+    assert_int_equal(f.ver.v, 9);
+    assert_int_equal(f.ver.w, -5);
+    assert_int_equal(f.e_len, 3);
+    assert_memory_equal(f.e, bin, 3);
+    bson_destroy(&doc);
+    /* a sub-document and a string "e": the libbson loop (no e, no id) */
+    bson_init(&doc);
+    BSON_APPEND_INT32(&doc, "_id", 4);
+    BSON_APPEND_UTF8(&doc, "e", "not binary");
+    BSON_APPEND_INT64(&doc, "v", 2);
+    {
+        bson_t sub;
+        bson_append_document_begin(&doc, "q", 1, &sub);
+        BSON_APPEND_INT64(&sub, "c", 77);
+        bson_append_document_end(&doc, &sub);
+    }
+    mgc_doc_fields(&doc, &f);
+    assert_null(f.id);
+    assert_null(f.e);
+    assert_int_equal(f.ver.v, 2);
+    assert_int_equal(f.c, 0);
+    bson_destroy(&doc);
+    /* a document with a field after e, a duplicate key: the last one */
+    bson_init(&doc);
+    BSON_APPEND_UTF8(&doc, "_id", "a");
+    BSON_APPEND_INT64(&doc, "w", 1);
+    BSON_APPEND_NULL(&doc, "n");
+    BSON_APPEND_INT64(&doc, "w", 2);
+    mgc_doc_fields(&doc, &f);
+    assert_string_equal(f.id, "a");
+    assert_int_equal(f.ver.w, 2);
+    bson_destroy(&doc);
 }
 
 /* A cached version is handed out only for its own token (the rule of
@@ -141,6 +197,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_geo_key_is_the_stable_hash_in_hex),
         cmocka_unit_test(test_document_round_trip_in_one_pass),
+        cmocka_unit_test(test_document_fields_of_other_shapes),
         cmocka_unit_test(test_cache_answers_only_for_its_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

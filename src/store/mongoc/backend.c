@@ -111,6 +111,15 @@ static void be_stats(void *db, uint64_t *entities, uint64_t *tenants)
     mgc_stats(db, entities, tenants);
 }
 
+static void be_scan_stats(void *vdb, store_stats_t *st)
+{
+    mgc_t *db = vdb;
+
+    st->scans        = true;
+    st->scan_docs    = atomic_load_explicit(&db->scan_docs, memory_order_relaxed);
+    st->scan_matched = atomic_load_explicit(&db->scan_matched, memory_order_relaxed);
+}
+
 static bool be_tenant_entities(void *db, const char *tenant, uint64_t *n)
 {
     return mgc_tenant_entities(db, tenant, n);
@@ -154,6 +163,21 @@ static void be_obj_sync(void *db, int kind,
     mgc_obj_sync(db, kind, put, gone, ud);
 }
 
+static void be_ctr_add(void *db, const char *tenant, int kind, const char *id, const store_ctr_t *d)
+{
+    mgc_ctr_add(db, tenant, kind, id, d);
+}
+
+static bool be_ctr_read(void *db, const char *tenant, int kind, const char *id, store_ctr_t *tot)
+{
+    return mgc_ctr_read(db, tenant, kind, id, tot);
+}
+
+static void be_ctr_flush(void *db)
+{
+    mgc_ctr_flush(db, false);
+}
+
 const store_backend_t mgc_backend = {
     .name          = "mongoc",
     .open          = be_open,
@@ -172,6 +196,7 @@ const store_backend_t mgc_backend = {
     .types         = be_types,
     .attributes    = be_attributes,
     .stats         = be_stats,
+    .disk_stats    = be_scan_stats,
     .tenant_entities = be_tenant_entities,
     .obj_put       = be_obj_put,
     .obj_delete    = be_obj_delete,
@@ -179,4 +204,10 @@ const store_backend_t mgc_backend = {
     .obj_foreach   = be_obj_foreach,
     .obj_changed   = be_obj_changed,
     .obj_sync      = be_obj_sync,
+    .outbox_set    = mgc_outbox_set,
+    .outbox_done   = mgc_outbox_done,
+    .outbox_sweep  = mgc_outbox_sweep,
+    .ctr_add       = be_ctr_add,
+    .ctr_read      = be_ctr_read,
+    .ctr_flush     = be_ctr_flush,
 };

@@ -10,6 +10,11 @@
  * The cost: a database name is short and restricted, so a tenant's name is
  * escaped into it (mgc_tenant_dbname) and the mapping is kept in "tenants".
  *
+ * Sessions: each pooled client keeps one explicit session (mgc_copts) for
+ * the hot commands, instead of the implicit session libmongoc starts and
+ * ends around every command; mgc_write sends a write command built by the
+ * caller (cheaper than the collection helpers; doc/mongodb.md "Commands").
+ *
  * Timeouts: --dbTimeout bounds server selection, connection and socket
  * reads, so a request against a database that is down or stalled answers
  * 503 within about that time; the pool reconnects by itself when the
@@ -26,20 +31,104 @@
 
 static pthread_once_t mgc_once = PTHREAD_ONCE_INIT;
 
+/* libmongoc's own messages, as our log lines (its default handler writes
+ * its own format to stderr). FerretDB has no endSessions: the warning
+ * libmongoc gives for it at close says nothing to an operator. */
+static void mgc_log(mongoc_log_level_t level, const char *domain, const char *msg, void *ud)
+{
+    (void)ud;
+    if (level <= MONGOC_LOG_LEVEL_ERROR)
+        LOG_E("libmongoc %s: %s", domain ? domain : "", msg ? msg : "");
+    else if (level == MONGOC_LOG_LEVEL_WARNING && !(msg && strstr(msg, "endSessions")))
+        LOG_W("libmongoc %s: %s", domain ? domain : "", msg ? msg : "");
+    else if (level != MONGOC_LOG_LEVEL_TRACE)
+        LOG_D("libmongoc %s: %s", domain ? domain : "", msg ? msg : "");
+}
+
 static void mgc_init_lib(void)
 {
+    mongoc_log_set_handler(mgc_log, NULL);
     mongoc_init();
 }
 
 mongoc_client_t *mgc_pop(mgc_t *db)
 {
-    return mongoc_client_pool_pop(db->pool);
+    /* try_pop first: pop reads the URI's waitQueueTimeoutMS every time
+     * (~1.5k instructions, callgrind); it waits only when none is free */
+    mongoc_client_t *c = mongoc_client_pool_try_pop(db->pool);
+
+    return c ? c : mongoc_client_pool_pop(db->pool);
 }
 
 void mgc_push(mgc_t *db, mongoc_client_t *c)
 {
     if (c)
         mongoc_client_pool_push(db->pool, c);
+}
+
+/* Sessions: at most MGC_SESS_MAX clients get one (the pool's clients in
+ * use at once: the workers); the others use implicit sessions. Lookups read
+ * the table without the lock: an entry is complete before n_sess counts it
+ * and stays until close. */
+#define MGC_SESS_MAX 256u
+
+struct mgc_sess {
+    mongoc_client_t         *c;
+    mongoc_client_session_t *s;     /* NULL: the server has no sessions */
+    bson_t                   opts;  /* {sessionId} */
+};
+
+static struct mgc_sess *sess_find(mgc_t *db, mongoc_client_t *c, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (db->sess[i].c == c)
+            return &db->sess[i];
+    return NULL;
+}
+
+const bson_t *mgc_copts(mgc_t *db, mongoc_client_t *c)
+{
+    uint32_t         n = atomic_load_explicit(&db->n_sess, memory_order_acquire);
+    struct mgc_sess *e;
+
+    if (!db->sess)
+        return NULL;
+    if (!(e = sess_find(db, c, n))) {
+        pthread_mutex_lock(&db->smu);
+        n = atomic_load_explicit(&db->n_sess, memory_order_relaxed);
+        if (!(e = sess_find(db, c, n)) && n < MGC_SESS_MAX) {
+            mongoc_session_opt_t *so = mongoc_session_opts_new();
+            bson_error_t          err;
+
+            e = &db->sess[n];
+            e->c = c;
+            bson_init(&e->opts);
+            mongoc_session_opts_set_causal_consistency(so, false);
+            e->s = mongoc_client_start_session(c, so, &err);
+            if (e->s && !mongoc_client_session_append(e->s, &e->opts, &err)) {
+                mongoc_client_session_destroy(e->s);
+                e->s = NULL;
+            }
+            mongoc_session_opts_destroy(so);
+            atomic_store_explicit(&db->n_sess, n + 1, memory_order_release);
+        }
+        pthread_mutex_unlock(&db->smu);
+    }
+    return e && e->s ? &e->opts : NULL;
+}
+
+static void sess_free(mgc_t *db)
+{
+    uint32_t n = atomic_load(&db->n_sess);
+
+    for (uint32_t i = 0; i < n; i++) {
+        if (db->sess[i].s)
+            mongoc_client_session_destroy(db->sess[i].s);
+        bson_destroy(&db->sess[i].opts);
+    }
+    atomic_store(&db->n_sess, 0);
+    free(db->sess);
+    db->sess = NULL;
 }
 
 /* Server error codes that mean "not now" rather than "never" (a primary
@@ -74,6 +163,34 @@ bool mgc_fail(problem_t *p, const char *what, const bson_error_t *err)
 bool mgc_is_dup(const bson_error_t *err)
 {
     return err->code == 11000 || err->code == 11001;
+}
+
+bool mgc_write(mgc_t *db, mongoc_client_t *c, const char *dbname, const bson_t *cmd, int64_t *n,
+               bson_error_t *err)
+{
+    bson_t      reply;
+    bson_iter_t it, el;
+    bool        ok = mongoc_client_write_command_with_opts(c, dbname, cmd, mgc_copts(db, c), &reply, err);
+
+    if (ok && bson_iter_init_find(&it, &reply, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
+        bson_iter_recurse(&it, &el) && bson_iter_next(&el) && BSON_ITER_HOLDS_DOCUMENT(&el)) {
+        bson_iter_t f;
+        const char *msg = "a write error";
+
+        ok = false;
+        bson_set_error(err, MONGOC_ERROR_SERVER, 0, "%s", msg);
+        if (bson_iter_recurse(&el, &f))
+            while (bson_iter_next(&f)) {
+                if (!strcmp(bson_iter_key(&f), "code") && BSON_ITER_HOLDS_NUMBER(&f))
+                    err->code = (uint32_t)bson_iter_as_int64(&f);
+                else if (!strcmp(bson_iter_key(&f), "errmsg") && BSON_ITER_HOLDS_UTF8(&f))
+                    bson_strncpy(err->message, bson_iter_utf8(&f, NULL), sizeof err->message);
+            }
+    }
+    if (ok && n)
+        *n = bson_iter_init_find(&it, &reply, "n") && BSON_ITER_HOLDS_NUMBER(&it) ? bson_iter_as_int64(&it) : 0;
+    bson_destroy(&reply);
+    return ok;
 }
 
 uint64_t mgc_token(mgc_t *db)
@@ -393,33 +510,52 @@ static bool index_ensure(mongoc_client_t *c, const char *dbname, const char *col
     return ok;
 }
 
-/* The entity indexes of a tenant's database: creation order and pagination
+/* The indexes of a tenant's database: creation order and pagination
  * (c, _id), types (t, c), modifiedAt, the attribute names (/attributes,
- * attrs=); the objects by kind and order. The GeoProperty boxes get theirs
- * as their names appear (mgc_geo_index). */
-static bool ensure_indexes(mongoc_client_t *c, const char *dbname, bson_error_t *err)
+ * attrs=), the scopes (scopeQ's prefilter), and on a server with wildcard
+ * indexes one over q.* and one over d.* (the q prefilter's fields: their
+ * names are hashes, one per attribute name, so no fixed index can list
+ * them); the objects by kind and order. The GeoProperties get theirs as
+ * their names appear (mgc_geo_index). */
+const char *mgc_index_spec(const mgc_t *db, size_t i, const char **coll, bson_t *key)
 {
-    static const struct { const char *coll, *name, *f1, *f2; } ix[] = {
-        { "entities", "c_id", "c", "_id" }, { "entities", "t_c", "t", "c" },
-        { "entities", "m", "m", NULL },     { "entities", "a", "a", NULL },
-        { "objects", "k_o", "k", "o" },
+    static const struct { const char *coll, *name, *f1, *f2; bool wild; } ix[] = {
+        { "entities", "c_id", "c", "_id", false }, { "entities", "t_c", "t", "c", false },
+        { "entities", "m", "m", NULL, false },     { "entities", "a", "a", NULL, false },
+        { "entities", "s", "s", NULL, false },
+        { "entities", "q_all", "q.$**", NULL, true }, { "entities", "d_all", "d.$**", NULL, true },
+        { "objects", "k_o", "k", "o", false },
     };
-    char   have[32][24];
-    size_t n = 0;
-    bool   ok = true;
-    const char *listed = NULL;
 
-    for (size_t i = 0; ok && i < sizeof ix / sizeof ix[0]; i++) {
-        bson_t key = BSON_INITIALIZER;
+    for (size_t j = 0; j < sizeof ix / sizeof ix[0]; j++) {
+        if (ix[j].wild && !db->wildcard)
+            continue;
+        if (i--)
+            continue;
+        bson_init(key);
+        BSON_APPEND_INT32(key, ix[j].f1, 1);
+        if (ix[j].f2)
+            BSON_APPEND_INT32(key, ix[j].f2, 1);
+        *coll = ix[j].coll;
+        return ix[j].name;
+    }
+    return NULL;
+}
 
-        if (!listed || strcmp(listed, ix[i].coll) != 0) {
-            ok = index_names(c, dbname, ix[i].coll, have, 32, &n, err);
-            listed = ix[i].coll;
+static bool ensure_indexes(const mgc_t *db, mongoc_client_t *c, const char *dbname, bson_error_t *err)
+{
+    char        have[MGC_INDEXES_MAX][24];
+    size_t      n = 0;
+    bool        ok = true;
+    const char *listed = NULL, *coll, *name;
+    bson_t      key;
+
+    for (size_t i = 0; ok && (name = mgc_index_spec(db, i, &coll, &key)); i++) {
+        if (!listed || strcmp(listed, coll) != 0) {
+            ok = index_names(c, dbname, coll, have, MGC_INDEXES_MAX, &n, err);
+            listed = coll;
         }
-        BSON_APPEND_INT32(&key, ix[i].f1, 1);
-        if (ix[i].f2)
-            BSON_APPEND_INT32(&key, ix[i].f2, 1);
-        ok = ok && index_ensure(c, dbname, ix[i].coll, have, n, ix[i].name, &key, err);
+        ok = ok && index_ensure(c, dbname, coll, have, n, name, &key, err);
         bson_destroy(&key);
     }
     return ok;
@@ -427,23 +563,43 @@ static bool ensure_indexes(mongoc_client_t *c, const char *dbname, bson_error_t 
 
 mongoc_collection_t *mgc_coll(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *name)
 {
+    mgc_indexes(db, c, t);
+    return mongoc_client_get_collection(c, t->dbname, name);
+}
+
+void mgc_indexes(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t)
+{
     if (!atomic_load_explicit(&t->indexed, memory_order_acquire)) {
         bson_error_t err;
 
-        if (ensure_indexes(c, t->dbname, &err))
+        if (ensure_indexes(db, c, t->dbname, &err))
             atomic_store_explicit(&t->indexed, 1, memory_order_release);
         else
             LOG_W("mongoc: indexes of database %s: %s (tried again on its next use)", t->dbname,
                   err.message);
     }
-    return mongoc_client_get_collection(c, t->dbname, name);
+}
+
+void mgc_geo_index_spec(const char *key, bool sphere, char name[24], bson_t *k)
+{
+    char field[40];
+
+    bson_init(k);
+    if (sphere) {
+        snprintf(field, sizeof field, "gj.%s", key);
+        snprintf(name, 24, "gj_%s", key);
+        BSON_APPEND_UTF8(k, field, "2dsphere");
+    } else {
+        snprintf(field, sizeof field, "g.%s.x0", key);
+        snprintf(name, 24, "%s", key);
+        BSON_APPEND_INT32(k, field, 1);
+    }
 }
 
 void mgc_geo_index(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const cr_entity_t *e)
 {
-    (void)db;
     for (uint16_t i = 0; i < e->n_attrs; i++) {
-        char key[24], field[40];
+        char key[24];
         bool known = false;
 
         if (e->attrs[i].kind != ATTR_GEOPROPERTY)
@@ -453,32 +609,74 @@ void mgc_geo_index(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const cr_enti
             known = !strcmp(t->geo_keys[j], key);
         if (known || t->n_geo_keys >= 256)
             continue;
-        snprintf(field, sizeof field, "g.%s.x0", key);
-        char         have[32][24];
+        char         have[MGC_INDEXES_MAX][24], name[24];
         size_t       n = 0;
-        bson_t       k = BSON_INITIALIZER;
+        bson_t       k;
         bson_error_t err;
+        bool         ok = index_names(c, t->dbname, "entities", have, MGC_INDEXES_MAX, &n, &err);
 
-        BSON_APPEND_INT32(&k, field, 1);
-        if (index_names(c, t->dbname, "entities", have, 32, &n, &err) &&
-            index_ensure(c, t->dbname, "entities", have, n, key, &k, &err)) {
+        /* the box (every server), and the Point's 2dsphere where the server has one */
+        for (int sphere = 0; ok && sphere <= (int)db->geo2d; sphere++) {
+            mgc_geo_index_spec(key, sphere, name, &k);
+            ok = index_ensure(c, t->dbname, "entities", have, n, name, &k, &err);
+            bson_destroy(&k);
+        }
+        if (ok) {
             t->geo_keys = cr_xreallocarray(t->geo_keys, t->n_geo_keys + 1, sizeof(*t->geo_keys));
             memcpy(t->geo_keys[t->n_geo_keys++], key, 24);
         } else {
             LOG_W("mongoc: index %s of database %s: %s", key, t->dbname, err.message);
         }
-        bson_destroy(&k);
     }
 }
 
 /* ------------------------------------------------------------- open */
 
-/* hello: is the server a replica set member? Is it FerretDB (no 2dsphere)? */
+/* Does the server have this kind of index, and the operator that uses it?
+ * Tried whole on a scratch collection of this process (its own name: two
+ * processes starting at once do not drop each other's), dropped after: the
+ * index created, a document inserted, and the filter must find it (FerretDB
+ * 1.24 accepts a wildcard index, then fails every insert: a created index
+ * alone proves nothing). Takes key, doc and filter (destroyed here). */
+static bool probe_cap(mongoc_client_t *c, const char *dbname, uint64_t tok, const char *what, const char *name,
+                      bson_t *key, bson_t *doc, bson_t *filter, bson_error_t *err)
+{
+    char                 coll[48];
+
+    snprintf(coll, sizeof coll, "probe-%016llx-%s", (unsigned long long)tok, what);
+    mongoc_collection_t *col = mongoc_client_get_collection(c, dbname, coll);
+    bool                 ok  = index_ensure(c, dbname, coll, NULL, 0, name, key, err) &&
+                               mongoc_collection_insert_one(col, doc, NULL, NULL, err);
+
+    if (ok) {
+        mongoc_cursor_t *cur = mongoc_collection_find_with_opts(col, filter, NULL, NULL);
+        const bson_t    *got;
+
+        ok = mongoc_cursor_next(cur, &got);
+        if (!ok && !mongoc_cursor_error(cur, err))
+            snprintf(err->message, sizeof err->message, "the probe's document was not found");
+        mongoc_cursor_destroy(cur);
+    }
+    bson_error_t derr;
+    if (!mongoc_collection_drop(col, &derr) && derr.code != 26)
+        LOG_W("mongoc: dropping the probe's collection %s.%s: %s", dbname, coll, derr.message);
+    mongoc_collection_destroy(col);
+    bson_destroy(key);
+    bson_destroy(doc);
+    bson_destroy(filter);
+    return ok;
+}
+
+/* What the server can do, asked of it: hello (a replica set member: write
+ * concern majority, change streams), buildInfo (FerretDB: claims, its
+ * conditional update is not atomic), and a 2dsphere and a wildcard index
+ * tried on a scratch collection (geo2d: gj and $geoWithin; wildcard: the
+ * q.$** and d.$** indexes), whatever the server says it is. */
 static bool probe(mgc_t *db, problem_t *p)
 {
     mongoc_client_t *c = mgc_pop(db);
     bson_t           reply;
-    bson_error_t     err;
+    bson_error_t     err, perr;
     bson_iter_t      it;
     bson_t          *cmd = BCON_NEW("hello", BCON_INT32(1));
     bool             ok  = mongoc_client_command_simple(c, "admin", cmd, NULL, &reply, &err);
@@ -488,14 +686,28 @@ static bool probe(mgc_t *db, problem_t *p)
         db->replset = bson_iter_init_find(&it, &reply, "setName");
         bson_destroy(&reply);
         cmd = BCON_NEW("buildInfo", BCON_INT32(1));
-        if (mongoc_client_command_simple(c, "admin", cmd, NULL, &reply, &err))
-            db->geo2d = db->claims = false;
-        db->geo2d = !bson_iter_init_find(&it, &reply, "ferretdbVersion") &&
-                        !bson_iter_init_find(&it, &reply, "ferretdb");
-        db->claims = !db->geo2d;
+        db->claims = mongoc_client_command_simple(c, "admin", cmd, NULL, &reply, &perr) &&
+                     (bson_iter_init_find(&it, &reply, "ferretdbVersion") ||
+                      bson_iter_init_find(&it, &reply, "ferretdb"));
         bson_destroy(&reply);
         bson_destroy(cmd);
-        ok = ensure_indexes(c, db->prefix, &err);
+        uint64_t tok = mgc_token(db);
+
+        db->geo2d = probe_cap(c, db->prefix, tok, "g", "p_2dsphere", BCON_NEW("p", BCON_UTF8("2dsphere")),
+                              BCON_NEW("_id", BCON_INT32(1), "p", "{", "type", BCON_UTF8("Point"),
+                                       "coordinates", "[", BCON_DOUBLE(1.0), BCON_DOUBLE(1.0), "]", "}"),
+                              BCON_NEW("p", "{", "$geoWithin", "{", "$centerSphere", "[", "[", BCON_DOUBLE(1.0),
+                                       BCON_DOUBLE(1.0), "]", BCON_DOUBLE(0.01), "]", "}", "}"), &perr);
+        if (!db->geo2d)
+            LOG_I("mongoc: the server has no 2dsphere index or $geoWithin (%s): geo-queries use "
+                  "the box prefilter on plain numbers, judged in the broker", perr.message);
+        db->wildcard = probe_cap(c, db->prefix, tok, "w", "w_all", BCON_NEW("w.$**", BCON_INT32(1)),
+                                 BCON_NEW("_id", BCON_INT32(1), "w", "{", "x", BCON_INT32(1), "}"),
+                                 BCON_NEW("w.x", BCON_INT32(1)), &perr);
+        if (!db->wildcard)
+            LOG_I("mongoc: the server has no working wildcard index (%s): q's fields q.* and d.* "
+                  "are not indexed", perr.message);
+        ok = ensure_indexes(db, c, db->prefix, &err);
         if (ok)
             atomic_store(&db->dflt->indexed, 1);
     } else {
@@ -546,7 +758,15 @@ mgc_t *mgc_open(problem_t *p)
     pthread_rwlock_init(&db->tlock, NULL);
     db->dflt = tenant_new("", db->prefix);
     mgc_obj_init(db);
+    mgc_ctr_init(db);
     db->cache = mgc_cache_new();
+    /* with minPoolSize the pool destroys clients it holds beyond it: a
+     * session would outlive its client (and a new client could take its
+     * address), so there every command keeps libmongoc's implicit session */
+    if (mongoc_uri_get_option_as_int32(db->uri, MONGOC_URI_MINPOOLSIZE, 0) <= 0) {
+        db->sess = cr_xcalloc(MGC_SESS_MAX, sizeof(*db->sess));
+        pthread_mutex_init(&db->smu, NULL);
+    }
     /* the documents are doc.c's (field names are hashes and fixed words):
      * libmongoc's check of every key of every write is work for nothing */
     db->wopts = BCON_NEW("validate", BCON_BOOL(false));
@@ -580,13 +800,16 @@ mgc_t *mgc_open(problem_t *p)
         mongoc_client_pool_set_error_api(db->pool, MONGOC_ERROR_API_VERSION_2);
     }
     mgc_tenants_load(db);
+    mgc_ctr_flush(db, false);       /* the counters' totals, as every process left them */
+    mgc_watch_start(db);            /* the change stream, where there may be one (watch.c) */
     const mongoc_host_list_t *h = mongoc_uri_get_hosts(db->uri);
-    LOG_I("store: mongoc at %s%s, databases %s and %s-TENANT, %s%s, write concern %s, %u named tenants",
+    LOG_I("store: mongoc at %s%s, databases %s and %s-TENANT, %s%s, write concern %s, %u named tenants, "
+          "geo %s",
           h ? h->host_and_port : "?", h && h->next ? " ..." : "", db->prefix, db->prefix,
           db->replset ? "a replica set" : "a single server",
           db->claims ? " (FerretDB: writes claim their version)" : "",
           !strcmp(wc_flag, "majority") || (!strcmp(wc_flag, "auto") && db->replset) ? "majority" : "1",
-          db->n_tenants);
+          db->n_tenants, db->geo2d ? "2dsphere ($geoWithin)" : "box prefilter");
     return db;
 }
 
@@ -594,6 +817,9 @@ void mgc_close(mgc_t *db)
 {
     if (!db)
         return;
+    mgc_watch_stop(db);
+    if (db->pool && db->ctbl)
+        mgc_ctr_flush(db, true);    /* what this process counted since its last flush */
     for (uint32_t i = 0; db->tbl && i <= db->tbl_mask; i++)
         for (mgc_tenant_t *t = db->tbl[i], *nx; t; t = nx) {
             nx = t->next;
@@ -602,12 +828,18 @@ void mgc_close(mgc_t *db)
     free(db->tbl);
     if (db->dflt)
         tenant_free(db->dflt);
+    if (db->sess) {                 /* before their clients */
+        sess_free(db);
+        pthread_mutex_destroy(&db->smu);
+    }
     if (db->pool)
         mongoc_client_pool_destroy(db->pool);
     if (db->uri)
         mongoc_uri_destroy(db->uri);
     pthread_rwlock_destroy(&db->tlock);
     mgc_obj_free(db);
+    mgc_outbox_free(db);
+    mgc_ctr_free(db);
     mgc_cache_free(db->cache);
     if (db->wopts)
         bson_destroy(db->wopts);

@@ -12,6 +12,8 @@
  * compares them with what this process last wrote or read (a table of
  * (tenant, kind, id) -> hash of the text, under omu, which every object
  * write of this process also holds: its own writes never look foreign).
+ * Where a change stream on the version document is open (watch.c, a
+ * replica set), mgc_obj_changed asks it instead of reading the document.
  */
 #include <string.h>
 
@@ -241,6 +243,8 @@ bool mgc_obj_delete(mgc_t *db, const char *tenant, int kind, const char *id, pro
         bump_version(db, c);
     }
     pthread_mutex_unlock(&db->omu);
+    if (ok)
+        mgc_ctr_drop(db, c, tenant_of(tenant), kind, id);
     bson_destroy(&reply);
     bson_destroy(q);
     mongoc_collection_destroy(col);
@@ -365,6 +369,10 @@ void mgc_obj_foreach(mgc_t *db, int kind,
 
 bool mgc_obj_changed(mgc_t *db)
 {
+    int watched = mgc_watch_changed(db);
+
+    if (watched >= 0)           /* a change stream is open (watch.c): no round trip */
+        return watched == 1;
     mongoc_client_t *c   = mgc_pop(db);
     bson_t          *cmd = BCON_NEW("find", BCON_UTF8("meta"), "filter", "{", "_id", BCON_UTF8("objects"), "}",
                                     "limit", BCON_INT64(1), "singleBatch", BCON_BOOL(true));

@@ -1,16 +1,14 @@
 /*
  * query.c - the MongoDB store's reads: one entity, queries, discovery.
  *
- * A filter (model.h entity_filter_t) becomes a MongoDB filter for the parts
- * whose translation is exact: ids ($in on _id), plain type lists ($in on t),
- * attrs= ($in on a); a geo-query adds a prefilter on the bounding boxes (g:
- * plain number comparisons, which every MongoDB-wire server runs). Everything else (idPattern, type expressions with ';', q, scopeQ,
- * selectors, the exact geometry through GEOS) is evaluated in the broker with
- * filter_match() on the candidates the server streams in creation order
- * (c, _id: stable across processes, whose clocks may tie). Only when no
- * broker-side predicate remains do offset, limit and the count go to the
- * server (skip, limit, countDocuments). With orderBy every match is read and
- * sorted here with order_compare (every backend orders alike).
+ * A filter (model.h entity_filter_t) becomes a MongoDB filter (filter.c:
+ * exact where it can be, else a prefilter). What the server cannot decide is
+ * evaluated in the broker with filter_match() on the candidates the server
+ * streams in creation order (c, _id: stable across processes, whose clocks
+ * may tie). Only when the server's filter is exact do offset, limit and the
+ * count go to the server (skip, limit, countDocuments). With orderBy every
+ * match is read and sorted here with order_compare (every backend orders
+ * alike).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,30 +53,62 @@ static void append_read_tail(bson_t *cmd, int64_t n)
     BSON_APPEND_BOOL(cmd, "singleBatch", true);
 }
 
+/* The find of one entity by id, {find: "entities", filter: {_id: id},
+ * projection: {v: 1, w: 1, e: 1}, limit: 1, singleBatch: true}, as bytes
+ * around the id (libbson's ten appends were ~4k instructions of a
+ * retrieve, callgrind): the parts before and after the id are fixed. */
+static void read_cmd(bson_t *cmd, const char *id)
+{
+    static const uint8_t head[] =
+        "\0\0\0\0" "\x02" "find\0" "\x09\0\0\0" "entities\0"
+        "\x03" "filter\0" "\0\0\0\0" "\x02" "_id\0";
+    static const uint8_t tail[] =
+        "\0"                                                    /* filter's end */
+        "\x03" "projection\0" "\x1a\0\0\0"
+        "\x10" "v\0" "\x01\0\0\0" "\x10" "w\0" "\x01\0\0\0" "\x10" "e\0" "\x01\0\0\0" "\0"
+        "\x12" "limit\0" "\x01\0\0\0\0\0\0\0"
+        "\x08" "singleBatch\0" "\x01"
+        "\0";
+    size_t   hn = sizeof head - 1, tn = sizeof tail - 1, n = strlen(id);
+    size_t   len = hn + 4 + n + 1 + tn;
+    uint8_t  local[512], *b = len <= sizeof local ? local : cr_xmalloc(len);
+    uint32_t flen = (uint32_t)(4 + 1 + 4 + 4 + n + 1 + 1);     /* filter: len, "\x02_id\0", strlen, id\0, end */
+
+    memcpy(b, head, hn);
+    b[hn] = (uint8_t)(n + 1);
+    b[hn + 1] = (uint8_t)((n + 1) >> 8);
+    b[hn + 2] = (uint8_t)((n + 1) >> 16);
+    b[hn + 3] = (uint8_t)((n + 1) >> 24);
+    memcpy(b + hn + 4, id, n + 1);
+    memcpy(b + hn + 4 + n + 1, tail, tn);
+    for (int i = 0; i < 4; i++) {
+        b[i] = (uint8_t)(len >> (8 * i));
+        b[hn - 9 + i] = (uint8_t)(flen >> (8 * i));   /* before "\x02_id\0" */
+    }
+    bson_t st;
+
+    if (!bson_init_static(&st, b, len)) {
+        LOG_E("mongoc: a read command that does not parse; aborting");
+        abort();
+    }
+    bson_copy_to(&st, cmd);         /* the caller's to destroy (the bytes may be on this stack) */
+    if (b != local)
+        free(b);
+}
+
 /* One find command, not a cursor: libmongoc's cursor selects and copies the
  * server's description twice per find (half of a retrieve's work, callgrind). */
 cr_entity_t *mgc_read(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *id, mgc_ver_t *ver,
                       bool *failed, problem_t *p)
 {
-    bson_t       cmd, sub, reply, doc;
+    bson_t       cmd, reply, doc;
     bson_iter_t  it, batch;
     bson_error_t err;
     cr_entity_t *e = NULL;
 
     *failed = false;
-    bson_init(&cmd);
-    BSON_APPEND_UTF8(&cmd, "find", "entities");
-    bson_append_document_begin(&cmd, "filter", 6, &sub);
-    BSON_APPEND_UTF8(&sub, "_id", id);
-    bson_append_document_end(&cmd, &sub);
-    bson_append_document_begin(&cmd, "projection", 10, &sub);
-    BSON_APPEND_INT32(&sub, "v", 1);
-    BSON_APPEND_INT32(&sub, "w", 1);
-    BSON_APPEND_INT32(&sub, "e", 1);
-    bson_append_document_end(&cmd, &sub);
-    BSON_APPEND_INT64(&cmd, "limit", 1);
-    BSON_APPEND_BOOL(&cmd, "singleBatch", true);
-    if (!mongoc_client_read_command_with_opts(c, t->dbname, &cmd, NULL, NULL, &reply, &err)) {
+    read_cmd(&cmd, id);
+    if (!mongoc_client_read_command_with_opts(c, t->dbname, &cmd, NULL, mgc_copts(db, c), &reply, &err)) {
         *failed = true;
         mgc_fail(p, "read", &err);
     } else if (bson_iter_init(&it, &reply) && bson_iter_find_descendant(&it, "cursor.firstBatch", &batch) &&
@@ -173,7 +203,7 @@ bool mgc_read_many(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const char *c
         bson_append_document_end(&sub, &in);
         bson_append_document_end(&cmd, &sub);
         append_read_tail(&cmd, (int64_t)k);
-        if (!mongoc_client_read_command_with_opts(c, t->dbname, &cmd, NULL, NULL, &reply, &err)) {
+        if (!mongoc_client_read_command_with_opts(c, t->dbname, &cmd, NULL, mgc_copts(db, c), &reply, &err)) {
             bson_destroy(&reply);
             bson_destroy(&cmd);
             ok = mgc_fail(p, "read", &err);
@@ -252,205 +282,6 @@ cr_entity_t *mgc_get(mgc_t *db, const char *tenant, const char *id, problem_t *p
     return e;
 }
 
-/* ------------------------------------------------------------ translation */
-
-static void append_strs(bson_t *q, const char *field, const char *const *v, size_t n)
-{
-    bson_t in, arr;
-    char   key[16];
-
-    bson_append_document_begin(q, field, -1, &in);
-    bson_append_array_begin(&in, "$in", 3, &arr);
-    for (size_t i = 0; i < n; i++) {
-        const char *kp;
-        bson_uint32_to_string((uint32_t)i, &kp, key, sizeof key);
-        bson_append_utf8(&arr, kp, -1, v[i], -1);
-    }
-    bson_append_array_end(&in, &arr);
-    bson_append_document_end(q, &in);
-}
-
-static void append_cmp(bson_t *d, const char *field, const char *op, double v)
-{
-    bson_t c;
-
-    bson_append_document_begin(d, field, -1, &c);
-    bson_append_double(&c, op, -1, v);
-    bson_append_document_end(d, &c);
-}
-
-/* ------------------------------------------------------ the q prefilter
- *
- * A superset of q's matches that the server can select: a term on a
- * top-level attribute (no path, no [keys], not linked) compared with numbers
- * (==, >, >=, <, <=, value lists and ranges) becomes "q.hHASH op value OR
- * hHASH in qx OR no qx at all" (doc.c: q holds the value of a single-instance Property with
- * a number, qx names every other attribute, whose terms the broker judges);
- * an entity without the attribute cannot match such a term. AND keeps the
- * children it can translate; OR only when it can translate them all. q itself
- * is then evaluated in the broker (filter_match) on what comes back. */
-
-static void append_num(bson_t *d, const char *key, const q_value_view_t *v)
-{
-    if (v->is_int)
-        bson_append_int64(d, key, -1, v->i);
-    else
-        bson_append_double(d, key, -1, v->num);
-}
-
-static bool q_term_pre(const q_expr_t *q, bson_t *out)
-{
-    q_term_view_t  tv;
-    q_value_view_t v;
-    char           key[24], field[32], nk[16];
-    const char    *op, *kp;
-    bson_t         or, a, b, c, arr;
-
-    if (!q_term_get(q, &tv) || tv.linked || tv.n_steps || tv.n_keys || !tv.n_values)
-        return false;
-    for (size_t i = 0; i < tv.n_values; i++)
-        if (!q_term_value(q, i, &v) || v.kind != QVK_NUM)
-            return false;
-    switch (tv.op) {
-    case QO_EQ: op = "$eq"; break;
-    case QO_GT: op = "$gt"; break;
-    case QO_GE: op = "$gte"; break;
-    case QO_LT: op = "$lt"; break;
-    case QO_LE: op = "$lte"; break;
-    default:    return false;
-    }
-    if (tv.op != QO_EQ && tv.shape != QSH_SINGLE)
-        return false;
-    mgc_geo_key(key, tv.attr);
-    snprintf(field, sizeof field, "q.%s", key);
-    bson_init(out);
-    bson_append_array_begin(out, "$or", 3, &or);
-    bson_append_document_begin(&or, "0", 1, &a);
-    bson_append_document_begin(&a, field, -1, &c);
-    if (tv.shape == QSH_RANGE && tv.n_values == 2) {
-        q_term_value(q, 0, &v);
-        append_num(&c, "$gte", &v);
-        q_term_value(q, 1, &v);
-        append_num(&c, "$lte", &v);
-    } else if (tv.shape == QSH_LIST) {
-        bson_append_array_begin(&c, "$in", 3, &arr);
-        for (size_t i = 0; i < tv.n_values; i++) {
-            q_term_value(q, i, &v);
-            bson_uint32_to_string((uint32_t)i, &kp, nk, sizeof nk);
-            append_num(&arr, kp, &v);
-        }
-        bson_append_array_end(&c, &arr);
-    } else {
-        q_term_value(q, 0, &v);
-        append_num(&c, op, &v);
-    }
-    bson_append_document_end(&a, &c);
-    bson_append_document_end(&or, &a);
-    bson_append_document_begin(&or, "1", 1, &b);
-    BSON_APPEND_UTF8(&b, "qx", key);
-    bson_append_document_end(&or, &b);
-    bson_append_document_begin(&or, "2", 1, &b);    /* a document written without q/qx */
-    bson_append_document_begin(&b, "qx", 2, &c);
-    BSON_APPEND_BOOL(&c, "$exists", false);
-    bson_append_document_end(&b, &c);
-    bson_append_document_end(&or, &b);
-    bson_append_array_end(out, &or);
-    return true;
-}
-
-/* The prefilter of q into out (initialized here when true); false: none. */
-static bool q_pre(const q_expr_t *q, bson_t *out, unsigned depth)
-{
-    q_kind_t k = q_node_kind(q);
-    size_t   n = k == QK_TERM ? 0 : q_node_count(q), m = 0;
-    bson_t   arr;
-    char     nk[16];
-    const char *kp;
-
-    if (k == QK_TERM)
-        return q_term_pre(q, out);
-    if (depth > 16 || !n)
-        return false;
-    bson_init(out);
-    bson_append_array_begin(out, k == QK_AND ? "$and" : "$or", -1, &arr);
-    for (size_t i = 0; i < n; i++) {
-        bson_t c;
-
-        if (q_pre(q_node_child(q, i), &c, depth + 1)) {
-            bson_uint32_to_string((uint32_t)m++, &kp, nk, sizeof nk);
-            bson_append_document(&arr, kp, -1, &c);
-            bson_destroy(&c);
-        } else if (k == QK_OR) {
-            m = 0;
-            break;
-        }
-    }
-    bson_append_array_end(out, &arr);
-    if (!m || (k == QK_OR && m != n)) {
-        bson_destroy(out);
-        return false;
-    }
-    return true;
-}
-
-/* The server-side part of f into q; true when it is all of f (the server's
- * answer is exact: no broker-side predicate remains). */
-static bool translate(const entity_filter_t *f, bson_t *q)
-{
-    bool exact = true;
-
-    bson_init(q);
-    if (!f)
-        return true;
-    if (f->n_ids)
-        append_strs(q, "_id", f->ids, f->n_ids);
-    if (f->types) {
-        const char *const *tv;
-        size_t             n = typesel_types(f->types, &tv);
-
-        if (n)
-            append_strs(q, "t", tv, n);
-        else
-            exact = false;
-    }
-    if (f->n_attrs)
-        append_strs(q, "a", f->attrs, f->n_attrs);
-    if (f->geo) {
-        double box[4];
-        char   key[24], field[40];
-
-        if (geoq_property(f->geo) && geoq_bbox(f->geo, box)) {
-            /* the box [x0,y0,x1,y1] of the value intersects the query's */
-            mgc_geo_key(key, geoq_property(f->geo));
-            snprintf(field, sizeof field, "g.%s.x0", key);
-            append_cmp(q, field, "$lte", box[2]);
-            snprintf(field, sizeof field, "g.%s.x1", key);
-            append_cmp(q, field, "$gte", box[0]);
-            snprintf(field, sizeof field, "g.%s.y0", key);
-            append_cmp(q, field, "$lte", box[3]);
-            snprintf(field, sizeof field, "g.%s.y1", key);
-            append_cmp(q, field, "$gte", box[1]);
-        }
-        exact = false;
-    }
-    if (f->q) {
-        bson_t qp, and, el;
-
-        if (q_pre(f->q, &qp, 0)) {
-            /* under $and: the geo prefilter's fields are top-level too */
-            bson_append_array_begin(q, "$and", 4, &and);
-            bson_append_document_begin(&and, "0", 1, &el);
-            bson_concat(&el, &qp);
-            bson_append_document_end(&and, &el);
-            bson_append_array_end(q, &and);
-            bson_destroy(&qp);
-        }
-    }
-    if (f->id_pattern || f->n_sel || f->q || f->scope)
-        exact = false;
-    return exact;
-}
-
 /* ------------------------------------------------------------ scans */
 
 /* A scan reads the candidates in creation order (c, _id) as pages, each one
@@ -474,6 +305,7 @@ typedef struct scan {
     bool             have_reply, ended, cut;   /* cut: the server ended the page short of n */
     bson_iter_t      it;            /* over the page's documents */
     int64_t          in_page, asked;
+    uint64_t         docs, matched; /* for /statistics: read, and kept by the caller */
 } scan_t;
 
 static void scan_open(scan_t *s, mgc_t *db, mgc_tenant_t *t, const bson_t *q, int64_t skip,
@@ -535,7 +367,7 @@ static bool scan_page(scan_t *s, problem_t *p)
     if (s->skip > 0 && !s->last_id)
         BSON_APPEND_INT64(&cmd, "skip", s->skip);
     append_read_tail(&cmd, n);
-    ok = mongoc_client_read_command_with_opts(s->c, s->t->dbname, &cmd, NULL, NULL, &s->reply, &err);
+    ok = mongoc_client_read_command_with_opts(s->c, s->t->dbname, &cmd, NULL, mgc_copts(s->db, s->c), &s->reply, &err);
     s->have_reply = true;
     bson_destroy(&cmd);
     if (!ok)
@@ -589,6 +421,7 @@ static cr_entity_t *scan_next(scan_t *s, bool *failed, problem_t *p)
             return NULL;
         }
         s->in_page++;
+        s->docs++;
         if (s->left > 0)
             s->left--;
         mgc_doc_fields(&doc, &f);
@@ -610,6 +443,8 @@ static cr_entity_t *scan_next(scan_t *s, bool *failed, problem_t *p)
 
 static void scan_close(scan_t *s)
 {
+    atomic_fetch_add_explicit(&s->db->scan_docs, s->docs, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->db->scan_matched, s->matched, memory_order_relaxed);
     if (s->have_reply)
         bson_destroy(&s->reply);
     free(s->last_id);
@@ -669,9 +504,10 @@ static bool query_ordered(mgc_t *db, mgc_tenant_t *t, const entity_filter_t *f, 
 
     scan_open(&s, db, t, q, 0, 0, 0);
     while ((e = scan_next(&s, &failed, p))) {
-        if (filter_match(f, e))
+        if (filter_match(f, e)) {
+            s.matched++;
             vec_push(&v, e);
-        else
+        } else
             entity_unref(e);
     }
     scan_close(&s);
@@ -711,7 +547,7 @@ bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t 
         return false;
     if (!limit && !want_count)
         return true;
-    exact = translate(f, &q);
+    exact = mgc_filter(f, db->geo2d, &q);
     filter_regex_reset();
     if (f->order_by) {
         bool ok = query_ordered(db, t, f, &q, offset, limit, a, out, &matched, p);
@@ -724,17 +560,23 @@ bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t 
         return true;
     }
     if (exact) {
-        /* the server's page and count are the answer */
-        if (want_count && !count_exact(db, t, &q, &out->count, p)) {
-            bson_destroy(&q);
-            return false;
-        }
+        /* the server's page and count are the answer; a page shorter than
+         * the limit that is not past the end holds the last match, so the
+         * count is offset + its size without a count of the server's (on
+         * FerretDB a second scan) */
         if (limit) {
             scan_open(&s, db, t, &q, offset > INT64_MAX ? INT64_MAX : (int64_t)offset,
                       limit > INT64_MAX ? 0 : (int64_t)limit, limit > INT64_MAX ? 0 : (int64_t)limit);
             while ((e = scan_next(&s, &failed, p)))
                 vec_push(&v, e);
+            s.matched = s.docs;
             scan_close(&s);
+        }
+        if (want_count && !failed) {
+            if (limit && v.n < limit && (v.n || !offset))
+                out->count = offset + v.n;
+            else if (!count_exact(db, t, &q, &out->count, p))
+                failed = true;
         }
     } else {
         /* the candidates likely needed: the page and a quarter more, unless counted */
@@ -742,7 +584,7 @@ bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t 
                   want_count || limit > SCAN_PAGE_MAX || offset > SCAN_PAGE_MAX ? 0
                                                                        : (int64_t)(offset + limit + (offset + limit) / 4 + 1));
         while ((e = scan_next(&s, &failed, p))) {
-            if (!filter_match(f, e) || ++matched <= offset || v.n >= limit) {
+            if (!filter_match(f, e) || (s.matched++, ++matched <= offset) || v.n >= limit) {
                 entity_unref(e);
                 if (v.n >= limit && !want_count)
                     break;
@@ -781,12 +623,14 @@ bool mgc_foreach(mgc_t *db, const char *tenant, const entity_filter_t *f,
 
     if (!t)
         return false;
-    translate(f, &q);
+    mgc_filter(f, db->geo2d, &q);
     filter_regex_reset();
     scan_open(&s, db, t, &q, 0, 0, 0);
     while ((e = scan_next(&s, &failed, p))) {
-        if (!f || filter_match(f, e))
+        if (!f || filter_match(f, e)) {
+            s.matched++;
             fn(ud, e);
+        }
         entity_unref(e);
     }
     scan_close(&s);

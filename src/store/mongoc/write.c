@@ -95,27 +95,110 @@ static void wctx_open(wctx_t *w, mgc_t *db, mgc_tenant_t *t)
     w->col = mgc_coll(db, w->c, t, "entities");
 }
 
+/* For the operations whose commands name the collection themselves
+ * (mgc_write): the collection only when wcol asks for it (getting one is
+ * ~5k instructions, callgrind). */
+static void wctx_open_lazy(wctx_t *w, mgc_t *db, mgc_tenant_t *t)
+{
+    w->db  = db;
+    w->t   = t;
+    w->c   = mgc_pop(db);
+    w->col = NULL;
+    mgc_indexes(db, w->c, t);
+}
+
+static mongoc_collection_t *wcol(wctx_t *w)
+{
+    if (!w->col)
+        w->col = mongoc_client_get_collection(w->c, w->t->dbname, "entities");
+    return w->col;
+}
+
 static void wctx_close(wctx_t *w)
 {
-    mongoc_collection_destroy(w->col);
+    if (w->col)
+        mongoc_collection_destroy(w->col);
     mgc_push(w->db, w->c);
 }
 
-/* Inserts the frozen e (version 1) stamped now; *dup: the id is taken. */
-static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *ch, problem_t *p)
+/* The document of a new entity into the collection: an insert command
+ * (mgc_write) unless it is too large for one. */
+static bool entity_insert(wctx_t *w, const bson_t *doc, bson_error_t *err)
+{
+    bson_t cmd, arr;
+    bool   ok;
+
+    if (doc->len > MGC_CMD_DOC_MAX)
+        return mongoc_collection_insert_one(wcol(w), doc, w->db->wopts, NULL, err);
+    bson_init(&cmd);
+    BSON_APPEND_UTF8(&cmd, "insert", "entities");
+    bson_append_array_begin(&cmd, "documents", 9, &arr);
+    BSON_APPEND_DOCUMENT(&arr, "0", doc);
+    bson_append_array_end(&cmd, &arr);
+    ok = mgc_write(w->db, w->c, w->t->dbname, &cmd, NULL, err);
+    bson_destroy(&cmd);
+    return ok;
+}
+
+/* doc in place of the stored version of id whose write token is tok;
+ * *matched: it still was (an update command with the document as its
+ * replacement, unless it is too large for one). */
+static bool entity_replace(wctx_t *w, const char *id, int64_t tok, const bson_t *doc, bool *matched,
+                           bson_error_t *err)
+{
+    bson_t  cmd, arr, st, q;
+    int64_t n = 0;
+    bool    ok;
+
+    if (doc->len > MGC_CMD_DOC_MAX) {
+        bson_t *sel = BCON_NEW("_id", BCON_UTF8(id), "w", BCON_INT64(tok));
+        bson_t  reply;
+
+        ok = mongoc_collection_replace_one(wcol(w), sel, doc, w->db->wopts, &reply, err);
+        *matched = ok && reply_count(&reply, "matchedCount") > 0;
+        bson_destroy(&reply);
+        bson_destroy(sel);
+        return ok;
+    }
+    bson_init(&cmd);
+    BSON_APPEND_UTF8(&cmd, "update", "entities");
+    bson_append_array_begin(&cmd, "updates", 7, &arr);
+    bson_append_document_begin(&arr, "0", 1, &st);
+    bson_append_document_begin(&st, "q", 1, &q);
+    BSON_APPEND_UTF8(&q, "_id", id);
+    BSON_APPEND_INT64(&q, "w", tok);
+    bson_append_document_end(&st, &q);
+    BSON_APPEND_DOCUMENT(&st, "u", doc);
+    bson_append_document_end(&arr, &st);
+    bson_append_array_end(&cmd, &arr);
+    ok = mgc_write(w->db, w->c, w->t->dbname, &cmd, &n, err);
+    *matched = ok && n > 0;
+    bson_destroy(&cmd);
+    return ok;
+}
+
+/* Inserts the frozen e (version 1) stamped now; *dup: the id is taken.
+ * outbox: its notification outbox entry is written first (outbox.c). */
+static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *ch, bool outbox, problem_t *p)
 {
     int64_t      at  = mgc_clock(w->t, 0);
     mgc_ver_t    ver = { 1, (int64_t)mgc_token(w->db) };
+    mgc_obx_t    ob  = { STORE_OP_CREATE, at, NULL, 0 };
     bson_t       doc;
     bson_error_t err;
     bool         ok;
 
     *dup = false;
     stamp_new(e, at);
+    if (outbox && mgc_outbox_wants(w->db, w->t, e) &&
+        !mgc_outbox_put(w->db, w->c, w->t, &ob, e, (mgc_ver_t){ 0, 0 }, ver, p))
+        return false;
     mgc_geo_index(w->db, w->c, w->t, e);
-    mgc_doc_entity(&doc, e, ver.v, (uint64_t)ver.w);
-    ok = mongoc_collection_insert_one(w->col, &doc, w->db->wopts, NULL, &err);
+    mgc_doc_entity(&doc, e, ver.v, (uint64_t)ver.w, w->db->geo2d);
+    ok = entity_insert(w, &doc, &err);
     bson_destroy(&doc);
+    if (!ok)
+        mgc_outbox_abandon(w->db, w->c, w->t, &ob, mgc_is_dup(&err));
     if (!ok) {
         if (mgc_is_dup(&err)) {
             *dup = true;
@@ -125,6 +208,7 @@ static bool insert_locked(wctx_t *w, cr_entity_t *e, bool *dup, store_change_t *
     }
     mgc_cache_put(w->db->cache, w->t, e, ver);
     commit(w->t, ch, STORE_OP_CREATE, at, NULL, e);
+    ch->outbox = (uint64_t)ob.id;
     return true;
 }
 
@@ -157,15 +241,25 @@ static mongoc_collection_t *claims_coll(wctx_t *w)
 /* *won: this writer may replace the version with token tok. */
 static bool claim(wctx_t *w, int64_t tok, bool *won, problem_t *p)
 {
-    mongoc_collection_t *col = claims_coll(w);
+    mongoc_collection_t *col = NULL;
     bson_error_t         err;
     bool                 ok = true;
 
     *won = false;
     for (int i = 0; i < 2 && ok && !*won; i++) {
-        bson_t *doc = BCON_NEW("_id", BCON_INT64(tok), "at", BCON_INT64(cr_now_us()));
+        bson_t cmd, arr, doc;
 
-        if (mongoc_collection_insert_one(col, doc, NULL, NULL, &err)) {
+        /* an insert command (mgc_write): the claim is a write of every
+         * PATCH on FerretDB, the helper's structures are not for free */
+        bson_init(&cmd);
+        BSON_APPEND_UTF8(&cmd, "insert", "claims");
+        bson_append_array_begin(&cmd, "documents", 9, &arr);
+        bson_append_document_begin(&arr, "0", 1, &doc);
+        BSON_APPEND_INT64(&doc, "_id", tok);
+        BSON_APPEND_INT64(&doc, "at", cr_now_us());
+        bson_append_document_end(&arr, &doc);
+        bson_append_array_end(&cmd, &arr);
+        if (mgc_write(w->db, w->c, w->t->dbname, &cmd, NULL, &err)) {
             *won = true;
         } else if (!mgc_is_dup(&err)) {
             ok = mgc_fail(p, "claiming a version", &err);
@@ -175,6 +269,8 @@ static bool claim(wctx_t *w, int64_t tok, bool *won, problem_t *p)
                                      BCON_INT64(cr_now_us() - MGC_CLAIM_STALE_US), "}");
             bson_t  reply;
 
+            if (!col)
+                col = claims_coll(w);
             if (!mongoc_collection_delete_one(col, stale, NULL, &reply, &err))
                 ok = mgc_fail(p, "claiming a version", &err);
             else if (reply_count(&reply, "deletedCount") < 1)
@@ -182,9 +278,10 @@ static bool claim(wctx_t *w, int64_t tok, bool *won, problem_t *p)
             bson_destroy(&reply);
             bson_destroy(stale);
         }
-        bson_destroy(doc);
+        bson_destroy(&cmd);
     }
-    mongoc_collection_destroy(col);
+    if (col)
+        mongoc_collection_destroy(col);
     return ok;
 }
 
@@ -222,10 +319,10 @@ static void claims_left(wctx_t *w)
 
 /* Replaces the stored version ver of e->id by e; *matched: ver was still
  * the current one (else another writer was first: read again). */
-static bool replace_locked(wctx_t *w, cr_entity_t *e, mgc_ver_t ver, bool *matched, problem_t *p)
+static bool replace_locked(wctx_t *w, cr_entity_t *e, mgc_ver_t ver, mgc_obx_t *ob, bool *matched,
+                           problem_t *p)
 {
-    bson_t       doc, reply;
-    bson_t      *sel;
+    bson_t       doc;
     bson_error_t err;
     mgc_ver_t    next;
     bool         ok, won = true;
@@ -235,15 +332,18 @@ static bool replace_locked(wctx_t *w, cr_entity_t *e, mgc_ver_t ver, bool *match
         return false;
     if (!won)
         return true;
-    sel = BCON_NEW("_id", BCON_UTF8(e->id), "w", BCON_INT64(ver.w));
     mgc_geo_index(w->db, w->c, w->t, e);
     next = (mgc_ver_t){ ver.v + 1, (int64_t)mgc_token(w->db) };
-    mgc_doc_entity(&doc, e, next.v, (uint64_t)next.w);
-    ok = mongoc_collection_replace_one(w->col, sel, &doc, w->db->wopts, &reply, &err);
-    *matched = ok && reply_count(&reply, "matchedCount") > 0;
-    bson_destroy(&reply);
+    if (ob && !mgc_outbox_put(w->db, w->c, w->t, ob, e, ver, next, p)) {
+        if (w->db->claims)
+            unclaim(w, ver.w);
+        return false;
+    }
+    mgc_doc_entity(&doc, e, next.v, (uint64_t)next.w, w->db->geo2d);
+    ok = entity_replace(w, e->id, ver.w, &doc, matched, &err);
+    if (!*matched)
+        mgc_outbox_abandon(w->db, w->c, w->t, ob, ok);
     bson_destroy(&doc);
-    bson_destroy(sel);
     if (*matched)
         mgc_cache_put(w->db->cache, w->t, e, next);
     else
@@ -257,7 +357,8 @@ static bool replace_locked(wctx_t *w, cr_entity_t *e, mgc_ver_t ver, bool *match
     return ok || mgc_fail(p, "replace", &err);
 }
 
-static bool delete_version(wctx_t *w, const char *id, mgc_ver_t ver, bool *matched, problem_t *p)
+static bool delete_version(wctx_t *w, const char *id, mgc_ver_t ver, mgc_obx_t *ob, bool *matched,
+                           problem_t *p)
 {
     bson_t      *sel;
     bson_t       reply;
@@ -269,9 +370,16 @@ static bool delete_version(wctx_t *w, const char *id, mgc_ver_t ver, bool *match
         return false;
     if (!won)
         return true;
+    if (ob && !mgc_outbox_put(w->db, w->c, w->t, ob, NULL, ver, (mgc_ver_t){ 0, 0 }, p)) {
+        if (w->db->claims)
+            unclaim(w, ver.w);
+        return false;
+    }
     sel = BCON_NEW("_id", BCON_UTF8(id), "w", BCON_INT64(ver.w));
-    ok  = mongoc_collection_delete_one(w->col, sel, NULL, &reply, &err);
+    ok  = mongoc_collection_delete_one(wcol(w), sel, NULL, &reply, &err);
     *matched = ok && reply_count(&reply, "deletedCount") > 0;
+    if (!*matched)
+        mgc_outbox_abandon(w->db, w->c, w->t, ob, ok);
     bson_destroy(&reply);
     bson_destroy(sel);
     mgc_cache_drop(w->db->cache, w->t, id);
@@ -363,13 +471,16 @@ static bool modify_locked(wctx_t *w, const char *id, entity_op_t op, const cr_en
             entity_unref(old);
             return problem_set(p, PB_INTERNAL_ERROR, "entity '%.400s' too large", id);
         }
-        if (!replace_locked(w, e, ver, &matched, p)) {
+        mgc_obx_t ob = { store_op_of(op), at, old, 0 };
+
+        if (!replace_locked(w, e, ver, mgc_outbox_wants(w->db, w->t, e) ? &ob : NULL, &matched, p)) {
             entity_unref(old);
             entity_unref(e);
             return false;
         }
         if (matched) {
             commit(w->t, ch, store_op_of(op), at, old, e);
+            ch->outbox = (uint64_t)ob.id;
             return true;
         }
         entity_unref(old);                  /* another process wrote first: again */
@@ -404,7 +515,7 @@ static bool upsert_locked(wctx_t *w, const cr_entity_t *draft, bool replace, boo
             return problem_set(p, PB_INTERNAL_ERROR, "entity '%.400s' too large", draft->id);
         if (p)
             *p = (problem_t){ 0 };
-        if (insert_locked(w, e, &dup, ch, p)) {
+        if (insert_locked(w, e, &dup, ch, true, p)) {
             *created = true;
             return true;
         }
@@ -432,12 +543,16 @@ static bool remove_locked(wctx_t *w, const char *id, const typesel_t *if_type, s
             entity_unref(old);
             return type_mismatch(p, id);
         }
-        if (!delete_version(w, id, ver, &matched, p)) {
+        int64_t   at = mgc_clock(w->t, 0);
+        mgc_obx_t ob = { op, at, old, 0 };
+
+        if (!delete_version(w, id, ver, mgc_outbox_wants(w->db, w->t, old) ? &ob : NULL, &matched, p)) {
             entity_unref(old);
             return false;
         }
         if (matched) {
-            commit(w->t, ch, op, mgc_clock(w->t, 0), old, NULL);
+            commit(w->t, ch, op, at, old, NULL);
+            ch->outbox = (uint64_t)ob.id;
             return true;
         }
         entity_unref(old);
@@ -459,9 +574,9 @@ bool mgc_create(mgc_t *db, const char *tenant, const cr_entity_t *draft, store_c
         return false;
     if (!(e = entity_freeze(draft)))
         return problem_set(p, PB_INTERNAL_ERROR, "entity '%.400s' too large", draft->id);
-    wctx_open(&w, db, t);
+    wctx_open_lazy(&w, db, t);
     pthread_mutex_lock(&t->wmu);
-    ok = insert_locked(&w, e, &dup, ch, p);
+    ok = insert_locked(&w, e, &dup, ch, true, p);
     pthread_mutex_unlock(&t->wmu);
     wctx_close(&w);
     if (!ok)
@@ -479,7 +594,7 @@ bool mgc_upsert(mgc_t *db, const char *tenant, const cr_entity_t *draft, bool re
     change_none(ch);
     if (!check_draft(draft, p) || !(t = mgc_tenant_open(db, tenant, p)))
         return false;
-    wctx_open(&w, db, t);
+    wctx_open_lazy(&w, db, t);
     pthread_mutex_lock(&t->wmu);
     ok = upsert_locked(&w, draft, replace, created, scratch, ch, p);
     pthread_mutex_unlock(&t->wmu);
@@ -500,7 +615,7 @@ bool mgc_modify(mgc_t *db, const char *tenant, const char *id, entity_op_t op, c
         return false;
     if (!id)
         return problem_set(p, PB_BAD_REQUEST_DATA, "no entity id");
-    wctx_open(&w, db, t);
+    wctx_open_lazy(&w, db, t);
     pthread_mutex_lock(&t->wmu);
     ok = modify_locked(&w, id, op, patch, args, res, scratch, ch, NULL, p);
     pthread_mutex_unlock(&t->wmu);
@@ -626,7 +741,10 @@ static void batch_create_bulk(wctx_t *w, store_batch_item_t *items, size_t n, ar
     mongoc_bulk_operation_t *bulk  = mongoc_collection_create_bulk_operation_with_opts(w->col, bopts);
     bson_t                   reply;
     bson_error_t             berr;
-    size_t                   queued = 0;
+    mgc_obx_t               *ob  = arena_calloc(scratch, n * sizeof(*ob));
+    mgc_obx_req_t           *obr = arena_alloc(scratch, n * sizeof(*obr));
+    mgc_obx_t              **gone = arena_alloc(scratch, n * sizeof(*gone));
+    size_t                   queued = 0, n_obr = 0, n_gone = 0;
     bool                     unknown = false;
     problem_t                down = { 0 };
 
@@ -647,7 +765,7 @@ static void batch_create_bulk(wctx_t *w, store_batch_item_t *items, size_t n, ar
         ver[i] = (mgc_ver_t){ 1, (int64_t)mgc_token(w->db) };
         stamp_new(e[i], at[i]);
         mgc_geo_index(w->db, w->c, w->t, e[i]);
-        mgc_doc_entity(&doc, e[i], ver[i].v, (uint64_t)ver[i].w);
+        mgc_doc_entity(&doc, e[i], ver[i].v, (uint64_t)ver[i].w, w->db->geo2d);
         if (!mongoc_bulk_operation_insert_with_opts(bulk, &doc, w->db->wopts, &berr)) {
             problem_set(&ip, PB_INTERNAL_ERROR, "MongoDB: insert: %.300s", berr.message);
             items[i].problem = batch_problem(scratch, &ip);
@@ -655,8 +773,20 @@ static void batch_create_bulk(wctx_t *w, store_batch_item_t *items, size_t n, ar
             e[i] = NULL;
         } else {
             of[queued++] = i;
+            ob[i] = (mgc_obx_t){ STORE_OP_CREATE, at[i], NULL, 0 };
+            if (mgc_outbox_wants(w->db, w->t, e[i]))
+                obr[n_obr++] = (mgc_obx_req_t){ &ob[i], e[i], { 0, 0 }, ver[i] };
         }
         bson_destroy(&doc);
+    }
+    /* the outbox entries first (one insertMany), else none of the creates */
+    if (n_obr && !mgc_outbox_put_many(w->db, w->c, w->t, obr, n_obr, &down)) {
+        for (size_t j = 0; j < queued; j++) {
+            items[of[j]].problem = batch_problem(scratch, &down);
+            entity_unref(e[of[j]]);
+            e[of[j]] = NULL;
+        }
+        queued = 0;
     }
     if (queued && !mongoc_bulk_operation_execute(bulk, &reply, &berr)) {
         /* writeErrors name the bulk's ops, not the items (some were not queued) */
@@ -675,13 +805,19 @@ static void batch_create_bulk(wctx_t *w, store_batch_item_t *items, size_t n, ar
                 problem_set(err[i], PB_ALREADY_EXISTS, "entity '%.400s' already exists", e[i]->id);
             items[i].problem = err[i] ? err[i] : batch_problem(scratch, &down);
             entity_unref(e[i]);
+            if (!err[i])
+                mgc_outbox_abandon(w->db, w->c, w->t, &ob[i], false);
+            else if (ob[i].id)
+                gone[n_gone++] = &ob[i];
             continue;
         }
         mgc_cache_put(w->db->cache, w->t, e[i], ver[i]);
         commit(w->t, &group[*k], STORE_OP_CREATE, at[i], NULL, e[i]);
+        group[*k].outbox = (uint64_t)ob[i].id;
         (*k)++;
         items[i].ok = items[i].created = true;
     }
+    mgc_outbox_abandon_many(w->db, w->c, w->t, gone, n_gone);
     mongoc_bulk_operation_destroy(bulk);
     bson_destroy(bopts);
 }
@@ -722,7 +858,10 @@ typedef struct bitem {
     int64_t      at;
     int          act;
     bool         pending, claimed, matched, unknown;
+    bool         cache_tried;       /* its first round looked in the entity cache */
+    bool         cached;            /* old is the cached version, unread (bulk_from_cache) */
     int32_t      op;                /* its index in the write bulk, -1: none */
+    mgc_obx_t    ob;                /* its outbox entry in this round (ob.id 0: none) */
     problem_t   *err;               /* its write error */
     size_t       n0, upd0, not0;    /* its op_result_t before the round */
 } bitem_t;
@@ -756,8 +895,23 @@ static void bitem_fail(store_batch_item_t *it, bitem_t *b, arena_t *scratch, con
     it->problem = batch_problem(scratch, p);
 }
 
-/* wmu held: the write of one item on the version read (b->old, NULL: none). */
-static void bitem_plan(wctx_t *w, store_batch_item_t *it, bitem_t *b, arena_t *scratch)
+/* The change an item's write makes (purge: a purge's deletes). */
+static store_op_t bitem_op(const store_batch_item_t *it, const bitem_t *b, bool purge)
+{
+    if (b->act == BA_DELETE)
+        return purge ? STORE_OP_PURGE : STORE_OP_DELETE;
+    if (b->act == BA_INSERT)
+        return STORE_OP_CREATE;
+    return store_op_of(it->kind == STORE_B_UPSERT ? OP_UPDATE_ATTRS
+                       : it->kind == STORE_B_UPSERT_REPLACE ? OP_REPLACE_ENTITY
+                       : it->kind == STORE_B_UPDATE ? OP_APPEND_ATTRS : OP_MERGE_ENTITY);
+}
+
+/* wmu held: the write of one item on the version read (b->old, NULL: none).
+ * purge (mgc_purge): a delete only of a version that matches it (else the
+ * item is answered not found: it is not purged). */
+static void bitem_plan(wctx_t *w, store_batch_item_t *it, bitem_t *b, arena_t *scratch,
+                       const entity_filter_t *purge)
 {
     problem_t    ip = { 0 };
     entity_op_t  op;
@@ -785,7 +939,7 @@ static void bitem_plan(wctx_t *w, store_batch_item_t *it, bitem_t *b, arena_t *s
         b->act  = BA_INSERT;
         return;
     }
-    if (!b->old) {
+    if (!b->old || (purge && !filter_match(purge, b->old))) {
         not_found(&ip, b->id);
         goto fail;
     }
@@ -950,10 +1104,41 @@ static bool bulk_verify(wctx_t *w, bitem_t *b, const size_t *rd, size_t m, int a
     return true;
 }
 
+/* The first round of an item starts from its cached version, unread, as
+ * modify_locked's first attempt does: its replace or delete is conditional
+ * on the cached token, so a stale one matches nothing (the counts fall
+ * short, bulk_verify tells which) and the next round reads it. A create
+ * reads (the cache cannot say an id is free). Sets b->cached; false: read it. */
+static bool bulk_from_cache(wctx_t *w, const store_batch_item_t *it, bitem_t *x)
+{
+    x->cached = false;
+    if (x->cache_tried || it->kind == STORE_B_CREATE)
+        return false;
+    x->cache_tried = true;
+    x->old    = mgc_cache_peek(w->db->cache, w->t, x->id, &x->ver);
+    x->cached = x->old != NULL;
+    return x->cached;
+}
+
+/* After bitem_plan on a cached version: an answer other than a replace or
+ * a delete (an error, no change) is decided on the version read from the
+ * server, in the next round. */
+static void bulk_cache_answer(store_batch_item_t *it, bitem_t *x)
+{
+    if (!x->cached || x->act == BA_REPLACE || x->act == BA_DELETE)
+        return;
+    it->problem = NULL;
+    it->ok      = false;
+    bitem_reset(it, x);
+    x->pending = true;
+    x->act     = BA_RETRY;
+}
+
 /* wmu held: one round over the chosen items rd[0..m) (distinct ids).
  * false: the database failed (down): the caller answers the rest 503. */
 static bool bulk_round(wctx_t *w, store_batch_item_t *items, bitem_t *b, const size_t *rd, size_t m,
-                       arena_t *scratch, store_change_t *group, size_t *k, problem_t *down)
+                       arena_t *scratch, store_change_t *group, size_t *k, problem_t *down,
+                       const entity_filter_t *purge)
 {
     const char             **ids  = arena_alloc(scratch, (m ? m : 1) * sizeof(*ids));
     cr_entity_t            **olds = arena_calloc(scratch, (m ? m : 1) * sizeof(*olds));
@@ -962,23 +1147,38 @@ static bool bulk_round(wctx_t *w, store_batch_item_t *items, bitem_t *b, const s
     mongoc_bulk_operation_t *bulk;
     bson_t                   reply;
     bson_error_t             berr;
+    size_t                  *rj   = arena_alloc(scratch, (m ? m : 1) * sizeof(*rj));
+    size_t                   nr = 0, n_obr = 0, n_gone = 0;
+    mgc_obx_req_t           *obr  = arena_alloc(scratch, (m ? m : 1) * sizeof(*obr));
+    mgc_obx_t              **gone = arena_alloc(scratch, (m ? m : 1) * sizeof(*gone));
     int32_t                  q = 0;
     int64_t                  n_rep = 0, n_del = 0, matched = 0, removed = 0;
     bool                     ok = true, executed = false;
 
     for (size_t j = 0; j < m; j++)
-        ids[j] = b[rd[j]].id;
-    if (!mgc_read_many(w->db, w->c, w->t, ids, m, olds, vers, scratch, down))
+        if (!bulk_from_cache(w, &items[rd[j]], &b[rd[j]])) {
+            ids[nr]  = b[rd[j]].id;
+            rj[nr++] = j;
+        }
+    if (nr && !mgc_read_many(w->db, w->c, w->t, ids, nr, olds, vers, scratch, down)) {
+        for (size_t j = 0; j < m; j++)
+            if (b[rd[j]].cached)
+                bitem_reset(&items[rd[j]], &b[rd[j]]);
         return false;
+    }
+    for (size_t r = 0; r < nr; r++) {
+        b[rd[rj[r]]].old = olds[r];
+        b[rd[rj[r]]].ver = vers[r];
+    }
     for (size_t j = 0; j < m; j++) {
         bitem_t *x = &b[rd[j]];
 
-        x->old = olds[j];
-        x->ver = vers[j];
         x->op  = -1;
         x->err = NULL;
         x->claimed = x->matched = x->unknown = false;
-        bitem_plan(w, &items[rd[j]], x, scratch);
+        x->ob  = (mgc_obx_t){ 0 };
+        bitem_plan(w, &items[rd[j]], x, scratch, purge);
+        bulk_cache_answer(&items[rd[j]], x);
     }
     ok    = !w->db->claims || bulk_claims(w, items, b, rd, m, scratch, down);
     bopts = BCON_NEW("ordered", BCON_BOOL(false));
@@ -997,7 +1197,7 @@ static bool bulk_round(wctx_t *w, store_batch_item_t *items, bitem_t *b, const s
             n_del += queued;
         } else {
             mgc_geo_index(w->db, w->c, w->t, x->e);
-            mgc_doc_entity(&doc, x->e, x->next.v, (uint64_t)x->next.w);
+            mgc_doc_entity(&doc, x->e, x->next.v, (uint64_t)x->next.w, w->db->geo2d);
             if (x->act == BA_INSERT) {
                 queued = mongoc_bulk_operation_insert_with_opts(bulk, &doc, w->db->wopts, &berr);
             } else {
@@ -1019,6 +1219,20 @@ static bool bulk_round(wctx_t *w, store_batch_item_t *items, bitem_t *b, const s
             bitem_fail(&items[rd[j]], x, scratch, &ip);
         }
     }
+    /* the outbox entries of the writes queued, in one insertMany before them */
+    for (size_t j = 0; j < m && ok; j++) {
+        bitem_t *x = &b[rd[j]];
+
+        if (x->op < 0 || !mgc_outbox_wants(w->db, w->t, x->act == BA_DELETE ? x->old : x->e))
+            continue;
+        x->ob = (mgc_obx_t){ bitem_op(&items[rd[j]], x, purge != NULL), x->at,
+                             x->act == BA_INSERT ? NULL : x->old, 0 };
+        obr[n_obr++] = (mgc_obx_req_t){ &x->ob, x->act == BA_DELETE ? NULL : x->e,
+                                        x->act == BA_INSERT ? (mgc_ver_t){ 0, 0 } : x->ver,
+                                        x->act == BA_DELETE ? (mgc_ver_t){ 0, 0 } : x->next };
+    }
+    if (ok && n_obr && !mgc_outbox_put_many(w->db, w->c, w->t, obr, n_obr, down))
+        ok = false;                         /* the entries are orphans now; no write goes */
     if (ok && q) {
         problem_t **oerr = arena_calloc(scratch, (size_t)q * sizeof(*oerr));
 
@@ -1067,6 +1281,8 @@ static bool bulk_round(wctx_t *w, store_batch_item_t *items, bitem_t *b, const s
         if (x->op < 0)
             continue;                       /* answered already */
         if (x->err) {
+            if (x->ob.id)
+                gone[n_gone++] = &x->ob;    /* refused: not committed */
             if (x->act == BA_INSERT && x->err->kind == PB_ALREADY_EXISTS && it->kind != STORE_B_CREATE) {
                 bitem_reset(it, x);         /* an upsert's id created meanwhile: update it */
                 continue;
@@ -1082,6 +1298,7 @@ static bool bulk_round(wctx_t *w, store_batch_item_t *items, bitem_t *b, const s
         if (x->claimed)
             claims_left(w);
         if (x->unknown) {
+            mgc_outbox_abandon(w->db, w->c, w->t, &x->ob, false);
             mgc_cache_drop(w->db->cache, w->t, x->id);
             problem_set(down, PB_HTTP, "entity '%.400s': another process wrote it while this batch did; "
                         "whether this item was applied is not known; retry later", x->id);
@@ -1091,30 +1308,30 @@ static bool bulk_round(wctx_t *w, store_batch_item_t *items, bitem_t *b, const s
             continue;
         }
         if (!x->matched) {
+            if (x->ob.id)
+                gone[n_gone++] = &x->ob;
             mgc_cache_drop(w->db->cache, w->t, x->id);
             bitem_reset(it, x);             /* another process wrote first: again */
             continue;
         }
-        if (x->act == BA_DELETE) {
+        if (x->act == BA_DELETE)
             mgc_cache_drop(w->db->cache, w->t, x->id);
-            commit(w->t, &group[(*k)++], STORE_OP_DELETE, x->at, x->old, NULL);
-        } else {
+        else
             mgc_cache_put(w->db->cache, w->t, x->e, x->next);
-            commit(w->t, &group[(*k)++],
-                   x->act == BA_INSERT ? STORE_OP_CREATE
-                   : store_op_of(it->kind == STORE_B_UPSERT ? OP_UPDATE_ATTRS
-                                 : it->kind == STORE_B_UPSERT_REPLACE ? OP_REPLACE_ENTITY
-                                 : it->kind == STORE_B_UPDATE ? OP_APPEND_ATTRS : OP_MERGE_ENTITY),
-                   x->at, x->old, x->e);
-        }
+        commit(w->t, &group[*k], bitem_op(it, x, purge != NULL), x->at, x->old,
+               x->act == BA_DELETE ? NULL : x->e);
+        group[(*k)++].outbox = (uint64_t)x->ob.id;
+        x->ob.id = 0;
         x->old = x->e = NULL;
         x->pending = false;
         it->ok      = true;
         it->created = x->act == BA_INSERT;
     }
+    mgc_outbox_abandon_many(w->db, w->c, w->t, gone, n_gone);
     if (!ok)
         for (size_t j = 0; j < m; j++)
             if (b[rd[j]].pending) {
+                mgc_outbox_abandon(w->db, w->c, w->t, &b[rd[j]].ob, false);   /* outcome not known */
                 if (b[rd[j]].claimed)
                     unclaim(w, b[rd[j]].ver.w);
                 mgc_cache_drop(w->db->cache, w->t, b[rd[j]].id);
@@ -1129,7 +1346,7 @@ static bool bulk_round(wctx_t *w, store_batch_item_t *items, bitem_t *b, const s
 
 /* wmu held: the batch in rounds (see above). */
 static void batch_bulk(wctx_t *w, store_batch_item_t *items, size_t n, arena_t *scratch,
-                       store_change_t *group, size_t *k)
+                       store_change_t *group, size_t *k, const entity_filter_t *purge)
 {
     bitem_t     *b   = arena_calloc(scratch, n * sizeof(*b));
     const char **ids = arena_alloc(scratch, n * sizeof(*ids));
@@ -1175,7 +1392,7 @@ static void batch_bulk(wctx_t *w, store_batch_item_t *items, size_t n, arena_t *
         for (size_t j = 0; j < np; j++)
             if (mgc_idmap_find(&map, ids[j]) == (int32_t)j)
                 rd[m++] = pi[j];
-        if (!bulk_round(w, items, b, rd, m, scratch, group, k, &down))
+        if (!bulk_round(w, items, b, rd, m, scratch, group, k, &down, purge))
             break;
     }
     if (down.kind == PB_NONE) {
@@ -1222,7 +1439,7 @@ bool mgc_batch(mgc_t *db, const char *tenant, store_batch_item_t *items, size_t 
         batch_create_bulk(&w, items, n, scratch, group, &k);
         n = 0;                          /* done: the loop below has nothing left */
     } else if (n > 1) {
-        batch_bulk(&w, items, n, scratch, group, &k);
+        batch_bulk(&w, items, n, scratch, group, &k, NULL);
         n = 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -1243,7 +1460,7 @@ bool mgc_batch(mgc_t *db, const char *tenant, store_batch_item_t *items, size_t 
                 problem_set(&ip, PB_INTERNAL_ERROR, "entity '%.400s' too large", it->draft->id);
                 break;
             }
-            if (!(it->ok = it->created = insert_locked(&w, e, &dup, ch, &ip)))
+            if (!(it->ok = it->created = insert_locked(&w, e, &dup, ch, true, &ip)))
                 entity_unref(e);
             break;
         case STORE_B_UPSERT:
@@ -1316,66 +1533,55 @@ static void drop_group(store_change_t *g, size_t n)
 }
 
 /* The matches first (a read of the filter), then their deletes in chunks of
- * STORE_PURGE_CHUNK, each entity deleted only if it still matches (re-read
- * when it changed meanwhile). */
+ * STORE_PURGE_CHUNK, each chunk as a batch of deletes in bulk rounds
+ * (batch_bulk: one find of the chunk's versions, one insertMany of their
+ * outbox entries, one bulk delete; not two round trips per entity), each
+ * entity deleted only if the version read still matches f (an entity gone
+ * or changed so that it no longer matches is not purged). */
 bool mgc_purge(mgc_t *db, const char *tenant, const entity_filter_t *f, size_t *deleted,
                void (*emit)(void *ud, store_change_t *group, size_t n), void *ud, problem_t *p)
 {
     static const entity_filter_t all = { .limit = SIZE_MAX };
-    purge_list_t   l = { 0 };
-    mgc_tenant_t  *t;
-    wctx_t         w;
-    store_change_t g[STORE_PURGE_CHUNK];
-    bool           ok = true;
+    purge_list_t        l = { 0 };
+    mgc_tenant_t       *t;
+    wctx_t              w;
+    store_change_t      g[STORE_PURGE_CHUNK];
+    store_batch_item_t *items;
+    arena_t            *a;
+    bool                ok = true;
 
     *deleted = 0;
     if (!(t = mgc_tenant_get(db, tenant, p)))
         return false;
     if (!mgc_foreach(db, tenant, f ? f : &all, purge_collect, &l, p))
         return false;
+    items = cr_xreallocarray(NULL, STORE_PURGE_CHUNK, sizeof(*items));
+    a     = arena_new(64 * 1024);
     wctx_open(&w, db, t);
     for (size_t i = 0; i < l.n && ok;) {
-        size_t k = 0;
+        size_t m = 0, k = 0;
 
+        for (; i < l.n && m < STORE_PURGE_CHUNK; i++)
+            items[m++] = (store_batch_item_t){ .kind = STORE_B_DELETE, .id = l.v[i]->id };
         pthread_mutex_lock(&t->wmu);
-        for (; i < l.n && k < STORE_PURGE_CHUNK; i++) {
-            const char *id = l.v[i]->id;
-
-            for (int attempt = 0; attempt < MGC_RETRIES; attempt++) {
-                mgc_ver_t    ver;
-                bool         failed, matched;
-                cr_entity_t *cur = mgc_read(db, w.c, t, id, &ver, &failed, p);
-
-                if (!cur) {
-                    ok = !failed;
-                    break;
-                }
-                if (f && !filter_match(f, cur)) {
-                    entity_unref(cur);
-                    break;
-                }
-                if (!delete_version(&w, id, ver, &matched, p)) {
-                    entity_unref(cur);
-                    ok = false;
-                    break;
-                }
-                if (matched) {
-                    commit(t, &g[k++], STORE_OP_PURGE, mgc_clock(t, 0), cur, NULL);
-                    break;
-                }
-                entity_unref(cur);
-            }
-            if (!ok)
-                break;
-        }
+        batch_bulk(&w, items, m, a, g, &k, f ? f : &all);
         pthread_mutex_unlock(&t->wmu);
+        for (size_t j = 0; j < m && ok; j++)
+            if (!items[j].ok && items[j].problem && items[j].problem->kind != PB_RESOURCE_NOT_FOUND) {
+                if (p)
+                    *p = *items[j].problem;
+                ok = false;
+            }
         if (k) {
             emit(ud, g, k);
             drop_group(g, k);
             *deleted += k;
         }
+        arena_reset(a);
     }
     wctx_close(&w);
+    arena_free(a);
+    free(items);
     for (size_t i = 0; i < l.n; i++)
         entity_unref(l.v[i]);
     free(l.v);
