@@ -171,12 +171,6 @@ bool api_entity_map_params(request_t *r, bool with_header, api_map_req_t *mr, pr
 /* Retrieve Entity distributed through an EntityMap (5.7.1.4): the map mr names, when it exists, decides
  * which registrations are asked (fwd_retrieve_map); else a new map of this entity is made from where it
  * was found. As fwd_retrieve otherwise; the map used is named in NGSILD-EntityMap. */
-/* Create EntityMap for Query Temporal Evolution of Entities (5.14.5, 6.35): the map of the ids of the n
- * local matches of a temporal query made and answered 201 with NGSILD-EntityMap; TooManyResults when it
- * cannot be held. A distributed temporal query makes its map with fwd_map_put (reg_ids, origins of the
- * merged result) and answers with api_entity_map_answer instead. */
-bool api_temporal_map_answer(request_t *r, const ld_context_t *ctx, const char *const *ids, size_t n,
-                             const api_map_req_t *mr, problem_t *p);
 struct fwd_in;
 struct fwd_out;
 struct fwd_param;

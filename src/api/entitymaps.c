@@ -222,18 +222,3 @@ bool api_entity_map_retrieve(request_t *r, const fwd_in_t *in, const char *id, c
     else LOG_D("api: no entity map for the retrieve of %s (%zu sources, --entityMapMax)", id, n_regs);
     return true;
 }
-
-bool api_temporal_map_answer(request_t *r, const ld_context_t *ctx, const char *const *ids, size_t n,
-                             const api_map_req_t *mr, problem_t *p)
-{
-    uint64_t *origins = arena_alloc(r->arena, (n + 1) * sizeof *origins);
-    for (size_t i = 0; i < n; i++) origins[i] = FWD_MAP_HERE;
-    char           id[64];
-    fwd_map_page_t mp;
-    if (!fwd_map_put(r->tenant, cr_now_us() + mr->lifetime_us, NULL, NULL, 0, ids, origins, n, id) ||
-        !fwd_map_page(r->tenant, id, 0, SIZE_MAX, r->arena, &mp))
-        return problem_set(p, PB_TOO_MANY_RESULTS, "an EntityMap of %zu entities cannot be held (--entityMapEntries %d)",
-                           n, cr_config.entity_map_entries);
-    api_entity_map_answer(r, ctx, &mp, 201);
-    return true;
-}

@@ -380,8 +380,16 @@ static void wr_series_simplified(json_writer_t *w, const tview_t *tv, const ops_
                 attr_render(w, &in->attr, &kv);
             else
                 wr_pair_value(w, tv, &in->attr);
-            cr_datetime_format(inst_time(in, t->hq.timeprop), ts);
-            jw_string(w, ts);
+            /* an instance without the timeproperty (no observedAt): when it was recorded; never a
+             * formatted "no time" (INT64_MIN) */
+            int64_t at = inst_time(in, t->hq.timeprop);
+            if (at == CR_NO_TIME) at = in->attr.created_at;
+            if (at == CR_NO_TIME) {
+                jw_null(w);
+            } else {
+                cr_datetime_format(at, ts);
+                jw_string(w, ts);
+            }
             jw_array_end(w);
         }
         jw_array_end(w);
@@ -497,23 +505,25 @@ static void answer(request_t *r, const ld_context_t *ctx, tview_t *tv, const ops
  * merged with the sources' (fwd_temporal_merge), then aggregated or cut to
  * the instance limit (6.3.10) as a local answer is. */
 
-/* The local part of a distributed read (id: a retrieve), merged with fo's into res. */
+/* The local part of a distributed read (id: a retrieve; no_local: nothing to read here), merged with fo's
+ * into res; origins (or NULL): where each item came from (fwd_temporal_merge). */
 static bool tmerged(request_t *r, const ops_req_t *rq, const char *id, const ops_temporal_t *t,
-                    const fwd_tout_t *fo, hist_result_t *res, problem_t *p)
+                    const fwd_tout_t *fo, bool no_local, hist_result_t *res, uint64_t **origins, problem_t *p)
 {
     ops_temporal_t lt = *t;
     hist_result_t  local = {0};
     problem_t      q = {0};
     lt.aggregated = false;
     if (t->aggregated) lt.hq.inst_limit = 0;             /* aggregates cover the whole range */
-    if (!(id ? ops_temporal_retrieve(rq, id, &lt, &local, &q) : ops_temporal_query(rq, &lt, &local, &q))) {
+    if (!no_local &&
+        !(id ? ops_temporal_retrieve(rq, id, &lt, &local, &q) : ops_temporal_query(rq, &lt, &local, &q))) {
         if (q.kind != PB_RESOURCE_NOT_FOUND && q.kind != PB_NONEXISTENT_TENANT) {
             *p = q;
             return false;
         }
         local = (hist_result_t){0};                      /* not here: the sources may have it */
     }
-    fwd_temporal_merge(r->arena, &lt.hq, &local, fo, res);
+    fwd_temporal_merge(r->arena, &lt.hq, &local, fo, res, origins);
     if (!t->aggregated) {
         history_window(r->arena, &lt.hq, res);
         return true;
@@ -551,7 +561,7 @@ static bool tretrieve_fwd(request_t *r, const ld_context_t *ctx, tview_t *tv, op
     *done = true;
     hist_result_t res;
     ops_req_t     rq = api_req(r, ctx);
-    if (!tmerged(r, &rq, id, t, &fo, &res, p)) return false;
+    if (!tmerged(r, &rq, id, t, &fo, false, &res, NULL, p)) return false;
     if (!res.n)
         return problem_set(p, PB_RESOURCE_NOT_FOUND, "entity %s has no temporal evolution here nor at the "
                            "context sources registered for it", id);
@@ -585,6 +595,23 @@ fail:
     reply_problem(r, &p);
 }
 
+/* The sources' part of a temporal query: want entities of each source, or (only) the ids an entity map's
+ * page gives each; fo->forwarded 0: nothing matched. */
+static bool tquery_sources(request_t *r, const ops_req_t *rq, const ops_temporal_t *t, const ops_query_t *qy,
+                           const json_t *body, size_t want, const fwd_map_page_t *only, fwd_tout_t *fo, problem_t *p)
+{
+    fwd_param_t prm[16];
+    fwd_tread_t tr = {.hq = &t->hq, .params = prm, .want = want, .only = only};
+    tr.n_params = api_fwd_selection(r, qy, body, prm, &tr.match);
+    tr.match.attrs = t->hq.attrs;
+    tr.match.n_attrs = t->hq.n_attrs;
+    fwd_in_t in;
+    api_fwd_in(r, rq->ctx, &in);
+    if (!fwd_temporal_read(&in, &tr, fo, p)) return false;
+    if (fo->warning) reply_header(r, "NGSILD-Warning", fo->warning);
+    return true;
+}
+
 /* A query distributed: the first offset + limit (at most --maxLimit) entities here and of each source,
  * merged (local first) and paged as an entity query's (api/query.c); *done false: nothing matched. */
 static bool tquery_fwd(request_t *r, const ops_req_t *rq, ops_temporal_t *t, const ops_query_t *qy,
@@ -594,23 +621,15 @@ static bool tquery_fwd(request_t *r, const ops_req_t *rq, ops_temporal_t *t, con
     if (!api_distributed(r)) return true;
     size_t      cap = (size_t)cr_config.max_limit, want = qy->offset + qy->limit;
     if (!want || want > cap) want = cap;                /* limit=0&count=true: count what the sources answer */
-    fwd_param_t prm[16];
-    fwd_tread_t tr = {.hq = &t->hq, .params = prm, .want = want};
-    tr.n_params = api_fwd_selection(r, qy, body, prm, &tr.match);
-    tr.match.attrs = t->hq.attrs;
-    tr.match.n_attrs = t->hq.n_attrs;
-    fwd_in_t   in;
     fwd_tout_t fo;
-    api_fwd_in(r, rq->ctx, &in);
-    if (!fwd_temporal_read(&in, &tr, &fo, p)) return false;
-    if (fo.warning) reply_header(r, "NGSILD-Warning", fo.warning);
+    if (!tquery_sources(r, rq, t, qy, body, want, NULL, &fo, p)) return false;
     if (!fo.forwarded) return true;
     *done = true;
     ops_temporal_t lt = *t;
     lt.hq.offset = 0;
     lt.hq.limit = want;
     lt.hq.want_count = false;
-    if (!tmerged(r, rq, NULL, &lt, &fo, res, p)) return false;
+    if (!tmerged(r, rq, NULL, &lt, &fo, false, res, NULL, p)) return false;
     size_t from = qy->offset < res->n ? qy->offset : res->n;
     size_t to = qy->limit < res->n - from ? from + qy->limit : res->n;
     res->count = res->n;
@@ -618,6 +637,137 @@ static bool tquery_fwd(request_t *r, const ops_req_t *rq, ops_temporal_t *t, con
     res->items += from;
     res->n = to - from;
     return true;
+}
+
+/* A page of a temporal query answered: NGSILD-Results-Count, the Link of the next page (at next) and the
+ * previous one, the entities. */
+static bool tpage_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, const ops_temporal_t *t,
+                         const ops_query_t *qy, const hist_result_t *res, size_t next)
+{
+    if (qy->count) reply_header(r, "NGSILD-Results-Count", arena_printf(r->arena, "%zu", res->count));
+    if (res->more) api_page_link(r, "next", next, qy->limit, tv->v.ctype);
+    if (qy->offset > 0 && qy->limit)
+        api_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, tv->v.ctype);
+    answer(r, ctx, tv, t, res, true);
+    return true;
+}
+
+/* ------------------------------------------------ entity maps of temporal queries
+ * (Table 6.18.3.2-1 and 6.24's entityMap, 5.14.5, 4.3.6.7, 4.5.25), as api/query.c makes and pages the maps
+ * of entity queries, in the same maps (fwd/fwd_map.c): entityMap=true, or GET/POST /temporal/entityMaps
+ * (6.35), makes a map of the whole result (every match here and at each source, up to --maxLimit of each:
+ * each source asked once) with where each entity came from; a query naming the map in NGSILD-EntityMap
+ * gets the map's slots [offset, offset + limit): the local ones read here by id, each source asked only
+ * for the page's ids the map gives it (fwd_tread_t.only), and what matches no more is removed from the map
+ * (kept when its source did not answer). An unknown or expired map is made anew (5.5.14). The sources are
+ * not asked for maps of their own (no linkedMaps): paging through ours asks each for its ids. */
+static bool tmap_make(request_t *r, const ld_context_t *ctx, tview_t *tv, ops_temporal_t *t, ops_query_t *qy,
+                      const json_t *body, const api_map_req_t *mr, bool as_map, problem_t *p)
+{
+    ops_req_t      rq = api_req(r, ctx);
+    size_t         cap = (size_t)cr_config.max_limit;
+    fwd_tout_t     fo = {0};
+    hist_result_t  res;
+    uint64_t      *origins = NULL;
+    ops_temporal_t lt = *t;
+    lt.hq.offset = 0;
+    lt.hq.limit = cap;
+    lt.hq.want_count = false;
+    if (api_distributed(r) && !tquery_sources(r, &rq, &lt, qy, body, cap, NULL, &fo, p)) return false;
+    if (fo.forwarded) {
+        if (!tmerged(r, &rq, NULL, &lt, &fo, false, &res, &origins, p)) return false;
+    } else if (!ops_temporal_query(&rq, &lt, &res, p)) {
+        return false;
+    }
+    size_t       n = res.n;
+    const char **ids = arena_alloc(r->arena, (n + 1) * sizeof *ids);
+    uint64_t    *orig = arena_alloc(r->arena, (n + 1) * sizeof *orig);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = res.items[i].id;
+        orig[i] = origins ? origins[i] : FWD_MAP_HERE;
+    }
+    size_t n_regs = fo.forwarded ? fo.n_regs : 0;
+    char   id[64];
+    bool   kept = n_regs <= 63 && fwd_map_put(r->tenant, cr_now_us() + mr->lifetime_us, n_regs ? fo.reg_ids : NULL,
+                                              NULL, n_regs, ids, orig, n, id);
+    if (as_map) {
+        fwd_map_page_t mp;
+        if (kept && fwd_map_page(r->tenant, id, 0, SIZE_MAX, r->arena, &mp)) {
+            api_entity_map_answer(r, ctx, &mp, 201);
+            return true;
+        }
+        return problem_set(p, PB_TOO_MANY_RESULTS, "an EntityMap of %zu entities from %zu sources cannot be held "
+                           "(--entityMapEntries %d; at most 63 sources)", n, n_regs, cr_config.entity_map_entries);
+    }
+    if (kept) reply_header(r, "NGSILD-EntityMap", arena_strdup(r->arena, id));
+    else LOG_D("api: no entity map for a temporal query of %zu entities (over --entityMapEntries or 63 sources)", n);
+    size_t from = qy->offset < n ? qy->offset : n, to = qy->limit < n - from ? from + qy->limit : n;
+    res.count = n;
+    res.more = to < n;
+    res.items += from;
+    res.n = to - from;
+    return tpage_answer(r, ctx, tv, t, qy, &res, to);
+}
+
+static bool tmap_use(request_t *r, const ld_context_t *ctx, tview_t *tv, ops_temporal_t *t, ops_query_t *qy,
+                     const json_t *body, const fwd_map_page_t *mp, problem_t *p)
+{
+    ops_req_t    rq = api_req(r, ctx);
+    const char **lids = arena_alloc(r->arena, (mp->n + 1) * sizeof *lids);
+    size_t       nl = 0;
+    for (size_t i = 0; i < mp->n; i++)
+        if (mp->origins[i] & FWD_MAP_HERE) lids[nl++] = mp->ids[i];
+    ops_temporal_t lt = *t;                    /* here: the page's local ids, the filters checked again */
+    lt.f.ids = lids;
+    lt.f.n_ids = nl;
+    lt.f.id_pattern = NULL;
+    lt.hq.offset = 0;
+    lt.hq.limit = nl ? nl : 1;
+    lt.hq.want_count = false;
+    fwd_tout_t    fo = {0};
+    hist_result_t res = {0};
+    bool          remote = api_distributed(r);
+    if (remote && mp->n_regs && !tquery_sources(r, &rq, &lt, qy, body, 0, mp, &fo, p)) return false;
+    if (!remote) fo.unanswered = ~FWD_MAP_HERE; /* local=true: the sources' entries are not asked, so kept */
+    if (fo.forwarded) {
+        if (!tmerged(r, &rq, NULL, &lt, &fo, nl == 0, &res, NULL, p)) return false;
+    } else if (nl) {
+        problem_t q = {0};
+        if (!ops_temporal_query(&rq, &lt, &res, &q)) {
+            if (q.kind != PB_RESOURCE_NOT_FOUND && q.kind != PB_NONEXISTENT_TENANT) {
+                *p = q;
+                return false;
+            }
+            res = (hist_result_t){0};
+        }
+    }
+    /* in map order; the page's ids found nowhere (and not of a source that failed) leave the map */
+    hist_entity_t *items = arena_alloc(r->arena, (mp->n + 1) * sizeof *items);
+    const char   **gone = arena_alloc(r->arena, (mp->n + 1) * sizeof *gone);
+    size_t         k = 0, ng = 0;
+    for (size_t i = 0; i < mp->n; i++) {
+        size_t j;
+        for (j = 0; j < res.n && strcmp(res.items[j].id, mp->ids[i]); j++) {}
+        if (j < res.n) items[k++] = res.items[j];
+        else if (!(mp->origins[i] & fo.unanswered)) gone[ng++] = mp->ids[i];
+    }
+    fwd_map_forget(r->tenant, mp->id, qy->offset, qy->offset + qy->limit, gone, ng);
+    reply_header(r, "NGSILD-EntityMap", mp->id);
+    res.items = items;
+    res.n = k;
+    res.count = mp->live - ng;
+    res.more = qy->offset + qy->limit < mp->total;
+    return tpage_answer(r, ctx, tv, t, qy, &res, qy->offset + qy->limit);
+}
+
+/* The page of the map NGSILD-EntityMap names, else a new map (as_map: the map is the answer). */
+static bool tmap_page(request_t *r, const ld_context_t *ctx, tview_t *tv, ops_temporal_t *t, ops_query_t *qy,
+                      const json_t *body, const api_map_req_t *mr, bool as_map, problem_t *p)
+{
+    fwd_map_page_t mp;
+    if (!as_map && mr->id && fwd_map_page(r->tenant, mr->id, qy->offset, qy->limit, r->arena, &mp))
+        return tmap_use(r, ctx, tv, t, qy, body, &mp, p);
+    return tmap_make(r, ctx, tv, t, qy, body, mr, as_map, p);
 }
 
 /* The page (limit, offset, count), the last check for unknown parameters,
@@ -629,8 +779,7 @@ static bool query_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, ops
     ops_req_t     rq = api_req(r, ctx);
     api_map_req_t mr;
 
-    if (!api_query_count(r, qy, p) || (as_map && !api_entity_map_params(r, false, &mr, p)) ||
-        !api_no_unknown_params(r, p))
+    if (!api_query_count(r, qy, p) || !api_entity_map_params(r, !as_map, &mr, p) || !api_no_unknown_params(r, p))
         return false;
     if (as_map && t->hq.timerel == HIST_TIMEREL_NONE)
         return problem_set(p, PB_BAD_REQUEST_DATA, "creating an EntityMap for a temporal query needs the temporal "
@@ -649,22 +798,11 @@ static bool query_answer(request_t *r, const ld_context_t *ctx, tview_t *tv, ops
         t->hq.attrs   = (const char *const *)t->f.attrs;
         t->hq.n_attrs = t->f.n_attrs;
     }
-    /* a temporal entity map holds the local entities only: the forwarded
-     * temporal query does not yet make the sources' linked maps */
+    if (as_map || mr.want) return tmap_page(r, ctx, tv, t, qy, body, &mr, as_map, p);
     bool done = false;
-    if (!as_map && !tquery_fwd(r, &rq, t, qy, body, &res, &done, p)) return false;
+    if (!tquery_fwd(r, &rq, t, qy, body, &res, &done, p)) return false;
     if (!done && !ops_temporal_query(&rq, t, &res, p)) return false;
-    if (as_map) {
-        const char **ids = arena_alloc(r->arena, (res.n + 1) * sizeof *ids);
-        for (size_t i = 0; i < res.n; i++) ids[i] = res.items[i].id;
-        return api_temporal_map_answer(r, ctx, ids, res.n, &mr, p);
-    }
-    if (qy->count) reply_header(r, "NGSILD-Results-Count", arena_printf(r->arena, "%zu", res.count));
-    if (res.more) api_page_link(r, "next", qy->offset + res.n, qy->limit, tv->v.ctype);
-    if (qy->offset > 0 && qy->limit)
-        api_page_link(r, "prev", qy->offset > qy->limit ? qy->offset - qy->limit : 0, qy->limit, tv->v.ctype);
-    answer(r, ctx, tv, t, &res, true);
-    return true;
+    return tpage_answer(r, ctx, tv, t, qy, &res, qy->offset + res.n);
 }
 
 static void temporal_query(request_t *r, bool as_map)
@@ -684,13 +822,6 @@ static void temporal_query(request_t *r, bool as_map)
     if (!temporal_format(r, ctx, &tv, &p)) goto fail;
     if (!temporal_params(r, &tv, &t, &p)) goto fail;
     if (!api_query_params(r, ctx, &qy, &p)) goto fail;
-    if (!as_map && req_param(r, "entityMap")) {
-        /* Table 6.18.3.2-1's entityMap (paging a temporal query through a map) is not built: a map of a
-         * temporal query is made by /temporal/entityMaps (6.35) and holds the local entities */
-        problem_set(&p, PB_INVALID_REQUEST, "entityMap on a temporal query is not available here: "
-                    "create the map with GET or POST /temporal/entityMaps (6.35)");
-        goto fail;
-    }
     if (!query_answer(r, ctx, &tv, &t, &qy, NULL, as_map, &p)) goto fail;
     return;
 fail:

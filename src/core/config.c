@@ -97,6 +97,7 @@ static flag_t flags[] = {
     {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
     {"forwardCacheSize", F_SIZE, &cr_config.forward_cache_size, "64M", NULL, "bytes of context source answers kept for their registration's management.cacheDuration, k/M/G suffixes (0: none kept)"},
     {"splitEntities", F_STR, &cr_config.split_entities_text, "false", "true|false", "whether a distributed query or subscription that does not say (splitEntities) takes an entity to be split over its sources: q, geoQ, scopeQ and attrs are then evaluated on the merged entity, not by each source (5.2.23)"},
+    {"dsubLease", F_INT, &cr_config.dsub_lease_s, "600", NULL, "seconds a subscription planted at a context source (5.8.1.4) lives unless this broker renews it (0: no lease, the hub subscription's expiresAt only); also how often each source is checked for orphans of this broker's"},
     {"entityMapMax", F_INT, &cr_config.entity_map_max, "1000", NULL, "EntityMaps of paged distributed queries held at once, all tenants (beyond: the soonest to expire is dropped)"},
     {"entityMapEntries", F_INT, &cr_config.entity_map_entries, "1000000", NULL, "entity ids held in all EntityMaps together"},
     {"entityMapLifetime", F_INT, &cr_config.entity_map_lifetime, "300", NULL, "s an EntityMap lives when the query asks no entityMapLifetime (at most 24 h either way)"},

@@ -282,6 +282,7 @@ typedef struct cr_config {
     size_t      forward_cache_size;  /* --forwardCacheSize: bytes of kept source answers (cacheDuration) */
     const char *split_entities_text; /* --splitEntities true|false */
     bool        split_entities;      /* its value: the default of splitEntities (5.2.23, 5.2.12) */
+    int         dsub_lease_s;        /* --dsubLease: seconds a planted remote subscription lives unrenewed */
     int         entity_map_max;      /* --entityMapMax: EntityMaps held (all tenants) */
     int         entity_map_entries;  /* --entityMapEntries: entity ids held in all EntityMaps */
     int         entity_map_lifetime; /* --entityMapLifetime: s an EntityMap lives unless asked otherwise */

@@ -732,6 +732,12 @@ static cr_entity_t *merge(arena_t *a, const version_t *v, size_t n)
     return entity_freeze(d);
 }
 
+cr_entity_t *fwd_merge_two(arena_t *a, const cr_entity_t *x, const cr_entity_t *y)
+{
+    version_t v[2] = {{x, false, FWD_MAP_HERE}, {y, false, 0}};
+    return merge(a, v, 2);
+}
+
 /* The entities of one answer, parsed with ctx into drafts in a (an object or an array). */
 static size_t answer_entities(arena_t *a, const call_t *c, bool array, const cr_entity_t ***out, bool *bad)
 {
@@ -1231,18 +1237,18 @@ bool fwd_query_map(const fwd_in_t *in, const reg_query_t *match, const fwd_param
 }
 
 bool fwd_read_temporal(const fwd_in_t *in, reg_query_t *q, const hist_query_t *tq, const char *id,
-                       const fwd_param_t *params, size_t n_params, size_t want, fwd_out_t *out, fwd_tdoc_t **docs,
-                       size_t *n_docs, problem_t *p)
+                       const fwd_param_t *params, size_t n_params, size_t want, const fwd_map_page_t *only,
+                       fwd_out_t *out, fwd_tdoc_t **docs, size_t *n_docs, problem_t *p)
 {
     collected_t *got = NULL;
     size_t       n_got = 0;
     memset(out, 0, sizeof *out);
     *docs = NULL;
     *n_docs = 0;
-    if (!forward(in, q, id, q->attrs, q->n_attrs, params, n_params, want, NULL, 0, tq, out, &got, &n_got, p))
+    if (!forward(in, q, id, q->attrs, q->n_attrs, params, n_params, want, only, 0, tq, out, &got, &n_got, p))
         return false;
     *docs = arena_alloc(in->arena, (n_got + 1) * sizeof **docs);
     for (size_t i = 0; i < n_got; i++)
-        if (got[i].doc) (*docs)[(*n_docs)++] = (fwd_tdoc_t){got[i].doc, got[i].ctx, got[i].aux};
+        if (got[i].doc) (*docs)[(*n_docs)++] = (fwd_tdoc_t){got[i].doc, got[i].ctx, got[i].aux, got[i].from};
     return true;
 }

@@ -308,20 +308,28 @@ typedef struct fwd_tread {
     size_t               n_params;
     const hist_query_t  *hq;          /* the temporal query */
     size_t               want;        /* a query: the entities asked of each source */
+    /* a query through an entity map's page (4.3.6.7): only the page's sources are asked, each for the
+     * page's ids the map gives it (want ignored); NULL: every matching source */
+    const fwd_map_page_t *only;
 } fwd_tread_t;
 typedef struct fwd_tout {
     size_t         forwarded, failed;  /* forwarded 0: nothing matched (the local result is the answer) */
     const char    *warning;            /* the NGSILD-Warning value, or NULL */
     hist_entity_t *remote;             /* the sources' entities, in registration order (in->arena) */
     bool          *aux;                /* per remote: from an auxiliary registration */
+    uint64_t      *from;               /* per remote: its bit in reg_ids (0: past 63), for an entity map */
     size_t         n_remote;
+    const char   **reg_ids;            /* the registrations whose sources returned entities (bit 1 + k) */
+    size_t         n_regs;
+    uint64_t       unanswered;         /* only: the bits of the page's registrations that failed */
 } fwd_tout_t;
 /* Asks the sources (the local read comes after: a hub that forwards reads its instances, not its
  * aggregates, to merge them); false: 508 (a loop through an exclusive or redirect registration). */
 bool fwd_temporal_read(const fwd_in_t *in, const fwd_tread_t *t, fwd_tout_t *out, problem_t *p);
-/* res: local and fo's entities merged (local first, then first seen; count = n, not partial). */
+/* res: local and fo's entities merged (local first, then first seen; count = n, not partial). origins
+ * (or NULL): per item of res, where it came from, as an entity map holds it (FWD_MAP_HERE | fo's bits). */
 void fwd_temporal_merge(arena_t *a, const hist_query_t *hq, const hist_result_t *local, const fwd_tout_t *fo,
-                        hist_result_t *res);
+                        hist_result_t *res, uint64_t **origins);
 
 /* A batch (5.6.7-5.6.10, 5.6.20 distributed): each entity split as by
  * fwd_write; each source gets its parts in one batch request when it

@@ -62,6 +62,9 @@ void fwd_skip_sources(const fwd_in_t *in, reg_query_t *q);
  * when one of regs is exclusive or redirect; true: a read through inclusive
  * registrations, answered from the local data. */
 bool fwd_loop_check(reg_t *const *regs, size_t nr, bool write, problem_t *p);
+/* x and y (versions of one entity) merged as 4.5.5 says (the most recent instance of each attribute):
+ * a frozen reference (entity_unref it), NULL when too large. */
+cr_entity_t *fwd_merge_two(arena_t *a, const cr_entity_t *x, const cr_entity_t *y);
 /* r's counters (timesSent ...) and the broker's after a forwarded request. */
 void fwd_counted(reg_t *r, bool ok, int64_t now);
 bool fwd_via_each(const char *via, bool (*fn)(void *ud, const char *s, size_t n), void *ud);
@@ -82,9 +85,11 @@ typedef struct fwd_tdoc {
     const json_t       *doc;
     const ld_context_t *ctx;
     bool                aux;     /* from an auxiliary registration */
+    uint64_t            from;    /* its bit in out->reg_ids (0: past 63) */
 } fwd_tdoc_t;
+/* only: an entity map's page (as fwd_query_map's: only its sources, each for its ids), or NULL. */
 bool fwd_read_temporal(const fwd_in_t *in, reg_query_t *q, const hist_query_t *tq, const char *id,
-                       const fwd_param_t *params, size_t n_params, size_t want, fwd_out_t *out, fwd_tdoc_t **docs,
-                       size_t *n_docs, problem_t *p);
+                       const fwd_param_t *params, size_t n_params, size_t want, const fwd_map_page_t *only,
+                       fwd_out_t *out, fwd_tdoc_t **docs, size_t *n_docs, problem_t *p);
 
 #endif

@@ -17,8 +17,9 @@
  * subscription's splitEntities (else --splitEntities) is true: an entity
  * may then be split over the sources, so the filters are left out of the
  * copy, and what a source notifies is merged (5.8.6) with this broker's
- * version and the other sources' (fwd_retrieve; the notifying source is
- * asked too: its answer is at least as recent as the notification) and
+ * version and the other sources' (fwd_retrieve_map over a page naming the
+ * matching registrations but the notifying source's: 5.8.6 asks every
+ * source but that one; then fwd_merge_two with what was notified) and
  * relayed only when the merged entity matches q, geoQ and scopeQ; from
  * notification, attributes, pick, omit (and every rendering
  * member: format, showChanges, join, lang ...) removed, since this broker
@@ -44,7 +45,9 @@
 #define BACKOFF_MIN   1000000            /* µs */
 #define BACKOFF_MAX   60000000
 #define VERIFY_EVERY  30000000           /* a planted part is checked at its source this often */
-#define DELETE_TRIES  8
+#define DELETE_TRIES  1440               /* about a day at BACKOFF_MAX */
+#define SWEEP_PAGE    1000               /* subscriptions asked of a source per page when sweeping */
+#define SWEEP_PAGES   64
 #define BATCH         32                 /* parts sent in one fwd_run */
 
 typedef struct part {
@@ -59,7 +62,10 @@ typedef struct part {
     bool         have;                   /* it exists there (as far as this broker knows) */
     bool         tried;                  /* a creation was attempted (it may exist) */
     bool         loop;                   /* the source answered 508: not retried until the copy changes */
+    bool         dup;                    /* another part planted this id at the same broker (409) */
     int64_t      expires_at;             /* the subscription's (CR_NO_TIME: never): reconciled then */
+    int64_t      sub_exp;                /* the subscription's expiresAt, kept (CR_NO_TIME: never) */
+    int64_t      lease_at;               /* the expiresAt the source holds (CR_NO_TIME: none or unknown) */
     int64_t      next_at;                /* µs: due from then */
     unsigned     attempts;
     char         state[16];              /* pending, planted, failed, loop, refused */
@@ -72,6 +78,11 @@ typedef struct event {
     char         *tenant, *id;           /* id NULL: every subscription of the tenant */
 } event_t;
 
+typedef struct seen {                    /* the tenants with subscriptions or registrations: swept */
+    struct seen *next;
+    char        *tenant;
+} seen_t;
+
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  g_cv = PTHREAD_COND_INITIALIZER;
 static part_t         *g_parts;
@@ -80,6 +91,12 @@ static event_t        *g_ev_head, *g_ev_tail;
 static bool            g_stop, g_started;
 static pthread_t       g_thread;
 static uint64_t        g_me;             /* the stable hash of this broker's alias */
+static seen_t         *g_seen;
+static int64_t         g_sweep_at;       /* µs: the next sweep of every source for orphans (sweep_due) */
+static bool            g_sweep_new;      /* a registration changed: sources not swept yet are swept */
+static int64_t         g_fresh_at;       /* µs: not before then (one such sweep a second) */
+static uint64_t       *g_swept;          /* the sources swept in this run (source_hash) */
+static size_t          g_n_swept, g_cap_swept;
 
 /* ------------------------------------------------------------ events */
 
@@ -89,6 +106,14 @@ static void event_add(const char *tenant, const char *id)
     e->tenant = cr_xstrdup(tenant ? tenant : "");
     e->id = id ? cr_xstrdup(id) : NULL;
     pthread_mutex_lock(&g_mu);
+    seen_t *t = g_seen;
+    while (t && strcmp(t->tenant, e->tenant)) t = t->next;
+    if (!t) {
+        t = cr_xcalloc(1, sizeof *t);
+        t->tenant = cr_xstrdup(e->tenant);
+        t->next = g_seen;
+        g_seen = t;
+    }
     if (g_ev_tail) g_ev_tail->next = e;
     else g_ev_head = e;
     g_ev_tail = e;
@@ -104,6 +129,9 @@ static void on_sub(const char *tenant, const char *id)
 static void on_reg(const char *tenant)
 {
     event_add(tenant, NULL);
+    pthread_mutex_lock(&g_mu);
+    g_sweep_new = true;
+    pthread_mutex_unlock(&g_mu);
 }
 
 /* ------------------------------------------------------------ ids and chains */
@@ -159,14 +187,19 @@ static bool same_str(const char *x, const char *y)
     return x == y || (x && y && !strcmp(x, y));
 }
 
-/* The part of (tenant, sub_id) at r's source: the same registration, and the
- * same endpoint and source tenant (a registration PATCHed to another source
- * makes a new part; the old one is deleted at the old source). */
+/* Two registrations that reach the same source: the same endpoint and source tenant. */
+static bool same_source(const reg_t *x, const reg_t *y)
+{
+    return same_str(reg_endpoint(x), reg_endpoint(y)) && same_str(reg_source_tenant(x), reg_source_tenant(y));
+}
+
+/* The part of (tenant, sub_id) at r's source (one per source, whichever of
+ * its registrations matched: a registration PATCHed to another source makes
+ * a new part; the old one is deleted at the old source). */
 static part_t *part_find(const char *tenant, const char *sub_id, const reg_t *r)
 {
     for (part_t *x = g_parts; x; x = x->next)
-        if (!strcmp(x->tenant, tenant) && !strcmp(x->sub_id, sub_id) && !strcmp(x->reg_id, reg_id(r)) &&
-            same_str(reg_endpoint(x->reg), reg_endpoint(r)) && same_str(reg_source_tenant(x->reg), reg_source_tenant(r)))
+        if (x->sub_id[0] && !strcmp(x->tenant, tenant) && !strcmp(x->sub_id, sub_id) && same_source(x->reg, r))
             return x;
     return NULL;
 }
@@ -223,8 +256,8 @@ static size_t targets(arena_t *a, const notify_sub_t *s, const uint64_t *chain, 
         for (size_t k = 0; k < m; k++) {
             const char *alias = reg_alias(rs[k]);
             bool skip = alias && in_chain(chain, n_chain, alias_hash(alias, strlen(alias)));
-            size_t j = 0;
-            while (j < n && v[j].r != rs[k]) j++;
+            size_t j = 0;       /* one target per source: several registrations of it plant one copy */
+            while (j < n && !same_source(v[j].r, rs[k])) j++;
             if (skip || j < n) {
                 if (!skip) v[j].sel_mask |= (uint64_t)1 << i;
                 reg_unref(rs[k]);
@@ -259,8 +292,9 @@ static char *copy_doc(arena_t *a, const json_t *t, const char *remote_id, const 
     json_t *o = json_new(a, JSON_OBJECT);
     json_add(o, "id", json_new_string(a, remote_id));
     json_add(o, "type", json_new_string(a, "Subscription"));
+    /* expiresAt is added when sent: the lease (see lease_end) */
     static const char *const kept[] = {"subscriptionName", "description", "watchedAttributes",
-        "notificationTrigger", "q", "geoQ", "scopeQ", "datasetId", "expiresAt", "isActive", NULL};
+        "notificationTrigger", "q", "geoQ", "scopeQ", "datasetId", "isActive", NULL};
     for (const char *const *k = kept; *k; k++) {
         if (split && (!strcmp(*k, "q") || !strcmp(*k, "geoQ") || !strcmp(*k, "scopeQ"))) continue;
         const json_t *v = json_get(t, *k);
@@ -349,12 +383,14 @@ static void reconcile(const char *tenant, const char *id)
             x->reg_id = cr_xstrdup(reg_id(r));
             sbuf_t rid;
             sb_init(&rid, a, 256);
-            char   hs[2048];
-            snprintf(hs, sizeof hs, "%s\n%s\n%s\n%s", fwd_alias(), tenant, id, reg_id(r));
+            char   hs[2048];   /* no registration nor endpoint: two ways to one broker name one copy */
+            const char *st = reg_source_tenant(r);
+            snprintf(hs, sizeof hs, "%s\n%s\n%s\n%s", fwd_alias(), tenant, id, st ? st : "");
             sb_printf(&rid, ID_PREFIX "%016llx:", (unsigned long long)cr_hash_stable(hs, strlen(hs)));
             for (size_t k = 0; k < n_chain; k++) sb_printf(&rid, "%s%016llx", k ? "." : "", (unsigned long long)chain[k]);
             x->remote_id = cr_xstrdup(rid.p);
             new_key(x->key);
+            x->lease_at = CR_NO_TIME;
             snprintf(x->state, sizeof x->state, "pending");
             x->next = g_parts;
             g_parts = x;
@@ -366,6 +402,10 @@ static void reconcile(const char *tenant, const char *id)
             reg_ref(r);
             reg_unref(x->reg);
             x->reg = r;
+            if (strcmp(x->reg_id, reg_id(r))) {   /* another registration of the same source */
+                free(x->reg_id);
+                x->reg_id = cr_xstrdup(reg_id(r));
+            }
         }
         char    *doc = copy_doc(a, t, x->remote_id, x->key, tg[i].sel_mask);
         uint64_t h = cr_hash_stable(doc, strlen(doc));
@@ -381,6 +421,11 @@ static void reconcile(const char *tenant, const char *id)
         x->want = true;
         x->split = doc_split(t);
         x->expires_at = expires;
+        if (x->sub_exp != expires && x->have) {   /* the expiresAt sent changes: PATCHed */
+            x->planted_hash = 0;
+            x->next_at = 0;
+        }
+        x->sub_exp = expires;
     }
     for (part_t *x = g_parts; x; x = x->next)
         if (!strcmp(x->tenant, tenant) && !strcmp(x->sub_id, id) && !x->want && !x->loop) {
@@ -414,17 +459,54 @@ static void reconcile_tenant(const char *tenant)
 
 enum { OP_NONE, OP_POST, OP_PATCH, OP_DELETE, OP_GET };
 
+/* The lease (--dsubLease): a copy planted at a source that supports
+ * updateSubscription expires then unless renewed, so a copy this broker lost
+ * track of (unreachable source at the delete, a registration gone, a
+ * restart without a store) dies at its source on its own. The expiresAt
+ * sent: the sooner of now + lease and the subscription's; CR_NO_TIME: none. */
+static bool leased(const part_t *x)
+{
+    return cr_config.dsub_lease_s > 0 && (reg_ops(x->reg) & REG_OP_BIT(REG_OP_UPDATE_SUBSCRIPTION));
+}
+
+static int64_t lease_end(const part_t *x, int64_t now)
+{
+    if (!leased(x)) return x->sub_exp;
+    int64_t l = (now / 1000000 + cr_config.dsub_lease_s) * 1000000;   /* whole seconds */
+    return x->sub_exp != CR_NO_TIME && x->sub_exp < l ? x->sub_exp : l;
+}
+
+/* When the lease of a planted part is renewed: at half of it (CR_NO_TIME: never). */
+static int64_t renew_at(const part_t *x)
+{
+    if (!x->want || !x->have || x->dup || x->lease_at == CR_NO_TIME || !leased(x)) return CR_NO_TIME;
+    if (x->sub_exp != CR_NO_TIME && x->lease_at >= x->sub_exp) return CR_NO_TIME;   /* ends with the subscription */
+    return x->lease_at - (int64_t)cr_config.dsub_lease_s * 500000;
+}
+
 static int due_op(const part_t *x, int64_t now)
 {
+    int64_t r = renew_at(x);             /* before the next verification; a failed renewal backs off */
+    if (r != CR_NO_TIME && r <= now && !x->attempts && !x->loop) return OP_PATCH;
     if (x->next_at > now) return OP_NONE;
     uint64_t ops = reg_ops(x->reg);
     if (!x->want) return (x->have || x->tried) && (ops & REG_OP_BIT(REG_OP_DELETE_SUBSCRIPTION)) ? OP_DELETE : OP_NONE;
-    if (x->loop) return OP_NONE;
+    if (x->loop || x->dup) return OP_NONE;
     if (!x->have) return OP_POST;
-    if (x->planted_hash != x->doc_hash)
+    if (x->planted_hash != x->doc_hash || (r != CR_NO_TIME && r <= now))
         return ops & REG_OP_BIT(REG_OP_UPDATE_SUBSCRIPTION) ? OP_PATCH
              : ops & REG_OP_BIT(REG_OP_DELETE_SUBSCRIPTION) ? OP_DELETE : OP_NONE;
     return ops & REG_OP_BIT(REG_OP_RETRIEVE_SUBSCRIPTION) ? OP_GET : OP_NONE;
+}
+
+/* The parts of x's subscription with x's remote id at other endpoints (another way to the same broker). */
+static part_t *sibling(const part_t *x, bool planted)
+{
+    for (part_t *y = g_parts; y; y = y->next)
+        if (y != x && y->want && !strcmp(y->remote_id, x->remote_id) && !strcmp(y->tenant, x->tenant) &&
+            (!planted || (y->have && !y->dup)))
+            return y;
+    return NULL;
 }
 
 static void backoff(part_t *x, int64_t now, const char *state, const char *why)
@@ -445,7 +527,7 @@ static const char *call_why(arena_t *a, const call_t *c)
 }
 
 /* The outcome of c for x (g_mu held); true: x is to be freed. */
-static bool outcome(arena_t *a, part_t *x, int op, const call_t *c, int64_t now)
+static bool outcome(arena_t *a, part_t *x, int op, const call_t *c, int64_t lease, int64_t now)
 {
     bool answered = !c->refused && c->rc == CURLE_OK;
     long st = answered ? c->status : 0;
@@ -454,8 +536,17 @@ static bool outcome(arena_t *a, part_t *x, int op, const call_t *c, int64_t now)
     switch (op) {
     case OP_POST:
         x->tried = true;
+        if (st == 409 && x->want && sibling(x, true)) {   /* planted through another endpoint of that broker */
+            x->dup = true;
+            x->tried = false;            /* not this part's to delete */
+            snprintf(x->state, sizeof x->state, "duplicate");
+            snprintf(x->why, sizeof x->why, "the source is reached through registration %s already",
+                     sibling(x, true)->reg_id);
+            return false;
+        }
         if (ok2 || st == 409) {          /* 409: planted before (a restart): PATCHed with this run's endpoint */
             x->have = true;
+            x->lease_at = ok2 ? lease : CR_NO_TIME;
             x->attempts = 0;
             x->planted_hash = ok2 ? x->doc_hash : 0;
             x->next_at = ok2 ? now + VERIFY_EVERY : 0;
@@ -470,6 +561,7 @@ static bool outcome(arena_t *a, part_t *x, int op, const call_t *c, int64_t now)
     case OP_PATCH:
         if (ok2) {
             x->planted_hash = x->doc_hash;
+            x->lease_at = lease;
             x->attempts = 0;
             x->next_at = now + VERIFY_EVERY;
             snprintf(x->state, sizeof x->state, "planted");
@@ -489,6 +581,11 @@ static bool outcome(arena_t *a, part_t *x, int op, const call_t *c, int64_t now)
         return false;
     case OP_DELETE:
         if (ok2 || st == 404) {
+            for (part_t *y = g_parts; y; y = y->next)   /* a way to the same broker waiting: it plants now */
+                if (y != x && y->dup && !strcmp(y->remote_id, x->remote_id) && !strcmp(y->tenant, x->tenant)) {
+                    y->dup = y->have = y->tried = false;
+                    y->next_at = 0;
+                }
             if (x->want) {               /* deleted to be planted anew (no updateSubscription) */
                 x->have = x->tried = false;
                 x->next_at = 0;
@@ -497,9 +594,9 @@ static bool outcome(arena_t *a, part_t *x, int op, const call_t *c, int64_t now)
             return true;
         }
         backoff(x, now, "failed", call_why(a, c));
-        if (x->attempts >= DELETE_TRIES) {
+        if (x->attempts >= DELETE_TRIES) {   /* past its lease it notifies nothing; deleted to leave no trace */
             LOG_W("dsub: the subscription %s at the source of registration %s could not be deleted (%s): left to "
-                  "its expiry", x->remote_id, x->reg_id, x->why);
+                  "its expiry", x->remote_id, x->reg_id, x->why);   /* or to the next sweep (sweep_due) */
             return true;
         }
         return false;
@@ -513,6 +610,7 @@ static int64_t send_due(void)
     int64_t  now = cr_now_us(), next = now + VERIFY_EVERY;
     part_t  *px[BATCH];
     int      ops[BATCH];
+    int64_t  leases[BATCH];
     size_t   n = 0;
     arena_t *a = arena_new(8192);
 
@@ -533,10 +631,14 @@ static int64_t send_due(void)
         }
         if (op != OP_NONE && n < BATCH) {
             px[n] = x;
+            leases[n] = lease_end(x, now);
             ops[n++] = op;
             reg_ref(x->reg);
         } else {
-            if (x->next_at > now && x->next_at < next && !(x->loop && x->want)) next = x->next_at;
+            int64_t r = renew_at(x);
+            if (r != CR_NO_TIME && r < next) next = r > now ? r : now + BACKOFF_MIN;
+            if (x->next_at > now && x->next_at < next && !(x->loop && x->want) && !(x->dup && x->want))
+                next = x->next_at;
             if (x->want && x->expires_at != CR_NO_TIME && x->expires_at < next) next = x->expires_at;
         }
         pp = &x->next;
@@ -561,21 +663,25 @@ static int64_t send_due(void)
         static const char *const methods[] = {NULL, "POST", "PATCH", "DELETE", "GET"};
         c->method = methods[ops[i]];
         if (ops[i] == OP_POST || ops[i] == OP_PATCH) {
-            c->post = arena_strdup(a, x->doc);
-            if (ops[i] == OP_PATCH) {    /* the members as they are (id and type stay) */
-                char    err[64];
-                json_t *t = json_parse_copy(a, x->doc, strlen(x->doc), &(json_limits_t){0}, err, sizeof err);
-                if (t) {
+            char    err[64];
+            json_t *t = json_parse_copy(a, x->doc, strlen(x->doc), &(json_limits_t){0}, err, sizeof err);
+            if (t) {
+                if (ops[i] == OP_PATCH) {   /* the members as they are (id and type stay) */
                     json_remove(t, "id");
                     json_remove(t, "type");
-                    sbuf_t sb;
-                    sb_init(&sb, a, strlen(x->doc) + 16);
-                    json_render(&sb, t);
-                    c->post = sb.p;
                 }
-            }
+                if (leases[i] != CR_NO_TIME) {
+                    char ts[32];
+                    cr_datetime_format(leases[i], ts);
+                    json_add(t, "expiresAt", json_new_stringn(a, ts, strlen(ts)));
+                }
+                sbuf_t sb;
+                sb_init(&sb, a, strlen(x->doc) + 64);
+                json_render(&sb, t);
+                c->post = sb.p;
+            } else c->skipped = true;
         }
-        if (!fwd_headers(&in, c, x->reg, NULL, c->post ? "application/ld+json" : NULL)) c->skipped = true;
+        if (!c->skipped && !fwd_headers(&in, c, x->reg, NULL, c->post ? "application/ld+json" : NULL)) c->skipped = true;
     }
     pthread_mutex_unlock(&g_mu);
 
@@ -583,10 +689,16 @@ static int64_t send_due(void)
 
     pthread_mutex_lock(&g_mu);
     now = cr_now_us();
-    for (size_t i = 0; i < n; i++) {
+    /* the 409s of creations last: a copy planted (201) by another way to the same broker in this round
+     * makes them duplicates, not the owners */
+    for (size_t k = 0; k < 2 * n; k++) {
+        size_t i = k % n;
+        bool   late = ops[i] == OP_POST && !calls[i].skipped && !calls[i].refused && calls[i].rc == CURLE_OK &&
+                      calls[i].status == 409;
+        if (late != (k >= n)) continue;
         part_t *x = NULL;
         for (part_t *y = g_parts; y && !x; y = y->next) x = y == px[i] ? y : NULL;
-        if (x && !calls[i].skipped && outcome(a, x, ops[i], &calls[i], now)) {
+        if (x && !calls[i].skipped && outcome(a, x, ops[i], &calls[i], leases[i], now)) {
             for (part_t **pp = &g_parts; *pp; pp = &(*pp)->next)
                 if (*pp == x) {
                     *pp = x->next;
@@ -601,6 +713,164 @@ static int64_t send_due(void)
     pthread_mutex_unlock(&g_mu);
     arena_free(a);
     return next;
+}
+
+/* ------------------------------------------------------------ sweeping for orphans */
+
+/* A subscription at a source whose id is one of ours (its chain ends with
+ * this broker) but that no part holds is an orphan: planted by a previous
+ * run (a restart without a store, or after a delete that never reached the
+ * source), or a part given up. Every source (endpoint and tenant) of the
+ * registrations that allow querySubscription and deleteSubscription, in a
+ * tenant that has subscriptions here, is asked for its subscriptions after
+ * the restored state is reconciled, on a source not asked yet, then every
+ * --dsubLease (600 s without one); each orphan becomes a part to delete
+ * (retried as any delete). A source that does not answer is asked again at
+ * the next sweep. */
+typedef struct sweep {
+    reg_t   *r;
+    size_t   offset;
+    bool     more;
+} sweep_t;
+
+static bool is_ours(const char *id)
+{
+    uint64_t chain[MAX_CHAIN + 1];
+    size_t   n;
+    return chain_of(id, chain, &n) && n && chain[n - 1] == g_me;
+}
+
+/* The orphans in the answer c (a page of GET /subscriptions from w's source), as parts to delete (g_mu
+ * held); whether a full page came (more may follow). */
+static bool sweep_page(arena_t *a, const sweep_t *w, const call_t *c)
+{
+    char    err[64];
+    json_t *t = c->status == 200 && c->body.p ? json_parse_copy(a, c->body.p, c->body.len, &(json_limits_t){0},
+                                                                 err, sizeof err) : NULL;
+    if (!json_is_array(t)) return false;
+    for (const json_t *e = t->child; e; e = e->next) {
+        const json_t *id = json_get(e, "id");
+        if (!json_is_string(id) || !is_ours(id->str)) continue;
+        part_t *x = g_parts;             /* held by a part at any source: another way to that broker, or */
+        while (x && strcmp(x->remote_id, id->str)) x = x->next;   /* its copy elsewhere (left to the lease) */
+        if (x) continue;
+        x = cr_xcalloc(1, sizeof *x);
+        x->tenant = cr_xstrdup(reg_tenant(w->r));
+        x->sub_id = cr_xstrdup("");      /* no subscription here: matched by no reconcile */
+        x->reg_id = cr_xstrdup(reg_id(w->r));
+        x->remote_id = cr_xstrdup(id->str);
+        reg_ref(w->r);
+        x->reg = w->r;
+        x->have = x->tried = true;
+        x->lease_at = x->sub_exp = x->expires_at = CR_NO_TIME;
+        snprintf(x->state, sizeof x->state, "orphan");
+        LOG_I("dsub: %s at the source of registration %s is an orphan of this broker's: deleted", x->remote_id,
+              x->reg_id);
+        x->next = g_parts;
+        g_parts = x;
+    }
+    return t->len >= SWEEP_PAGE;
+}
+
+static uint64_t source_hash(const reg_t *r)
+{
+    const char *e = reg_endpoint(r), *t = reg_source_tenant(r);
+    char        b[2048];
+    int         n = snprintf(b, sizeof b, "%s\n%s\n%s", reg_tenant(r), e ? e : "", t ? t : "");
+    return cr_hash_stable(b, n > 0 && (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
+}
+
+static bool swept(uint64_t h)
+{
+    for (size_t i = 0; i < g_n_swept; i++)
+        if (g_swept[i] == h) return true;
+    return false;
+}
+
+static void sweep_due(void)
+{
+    int64_t now = cr_now_us();
+    pthread_mutex_lock(&g_mu);
+    bool all = now >= g_sweep_at, fresh = g_sweep_new && now >= g_fresh_at;
+    if (all || fresh) g_sweep_new = false;
+    pthread_mutex_unlock(&g_mu);
+    if (!all && !fresh) return;
+    g_fresh_at = now + 1000000;
+    if (all) g_sweep_at = now + (int64_t)(cr_config.dsub_lease_s > 0 ? cr_config.dsub_lease_s : 600) * 1000000;
+    arena_t *a = arena_new(16384);
+    size_t   nw = 0, cap = 16;
+    sweep_t *w = arena_alloc(a, cap * sizeof *w);
+    pthread_mutex_lock(&g_mu);
+    size_t nt = 0;
+    for (seen_t *t = g_seen; t; t = t->next) nt++;
+    const char **tenants = arena_alloc(a, (nt + 1) * sizeof *tenants);
+    nt = 0;
+    for (seen_t *t = g_seen; t; t = t->next) tenants[nt++] = arena_strdup(a, t->tenant);
+    pthread_mutex_unlock(&g_mu);
+    const uint64_t need = REG_OP_BIT(REG_OP_QUERY_SUBSCRIPTION) | REG_OP_BIT(REG_OP_DELETE_SUBSCRIPTION);
+    for (size_t i = 0; i < nt; i++) {
+        size_t         n, total;
+        notify_sub_t **subs = notify_list(tenants[i], 0, 1, a, &n, &total);
+        for (size_t k = 0; k < n; k++) notify_sub_unref(subs[k]);
+        if (!total) continue;            /* a tenant without subscriptions plants nothing: its sources are not asked */
+        reg_t **rs = reg_list(tenants[i], 0, SIZE_MAX, now, a, &n, &total);
+        for (size_t k = 0; k < n; k++) {
+            size_t j = 0;
+            while (j < nw && !same_source(w[j].r, rs[k])) j++;
+            if (j < nw || (reg_ops(rs[k]) & need) != need || (!all && swept(source_hash(rs[k])))) {
+                reg_unref(rs[k]);
+                continue;
+            }
+            if (nw == cap) {
+                sweep_t *v = arena_alloc(a, 2 * cap * sizeof *v);
+                memcpy(v, w, nw * sizeof *w);
+                w = v;
+                cap *= 2;
+            }
+            w[nw++] = (sweep_t){rs[k], 0, true};
+        }
+    }
+    call_t  *calls = arena_alloc(a, (nw ? nw : 1) * sizeof *calls);
+    sweep_t **of = arena_alloc(a, (nw ? nw : 1) * sizeof *of);
+    for (int page = 0; page < SWEEP_PAGES; page++) {
+        size_t n = 0;
+        memset(calls, 0, (nw ? nw : 1) * sizeof *calls);
+        for (size_t j = 0; j < nw; j++) {
+            if (!w[j].more) continue;
+            call_t  *c = &calls[n];
+            fwd_in_t in = {.tenant = reg_tenant(w[j].r), .ctx = ld_core(), .arena = a};
+            sbuf_t   u;
+            sb_init(&u, a, 256);
+            fwd_endpoint(&u, w[j].r);
+            sb_printf(&u, "subscriptions?limit=%d&offset=%zu", SWEEP_PAGE, w[j].offset);
+            c->url = u.p;
+            c->reg = w[j].r;
+            c->ctx = in.ctx;
+            c->method = "GET";
+            if (!fwd_headers(&in, c, w[j].r, NULL, NULL)) c->skipped = true;
+            of[n++] = &w[j];
+        }
+        if (!n) break;
+        fwd_run(calls, n);
+        pthread_mutex_lock(&g_mu);
+        for (size_t i = 0; i < n; i++) {
+            bool answered = !calls[i].skipped && !calls[i].refused && calls[i].rc == CURLE_OK;
+            of[i]->more = answered && sweep_page(a, of[i], &calls[i]);
+            uint64_t h = source_hash(of[i]->r);
+            if (answered && calls[i].status == 200 && !swept(h)) {
+                if (g_n_swept == g_cap_swept) {
+                    g_cap_swept = g_cap_swept ? 2 * g_cap_swept : 16;
+                    g_swept = cr_xrealloc(g_swept, g_cap_swept * sizeof *g_swept);
+                }
+                g_swept[g_n_swept++] = h;
+            }
+            of[i]->offset += SWEEP_PAGE;
+            if (calls[i].hdrs) curl_slist_free_all(calls[i].hdrs);
+        }
+        pthread_mutex_unlock(&g_mu);
+    }
+    for (size_t j = 0; j < nw; j++) reg_unref(w[j].r);
+    arena_free(a);
 }
 
 static void *thread_main(void *arg)
@@ -643,8 +913,11 @@ static void *thread_main(void *arg)
         }
         free(exp_t);
         free(exp_i);
+        sweep_due();
         int64_t next = send_due();
         pthread_mutex_lock(&g_mu);
+        if (next > g_sweep_at) next = g_sweep_at;
+        if (g_sweep_new && next > g_fresh_at) next = g_fresh_at;
         if (g_stop || g_ev_head) continue;
         now = cr_now_us();
         if (next > now) {
@@ -701,18 +974,47 @@ static void render_extra(json_writer_t *w, const notify_sub_t *s)
 
 /* ------------------------------------------------------------ receiving */
 
-/* 5.8.6 with splitEntities: e merged with the versions here (local) and at the sources, or NULL when the
- * merged entity does not match s's q, geoQ and scopeQ (a reference otherwise). */
-static cr_entity_t *split_merge(notify_sub_t *s, const char *tenant, cr_entity_t *e, fwd_sub_local_fn local,
-                                arena_t *a)
+/* 5.8.6 with splitEntities: e merged with the versions here (local) and at every source that has it but
+ * the notifying one (from: its registration; not asked again), or NULL when the merged entity does not
+ * match s's q, geoQ and scopeQ (a reference otherwise). */
+static cr_entity_t *split_merge(notify_sub_t *s, const char *tenant, cr_entity_t *e, const reg_t *from,
+                                fwd_sub_local_fn local, arena_t *a)
 {
-    cr_entity_t *loc = local ? local(tenant, e->id, a) : NULL, *m = NULL;
+    cr_entity_t *loc = local ? local(tenant, e->id, a) : NULL, *got = NULL, *m = NULL;
     fwd_in_t     in = {.tenant = tenant, .ctx = notify_sub_context(s), .arena = a};
     fwd_out_t    out;
     problem_t    q = {0};
-    if (fwd_retrieve(&in, e->id, NULL, NULL, 0, NULL, 0, loc, &out, &q) && out.forwarded && out.n) m = out.items[0];
+    /* the other sources, as the page of an entity map naming them alone for e (at most 63: the bits of a
+     * page's origins; beyond, every source is asked, the notifying one too) */
+    reg_query_t  rq = {.ids = (const char *const *)&e->id, .n_ids = 1};
+    size_t       nr;
+    reg_t      **rs = reg_match(tenant, &rq, cr_now_us(), a, &nr, NULL);
+    const char **ids = arena_alloc(a, (nr + 1) * sizeof *ids), **none = arena_calloc(a, (nr + 1) * sizeof *none);
+    uint64_t     bits = 0;
+    size_t       k = 0;
+    for (size_t i = 0; i < nr; i++) {
+        if (k < 63 && !same_source(rs[i], from)) {
+            ids[k] = arena_strdup(a, reg_id(rs[i]));
+            bits |= (uint64_t)1 << (k + 1);
+            k++;
+        }
+        reg_unref(rs[i]);
+    }
+    fwd_map_page_t pg = {.id = "", .ids = (const char **)&e->id, .origins = &bits, .n = k ? 1 : 0, .reg_ids = ids,
+                         .linked = none, .n_regs = k, .total = 1, .live = 1};
+    bool asked = nr > 63 + 1 ? fwd_retrieve(&in, e->id, NULL, NULL, 0, NULL, 0, loc, &out, &q)
+                             : fwd_retrieve_map(&in, e->id, NULL, NULL, 0, NULL, 0, &pg, loc, &out, &q);
+    if (asked && out.forwarded && out.n) got = out.items[0];
+    else if (loc) {
+        entity_ref(loc);
+        got = loc;
+    }
     if (loc) entity_unref(loc);
-    if (!m) {                          /* no source answered: what was notified */
+    if (got) {
+        m = fwd_merge_two(a, got, e);    /* merged with the notified version (5.8.6) */
+        entity_unref(got);
+    }
+    if (!m) {                            /* nothing else has it (or too large): what was notified */
         entity_ref(e);
         m = e;
     }
@@ -726,14 +1028,17 @@ static cr_entity_t *split_merge(notify_sub_t *s, const char *tenant, cr_entity_t
 
 bool fwd_sub_receive(const char *key, const json_t *body, fwd_sub_local_fn local, problem_t *p)
 {
-    char *tenant = NULL, *sub_id = NULL;
-    bool  split = false;
+    char  *tenant = NULL, *sub_id = NULL;
+    bool   split = false;
+    reg_t *from = NULL;                  /* the notifying source's registration (a reference) */
     pthread_mutex_lock(&g_mu);
     for (part_t *x = *key_bucket(key); x && !tenant; x = x->next_key)
         if (x->want && !strcmp(x->key, key)) {
             tenant = cr_xstrdup(x->tenant);
             sub_id = cr_xstrdup(x->sub_id);
             split = x->split;
+            reg_ref(x->reg);
+            from = x->reg;
         }
     pthread_mutex_unlock(&g_mu);
     if (!tenant) return problem_set(p, PB_RESOURCE_NOT_FOUND, "no distributed subscription at this endpoint");
@@ -777,7 +1082,7 @@ bool fwd_sub_receive(const char *key, const json_t *body, fwd_sub_local_fn local
     /* all or nothing: a notification is relayed whole */
     for (size_t i = 0; i < n; i++) {
         cr_entity_t *m = es[i];
-        if (ok && split && !del[i]) m = split_merge(s, tenant, es[i], local, a);
+        if (ok && split && !del[i]) m = split_merge(s, tenant, es[i], from, local, a);
         else if (ok) entity_ref(m);
         if (ok && m) notify_relay(s, m, del[i], now);
         if (m) entity_unref(m);
@@ -786,6 +1091,7 @@ bool fwd_sub_receive(const char *key, const json_t *body, fwd_sub_local_fn local
     arena_free(a);
 done:
     if (s) notify_sub_unref(s);
+    if (from) reg_unref(from);
     free(tenant);
     free(sub_id);
     return ok;
@@ -805,6 +1111,7 @@ bool fwd_sub_start(problem_t *p)
     const char *al = fwd_alias();
     g_me = alias_hash(al, strlen(al));
     g_stop = false;
+    g_sweep_at = g_fresh_at = 0;         /* once the restored state is reconciled */
     if (pthread_create(&g_thread, NULL, thread_main, NULL) != 0)
         return problem_set(p, PB_INTERNAL_ERROR, "cannot start the distributed subscription thread");
     g_started = true;
@@ -835,5 +1142,14 @@ void fwd_sub_stop(void)
         free(e);
     }
     g_ev_head = g_ev_tail = NULL;
+    for (seen_t *t = g_seen, *n; t; t = n) {
+        n = t->next;
+        free(t->tenant);
+        free(t);
+    }
+    g_seen = NULL;
+    free(g_swept);
+    g_swept = NULL;
+    g_n_swept = g_cap_swept = 0;
     pthread_mutex_unlock(&g_mu);
 }

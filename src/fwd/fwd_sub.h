@@ -15,11 +15,25 @@
  * doubling to 60 s), counted in the registration's timesFailed, and shown
  * with ?options=sysAttrs as coraine:remote of the subscription.
  *
- * Nothing is persisted beyond the subscriptions and registrations
- * themselves: a remote subscription's id is derived from this broker's
- * alias, the tenant, the subscription and the registration, so a restarted
+ * One part per source (endpoint and source tenant): several registrations
+ * of one source plant one copy. Nothing is persisted beyond the
+ * subscriptions and registrations themselves: a remote subscription's id is
+ * derived from this broker's alias, the tenant, the subscription and the
+ * source tenant (not the registration nor the endpoint), so a restarted
  * broker plants the same id again (409 AlreadyExists: then PATCHed with the
- * new endpoint key), never a second one. The id also carries the chain of
+ * new endpoint key), never a second one, and a second endpoint of a broker
+ * planted at already gets 409 too (the part waits as "duplicate" and plants
+ * when the first goes).
+ *
+ * Orphans: a copy carries an expiresAt, the sooner of the subscription's
+ * and a lease of --dsubLease seconds that this broker renews (PATCH at half
+ * of it; sources with updateSubscription), so a copy this broker lost track
+ * of stops notifying on its own. A delete that fails is retried with
+ * backoff (about a day). After a start, on a new source and every
+ * --dsubLease, each source that allows querySubscription and
+ * deleteSubscription is asked for its subscriptions: one whose id is ours
+ * (its chain ends with this broker's alias) and that no part holds is
+ * deleted. The id also carries the chain of
  * brokers it was planted through (urn:ngsi-ld:Subscription:dsub:<part
  * hash>:<alias hash>.<alias hash>...), kept by each source with the
  * subscription: a broker that finds itself in the chain of a subscription

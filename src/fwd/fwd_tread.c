@@ -116,6 +116,7 @@ static bool entity_read(arena_t *a, json_t *o, const ld_context_t *ctx, hist_ent
 typedef struct tversion {
     const hist_entity_t *e;
     bool                 aux;
+    uint64_t             from;      /* FWD_MAP_HERE, or the source's bit */
 } tversion_t;
 
 /* The versions of one id, chained through tgroups_t.next (no array to grow per group). */
@@ -134,13 +135,13 @@ typedef struct tgroups {
     size_t      nslot;              /* power of two, > 2 * the most groups */
 } tgroups_t;
 
-static void tgroup_add(tgroups_t *gs, const hist_entity_t *e, bool aux)
+static void tgroup_add(tgroups_t *gs, const hist_entity_t *e, bool aux, uint64_t from)
 {
     size_t i = (size_t)cr_hash(e->id, strlen(e->id)) & (gs->nslot - 1);
     for (; gs->slot[i]; i = (i + 1) & (gs->nslot - 1))
         if (!strcmp(gs->g[gs->slot[i] - 1].id, e->id)) break;
     size_t k = gs->nv++;
-    gs->v[k] = (tversion_t){e, aux};
+    gs->v[k] = (tversion_t){e, aux, from};
     gs->next[k] = 0;
     if (!gs->slot[i]) {
         gs->g[gs->n] = (tgroup_t){.id = e->id, .head = k, .tail = k, .n = 1};
@@ -340,15 +341,19 @@ bool fwd_temporal_read(const fwd_in_t *in, const fwd_tread_t *t, fwd_tout_t *out
     size_t np = t->n_params;
     for (size_t i = 0; i < ntp; i++)
         if (!has_param(t->params, t->n_params, tp[i].key)) prm[np++] = tp[i];
-    if (!fwd_read_temporal(in, &q, t->hq, t->id, prm, np, t->want, &fo, &docs, &n_docs, p)) return false;
+    if (!fwd_read_temporal(in, &q, t->hq, t->id, prm, np, t->want, t->only, &fo, &docs, &n_docs, p)) return false;
     out->forwarded = fo.forwarded;
     out->failed = fo.failed;
     out->warning = fo.warning;
+    out->reg_ids = fo.reg_ids;
+    out->n_regs = fo.n_regs;
+    out->unanswered = fo.unanswered;
     if (!fo.forwarded) return true;
     size_t total = 0;
     for (size_t i = 0; i < n_docs; i++) total += docs[i].doc->len;
     out->remote = arena_alloc(a, (total + 1) * sizeof *out->remote);
     out->aux = arena_alloc(a, total + 1);
+    out->from = arena_alloc(a, (total + 1) * sizeof *out->from);
     bool bad = false;
     for (size_t i = 0; i < n_docs; i++)
         json_foreach(o, docs[i].doc) {
@@ -358,6 +363,7 @@ bool fwd_temporal_read(const fwd_in_t *in, const fwd_tread_t *t, fwd_tout_t *out
                 continue;
             }
             if (t->id && strcmp(e->id, t->id)) continue;     /* asked as a query: only that one */
+            out->from[out->n_remote] = docs[i].from;
             out->aux[out->n_remote++] = docs[i].aux;
         }
     if (bad) LOG_D("fwd: a source's temporal answer held members that are not temporal entities or instances");
@@ -365,7 +371,7 @@ bool fwd_temporal_read(const fwd_in_t *in, const fwd_tread_t *t, fwd_tout_t *out
 }
 
 void fwd_temporal_merge(arena_t *a, const hist_query_t *hq, const hist_result_t *local, const fwd_tout_t *fo,
-                        hist_result_t *res)
+                        hist_result_t *res, uint64_t **origins)
 {
     size_t    total = local->n + fo->n_remote;
     tgroups_t gs = {0};
@@ -375,14 +381,18 @@ void fwd_temporal_merge(arena_t *a, const hist_query_t *hq, const hist_result_t 
     gs.next = arena_alloc(a, (total + 1) * sizeof *gs.next);
     for (gs.nslot = 16; gs.nslot < 2 * total + 1; gs.nslot *= 2) {}
     gs.slot = arena_calloc(a, gs.nslot * sizeof *gs.slot);
-    for (size_t i = 0; i < local->n; i++) tgroup_add(&gs, &local->items[i], false);
-    for (size_t i = 0; i < fo->n_remote; i++) tgroup_add(&gs, &fo->remote[i], fo->aux[i]);
+    for (size_t i = 0; i < local->n; i++) tgroup_add(&gs, &local->items[i], false, FWD_MAP_HERE);
+    for (size_t i = 0; i < fo->n_remote; i++) tgroup_add(&gs, &fo->remote[i], fo->aux[i], fo->from ? fo->from[i] : 0);
     res->items = arena_calloc(a, (gs.n + 1) * sizeof *res->items);
     res->n = 0;
+    if (origins) *origins = arena_calloc(a, (gs.n + 1) * sizeof **origins);
     tversion_t *v = arena_alloc(a, (total + 1) * sizeof *v);
     for (size_t i = 0; i < gs.n; i++) {
         size_t n = 0;
-        for (size_t k = gs.g[i].head + 1; k; k = gs.next[k - 1]) v[n++] = gs.v[k - 1];
+        for (size_t k = gs.g[i].head + 1; k; k = gs.next[k - 1]) {
+            if (origins) (*origins)[res->n] |= gs.v[k - 1].from;
+            v[n++] = gs.v[k - 1];
+        }
         entity_merge(a, hq, v, n, &res->items[res->n++]);
     }
     res->count = res->n;

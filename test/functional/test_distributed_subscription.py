@@ -12,6 +12,7 @@ loops (brokers registered to each other, a chain of three)."""
 import time
 
 import pytest
+import requests
 
 from conftest import Client, fresh_tenant
 from ngsi import entity, free_port, prop, uid
@@ -471,14 +472,42 @@ def test_5_8_6_split_entities_merges_what_a_source_notifies_before_q(broker_fact
     rcv.wait(1, timeout=15.0, key="entities")
     time.sleep(0.5)
     got = [n["body"] for n in rcv.notifications()]
-    # 15 never matches the merged entity. The hub reads the notifying source again (at least as recent
-    # as its notification, doc/api.md), so when the second PATCH lands before that read, the relay of
-    # the first notification already carries 25: one or two notifications, each of the merged 25.
-    assert 1 <= len(got) <= 2, got
-    for n in got:
-        e = n["data"][0]
-        assert n["subscriptionId"] == sid
-        assert e["temperature"]["value"] == 25 and e["name"]["value"] == "kitchen", n
+    # 15 never matches the merged entity; the notified 25 merged with the hub's name does, once
+    assert len(got) == 1, got
+    e = got[0]["data"][0]
+    assert got[0]["subscriptionId"] == sid
+    assert e["temperature"]["value"] == 25 and e["name"]["value"] == "kitchen", got
+
+
+def _retrieves(c):
+    m = requests.get(c.broker.base + "/metrics", timeout=10).text
+    return sum(int(line.rsplit(" ", 1)[1]) for line in m.splitlines()
+               if line.startswith("coraine_http_requests_total{") and 'method="GET"' in line and "/entities" in line)
+
+
+def test_5_8_6_split_entities_does_not_read_the_notifying_source_again(broker_factory, rcv):
+    """5.8.6: the entities of a notification are retrieved locally and from every context source that has
+    them "except for the one from which the Notification has been received"; a second source is asked."""
+    hub, src = broker(broker_factory, "split-hub"), broker(broker_factory, "split-src")
+    other = broker(broker_factory, "split-other")
+    eid = _split_room(hub, src)
+    other.tenant = src.tenant
+    other.create(entity(eid, "Room", humidity=prop(40)))
+    register(hub, other, eid, etype="Room", ops=("retrieveOps",))
+    sid = _split_sub(hub, rcv, eid, splitEntities=True)
+    wait_remote(hub, sid)
+    before_src, before_other = _retrieves(src), _retrieves(other)
+    r = src.patch("/entities/%s/attrs" % eid, {"temperature": prop(30)})
+    assert r.status_code == 204, r.text
+    rcv.wait(1, timeout=15.0, key="entities")
+    time.sleep(0.5)
+    got = [n["body"] for n in rcv.notifications()]
+    assert len(got) == 1, got
+    e = got[0]["data"][0]
+    assert e["temperature"]["value"] == 30 and e["name"]["value"] == "kitchen", e
+    assert e["humidity"]["value"] == 40, e             # the other source's fragment
+    assert _retrieves(src) == before_src               # the notifying source: not asked again
+    assert _retrieves(other) > before_other
 
 
 def test_5_8_1_4_without_split_entities_the_source_applies_q_to_its_part(broker_factory, rcv):

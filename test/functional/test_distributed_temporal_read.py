@@ -264,6 +264,4 @@ def test_6_3_17_temporal_loop_through_a_redirect_registration_is_508(hub, src):
     assert hub.get("/temporal/entities", params={"type": "Vehicle"}).status_code == 200
 
 
-def test_5_7_4_entity_map_is_not_offered_for_the_temporal_query(hub):
-    r = hub.get("/temporal/entities", params={"type": "Vehicle", "entityMap": "true"})
-    assert r.status_code == 400 and r.json()["type"].endswith("InvalidRequest"), r.text
+# entityMap on a distributed temporal query: test_distributed_temporal_entity_maps.py

@@ -306,6 +306,19 @@ def test_4_5_9_temporal_values(hcli):
         assert b["speed"] == {"type": "Property", "values": [[120, T0], [80, T1], [100, T2]]}, params
 
 
+def test_4_5_9_temporal_values_of_an_instance_without_observed_at(hcli):
+    """A value written through the core API without observedAt: its pair's
+    time is when it was recorded (createdAt), a DateTime (before, the time of
+    no time, INT64_MIN, was formatted: undefined behaviour, caught by UBSan)."""
+    eid = uid("Vehicle")
+    r = hcli.post("/entities", {"id": eid, "type": "Vehicle", "speed": {"type": "Property", "value": 7}})
+    assert r.status_code == 201, r.text
+    b = hcli.get(tpath(eid), params={"options": "temporalValues,sysAttrs"}).json()
+    n = hcli.get(tpath(eid), params={"options": "sysAttrs"}).json()
+    pair = b["speed"]["values"][0]
+    assert pair[0] == 7 and pair[1][:4] == n["speed"][0]["createdAt"][:4] and pair[1].endswith("Z"), b
+
+
 def test_4_5_9_temporal_values_of_a_relationship(hcli):
     eid = uid("Vehicle")
     r = hcli.post("/temporal/entities", tent(eid, owner=[
