@@ -30,7 +30,7 @@ ifeq ($(CC),cc)
 CC      := gcc
 endif
 
-PKGS    := libmicrohttpd libcurl libpcre2-8 libmosquitto icu-i18n icu-uc libpq libcrypto libmongoc-1.0
+PKGS    := libmicrohttpd gnutls libcurl libpcre2-8 libmosquitto icu-i18n icu-uc libpq libcrypto libmongoc-1.0
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(shell geos-config --clibs 2>/dev/null)
 

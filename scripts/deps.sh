@@ -3,8 +3,8 @@
 # need, when some are missing. As root it runs apt-get; otherwise it prints
 # the exact sudo line and stops. Called by `make run` and `make test`.
 set -eu
-pkgs=(gcc make pkg-config libmicrohttpd-dev libcurl4-openssl-dev libpcre2-dev libgeos-dev
-      libmosquitto-dev libicu-dev mosquitto unzip libpq-dev postgresql libcmocka-dev libjansson-dev libcjson-dev libssl-dev libmongoc-dev python3 python3-pytest python3-requests curl wrk
+pkgs=(gcc make pkg-config libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libpcre2-dev libgeos-dev
+      libmosquitto-dev libicu-dev mosquitto unzip libpq-dev postgresql libcmocka-dev libjansson-dev libcjson-dev libssl-dev libmongoc-dev python3 python3-pytest python3-requests python3-pymongo curl wrk
       libjemalloc2 libtcmalloc-minimal4)   # the allocators make tune measures (LD_PRELOAD)
 [ "${CORAINE_DEPS_EXTRA:-}" ] && pkgs+=(${CORAINE_DEPS_EXTRA})
 missing=()

@@ -2,7 +2,8 @@
  * main.c - coraine: flags -> configuration, start the parts (contexts,
  * model, store, HTTP), wait for SIGINT/SIGTERM, stop them in reverse order.
  * SIGUSR1 asks corDB on disk for a snapshot (as POST /admin/snapshot does);
- * SIGHUP reopens the log files (after logrotate moved them).
+ * SIGHUP reopens the log files (after logrotate moved them) and, with --https,
+ * reads the certificate and key again.
  *
  * The stop (doc/operations.md) is bounded by --shutdownTimeout: no new
  * connection, the requests waiting for a remote @context answered 503 at
@@ -171,6 +172,7 @@ int main(int argc, char **argv)
             if (cr_log_reopen() && (cr_config.log_file || cr_config.access_log))
                 LOG_I("SIGHUP: log file reopened");
             http_reopen_logs();
+            http_reload_tls();
             continue;
         }
         if (sig != SIGUSR1) break;

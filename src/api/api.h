@@ -149,6 +149,9 @@ bool api_count_param(request_t *r, bool *count, problem_t *p);
  * (local=true not given, and some registration exists), and its fwd_in_t. */
 struct fwd_in;
 bool api_distributed(request_t *r);
+/* Whether the request may wait for context sources (its tenant has
+ * registrations): it is then run off the HTTP workers (http_set_offload). */
+bool api_may_wait(request_t *r);
 void api_fwd_in(request_t *r, const ld_context_t *ctx, struct fwd_in *in);
 /* query.c: what a distributed query qy forwards (prm, at most 16: its selection's parameters, or those of
  * the Query body) and how it matches registrations (m); the number of prm. */

@@ -497,6 +497,16 @@ bool api_count_param(request_t *r, bool *count, problem_t *p)
     return true;
 }
 
+/* http_set_offload's test: a write of a tenant with registrations may wait
+ * for context sources, so it runs on the --forwardThreads pool; the others
+ * (every request of a broker without registrations: one relaxed load) stay on
+ * their HTTP worker. Reads are handed over only when they are about to ask a
+ * source (fwd_offload). */
+bool api_may_wait(request_t *r)
+{
+    return reg_tenant_has(r->tenant);
+}
+
 bool api_distributed(request_t *r)
 {
     const char *local = req_param(r, "local");
@@ -515,8 +525,13 @@ static const char *fwd_query_string(void *ud)
     return api_dw_query(ud);
 }
 
+static bool fwd_offload(void *ud)
+{
+    return req_offload(ud);
+}
+
 void api_fwd_in(request_t *r, const ld_context_t *ctx, fwd_in_t *in)
 {
     *in = (fwd_in_t){.tenant = r->tenant, .ctx = ctx, .via = req_header(r, "Via"), .arena = r->arena,
-                     .header = fwd_header, .query = fwd_query_string, .header_ud = r};
+                     .header = fwd_header, .query = fwd_query_string, .header_ud = r, .offload = fwd_offload};
 }

@@ -127,6 +127,13 @@ static void requests(sbuf_t *sb, arena_t *a)
             hs.connections_cut);
     COUNTER(sb, "coraine_access_log_dropped_total", "--accessLog lines dropped because the disk fell behind",
             hs.access_log_dropped);
+    COUNTER(sb, "coraine_http_offloaded_total",
+            "requests of tenants with registrations run on the --forwardThreads pool (they may wait for context sources)",
+            hs.offloaded);
+    GAUGE(sb, "coraine_http_offload_queued", "offloaded requests waiting for a --forwardThreads thread",
+          hs.offload_queued);
+    GAUGE(sb, "coraine_http_offload_running", "offloaded requests on a --forwardThreads thread now",
+          hs.offload_running);
 }
 
 /* ---- store */

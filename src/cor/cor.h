@@ -13,7 +13,9 @@
  *  - the codec (cor_frame.c): frames to bytes and back, no I/O, no state:
  *    what the fuzz target and the unit test drive;
  *  - the server (cor_server.c, --corPort): a listener thread with epoll
- *    reads frames, a pool of workers runs each request through the HTTP
+ *    reads frames, a pool of workers (--connectionPoolSize plus
+ *    --forwardThreads: a request waits for its forwards on its worker) runs
+ *    each request through the HTTP
  *    API's own dispatch (http_exec: same routes, same handlers, same
  *    answers) and writes the answer as soon as it is ready;
  *  - the client (cor_client.c): one connection per peer (host:port), made

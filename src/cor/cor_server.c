@@ -630,7 +630,11 @@ bool cor_server_start(const http_route_t *routes, size_t n_routes, const char *a
     }
     atomic_store(&g.stop, false);
     g.qstop = false;
-    g.n_workers = cr_config.connection_pool_size > 0 ? cr_config.connection_pool_size : 2;
+    /* a request run here waits for its forwards on its worker (http_exec):
+     * as many workers as HTTP has threads, and --forwardThreads besides, so
+     * that slow sources leave workers for the quick requests */
+    g.n_workers = (cr_config.connection_pool_size > 0 ? cr_config.connection_pool_size : 2) +
+                  (cr_config.forward_threads > 0 ? cr_config.forward_threads : 0);
     g.workers = cr_xcalloc((size_t)g.n_workers, sizeof *g.workers);
     for (int i = 0; i < g.n_workers; i++)
         if (pthread_create(&g.workers[i], NULL, worker_run, NULL) != 0) {

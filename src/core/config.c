@@ -95,6 +95,7 @@ static flag_t flags[] = {
     {"notifierCaFile", F_STR, &cr_config.notifier_ca_file, "", NULL, "CA certificates (PEM) for https:// and mqtts:// endpoints (none: the system's)"},
     {"forwardTimeout", F_INT, &cr_config.forward_timeout_ms, "5000", NULL, "ms a forwarded request may take (a registration's management.timeout overrides)"},
     {"forwardFanout", F_INT, &cr_config.forward_fanout, "16", NULL, "forwarded requests of one operation in flight at once"},
+    {"forwardThreads", F_INT, &cr_config.forward_threads, "8", NULL, "threads that run the requests of tenants with registrations (they wait for context sources, so no HTTP worker does); at least 1"},
     {"forwardCacheSize", F_SIZE, &cr_config.forward_cache_size, "64M", NULL, "bytes of context source answers kept for their registration's management.cacheDuration, k/M/G suffixes (0: none kept)"},
     {"splitEntities", F_STR, &cr_config.split_entities_text, "false", "true|false", "whether a distributed query or subscription that does not say (splitEntities) takes an entity to be split over its sources: q, geoQ, scopeQ and attrs are then evaluated on the merged entity, not by each source (5.2.23)"},
     {"dsubLease", F_INT, &cr_config.dsub_lease_s, "600", NULL, "seconds a subscription planted at a context source (5.8.1.4) lives unless this broker renews it (0: no lease, the hub subscription's expiresAt only); also how often each source is checked for orphans of this broker's"},
@@ -104,7 +105,7 @@ static flag_t flags[] = {
     {"corPort", F_INT, &cr_config.cor_port, "0", NULL, "TCP port of the cor:// broker-to-broker protocol (doc/cor-protocol.md; 0: not listening)"},
     {"accessLog", F_STR, &cr_config.access_log, "", NULL, "write one line per request to this file (combined log format, then the request id and the microseconds it took)"},
     {"https", F_BOOL, &cr_config.https, "false", NULL, "serve HTTPS (TLS through libmicrohttpd's GnuTLS) on --port with --cert and --key; the cor:// port stays plain TCP"},
-    {"cert", F_STR, &cr_config.cert, "", NULL, "--https: the server certificate, a PEM file (the chain after it); read at start (a new one needs a restart)"},
+    {"cert", F_STR, &cr_config.cert, "", NULL, "--https: the server certificate, a PEM file (the chain after it); read at start and again on SIGHUP"},
     {"key", F_STR, &cr_config.key, "", NULL, "--https: the certificate's private key, an unencrypted PEM file"},
     {"auth", F_STR, &cr_config.auth, "none", "none|jwt", "access control: none, or bearer JWTs (doc/operations.md)"},
     {"jwks", F_STR, &cr_config.jwks, "", NULL, "--auth jwt: the RS256/ES256 verification keys, a JWKS document or a PEM public key, a file or an http(s) URL"},
@@ -346,6 +347,14 @@ bool cr_config_load(int argc, char **argv)
         return false;
     }
     if (cr_config.default_limit > cr_config.max_limit) cr_config.default_limit = cr_config.max_limit;
+    if (cr_config.dsub_lease_s < 0) {
+        fprintf(stderr, "coraine: --dsubLease must be 0 or more seconds\n");
+        return false;
+    }
+    if (cr_config.forward_threads < 1 || cr_config.forward_threads > 1024) {
+        fprintf(stderr, "coraine: --forwardThreads must be 1..1024\n");
+        return false;
+    }
     if (cr_config.max_batch_size < 1) {
         fprintf(stderr, "coraine: --maxBatchSize must be at least 1\n");
         return false;

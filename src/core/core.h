@@ -279,6 +279,7 @@ typedef struct cr_config {
     const char *egress_allow;        /* --egressAllow: CIDRs and host names */
     int         forward_timeout_ms;  /* --forwardTimeout */
     int         forward_fanout;      /* --forwardFanout */
+    int         forward_threads;     /* --forwardThreads */
     size_t      forward_cache_size;  /* --forwardCacheSize: bytes of kept source answers (cacheDuration) */
     const char *split_entities_text; /* --splitEntities true|false */
     bool        split_entities;      /* its value: the default of splitEntities (5.2.23, 5.2.12) */

@@ -924,6 +924,10 @@ static bool forward(const fwd_in_t *in, reg_query_t *q, const char *id, const ch
         for (size_t i = 0; i < nr; i++) reg_unref(regs[i]);
         return ok;     /* an inclusive loop: answered from the local data only */
     }
+    if (in->offload && in->offload(in->header_ud)) {     /* it runs again where it may wait */
+        for (size_t i = 0; i < nr; i++) reg_unref(regs[i]);
+        return problem_set(p, PB_INTERNAL_ERROR, "handed to a --forwardThreads thread");
+    }
     call_t *calls = arena_calloc(a, nr * sizeof *calls);
     size_t  n_map = 0;
     for (size_t i = 0; i < nr; i++) {

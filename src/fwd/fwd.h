@@ -51,8 +51,11 @@
  * recent observedAt, else modifiedAt, wins, and an auxiliary source never
  * replaces another version's instance (local data over auxiliary).
  *
- * The worker that handles the request waits for the forwards (bounded by
- * the timeouts).
+ * The thread that runs the handler waits for the forwards (bounded by the
+ * timeouts): over HTTP one of http/'s --forwardThreads, never a
+ * libmicrohttpd worker (a write of a tenant with registrations is handed
+ * there before its handler runs, http_set_offload; a read when it is about
+ * to ask a source, fwd_in_t.offload); over cor://, cor/'s worker.
  */
 #ifndef CORAINE_FWD_H
 #define CORAINE_FWD_H
@@ -83,6 +86,10 @@ typedef struct fwd_in {
     const char       *(*header)(void *ud, const char *name);   /* its headers, for urn:ngsi-ld:request */
     const char       *(*query)(void *ud);  /* its query string without local (writes send it along), or NULL */
     void               *header_ud;         /* of header and query */
+    /* A read about to ask its sources calls this first (NULL: never): true when
+     * the request was handed to a thread where it may wait (it runs again from
+     * the start there): the read then returns false at once, its answer unused. */
+    bool              (*offload)(void *ud);
 } fwd_in_t;
 
 typedef struct fwd_param {

@@ -37,6 +37,10 @@ bool fwd_discover(const fwd_in_t *in, reg_op_t op, const char *path, const char 
         ok = fwd_loop_check(regs, nr, false, p);
         goto done;
     }
+    if (in->offload && in->offload(in->header_ud)) {     /* it runs again where it may wait */
+        ok = problem_set(p, PB_INTERNAL_ERROR, "handed to a --forwardThreads thread");
+        goto done;
+    }
     call_t     *calls = arena_calloc(a, nr * sizeof *calls);
     const char *query = in->query ? in->query(in->header_ud) : NULL;
     for (size_t r = 0; r < nr; r++) {

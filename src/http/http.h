@@ -104,6 +104,7 @@ enum {
     HR_GEOJSON_OK = 2,                    /* GET may answer application/geo+json (5.7.1, 5.7.2) */
     HR_QUERY_POST = 4,                    /* POST is a query: Accept is checked as for GET */
     HR_PUBLIC = 8,                        /* answered without a token under --auth (probes) */
+    HR_FORWARDS = 16,                     /* its handlers may forward: see http_set_offload */
 };
 
 typedef struct http_server http_server_t;
@@ -120,6 +121,11 @@ void           http_stop(http_server_t *s);
 int            http_drain(http_server_t *s, int64_t deadline_ns);
 /* SIGHUP: --accessLog is opened again by its name (after logrotate). */
 void           http_reopen_logs(void);
+/* SIGHUP under --https: --cert and --key are read again; new handshakes get
+ * the new pair, connections already open keep theirs. A pair that cannot be
+ * used (unreadable, not PEM, a key not the certificate's) changes nothing
+ * and is logged as an error. */
+void           http_reload_tls(void);
 
 /* ---- a request run outside libmicrohttpd (cor://, doc/cor-protocol.md)
  * The same dispatch as an HTTP request (the router, the 6.3.4
@@ -186,6 +192,29 @@ void         req_release(req_token_t *t, bool ok, const problem_t *p);
  * http_start. */
 void         http_set_after_handler(void (*fn)(request_t *r));
 
+/* ---- offloaded requests
+ * A handler that is about to wait for context sources (up to their
+ * timeouts) must not do it on libmicrohttpd's worker: a worker that waited
+ * would hold back every other connection it serves. Such a request runs its
+ * handler on one of --forwardThreads threads instead; the connection is
+ * suspended meanwhile and the answer is sent as the handler built it. The
+ * handler runs from the start there, so nothing changes for it: it may
+ * defer (it then runs again on the worker) or hold. Two ways in:
+ *  - a write: a request to a route flagged HR_FORWARDS, not a GET or a
+ *    query (HR_QUERY_POST), for which test(r) is true (api/: its tenant has
+ *    registrations) is handed over before its handler runs (a write may
+ *    forward before it changes anything, or after: a purge). test is called
+ *    on the worker after the route and the preconditions: it must be cheap.
+ *    Set once, before http_start.
+ *  - a read: its handler calls req_offload(r) when it is about to ask a
+ *    source; true: handed over, the handler returns without changing
+ *    anything and whatever it answers is dropped (a read that asks no source
+ *    stays on the worker and costs nothing more); false: it already runs
+ *    where it may wait (the pool, or cor:// through http_exec, whose worker
+ *    waits as before). */
+void         http_set_offload(bool (*test)(request_t *r));
+bool         req_offload(request_t *r);
+
 /* ---- replies */
 void reply_header(request_t *r, const char *name, const char *value);
 /* The room (bytes of "Name: value\r\n") left for more answer headers: the
@@ -216,6 +245,9 @@ typedef struct http_stats {
     uint64_t connections_refused;  /* beyond --maxConnections: answered 503 */
     uint64_t connections_cut;      /* cut by the guard at a deadline (408 or closed idle) */
     uint64_t access_log_dropped;   /* --accessLog lines dropped: both buffers full */
+    uint64_t offloaded;            /* requests run on the --forwardThreads pool (http_set_offload) */
+    uint64_t offload_queued;       /* waiting for one of its threads now */
+    uint64_t offload_running;      /* on one of its threads now */
 } http_stats_t;
 void http_get_stats(http_stats_t *st);
 

@@ -33,17 +33,21 @@
  * again on libmicrohttpd's next call. The handler parses the body in situ,
  * so each run gets a fresh copy of the body as received.
  *
- * --https: libmicrohttpd speaks TLS through GnuTLS (MHD_USE_TLS) with the
- * PEM certificate and key read at start; everything above the socket is the
- * same code. The guard cannot write plain bytes into a TLS stream: there a
- * connection beyond --maxConnections and a head or body past its deadline
- * are closed without an answer, and a head too large is answered through
- * libmicrohttpd (the guard's raw answer is for plain HTTP).
+ * --https: libmicrohttpd speaks TLS through GnuTLS (MHD_USE_TLS); the
+ * certificate comes from tls.c at each handshake (reloaded on SIGHUP);
+ * everything above the socket is the same code. The guard cannot write plain
+ * bytes into a TLS stream, so its answers go through libmicrohttpd
+ * (tls_refuse): a connection beyond --maxConnections is let through its
+ * handshake and head and answered 503; a head or body past its deadline
+ * becomes PH_LATE and is answered 408 if it completes within GUARD_GRACE_MS,
+ * else closed (libmicrohttpd has no call that answers a request it has not
+ * read: doc/operations.md); a head too large is answered by libmicrohttpd.
  */
 #include "http.h"
 #include "accesslog.h"
 #include "reqstats.h"
 #include "router.h"
+#include "tls.h"
 #include "../auth/auth.h"
 #include "../json/json.h"
 
@@ -69,6 +73,8 @@ enum {
     PH_BUSY,      /* the request is ours (handler, answer): never cut */
     PH_OVER,      /* beyond --maxConnections: answered 503, closed at the deadline */
     PH_CUT,       /* the reaper answered and shut the socket */
+    PH_LATE,      /* --https: a head or body past its deadline, answered 408 through libmicrohttpd
+                   * if it still completes within GUARD_GRACE_MS, else closed */
 };
 
 /* conn_t.dstate: where a deferred request stands */
@@ -113,6 +119,10 @@ typedef struct conn {
     bool       hold_ok;       /* req_release's verdict */
     problem_t  hold_p;        /* and its problem when !hold_ok */
     int        route;         /* index of the matched route (reqstats), -1: none */
+    bool       offload_called; /* route_and_run left the handler to the offload pool in this run */
+    bool       on_pool;       /* the handler runs on an offload thread now */
+    struct conn *off_next;    /* the offload queue */
+    tls_cred_t *tls;          /* --https: the certificate its handshake took (tls.c), until it closes */
 } conn_t;
 
 struct http_server {
@@ -120,7 +130,6 @@ struct http_server {
     router_t           *router;
     const http_route_t *routes;
     bool                quiesced;   /* the listening socket is closed (http_drain) */
-    char               *cert, *key; /* --https: the PEM text, kept while the daemon runs */
 };
 
 /* An idle connection keeps at most this much arena for its next request. */
@@ -143,6 +152,9 @@ static struct {
     atomic_uint_fast64_t total, refused, cut;
 } stats;
 static atomic_int g_deferred;    /* deferred requests not completed yet */
+static atomic_uint_fast64_t g_offloaded;    /* requests handed to the offload pool */
+static atomic_int           g_off_queued;   /* waiting for one of its threads */
+static atomic_int           g_off_running;  /* on one of its threads now */
 static bool       g_tls;         /* --https: the guard writes nothing to the socket */
 
 /* ------------------------------------------------------------ the guard */
@@ -160,6 +172,11 @@ static struct {
            .wake = PTHREAD_COND_INITIALIZER};
 
 #define GUARD_TICK_MS 200
+/* --https: how long a late head or body may still complete to get its 408, and
+ * how long a connection beyond --maxConnections has for its handshake and head
+ * to get its 503 (both through libmicrohttpd: the guard cannot write into TLS) */
+#define GUARD_GRACE_MS 2000
+#define GUARD_OVER_TLS_MS 5000
 
 static int64_t mono_ms(void)
 {
@@ -257,16 +274,17 @@ static int64_t guard_after(int secs)
  * took it. */
 static void guard_enter(conn_t *cn, int to, int secs)
 {
-    atomic_store_explicit(&cn->deadline, guard_after(secs), memory_order_relaxed);
     int ph = atomic_load(&cn->phase);
-    while (ph != PH_CUT && !atomic_compare_exchange_weak(&cn->phase, &ph, to)) {}
+    if (ph == PH_CUT || ph == PH_LATE) return;      /* the reaper's: its deadline stands */
+    atomic_store_explicit(&cn->deadline, guard_after(secs), memory_order_relaxed);
+    while (ph != PH_CUT && ph != PH_LATE && !atomic_compare_exchange_weak(&cn->phase, &ph, to)) {}
 }
 
 /* The request becomes ours: false when the reaper cut it first. */
 static bool guard_claim(conn_t *cn)
 {
     int ph = atomic_load(&cn->phase);
-    while (ph != PH_CUT && ph != PH_OVER)
+    while (ph != PH_CUT && ph != PH_OVER && ph != PH_LATE)
         if (atomic_compare_exchange_weak(&cn->phase, &ph, PH_BUSY)) return true;
     return ph == PH_BUSY;
 }
@@ -283,20 +301,32 @@ static void *guard_run(void *arg)
             int ph = atomic_load(&cn->phase);
             if (ph == PH_BUSY || ph == PH_CUT) continue;
             if (now < atomic_load_explicit(&cn->deadline, memory_order_relaxed)) continue;
+            if (g_tls && (ph == PH_HEAD0 || ph == PH_BODY)) {
+                /* no plain bytes into TLS: the worker answers 408 if the request
+                 * completes within the grace (on_request), else it is closed then */
+                if (atomic_compare_exchange_strong(&cn->phase, &ph, PH_LATE)) {
+                    atomic_store_explicit(&cn->deadline, now + GUARD_GRACE_MS, memory_order_relaxed);
+                    cut++;
+                }
+                continue;
+            }
             if (!atomic_compare_exchange_strong(&cn->phase, &ph, PH_CUT)) continue;
-            if (ph == PH_HEAD0 || ph == PH_BODY) {
+            if (ph == PH_HEAD0 || ph == PH_BODY || ph == PH_LATE) {
                 /* PH_BODY: the worker is past setup_request once head_known is set, and
-                 * adds only body bytes after it; the registry's lock keeps cn alive */
-                bool head = ph == PH_BODY && atomic_load_explicit(&cn->head_known, memory_order_acquire);
+                 * adds only body bytes after it; the registry's lock keeps cn alive.
+                 * PH_LATE (--https): nothing is sent, the 408 is counted and logged */
+                bool known = atomic_load_explicit(&cn->head_known, memory_order_acquire);
+                bool body = ph == PH_BODY || (ph == PH_LATE && known);
+                bool head = body && known;
                 char gen[17];
                 const char *rid = head ? cn->req.request_id : (rid_new(gen), gen);
-                size_t bytes = guard_send(cn->fd, 408, "Request Timeout", "", ph == PH_HEAD0
+                size_t bytes = guard_send(cn->fd, 408, "Request Timeout", "", !body
                                           ? "the request head was not complete within --headerTimeout"
                                           : "the request body was not complete within --bodyTimeout", rid);
                 guard_log(cn, 408, rid, bytes, head);
             }
             if (ph == PH_OVER) over++;
-            else cut++;
+            else if (ph != PH_LATE) cut++;           /* a late one was counted when it became late */
             shutdown(cn->fd, SHUT_RDWR);   /* libmicrohttpd sees the end and frees the slot */
         }
         pthread_mutex_unlock(&guard.lock);
@@ -345,6 +375,9 @@ void http_get_stats(http_stats_t *st)
     st->connections_refused = atomic_load(&stats.refused);
     st->connections_cut = atomic_load(&stats.cut);
     st->access_log_dropped = accesslog_dropped();
+    st->offloaded = atomic_load(&g_offloaded);
+    st->offload_queued = (uint64_t)atomic_load(&g_off_queued);
+    st->offload_running = (uint64_t)atomic_load(&g_off_running);
 }
 
 /* ------------------------------------------------------------ heads too large for libmicrohttpd */
@@ -434,9 +467,22 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
         if (accesslog_enabled()) conn_addr(cn, c);
         pthread_mutex_init(&cn->dlock, NULL);
         *socket_ctx = cn;
+        if (g_tls) {
+            /* tls_retrieve finds the connection from its session: libmicrohttpd
+             * 0.9.75 sets the session's pointer to the connection (for its PSK
+             * callback); set here too, so that the lookup never depends on it */
+            const union MHD_ConnectionInfo *ti = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+            if (ti && ti->tls_session && gnutls_session_get_ptr(ti->tls_session) != c)
+                gnutls_session_set_ptr(ti->tls_session, c);
+        }
         uint64_t n = atomic_fetch_add(&stats.open, 1) + 1;
         atomic_fetch_add_explicit(&stats.total, 1, memory_order_relaxed);
-        if (n > (uint64_t)cr_config.max_connections) {
+        if (n > (uint64_t)cr_config.max_connections && g_tls) {
+            /* the handshake and the head first: on_request answers 503 */
+            atomic_store(&cn->phase, PH_OVER);
+            atomic_store(&cn->deadline, guard_now() + GUARD_OVER_TLS_MS);
+            atomic_fetch_add_explicit(&stats.refused, 1, memory_order_relaxed);
+        } else if (n > (uint64_t)cr_config.max_connections) {
             /* beyond our limit (libmicrohttpd's is a little higher): answer
              * now, close soon; the client never waits in the backlog */
             atomic_store(&cn->phase, PH_OVER);
@@ -459,6 +505,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
         conn_t *cn = *socket_ctx;
         if (cn) {
             guard_remove(cn);
+            if (cn->tls) tls_release(&cn->tls);
             if (cn->was_deferred) atomic_fetch_sub(&g_deferred, 1);
             arena_free(cn->arena);
             pthread_mutex_destroy(&cn->dlock);
@@ -473,6 +520,14 @@ static conn_t *conn_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
+}
+
+/* tls.c's way to the connection of a handshake (on its worker thread). */
+static tls_cred_t **conn_tls_slot(gnutls_session_t s)
+{
+    struct MHD_Connection *c = gnutls_session_get_ptr(s);
+    conn_t                *cn = c ? conn_of(c) : NULL;
+    return cn ? &cn->tls : NULL;
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
@@ -552,17 +607,29 @@ bool http_url_decode(char *s)
     return true;
 }
 
+static inline bool url_unreserved(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.' || c == '~' || c == ':' || c == '/';
+}
+
+/* Runs of characters kept as they are go in one sb_add (an id is usually one
+ * run: the Location of every 201). */
 void http_url_encode(sbuf_t *sb, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.' || c == '~' || c == ':' || c == '/') {
-            sb_addc(sb, (char)c);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+    const unsigned char *p = (const unsigned char *)s;
+
+    while (*p) {
+        const unsigned char *run = p;
+        while (*p && url_unreserved(*p))
+            p++;
+        if (p > run)
+            sb_add(sb, (const char *)run, (size_t)(p - run));
+        if (*p) {
+            char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
             sb_add(sb, e, 3);
+            p++;
         }
     }
 }
@@ -878,6 +945,149 @@ static bool hold_apply(conn_t *cn, request_t *r)
     return held;
 }
 
+/* ------------------------------------------------------------ offloaded requests
+ * (http_set_offload) A FIFO of suspended connections and --forwardThreads
+ * threads that run their handlers. The connection is suspended before it is
+ * queued, so the thread's MHD_resume_connection always finds it suspended;
+ * the queue's lock and libmicrohttpd's resume order the conn_t between the
+ * worker and the thread. An answered request is resumed as a released hold
+ * (hold_apply sends it); one the handler deferred or held is resumed by
+ * whoever holds its token, as on the worker. */
+static bool (*offload_test)(request_t *r);
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t  cond;
+    conn_t         *head, *tail;
+    bool            stop;
+    pthread_t      *threads;
+    int             n;
+    http_server_t  *srv;
+} g_off = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+void http_set_offload(bool (*test)(request_t *r))
+{
+    offload_test = test;
+}
+
+bool req_offload(request_t *r)
+{
+    if (r->exec || !r->priv) return false;
+    conn_t *cn = r->priv;
+    if (cn->on_pool) return false;
+    cn->offload_called = true;     /* on_request hands it over when the handler returns */
+    return true;
+}
+
+static void offload(conn_t *cn, struct MHD_Connection *c)
+{
+    cn->offload_called = false;
+    MHD_suspend_connection(c);
+    if (!cn->was_deferred) {
+        cn->was_deferred = true;
+        atomic_fetch_add(&g_deferred, 1);
+    }
+    atomic_fetch_add(&g_offloaded, 1);
+    atomic_fetch_add(&g_off_queued, 1);
+    pthread_mutex_lock(&g_off.lock);
+    cn->off_next = NULL;
+    if (g_off.tail) g_off.tail->off_next = cn;
+    else g_off.head = cn;
+    g_off.tail = cn;
+    pthread_cond_signal(&g_off.cond);
+    pthread_mutex_unlock(&g_off.lock);
+}
+
+static void dispatch(http_server_t *srv, conn_t *cn, struct MHD_Connection *c);
+static void clear_answer(request_t *r);
+
+/* One offloaded request: its handler, then where it stands. */
+static void offload_run(conn_t *cn)
+{
+    request_t *r = &cn->req;
+    cr_log_set_request(r->request_id);
+    bool again, waits = false;
+    do {
+        clear_answer(r);
+        cn->on_pool = true;
+        dispatch(g_off.srv, cn, cn->mhd);
+        cn->on_pool = false;
+        again = false;
+        pthread_mutex_lock(&cn->dlock);
+        if (cn->dstate == DS_ARMED) {          /* deferred: req_resume wakes the worker, which offloads it again */
+            cn->dstate = DS_SUSPENDED;
+            waits = true;
+        } else if (cn->dstate == DS_RESUMED) { /* woken before it returned (see defer_after_run) */
+            cn->dstate = DS_NONE;
+            again = cn->defer_called;
+        }
+        cn->defer_called = false;
+        pthread_mutex_unlock(&cn->dlock);
+    } while (again);
+    cr_log_set_request(NULL);
+    if (waits) return;
+    pthread_mutex_lock(&cn->dlock);
+    if (cn->hold_called && cn->hstate == HS_ARMED) {
+        cn->hstate = HS_SUSPENDED;             /* req_release resumes it */
+        waits = true;
+    } else if (!cn->hold_called) {             /* answered: sent as built */
+        cn->hold_called = true;
+        cn->hstate = HS_RELEASED;
+        cn->hold_ok = true;
+    }                                          /* else released before the handler returned */
+    pthread_mutex_unlock(&cn->dlock);
+    if (!waits) MHD_resume_connection(cn->mhd);
+}
+
+static void *offload_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&g_off.lock);
+        while (!g_off.head && !g_off.stop) pthread_cond_wait(&g_off.cond, &g_off.lock);
+        conn_t *cn = g_off.head;
+        if (cn) {
+            g_off.head = cn->off_next;
+            if (!g_off.head) g_off.tail = NULL;
+        }
+        pthread_mutex_unlock(&g_off.lock);
+        if (!cn) return NULL;
+        atomic_fetch_sub(&g_off_queued, 1);
+        atomic_fetch_add(&g_off_running, 1);
+        offload_run(cn);
+        atomic_fetch_sub(&g_off_running, 1);
+    }
+}
+
+static bool offload_start(http_server_t *srv, problem_t *p)
+{
+    g_off.srv = srv;
+    g_off.stop = false;
+    g_off.n = 0;
+    g_off.threads = cr_xcalloc((size_t)cr_config.forward_threads, sizeof *g_off.threads);
+    for (int i = 0; i < cr_config.forward_threads; i++) {
+        if (pthread_create(&g_off.threads[g_off.n], NULL, offload_thread, NULL) != 0) {
+            problem_set(p, PB_INTERNAL_ERROR, "http: cannot start the offload threads (--forwardThreads)");
+            return false;
+        }
+        g_off.n++;
+    }
+    return true;
+}
+
+/* After every offloaded request has been answered (http_stop waits for them). */
+static void offload_stop(void)
+{
+    pthread_mutex_lock(&g_off.lock);
+    g_off.stop = true;
+    pthread_cond_broadcast(&g_off.cond);
+    pthread_mutex_unlock(&g_off.lock);
+    for (int i = 0; i < g_off.n; i++) pthread_join(g_off.threads[i], NULL);
+    free(g_off.threads);
+    g_off.threads = NULL;
+    g_off.n = 0;
+}
+
 /* ------------------------------------------------------------ replies */
 
 void reply_header(request_t *r, const char *name, const char *value)
@@ -920,6 +1130,7 @@ void reply_problem(request_t *r, const problem_t *p)
 {
     int status = problem_status(p);
     if (req_deferred(r)) return;   /* the answer comes from a later run */
+    if (r->priv && ((conn_t *)r->priv)->offload_called) return;   /* from the run on the pool */
     if (status >= 500)   /* the broker's own trouble (503: a @context that cannot be had): one line */
         cr_log(status == 503 ? LOG_WARN : LOG_ERROR, "%s %s -> %d %s", r->method_name ? r->method_name : "?",
                r->path ? r->path : "?", status, p->detail);
@@ -1277,10 +1488,16 @@ static void route_and_run(const router_t *router, request_t *r, const char *body
         reply_problem(r, &p);
         return;
     }
+    if ((rt->flags & HR_FORWARDS) && offload_test && !r->exec && !((conn_t *)r->priv)->on_pool &&
+        r->method != HM_GET && r->method != HM_HEAD && !(rt->flags & HR_QUERY_POST) && offload_test(r)) {
+        ((conn_t *)r->priv)->offload_called = true;    /* a write: on_request hands it to the pool */
+        return;
+    }
     /* a copy: the handler parses it in situ, and a deferred request runs again */
     r->body = body ? arena_strndup(r->arena, body, body_len) : (char *)"";
     r->body_len = body ? body_len : 0;
     h(r);
+    if (!r->exec && ((conn_t *)r->priv)->offload_called) return;   /* a read handed over: answered there */
     if (r->tenant && r->status < 400) reply_header(r, "NGSILD-Tenant", r->tenant);
     if (after_handler && !(r->method & (HM_GET | HM_HEAD))) after_handler(r);
 }
@@ -1330,6 +1547,38 @@ static void body_append(conn_t *cn, const char *data, size_t n)
     sb_add(b, data, n);   /* fits: never grows here */
 }
 
+/* --https: the guard's answers through libmicrohttpd (it cannot write into
+ * the TLS stream itself): 503 for a connection beyond --maxConnections (ph
+ * PH_OVER, at its head), 408 for a head or body that completed after its
+ * deadline (PH_LATE; method: the head's first call, NULL: the body's last),
+ * each with Connection: close. A request that never completes is closed by
+ * the reaper without an answer (doc/operations.md says why). */
+static enum MHD_Result tls_refuse(conn_t *cn, struct MHD_Connection *c, const char *method, int ph)
+{
+    if (!atomic_compare_exchange_strong(&cn->phase, &ph, PH_BUSY)) return MHD_NO;   /* the reaper closed it */
+    request_t *r = &cn->req;
+    if (method) {
+        problem_t ignored = {0};
+        setup_request(cn, c, method, &ignored);    /* the request id and the access-log fields */
+    }
+    problem_t p = {.kind = PB_HTTP, .status = ph == PH_OVER ? 503 : 408};
+    snprintf(p.detail, sizeof p.detail, "%s", ph == PH_OVER
+             ? "the broker serves as many connections as --maxConnections allows; retry later"
+             : method ? "the request head was not complete within --headerTimeout"
+                      : "the request body was not complete within --bodyTimeout");
+    r->n_out_headers = 0;
+    sb_clear(&r->out);
+    json_writer_t w;
+    jw_init(&w, &r->out);
+    jw_problem(&w, &p, http_reason(p.status));
+    reply_body(r, p.status, "application/json");
+    if (ph == PH_OVER) reply_header(r, "Retry-After", "1");
+    reply_header(r, "Connection", "close");
+    LOG_D("http: %s answered %d through libmicrohttpd (--https)", ph == PH_OVER ? "a connection beyond --maxConnections"
+          : "a late request", p.status);
+    return send_reply(c, r);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size,
                                   void **req_cls)
@@ -1348,6 +1597,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->proto = version;
         /* the head is complete: the body has its own deadline */
         int ph = atomic_load(&cn->phase);
+        if (g_tls && (ph == PH_OVER || ph == PH_LATE)) return tls_refuse(cn, c, method, ph);
         if (ph == PH_CUT || ph == PH_OVER) return MHD_NO;
         guard_enter(cn, PH_BODY, cr_config.body_timeout);
         if (!setup_request(cn, c, method, &p)) {
@@ -1372,6 +1622,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
+        if (CR_UNLIKELY(atomic_load_explicit(&cn->phase, memory_order_relaxed) == PH_LATE)) {
+            *upload_size = 0;                 /* answered 408 once it is all here (--https) */
+            return MHD_YES;
+        }
         if (!cn->too_large) {
             if (cn->body.len + *upload_size > cr_config.max_body_size) cn->too_large = true;
             else body_append(cn, upload_data, *upload_size);
@@ -1379,7 +1633,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (!guard_claim(cn)) return MHD_NO;   /* answered 408 by the reaper */
+    if (!guard_claim(cn)) {                 /* answered 408 by the reaper, or (--https) late */
+        if (g_tls && atomic_load(&cn->phase) == PH_LATE) return tls_refuse(cn, c, NULL, PH_LATE);
+        return MHD_NO;
+    }
     request_t *r = &cn->req;
     if (cn->too_large && !r->status) {
         problem_t p = {.kind = PB_HTTP, .status = 413};
@@ -1392,6 +1649,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (cn->rerun) clear_answer(r);
             dispatch(srv, cn, c);
             cn->rerun = true;
+            if (cn->offload_called) {
+                offload(cn, c);
+                cr_log_set_request(NULL);
+                return MHD_YES;
+            }
             bool again;
             if (defer_after_run(cn, c, &again)) {
                 cr_log_set_request(NULL);
@@ -1414,14 +1676,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* libmicrohttpd's messages (a head too large, a connection it closed): one
  * line each, at debug (a client can cause any number of them), in our log. */
-static void server_free_pem(http_server_t *srv)
-{
-    if (srv->key) explicit_bzero(srv->key, strlen(srv->key));
-    free(srv->key);
-    free(srv->cert);
-    srv->key = srv->cert = NULL;
-}
-
 static _Atomic bool g_starting;         /* in MHD_start_daemon: its messages say why it failed */
 static char g_start_err[400];
 
@@ -1437,30 +1691,20 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
     if (g_starting) {               /* the messages of a failed start, joined: the first names the cause */
         size_t k = strlen(g_start_err);
-        snprintf(g_start_err + k, sizeof g_start_err - k, "%s%s", k ? "; " : "", line);
+        /* cut to what is left (a precision, so that gcc sees the truncation is meant) */
+        int room = (int)(sizeof g_start_err - k) - 3;
+        if (room > 0) snprintf(g_start_err + k, sizeof g_start_err - k, "%s%.*s", k ? "; " : "", room, line);
     }
     if (cr_log_level >= LOG_DEBUG) cr_log(LOG_DEBUG, "libmicrohttpd: %s", line);
 }
 
-/* A whole PEM file, NUL-terminated (libmicrohttpd takes the text); NULL with
- * p set when it cannot be read or holds no PEM block. */
-static char *pem_read(const char *flag, const char *path, const char *label, problem_t *p)
+/* libmicrohttpd's internal invariants (a close() that fails with EBADF, a
+ * broken epoll set): it aborts; the reason goes to the log first. */
+static void mhd_panic(void *cls, const char *file, unsigned int line, const char *reason)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) { problem_set(p, PB_INTERNAL_ERROR, "%s %s: %s", flag, path, strerror(errno)); return NULL; }
-    sbuf_t sb;
-    sb_init(&sb, NULL, 4096);
-    char   buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && sb.len + n <= ((size_t)1 << 20)) sb_add(&sb, buf, n);
-    bool err = ferror(f) || n > 0;
-    fclose(f);
-    if (err) problem_set(p, PB_INTERNAL_ERROR, "%s %s: unreadable or larger than 1 MiB", flag, path);
-    else if (!strstr(sb.p, "-----BEGIN ") || !strstr(sb.p, label))
-        problem_set(p, PB_INTERNAL_ERROR, "%s %s: no PEM %s in the file", flag, path, label);
-    else return sb.p;
-    sb_release(&sb);
-    return NULL;
+    (void)cls;
+    LOG_E("libmicrohttpd panic at %s:%u: %s", file ? file : "?", line, reason ? reason : "?");
+    abort();
 }
 
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p)
@@ -1501,15 +1745,15 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
     unsigned reserve = (unsigned)cr_config.max_connections / 8;
     if (reserve < 64) reserve = 64;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    char    *cert = NULL, *key = NULL;
     g_tls = cr_config.https;
     if (g_tls) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-            problem_set(p, PB_INTERNAL_ERROR, "--https: this libmicrohttpd is built without TLS");
-        else if ((cert = pem_read("--cert", cr_config.cert, "CERTIFICATE", p)))
-            key = pem_read("--key", cr_config.key, "PRIVATE KEY", p);
-        if (!key) {
-            free(cert);
+        bool ok = false;
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES ||
+            MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK) != MHD_YES)
+            problem_set(p, PB_INTERNAL_ERROR, "--https: this libmicrohttpd is built without TLS or its certificate callback");
+        else
+            ok = tls_load(cr_config.cert, cr_config.key, "--https", p);
+        if (!ok) {
             guard_stop();
             router_free(srv->router);
             free(srv);
@@ -1517,9 +1761,20 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
         }
         flags |= MHD_USE_TLS;
     }
+    if (!offload_start(srv, p)) {
+        offload_stop();
+        if (g_tls) tls_unload();
+        guard_stop();
+        router_free(srv->router);
+        free(srv);
+        return NULL;
+    }
     g_starting = true;
     g_start_err[0] = '\0';
-    /* the TLS options come first: without --https the list ends before them */
+    /* the TLS option comes last: without --https the list ends before it. The
+     * certificate comes from tls_retrieve at each handshake (tls.c: SIGHUP) */
+    tls_set_slot_fn(conn_tls_slot);
+    MHD_set_panic_func(mhd_panic, NULL);
     srv->d = MHD_start_daemon(flags, (uint16_t)cr_config.port, NULL, NULL, on_request, srv,
                               MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,   /* first: it gets every message */
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
@@ -1531,14 +1786,12 @@ http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                               MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                              g_tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
-                              MHD_OPTION_HTTPS_MEM_KEY, key,
+                              g_tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, tls_retrieve,
                               MHD_OPTION_END);
     g_starting = false;
-    srv->cert = cert;
-    srv->key = key;
     if (!srv->d) {
-        server_free_pem(srv);
+        offload_stop();
+        if (g_tls) tls_unload();
         guard_stop();
         router_free(srv->router);
         free(srv);
@@ -1561,7 +1814,7 @@ static int in_flight(void)
     pthread_mutex_lock(&guard.lock);
     for (conn_t *cn = guard.head; cn; cn = cn->next) {
         int ph = atomic_load(&cn->phase);
-        if (ph == PH_BODY || ph == PH_BUSY) n++;
+        if (ph == PH_BODY || ph == PH_BUSY || ph == PH_LATE) n++;
     }
     pthread_mutex_unlock(&guard.lock);
     return n;
@@ -1597,10 +1850,11 @@ void http_stop(http_server_t *srv)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
     MHD_stop_daemon(srv->d);
+    offload_stop();
+    if (g_tls) tls_unload();      /* every connection has closed: the last set is freed */
     guard_stop();
     accesslog_stop();
     router_free(srv->router);
-    server_free_pem(srv);
     free(srv);
 }
 
@@ -1769,4 +2023,12 @@ void http_exec(const http_exec_t *ex, request_t *r, char *query, const http_head
 void http_reopen_logs(void)
 {
     accesslog_reopen();
+}
+
+void http_reload_tls(void)
+{
+    if (!g_tls) return;
+    problem_t p = {0};
+    if (!tls_load(cr_config.cert, cr_config.key, "SIGHUP", &p))
+        LOG_E("SIGHUP: the certificate is not reloaded, the one loaded before stays in use: %s", p.detail);
 }

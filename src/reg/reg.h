@@ -177,6 +177,9 @@ void    reg_set_totals(const reg_totals_hooks_t *h);
 bool    reg_any(void);
 /* A registration was ever created in this tenant. */
 bool    reg_tenant_known(const char *tenant);
+/* The tenant (NULL: the default) has registrations now (nothing interned, a
+ * read lock only when some tenant has any). */
+bool    reg_tenant_has(const char *tenant);
 /* The ids of the registrations that expired by `now` (any tenant), in arena
  * a, with their tenants: the caller removes them from the store and the
  * registry. */

@@ -293,6 +293,23 @@ bool reg_tenant_known(const char *tenant)
     return k;
 }
 
+bool reg_tenant_has(const char *tenant)
+{
+    if (!reg_any()) return false;
+    const char *t = tenant ? tenant : "";
+    t = intern_find(t, strlen(t));          /* never interned: no registration names it */
+    if (!t) return false;
+    pthread_rwlock_rdlock(&g_lock);
+    bool has = false;
+    for (treg_t *x = g_tenants; x; x = x->next)
+        if (x->tenant == t) {
+            has = x->all.n > 0;
+            break;
+        }
+    pthread_rwlock_unlock(&g_lock);
+    return has;
+}
+
 reg_t **reg_list(const char *tenant, size_t offset, size_t limit, int64_t now, arena_t *a, size_t *n,
                  size_t *total)
 {

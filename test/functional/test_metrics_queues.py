@@ -71,22 +71,30 @@ def test_notify_queues_beyond_64_endpoints_share_the_other_series(broker_factory
 
 
 def test_forward_in_flight_per_source(broker_factory):
-    b = broker_factory("--brokerAlias", "metrics-forward-in-flight")
+    # 6 s in flight: a scrape on a loaded machine (on mongoc, per-tenant sizes
+    # from the database) must not outlast the forward
+    b = broker_factory("--brokerAlias", "metrics-forward-in-flight", "--forwardTimeout", "10000")
     hub = Client(b, fresh_tenant())
-    slow = MockSource(delay=1.5)
+    slow = MockSource(delay=6)
     try:
         register(hub, slow.base)
-        t = threading.Thread(target=lambda: hub.get("/entities", params={"type": "Vehicle"}))
+        answer = {}
+
+        def query():
+            t0 = time.time()
+            r = hub.get("/entities", params={"type": "Vehicle"})
+            answer.update(status=r.status_code, body=r.text[:300], seconds=round(time.time() - t0, 2))
+        t = threading.Thread(target=query)
         t.start()
         seen = 0
-        deadline = time.time() + 1.2
-        while time.time() < deadline and not seen:
+        deadline = time.time() + 15          # in flight until the query is answered
+        while time.time() < deadline and not seen and t.is_alive():
             s, types = scrape(b)
             seen = value(s, "coraine_forward_source_in_flight", source=slow.base)
             time.sleep(0.05)
         t.join(20)
         assert types["coraine_forward_source_in_flight"] == "gauge"
-        assert seen == 1
+        assert seen == 1, (answer, slow.requests if hasattr(slow, "requests") else None)
         s, _ = scrape(b)
         assert value(s, "coraine_forward_source_in_flight", source=slow.base) == 0
         assert "coraine_forward_source_in_flight{source=\"%s\"}" % slow.base in s

@@ -102,6 +102,15 @@ static void url_decoding(void **state)
     sb_init(&sb, a, 16);
     http_url_encode(&sb, "urn:x y&z");
     assert_string_equal(sb.p, "urn:x%20y%26z");
+    /* runs kept as they are, escapes at either end and back to back */
+    const char *cases[][2] = { { "", "" }, { "urn:ngsi-ld:Meter:w1-0-7", "urn:ngsi-ld:Meter:w1-0-7" },
+                               { " a", "%20a" }, { "a ", "a%20" }, { "  ", "%20%20" },
+                               { "\xc3\xa9x/~._", "%C3%A9x/~._" } };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sb_init(&sb, a, 4);
+        http_url_encode(&sb, cases[i][0]);
+        assert_string_equal(sb.p, cases[i][1]);
+    }
     arena_free(a);
 }
 
