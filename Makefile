@@ -63,15 +63,27 @@ OPT     := -O2 -fprofile-generate -fprofile-update=atomic
 LDEXTRA := -fprofile-generate
 endif
 # make pgo: -fprofile-use reads the .gcda files the training left beside each
-# object (copied from build/pgo-gen); code the training never ran is
-# optimised as without a profile (-fprofile-partial-training).
+# object of build/pgo-gen; code the training never ran is optimised as without
+# a profile (-fprofile-partial-training).
+# -dumpdir: GCC names a file's profile by its auxiliary base name, which the
+# driver takes from -o (build/pgo-gen/src/x/y vs build/pgo/src/x/y), and
+# hashes that name into the profile id of every static function. Compiled with
+# their own -o and no -dumpdir, the pgo objects found no profile for any
+# static function (-Wmissing-profile, once silenced here) and GCC then warned
+# "Missing counts for called function" for each one a profiled function calls
+# (202 warnings with pgoTrain.sh; the others went silently without profile). PGO_DUMPDIR
+# gives the pgo objects the auxiliary name of the pgo-gen object of the same
+# source, so both the .gcda file and the static functions' ids are found; the
+# .d and .o files still follow -o. Not on the link line: with -flto the profile
+# is read when each object is compiled and travels in its LTO bytecode.
 PGO_LTO      ?= 1
 PGO_TRAINING ?= pgoTrain
 ifeq ($(VARIANT),pgo-nolto)
 PGO_LTO := 0
 endif
 ifneq ($(filter pgo pgo-nolto,$(VARIANT)),)
-OPT     := -O2 -fprofile-use -fprofile-partial-training -Wno-missing-profile
+OPT     := -O2 -fprofile-use -fprofile-partial-training
+PGO_DUMPDIR = -dumpdir build/pgo-gen/$(dir $<)
 BUILD_DEFS := -DCR_PGO -DCR_PGO_TRAINING='"$(PGO_TRAINING)"'
 ifeq ($(PGO_LTO),1)
 OPT     += -flto=auto
@@ -106,7 +118,7 @@ $(BUILD)/tools/%: tools/%.c $(BUILD)/libcoraine.a
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(PGO_DUMPDIR) -MMD -MP -c $< -o $@
 
 $(BUILD)/src/ld/core_context.o: src/ld/core_context.S $(CORE_CONTEXT)
 	@mkdir -p $(dir $@)
@@ -197,8 +209,8 @@ install: all
 # ---- make pgo, make tune (test/perf/pgoTrain.sh, test/perf/tune/, doc/tuning.md)
 # The instrumented build (build/pgo-gen) is trained by PGO_TRAIN with the
 # release build's receiver and responders (their own code must not enter
-# the profile); the profiles are copied beside build/pgo's objects and
-# build/pgo is rebuilt from scratch on them. Knobs: PGO_TRAIN_DURATION
+# the profile); build/pgo is then rebuilt from scratch on the .gcda files left
+# in build/pgo-gen (PGO_DUMPDIR above says why they are not copied). Knobs: PGO_TRAIN_DURATION
 # (seconds per shape), PGO_LTO=0|1 (measured: doc/tuning.md).
 PGO_TRAIN ?= test/perf/pgoTrain.sh
 PGO_TRAIN_ARGS ?=
@@ -209,7 +221,6 @@ pgo:
 	find build/pgo-gen -name '*.gcda' -delete
 	$(PGO_TRAIN) $(CURDIR)/build/pgo-gen/coraine $(PGO_TRAIN_ARGS)
 	rm -rf build/pgo
-	cd build/pgo-gen && find . -name '*.gcda' -exec install -D -m 0644 {} ../pgo/{} \;
 	$(MAKE) VARIANT=pgo PGO_TRAINING='$(PGO_TRAINING)' build/pgo/coraine
 	printf '# make pgo: the out-of-the-box settings\nTUNE_DBLOCKPREFER=reads\nTUNE_ALLOCATOR=glibc\n' >build/pgo/tune.env
 	@echo "pgo: build/pgo/coraine (trained by $(PGO_TRAINING))"
@@ -226,10 +237,11 @@ install_pgo:
 TUNE_RESULT ?= tune-result.json
 tune:
 	@test -n "$(WORKLOAD)" || { echo "tune: WORKLOAD=file.json is required (test/perf/tune/workload.example.json)"; exit 2; }
+	$(eval TUNE_T0 := $(shell date +%s))
 	python3 test/perf/tune/tuneGen.py check $(WORKLOAD) --bin $(CURDIR)/build/release/coraine
 	$(MAKE) pgo PGO_TRAIN=test/perf/tune/tuneTrain.sh PGO_TRAIN_ARGS='$(abspath $(WORKLOAD))' \
 	    PGO_TRAINING='workload:$(notdir $(WORKLOAD))'
-	test/perf/tune/tuneMeasure.sh $(abspath $(WORKLOAD)) $(CURDIR)/build/pgo/coraine $(TUNE_RESULT)
+	TUNE_STARTED=$(TUNE_T0) test/perf/tune/tuneMeasure.sh $(abspath $(WORKLOAD)) $(CURDIR)/build/pgo/coraine $(TUNE_RESULT)
 
 tune-smoke:
 	TUNE_REPEATS=1 TUNE_TRAIN_DURATION=2 TUNE_DURATION=2 TUNE_WARMUP=1 PGO_TRAIN_DURATION=1 \
@@ -251,7 +263,6 @@ tune-compare:
 pgo-nolto:
 	@test -d build/pgo-gen || { echo "pgo-nolto: run make pgo first"; exit 1; }
 	rm -rf build/pgo-nolto
-	cd build/pgo-gen && find . -name '*.gcda' -exec install -D -m 0644 {} ../pgo-nolto/{} \;
 	$(MAKE) VARIANT=pgo-nolto PGO_TRAINING='$(PGO_TRAINING)' build/pgo-nolto/coraine
 
 # doc/performance.md's <!-- report:NAME --> sections, doc/tuning.md and build/perf/report.html (SVG

@@ -87,6 +87,45 @@ def is_sanitized(binary):
     return "libasan" in out or "libtsan" in out
 
 
+STATIC_CALL = """
+static __attribute__((noinline)) int twice(int x) { return 2 * x; }
+int main(int argc, char **argv) { int s = 0; for (int i = 0; i < 1000; i++) s += twice(i + argc); return s == 7; }
+"""
+
+
+def test_a_static_functions_profile_is_found_only_under_its_pgo_gen_name(tmp_path):
+    """What make pgo's PGO_DUMPDIR is for: GCC hashes the auxiliary name (from -o) into a static
+    function's profile id, so an object compiled elsewhere than its -fprofile-generate twin finds no
+    profile for it ("Missing counts for called function") unless -dumpdir names the twin's place."""
+    src = tmp_path / "x.c"
+    src.write_text(STATIC_CALL)
+    for d in ("gen", "use"):
+        (tmp_path / d).mkdir()
+    cc = ["gcc", "-O2", "-c", "x.c"]
+    subprocess.run(cc + ["-fprofile-generate", "-o", "gen/x.o"], cwd=tmp_path, check=True)
+    subprocess.run(["gcc", "-fprofile-generate", "-o", "gen/x", "gen/x.o"], cwd=tmp_path, check=True)
+    subprocess.run(["gen/x"], cwd=tmp_path, check=False)
+    assert (tmp_path / "gen" / "x.gcda").exists()
+    os.link(tmp_path / "gen" / "x.gcda", tmp_path / "use" / "x.gcda")    # what make pgo copied once
+    plain = subprocess.run(cc + ["-fprofile-use", "-o", "use/x.o"], cwd=tmp_path, capture_output=True, text=True)
+    assert "twice" in plain.stderr and "not found in profile data" in plain.stderr, plain.stderr
+    fixed = subprocess.run(cc + ["-fprofile-use", "-dumpdir", "gen/", "-o", "use/x.o"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert fixed.returncode == 0 and fixed.stderr == "", fixed.stderr
+
+
+def test_make_pgo_compiles_each_object_under_its_pgo_gen_name(tmp_path):
+    """The pgo variants' compile lines carry -dumpdir build/pgo-gen/<the source's directory>, and
+    no -Wno-missing-profile: a profile that goes missing again shows in make pgo's output."""
+    out = subprocess.run(["make", "-n", "-B", "VARIANT=pgo", "BUILD=%s" % tmp_path,
+                          "%s/src/json/json_problem.o" % tmp_path], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    line = [l for l in out.splitlines() if " -c src/json/json_problem.c " in l]
+    assert line, out
+    assert "-fprofile-use" in line[0] and "-dumpdir build/pgo-gen/src/json/ " in line[0], line[0]
+    assert "-Wno-missing-profile" not in line[0]
+
+
 def test_tune_smoke_writes_a_result_of_tunings_shape(tmp_path):
     """tuneMeasure.sh on a small copy of the example workload, a second per run."""
     w = example()

@@ -10,13 +10,14 @@ in --in (test/perf/results/, committed, by default):
   knee.csv                   knee.py: the saturation knee, one line per stage
   scale.csv, scale_samples.csv  scale.py: the scale run and its 1 Hz samples
   startup.csv, scaling.csv   startup.py, scaling.py
+  offload.csv                offload_bench.py: the pool's hand-off price and what slow forwards hold back
   pgo_bench.csv              pgo_bench.py: the builds (-O2, PGO, PGO+LTO) per shape, alternated
   pgo_callgrind.csv          callgrind_requests.py --csv: the same builds' instructions per request
   tune_<workload>.csv        tuneCompare.py: out of the box / tuned profile / tuned, per run
   tune_<workload>-result.json  make tune's own comparison (tune-result.json)
 doc/performance.md: report.py rewrites only what stands between a marker
 `<!-- report:NAME -->` and the next `<!-- /report -->` (NAME: perf_run, knee,
-scale, startup, scaling); the rest of the file is left as it is. doc/tuning.md
+scale, startup, scaling, offload); the rest of the file is left as it is. doc/tuning.md
 is written whole, from the pgo and tune inputs, and left alone when --in has
 none of them. Nothing in the outputs is typed by hand: every figure comes
 from those files, and each table names the commit, the machine and the
@@ -243,6 +244,67 @@ def compare_section(indir, md, plots):
             if tr.get("allocatorsLeftOut"):
                 md.append("\nLeft out (not installed): %s." % ", ".join(tr["allocatorsLeftOut"]))
             md.append("")
+
+
+# The targets of issue 18 on a 2-core machine, checked against the CSVs above.
+TARGETS = [
+    # (workload, what, minimum median requests/s of the way, the way, notifications must all arrive)
+    ("workload.example", "out of the box at least 9,000 requests/s, every due notification delivered",
+     9000, "out-of-the-box", True),
+    ("workload.ingest", "out of the box at least 100,000 requests/s", 100000, "out-of-the-box", False),
+]
+
+
+def targets_section(indir, md):
+    md.append("## The targets\n")
+    md.append("| workload | target | measured | met |")
+    md.append("|---|---|---|---|")
+    for name, what, floor, way, all_notified in TARGETS:
+        path = os.path.join(indir, "tune_%s.csv" % name)
+        if not os.path.exists(path):
+            md.append("| %s | %s | not measured | - |" % (name, what))
+            continue
+        rs = [r for r in read_csv(path) if r["way"] == way]
+        med = statistics.median(float(r["rps"]) for r in rs)
+        due = sum(int(r["notificationsDue"]) for r in rs)
+        got = sum(int(r["notificationsDelivered"]) for r in rs)
+        failed = sum(int(r["failedRequests"]) for r in rs)
+        ok = med >= floor and failed == 0 and (not all_notified or got == due)
+        md.append("| %s | %s | %.0f requests/s (median of %d), %d failed, notifications %d / %d | %s |" % (
+            name, what, med, len(rs), failed, got, due, "yes" if ok else "**no**"))
+    for name in sorted(os.path.basename(f)[5:-4] for f in glob.glob(os.path.join(indir, "tune_*.csv"))):
+        rows = read_csv(os.path.join(indir, "tune_%s.csv" % name))
+        base = [float(r["rps"]) for r in rows if r["way"] == "out-of-the-box"]
+        tuned = [float(r["rps"]) for r in rows if r["way"] == "tuned"]
+        if not base or not tuned:
+            continue
+        mb, mt = statistics.median(base), statistics.median(tuned)
+        half = (max(base) - min(base)) / 2
+        md.append("| %s | make tune's choice never slower than out of the box beyond the measured spread | "
+                  "tuned %.0f against %.0f requests/s (%+.1f %%; out-of-the-box spread ±%.0f) | %s |" % (
+                      name, mt, mb, (mt / mb - 1) * 100, half, "yes" if mt >= mb - half else "**no**"))
+        cpath = os.path.join(indir, "ceiling_%s.csv" % name)
+        if os.path.exists(cpath):       # tuneCompare.py --ways ceiling,out-of-the-box --csv ceiling_<name>.csv
+            crows = read_csv(cpath)
+            cm = meta(cpath)
+            cx = [float(r["rps"]) for r in crows if r["way"] == "ceiling"]
+            bx = [float(r["rps"]) for r in crows if r["way"] == "out-of-the-box"]
+            if cx and bx:
+                md.append("| %s | (the machine's ceiling for the mix: the trivial libmicrohttpd responder under the "
+                          "same wrk script, alternated with out of the box, %d runs of %s s, load average %s at the "
+                          "end, `%s`) | ceiling %.0f requests/s (%s), out of the box %.0f (%s): %.2f of the ceiling "
+                          "| - |" % (name, len(cx), cm.get("durationSeconds"), cm.get("loadAverageAtEnd"),
+                                     cm.get("command", "tuneCompare.py"), statistics.median(cx), spread(cx),
+                                     statistics.median(bx), spread(bx),
+                                     statistics.median(bx) / statistics.median(cx)))
+        res = os.path.join(indir, "tune_%s-result.json" % name)
+        if os.path.exists(res):
+            with open(res) as f:
+                el = json.load(f).get("measured", {}).get("makeTuneSeconds")
+            if el is not None:
+                md.append("| %s | `make tune` end to end in under 20 minutes | %.1f min | %s |" % (
+                    name, el / 60, "yes" if el < 1200 else "**no**"))
+    md.append("")
 
 
 def svg_lines(title, xlabel, ylabel, series, logy=False):
@@ -495,6 +557,8 @@ PERF_SECTIONS = {
                              "python3 test/perf/startup.py --csv test/perf/results/startup.csv"),
     "scaling": table_section("scaling", "Core scaling with taskset (scaling.py)",
                              "python3 test/perf/scaling.py --csv test/perf/results/scaling.csv"),
+    "offload": table_section("offload", "Requests of tenants with registrations, off the HTTP worker "
+                             "(offload_bench.py)", "python3 test/perf/offload_bench.py"),
 }
 
 
@@ -542,6 +606,7 @@ def main():
               ""]
         pgo_section(a.indir, md, plots)
         compare_section(a.indir, md, plots)
+        targets_section(a.indir, md)
         os.makedirs(os.path.dirname(a.md), exist_ok=True)
         with open(a.md, "w") as f:
             f.write("\n".join(md).rstrip() + "\n")

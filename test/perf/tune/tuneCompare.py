@@ -2,12 +2,14 @@
 """tuneCompare.py - what make tune is worth on one workload: three ways, the same harness.
 
   tuneCompare.py WORKLOAD --general BROKER --tuned BROKER --result tune-result.json
-                 [--runs 3] [--csv test/perf/results/tune_<workload>.csv]
+                 [--runs 3] [--csv test/perf/results/tune_<workload>.csv] [--ways a,b,...]
 
 The three ways, alternated run by run (tuneRun.py's runs: an empty store each):
   out-of-the-box   the general build (make pgo) with the default settings
   tuned-profile    make tune's build with the default settings (what the profile alone adds)
   tuned            make tune's build with the settings it chose (tune-result.json's best)
+  ceiling          the trivial libmicrohttpd responder (test/perf/trivial_responder.c) driven by the same
+                   wrk script: what this machine's HTTP layer and load generator allow for the mix
 The CSV (one line per way and run) is report.py's input for doc/tuning.md.
 `make tune-compare WORKLOAD=...` builds both brokers and runs this.
 """
@@ -34,6 +36,8 @@ def main():
     ap.add_argument("--result", required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--csv")
+    ap.add_argument("--ways", default="out-of-the-box,tuned-profile,tuned,ceiling",
+                    help="the ways to run, alternated (e.g. ceiling,out-of-the-box for the ceiling alone)")
     a = ap.parse_args()
     name = os.path.splitext(os.path.basename(a.workload))[0]
     out = a.csv or os.path.join(tuneRun.ROOT, "test", "perf", "results", "tune_%s.csv" % name)
@@ -49,11 +53,18 @@ def main():
     default_flags = [] if w["store"]["database"] == "mongoc" else ["--dbLockPrefer", "reads"]
     ways = [("out-of-the-box", a.general, default_flags, ""),
             ("tuned-profile", a.tuned, default_flags, ""),
-            ("tuned", a.tuned, best["brokerOptions"].split(), best["env"].get("LD_PRELOAD", ""))]
+            ("tuned", a.tuned, best["brokerOptions"].split(), best["env"].get("LD_PRELOAD", "")),
+            ("ceiling", None, [], "")]      # the trivial responder under the same wrk script
+    wanted = a.ways.split(",")
+    unknown = [x for x in wanted if x not in [wy[0] for wy in ways]]
+    if unknown:
+        sys.exit("tuneCompare: unknown way %s" % ", ".join(unknown))
+    ways = [wy for wy in ways if wy[0] in wanted]
     rows = []
     for run in range(a.runs):
         for way, binary, flags, preload in (ways if run % 2 == 0 else list(reversed(ways))):
-            r = tuneRun.run(gendir, binary, duration, warmup, preload, flags)
+            r = (tuneRun.run_ceiling(gendir, duration, warmup) if way == "ceiling" else
+                 tuneRun.run(gendir, binary, duration, warmup, preload, flags))
             rows.append({"workload": name, "way": way, "run": run + 1, "rps": round(r["rps"]), "p99us": r["p99us"],
                          "failedRequests": r["failedRequests"] + (1 if "error" in r else 0),
                          "notificationsDue": r["notificationsDue"],

@@ -54,9 +54,17 @@ def about():
     import os
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tuneRun
-    return dict(tuneRun.about(), repeats=int(os.environ.get("TUNE_REPEATS", "2")),
-                durationSeconds=os.environ.get("TUNE_DURATION") or "the workload's",
-                workload=os.environ.get("TUNE_WORKLOAD", ""))
+    duration = os.environ.get("TUNE_DURATION")
+    workload = os.environ.get("TUNE_WORKLOAD", "")
+    if not duration and workload:        # the workload's own duration (tuneGen's check fills the default)
+        import tuneGen
+        duration = tuneGen.check(tuneGen.load_file(workload))["duration"]
+    out = dict(tuneRun.about(), repeats=int(os.environ.get("TUNE_REPEATS", "2")),
+               durationSeconds=float(duration) if duration else None, workload=workload)
+    if os.environ.get("TUNE_STARTED"):   # make tune's start (the Makefile): its whole time, builds included
+        import time
+        out["makeTuneSeconds"] = round(time.time() - int(os.environ["TUNE_STARTED"]))
+    return out
 
 
 def result(runs, missing):

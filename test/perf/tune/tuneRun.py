@@ -245,6 +245,40 @@ def run(gendir, binary, duration, warmup, preload, flags):
     return res
 
 
+def run_ceiling(gendir, duration, warmup):
+    """The machine's ceiling for the mix: the same wrk script against the trivial libmicrohttpd responder
+    (test/perf/trivial_responder.c: coraine's HTTP layer answering every request with a fixed entity, a
+    thread per core as coraine's pool), so a rate the broker cannot reach is told from one the machine
+    cannot. No store, no notifications."""
+    with open(os.path.join(gendir, "workload.json")) as f:
+        w = json.load(f)
+    load_cpus = os.environ.get("TUNE_LOAD_CPUS", "")
+    binary = os.path.join(ROOT, "build/release/perf/trivial_responder")
+    res = {"rps": 0, "p99us": None, "requests": 0, "failedRequests": 0, "notificationsDue": 0,
+           "notificationsDelivered": 0, "notificationsLost": 0}
+    port = free_port()
+    proc = subprocess.Popen(taskset(os.environ.get("TUNE_BROKER_CPUS", "")) +
+                            [binary, str(port), str(os.cpu_count() or 1)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_up("http://127.0.0.1:%d/" % port, proc)
+        script = os.path.join(gendir, "mix.lua")
+        conns = w["load"]["concurrency"]
+        if warmup > 0:
+            wrk(port, script, warmup, conns, load_cpus)
+        res.update(wrk(port, script, duration, conns, load_cpus))
+    except (RuntimeError, OSError, ValueError, AttributeError, subprocess.TimeoutExpired) as e:
+        res["error"] = str(e)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return res
+
+
 def about():
     """Where figures come from (each generated table names them): commit, machine, time, load."""
     import platform
