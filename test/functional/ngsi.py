@@ -3,6 +3,7 @@ ProblemDetails checks. The fixtures that start processes live in conftest.py;
 this module holds only pure functions so tests can import it by name."""
 
 import json
+import random
 import re
 import socket
 import uuid
@@ -35,12 +36,47 @@ VEHICLE_CTX = {
 }
 
 
-def free_port():
+_HANDED_OUT = set()
+
+
+def _below_ephemeral():
+    """Ports below the kernel's ephemeral range (ip_local_port_range), where
+    no outgoing connection (a broker's to FerretDB, curl's to a receiver)
+    takes one between free_port() and the server's bind; (lo, hi) or None."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (10000, low - 1) if low - 1 - 10000 >= 2000 else None
+
+
+_RANGE = _below_ephemeral()
+
+
+def _bindable(port):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    try:
+        s.bind(("127.0.0.1", port))
+        return s.getsockname()[1]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def free_port():
+    """A loopback port free now and not handed out before in this session: a
+    test that holds a fixed port across a restart of its server (a --corPort)
+    does not find it taken by another server of the session. Chosen below the
+    ephemeral range where there is room (see _below_ephemeral), else by the
+    kernel."""
+    for _ in range(200):
+        port = _bindable(random.randint(*_RANGE)) if _RANGE else _bindable(0)
+        if port and port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no free loopback port")
 
 
 # ---- builders --------------------------------------------------------------

@@ -4,6 +4,7 @@ notifications it got."""
 
 import os
 import subprocess
+import tempfile
 import time
 
 import requests
@@ -17,19 +18,30 @@ def receiver_path():
 
 
 class Receiver:
-    def __init__(self, *flags):
-        self.port = free_port()
-        self.proc = subprocess.Popen([receiver_path(), "--port", str(self.port)] + list(flags),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.base = "http://127.0.0.1:%d" % self.port
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                requests.get(self.base + "/count", timeout=1)
-                return
-            except requests.RequestException:
-                time.sleep(0.02)
-        raise RuntimeError("the receiver did not start")
+    def __init__(self, *flags, port=None):
+        """port: one chosen beforehand (a subscription may name it while nothing listens there yet)."""
+        why = ""
+        for _ in range(1 if port else 3):            # a port taken meanwhile: another one
+            self.port = port or free_port()
+            err = tempfile.TemporaryFile()
+            self.proc = subprocess.Popen([receiver_path(), "--port", str(self.port)] + list(flags),
+                                         stdout=subprocess.DEVNULL, stderr=err)
+            self.base = "http://127.0.0.1:%d" % self.port
+            deadline = time.time() + 10
+            while time.time() < deadline and self.proc.poll() is None:
+                try:
+                    requests.get(self.base + "/count", timeout=1)
+                    err.close()
+                    return
+                except requests.RequestException:
+                    time.sleep(0.02)
+            if self.proc.poll() is None:
+                self.proc.kill()
+            rc = self.proc.wait()
+            err.seek(0)
+            why = "exit %s: %s" % (rc, err.read().decode("utf-8", "replace")[-2000:])
+            err.close()
+        raise RuntimeError("the receiver did not start (%s)" % why)
 
     @property
     def uri(self):

@@ -53,8 +53,8 @@ class AuthBroker:
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
         self.p.wait(20)
-        assert self.p.returncode == 0
         log = open(self.logpath, errors="replace").read()
+        assert self.p.returncode == 0, "exit %s at SIGTERM; the log ends:\n%s" % (self.p.returncode, log[-4000:])
         for marker in SANITIZER_MARKERS:
             assert marker not in log, log[log.index(marker) - 200:][:3000]
 
