@@ -497,14 +497,19 @@ bool api_count_param(request_t *r, bool *count, problem_t *p)
     return true;
 }
 
-/* http_set_offload's test: a write of a tenant with registrations may wait
- * for context sources, so it runs on the --forwardThreads pool; the others
- * (every request of a broker without registrations: one relaxed load) stay on
- * their HTTP worker. Reads are handed over only when they are about to ask a
- * source (fwd_offload). */
+/* http_set_offload's test: a write of a tenant with a registration that
+ * takes writes (REG_WRITE_OPS) may wait for context sources, so it runs on
+ * the --forwardThreads pool; so does an entity map's update or delete when
+ * the tenant has any registration (it goes to the linked maps of the
+ * sources, MAP_OPS, which federationOps include). The others (every request
+ * of a broker without registrations: one relaxed load; the device writes of
+ * a tenant whose registrations only federate reads) stay on their HTTP
+ * worker. Reads are handed over only when they are about to ask a source
+ * (fwd_offload). */
 bool api_may_wait(request_t *r)
 {
-    return reg_tenant_has(r->tenant);
+    static const char maps[] = "/ngsi-ld/v1/entityMaps/";
+    return reg_tenant_has(r->tenant, strncmp(r->path, maps, sizeof maps - 1) != 0);
 }
 
 bool api_distributed(request_t *r)

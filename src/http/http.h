@@ -202,7 +202,7 @@ void         http_set_after_handler(void (*fn)(request_t *r));
  * defer (it then runs again on the worker) or hold. Two ways in:
  *  - a write: a request to a route flagged HR_FORWARDS, not a GET or a
  *    query (HR_QUERY_POST), for which test(r) is true (api/: its tenant has
- *    registrations) is handed over before its handler runs (a write may
+ *    a registration that takes writes) is handed over before its handler runs (a write may
  *    forward before it changes anything, or after: a purge). test is called
  *    on the worker after the route and the preconditions: it must be cheap.
  *    Set once, before http_start.
@@ -211,7 +211,8 @@ void         http_set_after_handler(void (*fn)(request_t *r));
  *    anything and whatever it answers is dropped (a read that asks no source
  *    stays on the worker and costs nothing more); false: it already runs
  *    where it may wait (the pool, or cor:// through http_exec, whose worker
- *    waits as before). */
+ *    waits as before), or it is a write test(r) kept on the worker (it may
+ *    have changed things, so it waits there). */
 void         http_set_offload(bool (*test)(request_t *r));
 bool         req_offload(request_t *r);
 

@@ -121,6 +121,7 @@ typedef struct conn {
     int        route;         /* index of the matched route (reqstats), -1: none */
     bool       offload_called; /* route_and_run left the handler to the offload pool in this run */
     bool       on_pool;       /* the handler runs on an offload thread now */
+    bool       read_forwards; /* this run: a read (GET, HEAD, a Query POST) on an HR_FORWARDS route */
     struct conn *off_next;    /* the offload queue */
     tls_cred_t *tls;          /* --https: the certificate its handshake took (tls.c), until it closes */
 } conn_t;
@@ -974,7 +975,7 @@ bool req_offload(request_t *r)
 {
     if (r->exec || !r->priv) return false;
     conn_t *cn = r->priv;
-    if (cn->on_pool) return false;
+    if (cn->on_pool || !cn->read_forwards) return false;   /* a write may have changed things: it waits here */
     cn->offload_called = true;     /* on_request hands it over when the handler returns */
     return true;
 }
@@ -1488,8 +1489,10 @@ static void route_and_run(const router_t *router, request_t *r, const char *body
         reply_problem(r, &p);
         return;
     }
-    if ((rt->flags & HR_FORWARDS) && offload_test && !r->exec && !((conn_t *)r->priv)->on_pool &&
-        r->method != HM_GET && r->method != HM_HEAD && !(rt->flags & HR_QUERY_POST) && offload_test(r)) {
+    bool read = r->method == HM_GET || r->method == HM_HEAD || (rt->flags & HR_QUERY_POST);
+    if (!r->exec) ((conn_t *)r->priv)->read_forwards = read && (rt->flags & HR_FORWARDS);
+    if ((rt->flags & HR_FORWARDS) && offload_test && !r->exec && !((conn_t *)r->priv)->on_pool && !read &&
+        offload_test(r)) {
         ((conn_t *)r->priv)->offload_called = true;    /* a write: on_request hands it to the pool */
         return;
     }

@@ -63,6 +63,8 @@ typedef enum {
 } reg_op_t;
 
 #define REG_OP_BIT(op) ((uint64_t)1 << (op))
+/* The entity and temporal writes: every operation before REG_OP_RETRIEVE_ENTITY. */
+#define REG_WRITE_OPS (REG_OP_BIT(REG_OP_RETRIEVE_ENTITY) - 1)
 
 /* ------------------------------------------------------- the model (reg.c) */
 
@@ -177,9 +179,11 @@ void    reg_set_totals(const reg_totals_hooks_t *h);
 bool    reg_any(void);
 /* A registration was ever created in this tenant. */
 bool    reg_tenant_known(const char *tenant);
-/* The tenant (NULL: the default) has registrations now (nothing interned, a
- * read lock only when some tenant has any). */
-bool    reg_tenant_has(const char *tenant);
+/* The tenant (NULL: the default) has registrations now; with writes, only
+ * those whose operations include an entity or temporal write
+ * (REG_WRITE_OPS). Nothing interned, a read lock only when some tenant has
+ * any: cheap enough for every request. */
+bool    reg_tenant_has(const char *tenant, bool writes);
 /* The ids of the registrations that expired by `now` (any tenant), in arena
  * a, with their tenants: the caller removes them from the store and the
  * registry. */

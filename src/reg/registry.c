@@ -46,6 +46,7 @@ typedef struct treg {
     const char  *tenant;              /* interned */
     struct treg *next;
     rlist_t      all, patterned, any_id, typeless, proxied;
+    size_t       writers;             /* of all, those with an operation of REG_WRITE_OPS */
     rmap_t       by_type, by_id;
 } treg_t;
 
@@ -166,6 +167,7 @@ static treg_t *treg_get(const char *tenant, bool create)
 /* Adds r to (add) or removes it from every index of t. */
 static void index_op(treg_t *t, reg_t *r, bool add)
 {
+    if (reg_ops(r) & REG_WRITE_OPS) add ? t->writers++ : t->writers--;
     for (size_t i = 0; i < r->n_info; i++) {
         const reg_info_t *in = &r->info[i];
         if (!in->n_entities) add ? list_add(&t->typeless, r) : list_del(&t->typeless, r);
@@ -293,7 +295,7 @@ bool reg_tenant_known(const char *tenant)
     return k;
 }
 
-bool reg_tenant_has(const char *tenant)
+bool reg_tenant_has(const char *tenant, bool writes)
 {
     if (!reg_any()) return false;
     const char *t = tenant ? tenant : "";
@@ -303,7 +305,7 @@ bool reg_tenant_has(const char *tenant)
     bool has = false;
     for (treg_t *x = g_tenants; x; x = x->next)
         if (x->tenant == t) {
-            has = x->all.n > 0;
+            has = writes ? x->writers > 0 : x->all.n > 0;
             break;
         }
     pthread_rwlock_unlock(&g_lock);

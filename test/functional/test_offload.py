@@ -145,6 +145,38 @@ def test_tenants_without_registrations_stay_on_their_worker(broker_factory):
         cli.close()
 
 
+def test_4_20_writes_stay_on_the_worker_when_no_registration_takes_writes(broker_factory):
+    # Table 4.20-2: federationOps (the default) and retrieveOps take no entity
+    # write, so a write in such a tenant cannot forward: it stays on its worker
+    # (a device's PATCH of a hub tenant pays no hand-off), while a local read
+    # that asks no source stays there too; a registration with redirectionOps
+    # sends the tenant's writes to the pool, and removing it brings them back
+    b = broker_factory("--brokerAlias", "offload-ops")
+    hub = Client(b, fresh_tenant())
+    src = MockSource(status=204, body=b"")
+    try:
+        eid = uid("urn:ngsi-ld:Car:")
+        assert hub.create({"id": eid, "type": "Car", "speed": {"type": "Property", "value": 1}}).status_code == 201
+        register(hub, src.base)                                      # federationOps, for Vehicles
+        register(hub, src.base, operations=["retrieveOps"])
+
+        def writes_offloaded():
+            s, _ = scrape(b)
+            before = value(s, "coraine_http_offloaded_total")
+            assert hub.patch("/entities/%s/attrs" % eid, {"speed": {"type": "Property", "value": 2}}).status_code == 204
+            assert hub.get("/entities/" + eid, params={"local": "true"}).status_code == 200
+            s, _ = scrape(b)
+            return value(s, "coraine_http_offloaded_total") - before
+        assert writes_offloaded() == 0
+        rid = register(hub, src.base, information=[{"entities": [{"type": "Truck"}]}], operations=["redirectionOps"])
+        assert writes_offloaded() == 1                               # the PATCH, not the local read
+        assert hub.delete("/csourceRegistrations/" + rid).status_code == 204
+        assert writes_offloaded() == 0
+    finally:
+        src.close()
+        hub.close()
+
+
 def test_forward_threads_is_checked(broker_factory):
     import subprocess
     from conftest import binary_path

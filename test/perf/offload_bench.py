@@ -5,13 +5,20 @@ doc/architecture.md "No HTTP worker waits for a source").
 
 One broker on one HTTP worker (--connectionPoolSize 1: what a one-core
 machine gets by default, and where a waiting worker hurts most), perf_run's
-Vehicles loaded in two tenants: `plain` has no registration; `hub` has one
-(for one Parking, urn:ngsi-ld:Parking:remote, at a source that the
-retrieves never ask), so
-each of its requests is handed to the pool and back.
+Vehicles loaded in three tenants: `plain` has no registration; `hub` has
+one with federationOps (the default: reads only) and `writer` one with
+redirectionOps, each for one Parking, urn:ngsi-ld:Parking:remote, at a
+source that the retrieves and PATCHes of Vehicles never ask.
 
-  handoff:   wrk retrieves one entity in `plain`, then in `hub`, alternated;
-             the hub/plain ratio of the medians is the hand-off's price.
+  handoff:   wrk retrieves one entity in `plain`, then in `hub`, alternated:
+             a read is handed to the pool only when it asks a source, so
+             the hub/plain ratio is what a local read of a tenant with
+             registrations pays (the registry's match, no hand-off); then
+             PATCHes of one entity in `plain`, `hub` and `writer`: a write
+             of a tenant with a registration that takes writes is handed
+             over before its handler runs (writer/plain: the hand-off's
+             price), one of a tenant whose registrations take none stays on
+             its worker (hub/plain).
   isolation: wrk retrieves in `plain` with no forward under way, then while
              K clients keep queries of `hub` for type Parking waiting on a
              source that answers after 1 s, alternated; the ratio says how
@@ -38,7 +45,9 @@ import perf_run  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune"))
 import tuneRun  # noqa: E402
 
-ENTITY = "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:7"
+ENTITY_ID = "urn:ngsi-ld:Vehicle:7"
+ENTITY = "/ngsi-ld/v1/entities/" + ENTITY_ID
+PATCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patch_one.lua")
 
 
 class SlowSource:
@@ -104,23 +113,31 @@ def main():
     rows = []
     try:
         perf_run.wait_up(base + "/version")
-        for t in ("plain", "hub"):
+        for t in ("plain", "hub", "writer"):
             perf_run.load(base, a.entities, tenant=t)
-        perf_run.post(base + "/ngsi-ld/v1/csourceRegistrations",
-                      {"type": "ContextSourceRegistration",
-                       "information": [{"entities": [{"id": "urn:ngsi-ld:Parking:remote", "type": "Parking"}]}],
-                       "endpoint": src.base}, tenant="hub")
+        for t, ops in (("hub", None), ("writer", ["redirectionOps"])):
+            reg = {"type": "ContextSourceRegistration",
+                   "information": [{"entities": [{"id": "urn:ngsi-ld:Parking:remote", "type": "Parking"}]}],
+                   "endpoint": src.base}
+            if ops:
+                reg["operations"] = ops
+            perf_run.post(base + "/ngsi-ld/v1/csourceRegistrations", reg, tenant=t)
 
-        def rate(tenant):
-            rps, non2xx, p99 = perf_run.wrk(base + ENTITY, a.duration, 8, 2, headers=["NGSILD-Tenant: " + tenant])
+        def rate(tenant, write=False):
+            if write:
+                rps, non2xx, p99 = perf_run.wrk(base, a.duration, 8, 2, script=PATCH, args=[ENTITY_ID],
+                                                headers=["NGSILD-Tenant: " + tenant])
+            else:
+                rps, non2xx, p99 = perf_run.wrk(base + ENTITY, a.duration, 8, 2, headers=["NGSILD-Tenant: " + tenant])
             return rps, p99, non2xx
 
-        runs = {"plain": [], "hub": [], "quiet": [], "slow": []}
+        runs = {"plain": [], "hub": [], "plainw": [], "hubw": [], "writerw": [], "quiet": [], "slow": []}
         p99s = {k: [] for k in runs}
         bad = {k: 0 for k in runs}
         for _ in range(a.runs):
-            for key, tenant in (("plain", "plain"), ("hub", "hub")):
-                rps, p99, n = rate(tenant)
+            for key, tenant, write in (("plain", "plain", False), ("hub", "hub", False),
+                                       ("plainw", "plain", True), ("hubw", "hub", True), ("writerw", "writer", True)):
+                rps, p99, n = rate(tenant, write)
                 runs[key].append(rps), p99s[key].append(p99)
                 bad[key] += n
             rps, p99, n = rate("plain")
@@ -132,12 +149,15 @@ def main():
             load.close()
             runs["slow"].append(rps), p99s["slow"].append(p99)
             bad["slow"] += n
-        what = {"plain": ("handoff", "plain (no registration: on the HTTP worker)", 0),
-                "hub": ("handoff", "hub (a registration: handed to the pool)", 0),
+        what = {"plain": ("handoff", "retrieve, plain (no registration)", 0),
+                "hub": ("handoff", "retrieve, hub (a registration the retrieve does not match: on the worker)", 0),
+                "plainw": ("handoff", "PATCH, plain (no registration)", 0),
+                "hubw": ("handoff", "PATCH, hub (registrations that take no writes: on the worker)", 0),
+                "writerw": ("handoff", "PATCH, writer (a registration that takes writes: handed to the pool)", 0),
                 "quiet": ("isolation", "plain, no forward under way", 0),
                 "slow": ("isolation", "plain, %d forwards waiting 1 s on a source" % a.slow, a.slow)}
         for key, (measure, case, k) in what.items():
-            ref = "plain" if measure == "handoff" else "quiet"
+            ref = {"hub": "plain", "hubw": "plainw", "writerw": "plainw", "slow": "quiet"}.get(key, key)
             med = statistics.median(runs[key])
             rows.append({"measure": measure, "case": case, "slowForwards": k,
                          "medianRequestsPerSecond": round(med), "runs": " ".join("%.0f" % x for x in runs[key]),
