@@ -15,22 +15,8 @@
 
 #include "model/model.h"
 
-static arena_t *A;
-
-static int setup(void **state)
-{
-    (void)state;
-    A = arena_new(8192);
-    return A ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    arena_free(A);
-    A = NULL;
-    return 0;
-}
+#define FIXTURE_ARENA_SIZE 8192
+#include "arena_fixture.h"
 
 static json_t *J(const char *text)
 {

@@ -14,21 +14,7 @@
 
 #include "json/json.h"
 
-static arena_t *A;
-
-static int setup(void **state)
-{
-    (void)state;
-    A = arena_new(64 * 1024);
-    return A ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    arena_free(A);
-    return 0;
-}
+#include "arena_fixture.h"
 
 /* Parses n bytes of s (on a copy), NULL on error with the message in err. */
 static json_t *parse_n(const char *s, size_t n, char *err, size_t errlen)

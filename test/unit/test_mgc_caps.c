@@ -23,22 +23,7 @@
 
 #define LOC "https://uri.etsi.org/ngsi-ld/location"
 
-static arena_t *A;
-
-static int setup(void **state)
-{
-    (void)state;
-    A = arena_new(65536);
-    return A ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    arena_free(A);
-    A = NULL;
-    return 0;
-}
+#include "arena_fixture.h"
 
 static char *json_of(const bson_t *b)
 {

@@ -18,22 +18,8 @@
 
 #define DEF "https://uri.etsi.org/ngsi-ld/default-context/"
 
-static arena_t *A;
-
-static int setup(void **state)
-{
-    (void)state;
-    A = arena_new(16384);
-    return A ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    arena_free(A);
-    A = NULL;
-    return 0;
-}
+#define FIXTURE_ARENA_SIZE 16384
+#include "arena_fixture.h"
 
 /* The filter of f as canonical extended JSON, and whether it is exact. */
 static char *json_of(const entity_filter_t *f, bool *exact)

@@ -20,7 +20,7 @@
 #define T1   1550000000000000LL  /* 2019-02-12T19:33:20Z */
 #define NOW  1600000000000000LL  /* 2020-09-13T12:26:40Z */
 
-static arena_t *A;
+#include "arena_fixture.h"
 
 /* ------------------------------------------------------------ builders */
 
@@ -163,22 +163,6 @@ static void assert_render(const cr_entity_t *e, const render_opts_t *o, bool geo
         fail_msg("rendered text is not JSON (%s): %s", err, sb.p);
     if (!json_equal(got, J(expected)))
         fail_msg("rendered\n  %s\nexpected\n  %s", sb.p, expected);
-}
-
-/* -------------------------------------------------------------- fixtures */
-
-static int setup(void **state)
-{
-    (void)state;
-    A = arena_new(1 << 16);
-    return A ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    arena_free(A);
-    return 0;
 }
 
 /* The temperature of 5.5.8 / 5.5.12: value 25, unitCode CEL, observedAt,
@@ -924,7 +908,6 @@ static void test_attr_render(void **state)
     assert_non_null(got);
     assert_true(json_equal(got, J("{'type':'Property','value':21.5,'unitCode':'CEL'}")));
 }
-
 
 /* The render cache: a frozen entity's first plain rendering is kept and
  * served again byte for byte; other formats and projections are rendered

@@ -15,7 +15,7 @@
 
 #include "model/model.h"
 
-static arena_t *A;
+#include "arena_fixture.h"
 
 static const char *N(const char *term)
 {
@@ -134,20 +134,6 @@ static void test_syntax_errors(void **state)
     strcat(deep, "a");
     for (int i = 0; i <= PROJECTION_MAX_DEPTH; i++) strcat(deep, "}");
     refused(deep);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    A = arena_new(1 << 16);
-    return A ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    arena_free(A);
-    return 0;
 }
 
 int main(void)

@@ -24,22 +24,8 @@
 
 #define Q_LIMIT_BUF 10000
 
-static arena_t *A;
-
-static int setup(void **state)
-{
-    (void)state;
-    A = arena_new(16384);
-    return A ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    arena_free(A);
-    A = NULL;
-    return 0;
-}
+#define FIXTURE_ARENA_SIZE 16384
+#include "arena_fixture.h"
 
 /* JSON text with ' for " (keeps the documents readable). */
 static json_t *J(const char *text)
