@@ -32,7 +32,6 @@ A benchmark: it never fails. The rows go to --csv (with .meta.json) for
 report.py's `offload` section of doc/performance.md.
 """
 import argparse
-import http.server
 import os
 import statistics
 import sys
@@ -44,34 +43,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perf_run  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune"))
 import tuneRun  # noqa: E402
+sys.path.insert(0, os.path.join(perf_run.ROOT, "test", "functional"))
+from mocksource import MockSource  # noqa: E402  (the source of the distributed tests)
 
 ENTITY_ID = "urn:ngsi-ld:Vehicle:7"
 ENTITY = "/ngsi-ld/v1/entities/" + ENTITY_ID
 PATCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patch_one.lua")
-
-
-class SlowSource:
-    """A context source that answers every request with [] after `delay` seconds."""
-    def __init__(self, delay):
-        class H(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                time.sleep(delay)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"[]")
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.base = "http://127.0.0.1:%d" % self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
 
 
 class SlowLoad:
@@ -106,7 +83,7 @@ def main():
     a = ap.parse_args()
     if a.bin:
         perf_run.BIN = a.bin
-    src = SlowSource(1.0)
+    src = MockSource(delay=1.0)    # answers [] after 1 s
     port = perf_run.free_port()
     base = "http://127.0.0.1:%d" % port
     p = perf_run.start_broker(port, ["--connectionPoolSize", "1", "--forwardTimeout", "10000"])
