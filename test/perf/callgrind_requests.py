@@ -34,17 +34,39 @@ def total(pid, prefix):
     return int(m.group(1))
 
 
+def per_request(pid, prefix, warm, run, r):
+    """warm(), the counters zeroed, run() (r requests): its instructions per request."""
+    warm()
+    subprocess.run(["callgrind_control", "-z", str(pid)], capture_output=True, check=False)
+    time.sleep(0.3)
+    run()
+    return total(pid, prefix) / r
+
+
+def table(bins, shapes, keep, measure_one):
+    """measure_one(binary, dump_dir) -> {shape: instructions per request} for
+    each binary, printed as a markdown table row by row (dumps kept under
+    keep/<i> when keep is set); returns [(binary, counts)]."""
+    print("| binary | " + " | ".join(shapes) + " |")
+    print("|---|" + "---:|" * len(shapes))
+    res = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, b in enumerate(bins):
+            d = os.path.join(keep, str(i)) if keep else tmp
+            os.makedirs(d, exist_ok=True)
+            m = measure_one(b, d)
+            print("| %s | " % b + " | ".join("%.0f" % m[s] for s in shapes) + " |", flush=True)
+            res.append((b, m))
+    return res
+
+
 def measure(binary, flags, n, r, shapes, tmp):
     prefix = os.path.join(tmp, "cg.%s" % os.path.basename(binary))
     out = {}
     cg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + prefix + ".%p"]
     with loaded_broker(binary, flags, n, cg) as (b, c):
         for s in shapes:
-            send(c, s, 5)
-            subprocess.run(["callgrind_control", "-z", str(b.pid)], capture_output=True, check=False)
-            time.sleep(0.3)
-            send(c, s, r)
-            out[s] = total(b.pid, prefix) / r
+            out[s] = per_request(b.pid, prefix, lambda: send(c, s, 5), lambda: send(c, s, r), r)
     return out
 
 
@@ -58,17 +80,9 @@ def main():
     ap.add_argument("--keep", help="keep the callgrind dumps in this directory (for callgrind_annotate)")
     ap.add_argument("--csv", help="also write binary,shape,instructions rows here (report.py's input)")
     a = ap.parse_args()
-    rows = []
     shapes = a.shapes.split(",")
-    print("| binary | " + " | ".join(shapes) + " |")
-    print("|---|" + "---:|" * len(shapes))
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, b in enumerate(a.bin or [perf_run.BIN]):
-            d = os.path.join(a.keep, str(i)) if a.keep else tmp
-            os.makedirs(d, exist_ok=True)
-            m = measure(b, a.flags.split(), a.n, a.r, shapes, d)
-            print("| %s | " % b + " | ".join("%.0f" % m[s] for s in shapes) + " |", flush=True)
-            rows += [(os.path.basename(os.path.dirname(os.path.abspath(b))), s, round(m[s])) for s in shapes]
+    res = table(a.bin or [perf_run.BIN], shapes, a.keep, lambda b, d: measure(b, a.flags.split(), a.n, a.r, shapes, d))
+    rows = [(os.path.basename(os.path.dirname(os.path.abspath(b))), s, round(m[s])) for b, m in res for s in shapes]
     if a.csv:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune"))
         import tuneRun

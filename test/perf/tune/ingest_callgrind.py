@@ -20,16 +20,13 @@ import http.client
 import json
 import os
 import sys
-import tempfile
-import time
-import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import perf_run  # noqa: E402
 import tuneGen  # noqa: E402
-from callgrind_requests import total  # noqa: E402
+from callgrind_requests import per_request, table  # noqa: E402
 
 JSON = {"Content-Type": "application/json"}
 
@@ -87,11 +84,7 @@ def measure(binary, w, n, r, names, d):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
         fs = shapes(w)
         for s in names:
-            send(c, fs[s], 20)
-            subprocess.run(["callgrind_control", "-z", str(b.pid)], capture_output=True, check=False)
-            time.sleep(0.3)
-            send(c, fs[s], r)
-            out[s] = total(b.pid, prefix) / r
+            out[s] = per_request(b.pid, prefix, lambda: send(c, fs[s], 20), lambda: send(c, fs[s], r), r)
         c.close()
     finally:
         b.terminate()
@@ -113,14 +106,7 @@ def main():
     if st["database"] != "corDB" or st["persistent"] or st["history"] != "none":
         sys.exit("ingest_callgrind: the workload's store must be corDB in RAM without history")
     names = a.shapes.split(",")
-    print("| binary | " + " | ".join(names) + " |")
-    print("|---|" + "---:|" * len(names))
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, b in enumerate(a.bin or [perf_run.BIN]):
-            d = os.path.join(a.keep, str(i)) if a.keep else tmp
-            os.makedirs(d, exist_ok=True)
-            m = measure(b, w, a.n, a.r, names, d)
-            print("| %s | " % b + " | ".join("%.0f" % m[s] for s in names) + " |", flush=True)
+    table(a.bin or [perf_run.BIN], names, a.keep, lambda b, d: measure(b, w, a.n, a.r, names, d))
 
 
 if __name__ == "__main__":
