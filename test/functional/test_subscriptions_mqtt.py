@@ -4,7 +4,9 @@ loopback port, received by tools/receiver in its MQTT subscriber mode."""
 import os
 import pwd
 import shutil
+import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -15,6 +17,29 @@ from receiver import Receiver, wait_failed
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
 
+def start_mosquitto(conf, *ports):
+    """mosquitto -c conf, once each of its listener ports accepts a connection
+    (a fixed sleep was too short on a loaded machine: the receiver found no
+    broker to subscribe at)."""
+    log = tempfile.TemporaryFile()       # its log (a pipe nobody reads could fill and stop it)
+    p = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.time() + 10
+    for port in ports:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if p.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError("mosquitto exited %s: %s" % (p.returncode, log.read().decode()[-2000:]))
+                if time.time() > deadline:
+                    p.kill()
+                    raise RuntimeError("mosquitto does not accept on port %d after 10 s" % port)
+                time.sleep(0.02)
+    return p
+
+
 @pytest.fixture(scope="module")
 def mosquitto(tmp_path_factory):
     if not os.path.exists(MOSQUITTO):
@@ -22,8 +47,7 @@ def mosquitto(tmp_path_factory):
     port = free_port()
     conf = tmp_path_factory.mktemp("mqtt") / "mosquitto.conf"
     conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\n" % port)
-    p = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
+    p = start_mosquitto(conf, port)
     yield port
     p.terminate()
     p.wait(5)
@@ -135,8 +159,7 @@ def tls_mosquitto(tmp_path_factory):
                     "listener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\n"
                     "cafile %s\ncertfile %s\nkeyfile %s\n"
                     % (plain, tls, d / "passwd", d / "ca.pem", d / "srv.pem", d / "srv.key"))
-    p = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    p = start_mosquitto(conf, plain, tls)
     yield {"plain": plain, "tls": tls, "ca": str(d / "ca.pem")}
     p.terminate()
     p.wait(5)
@@ -225,8 +248,7 @@ def test_7_2_reconnects_after_the_mqtt_broker_restarts(cli, tmp_path):
     conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\n" % port)
 
     def start():
-        p = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        p = start_mosquitto(conf, port)
         r = Receiver("--mqtt", "127.0.0.1:%d" % port, "--topic", "ngsi/#")
         time.sleep(0.2)
         return p, r
