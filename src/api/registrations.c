@@ -72,13 +72,7 @@ static void q_names(const q_expr_t *q, arena_t *a, const char ***v, size_t *n, s
     q_term_view_t t;
     if (q_term_get(q, &t)) {
         if (!t.attr) return;
-        if (*n == *cap) {
-            size_t       nc = *cap ? *cap * 2 : 8;
-            const char **nv = arena_alloc(a, nc * sizeof *nv);
-            if (*n) memcpy(nv, *v, *n * sizeof *nv);
-            *v = nv;
-            *cap = nc;
-        }
+        *v = arena_grow(a, *v, *n, cap, sizeof **v, 8);
         (*v)[(*n)++] = t.attr;
         return;
     }

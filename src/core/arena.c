@@ -152,6 +152,16 @@ char *arena_strdup(arena_t *a, const char *s)
     return arena_strndup(a, s, strlen(s));
 }
 
+void *arena_grow(arena_t *a, void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+    if (n < *cap) return v;
+    size_t nc = *cap ? *cap * 2 : first;
+    void  *w = arena_alloc(a, nc * size);     /* aborts on a size that overflows */
+    if (n) memcpy(w, v, n * size);
+    *cap = nc;
+    return w;
+}
+
 char *arena_printf(arena_t *a, const char *fmt, ...)
 {
     va_list ap;

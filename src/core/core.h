@@ -60,6 +60,11 @@ void    *arena_alloc(arena_t *a, size_t n);      /* 16-aligned; aborts on OOM or
 void    *arena_calloc(arena_t *a, size_t n);     /* zeroed */
 char    *arena_strndup(arena_t *a, const char *s, size_t n); /* NUL-terminated */
 char    *arena_strdup(arena_t *a, const char *s);
+/* Room for one more item in the arena array v of *cap items of size bytes,
+ * n of them used: v itself while n < *cap, else a copy twice as large
+ * (first items when *cap is 0; *cap updated). The old array stays in the
+ * arena until it is freed or reset. */
+void    *arena_grow(arena_t *a, void *v, size_t n, size_t *cap, size_t size, size_t first);
 char    *arena_printf(arena_t *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 size_t   arena_used(const arena_t *a);           /* bytes handed out */

@@ -1094,13 +1094,7 @@ static group_t *group_of(groups_t *gs, const char *id)
 
 static void group_add(arena_t *a, group_t *g, version_t v)
 {
-    if (g->n == g->cap) {
-        size_t     nc = g->cap ? g->cap * 2 : 4;
-        version_t *x = arena_alloc(a, nc * sizeof *x);
-        if (g->n) memcpy(x, g->v, g->n * sizeof *x);
-        g->v = x;
-        g->cap = nc;
-    }
+    g->v = arena_grow(a, g->v, g->n, &g->cap, sizeof *g->v, 4);
     g->v[g->n++] = v;
 }
 

@@ -263,12 +263,7 @@ static size_t targets(arena_t *a, const notify_sub_t *s, const uint64_t *chain, 
                 reg_unref(rs[k]);
                 continue;
             }
-            if (n == cap) {
-                target_t *w = arena_alloc(a, 2 * cap * sizeof *w);
-                memcpy(w, v, n * sizeof *v);
-                v = w;
-                cap *= 2;
-            }
+            v = arena_grow(a, v, n, &cap, sizeof *v, 8);
             v[n++] = (target_t){rs[k], sel.n_sel ? (uint64_t)1 << i : ~(uint64_t)0};
         }
     }
@@ -821,12 +816,7 @@ static void sweep_due(void)
                 reg_unref(rs[k]);
                 continue;
             }
-            if (nw == cap) {
-                sweep_t *v = arena_alloc(a, 2 * cap * sizeof *v);
-                memcpy(v, w, nw * sizeof *w);
-                w = v;
-                cap *= 2;
-            }
+            w = arena_grow(a, w, nw, &cap, sizeof *w, 16);
             w[nw++] = (sweep_t){rs[k], 0, true};
         }
     }
