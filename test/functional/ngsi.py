@@ -1,9 +1,12 @@
 """Helpers shared by the functional tests: entity builders, JSON comparison and
 ProblemDetails checks. The fixtures that start processes live in conftest.py;
-this module holds only pure functions so tests can import it by name."""
+this module holds only functions (no fixtures, no processes), so tests can import
+it by name."""
 
 import json
 import random
+import threading
+import time
 import re
 import socket
 import uuid
@@ -269,3 +272,17 @@ def process_rss_kib(pid):
     """Resident memory of process pid in KiB (Linux)."""
     m = re.search(r"^VmRSS:\s+(\d+)", open("/proc/%d/status" % pid).read(), re.M)
     return int(m.group(1)) if m else 0
+
+
+def in_thread(call, answer):
+    """call() (a request) on a thread of its own, started; when it returns,
+    answer holds its status, the start of its body and the seconds it took.
+    For a request that waits (a slow context source) while the test does
+    other things."""
+    def run():
+        t0 = time.time()
+        r = call()
+        answer.update(status=r.status_code, body=r.text[:300], seconds=round(time.time() - t0, 2))
+    t = threading.Thread(target=run)
+    t.start()
+    return t

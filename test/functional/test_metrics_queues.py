@@ -3,12 +3,11 @@ coraine_notify_endpoint_queued, the notifications waiting in each endpoint's
 queue (the 64 deepest; the others added up under "other"; the endpoint shown
 without user information or query), and coraine_forward_source_in_flight,
 the requests sent to a context source and not answered yet."""
-import threading
 import time
 
 from conftest import Client, fresh_tenant
 from mocksource import MockSource
-from ngsi import uid
+from ngsi import in_thread, uid
 from receiver import Receiver
 from test_metrics import scrape, value
 from test_metrics_forwarding import register
@@ -79,13 +78,7 @@ def test_forward_in_flight_per_source(broker_factory):
     try:
         register(hub, slow.base)
         answer = {}
-
-        def query():
-            t0 = time.time()
-            r = hub.get("/entities", params={"type": "Vehicle"})
-            answer.update(status=r.status_code, body=r.text[:300], seconds=round(time.time() - t0, 2))
-        t = threading.Thread(target=query)
-        t.start()
+        t = in_thread(lambda: hub.get("/entities", params={"type": "Vehicle"}), answer)
         seen = 0
         deadline = time.time() + 15          # in flight until the query is answered
         while time.time() < deadline and not seen and t.is_alive():

@@ -5,26 +5,19 @@ that answers late holds back no other request, on a broker with a single
 HTTP worker (--connectionPoolSize 1), where the worker itself would otherwise
 wait the source's whole delay. Writes of a tenant with registrations are
 handed over before their handler runs, reads only when they ask a source."""
-import threading
 import time
 
 import requests
 
 from conftest import Client, fresh_tenant
 from mocksource import MockSource
-from ngsi import uid
+from ngsi import in_thread, uid
 from test_metrics import scrape, value
 from test_metrics_forwarding import register
 
 
 def slow_query(cli, answer, path="/entities", params=None):
-    def run():
-        t0 = time.time()
-        r = cli.get(path, params=params or {"type": "Vehicle"})
-        answer.update(status=r.status_code, body=r.text, seconds=time.time() - t0)
-    t = threading.Thread(target=run)
-    t.start()
-    return t
+    return in_thread(lambda: cli.get(path, params=params or {"type": "Vehicle"}), answer)
 
 
 def wait_in_flight(b, source, deadline_s=10):
@@ -112,13 +105,8 @@ def test_writes_of_a_tenant_with_registrations_wait_off_the_worker(broker_factor
         local = uid("urn:ngsi-ld:Car:")
         assert other.create({"id": local, "type": "Car"}).status_code == 201
         answer = {}
-
-        def patch():
-            t0 = time.time()
-            r = hub.patch("/entities/%s/attrs" % eid, {"speed": {"type": "Property", "value": 2}})
-            answer.update(status=r.status_code, body=r.text, seconds=time.time() - t0)
-        t = threading.Thread(target=patch)
-        t.start()
+        t = in_thread(lambda: hub.patch("/entities/%s/attrs" % eid, {"speed": {"type": "Property", "value": 2}}),
+                      answer)
         wait_in_flight(b, slow.base)
         t0 = time.time()
         assert other.get("/entities/" + local).status_code == 200
