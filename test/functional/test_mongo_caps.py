@@ -7,7 +7,12 @@ log, the geo-queries of every georel then answer as corDB's for the same
 entities (the box prefilter, judged in the broker), and a change stream
 forced on (CORAINE_MONGOC_WATCH=1, as if the server were a replica set)
 fails to open, is logged, and the version document is polled instead: a
-subscription still reaches the other process within --syncInterval. The
+subscription still reaches the other process within --syncInterval.
+Spherical geo-filters forced on (CORAINE_MONGOC_GEO2D=1, as if the server
+had passed the probe and then refused $geoWithin at query time: a geometry
+it finds invalid, an index it lost) are refused by the server; each such
+query runs again on the box prefilter alone and answers as corDB's, never a
+500 (query.c geo_fallback; clause 4.10, the geo-query). The
 2dsphere and change-stream paths themselves (what real MongoDB runs) are
 checked as BSON by test/unit/test_mgc_filter.c and test_mongoc.c."""
 
@@ -124,3 +129,33 @@ def test_mongoc_a_change_stream_the_server_refuses_falls_back_to_polling(ferret,
         assert ca.get(path).status_code == 404
     finally:
         stop(a, b)
+
+
+def test_mongoc_a_geo_filter_the_server_refuses_at_query_time_falls_back_to_the_box(ferret, tmp_path,
+                                                                                    monkeypatch):
+    monkeypatch.setenv("CORAINE_MONGOC_GEO2D", "1")
+    cor = Broker(["--database", "corDB"], str(tmp_path))
+    mon = Broker(mongo_flags(ferret, new_prefix(), "--logLevel", "info"), str(tmp_path))
+    try:
+        assert "CORAINE_MONGOC_GEO2D=1" in mon.read_log()
+        cc, cm = Client(cor), Client(mon)
+        for eid, attrs in ENTS:
+            for c in (cc, cm):
+                assert c.create(dict({"id": eid, "type": "G"}, **attrs)).status_code == 201
+        for q in QUERIES:
+            assert ids(cm, q) == ids(cc, q), q
+            # the count and a page past the server's (query_run's exact path)
+            for extra in ({"count": "true", "limit": 2}, {"count": "true", "limit": 0},
+                          {"orderBy": "id", "limit": 3, "offset": 1}):
+                rm = cm.get("/entities", params=dict({"type": "G"}, **q, **extra))
+                rc = cc.get("/entities", params=dict({"type": "G"}, **q, **extra))
+                assert rm.status_code == rc.status_code == 200, (q, extra, rm.text)
+                assert rm.headers.get("NGSILD-Results-Count") == rc.headers.get("NGSILD-Results-Count"), (q, extra)
+                if "orderBy" in extra:
+                    assert [e["id"] for e in rm.json()] == [e["id"] for e in rc.json()], (q, extra)
+        log = mon.read_log()
+        assert "refused a spherical geo-filter" in log, log
+        assert "runs on the box prefilter" in log
+        assert " 500 " not in log
+    finally:
+        stop(cor, mon)

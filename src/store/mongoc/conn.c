@@ -160,6 +160,12 @@ bool mgc_fail(problem_t *p, const char *what, const bson_error_t *err)
     return false;
 }
 
+bool mgc_refused(const bson_error_t *err)
+{
+    return (err->domain == MONGOC_ERROR_SERVER || err->domain == MONGOC_ERROR_QUERY) &&
+           !transient_code(err->code);
+}
+
 bool mgc_is_dup(const bson_error_t *err)
 {
     return err->code == 11000 || err->code == 11001;
@@ -620,6 +626,10 @@ void mgc_geo_index(mgc_t *db, mongoc_client_t *c, mgc_tenant_t *t, const cr_enti
             mgc_geo_index_spec(key, sphere, name, &k);
             ok = index_ensure(c, t->dbname, "entities", have, n, name, &k, &err);
             bson_destroy(&k);
+            if (!ok && sphere) {    /* the box's index is there: queries on it fall back to the box (query.c) */
+                LOG_W("mongoc: 2dsphere index %s of database %s: %s", name, t->dbname, err.message);
+                ok = true;
+            }
         }
         if (ok) {
             t->geo_keys = cr_xreallocarray(t->geo_keys, t->n_geo_keys + 1, sizeof(*t->geo_keys));
@@ -701,6 +711,11 @@ static bool probe(mgc_t *db, problem_t *p)
         if (!db->geo2d)
             LOG_I("mongoc: the server has no 2dsphere index or $geoWithin (%s): geo-queries use "
                   "the box prefilter on plain numbers, judged in the broker", perr.message);
+        const char *force = getenv("CORAINE_MONGOC_GEO2D");    /* tests: the refusal's fallback */
+        if (force && !strcmp(force, "1") && !db->geo2d) {
+            LOG_W("mongoc: CORAINE_MONGOC_GEO2D=1: spherical geo-filters asked of a server that failed the probe");
+            db->geo2d = true;
+        }
         db->wildcard = probe_cap(c, db->prefix, tok, "w", "w_all", BCON_NEW("w.$**", BCON_INT32(1)),
                                  BCON_NEW("_id", BCON_INT32(1), "w", "{", "x", BCON_INT32(1), "}"),
                                  BCON_NEW("w.x", BCON_INT32(1)), &perr);

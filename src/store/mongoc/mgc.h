@@ -90,6 +90,7 @@ typedef struct mgc {
     _Atomic uint64_t      token;    /* write tokens: per process random base + counter */
     mgc_cache_t          *cache;
     _Atomic uint64_t      scan_docs, scan_matched;   /* query.c's scans: documents read, matched */
+    _Atomic uint64_t      geo_refused;               /* query.c: spherical filters refused, box used */
     bson_t               *wopts;    /* the options of inserts and replaces: {validate: false} */
     /* conn.c: an explicit session per pooled client (mgc_copts), never removed before close */
     pthread_mutex_t       smu;      /* adding one */
@@ -123,6 +124,8 @@ const bson_t        *mgc_copts(mgc_t *db, mongoc_client_t *c);
  * reached or answer in time, else InternalError; always false. */
 bool                 mgc_fail(problem_t *p, const char *what, const bson_error_t *err);
 bool                 mgc_is_dup(const bson_error_t *err);
+/* The server answered and refused the command (not down, not "not now"). */
+bool                 mgc_refused(const bson_error_t *err);
 /* One write command (insert, update or delete; cmd built by the caller) on
  * database dbname: libmongoc's client command rather than its collection
  * helpers, whose write-command structure and merged result cost a write

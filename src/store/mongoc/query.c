@@ -303,6 +303,7 @@ typedef struct scan {
     size_t           id_cap;
     bson_t           reply;
     bool             have_reply, ended, cut;   /* cut: the server ended the page short of n */
+    bool             refused;       /* the server refused the find (mgc_refused) */
     bson_iter_t      it;            /* over the page's documents */
     int64_t          in_page, asked;
     uint64_t         docs, matched; /* for /statistics: read, and kept by the caller */
@@ -370,8 +371,10 @@ static bool scan_page(scan_t *s, problem_t *p)
     ok = mongoc_client_read_command_with_opts(s->c, s->t->dbname, &cmd, NULL, mgc_copts(s->db, s->c), &s->reply, &err);
     s->have_reply = true;
     bson_destroy(&cmd);
-    if (!ok)
+    if (!ok) {
+        s->refused = mgc_refused(&err);
         return mgc_fail(p, "query", &err);
+    }
     s->in_page = 0;
     s->cut     = false;
     if (!bson_iter_init(&it, &s->reply) || !bson_iter_find_descendant(&it, "cursor.firstBatch", &s->it) ||
@@ -451,7 +454,8 @@ static void scan_close(scan_t *s)
     mgc_push(s->db, s->c);
 }
 
-static bool count_exact(mgc_t *db, mgc_tenant_t *t, const bson_t *q, size_t *count, problem_t *p)
+static bool count_exact(mgc_t *db, mgc_tenant_t *t, const bson_t *q, size_t *count, bool *refused,
+                        problem_t *p)
 {
     mongoc_client_t     *c   = mgc_pop(db);
     mongoc_collection_t *col = mgc_coll(db, c, t, "entities");
@@ -460,8 +464,10 @@ static bool count_exact(mgc_t *db, mgc_tenant_t *t, const bson_t *q, size_t *cou
 
     mongoc_collection_destroy(col);
     mgc_push(db, c);
-    if (n < 0)
+    if (n < 0) {
+        *refused = mgc_refused(&err);
         return mgc_fail(p, "count", &err);
+    }
     *count = (size_t)n;
     return true;
 }
@@ -495,7 +501,7 @@ static int order_cmp(const void *a, const void *b, void *o)
 
 static bool query_ordered(mgc_t *db, mgc_tenant_t *t, const entity_filter_t *f, const bson_t *q,
                           size_t offset, size_t limit, arena_t *a, store_page_t *out, size_t *matched,
-                          problem_t *p)
+                          bool *refused, problem_t *p)
 {
     scan_t       s;
     vec_t        v = { 0 };
@@ -510,6 +516,7 @@ static bool query_ordered(mgc_t *db, mgc_tenant_t *t, const entity_filter_t *f, 
         } else
             entity_unref(e);
     }
+    *refused = s.refused && !s.docs;
     scan_close(&s);
     if (!failed && v.n)
         qsort_r(v.v, v.n, sizeof(*v.v), order_cmp, (void *)f->order_by);
@@ -529,10 +536,27 @@ static bool query_ordered(mgc_t *db, mgc_tenant_t *t, const entity_filter_t *f, 
     return !failed;
 }
 
-bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t *a, store_page_t *out,
-               problem_t *p)
+/* A server that passed the probe (conn.c) may still refuse a spherical
+ * filter at query time (a geometry it finds invalid, a 2dsphere index it
+ * lost, a server behind the same URI that differs): then the query runs
+ * again on the box prefilter alone, which every server answers and which
+ * is a superset too (the broker judges every candidate). Only a refusal
+ * before the first document: nothing has been handed on yet. */
+static bool geo_fallback(mgc_t *db, const entity_filter_t *f, bool geo2d, bool refused, problem_t *p)
 {
-    mgc_tenant_t *t = mgc_tenant_get(db, tenant, p);
+    if (!geo2d || !refused || !f || !f->geo)
+        return false;
+    uint64_t n = atomic_fetch_add_explicit(&db->geo_refused, 1, memory_order_relaxed) + 1;
+
+    if (!(n & (n - 1)))         /* the 1st, 2nd, 4th, ...: not one line per query */
+        LOG_W("mongoc: the server refused a spherical geo-filter (%.300s; %llu so far): the query "
+              "runs on the box prefilter", p ? p->detail : "", (unsigned long long)n);
+    return true;
+}
+
+static bool query_run(mgc_t *db, mgc_tenant_t *t, const entity_filter_t *f, bool geo2d, arena_t *a,
+                      store_page_t *out, bool *refused, problem_t *p)
+{
     size_t        offset = f->offset, limit = f->limit, matched = 0;
     bool          want_count = f->count, exact, failed = false;
     bson_t        q;
@@ -540,17 +564,16 @@ bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t 
     cr_entity_t  *e;
     vec_t         v = { 0 };
 
+    *refused   = false;
     out->items = NULL;
     out->n     = 0;
     out->count = 0;
-    if (!t)
-        return false;
     if (!limit && !want_count)
         return true;
-    exact = mgc_filter(f, db->geo2d, &q);
+    exact = mgc_filter(f, geo2d, &q);
     filter_regex_reset();
     if (f->order_by) {
-        bool ok = query_ordered(db, t, f, &q, offset, limit, a, out, &matched, p);
+        bool ok = query_ordered(db, t, f, &q, offset, limit, a, out, &matched, refused, p);
         bson_destroy(&q);
         if (!ok || filter_regex_overflow(p)) {
             store_page_release(out);
@@ -570,12 +593,13 @@ bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t 
             while ((e = scan_next(&s, &failed, p)))
                 vec_push(&v, e);
             s.matched = s.docs;
+            *refused  = s.refused && !s.docs;
             scan_close(&s);
         }
         if (want_count && !failed) {
             if (limit && v.n < limit && (v.n || !offset))
                 out->count = offset + v.n;
-            else if (!count_exact(db, t, &q, &out->count, p))
+            else if (!count_exact(db, t, &q, &out->count, refused, p))
                 failed = true;
         }
     } else {
@@ -594,6 +618,7 @@ bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t 
             if (v.n >= limit && !want_count)
                 break;
         }
+        *refused = s.refused && !s.docs;
         scan_close(&s);
         if (want_count)
             out->count = matched;
@@ -612,18 +637,30 @@ bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t 
     return true;
 }
 
-bool mgc_foreach(mgc_t *db, const char *tenant, const entity_filter_t *f,
-                 void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p)
+bool mgc_query(mgc_t *db, const char *tenant, const entity_filter_t *f, arena_t *a, store_page_t *out,
+               problem_t *p)
 {
     mgc_tenant_t *t = mgc_tenant_get(db, tenant, p);
+    bool          refused;
+
+    if (!t) {
+        out->items = NULL;
+        out->n = out->count = 0;
+        return false;
+    }
+    return query_run(db, t, f, db->geo2d, a, out, &refused, p) ||
+           (geo_fallback(db, f, db->geo2d, refused, p) && query_run(db, t, f, false, a, out, &refused, p));
+}
+
+static bool foreach_run(mgc_t *db, mgc_tenant_t *t, const entity_filter_t *f, bool geo2d,
+                        void (*fn)(void *ud, const cr_entity_t *e), void *ud, bool *refused, problem_t *p)
+{
     bson_t        q;
     scan_t        s;
     cr_entity_t  *e;
     bool          failed = false;
 
-    if (!t)
-        return false;
-    mgc_filter(f, db->geo2d, &q);
+    mgc_filter(f, geo2d, &q);
     filter_regex_reset();
     scan_open(&s, db, t, &q, 0, 0, 0);
     while ((e = scan_next(&s, &failed, p))) {
@@ -633,9 +670,22 @@ bool mgc_foreach(mgc_t *db, const char *tenant, const entity_filter_t *f,
         }
         entity_unref(e);
     }
+    *refused = s.refused && !s.docs;
     scan_close(&s);
     bson_destroy(&q);
     return !failed && !filter_regex_overflow(p);
+}
+
+bool mgc_foreach(mgc_t *db, const char *tenant, const entity_filter_t *f,
+                 void (*fn)(void *ud, const cr_entity_t *e), void *ud, problem_t *p)
+{
+    mgc_tenant_t *t = mgc_tenant_get(db, tenant, p);
+    bool          refused;
+
+    if (!t)
+        return false;
+    return foreach_run(db, t, f, db->geo2d, fn, ud, &refused, p) ||
+           (geo_fallback(db, f, db->geo2d, refused, p) && foreach_run(db, t, f, false, fn, ud, &refused, p));
 }
 
 /* distinct(key) over the tenant's entities: fn for each (interned) string. */
