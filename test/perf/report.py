@@ -11,13 +11,14 @@ in --in (test/perf/results/, committed, by default):
   scale.csv, scale_samples.csv  scale.py: the scale run and its 1 Hz samples
   startup.csv, scaling.csv   startup.py, scaling.py
   offload.csv                offload_bench.py: the pool's hand-off price and what slow forwards hold back
+  mongo_scaling.csv          mongo_scaling.py: one and two coraine processes on one database (FerretDB)
   pgo_bench.csv              pgo_bench.py: the builds (-O2, PGO, PGO+LTO) per shape, alternated
   pgo_callgrind.csv          callgrind_requests.py --csv: the same builds' instructions per request
   tune_<workload>.csv        tuneCompare.py: out of the box / tuned profile / tuned, per run
   tune_<workload>-result.json  make tune's own comparison (tune-result.json)
 doc/performance.md: report.py rewrites only what stands between a marker
 `<!-- report:NAME -->` and the next `<!-- /report -->` (NAME: perf_run, knee,
-scale, startup, scaling, offload); the rest of the file is left as it is. doc/tuning.md
+scale, startup, scaling, offload, mongo_scaling); the rest of the file is left as it is. doc/tuning.md
 is written whole, from the pgo and tune inputs, and left alone when --in has
 none of them. Nothing in the outputs is typed by hand: every figure comes
 from those files, and each table names the commit, the machine and the
@@ -559,6 +560,8 @@ PERF_SECTIONS = {
                              "python3 test/perf/scaling.py --csv test/perf/results/scaling.csv"),
     "offload": table_section("offload", "Requests of tenants with registrations, off the HTTP worker "
                              "(offload_bench.py)", "python3 test/perf/offload_bench.py"),
+    "mongo_scaling": table_section("mongo_scaling", "One coraine process on one MongoDB-wire database, and "
+                                   "two (mongo_scaling.py)", "python3 test/perf/mongo_scaling.py"),
 }
 
 
