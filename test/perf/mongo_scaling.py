@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """mongo_scaling.py - --database mongoc: the rate of one coraine process on one database, and of two.
 
-  python3 test/perf/mongo_scaling.py [--runs 3] [--duration 5] [--conns 16] [-n 1000]
+  python3 test/perf/mongo_scaling.py [--runs 3] [--duration 5] [--conns 16] [-n 1000] [--pools 0]
                                      [--shapes retrieve,patch] [--csv test/perf/results/mongo_scaling.csv]
 
 Issue 16 asks how the rate scales from one coraine process to two on one
@@ -16,7 +16,10 @@ database's CPU per request and the share of a core it used, non-2xx
 answers (a PATCH through two processes of one entity retries on the version
 check: doc/mongodb.md; none may fail). On this 2-core machine the database,
 the brokers and wrk share the cores; the database's share says which one is
-the limit. A benchmark: it never fails.
+the limit. --pools: the --connectionPoolSize values to run each step with,
+side by side (0: the broker's default): every request holds its HTTP worker
+while the database answers, so a process's workers bound its requests in
+flight. A benchmark: it never fails.
 """
 import argparse
 import os
@@ -43,10 +46,11 @@ def url_of(base, shape, n):
     return base + "/", os.path.join(HERE, "patch.lua"), (str(n),)
 
 
-def step(srv, procs, shapes, n, duration, conns):
+def step(srv, procs, pool, shapes, n, duration, conns):
     """One run of `procs` processes on a fresh database: {shape: (rps, broker µs, db µs, db share, non2xx)}."""
     prefix = ferret.new_prefix()
-    flags = list(ferret.mongo_flags(srv, prefix, "--dbTimeout", "60000", "--syncInterval", "1000"))
+    flags = list(ferret.mongo_flags(srv, prefix, "--dbTimeout", "60000", "--syncInterval", "1000",
+                                    "--connectionPoolSize", str(pool)))
     ports = [perf_run.free_port() for _ in range(procs)]
     ps = [perf_run.start_broker(p, flags) for p in ports]
     out = {}
@@ -93,31 +97,34 @@ def main():
     ap.add_argument("--conns", type=int, default=16, help="wrk connections in all, split between the processes")
     ap.add_argument("-n", type=int, default=1000, help="Vehicles loaded")
     ap.add_argument("--shapes", default="retrieve,patch")
+    ap.add_argument("--pools", default="0", help="--connectionPoolSize values, side by side (0: the default)")
     ap.add_argument("--csv", default=os.path.join(perf_run.ROOT, "test/perf/results/mongo_scaling.csv"))
     a = ap.parse_args()
     shapes = a.shapes.split(",")
+    pools = [int(x) for x in a.pools.split(",")]
     srv = ferret.FerretServer()
-    got = {}        # (shape, procs) -> [per run tuples]
+    got = {}        # (shape, pool, procs) -> [per run tuples]
     try:
         for _ in range(a.runs):
-            for procs in (1, 2):
-                for s, v in step(srv, procs, shapes, a.n, a.duration, a.conns).items():
-                    got.setdefault((s, procs), []).append(v)
+            for pool in pools:
+                for procs in (1, 2):
+                    for s, v in step(srv, procs, pool, shapes, a.n, a.duration, a.conns).items():
+                        got.setdefault((s, pool, procs), []).append(v)
     finally:
         srv.close()
     rows = []
-    for s in shapes:
-        one = statistics.median(v[0] for v in got[(s, 1)])
-        for procs in (1, 2):
-            vs = got[(s, procs)]
-            med = statistics.median(v[0] for v in vs)
-            rows.append({"shape": s, "processes": procs, "medianRequestsPerSecond": round(med),
-                         "runs": " ".join("%.0f" % v[0] for v in vs),
-                         "vsOneProcess": "%.2f" % (med / one if one else 0),
-                         "brokersCpuUsPerRequest": "%.0f" % statistics.median(v[1] for v in vs),
-                         "databaseCpuUsPerRequest": "%.0f" % statistics.median(v[2] for v in vs),
-                         "databaseCoreShare": "%.2f" % statistics.median(v[3] for v in vs),
-                         "non2xx": sum(v[4] for v in vs)})
+    for s, pool, procs in sorted(got, key=lambda k: (shapes.index(k[0]), pools.index(k[1]), k[2])):
+        one = statistics.median(v[0] for v in got[(s, pool, 1)])
+        vs = got[(s, pool, procs)]
+        med = statistics.median(v[0] for v in vs)
+        rows.append({"shape": s, "connectionPoolSize": pool or "default", "processes": procs,
+                     "medianRequestsPerSecond": round(med),
+                     "runs": " ".join("%.0f" % v[0] for v in vs),
+                     "vsOneProcess": "%.2f" % (med / one if one else 0),
+                     "brokersCpuUsPerRequest": "%.0f" % statistics.median(v[1] for v in vs),
+                     "databaseCpuUsPerRequest": "%.0f" % statistics.median(v[2] for v in vs),
+                     "databaseCoreShare": "%.2f" % statistics.median(v[3] for v in vs),
+                     "non2xx": sum(v[4] for v in vs)})
     tuneRun.write_csv(a.csv, rows, "test/perf/mongo_scaling.py", runs=a.runs, durationSeconds=a.duration)
     print("| " + " | ".join(rows[0]) + " |")
     for r in rows:
