@@ -340,6 +340,19 @@ static const char *compact_iri(const ld_context_t *core, const ld_context_t *c, 
     return r;
 }
 
+/* A term an NGSI-LD request may carry as a name (4.6.2): a plain name, or
+ * one with a URI scheme before its ':' (a compact or absolute IRI). Others
+ * - the core context's own "ngsi-ld", a user's "my-term" - expand fine but
+ * no entity could be written back with them, so a rendering must not
+ * produce them: their IRI is shown instead. */
+static bool readable_term(const char *t, size_t len)
+{
+    const char *colon = memchr(t, ':', len);
+    if (!colon)
+        return plain_name(t, len);
+    return is_scheme(t, (size_t)(colon - t)) && iri_chars_ok(t);
+}
+
 const char *ld_compact(const ld_context_t *c, const char *iri)
 {
     const ld_context_t *core = ld_core();
@@ -352,9 +365,10 @@ const char *ld_compact(const ld_context_t *c, const char *iri)
     const ld_def_t *d = NULL;
     if (c && c != core)
         d = find_iri(c, iri, len, h);
-    if (!d && core)
-        d = find_iri(core, iri, len, h);
-    if (d)
+    if (d && readable_term(d->term, d->term_len))
+        return d->term;
+    d = core ? find_iri(core, iri, len, h) : NULL;
+    if (d && readable_term(d->term, d->term_len))
         return d->term;
 
     /* @vocab: the remainder, when it expands back to the same IRI */

@@ -107,6 +107,11 @@ static void test_core_compact(void **state)
     assert_compacts(c, DFLT "a:b", "ngsi-ld:default-context/a:b");
     assert_compacts(c, "https://purl.org/geojson/vocab#x", "geojson:x");
     assert_compacts(c, "http://example.org/x", "http://example.org/x");   /* no prefix: the IRI */
+    /* the core's own prefix term "ngsi-ld" is no NGSI-LD name (4.6.2): an
+     * attribute or type named by the namespace IRI is shown by its IRI, so
+     * that the rendering can be written back (found by fuzz_request) */
+    assert_compacts(c, NGSI, NGSI);
+    assert_compacts(c, "https://purl.org/geojson/vocab#", "geojson");
     assert_expands(c, "ngsi-ld:default-context/location", DFLT "location");
     assert_ptr_equal(ld_compact(c, DFLT "temperature"), intern_cstr("temperature"));
     /* round trips */
@@ -129,7 +134,8 @@ static void test_compact_iri(void **state)
         " \"e\": {\"@id\": \"http://example.org/p\", \"@prefix\": true},"
         " \"noprefix\": {\"@id\": \"http://other.example/\"},"
         " \"ex:taken\": \"http://example.org/other\","
-        " \"under_score\": \"http://under.example/\"}");
+        " \"under_score\": \"http://under.example/\","
+        " \"my-term\": \"http://hyphen.example/attr\"}");
     assert_compacts(c, DFLT "almostFull", "ngsi-ld:default-context/almostFull");
     assert_compacts(c, "https://suite.example/ctx#almostFull", "almostFull");
     assert_compacts(c, "http://example.org/speed", "ex:speed");
@@ -140,6 +146,9 @@ static void test_compact_iri(void **state)
     assert_compacts(c, "http://example.org/taken", "http://example.org/taken");
     assert_compacts(c, "http://example.org/other", "ex:taken");
     assert_compacts(c, "http://under.example/x", "http://under.example/x");   /* not a URI scheme */
+    /* a term no request could carry as a name (4.6.2): the IRI */
+    assert_compacts(c, "http://hyphen.example/attr", "http://hyphen.example/attr");
+    assert_expands(c, "my-term", "http://hyphen.example/attr");
     /* every compact IRI reads back */
     const char *iris[] = { DFLT "almostFull", "http://example.org/speed", "http://example.org/deep/x",
                            "http://example.org/pq" };
