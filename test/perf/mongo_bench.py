@@ -18,7 +18,10 @@ decodes the collection in Go for each). Per store and shape it measures:
             before the shapes): where the database takes 100 ms per request,
             the idle rate is what a raw figure would mostly hold;
   db        FerretDB's CPU per request (utime + stime from /proc);
-  wall      the wall time per request (one connection: latency).
+  wall      the wall time per request (one connection: latency);
+  kernel    the share of the broker's CPU spent in the kernel (utime and
+            stime of /proc/PID/stat, clock ticks: give the fast shapes a few
+            thousand requests for it to mean something).
 
 and prints the medians of the runs, and the ratio mongoc / corDB of the
 broker's CPU (the median of the runs' ratios, each run's in brackets): the
@@ -167,6 +170,13 @@ def broker_ns(pid):
     return t
 
 
+def user_sys(pid):
+    """The process's user and system CPU (clock ticks, /proc/PID/stat's utime and stime)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
+
+
 def scanned(c):
     """/statistics' documents sent to the scans (mongoc, from the build that counts them), or None."""
     import json
@@ -186,17 +196,21 @@ def measure(srv, flags, n, r, r_slow, shapes, binary=None):
             k = r_slow if s in SLOW else r
             cpr.send(c, s, 10)
             s0 = scanned(c)
+            us0 = user_sys(b.pid)
             t0, d0, w0 = broker_ns(b.pid), cpr.cpu_seconds(srv.proc.pid), time.perf_counter()
             cpr.send(c, s, k)
             wall = time.perf_counter() - w0
             t1, d1 = broker_ns(b.pid), cpr.cpu_seconds(srv.proc.pid)
+            us1 = user_sys(b.pid)
+            du, dsys = us1[0] - us0[0], us1[1] - us0[1]
             s1 = scanned(c)
             reqs = k
             k *= per_item(s)
             raw = (t1 - t0) / k / 1e3
             out[s] = {"broker": raw, "net": max(0.0, raw - idle * wall / k / 1e3),
                       "db": (d1 - d0) / k * 1e6, "wall": wall / k * 1e6, "rps": reqs / wall,
-                      "docs": (s1 - s0) / reqs if s0 is not None and s1 is not None else None}
+                      "docs": (s1 - s0) / reqs if s0 is not None and s1 is not None else None,
+                      "sys": dsys / (du + dsys) if du + dsys else 0.0}
     return out
 
 
@@ -454,8 +468,8 @@ def main():
         return statistics.median(x[s][k] for x in runs[store])
 
     print("| shape | corDB broker | mongoc broker | ratio (runs) | corDB net | mongoc net | net ratio (runs) "
-          "| FerretDB | mongoc wall | corDB wall |")
-    print("|---|---:|---:|---|---:|---:|---|---:|---:|---:|")
+          "| FerretDB | mongoc wall | corDB wall | in the kernel: corDB | mongoc |")
+    print("|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for s in shapes:
         cols = []
         for k in ("broker", "net"):
@@ -463,8 +477,9 @@ def main():
             cols.append("%.0f µs | %.0f µs | %.2fx (%s)" % (med("corDB", s, k), med("mongoc", s, k),
                                                            statistics.median(rs),
                                                            ", ".join("%.2f" % x for x in rs)))
-        print("| %s | %s | %s | %.0f µs | %.0f µs | %.0f µs |" % (s, cols[0], cols[1], med("mongoc", s, "db"),
-                                                            med("mongoc", s, "wall"), med("corDB", s, "wall")))
+        print("| %s | %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f %% | %.0f %% |" % (
+            s, cols[0], cols[1], med("mongoc", s, "db"), med("mongoc", s, "wall"), med("corDB", s, "wall"),
+            med("corDB", s, "sys") * 100, med("mongoc", s, "sys") * 100))
     print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 
 
