@@ -47,7 +47,7 @@ static flag_t flags[] = {
     {"dbSnapshotSize", F_SIZE, &cr_config.db_snapshot_size, "64M", NULL, "corDB on disk: bytes of log after which a snapshot is written, k/M/G suffixes (0: only on demand)"},
     {"dbRecover", F_STR, &cr_config.db_recover, "stop", "stop|truncate", "corDB on disk: a corrupt log record stops the start (stop) or the log is cut there (truncate)"},
     {"dbLockPrefer", F_STR, &cr_config.db_lock_prefer, "reads", "reads|writes", "corDB store lock: who goes first when both wait"},
-    {"connectionPoolSize", F_INT, &cr_config.connection_pool_size, "0", NULL, "HTTP worker threads (0: one per core; 16 with --dbSync always)"},
+    {"connectionPoolSize", F_INT, &cr_config.connection_pool_size, "0", NULL, "HTTP worker threads (0: one per core; 16 with --dbSync always or --database mongoc)"},
     {"maxConnections", F_INT, &cr_config.max_connections, "4096", NULL, "concurrent client connections (503 beyond)"},
     {"maxTenants", F_INT, &cr_config.max_tenants, "10000", NULL, "tenants, the default one included"},
     {"requestTimeout", F_INT, &cr_config.request_timeout, "30", NULL, "seconds an idle connection is kept"},
@@ -334,8 +334,12 @@ bool cr_config_load(int argc, char **argv)
         /* --dbSync always: a writer waits for its group's fsync on its HTTP
          * thread, and group commit shares one fsync among the writers
          * waiting at once: one thread per core would leave one or two. */
-        if (cr_config.db_dir && cr_config.db_sync && !strcmp(cr_config.db_sync, "always") &&
-            cr_config.connection_pool_size < 16)
+        bool held = cr_config.db_dir && cr_config.db_sync && !strcmp(cr_config.db_sync, "always");
+        /* --database mongoc: every request waits for its round trips to
+         * the server on its HTTP thread, so the threads bound the requests
+         * in flight at the database (mongo_scaling.py --pools). */
+        held = held || (cr_config.database && !strcmp(cr_config.database, "mongoc"));
+        if (held && cr_config.connection_pool_size < 16)
             cr_config.connection_pool_size = 16;
     }
     if (cr_config.port < 1 || cr_config.port > 65535) {
