@@ -306,6 +306,23 @@ static bool load1(const char *name, const char *value)
     return cr_config_load(3, argv);
 }
 
+/* --connectionPoolSize 0 (the default): one worker per core, 16 where a
+ * request waits for its store on its thread (--database mongoc, whose round
+ * trips to the server hold it: doc/mongodb.md "HTTP workers"); an explicit
+ * size wins */
+static void pool_defaults(void **state)
+{
+    (void)state;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_true(load1("--database", "corDB"));
+    assert_int_equal(cr_config.connection_pool_size, cores > 0 ? cores : 2);
+    assert_true(load1("--database", "mongoc"));
+    assert_int_equal(cr_config.connection_pool_size, cores > 16 ? cores : 16);
+    char *argv[] = {"coraine", "--database", "mongoc", "--connectionPoolSize", "3", NULL};
+    assert_true(cr_config_load(5, argv));
+    assert_int_equal(cr_config.connection_pool_size, 3);
+}
+
 /* issue 10: sizes with k/M/G suffixes, and bounded integers; overflow,
  * signs and garbage refused at start instead of wrapping */
 static void flag_bounds(void **state)
@@ -346,8 +363,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(arena_basics), cmocka_unit_test(arena_cleanups), cmocka_unit_test(sbuf_ops),
         cmocka_unit_test(interning),    cmocka_unit_test(times),          cmocka_unit_test(problems),
-        cmocka_unit_test(flags),        cmocka_unit_test(flag_bounds),    cmocka_unit_test(alloc_overflow),
-        cmocka_unit_test(hash_keyed),
+        cmocka_unit_test(flags),        cmocka_unit_test(flag_bounds),    cmocka_unit_test(pool_defaults),
+        cmocka_unit_test(alloc_overflow), cmocka_unit_test(hash_keyed),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
