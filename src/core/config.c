@@ -331,15 +331,14 @@ bool cr_config_load(int argc, char **argv)
     if (cr_config.connection_pool_size == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cr_config.connection_pool_size = n > 0 ? (int)n : 2;
-        /* --dbSync always: a writer waits for its group's fsync on its HTTP
-         * thread, and group commit shares one fsync among the writers
-         * waiting at once: one thread per core would leave one or two. */
-        bool held = cr_config.db_dir && cr_config.db_sync && !strcmp(cr_config.db_sync, "always");
-        /* --database mongoc: every request waits for its round trips to
-         * the server on its HTTP thread, so the threads bound the requests
-         * in flight at the database (mongo_scaling.py --pools). */
-        held = held || (cr_config.database && !strcmp(cr_config.database, "mongoc"));
-        if (held && cr_config.connection_pool_size < 16)
+        /* Where requests wait on their HTTP thread, one thread per core
+         * would leave one or two waiting at once: --dbSync always (a writer
+         * waits for its group's fsync, and group commit shares one fsync
+         * among the writers waiting) and --database mongoc (every request
+         * waits for its round trips to the server: mongo_scaling.py --pools). */
+        bool waits = (cr_config.db_dir && cr_config.db_sync && !strcmp(cr_config.db_sync, "always")) ||
+                     (cr_config.database && !strcmp(cr_config.database, "mongoc"));
+        if (waits && cr_config.connection_pool_size < 16)
             cr_config.connection_pool_size = 16;
     }
     if (cr_config.port < 1 || cr_config.port > 65535) {

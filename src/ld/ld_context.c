@@ -165,6 +165,20 @@ static const ld_def_t *find_term(const ld_context_t *c, const char *t, size_t le
     }
 }
 
+/* A term an NGSI-LD request may carry as a name (4.6.2): a plain name, or
+ * one with a URI scheme before its ':' (a compact or absolute IRI). Others
+ * - the core context's own "ngsi-ld", a user's "my-term" - expand fine but
+ * no entity could be written back with them, so a rendering must not
+ * produce them (ld_compact shows their IRI instead). Decided once per
+ * definition, when its context is frozen. */
+static bool term_names(const char *t, size_t len)
+{
+    const char *colon = memchr(t, ':', len);
+    if (!colon)
+        return plain_name(t, len);
+    return is_scheme(t, (size_t)(colon - t)) && iri_chars_ok(t);
+}
+
 static const ld_def_t *find_iri(const ld_context_t *c, const char *iri, size_t len, uint64_t h)
 {
     for (uint32_t i = (uint32_t)h & c->mask;; i = (i + 1) & c->mask) {
@@ -340,19 +354,6 @@ static const char *compact_iri(const ld_context_t *core, const ld_context_t *c, 
     return r;
 }
 
-/* A term an NGSI-LD request may carry as a name (4.6.2): a plain name, or
- * one with a URI scheme before its ':' (a compact or absolute IRI). Others
- * - the core context's own "ngsi-ld", a user's "my-term" - expand fine but
- * no entity could be written back with them, so a rendering must not
- * produce them: their IRI is shown instead. */
-static bool readable_term(const char *t, size_t len)
-{
-    const char *colon = memchr(t, ':', len);
-    if (!colon)
-        return plain_name(t, len);
-    return is_scheme(t, (size_t)(colon - t)) && iri_chars_ok(t);
-}
-
 const char *ld_compact(const ld_context_t *c, const char *iri)
 {
     const ld_context_t *core = ld_core();
@@ -365,10 +366,10 @@ const char *ld_compact(const ld_context_t *c, const char *iri)
     const ld_def_t *d = NULL;
     if (c && c != core)
         d = find_iri(c, iri, len, h);
-    if (d && readable_term(d->term, d->term_len))
+    if (d && d->names)
         return d->term;
     d = core ? find_iri(core, iri, len, h) : NULL;
-    if (d && readable_term(d->term, d->term_len))
+    if (d && d->names)
         return d->term;
 
     /* @vocab: the remainder, when it expands back to the same IRI */
@@ -927,6 +928,7 @@ ld_context_t *ld_builder_freeze(ld_builder_t *b, bool is_core)
         d->type = is_core || !t->type ? t->type : arena_strdup(a, t->type);
         d->iri_interned = is_core ? d->iri : NULL;
         d->prefix = t->prefix;
+        d->names = term_names(d->term, d->term_len);
         if (d->prefix)
             c->n_prefixes++;
 

@@ -60,6 +60,7 @@ typedef struct ld_def {
     uint32_t    term_len;
     uint32_t    iri_len;
     bool        prefix;     /* can be the prefix of a compact IRI (JSON-LD 1.1, 4.3) */
+    bool        names;      /* a request could carry the term as a name (4.6.2): ld_compact may answer it */
 } ld_def_t;
 
 struct ld_context {

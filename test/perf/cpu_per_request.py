@@ -68,9 +68,15 @@ WRITES = {
 }
 
 
+def user_sys(pid):
+    """The process's user and system CPU (clock ticks, /proc/PID/stat's utime and stime)."""
+    with open("/proc/%d/stat" % pid) as fh:
+        f = fh.read().rsplit(")", 1)[1].split()
+    return int(f[11]), int(f[12])
+
+
 def cpu_seconds(pid):
-    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(user_sys(pid)) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager

@@ -170,13 +170,6 @@ def broker_ns(pid):
     return t
 
 
-def user_sys(pid):
-    """The process's user and system CPU (clock ticks, /proc/PID/stat's utime and stime)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]), int(fields[12])
-
-
 def scanned(c):
     """/statistics' documents sent to the scans (mongoc, from the build that counts them), or None."""
     import json
@@ -196,12 +189,12 @@ def measure(srv, flags, n, r, r_slow, shapes, binary=None):
             k = r_slow if s in SLOW else r
             cpr.send(c, s, 10)
             s0 = scanned(c)
-            us0 = user_sys(b.pid)
+            us0 = cpr.user_sys(b.pid)
             t0, d0, w0 = broker_ns(b.pid), cpr.cpu_seconds(srv.proc.pid), time.perf_counter()
             cpr.send(c, s, k)
             wall = time.perf_counter() - w0
             t1, d1 = broker_ns(b.pid), cpr.cpu_seconds(srv.proc.pid)
-            us1 = user_sys(b.pid)
+            us1 = cpr.user_sys(b.pid)
             du, dsys = us1[0] - us0[0], us1[1] - us0[1]
             s1 = scanned(c)
             reqs = k
