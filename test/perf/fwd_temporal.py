@@ -12,10 +12,18 @@ client, loopback) ask H for
   temporal:  /temporal/entities?type=Vehicle&lastN=5&limit=20
   entities:  /entities?type=Vehicle&limit=20
 
-and the hub's CPU (utime + stime from /proc/<pid>/stat) per request is printed per shape and
-transport: the median of --runs alternated runs of --requests each.
+--runs alternated runs (every shape and transport once per run) of --requests each. One row per
+shape and transport: the median over the runs of the hub's CPU (utime + stime from /proc/<pid>/stat)
+per request and the runs, its ratio to http:// for the same shape, the median of the source's CPU
+per request and of the wall time per request.
 
   python3 test/perf/fwd_temporal.py [--bin build/release/coraine] [--entities 200] [--instances 10]
+                                    [--requests 2000] [--runs 5]
+                                    [--csv test/perf/results/fwd_temporal.csv]
+
+The rows go to --csv (with .meta.json: the parameters and the load average before) for report.py,
+and as a markdown table to stdout. A benchmark: slow figures never fail it; a hub that answers
+other than 200, or a page other than min(limit, N) entities, does.
 """
 import argparse
 import json
@@ -27,9 +35,12 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune"))
 from cor_chain import free_port  # noqa: E402
+import tuneRun  # noqa: E402
 
-BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "release", "coraine")
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+BIN = os.path.join(REPO, "build", "release", "coraine")
 TENANTS = {"http": "viahttp", "cor": "viacor"}
 SHAPES = {"temporal": "/ngsi-ld/v1/temporal/entities?type=Vehicle&lastN=5&limit=20",
           "entities": "/ngsi-ld/v1/entities?type=Vehicle&limit=20"}
@@ -100,12 +111,14 @@ def setup(binp, n, n_inst):
     return hub, src
 
 
-def run(hub, url, tenant, n):
-    c0 = hub.cpu()
+def run(hub, src, url, tenant, n):
+    """n requests: (hub CPU µs, source CPU µs, wall µs) per request."""
+    c0, s0, t0 = hub.cpu(), src.cpu(), time.monotonic()
     for _ in range(n):
         status, _ = call("GET", url, tenant=tenant)
-        assert status == 200, status
-    return (hub.cpu() - c0) / n * 1e6
+        if status != 200:
+            raise SystemExit("%s %s: the hub answered %d" % (tenant, url, status))
+    return (hub.cpu() - c0) / n * 1e6, (src.cpu() - s0) / n * 1e6, (time.monotonic() - t0) / n * 1e6
 
 
 def main():
@@ -113,25 +126,49 @@ def main():
     ap.add_argument("--bin", default=BIN)
     ap.add_argument("--entities", type=int, default=200)
     ap.add_argument("--instances", type=int, default=10)
-    ap.add_argument("--requests", type=int, default=300)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=2000, help="requests per run")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--csv", default=os.path.join(REPO, "test/perf/results/fwd_temporal.csv"))
     a = ap.parse_args()
     hub, src = setup(a.bin, a.entities, a.instances)
+    got = {}
     try:
-        got = {}
+        for scheme, tenant in TENANTS.items():       # the check: each shape answers a full page
+            for shape, path in SHAPES.items():
+                status, body = call("GET", hub.base + path, tenant=tenant)
+                n = len(json.loads(body))
+                if status != 200 or n != min(20, a.entities):
+                    raise SystemExit("%s %s: the hub answered %d with %d entities" % (scheme, shape, status, n))
+        load0 = os.getloadavg()
         for _ in range(a.runs):                      # alternated: every shape and transport once per run
             for scheme, tenant in TENANTS.items():
                 for shape, path in SHAPES.items():
-                    got.setdefault((shape, scheme), []).append(run(hub, hub.base + path, tenant, a.requests))
-        print("load average %.2f; %d entities (half of them also at the hub), %d instances each place" %
-              (os.getloadavg()[0], a.entities, a.instances))
-        print("| shape | transport | hub CPU per request (µs, median of %d) | runs |" % a.runs)
-        print("|---|---|---:|---|")
-        for (shape, scheme), v in got.items():
-            print("| %s | %s | %.0f | %s |" % (shape, scheme, statistics.median(v), ", ".join("%.0f" % x for x in v)))
+                    got.setdefault((shape, scheme), []).append(run(hub, src, hub.base + path, tenant, a.requests))
     finally:
         hub.stop()
         src.stop()
+    rows = []
+    for shape in SHAPES:
+        http = statistics.median(v[0] for v in got[(shape, "http")])
+        for scheme in TENANTS:
+            v = got[(shape, scheme)]
+            med = statistics.median(x[0] for x in v)
+            rows.append({"shape": shape, "transport": scheme + "://",
+                         "medianHubCpuUsPerRequest": "%.0f" % med,
+                         "runs": " ".join("%.0f" % x[0] for x in v),
+                         "vsHttp": "%.2f" % (med / http if http else 0),
+                         "medianSourceCpuUsPerRequest": "%.0f" % statistics.median(x[1] for x in v),
+                         "medianWallUsPerRequest": "%.0f" % statistics.median(x[2] for x in v)})
+    tuneRun.write_csv(a.csv, rows, "test/perf/fwd_temporal.py", runs=a.runs, requestsPerRun=a.requests,
+                      entities=a.entities, instancesPerPlace=a.instances,
+                      loadAverageBefore=[round(x, 2) for x in load0])
+    print("%d entities (half of them also at the hub), %d instances each place; %d alternated runs of %d "
+          "requests each, medians" % (a.entities, a.instances, a.runs, a.requests))
+    print("| " + " | ".join(rows[0]) + " |")
+    print("|" + "---|" * len(rows[0]))
+    for row in rows:
+        print("| " + " | ".join(str(x) for x in row.values()) + " |")
+    print("load average before %.2f %.2f %.2f, after %.2f %.2f %.2f" % (load0 + os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -1,36 +1,53 @@
 #!/usr/bin/env python3
 """history_bench.py - what attribute history costs and how fast its reads are.
 
-  ingest    PATCH /entities/{one of N}/attrs (a speed with observedAt) on two
-            brokers side by side, --history none and --history corDB,
-            alternated RUNS times: median requests/s of each and the ratio
+  ingest    PATCH /entities/{id}/attrs of one of ENTITIES Vehicles (a speed
+            with observedAt: patch_obs.lua, CONNS connections) on two brokers
+            side by side, --history none and --history corDB, alternated RUNS
+            times, for each store of --dbsync (ram: no --dbDir; always,
+            interval, none: both on a fresh --dbDir with that --dbSync):
+            median requests/s of each, the ratio to --history none, median
+            p99, and corDB's history after the runs (instances, bytes)
   lastN     GET /temporal/entities/{id}?attrs=speed&lastN=100 on one attribute
-            holding INSTANCES instances (1 s apart): requests/s, p50, p99
+            holding INSTANCES instances (1 s apart), 1 and CONNS connections:
+            requests/s, p50, p99 (medians of RUNS)
   hourly    GET ...?format=aggregatedValues&aggrMethods=avg&aggrPeriodDuration=PT1H
-            over a day of 1-second instances (86,400): p50, p99
+            over a day of 1-second instances (86,400), 1 connection: the same
   memory    bytes per numeric instance with observedAt (/statistics history.bytes
-            / instances, and the broker's RSS growth per instance)
+            / instances, and the broker's RSS growth per instance) after the
+            INSTANCES of lastN, and how fast they went in through the temporal
+            API (POST .../attrs, 2,000 per request)
   snapshot  what a history snapshot costs the writers (--dbDir): SNAP_INSTANCES
-            instances in SNAP_SERIES series (POST .../attrs), then PATCH load
-            (CONNS connections on ENTITIES Vehicles) for DURATION s, once
-            quiet and once with POST /admin/snapshot every second: wrk's p99
-            and max latency of both, and the broker's snapshot log lines
-            (marked / copied / the longest a lock was held / written); per
-            binary (--bin, --base-bin: side by side, alternated RUNS times)
+            instances in S series (the speed of the first S Vehicles, so S <=
+            ENTITIES; POST .../attrs; each S of --snap-series in turn),
+            then PATCH load (CONNS connections on ENTITIES Vehicles) for
+            DURATION s, once quiet and once with POST /admin/snapshot every
+            second: wrk's p99 and max latency of both, and from the broker's
+            snapshot log lines the longest copy, the longest a lock was held,
+            the longest a writer waited and the log's tail; per binary (--bin,
+            --base-bin: side by side, alternated RUNS times)
 
-  python3 test/perf/history_bench.py [--runs 3] [--duration 5] [--entities 10000]
-                                     [--instances 100000] [--shapes ingest,lastN,hourly,memory]
-  python3 test/perf/history_bench.py --shapes snapshot --snap-instances 1000000 --snap-series 10
-                                     [--base-bin /tmp/coraine_base] [--runs 3] [--duration 6]
-A benchmark: it never fails CI; it prints figures (doc/performance.md).
+  python3 test/perf/history_bench.py [--runs 3] [--duration 4] [--entities 10000] [--conns 8]
+          [--instances 100000] [--dbsync ram,always,interval] [--snap-series 10,10000]
+          [--snap-instances 1000000] [--base-bin /tmp/coraine_base]
+          [--shapes ingest,lastN,hourly,memory,snapshot] [--csv-dir test/perf/results]
+
+The rows go to --csv-dir (each CSV with its .meta.json, tuneRun.write_csv) for
+report.py: history_ingest.csv (ingest), history_reads.csv (lastN, hourly),
+history_memory.csv (memory), history_snapshot.csv (snapshot); a shape group not
+run leaves its file as it is. The same tables are printed (markdown). A
+benchmark: slow figures never fail it; non-2xx answers are counted in the rows
+(the exit status is then 1, after the CSVs are written), and a broker that
+does not answer stops it.
 """
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
-import re
 import tempfile
 import threading
 import time
@@ -39,10 +56,14 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import perf_run  # noqa: E402  (free_port, wait_up, load, start_broker, wrk)
+sys.path.insert(0, os.path.join(HERE, "tune"))
+import tuneRun  # noqa: E402  (write_csv)
 
 PATCH_LUA = os.path.join(HERE, "patch_obs.lua")
 DAY = 86400
 EPOCH = 1577836800          # 2020-01-01T00:00:00Z
+RESULTS = os.path.join(perf_run.ROOT, "test", "perf", "results")
+SCRIPT = "test/perf/history_bench.py"
 
 
 def iso(s):
@@ -64,9 +85,42 @@ def broker(flags):
     return p, base
 
 
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def alive(p, what):
+    """A broker that exited stops the benchmark (its figures would be of nothing)."""
+    if p.poll() is not None:
+        raise RuntimeError("the broker (%s) exited with %d" % (what, p.returncode))
+
+
 def stats(base):
     with urllib.request.urlopen(base + "/statistics", timeout=30) as r:
         return json.loads(r.read())
+
+
+def med(xs, fmt="%.0f"):
+    xs = [x for x in xs if x is not None]
+    return fmt % statistics.median(xs) if xs else "-"
+
+
+def joined(xs, fmt="%.0f"):
+    return " ".join(fmt % x for x in xs)
+
+
+def print_table(title, rows):
+    """rows (dicts, one table) as markdown on stdout."""
+    print("\n" + title + "\n")
+    print("| " + " | ".join(rows[0]) + " |")
+    print("|" + "---|" * len(rows[0]))
+    for r in rows:
+        print("| " + " | ".join(str(v) for v in r.values()) + " |")
 
 
 def fill(base, eid, n, step=1):
@@ -81,34 +135,53 @@ def fill(base, eid, n, step=1):
 
 
 def ingest(a):
-    disk = []
-    if a.dbsync:                         # both on --dbDir with that --dbSync (history as durable as the store)
-        disk = lambda: ["--dbDir", tempfile.mkdtemp(prefix="coraine-hbench-"), "--dbSync", a.dbsync]
-    brokers = {name: broker(flags + (disk() if disk else [])) for name, flags in
-               (("none", ["--history", "none"]), ("corDB", ["--history", "corDB"]))}
-    try:
-        for _, base in brokers.values():
-            perf_run.load(base, a.entities)
-        rates = {k: [] for k in brokers}
-        p99 = {k: [] for k in brokers}
-        for _ in range(a.runs):
-            for name, (_, base) in brokers.items():
-                rps, bad, lat = perf_run.wrk(base + "/", a.duration, a.conns, 1, PATCH_LUA, [str(a.entities)])
-                assert not bad, "%s: non-2xx answers" % name
-                rates[name].append(rps)
-                p99[name].append(lat or 0)
-        none, cor = statistics.median(rates["none"]), statistics.median(rates["corDB"])
-        print("ingest  PATCH with observedAt, %d entities, %d connections, %d runs x %d s%s" %
-              (a.entities, a.conns, a.runs, a.duration, ", --dbSync " + a.dbsync if a.dbsync else ""))
-        print("        --history none : %9.0f req/s  (p99 %.0f us)" % (none, statistics.median(p99["none"])))
-        print("        --history corDB: %9.0f req/s  (p99 %.0f us)   ratio %.2f" %
-              (cor, statistics.median(p99["corDB"]), cor / none))
-        st = stats(brokers["corDB"][1]).get("history", {})
-        print("        corDB history after the runs: %s instances, %s bytes" % (st.get("instances"), st.get("bytes")))
-    finally:
-        for p, _ in brokers.values():
-            p.terminate()
-            p.wait()
+    """The ingest rows: per store of --dbsync, --history none then corDB."""
+    rows = []
+    for store in a.dbsync.split(","):
+        dirs = []
+
+        def flags(history):
+            f = ["--history", history]
+            if store != "ram":       # both on --dbDir with that --dbSync (history as durable as the store)
+                dirs.append(tempfile.mkdtemp(prefix="coraine-hbench-"))
+                f += ["--dbDir", dirs[-1], "--dbSync", store]
+            return f
+        brokers = {}
+        try:
+            for name in ("none", "corDB"):
+                brokers[name] = broker(flags(name))
+            for _, base in brokers.values():
+                perf_run.load(base, a.entities)
+            rates = {k: [] for k in brokers}
+            p99 = {k: [] for k in brokers}
+            bad = {k: 0 for k in brokers}
+            for _ in range(a.runs):
+                for name, (_, base) in brokers.items():
+                    rps, n, lat = perf_run.wrk(base + "/", a.duration, a.conns, 1, PATCH_LUA, [str(a.entities)])
+                    rates[name].append(rps)
+                    p99[name].append(lat)
+                    bad[name] += n
+            for name, (p, _) in brokers.items():
+                alive(p, "--history %s, %s" % (name, store))
+            st = stats(brokers["corDB"][1]).get("history", {})
+        finally:
+            for p, _ in brokers.values():
+                stop(p)
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+        none = statistics.median(rates["none"])
+        for name in ("none", "corDB"):
+            m = statistics.median(rates[name])
+            hist = name == "corDB" and st.get("instances")
+            rows.append({"store": "RAM" if store == "ram" else "--dbDir, --dbSync " + store,
+                         "history": name, "entities": a.entities, "connections": a.conns,
+                         "medianPatchesPerSecond": "%.0f" % m, "runs": joined(rates[name]),
+                         "vsHistoryNone": "%.2f" % (m / none if none else 0),
+                         "medianP99us": med(p99[name]), "non2xx": bad[name],
+                         "historyInstancesAfter": st["instances"] if hist else "-",
+                         "historyMBAfter": "%.1f" % (st["bytes"] / 1e6) if hist else "-",
+                         "historyBytesPerInstance": "%.1f" % (st["bytes"] / st["instances"]) if hist else "-"})
+    return rows
 
 
 def wrk_lat(url, duration, conns, script, args):
@@ -122,23 +195,37 @@ def wrk_lat(url, duration, conns, script, args):
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", out)
     mx = re.search(r"Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)\b", out)
-    return (rps, int(bad.group(1)) if bad else 0, us(*p99.groups()) if p99 else 0,
-            us(*mx.groups()) if mx else 0)
+    return (rps, int(bad.group(1)) if bad else 0, us(*p99.groups()) if p99 else None,
+            us(*mx.groups()) if mx else None)
 
 
-def snapshot_run(a, binary):
-    """One broker of `binary` on a fresh --dbDir: fill, then quiet and snapshotted PATCH windows."""
+# hcordb.c's line: "history: snapshot of N instances: marked in X ms (writers waited), copied entity by entity in
+# X ms (a tenant's lock held X ms at most; ...; a writer waited X ms at most), written in X ms (appends waited
+# X ms for the log's tail)"
+SNAP_LINE = re.compile(r"copied entity by entity in ([\d.]+) ms \(a tenant's lock held ([\d.]+) ms at most;.*"
+                       r"a writer waited ([\d.]+) ms at most\), written in [\d.]+ ms \(appends waited ([\d.]+) ms")
+
+
+def snapshot_run(a, binary, series):
+    """One broker of `binary` on a fresh --dbDir: fill, then quiet and snapshotted PATCH windows:
+    ({phase: wrk_lat()}, the log lines of the snapshots taken in the snapshotted window)."""
     port = perf_run.free_port()
     base = "http://127.0.0.1:%d" % port
     logf = tempfile.NamedTemporaryFile(prefix="coraine-hsnap-", suffix=".log", delete=False)
+    dbdir = tempfile.mkdtemp(prefix="coraine-hsnap-")
     p = subprocess.Popen([binary, "-fg", "--port", str(port), "--bind", "127.0.0.1", "--logLevel", "info",
-                          "--history", a.snap_history, "--dbDir", tempfile.mkdtemp(prefix="coraine-hsnap-"),
+                          "--history", a.snap_history, "--dbDir", dbdir,
                           "--dbSnapshotSize", "0"], stdout=subprocess.DEVNULL, stderr=logf)
+    mark = "history: snapshot of" if a.snap_history == "corDB" else "corDB: snapshot "
+
+    def log_lines():
+        with open(logf.name) as f:
+            return [ln.strip() for ln in f if mark in ln]
     try:
         perf_run.wait_up(base + "/version")
         perf_run.load(base, a.entities)
-        per = a.snap_instances // a.snap_series
-        for k in range(a.snap_series if a.snap_history == "corDB" else 0):     # the history: the first SNAP_SERIES Vehicles' speed
+        per = a.snap_instances // series
+        for k in range(series if a.snap_history == "corDB" else 0):     # the history: the first S Vehicles' speed
             eid = "urn:ngsi-ld:Vehicle:%d" % k
             for start in range(0, per, 2000):
                 post(base + "/ngsi-ld/v1/temporal/entities/%s/attrs" % eid,
@@ -146,125 +233,182 @@ def snapshot_run(a, binary):
                                 for i in range(start, min(per, start + 2000))]})
         post(base + "/admin/snapshot", {})   # the log compacted: each window starts alike
         for _ in range(600):                 # (the snapshot thread writes it; the answer does not wait)
-            with open(logf.name) as f:
-                if "history: snapshot of" in f.read():
-                    break
+            if log_lines():
+                break
             time.sleep(0.1)
-        out = {}
+        out, before = {}, 0
         for phase in ("quiet", "snapshot"):
-            stop = []
+            halt = []
+
             def snapper():
                 time.sleep(1)
-                while not stop:
+                while not halt:
                     post(base + "/admin/snapshot", {})
                     time.sleep(1)
             th = threading.Thread(target=snapper) if phase == "snapshot" else None
             if th:
+                before = len(log_lines())
                 th.start()
             out[phase] = wrk_lat(base + "/", a.duration, a.conns, PATCH_LUA, [str(a.entities)])
-            stop.append(1)
+            halt.append(1)
             if th:
                 th.join()
-        st = stats(base).get("history", {})
+        time.sleep(0.5)                      # the last snapshot's line
+        alive(p, binary)
     finally:
-        p.terminate()
-        p.wait()
-    with open(logf.name) as f:
-        lines = [ln.strip() for ln in f if "history: snapshot of" in ln]
+        stop(p)
+        shutil.rmtree(dbdir, ignore_errors=True)
+    lines = log_lines()[before:]
     os.unlink(logf.name)
-    return out, lines, st
+    return out, lines
 
 
 def snapshot_shape(a):
-    bins = [("this", perf_run.BIN)] + ([("base", a.base_bin)] if a.base_bin else [])
-    res = {k: [] for k, _ in bins}
+    bins = [perf_run.BIN] + ([a.base_bin] if a.base_bin else [])
+    sizes = [int(s) for s in a.snap_series.split(",")]
+    res = {(s, b): [] for s in sizes for b in bins}
     for _ in range(a.runs):
-        for name, binary in bins:
-            res[name].append(snapshot_run(a, binary))
-    print("snapshot  %d instances in %d series, PATCH on %d Vehicles, %d connections, %d s windows, %d runs" %
-          (a.snap_instances, a.snap_series, a.entities, a.conns, a.duration, a.runs))
-    for name, binary in bins:
-        runs = res[name]
-        for phase in ("quiet", "snapshot"):
-            rps = statistics.median(r[0][phase][0] for r in runs)
-            p99 = statistics.median(r[0][phase][2] for r in runs)
-            mx = statistics.median(r[0][phase][3] for r in runs)
-            bad = sum(r[0][phase][1] for r in runs)
-            print("  %-5s %-8s %8.0f PATCH/s  p99 %8.0f us  max %8.0f us  (medians; non-2xx %d)  %s" %
-                  (name, phase, rps, p99, mx, bad, binary))
-        print("  %-5s history after: %s instances; its snapshot log lines (last run):" %
-              (name, runs[-1][2].get("instances")))
-        for ln in runs[-1][1][-3:]:
-            print("        " + ln[ln.find("history: snapshot"):])
+        for s in sizes:
+            for b in bins:
+                res[(s, b)].append(snapshot_run(a, b, s))
+    rows = []
+    for s in sizes:
+        for b in bins:
+            runs = res[(s, b)]
+            quiet_p99 = statistics.median(r[0]["quiet"][2] or 0 for r in runs)
+            for phase in ("quiet", "snapshot"):
+                w = [r[0][phase] for r in runs]
+                got = [m.groups() for r in runs for ln in r[1] for m in [SNAP_LINE.search(ln)] if m] \
+                    if phase == "snapshot" else []
+                p99 = statistics.median(x[2] or 0 for x in w)
+
+                def most(i):
+                    return "%.1f" % max(float(g[i]) for g in got) if got else "-"
+                hist = a.snap_history == "corDB"
+                rows.append({"history": a.snap_history, "series": s if hist else "-",
+                             "instancesPerSeries": a.snap_instances // s if hist else "-",
+                             "binary": os.path.relpath(b, perf_run.ROOT) if b.startswith(perf_run.ROOT) else b,
+                             "phase": "quiet" if phase == "quiet" else "POST /admin/snapshot every second",
+                             "medianPatchesPerSecond": med(x[0] for x in w), "runs": joined(x[0] for x in w),
+                             "medianP99us": "%.0f" % p99,
+                             "p99VsQuiet": "%.2f" % (p99 / quiet_p99) if quiet_p99 else "-",
+                             "medianMaxUs": med(x[3] for x in w), "non2xx": sum(x[1] for x in w),
+                             "snapshotsLogged": len([ln for r in runs for ln in r[1]]) if phase == "snapshot" else "-",
+                             "longestCopyMs": most(0), "lockHeldMsAtMost": most(1),
+                             "writerWaitedMsAtMost": most(2), "logTailMsAtMost": most(3)})
+    return rows
 
 
-def reads(a, shapes):
-    p, base = broker(["--history", "corDB"])
+def reads(a, shapes, flags=("--history", "corDB"), written=None):
+    """The read rows (lastN, hourly) and the memory rows, on one broker with `flags`. written(n), when
+    given, returns once n instances in all are stored (a backend whose writer trails the answers)."""
+    p, base = broker(list(flags))
+    read_rows, mem_rows = [], []
     try:
         rss0 = perf_run.rss_kib(p.pid)
+        total = 0
+        todo = []                                   # (shape, query, url, connections)
         if "lastN" in shapes or "memory" in shapes:
             t0 = time.time()
             fill(base, "urn:ngsi-ld:Sensor:n", a.instances)
             load_s = time.time() - t0
+            total += a.instances
             rss1 = perf_run.rss_kib(p.pid)
-            st = stats(base)["history"]
             if "memory" in shapes:
-                print("memory  %d numeric instances with observedAt: history.bytes/instance %.1f, "
-                      "RSS growth/instance %.1f bytes (loaded in %.1f s, %.0f instances/s through the temporal API)" %
-                      (st["instances"], st["bytes"] / st["instances"], (rss1 - rss0) * 1024.0 / a.instances,
-                       load_s, a.instances / load_s))
+                st = stats(base)["history"]
+                mem_rows.append({"instances": st["instances"], "series": 1,
+                                 "historyBytesPerInstance": "%.1f" % (st["bytes"] / st["instances"]),
+                                 "rssGrowthBytesPerInstance": "%.1f" % ((rss1 - rss0) * 1024.0 / a.instances),
+                                 "loadSeconds": "%.2f" % load_s,
+                                 "loadInstancesPerSecond": "%.0f" % (a.instances / load_s)})
+            if written:
+                written(total)
         if "lastN" in shapes:
             url = base + "/ngsi-ld/v1/temporal/entities/urn:ngsi-ld:Sensor:n?attrs=speed&lastN=100"
-            for conns in (1, a.conns):
-                rps, bad, lat = perf_run.wrk(url, a.duration, conns, 1)
-                out = subprocess.run(["wrk", "-t1", "-c%d" % conns, "-d%ds" % a.duration, "--latency", url],
-                                     capture_output=True, text=True).stdout
-                p50 = [ln.split()[1] for ln in out.splitlines() if ln.strip().startswith("50%")]
-                print("lastN   lastN=100 of %d instances, %d connection(s): %8.0f req/s, p50 %s, p99 %.0f us" %
-                      (a.instances, conns, rps, p50[0] if p50 else "?", lat or 0))
+            for conns in sorted({1, a.conns}):
+                todo.append(("lastN", "lastN=100 of %d instances" % a.instances, url, conns))
         if "hourly" in shapes:
             fill(base, "urn:ngsi-ld:Sensor:d", DAY)
+            total += DAY
+            if written:
+                written(total)
             url = (base + "/ngsi-ld/v1/temporal/entities/urn:ngsi-ld:Sensor:d?attrs=speed&format=aggregatedValues"
                    "&aggrMethods=avg&aggrPeriodDuration=PT1H&timerel=between&timeAt=%s&endTimeAt=%s" %
                    (iso(0), iso(DAY)))
-            rps, bad, lat = perf_run.wrk(url, a.duration, 1, 1)
-            out = subprocess.run(["wrk", "-t1", "-c1", "-d%ds" % a.duration, "--latency", url],
-                                 capture_output=True, text=True).stdout
-            p50 = [ln.split()[1] for ln in out.splitlines() if ln.strip().startswith("50%")]
-            print("hourly  avg per hour over a day of 1-s instances (86,400), 1 connection: %.1f req/s, p50 %s, "
-                  "p99 %.0f us" % (rps, p50[0] if p50 else "?", lat or 0))
+            todo.append(("hourly", "avg per hour (PT1H) over a day of 1-s instances (%d)" % DAY, url, 1))
+        got = {k: [] for k in range(len(todo))}
+        for _ in range(a.runs):
+            for k, (_, _, url, conns) in enumerate(todo):
+                got[k].append(perf_run.wrk_full(url, a.duration, conns, 1))
+        alive(p, " ".join(flags))
+        for k, (shape, query, _, conns) in enumerate(todo):
+            rs = got[k]
+            fmt = "%.0f" if statistics.median(r["rps"] for r in rs) >= 100 else "%.1f"
+            read_rows.append({"shape": shape, "query": query, "connections": conns,
+                              "medianRequestsPerSecond": med((r["rps"] for r in rs), fmt),
+                              "runs": joined((r["rps"] for r in rs), fmt),
+                              "medianP50us": med(r["p50us"] for r in rs), "medianP99us": med(r["p99us"] for r in rs),
+                              "non2xx": sum(r["non2xx"] for r in rs)})
     finally:
-        p.terminate()
-        p.wait()
+        stop(p)
+    return read_rows, mem_rows
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--duration", type=int, default=4)
     ap.add_argument("--entities", type=int, default=10000)
     ap.add_argument("--instances", type=int, default=100000)
     ap.add_argument("--conns", type=int, default=8)
-    ap.add_argument("--shapes", default="ingest,lastN,hourly,memory")
+    ap.add_argument("--shapes", default="ingest,lastN,hourly,memory,snapshot")
     ap.add_argument("--snap-instances", type=int, default=1000000)
-    ap.add_argument("--snap-series", type=int, default=10)
+    ap.add_argument("--snap-series", default="10,10000", help="snapshot: the series counts, one row group each")
     ap.add_argument("--snap-history", choices=["corDB", "none"], default="corDB",
                     help="snapshot: none measures what the store's own snapshot costs the same load")
     ap.add_argument("--base-bin", default=None, help="snapshot: a second binary, measured side by side")
     ap.add_argument("--bin", default=None, help="the broker binary (build/release/coraine)")
-    ap.add_argument("--dbsync", choices=["always", "interval", "none"], default=None,
-                    help="ingest: both brokers on a --dbDir with this --dbSync")
+    ap.add_argument("--dbsync", default="ram,always,interval",
+                    help="ingest: the stores, one pair of brokers each: ram (no --dbDir), or always, interval, "
+                         "none (both brokers on a fresh --dbDir with that --dbSync)")
+    ap.add_argument("--csv-dir", default=RESULTS, help="where the CSVs go (history_*.csv and .meta.json)")
     a = ap.parse_args()
     shapes = a.shapes.split(",")
+    unknown = set(shapes) - {"ingest", "lastN", "hourly", "memory", "snapshot"}
+    bad_store = set(a.dbsync.split(",")) - {"ram", "always", "interval", "none"}
+    if unknown or bad_store:
+        ap.error("unknown shape(s) or --dbsync value(s): %s" % ", ".join(sorted(unknown | bad_store)))
     if a.bin:
-        perf_run.BIN = a.bin
-    if "snapshot" in shapes:
-        snapshot_shape(a)
+        perf_run.BIN = os.path.abspath(a.bin)
+    if a.base_bin:
+        a.base_bin = os.path.abspath(a.base_bin)
+    out = []                       # (title, rows): each CSV is written as soon as its shapes are done
+
+    def emit(name, title, rows, **extra):
+        path = os.path.join(a.csv_dir, name)
+        tuneRun.write_csv(path, rows, SCRIPT, **extra)
+        out.append(("%s (%s)" % (title, path), rows))
     if "ingest" in shapes:
-        ingest(a)
+        emit("history_ingest.csv", "ingest: PATCH with observedAt, --history none and corDB side by side",
+             ingest(a), runs=a.runs, durationSeconds=a.duration)
     if set(shapes) & {"lastN", "hourly", "memory"}:
-        reads(a, shapes)
+        rr, mr = reads(a, shapes)
+        if rr:
+            emit("history_reads.csv", "reads of --history corDB", rr, runs=a.runs, durationSeconds=a.duration)
+        if mr:
+            emit("history_memory.csv", "memory of --history corDB", mr)
+    if "snapshot" in shapes:
+        emit("history_snapshot.csv", "snapshot: what a history snapshot costs the writers",
+             snapshot_shape(a), runs=a.runs, durationSeconds=a.duration)
+    failed = 0
+    for title, rows in out:
+        print_table(title, rows)
+        failed += sum(int(r["non2xx"]) for r in rows if r.get("non2xx") not in (None, "-"))
+    if failed:
+        print("history_bench: %d non-2xx answers (counted in the rows above)" % failed, file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

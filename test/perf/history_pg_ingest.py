@@ -1,36 +1,45 @@
 #!/usr/bin/env python3
-"""history_pg_ingest.py - PATCH ingest with --history timescale (PostgreSQL).
+"""history_pg_ingest.py - --history timescale (PostgreSQL): PATCH ingest, the temporal API's load, reads.
 
 Starts a PostgreSQL of its own (test/functional/pg.py's PgServer: initdb in a
-temporary directory, Unix socket only, fsync off as in the tests, or --pg-fsync
-to keep PostgreSQL's defaults), then for each broker configuration (`none`,
-then `timescale`) a fresh broker loaded with N Vehicles, and runs wrk's
-patch.lua (a merge of speed on one of the N, keep-alive) for --duration
-seconds. Reported per configuration:
-  - requests/s (wrk), non-2xx answers;
-  - the broker's CPU per PATCH (utime + stime from /proc, over the run);
-  - PostgreSQL's CPU per PATCH (every process of the cluster), counted until
-    the history of the run is in the database (the writer may trail wrk);
-  - how long after wrk ended the last instance arrived (the queue's lag).
+temporary directory, Unix socket only, fsync, full_page_writes and
+synchronous_commit off as in the tests), then runs the shapes of --shapes:
 
-  python3 test/perf/history_pg_ingest.py [--duration 10] [--entities 10000] [--connections 50]
+  ingest  for each broker configuration (`none`, then `timescale` on a fresh
+          database), alternated --runs times, a fresh broker loaded with
+          --entities Vehicles and wrk's patch.lua (a merge of speed on one of
+          them, keep-alive, --connections) for --duration seconds. Per
+          configuration (medians of the runs): PATCH/s and the ratio to
+          `none`, p99; the broker's CPU per PATCH (utime + stime from /proc,
+          over the run); PostgreSQL's CPU per PATCH (every process of the
+          cluster), counted until the history of the run is in the database
+          (the writer may trail wrk); how long after wrk ended the last
+          instance arrived (the queue's lag); non-2xx answers.
+  load    --temporal-load instances of one attribute through the temporal API
+          (POST .../attrs, 2,000 per request: the upsert path), per binary
+          (--bin, and --base-bin side by side, alternated --runs times): the
+          wall time until all are in PostgreSQL, instances/s, and
+          PostgreSQL's and the broker's CPU per instance.
+  lastN, hourly
+          history_bench.py's read shapes against --history timescale
+          (lastN=100 of --instances instances of one attribute, 1 and --conns
+          connections; an hourly avg over a day of 1-second instances), timed
+          once the load is in PostgreSQL; medians of --runs.
 
---temporal-load N: instead, N instances of one attribute through the temporal
-API (POST .../attrs, 2,000 per request: the upsert path), per binary (--bin,
-and --base-bin side by side, alternated --runs times): the wall time until
-all are in PostgreSQL, instances/s, and PostgreSQL's and the broker's CPU per
-instance.
+  python3 test/perf/history_pg_ingest.py [--shapes ingest,load,lastN,hourly] [--runs 3] [--duration 5]
+          [--entities 10000] [--connections 50] [--temporal-load 100000] [--base-bin B]
+          [--instances 100000] [--conns 8] [--csv-dir test/perf/results]
 
-  python3 test/perf/history_pg_ingest.py --temporal-load 100000 --runs 3 [--base-bin B]
-
---reads lastN,hourly: instead, history_bench.py's read shapes against
---history timescale (lastN=100 of --instances instances of one attribute;
-an hourly avg over a day of 1-second instances), on the same kind of server.
+The rows go to --csv-dir (each CSV with its .meta.json, tuneRun.write_csv) for
+report.py: history_pg.csv (ingest), history_pg_load.csv (load),
+history_pg_reads.csv (lastN, hourly); a shape group not run leaves its file as
+it is. The same tables are printed (markdown). A benchmark: slow figures never
+fail it; non-2xx answers are counted in the rows (the exit status is then 1,
+after the CSVs are written), and a broker that does not answer stops it.
 """
 import argparse
 import os
-import re
-import subprocess
+import statistics
 import sys
 import time
 
@@ -38,18 +47,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "test", "functional"))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "tune"))
 
 from pg import PgServer                                       # noqa: E402
 from perf_run import free_port, load, start_broker, wait_up, wrk   # noqa: E402
 import perf_run                                               # noqa: E402
+import history_bench                                          # noqa: E402
+from tuneRun import cpu_seconds, write_csv                    # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK      # utime, stime
+SCRIPT = "test/perf/history_pg_ingest.py"
 
 
 def cluster_pids(pg):
@@ -80,6 +86,10 @@ def cluster_cpu(pg):
     return total
 
 
+def counter(pg, db):
+    return lambda: int(pg.psql("SELECT count(*) FROM coraine_instances", db))
+
+
 def run(pg, mode, a):
     port = free_port()
     extra = ["--history", mode]
@@ -92,7 +102,7 @@ def run(pg, mode, a):
         base = "http://127.0.0.1:%d" % port
         wait_up(base + "/version")
         load(base, a.entities)
-        count = (lambda: int(pg.psql("SELECT count(*) FROM coraine_instances", db))) if db else None
+        count = counter(pg, db) if db else None
         if count:
             while True:                    # the load's own history in first
                 n0 = count()
@@ -105,6 +115,7 @@ def run(pg, mode, a):
                             os.path.join(HERE, "patch.lua"), (str(a.entities),))
         t_end = time.time()
         c1 = cpu_seconds(b.pid)
+        history_bench.alive(b, "--history " + mode)
         lag, rows = 0.0, 0
         if count:
             # the run's instances: one per PATCH; wait until they are all in
@@ -119,13 +130,36 @@ def run(pg, mode, a):
                 "broker_us": (c1 - c0) * 1e6 / patches, "pg_us": (p1 - p0) * 1e6 / patches if db else 0,
                 "lag": lag, "rows": rows, "patches": patches}
     finally:
-        b.terminate()
-        b.wait()
+        history_bench.stop(b)
+
+
+def ingest_rows(pg, a):
+    res = {"none": [], "timescale": []}
+    for _ in range(a.runs):
+        for mode in res:
+            r = run(pg, mode, a)
+            res[mode].append(r)
+            print("%-9s %8.0f req/s  non-2xx %d  broker %.1f us/PATCH  postgres %.1f us/PATCH  "
+                  "lag %.2f s  rows %d" % (mode, r["rps"], r["bad"], r["broker_us"], r["pg_us"],
+                                           r["lag"], r["rows"]), file=sys.stderr)
+    none = statistics.median(r["rps"] for r in res["none"])
+    rows = []
+    for mode, rs in res.items():
+        m = statistics.median(r["rps"] for r in rs)
+        ts = mode == "timescale"
+        rows.append({"history": mode, "entities": a.entities, "connections": a.connections,
+                     "medianPatchesPerSecond": "%.0f" % m, "runs": history_bench.joined(r["rps"] for r in rs),
+                     "vsHistoryNone": "%.2f" % (m / none if none else 0),
+                     "medianP99us": history_bench.med(r["p99"] for r in rs),
+                     "brokerCpuUsPerPatch": "%.1f" % statistics.median(r["broker_us"] for r in rs),
+                     "postgresCpuUsPerPatch": "%.1f" % statistics.median(r["pg_us"] for r in rs) if ts else "-",
+                     "historyLagSeconds": "%.2f" % statistics.median(r["lag"] for r in rs) if ts else "-",
+                     "non2xx": sum(r["bad"] for r in rs)})
+    return rows
 
 
 def temporal_load(pg, binary, a):
     """N instances through POST /temporal/entities/{id}/attrs; the time until all are in PostgreSQL."""
-    import history_bench
     db = pg.new_database()
     port = free_port()
     b = start_broker(port, ["--history", "timescale", "--historyURI", pg.uri(db)], binary=binary)
@@ -135,7 +169,8 @@ def temporal_load(pg, binary, a):
         c0, p0, t0 = cpu_seconds(b.pid), cluster_cpu(pg), time.time()
         history_bench.fill(base, "urn:ngsi-ld:Sensor:load", a.temporal_load)
         posted = time.time() - t0
-        count = lambda: int(pg.psql("SELECT count(*) FROM coraine_instances", db))
+        history_bench.alive(b, binary)
+        count = counter(pg, db)
         while count() < a.temporal_load and time.time() - t0 < 900:
             time.sleep(0.05)
         wall = time.time() - t0
@@ -143,99 +178,99 @@ def temporal_load(pg, binary, a):
         return {"wall": wall, "posted": posted, "rate": n / wall, "n": n,
                 "pg_us": (cluster_cpu(pg) - p0) * 1e6 / n, "broker_us": (cpu_seconds(b.pid) - c0) * 1e6 / n}
     finally:
-        b.terminate()
-        b.wait()
+        history_bench.stop(b)
+
+
+def load_rows(pg, a):
+    bins = [a.bin or perf_run.BIN] + ([a.base_bin] if a.base_bin else [])
+    res = {b: [] for b in bins}
+    for _ in range(a.runs):
+        for b in bins:
+            r = temporal_load(pg, b, a)
+            res[b].append(r)
+            print("%s: %d instances in PostgreSQL after %.2f s (answered after %.2f s): %.0f instances/s, "
+                  "PostgreSQL %.1f us/instance, broker %.1f us/instance" %
+                  (b, r["n"], r["wall"], r["posted"], r["rate"], r["pg_us"], r["broker_us"]), file=sys.stderr)
+    rows = []
+    for b, rs in res.items():
+        rows.append({"binary": os.path.relpath(b, ROOT) if b.startswith(ROOT + os.sep) else b,
+                     "instances": a.temporal_load,
+                     "medianInstancesPerSecond": "%.0f" % statistics.median(r["rate"] for r in rs),
+                     "runs": history_bench.joined(r["rate"] for r in rs),
+                     "medianSecondsInPostgres": "%.2f" % statistics.median(r["wall"] for r in rs),
+                     "medianSecondsAnswered": "%.2f" % statistics.median(r["posted"] for r in rs),
+                     "postgresCpuUsPerInstance": "%.1f" % statistics.median(r["pg_us"] for r in rs),
+                     "brokerCpuUsPerInstance": "%.1f" % statistics.median(r["broker_us"] for r in rs),
+                     "instancesMissing": sum(a.temporal_load - r["n"] for r in rs)})
+    return rows
+
+
+def read_rows(pg, a, shapes):
+    """history_bench.reads on a broker with the PostgreSQL backend, each load waited for."""
+    db = pg.new_database()
+    count = counter(pg, db)
+
+    def written(n):
+        t0 = time.time()
+        while count() < n and time.time() - t0 < 900:
+            time.sleep(0.2)
+        print("load    %d instances in PostgreSQL %.1f s after the temporal API answered" %
+              (count(), time.time() - t0), file=sys.stderr)
+    rows, _ = history_bench.reads(a, shapes, ["--history", "timescale", "--historyURI", pg.uri(db)], written)
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--shapes", default="ingest,load,lastN,hourly")
+    ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--entities", type=int, default=10000)
-    ap.add_argument("--connections", type=int, default=50)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--connections", type=int, default=50, help="ingest: wrk's connections")
+    ap.add_argument("--threads", type=int, default=2, help="ingest: wrk's threads")
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--bin", help="the broker binary (default build/release/coraine)")
-    ap.add_argument("--reads", help="history_bench.py's read shapes (lastN,hourly) on timescale")
-    ap.add_argument("--instances", type=int, default=100000)
-    ap.add_argument("--conns", type=int, default=8)
-    ap.add_argument("--temporal-load", type=int, default=0, help="N instances through the temporal API")
-    ap.add_argument("--base-bin", help="--temporal-load: a second binary, side by side")
+    ap.add_argument("--instances", type=int, default=100000, help="lastN: the attribute's instances")
+    ap.add_argument("--conns", type=int, default=8, help="lastN: the connections of its second row")
+    ap.add_argument("--temporal-load", type=int, default=100000, help="load: instances through the temporal API")
+    ap.add_argument("--base-bin", help="load: a second binary, side by side")
+    ap.add_argument("--csv-dir", default=history_bench.RESULTS, help="where the CSVs go (history_pg*.csv)")
     a = ap.parse_args()
+    shapes = a.shapes.split(",")
+    unknown = set(shapes) - {"ingest", "load", "lastN", "hourly"}
+    if unknown:
+        ap.error("unknown shape(s): %s" % ", ".join(sorted(unknown)))
     if a.bin:
-        perf_run.BIN = a.bin
-    pg = PgServer()
-    if a.temporal_load:
-        import statistics
-        bins = [("this", a.bin or perf_run.BIN)] + ([("base", a.base_bin)] if a.base_bin else [])
-        res = {k: [] for k, _ in bins}
-        try:
-            for _ in range(a.runs):
-                for name, binary in bins:
-                    r = temporal_load(pg, binary, a)
-                    res[name].append(r)
-                    print("%-5s %d instances in PostgreSQL after %.2f s (answered after %.2f s): %.0f instances/s, "
-                          "PostgreSQL %.1f us/instance, broker %.1f us/instance" %
-                          (name, r["n"], r["wall"], r["posted"], r["rate"], r["pg_us"], r["broker_us"]),
-                          file=sys.stderr)
-        finally:
-            pg.close()
-        print("| binary | instances/s (median of %d) | PostgreSQL CPU per instance (µs) | broker CPU per instance (µs) |"
-              % a.runs)
-        print("|---|---:|---:|---:|")
-        for name, binary in bins:
-            rs = res[name]
-            print("| %s (%s) | %.0f | %.1f | %.1f |" % (name, binary, statistics.median(r["rate"] for r in rs),
-                                                       statistics.median(r["pg_us"] for r in rs),
-                                                       statistics.median(r["broker_us"] for r in rs)))
-        return
-    if a.reads:
-        import history_bench
-        uri = pg.uri(pg.new_database())
-        start = history_bench.broker
-        # the same shapes, on a broker with the PostgreSQL backend
-        history_bench.broker = lambda flags: start(["--history", "timescale", "--historyURI", uri])
-        fill = history_bench.fill
+        perf_run.BIN = a.bin = os.path.abspath(a.bin)
+    if a.base_bin:
+        a.base_bin = os.path.abspath(a.base_bin)
+    out = []                       # (title, rows): each CSV is written as soon as its shapes are done
 
-        def fill_then_wait(base, eid, n, step=1):
-            """The load is queued when fill returns; the reads are timed once it is written."""
-            import urllib.request
-            t0 = time.time()
-            fill(base, eid, n, step)
-            while time.time() - t0 < 900:
-                try:
-                    with urllib.request.urlopen(base + "/ngsi-ld/v1/temporal/entities/%s?lastN=1" % eid,
-                                                timeout=30) as r:
-                        if r.status == 200:
-                            break
-                except Exception:
-                    time.sleep(0.5)
-            print("load    %d instances through the temporal API, in PostgreSQL after %.1f s" %
-                  (n, time.time() - t0), file=sys.stderr)
-        history_bench.fill = fill_then_wait
-        try:
-            history_bench.reads(a, a.reads.split(","))
-        finally:
-            pg.close()
-        return
+    def emit(name, title, rows, **extra):
+        path = os.path.join(a.csv_dir, name)
+        write_csv(path, rows, SCRIPT, **extra)
+        out.append(("%s (%s)" % (title, path), rows))
+    pg = PgServer()
     try:
-        res = []
-        for _ in range(a.runs):
-            for mode in ("none", "timescale"):
-                r = run(pg, mode, a)
-                res.append(r)
-                print("%-9s %8.0f req/s  non-2xx %d  broker %.1f us/PATCH  postgres %.1f us/PATCH  "
-                      "lag %.2f s  rows %d" % (mode, r["rps"], r["bad"], r["broker_us"], r["pg_us"],
-                                               r["lag"], r["rows"]), file=sys.stderr)
-        print("| --history | PATCH/s | non-2xx | p99 (µs) | broker CPU/PATCH (µs) | PostgreSQL CPU/PATCH (µs) | history lag after the run (s) |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for r in res:
-            print("| %s | %.0f | %d | %.0f | %.1f | %s | %s |" % (
-                r["mode"], r["rps"], r["bad"], r["p99"] or 0, r["broker_us"],
-                "%.1f" % r["pg_us"] if r["mode"] == "timescale" else "-",
-                "%.2f" % r["lag"] if r["mode"] == "timescale" else "-"))
+        if "ingest" in shapes:
+            emit("history_pg.csv", "ingest: PATCH, --history none and timescale", ingest_rows(pg, a),
+                 runs=a.runs, durationSeconds=a.duration)
+        if "load" in shapes:
+            emit("history_pg_load.csv", "load: instances through the temporal API into PostgreSQL",
+                 load_rows(pg, a), runs=a.runs)
+        if "lastN" in shapes or "hourly" in shapes:
+            emit("history_pg_reads.csv", "reads of --history timescale", read_rows(pg, a, shapes),
+                 runs=a.runs, durationSeconds=a.duration)
     finally:
         pg.close()
+    failed = 0
+    for title, rows in out:
+        history_bench.print_table(title, rows)
+        failed += sum(int(r["non2xx"]) for r in rows if "non2xx" in r)
+    if failed:
+        print("history_pg_ingest: %d non-2xx answers (counted in the rows above)" % failed, file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

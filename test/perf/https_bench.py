@@ -1,21 +1,29 @@
 #!/usr/bin/env python3
 """https_bench.py - a retrieve over HTTPS (--https) against plain HTTP, on loopback.
 
-Starts the broker twice per round (plain, then --https with a P-256 certificate
-made here by openssl in a temporary directory, never kept), creates one entity,
+Starts a fresh broker per measurement (plain, then --https with a P-256
+certificate made here by openssl in a temporary directory, never kept), creates one entity,
 and drives GET /ngsi-ld/v1/entities/{id} with wrk (-t1 -c4 by default) for D
 seconds in two shapes: keep-alive (the TLS handshake amortized) and
-"Connection: close" (a new TCP connection, and handshake, per request). It
-prints, per mode and shape, the median over the rounds (modes alternated) of
-wrk's requests/s and of the broker's CPU microseconds per request (user+system
-from /proc/PID/stat), and the https/http ratios, with the load average.
-On a shared machine the CPU per request is the figure to read.
+"Connection: close" (a new TCP connection, and handshake, per request), after
+a 1 s warm-up of one connection. One row per shape: the medians over the
+rounds (modes alternated) of wrk's requests/s and of the broker's CPU
+microseconds per request (user+system from /proc/PID/stat), each round's
+figures, the https/http ratios, and the failed requests (non-2xx and socket
+errors, summed over the rounds; none may fail). On a shared machine the CPU
+per request is the figure to read.
 
-  python3 test/perf/https_bench.py [--bin build/release/coraine] [-d 3] [--rounds 3] [-c 4]
+  python3 test/perf/https_bench.py [--bin build/release/coraine] [-d 3] [--rounds 5] [-c 4]
+                                   [--csv test/perf/results/https.csv]
+
+A benchmark: it never fails on slow figures. The rows go to --csv (with
+.meta.json: the load average at the start and at the end, the wrk commands)
+for report.py; a markdown table goes to stdout.
 """
 import argparse
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -24,6 +32,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perf_run  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune"))
+import tuneRun  # noqa: E402
 
 PATH = "/ngsi-ld/v1/entities/urn:ngsi-ld:Vehicle:1"
 ENTITY = ('{"id":"urn:ngsi-ld:Vehicle:1","type":"Vehicle","speed":{"type":"Property","value":42},'
@@ -65,10 +75,11 @@ def one(binary, tls, cert, key, shape, secs, conns):
         out = subprocess.run(wrk, capture_output=True, text=True).stdout
         cpu = cpu_seconds(b.pid) - t0
         n = int(re.search(r"(\d+) requests in", out).group(1))
-        if re.search(r"Non-2xx", out) or re.search(r"Socket errors: connect [1-9]", out):
-            raise RuntimeError("wrk errors: %s" % out)
+        bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+        sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+        failed = (int(bad.group(1)) if bad else 0) + (sum(int(g) for g in sock.groups()) if sock else 0)
         rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-        return rps, cpu / n * 1e6, " ".join(wrk)
+        return rps, cpu / max(1, n) * 1e6, failed, shlex.join(wrk).replace(":%d/" % port, ":PORT/")
     finally:
         b.terminate()
         b.wait()
@@ -79,7 +90,8 @@ def main():
     ap.add_argument("--bin", default=perf_run.BIN)
     ap.add_argument("-d", type=int, default=3, help="seconds of wrk per measurement")
     ap.add_argument("-c", type=int, default=4, help="wrk connections")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--csv", default=os.path.join(perf_run.ROOT, "test/perf/results/https.csv"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         cert, key = make_cert(d)
@@ -89,22 +101,39 @@ def main():
         for _ in range(a.rounds):
             for shape in ("keepalive", "close"):
                 for tls in (False, True):
-                    rps, us, cmd = one(a.bin, tls, cert, key, shape, a.d, a.c)
-                    res.setdefault((shape, tls), []).append((rps, us))
+                    rps, us, failed, cmd = one(a.bin, tls, cert, key, shape, a.d, a.c)
+                    res.setdefault((shape, tls), []).append((rps, us, failed))
                     cmds[(shape, tls)] = cmd
         load1 = open("/proc/loadavg").read().split()[:3]
-    print("load average %s at the start, %s at the end; %d rounds alternated, medians" %
-          (" ".join(load0), " ".join(load1), a.rounds))
-    print("| shape | http req/s | https req/s | http CPU µs/req | https CPU µs/req | https/http CPU |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for shape in ("keepalive", "close"):
-        h = res[(shape, False)]
-        s = res[(shape, True)]
+    rows = []
+    for shape, label in (("keepalive", "keep-alive"), ("close", "Connection: close")):
+        h, s = res[(shape, False)], res[(shape, True)]
         hr, sr = statistics.median(x[0] for x in h), statistics.median(x[0] for x in s)
         hc, sc = statistics.median(x[1] for x in h), statistics.median(x[1] for x in s)
-        print("| %s | %.0f | %.0f | %.1f | %.1f | %.2f |" % (shape, hr, sr, hc, sc, sc / hc))
+        rows.append({"shape": label,
+                     "httpRequestsPerSecond": round(hr), "httpsRequestsPerSecond": round(sr),
+                     "httpsOverHttpRequests": "%.2f" % (sr / hr if hr else 0),
+                     "httpCpuUsPerRequest": "%.1f" % hc, "httpsCpuUsPerRequest": "%.1f" % sc,
+                     "httpsOverHttpCpu": "%.2f" % (sc / hc if hc else 0),
+                     "httpRuns": " ".join("%.0f" % x[0] for x in h), "httpsRuns": " ".join("%.0f" % x[0] for x in s),
+                     "httpCpuRuns": " ".join("%.1f" % x[1] for x in h),
+                     "httpsCpuRuns": " ".join("%.1f" % x[1] for x in s),
+                     "failed": sum(x[2] for x in h) + sum(x[2] for x in s)})
+    tuneRun.write_csv(a.csv, rows, "test/perf/https_bench.py", runs=a.rounds, durationSeconds=a.d,
+                      connections=a.c, loadAverageAtStart=[float(x) for x in load0],
+                      wrk=[cmds[k] for k in sorted(cmds)], certificate="P-256 ECDSA, self-signed (openssl)")
+    print("load average %s at the start, %s at the end; %d rounds alternated, medians" %
+          (" ".join(load0), " ".join(load1), a.rounds))
+    print("| shape | http req/s | https req/s | http CPU µs/req | https CPU µs/req | https/http CPU | failed |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print("| %s | %d | %d | %s | %s | %s | %d |" % (r["shape"], r["httpRequestsPerSecond"],
+                                                      r["httpsRequestsPerSecond"], r["httpCpuUsPerRequest"],
+                                                      r["httpsCpuUsPerRequest"], r["httpsOverHttpCpu"], r["failed"]))
     for k, v in sorted(cmds.items()):
         print("  %s" % v)
+    if any(r["failed"] for r in rows):
+        print("\nWARNING: some requests failed (non-2xx or socket errors): those figures do not count")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,12 @@ per pair) under strace (R requests).
 
 FerretDB on SQLite is much slower than a MongoDB server, so its column says
 where the time goes here, not what MongoDB would cost.
+
+The CPU table goes to --csv (default test/perf/results/mongo_cpu.csv), the
+--callgrind one to test/perf/results/mongo_callgrind.csv and the --trips one
+to test/perf/results/mongo_trips.csv (each with its .meta.json: commit,
+machine, load, command), for report.py's sections of doc/performance.md;
+--pushdown and --outbox compare two builds or two settings and only print.
 """
 import argparse
 import glob
@@ -81,9 +87,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "functional"))
+sys.path.insert(0, os.path.join(HERE, "tune"))
 import cpu_per_request as cpr  # noqa: E402
 import ferret  # noqa: E402
 import perf_run  # noqa: E402
+import tuneRun  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
@@ -303,17 +311,26 @@ def received(srv, flags, n, r, shapes, binary):
     return res
 
 
+def write_table(a, default, rows):
+    """rows to --csv (or test/perf/results/DEFAULT), printed as a markdown table as well."""
+    path = a.csv or os.path.join(REPO, "test", "perf", "results", default)
+    tuneRun.write_csv(path, rows, "test/perf/mongo_bench.py", runs=a.repeat)
+    print("| " + " | ".join(rows[0]) + " |")
+    print("|" + "---|" * len(rows[0]))
+    for r in rows:
+        print("| " + " | ".join(str(x) for x in r.values()) + " |")
+    print("(%s) load average at the end: %s" % (path, " ".join(open("/proc/loadavg").read().split()[:3])))
+
+
 def main_trips(a, shapes):
     srv = ferret.FerretServer()
     try:
         t = trips(srv, mongo_flags(srv), a.n, a.trips, shapes, a.binary)
     finally:
         srv.close()
-    print("| shape | round trips / request | per item |")
-    print("|---|---:|---:|")
-    for s in shapes:
-        print("| %s | %.2f | %.2f |" % (s, t[s], t[s] / per_item(s)))
-    print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    a.repeat = 1
+    write_table(a, "mongo_trips.csv", [{"shape": s, "roundTripsPerRequest": "%.2f" % t[s],
+                                        "perItem": "%.2f" % (t[s] / per_item(s))} for s in shapes])
 
 
 def main_callgrind(a, shapes):
@@ -325,11 +342,12 @@ def main_callgrind(a, shapes):
         m = callgrind(srv, mongo_flags(srv), a.n, a.callgrind, shapes, os.path.join(tmp, "mongoc"), a.binary)
     finally:
         srv.close()
-    print("| shape | corDB instructions / request | mongoc instructions / request | mongoc / corDB |")
-    print("|---|---:|---:|---:|")
-    for s in shapes:
-        print("| %s | %.0f | %.0f | %.2fx |" % (s, c[s], m[s], m[s] / c[s] if c[s] else 0))
+    a.repeat = 1
     print("(callgrind outputs in %s)" % tmp)
+    write_table(a, "mongo_callgrind.csv", [
+        {"shape": s, "corDBInstructionsPerRequest": "%.0f" % c[s], "mongocInstructionsPerRequest": "%.0f" % m[s],
+         "mongocOverCorDB": "%.2fx" % (m[s] / c[s] if c[s] else 0), "target": "2x",
+         "met": "yes" if c[s] and m[s] / c[s] <= 2 else "no"} for s in shapes])
 
 
 def main_pushdown(a, shapes):
@@ -427,6 +445,8 @@ def main():
     ap.add_argument("--outbox-shapes", default="patch",
                     help="shapes of --outbox (e.g. patch,batch_update,batch_upsert,batch_cd,batch_purge)")
     ap.add_argument("--binary", default=None, help="the broker to run (default: the tree's build)")
+    ap.add_argument("--csv", default=None, help="where the table goes (default test/perf/results/mongo_cpu.csv, "
+                    "mongo_callgrind.csv with --callgrind, mongo_trips.csv with --trips)")
     ap.add_argument("--pushdown", metavar="BEFORE", dest="before", default=None,
                     help="mongoc only: the pushdown shapes (default --shapes: %s) with the build BEFORE "
                          "and this one, side by side" % ",".join(PUSHDOWN))
@@ -460,20 +480,22 @@ def main():
     def med(store, s, k):
         return statistics.median(x[s][k] for x in runs[store])
 
-    print("| shape | corDB broker | mongoc broker | ratio (runs) | corDB net | mongoc net | net ratio (runs) "
-          "| FerretDB | mongoc wall | corDB wall | in the kernel: corDB | mongoc |")
-    print("|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    rows = []
     for s in shapes:
-        cols = []
-        for k in ("broker", "net"):
+        row = {"shape": s}
+        for k, name in (("broker", "broker"), ("net", "net")):
             rs = [m[s][k] / c[s][k] if c[s][k] else 0.0 for c, m in zip(runs["corDB"], runs["mongoc"])]
-            cols.append("%.0f µs | %.0f µs | %.2fx (%s)" % (med("corDB", s, k), med("mongoc", s, k),
-                                                           statistics.median(rs),
-                                                           ", ".join("%.2f" % x for x in rs)))
-        print("| %s | %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f %% | %.0f %% |" % (
-            s, cols[0], cols[1], med("mongoc", s, "db"), med("mongoc", s, "wall"), med("corDB", s, "wall"),
-            med("corDB", s, "sys") * 100, med("mongoc", s, "sys") * 100))
-    print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+            row.update({"corDB %s µs" % name: "%.0f" % med("corDB", s, k),
+                        "mongoc %s µs" % name: "%.0f" % med("mongoc", s, k),
+                        "%s ratio" % name: "%.2fx" % statistics.median(rs),
+                        "%s ratio runs" % name: " ".join("%.2f" % x for x in rs)})
+        row.update({"FerretDB µs": "%.0f" % med("mongoc", s, "db"),
+                    "mongoc wall µs": "%.0f" % med("mongoc", s, "wall"),
+                    "corDB wall µs": "%.0f" % med("corDB", s, "wall"),
+                    "corDB in the kernel": "%.0f %%" % (med("corDB", s, "sys") * 100),
+                    "mongoc in the kernel": "%.0f %%" % (med("mongoc", s, "sys") * 100)})
+        rows.append(row)
+    write_table(a, "mongo_cpu.csv", rows)
 
 
 if __name__ == "__main__":

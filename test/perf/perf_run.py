@@ -33,13 +33,18 @@ so far, loading included). With --csv the trivial responders join the run
 and each shape's ceiling column is its responder's median from the same run.
 
   python3 test/perf/perf_run.py [--runs 3] [--duration 10] [--entities 10000] [--csv build/perf/perf_run.csv]
-  python3 test/perf/perf_run.py --memory 100000,1000000
+  python3 test/perf/perf_run.py --memory 100000,1000000 [--memory-csv test/perf/results/memory.csv]
   python3 test/perf/perf_run.py --broker-flags '--renderCache 0'   (every read renders)
   python3 test/perf/perf_run.py --bin /tmp/base/build/release/coraine --shapes retrieve,query,patch
 
 --memory N,...: resident bytes per entity of the Vehicle shape (4 attributes,
 one with observedAt and a sub-attribute, one GeoProperty), measured on a
-fresh broker as (RSS after loading N entities - RSS before) / N.
+fresh broker as (RSS after loading N entities - RSS before) / (N - 1) (the
+first Vehicle and 50 Parkings are loaded before "before", to warm the tenant
+and the interned names; the rest in batch creates of 1,000); one row per
+count (entities, RSS before and after in MiB, bytes per entity) to
+--memory-csv (default test/perf/results/memory.csv, with .meta.json) for
+report.py, and a markdown table to stdout.
 """
 import argparse
 import json
@@ -154,7 +159,10 @@ def rss_kib(pid):
     return 0
 
 
-def memory(counts):
+def memory(counts, csv_path):
+    sys.path.insert(0, os.path.join(ROOT, "test/perf/tune"))
+    import tuneRun
+    rows = []
     print("| entities | RSS before (MiB) | RSS after (MiB) | bytes per entity |")
     print("|---:|---:|---:|---:|")
     for n in counts:
@@ -172,9 +180,14 @@ def memory(counts):
             time.sleep(0.5)
             after = rss_kib(b.pid)
             print("| %d | %.1f | %.1f | %.0f |" % (n, before / 1024, after / 1024, (after - before) * 1024 / (n - 1)))
+            rows.append({"entities": n, "rssBeforeMiB": "%.1f" % (before / 1024),
+                         "rssAfterMiB": "%.1f" % (after / 1024),
+                         "bytesPerEntity": "%.0f" % ((after - before) * 1024 / (n - 1))})
         finally:
             b.terminate()
             b.wait()
+    tuneRun.write_csv(csv_path, rows, "test/perf/perf_run.py", shape="Vehicle (perf_run.vehicle)",
+                      batchSize=1000)
 
 
 ALL_SHAPES = "trivial,trivial20,create,batch_create,retrieve,query,patch,patch_notify,merge,temporal,fwd_http,fwd_cor"
@@ -344,6 +357,8 @@ def main():
     ap.add_argument("--csv", help="write one line per shape here (and CSV.meta.json); the trivial responders "
                     "join the shapes as the ceiling column")
     ap.add_argument("--memory", help="comma-separated entity counts: measure bytes per entity instead")
+    ap.add_argument("--memory-csv", default=os.path.join(ROOT, "test/perf/results/memory.csv"),
+                    help="--memory's rows go here (and CSV.meta.json)")
     ap.add_argument("--broker-flags", default="", help="extra broker flags, e.g. '--renderCache 0'")
     ap.add_argument("--bin", help="the broker binary (default build/release/coraine)")
     ap.add_argument("--pin", default="", help="SERVER_CPUS:LOAD_CPUS, e.g. 0:1 (taskset lists): the servers "
@@ -357,7 +372,7 @@ def main():
         PIN_SERVER[:] = ["taskset", "-c", srv]
         PIN_LOAD[:] = ["taskset", "-c", load_cpus]
     if a.memory:
-        memory([int(x) for x in a.memory.split(",")])
+        memory([int(x) for x in a.memory.split(",")], a.memory_csv)
         return
     sys.path.insert(0, os.path.join(ROOT, "test/perf/tune"))
     import tuneRun

@@ -503,11 +503,14 @@ def scale_section(indir, md, plots):
              ("dropped", [float(r["dropped"]) for r in fire])])))
 
 
-def table_section(name, title, cmd):
-    """startup.csv and scaling.csv (startup.py, scaling.py): their rows as they are."""
+def table_section(name, title, cmd, about=None):
+    """NAME.csv as a table, its rows as they are (scaling.csv with its efficiency), under the title,
+    the provenance and about (what the table measures, written here once: no figure in it)."""
     def section(indir, md, plots):
         path = os.path.join(indir, name + ".csv")
         md.append("### %s\n" % title)
+        if about:
+            md.append(about + "\n")
         if not os.path.exists(path):
             return missing(md, cmd)
         rows = read_csv(path)
@@ -562,6 +565,28 @@ PERF_SECTIONS = {
                              "(offload_bench.py)", "python3 test/perf/offload_bench.py"),
     "mongo_scaling": table_section("mongo_scaling", "One coraine process on one MongoDB-wire database, and "
                                    "two (mongo_scaling.py)", "python3 test/perf/mongo_scaling.py"),
+    "mongo_cpu": table_section(
+        "mongo_cpu", "The broker's CPU per request, --database mongoc beside corDB (mongo_bench.py)",
+        "python3 test/perf/mongo_bench.py -n 1000 -r 3000 --r-slow 20 --repeat 3",
+        "Issue 16's target: the broker's CPU per request with mongoc at most 2x its CPU per request with corDB "
+        "(retrieve, query `type=Vehicle&q=speed>50&limit=20`, create, PATCH), FerretDB on SQLite the database "
+        "(doc/mongodb.md). One keep-alive connection, the stores alternated; broker: the sum over its threads of "
+        "/proc/PID/task/*/schedstat; net: the same less its idle CPU over the same wall time (timers, the "
+        "--syncInterval poll); FerretDB: its utime+stime per request; in the kernel: the broker's stime share "
+        "(clock ticks). Ratios: the median of the runs' ratios, each run's listed."),
+    "mongo_callgrind": table_section(
+        "mongo_callgrind", "The broker's instructions per request, --database mongoc beside corDB "
+        "(mongo_bench.py --callgrind)", "python3 test/perf/mongo_bench.py --callgrind 200",
+        "Each broker under valgrind --tool=callgrind, the instrumentation on only while a shape's requests run, "
+        "all threads, `--syncInterval 600000` on both (the time-driven poll is not charged to requests): user-space "
+        "instructions, the figure that does not drift on a shared machine. What a command costs inside libmongoc "
+        "and why a PATCH on FerretDB is two commands: doc/mongodb.md."),
+    "mongo_trips": table_section(
+        "mongo_trips", "Database round trips per request on --database mongoc (mongo_bench.py --trips)",
+        "python3 test/perf/mongo_bench.py --trips 200 --shapes retrieve,query,create,patch,batch_upsert,"
+        "batch_update,batch_merge,batch_create,batch_cd",
+        "The broker under strace: the commands it writes to the database's port per request (and per item of a "
+        "batch of 20)."),
 }
 
 
