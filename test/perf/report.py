@@ -12,13 +12,21 @@ in --in (test/perf/results/, committed, by default):
   startup.csv, scaling.csv   startup.py, scaling.py
   offload.csv                offload_bench.py: the pool's hand-off price and what slow forwards hold back
   mongo_scaling.csv          mongo_scaling.py: one and two coraine processes on one database (FerretDB)
+  mongo_cpu.csv, mongo_callgrind.csv, mongo_trips.csv  mongo_bench.py: mongoc beside corDB per request
+  memory.csv                 perf_run.py --memory: bytes per entity
+  patch_p99.csv              patch_p99.py: PATCH latency under full scans
+  notify_*.csv               notify_bench.py (writes, fanout, knee), notify_write_cost.py
+  disk_*.csv                 disk_bench.py (ingest, recovery, snapshot_p99, empty)
+  history_*.csv              history_bench.py (ingest, reads, memory, snapshot), history_pg_ingest.py (pg*)
+  cor_chain.csv, reg_fanout.csv, fwd_temporal.csv  the distributed operations' benchmarks
+  https.csv                  https_bench.py
   pgo_bench.csv              pgo_bench.py: the builds (-O2, PGO, PGO+LTO) per shape, alternated
   pgo_callgrind.csv          callgrind_requests.py --csv: the same builds' instructions per request
   tune_<workload>.csv        tuneCompare.py: out of the box / tuned profile / tuned, per run
   tune_<workload>-result.json  make tune's own comparison (tune-result.json)
 doc/performance.md: report.py rewrites only what stands between a marker
-`<!-- report:NAME -->` and the next `<!-- /report -->` (NAME: perf_run, knee,
-scale, startup, scaling, offload, mongo_scaling); the rest of the file is left as it is. doc/tuning.md
+`<!-- report:NAME -->` and the next `<!-- /report -->` (NAME: a key of
+PERF_SECTIONS below); the rest of the file is left as it is. doc/tuning.md
 is written whole, from the pgo and tune inputs, and left alone when --in has
 none of them. Nothing in the outputs is typed by hand: every figure comes
 from those files, and each table names the commit, the machine and the
@@ -565,6 +573,107 @@ PERF_SECTIONS = {
                              "(offload_bench.py)", "python3 test/perf/offload_bench.py"),
     "mongo_scaling": table_section("mongo_scaling", "One coraine process on one MongoDB-wire database, and "
                                    "two (mongo_scaling.py)", "python3 test/perf/mongo_scaling.py"),
+    "memory": table_section(
+        "memory", "Memory per entity (perf_run.py --memory)",
+        "python3 test/perf/perf_run.py --memory 100000,1000000",
+        "Resident bytes per entity of perf_run's Vehicle (4 attributes, one with observedAt and a sub-attribute, a "
+        "GeoProperty) on a fresh broker in RAM: (RSS after loading N - RSS before) / (N - 1), batch creates of "
+        "1,000."),
+    "patch_p99": table_section(
+        "patch_p99", "PATCH latency alone and under full-scan queries (patch_p99.py)",
+        "python3 test/perf/patch_p99.py",
+        "Issue 10: no scan may hold the tenant lock for its whole length. 100,000 Vehicles; PATCHes "
+        "(`wrk -t1 -c4`) alone, then while clients keep asking a q over an unindexed attribute with no type (every "
+        "entity read), alternated; p99 against the same build's p99 alone."),
+    "notify_writes": table_section(
+        "notify_writes", "Writes with and without a subscription (notify_bench.py)",
+        "python3 test/perf/notify_bench.py --phases writes",
+        "Issue 12: PATCHes of perf_run's Vehicles with no subscription and with one that every PATCH makes due, "
+        "delivered over HTTP to tools/receiver on loopback; due, received and dropped counted by the broker and "
+        "the receiver."),
+    "notify_fanout": table_section(
+        "notify_fanout", "Notification fan-out on one entity (notify_bench.py)",
+        "python3 test/perf/notify_bench.py --phases fanout",
+        "PATCHes of one entity watched by N subscriptions (each its own receiver endpoint lane): notifications due "
+        "and delivered, and delivered per second from the first PATCH to the last arrival."),
+    "notify_knee": table_section(
+        "notify_knee", "The notification knee, open model (notify_bench.py)",
+        "python3 test/perf/notify_bench.py --phases knee",
+        "PATCHes at a fixed offered rate (an open model), each due to every one of the subscriptions, all to one "
+        "receiver endpoint: what is delivered at each rate within the run, and what the queues dropped. The "
+        "shared endpoint's queue absorbs a burst, so the knee depends on the run's length."),
+    "notify_write_cost": table_section(
+        "notify_write_cost", "What matching costs the writer (notify_write_cost.py)",
+        "python3 test/perf/notify_write_cost.py",
+        "PATCH requests/s (1,000 Vehicles) with no subscription, with one whose q never matches (every write is "
+        "matched, none is due) and with one whose every notification is dropped at once (--notifierQueueSize 1 "
+        "and an endpoint that is not answered)."),
+    "disk_ingest": table_section(
+        "disk_ingest", "corDB on disk: ingest in RAM and with each --dbSync mode (disk_bench.py ingest)",
+        "python3 test/perf/disk_bench.py ingest --duration 4 --runs 3",
+        "Issue 13: creates and PATCHes in RAM and on --dbDir with --dbSync always, interval and none, side by side, "
+        "alternated; the fsyncs per second, the writes each fsync carries (group commit) and the broker's CPU and "
+        "context switches per write."),
+    "disk_recovery": table_section(
+        "disk_recovery", "corDB on disk: recovery from the log and from a snapshot (disk_bench.py recovery)",
+        "python3 test/perf/disk_bench.py recovery --entities 1000000 --runs 3",
+        "A store of N entities restarted from its log alone, and from a snapshot and the log after it: the time to "
+        "the first answer, the recovery the broker logs, and the disk bytes per entity."),
+    "disk_snapshot_p99": table_section(
+        "disk_snapshot_p99", "corDB on disk: PATCH p99 while snapshots are written (disk_bench.py snapshot-p99)",
+        "python3 test/perf/disk_bench.py snapshot-p99 --entities 1000000 --duration 8 --runs 3",
+        "PATCHes of a 1,000,000-entity store with no snapshot under way and with snapshots written back to back."),
+    "disk_empty": table_section(
+        "disk_empty", "corDB on disk: the start of an empty store (disk_bench.py empty)",
+        "python3 test/perf/disk_bench.py empty",
+        "A broker started on an empty --dbDir and in RAM: recovery, time to the first answer and CPU."),
+    "history_ingest": table_section(
+        "history_ingest", "PATCH ingest with observedAt: --history corDB beside none (history_bench.py)",
+        "python3 test/perf/history_bench.py",
+        "Issue 14: PATCHes of a speed with observedAt, with the history off and on, in RAM and on --dbDir with "
+        "--dbSync always and interval, alternated; the history's instances and bytes per instance after."),
+    "history_reads": table_section(
+        "history_reads", "Temporal reads on corDB: lastN and an hourly average (history_bench.py)",
+        "python3 test/perf/history_bench.py", None),
+    "history_memory": table_section(
+        "history_memory", "Memory per history instance, and the temporal API's load rate (history_bench.py)",
+        "python3 test/perf/history_bench.py", None),
+    "history_snapshot": table_section(
+        "history_snapshot", "What a history snapshot costs the writers (history_bench.py)",
+        "python3 test/perf/history_bench.py",
+        "PATCHes while the history (and the store) write snapshots, against the same writes with none under way: "
+        "p99 and the longest stall, and how long the snapshot held the lock."),
+    "history_pg": table_section(
+        "history_pg", "PATCH ingest with --history timescale (history_pg_ingest.py)",
+        "python3 test/perf/history_pg_ingest.py",
+        "A PostgreSQL of its own (test/functional/pg.py: initdb in a temporary directory, plain tables: TimescaleDB "
+        "is not packaged here); PATCHes with the history off and in PostgreSQL, alternated; the broker's and "
+        "PostgreSQL's CPU per PATCH and how far the history trails the writes when they stop."),
+    "history_pg_load": table_section(
+        "history_pg_load", "Instances through the temporal API into PostgreSQL (history_pg_ingest.py)",
+        "python3 test/perf/history_pg_ingest.py", None),
+    "history_pg_reads": table_section(
+        "history_pg_reads", "Temporal reads on PostgreSQL (history_pg_ingest.py)",
+        "python3 test/perf/history_pg_ingest.py", None),
+    "cor_chain": table_section(
+        "cor_chain", "A query through a three-broker chain, HTTP and cor:// side by side (cor_chain.py)",
+        "python3 test/perf/cor_chain.py",
+        "Issue 15: the entities live in broker C, B holds a registration for C and A one for B; wrk queries A, "
+        "which forwards to B, which forwards to C, over HTTP and over cor:// alternated; the CPU of each broker "
+        "per query."),
+    "reg_fanout": table_section(
+        "reg_fanout", "A hub with 10,000 registrations of which a query matches 30 (reg_fanout.py)",
+        "python3 test/perf/reg_fanout.py",
+        "The forwards of one query run in parallel, so its wall time is about one source's latency, not the sum; "
+        "finding the matching registrations is an index look-up, not a scan of all of them."),
+    "fwd_temporal": table_section(
+        "fwd_temporal", "The hub's CPU per forwarded temporal query, beside the entity query (fwd_temporal.py)",
+        "python3 test/perf/fwd_temporal.py", None),
+    "https": table_section(
+        "https", "HTTPS against plain HTTP: a retrieve, kept alive and with a handshake per request "
+        "(https_bench.py)", "python3 test/perf/https_bench.py",
+        "Issue 17: a P-256 ECDSA certificate made by openssl; wrk -t1 -c4 on loopback, the broker started plain "
+        "and with --https in turn; the broker's user+system CPU per request from /proc."),
     "mongo_cpu": table_section(
         "mongo_cpu", "The broker's CPU per request, --database mongoc beside corDB (mongo_bench.py)",
         "python3 test/perf/mongo_bench.py -n 1000 -r 3000 --r-slow 20 --repeat 3",
@@ -607,7 +716,7 @@ def rewrite_markers(path, indir, plots):
         done.append(name)
         return "<!-- report:%s -->\n%s\n<!-- /report -->" % (name, "\n".join(md).rstrip())
 
-    text = re.sub(r"<!-- report:([a-z_]+) -->.*?<!-- /report -->", fill, text, flags=re.S)
+    text = re.sub(r"<!-- report:([a-z0-9_]+) -->.*?<!-- /report -->", fill, text, flags=re.S)
     with open(path, "w") as f:
         f.write(text)
     return done

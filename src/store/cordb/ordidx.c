@@ -22,7 +22,7 @@
  * the index by one merge, O(n), and swaps it in: a query then merges at most
  * that many (a sort of them) and a fold costs about 80 instructions per entry,
  * so that an ordered query right after each write stays near a plain page
- * (doc/performance.md). Compaction and a release
+ * (doc/performance-history.md). Compaction and a release
  * (which renumber or drop the slots) make every index stale: rebuilt by the
  * next query. The log itself is trimmed by writers (cdb_oidx_log_full).
  *
