@@ -119,11 +119,6 @@ def snapshot(base):
         time.sleep(0.01)
 
 
-def stop(p):
-    p.terminate()
-    p.wait(timeout=60)
-
-
 def proc_cost(pid):
     """The broker's CPU seconds (user + system) and context switches so far."""
     with open("/proc/%d/stat" % pid) as f:
@@ -207,7 +202,7 @@ def ingest(a):
                                            os.path.join(HERE, "patch.lua"), ["10000"])
                     s1, t1, c1 = stats(port), time.time(), proc_cost(p.pid)
                 finally:
-                    stop(p)
+                    perf_run.stop(p, 60)
                 shutil.rmtree(d, ignore_errors=True)     # keep the disk small: one store at a time
                 r = res[name]
                 r["create"].append(cr["rps"])
@@ -272,7 +267,7 @@ def recovery(a):
             perf_run.load(base, a.entities)
             load_s = time.time() - t0
         finally:
-            stop(p)
+            perf_run.stop(p, 60)
         log_bytes = du(d)
 
         def restart():
@@ -282,7 +277,7 @@ def recovery(a):
                 with open(logpath) as f:
                     ms = re.findall(r"recovered .* in ([\d.]+) ms: (\d+) entities", f.read())[-1]
             except Exception:
-                stop(p)
+                perf_run.stop(p, 60)
                 raise
             return p, (secs, float(ms[0]), cpu, int(ms[1]))
 
@@ -292,16 +287,16 @@ def recovery(a):
             p, got = restart()
             from_log.append(got)
             if len(from_log) < a.runs:
-                stop(p)
+                perf_run.stop(p, 60)
         try:
             snap = snapshot(base)       # the last broker started from the log writes it, serving
         finally:
-            stop(p)
+            perf_run.stop(p, 60)
         # the snapshot stands for every entity; the restarts read it, then the log after its seq
         for _ in range(a.runs):
             p, got = restart()
             from_snap.append(got)
-            stop(p)
+            perf_run.stop(p, 60)
         load1 = loadavg()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -358,7 +353,7 @@ def snapshot_p99(a):
                     raise errors[0]
                 snaps.append(these)
         finally:
-            stop(p)
+            perf_run.stop(p, 60)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ratios = [b["p99us"] / q["p99us"] if q["p99us"] and b["p99us"] else 0 for q, b in zip(quiet, busy)]
@@ -391,7 +386,7 @@ def empty(a):
             p, secs = timed_start(port, ["--dbDir", os.path.join(work, "db%d" % i)], logpath)
             cpus.append(cpu_ns_threads(p.pid) / 1e6)
             walls.append(secs * 1000)
-            stop(p)
+            perf_run.stop(p, 60)
         with open(logpath) as f:
             times = [float(x) for x in re.findall(r"recovered .* in ([\d.]+) ms", f.read())]
     finally:

@@ -85,15 +85,6 @@ def broker(flags):
     return p, base
 
 
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
 def alive(p, what):
     """A broker that exited stops the benchmark (its figures would be of nothing)."""
     if p.poll() is not None:
@@ -115,12 +106,7 @@ def joined(xs, fmt="%.0f"):
 
 
 def print_table(title, rows):
-    """rows (dicts, one table) as markdown on stdout."""
-    print("\n" + title + "\n")
-    print("| " + " | ".join(rows[0]) + " |")
-    print("|" + "---|" * len(rows[0]))
-    for r in rows:
-        print("| " + " | ".join(str(v) for v in r.values()) + " |")
+    tuneRun.print_table(rows, title)
 
 
 def fill(base, eid, n, step=1):
@@ -166,7 +152,7 @@ def ingest(a):
             st = stats(brokers["corDB"][1]).get("history", {})
         finally:
             for p, _ in brokers.values():
-                stop(p)
+                perf_run.stop(p, 30)
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
         none = statistics.median(rates["none"])
@@ -256,7 +242,7 @@ def snapshot_run(a, binary, series):
         time.sleep(0.5)                      # the last snapshot's line
         alive(p, binary)
     finally:
-        stop(p)
+        perf_run.stop(p, 30)
         shutil.rmtree(dbdir, ignore_errors=True)
     lines = log_lines()[before:]
     os.unlink(logf.name)
@@ -350,7 +336,7 @@ def reads(a, shapes, flags=("--history", "corDB"), written=None):
                               "medianP50us": med(r["p50us"] for r in rs), "medianP99us": med(r["p99us"] for r in rs),
                               "non2xx": sum(r["non2xx"] for r in rs)})
     finally:
-        stop(p)
+        perf_run.stop(p, 30)
     return read_rows, mem_rows
 
 

@@ -130,7 +130,7 @@ def run(pg, mode, a):
                 "broker_us": (c1 - c0) * 1e6 / patches, "pg_us": (p1 - p0) * 1e6 / patches if db else 0,
                 "lag": lag, "rows": rows, "patches": patches}
     finally:
-        history_bench.stop(b)
+        perf_run.stop(b, 30)
 
 
 def ingest_rows(pg, a):
@@ -178,7 +178,7 @@ def temporal_load(pg, binary, a):
         return {"wall": wall, "posted": posted, "rate": n / wall, "n": n,
                 "pg_us": (cluster_cpu(pg) - p0) * 1e6 / n, "broker_us": (cpu_seconds(b.pid) - c0) * 1e6 / n}
     finally:
-        history_bench.stop(b)
+        perf_run.stop(b, 30)
 
 
 def load_rows(pg, a):

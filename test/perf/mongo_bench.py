@@ -315,10 +315,7 @@ def write_table(a, default, rows):
     """rows to --csv (or test/perf/results/DEFAULT), printed as a markdown table as well."""
     path = a.csv or os.path.join(REPO, "test", "perf", "results", default)
     tuneRun.write_csv(path, rows, "test/perf/mongo_bench.py", runs=a.repeat)
-    print("| " + " | ".join(rows[0]) + " |")
-    print("|" + "---|" * len(rows[0]))
-    for r in rows:
-        print("| " + " | ".join(str(x) for x in r.values()) + " |")
+    tuneRun.print_table(rows)
     print("(%s) load average at the end: %s" % (path, " ".join(open("/proc/loadavg").read().split()[:3])))
 
 

@@ -136,26 +136,12 @@ def stats(base):
     return get(base + "/statistics")["notifications"]
 
 
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(20)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
 def median(xs):
     return statistics.median(list(xs))
 
 
 def print_table(title, rows):
-    print("\n" + title + "\n")
-    print("| " + " | ".join(rows[0]) + " |")
-    print("|" + "---|" * len(rows[0]))
-    for r in rows:
-        print("| " + " | ".join(str(x) for x in r.values()) + " |")
-    sys.stdout.flush()
+    tuneRun.print_table(rows, title)
 
 
 def main():
@@ -195,8 +181,8 @@ def main():
             perf_run.load(base, a.entities)
             yield base, rbase, port
         finally:
-            stop(b)
-            stop(r)
+            perf_run.stop(b)
+            perf_run.stop(r)
 
     def write(phase, rows, runs):
         path = os.path.join(a.csv_dir, "notify_%s.csv" % phase)

@@ -81,12 +81,7 @@ def one(a, receiver, flags, mode):
     finally:
         r.kill()            # first: with a receiver that never answers the broker's senders wait on it
         r.wait()
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        perf_run.stop(p, 10)
 
 
 def main():

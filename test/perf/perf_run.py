@@ -126,6 +126,16 @@ def start_broker(port, extra=(), binary=None, prefix=()):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def stop(p, timeout=20):
+    """A process started here (a broker, a receiver) terminated, killed if it does not end within timeout s."""
+    p.terminate()
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def wrk_full(url, duration, conns, threads, script=None, args=(), headers=()):
     """One wrk run: {rps, requests, non2xx, p50us, p99us} (latencies None when wrk printed none)."""
     cmd = PIN_LOAD + ["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ds" % duration, "--latency"]

@@ -313,6 +313,17 @@ def write_csv(path, rows, script, **extra):
                        " ".join(sys.argv[1:]), **extra), f, indent=1)
 
 
+def print_table(rows, title=None):
+    """rows (dicts, one table: write_csv's) as markdown on stdout, under title."""
+    if title:
+        print("\n" + title + "\n")
+    print("| " + " | ".join(rows[0]) + " |")
+    print("|" + "---|" * len(rows[0]))
+    for r in rows:
+        print("| " + " | ".join(str(v) for v in r.values()) + " |")
+    sys.stdout.flush()
+
+
 def warn_busy():
     """Other processes that took more than 20 % of a core over one second (a browser, a build...)."""
     def sample():
