@@ -61,6 +61,8 @@
 #include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -100,6 +102,7 @@ typedef struct conn {
     struct conn    *prev, *next;
     _Atomic bool    head_known; /* setup_request is done: the reaper may read the request line and id */
     _Atomic int     owner;    /* the worker thread that reads it (worker_id), set by on_uri */
+    uint8_t         hup_walks; /* the reaper's walks in a row that found its peer gone (guard_hangups) */
     char            addr[INET6_ADDRSTRLEN];  /* the client (--accessLog only) */
 
     /* headers read in one pass (scan_headers) */
@@ -290,6 +293,69 @@ static bool guard_claim(conn_t *cn)
     return ph == PH_BUSY;
 }
 
+/* Connections whose client has gone while the broker waits for its bytes.
+ * libmicrohttpd 0.9.75 reads with edge-triggered epoll and takes a short
+ * read as the socket drained: when the client's last bytes and its FIN
+ * arrive together, the read gets the bytes, the FIN raises no new edge, and
+ * the connection (a head or body that can now never complete, or an idle
+ * keep-alive) holds its slot until its deadline. Under the registry's lock
+ * (so that no fd is closed meanwhile) one poll(2) over the connections that
+ * wait on their client finds those whose peer shut its side (POLLRDHUP) with
+ * nothing left unread (FIONREAD 0); one found so on two walks in a row (200
+ * ms apart: a request whose last bytes were read is claimed by its worker
+ * long before) is shut down, which raises the event libmicrohttpd missed: it
+ * reads the end and frees the slot, as it does when it sees the FIN itself.
+ * Nothing is answered (libmicrohttpd answers nothing to a client that closed
+ * mid-request either). Returns how many were shut. */
+static int guard_hangups(void)
+{
+    static struct pollfd *pfd;
+    static conn_t       **pcn;
+    static size_t         cap;
+    size_t                n = 0;
+    for (conn_t *cn = guard.head; cn; cn = cn->next) {
+        int ph = atomic_load(&cn->phase);
+        if (ph != PH_HEAD0 && ph != PH_IDLE && ph != PH_BODY) {
+            cn->hup_walks = 0;
+            continue;
+        }
+        if (n == cap) {
+            size_t c = cap ? cap * 2 : 256;
+            struct pollfd *np = realloc(pfd, c * sizeof *pfd);
+            if (!np) break;
+            pfd = np;
+            conn_t **nc = realloc(pcn, c * sizeof *pcn);
+            if (!nc) break;
+            pcn = nc;
+            cap = c;
+        }
+        pfd[n] = (struct pollfd){.fd = cn->fd, .events = POLLRDHUP};
+        pcn[n++] = cn;
+    }
+    if (!n || poll(pfd, (nfds_t)n, 0) <= 0) {
+        for (size_t i = 0; i < n; i++) pcn[i]->hup_walks = 0;
+        return 0;
+    }
+    int shut = 0;
+    for (size_t i = 0; i < n; i++) {
+        conn_t *cn = pcn[i];
+        int     unread = 1;
+        if (!(pfd[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) || ioctl(cn->fd, FIONREAD, &unread) != 0 ||
+            unread != 0) {
+            cn->hup_walks = 0;
+            continue;
+        }
+        if (++cn->hup_walks < 2) continue;
+        int ph = atomic_load(&cn->phase);
+        if ((ph == PH_HEAD0 || ph == PH_IDLE || ph == PH_BODY) &&
+            atomic_compare_exchange_strong(&cn->phase, &ph, PH_CUT)) {
+            shutdown(cn->fd, SHUT_RDWR);
+            shut++;
+        }
+    }
+    return shut;
+}
+
 static void *guard_run(void *arg)
 {
     (void)arg;
@@ -330,7 +396,9 @@ static void *guard_run(void *arg)
             else if (ph != PH_LATE) cut++;           /* a late one was counted when it became late */
             shutdown(cn->fd, SHUT_RDWR);   /* libmicrohttpd sees the end and frees the slot */
         }
+        int gone = guard_hangups();
         pthread_mutex_unlock(&guard.lock);
+        if (gone) LOG_D("http: %d connection(s) closed by their client freed (a missed end of stream)", gone);
         if (cut) atomic_fetch_add(&stats.cut, (uint64_t)cut);
         if (cut) LOG_I("http: %d connection(s) cut: request not complete within its deadline", cut);
         (void)over;

@@ -257,6 +257,40 @@ def test_client_closing_mid_request_frees_its_slot_at_once(broker_factory):
             time.sleep(0.05)
 
 
+@pytest.mark.parametrize("case", ["mid-head", "mid-body", "idle"])
+def test_client_gone_while_the_broker_was_busy_frees_its_slot(broker_factory, case):
+    """The client's last bytes and its FIN arrive while the broker's worker
+    is away (the broker stopped with SIGSTOP meanwhile), so one epoll event
+    carries both: libmicrohttpd reads the bytes, takes the short read as the
+    socket drained and never sees the end (the CI run of 02c40a7 hit it in
+    the test above). The reaper finds such a connection (its peer gone,
+    nothing unread) and frees its slot in well under a second, long before
+    --headerTimeout, --bodyTimeout or --requestTimeout."""
+    b = broker_factory("--maxConnections", "8", "--headerTimeout", "30", "--bodyTimeout", "30",
+                       "--requestTimeout", "30")
+    base = stats(b)["connectionsOpen"]
+    for rnd in range(3):
+        s = connect(b)
+        if case == "idle":                  # answered, kept alive, then closed
+            s.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        time.sleep(0.2)                     # accepted and watched by the broker
+        os.kill(b.proc.pid, 19)             # SIGSTOP
+        try:
+            if case == "mid-head":
+                s.sendall(b"GET /version HTTP/1.1\r\nHost")
+            elif case == "mid-body":
+                s.sendall(post_head("/entities", 500).encode() + b"{\"id\"")
+            s.close()
+            time.sleep(0.1)
+        finally:
+            os.kill(b.proc.pid, 18)         # SIGCONT
+        deadline = time.time() + 3
+        while stats(b)["connectionsOpen"] > base + 1:
+            assert time.time() < deadline, ("a closed connection still holds its slot", case, rnd)
+            time.sleep(0.05)
+
+
 def test_a_thousand_idle_uploads_stay_small_and_are_cut(broker_factory):
     """1,000 connections announce a 1 MiB body and send nothing: the broker's
     RSS stays under 64 MiB (with the ASan build: grows by less than 64 MiB),
