@@ -307,6 +307,11 @@ static bool guard_claim(conn_t *cn)
  * reads the end and frees the slot, as it does when it sees the FIN itself.
  * Nothing is answered (libmicrohttpd answers nothing to a client that closed
  * mid-request either). Returns how many were shut. */
+static bool waits_on_client(int ph)
+{
+    return ph == PH_HEAD0 || ph == PH_IDLE || ph == PH_BODY;
+}
+
 static int guard_hangups(void)
 {
     static struct pollfd *pfd;
@@ -314,8 +319,7 @@ static int guard_hangups(void)
     static size_t         cap;
     size_t                n = 0;
     for (conn_t *cn = guard.head; cn; cn = cn->next) {
-        int ph = atomic_load(&cn->phase);
-        if (ph != PH_HEAD0 && ph != PH_IDLE && ph != PH_BODY) {
+        if (!waits_on_client(atomic_load(&cn->phase))) {
             cn->hup_walks = 0;
             continue;
         }
@@ -347,8 +351,7 @@ static int guard_hangups(void)
         }
         if (++cn->hup_walks < 2) continue;
         int ph = atomic_load(&cn->phase);
-        if ((ph == PH_HEAD0 || ph == PH_IDLE || ph == PH_BODY) &&
-            atomic_compare_exchange_strong(&cn->phase, &ph, PH_CUT)) {
+        if (waits_on_client(ph) && atomic_compare_exchange_strong(&cn->phase, &ph, PH_CUT)) {
             shutdown(cn->fd, SHUT_RDWR);
             shut++;
         }

@@ -8,6 +8,7 @@ Raw sockets, because requests/urllib3 normalise what these tests send."""
 
 import json
 import os
+import signal
 import socket
 import time
 
@@ -275,7 +276,7 @@ def test_client_gone_while_the_broker_was_busy_frees_its_slot(broker_factory, ca
             s.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
             assert s.recv(4096).startswith(b"HTTP/1.1 200")
         time.sleep(0.2)                     # accepted and watched by the broker
-        os.kill(b.proc.pid, 19)             # SIGSTOP
+        os.kill(b.proc.pid, signal.SIGSTOP)
         try:
             if case == "mid-head":
                 s.sendall(b"GET /version HTTP/1.1\r\nHost")
@@ -284,7 +285,7 @@ def test_client_gone_while_the_broker_was_busy_frees_its_slot(broker_factory, ca
             s.close()
             time.sleep(0.1)
         finally:
-            os.kill(b.proc.pid, 18)         # SIGCONT
+            os.kill(b.proc.pid, signal.SIGCONT)
         deadline = time.time() + 3
         while stats(b)["connectionsOpen"] > base + 1:
             assert time.time() < deadline, ("a closed connection still holds its slot", case, rnd)
