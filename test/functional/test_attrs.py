@@ -138,6 +138,30 @@ def test_6_6_3_2_update_keeps_and_moves_the_location_a_geo_query_sees(cli):
     assert _near(cli, 30, 30, typ) == [a] and _near(cli, 10, 50, typ) == [b] and _near(cli, 20, 40, typ) == []
 
 
+def test_6_6_3_2_update_of_one_location_instance_moves_it_alone(cli):
+    """corDB's geo index leaves an entity's cells alone when a write keeps every instance of a
+    GeoProperty equal (a PATCH of other attributes, or of the same Point again); a PATCH of one
+    instance (datasetId) of two moves that one and keeps the other where it was."""
+    typ, a = "Geo%s" % uid().split(":")[-1], uid()
+
+    def loc(lon, lat, ds=None):
+        v = {"type": "GeoProperty", "value": {"type": "Point", "coordinates": [lon, lat]}}
+        if ds:
+            v["datasetId"] = ds
+        return v
+    cli.create(entity(a, typ, location=[loc(10, 50), loc(20, 40, "urn:ngsi-ld:d:1")], speed=prop(1)))
+    assert _near(cli, 10, 50, typ) == [a] and _near(cli, 20, 40, typ) == [a]
+    r = cli.patch("/entities/%s/attrs" % a, {"location": loc(10, 50)})
+    assert r.status_code == 204, r.text
+    assert _near(cli, 10, 50, typ) == [a] and _near(cli, 20, 40, typ) == [a]
+    r = cli.patch("/entities/%s/attrs" % a, {"location": loc(30, 30, "urn:ngsi-ld:d:1")})
+    assert r.status_code == 204, r.text
+    assert _near(cli, 10, 50, typ) == [a] and _near(cli, 30, 30, typ) == [a] and _near(cli, 20, 40, typ) == []
+    r = cli.patch("/entities/%s/attrs" % a, {"speed": prop(2)})
+    assert r.status_code == 204, r.text
+    assert _near(cli, 10, 50, typ) == [a] and _near(cli, 30, 30, typ) == [a]
+
+
 def test_5_6_2_update_appends_non_existing(cli):
     """5.6.2.4 (V1.9.1): an attribute the entity lacks is appended."""
     eid = uid()

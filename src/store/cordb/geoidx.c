@@ -253,8 +253,8 @@ typedef struct geo_place {
 } geo_place_t;
 
 /* A write computes the bbox of each version twice: for its reserve and for
- * its update (a PATCH of other attributes: four geo_bbox calls on the same
- * Point). The reserve records them by value pointer; the update of the same
+ * its update (a PATCH of the location: four geo_bbox calls, two per Point;
+ * one of other attributes skips both, same_geo below). The reserve records them by value pointer; the update of the same
  * (old, e) pair, which comes right after it under the same lock, reads them
  * back, and every update forgets them. An update of another pair (a batch
  * reserves all, then updates each) computes them again. The versions are
@@ -312,6 +312,29 @@ static void grid_place(const cdb_geogrid_t *g, const cr_entity_t *e, geo_place_t
         pl->x1[pl->n] = x1;
         pl->y1[pl->n] = y1;
         pl->n++;
+    }
+}
+
+/* Whether both versions hold the same instances of g->prop (in order, equal
+ * values): then they are placed alike and the write leaves the grid as it is
+ * (a PATCH of other attributes compares one Point instead of placing it four
+ * times and looking its cell up twice). */
+static bool same_geo(const cdb_geogrid_t *g, const cr_entity_t *old, const cr_entity_t *e)
+{
+    uint16_t i = 0, j = 0;
+
+    if (!old || !e)
+        return false;
+    for (;;) {
+        while (i < old->n_attrs && (old->attrs[i].name != g->prop || old->attrs[i].kind != ATTR_GEOPROPERTY))
+            i++;
+        while (j < e->n_attrs && (e->attrs[j].name != g->prop || e->attrs[j].kind != ATTR_GEOPROPERTY))
+            j++;
+        if (i == old->n_attrs || j == e->n_attrs)
+            return i == old->n_attrs && j == e->n_attrs;
+        const json_t *a = old->attrs[i++].value, *b = e->attrs[j++].value;
+        if (a != b && (!a || !b || !json_equal(a, b)))
+            return false;
     }
 }
 
@@ -442,6 +465,8 @@ bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entit
     for (uint32_t i = 0; i < gi->n; i++) {
         cdb_geogrid_t *g = &gi->g[i];
 
+        if (same_geo(g, old, e))
+            continue;
         grid_place(g, e, &to, gi, MEMO_RECORD);
         if (place_empty(&to))
             continue;
@@ -461,6 +486,8 @@ void cdb_geoidx_update(cdb_geoidx_t *gi, uint32_t slot, const cr_entity_t *old,
     for (uint32_t i = 0; i < gi->n; i++) {
         cdb_geogrid_t *g = &gi->g[i];
 
+        if (same_geo(g, old, e))
+            continue;
         grid_place(g, old, &from, gi, mode);
         grid_place(g, e, &to, gi, mode);
         if (place_empty(&from) && place_empty(&to))
