@@ -24,6 +24,7 @@ in --in (test/perf/results/, committed, by default):
   pgo_callgrind.csv          callgrind_requests.py --csv: the same builds' instructions per request
   tune_<workload>.csv        tuneCompare.py: out of the box / tuned profile / tuned, per run
   tune_<workload>-result.json  make tune's own comparison (tune-result.json)
+  headroom_<workload>.csv    ingest_headroom.py: the responder with a busy-wait per request beside the broker
 doc/performance.md: report.py rewrites only what stands between a marker
 `<!-- report:NAME -->` and the next `<!-- /report -->` (NAME: a key of
 PERF_SECTIONS below); the rest of the file is left as it is. doc/tuning.md
@@ -314,6 +315,60 @@ def targets_section(indir, md):
                 md.append("| %s | `make tune` end to end in under 20 minutes | %.1f min | %s |" % (
                     name, el / 60, "yes" if el < 1200 else "**no**"))
     md.append("")
+
+
+def headroom_section(indir, md, plots):
+    """headroom_<workload>.csv (ingest_headroom.py): the trivial responder with a busy-wait per request
+    beside the broker, the same wrk script; what a target rate leaves of the broker's own work."""
+    files = sorted(glob.glob(os.path.join(indir, "headroom_*.csv")))
+    if not files:
+        return
+    md.append("## What the broker's own work per request costs the rate\n")
+    md.append("The trivial libmicrohttpd responder answers the workload's wrk script after busy-waiting a fixed time "
+              "per request in user space (test/perf/trivial_responder.c's spin_ns), alternated run by run with the "
+              "broker out of the box (an empty store each run, as above): the curve of the rate against the work "
+              "per request on this machine, and where the broker's own CPU per request places it. The system CPU "
+              "per request rises as the server slows, for the responder as for the broker: a fast server finds "
+              "the load generator awake, a slow one wakes it for each answer.\n")
+    for path in files:
+        name = os.path.basename(path)[9:-4]
+        rows = read_csv(path)
+        md.append("### %s\n" % name)
+        md.append(provenance(meta(path)) + "\n")
+        md.append("| way | median requests/s | spread | runs | user CPU µs per request | system CPU µs per request "
+                  "| failed |")
+        md.append("|---|---:|---:|---|---:|---:|---:|")
+        ways = list(dict.fromkeys((r["way"], r["spinNs"]) for r in rows))
+        med = {}
+        for way, spin in ways:
+            rs = [r for r in rows if r["way"] == way and r["spinNs"] == spin]
+            xs = [float(r["rps"]) for r in rs]
+            med[(way, spin)] = (statistics.median(xs),
+                                statistics.median(float(r["userUsPerRequest"]) for r in rs))
+            md.append("| %s | %.0f | %s | %s | %.2f | %.2f | %d |" % (
+                way if way != "responder" else "responder + %s ns of work" % spin, med[(way, spin)][0], spread(xs),
+                ", ".join(r["rps"] for r in rs), med[(way, spin)][1],
+                statistics.median(float(r["sysUsPerRequest"]) for r in rs),
+                sum(int(r["failedRequests"]) for r in rs)))
+        floor = next((t[2] for t in TARGETS if t[0] == name), None)
+        plain = med.get(("responder", "0"))
+        broker = next((v for (w, _), v in med.items() if w == "coraine"), None)
+        if floor and plain and broker:
+            fits = [int(sp) for (w, sp), v in med.items() if w == "responder" and v[0] >= floor]
+            md.append("\nThe broker's user CPU per request less the plain responder's: %.2f µs (its own work). "
+                      "The target of %d requests/s is reached by the responder with %s." % (
+                          broker[1] - plain[1], floor,
+                          "up to %d ns of added work (the largest spin measured that reaches it)" % max(fits)
+                          if fits else "none of the spins measured, not even without added work"))
+        md.append("")
+        spins = sorted(int(sp) for (w, sp) in med if w == "responder")
+        if broker and plain and spins:
+            plots.append(("%s: requests/s against the work per request" % name, provenance(meta(path)), svg_lines(
+                "%s: requests/s against the server's own work" % name, "user CPU µs per request (less the plain "
+                "responder's)", "requests/s",
+                [("responder + spin", [(med[("responder", str(sp))][1] - plain[1], med[("responder", str(sp))][0])
+                                       for sp in spins]),
+                 ("coraine", [(broker[1] - plain[1], broker[0])])])))
 
 
 def svg_lines(title, xlabel, ylabel, series, logy=False):
@@ -744,6 +799,7 @@ def main():
         pgo_section(a.indir, md, plots)
         compare_section(a.indir, md, plots)
         targets_section(a.indir, md)
+        headroom_section(a.indir, md, plots)
         os.makedirs(os.path.dirname(a.md), exist_ok=True)
         with open(a.md, "w") as f:
             f.write("\n".join(md).rstrip() + "\n")

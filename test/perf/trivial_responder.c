@@ -5,16 +5,21 @@
  * answering every request with a fixed
  * ~400-byte JSON entity. Whatever coraine does beyond this costs requests/s.
  *
- *   trivial_responder <port> [threads] [n]
+ *   trivial_responder <port> [threads] [n] [spin_ns]
  *
  * With n > 0 the answer is a JSON array of n copies of the entity: the
  * yardstick for a query page of n entities (the same bytes on the wire).
+ * With spin_ns > 0 each answer first busy-waits that long in user space (on
+ * the vDSO clock: no system call), standing for a broker's own work per
+ * request: test/perf/tune/ingest_headroom.py measures what each microsecond
+ * of it costs in requests/s on the machine.
  */
 #include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char entity[] =
@@ -26,6 +31,16 @@ static const char entity[] =
 
 static const char *body = entity;
 static size_t      body_len = sizeof entity - 1;
+static long        spin_ns;
+
+static void spin(void)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < spin_ns);
+}
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **req_cls)
@@ -34,6 +49,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     (void)cls; (void)url; (void)method; (void)version; (void)upload;
     if (*req_cls == NULL) { *req_cls = &marker; return MHD_YES; }
     if (*upload_size) { *upload_size = 0; return MHD_YES; }
+    if (spin_ns > 0) spin();
     struct MHD_Response *r = MHD_create_response_from_buffer(body_len, (void *)body, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Link", "<https://uri.etsi.org/ngsi-ld/v1/ngsi-ld-core-context-v1.8.jsonld>; "
@@ -48,6 +64,7 @@ int main(int argc, char **argv)
     int port = argc > 1 ? atoi(argv[1]) : 8080;
     int threads = argc > 2 ? atoi(argv[2]) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     int n = argc > 3 ? atoi(argv[3]) : 0;
+    spin_ns = argc > 4 ? atol(argv[4]) : 0;
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (n > 0) {
         size_t el = sizeof entity - 1;

@@ -92,10 +92,23 @@ def start_mongo():
 
 # ---- the measurements --------------------------------------------------------------------
 
-def cpu_seconds(pid):
+def cpu_split(pid):
+    """(user, system) CPU seconds of a process, every thread, from /proc."""
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tck, int(fields[12]) / tck
+
+
+def cpu_seconds(pid):
+    return sum(cpu_split(pid))
+
+
+def cpu_delta(res, pid, before):
+    """brokerCpuSeconds and its user / system parts since `before` (a cpu_split)."""
+    u, s = cpu_split(pid)
+    res["brokerUserSeconds"], res["brokerSysSeconds"] = round(u - before[0], 2), round(s - before[1], 2)
+    res["brokerCpuSeconds"] = round(u + s - before[0] - before[1], 2)
 
 
 def peak_rss_kib(pid):
@@ -212,9 +225,9 @@ def run(gendir, binary, duration, warmup, preload, flags):
             wrk(port, script, warmup, conns, load_cpus)
         before_rx = settle(base, rbase, drain)
         before = stats(base)
-        cpu0 = cpu_seconds(broker.pid)
+        cpu0 = cpu_split(broker.pid)
         r = wrk(port, script, duration, conns, load_cpus)
-        res["brokerCpuSeconds"] = round(cpu_seconds(broker.pid) - cpu0, 2)
+        cpu_delta(res, broker.pid, cpu0)
         after_rx = settle(base, rbase, drain)
         after = stats(base)
         res.update(r)
@@ -245,11 +258,12 @@ def run(gendir, binary, duration, warmup, preload, flags):
     return res
 
 
-def run_ceiling(gendir, duration, warmup):
+def run_ceiling(gendir, duration, warmup, spin_ns=0):
     """The machine's ceiling for the mix: the same wrk script against the trivial libmicrohttpd responder
     (test/perf/trivial_responder.c: coraine's HTTP layer answering every request with a fixed entity, a
     thread per core as coraine's pool), so a rate the broker cannot reach is told from one the machine
-    cannot. No store, no notifications."""
+    cannot. No store, no notifications. spin_ns: the responder busy-waits that long per answer (a
+    stand-in for a broker's own work, ingest_headroom.py)."""
     with open(os.path.join(gendir, "workload.json")) as f:
         w = json.load(f)
     load_cpus = os.environ.get("TUNE_LOAD_CPUS", "")
@@ -258,7 +272,7 @@ def run_ceiling(gendir, duration, warmup):
            "notificationsDelivered": 0, "notificationsLost": 0}
     port = free_port()
     proc = subprocess.Popen(taskset(os.environ.get("TUNE_BROKER_CPUS", "")) +
-                            [binary, str(port), str(os.cpu_count() or 1)],
+                            [binary, str(port), str(os.cpu_count() or 1), "0", str(int(spin_ns))],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_up("http://127.0.0.1:%d/" % port, proc)
@@ -266,7 +280,9 @@ def run_ceiling(gendir, duration, warmup):
         conns = w["load"]["concurrency"]
         if warmup > 0:
             wrk(port, script, warmup, conns, load_cpus)
+        cpu0 = cpu_split(proc.pid)
         res.update(wrk(port, script, duration, conns, load_cpus))
+        cpu_delta(res, proc.pid, cpu0)
     except (RuntimeError, OSError, ValueError, AttributeError, subprocess.TimeoutExpired) as e:
         res["error"] = str(e)
     finally:
