@@ -195,6 +195,11 @@ def pgo_section(indir, md, plots):
 def compare_section(indir, md, plots):
     files = sorted(glob.glob(os.path.join(indir, "tune_*.csv")))
     md.append("## What make tune is worth, per workload\n")
+    md.append("wrk runs on the same cores as the broker, so what it spends per request is taken from the rate: "
+              "the generated script (tuneGen.py) formats each kind of request once and sends copies with the "
+              "entity's number or the create's counter put in, the same bytes as wrk.format. Tables measured "
+              "before c295fd7 used a script that formatted every request afresh (more of wrk's CPU "
+              "per request, the same bytes on the wire); the commit each table names tells which.\n")
     if not files:
         md.append("Not measured yet: `make tune-compare WORKLOAD=test/perf/tune/workload.example.json` and the same "
                   "with workload.ingest.json (each: make pgo, make tune, then three ways x three runs).\n")
