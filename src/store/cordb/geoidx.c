@@ -254,7 +254,8 @@ typedef struct geo_place {
 
 /* A write computes the bbox of each version twice: for its reserve and for
  * its update (a PATCH of the location: four geo_bbox calls, two per Point;
- * one of other attributes skips both, same_geo below). The reserve records them by value pointer; the update of the same
+ * one of other attributes skips both, same_geo below). The reserve records
+ * them by value pointer; the update of the same
  * (old, e) pair, which comes right after it under the same lock, reads them
  * back, and every update forgets them. An update of another pair (a batch
  * reserves all, then updates each) computes them again. The versions are

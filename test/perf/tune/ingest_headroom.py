@@ -58,7 +58,7 @@ def main():
     ways = [("responder", s) for s in spins] + [("coraine", None)]
     rows = []
     for run in range(1, a.runs + 1):
-        for k, (way, spin) in enumerate(ways if run % 2 else list(reversed(ways))):
+        for way, spin in (ways if run % 2 else list(reversed(ways))):
             if way == "coraine":
                 res = tuneRun.run(gendir, a.bin, a.duration, a.warmup, "", [])
             else:
