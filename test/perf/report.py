@@ -334,15 +334,18 @@ def headroom_section(indir, md, plots):
               "broker out of the box (an empty store each run, as above): the curve of the rate against the work "
               "per request on this machine, and where the broker's own CPU per request places it. The system CPU "
               "per request rises as the server slows, for the responder as for the broker: a fast server finds "
-              "the load generator awake, a slow one wakes it for each answer.\n")
+              "the load generator awake, a slow one wakes it for each answer. The page faults per request are the "
+              "server's minor faults (/proc/PID/stat) over the measured run: each is a fresh page the kernel zeroes "
+              "and maps, in the kernel's share of the CPU; the broker's store grows with every create, the "
+              "responder's memory does not.\n")
     for path in files:
         name = os.path.basename(path)[9:-4]
         rows = read_csv(path)
         md.append("### %s\n" % name)
         md.append(provenance(meta(path)) + "\n")
         md.append("| way | median requests/s | spread | runs | user CPU µs per request | system CPU µs per request "
-                  "| failed |")
-        md.append("|---|---:|---:|---|---:|---:|---:|")
+                  "| page faults per request | failed |")
+        md.append("|---|---:|---:|---|---:|---:|---:|---:|")
         ways = list(dict.fromkeys((r["way"], r["spinNs"]) for r in rows))
         med = {}
         for way, spin in ways:
@@ -350,10 +353,12 @@ def headroom_section(indir, md, plots):
             xs = [float(r["rps"]) for r in rs]
             med[(way, spin)] = (statistics.median(xs),
                                 statistics.median(float(r["userUsPerRequest"]) for r in rs))
-            md.append("| %s | %.0f | %s | %s | %.2f | %.2f | %d |" % (
+            faults = [float(r["faultsPerRequest"]) for r in rs if r.get("faultsPerRequest")]
+            md.append("| %s | %.0f | %s | %s | %.2f | %.2f | %s | %d |" % (
                 way if way != "responder" else "responder + %s ns of work" % spin, med[(way, spin)][0], spread(xs),
                 ", ".join(r["rps"] for r in rs), med[(way, spin)][1],
                 statistics.median(float(r["sysUsPerRequest"]) for r in rs),
+                "%.3f" % statistics.median(faults) if faults else "-",
                 sum(int(r["failedRequests"]) for r in rs)))
         floor = next((t[2] for t in TARGETS if t[0] == name), None)
         plain = med.get(("responder", "0"))

@@ -11,7 +11,8 @@ broker) answers the workload's wrk script (tuneGen.py) after busy-waiting
 (tuneRun.run: an empty store, the entities, the warm-up, the measured run)
 answers the same script; alternated run by run, --runs times. Per way: the
 median requests/s with the spread, and the server's user and system CPU
-microseconds per request (/proc, every thread). The spins give the curve of
+microseconds per request (/proc, every thread) and its page faults per request
+(a store that grows pays one per fresh page). The spins give the curve of
 the rate against the work per request; the broker's user CPU per request,
 less the plain responder's, places it on that curve. The system time rises as
 the server slows for every server alike (the peer's wake-ups: a fast server
@@ -68,10 +69,12 @@ def main():
             rows.append({"way": way, "spinNs": "" if spin is None else spin, "run": run, "rps": round(res["rps"]),
                          "userUsPerRequest": per_request(res, "brokerUserSeconds"),
                          "sysUsPerRequest": per_request(res, "brokerSysSeconds"),
+                         "faultsPerRequest": round(res["brokerMinorFaults"] / res["requests"], 3)
+                         if res.get("brokerMinorFaults") is not None and res["requests"] else "",
                          "failedRequests": res["failedRequests"]})
-            tuneRun.log("headroom %s run %d %s: %d requests/s, user %s sys %s us per request" % (
+            tuneRun.log("headroom %s run %d %s: %d requests/s, user %s sys %s us, %s page faults per request" % (
                 name, run, way if spin is None else "responder+%d ns" % spin, res["rps"],
-                rows[-1]["userUsPerRequest"], rows[-1]["sysUsPerRequest"]))
+                rows[-1]["userUsPerRequest"], rows[-1]["sysUsPerRequest"], rows[-1]["faultsPerRequest"]))
     path = a.csv or os.path.join(ROOT, "test", "perf", "results", "headroom_%s.csv" % name)
     tuneRun.write_csv(path, rows, "test/perf/tune/ingest_headroom.py", workload=name, durationSeconds=a.duration,
                       binary=os.path.relpath(os.path.abspath(a.bin), ROOT))
@@ -81,7 +84,8 @@ def main():
         table.append({"way": way if spin is None else "responder + %d ns" % spin,
                       "median requests/s": round(statistics.median(r["rps"] for r in rs)),
                       "user us/request": statistics.median(float(r["userUsPerRequest"]) for r in rs),
-                      "sys us/request": statistics.median(float(r["sysUsPerRequest"]) for r in rs)})
+                      "sys us/request": statistics.median(float(r["sysUsPerRequest"]) for r in rs),
+                      "faults/request": statistics.median(float(r["faultsPerRequest"]) for r in rs)})
     tuneRun.print_table(table, "ingest_headroom %s (%s)" % (name, path))
 
 

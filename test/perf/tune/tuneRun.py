@@ -15,9 +15,10 @@ start_mongo(). The notifications go to the receiver (build/release/tools/receive
 The JSON line: rps, p99us, requests, failedRequests (non-2xx and socket
 errors), notificationsDue (the broker's /statistics, during the measured run),
 notificationsDelivered (what the receiver got for them, after the queues
-drained), notificationsLost (due - delivered), brokerCpuSeconds, peakRssKiB,
-and "error" when the run could not be made (it then counts as failed, and
-the exit status is 1).
+drained), notificationsLost (due - delivered), brokerCpuSeconds (and its
+brokerUserSeconds, brokerSysSeconds), brokerMinorFaults (the page faults of
+the measured run), peakRssKiB, and "error" when the run could not be made (it
+then counts as failed, and the exit status is 1).
 Environment: TUNE_DURATION, TUNE_WARMUP (the defaults of --duration, --warmup),
 TUNE_BROKER_CPUS, TUNE_LOAD_CPUS (taskset lists), TUNE_DRAIN (s to wait for the
 notification queues, 30), CORAINE_RECEIVER (the receiver binary).
@@ -98,6 +99,13 @@ def cpu_split(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     tck = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tck, int(fields[12]) / tck
+
+
+def minor_faults(pid):
+    """The minor page faults of a process so far, every thread (/proc/PID/stat minflt): a fault is a
+    fresh page the kernel zeroes and maps, what a store that grows pays per page of it."""
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
 def cpu_seconds(pid):
@@ -225,9 +233,10 @@ def run(gendir, binary, duration, warmup, preload, flags):
             wrk(port, script, warmup, conns, load_cpus)
         before_rx = settle(base, rbase, drain)
         before = stats(base)
-        cpu0 = cpu_split(broker.pid)
+        cpu0, flt0 = cpu_split(broker.pid), minor_faults(broker.pid)
         r = wrk(port, script, duration, conns, load_cpus)
         cpu_delta(res, broker.pid, cpu0)
+        res["brokerMinorFaults"] = minor_faults(broker.pid) - flt0
         after_rx = settle(base, rbase, drain)
         after = stats(base)
         res.update(r)
@@ -280,9 +289,10 @@ def run_ceiling(gendir, duration, warmup, spin_ns=0):
         conns = w["load"]["concurrency"]
         if warmup > 0:
             wrk(port, script, warmup, conns, load_cpus)
-        cpu0 = cpu_split(proc.pid)
+        cpu0, flt0 = cpu_split(proc.pid), minor_faults(proc.pid)
         res.update(wrk(port, script, duration, conns, load_cpus))
         cpu_delta(res, proc.pid, cpu0)
+        res["brokerMinorFaults"] = minor_faults(proc.pid) - flt0
     except (RuntimeError, OSError, ValueError, AttributeError, subprocess.TimeoutExpired) as e:
         res["error"] = str(e)
     finally:
