@@ -67,6 +67,7 @@ void api_version(request_t *r)
     const char *alloc_lib;
     jw_key(&w, "allocator"); jw_string(&w, allocator_in_use(&alloc_lib));
     jw_key(&w, "allocatorLibrary"); jw_string(&w, alloc_lib);
+    jw_key(&w, "hugePages"); jw_bool(&w, entity_blocks_pooled());
     jw_key(&w, "dbLockPrefer"); jw_string(&w, cr_config.db_lock_prefer);
     jw_key(&w, "ngsildVersion"); jw_string(&w, "1.9.1");
     jw_key(&w, "coreContext"); jw_string(&w, LD_CORE_CONTEXT_URL);

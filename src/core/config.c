@@ -47,6 +47,7 @@ static flag_t flags[] = {
     {"dbSnapshotSize", F_SIZE, &cr_config.db_snapshot_size, "64M", NULL, "corDB on disk: bytes of log after which a snapshot is written, k/M/G suffixes (0: only on demand)"},
     {"dbRecover", F_STR, &cr_config.db_recover, "stop", "stop|truncate", "corDB on disk: a corrupt log record stops the start (stop) or the log is cut there (truncate)"},
     {"dbLockPrefer", F_STR, &cr_config.db_lock_prefer, "reads", "reads|writes", "corDB store lock: who goes first when both wait"},
+    {"hugePages", F_BOOL, &cr_config.huge_pages, "true", NULL, "keep the frozen entities (the store's and the history's) in a pool on transparent huge pages: fewer page faults as the store grows (false: malloc'd; doc/cordb.md)"},
     {"connectionPoolSize", F_INT, &cr_config.connection_pool_size, "0", NULL, "HTTP worker threads (0: one per core; 16 with --dbSync always or --database mongoc)"},
     {"maxConnections", F_INT, &cr_config.max_connections, "4096", NULL, "concurrent client connections (503 beyond)"},
     {"maxTenants", F_INT, &cr_config.max_tenants, "10000", NULL, "tenants, the default one included"},

@@ -8,7 +8,8 @@
  *    one arena_free()/arena_reset();
  *  - interned names live for the whole process: two interned strings are
  *    equal iff their pointers are equal;
- *  - the store owns its memory with plain malloc, never an arena;
+ *  - the store owns its memory with plain malloc (its frozen entities: the
+ *    block pool, blockpool.c), never an arena;
  *  - out of memory is not an error a caller handles: cr_xmalloc and friends,
  *    the arena and the intern table log one line and abort (see xalloc.c).
  */
@@ -46,6 +47,23 @@ char *cr_xstrdup(const char *s);
 char *cr_xstrndup(const char *s, size_t n);
 /* Logs "out of memory (<what>, <n> bytes)" and aborts. */
 _Noreturn void cr_oom(const char *what, size_t n);
+
+/* The store's long-lived blocks (frozen entities) on transparent huge pages
+ * (blockpool.c): blockpool_alloc never returns NULL (a block it cannot carve
+ * is malloc'd); blockpool_free takes the n it was allocated with, and frees
+ * a malloc'd block too. blockpool_available: the pool's address space is
+ * reserved (false: every block is malloc'd). */
+typedef struct blockpool_stats {
+    size_t reserved;        /* address space (bytes) */
+    size_t writable;        /* of it made writable */
+    size_t in_use;          /* bytes of live blocks (their classes' sizes) */
+    size_t slabs;           /* bytes of the slabs that hold them (and one empty slab per class at most) */
+    size_t released;        /* bytes of emptied slabs given back to the system, not yet reused */
+} blockpool_stats_t;
+void *blockpool_alloc(size_t n);
+void  blockpool_free(void *p, size_t n);
+bool  blockpool_available(void);
+void  blockpool_stats(blockpool_stats_t *st);
 
 /* ------------------------------------------------------------------ arena */
 
@@ -245,6 +263,7 @@ typedef struct cr_config {
     size_t      db_segment_size;     /* --dbSegmentSize (0: a segment per snapshot) */
     const char *db_recover;          /* --dbRecover stop|truncate */
     const char *db_lock_prefer;      /* --dbLockPrefer reads|writes */
+    bool        huge_pages;          /* --hugePages: frozen entities in the block pool (blockpool.c) */
     const char *db_uri;              /* --dbURI (mongoc) */
     const char *db_name;             /* --dbName: database name prefix (mongoc) */
     const char *db_write_concern;    /* --dbWriteConcern auto|majority|1 (mongoc) */

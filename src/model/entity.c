@@ -3,7 +3,8 @@
  * the syntax checks every module shares (URIs, names of 4.6.2, scopes of
  * 4.18), lookups on an entity, and frozen entities.
  *
- * A frozen entity is ONE malloc'd block, laid out as
+ * A frozen entity is ONE block (from the block pool, core.h, or malloc),
+ * laid out as
  *
  *   [cr_entity_t][types][attrs][value nodes, sub-attribute arrays ...][strings]
  *
@@ -413,6 +414,19 @@ static cr_entity_t *fz_entity(freezer_t *fz, const cr_entity_t *d)
     return e;
 }
 
+/* Under AddressSanitizer the blocks stay malloc'd, so that it sees every
+ * access to a frozen entity (the pool's own code is tested in test_core.c). */
+#if defined(__SANITIZE_ADDRESS__)
+#define ENTITY_BLOCKS_MALLOC 1
+#else
+#define ENTITY_BLOCKS_MALLOC 0
+#endif
+
+bool entity_blocks_pooled(void)
+{
+    return cr_config.huge_pages && !ENTITY_BLOCKS_MALLOC && blockpool_available();
+}
+
 /* NULL when the block would exceed 4 GiB (sizes are 32-bit); out of memory
  * aborts (cr_xmalloc). */
 cr_entity_t *entity_freeze(const cr_entity_t *draft)
@@ -429,7 +443,7 @@ cr_entity_t *entity_freeze(const cr_entity_t *draft)
     if (size > UINT32_MAX)
         return NULL;
 
-    char *block = cr_xmalloc(size);
+    char *block = entity_blocks_pooled() ? blockpool_alloc(size) : cr_xmalloc(size);
     fz.fill = true;
     fz.obj  = block;
     fz.str  = block + fz.n_obj;
@@ -449,6 +463,6 @@ void entity_unref(cr_entity_t *e)
 {
     if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         render_cache_release(e->render_cache);
-        free(e);
+        blockpool_free(e, e->bytes);
     }
 }

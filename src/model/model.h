@@ -8,7 +8,7 @@
  * One representation serves two lifetimes:
  *  - a draft: built from a request body in the request arena (entity_parse),
  *    its strings and values pointing into the parsed body;
- *  - a frozen entity: entity_freeze() lays the whole entity out in ONE malloc'd
+ *  - a frozen entity: entity_freeze() lays the whole entity out in ONE
  *    block (names stay interned, values typed, nothing to parse again), with a
  *    reference count. Frozen entities are immutable: a write builds a new one
  *    and the store swaps the pointer, so a reader that holds a reference can
@@ -132,6 +132,7 @@ bool model_valid_scope(const char *s);
 
 /* Frozen entities */
 cr_entity_t *entity_freeze(const cr_entity_t *draft);     /* one block, refs = 1; NULL beyond 4 GiB */
+bool         entity_blocks_pooled(void);                  /* frozen blocks come from the block pool (--hugePages) */
 void         entity_ref(cr_entity_t *e);
 void         entity_unref(cr_entity_t *e);                /* frees at 0 */
 bool         entity_has_type(const cr_entity_t *e, const char *type);  /* interned */

@@ -299,6 +299,28 @@ def test_version_endpoint(cli):
     assert isinstance(v["version"], str) and v["version"]
 
 
+def test_version_says_whether_frozen_entities_are_on_huge_pages(broker_factory, make_client):
+    """--hugePages (blockpool.c): on by default, the store's entities in the block pool (an
+    AddressSanitizer build keeps them malloc'd, so that it sees every access); off, malloc'd.
+    Either way an entity is created, read, patched, replaced and deleted alike."""
+    for flags, want in (((), None), (("--hugePages=false",), False)):
+        cli = make_client(broker_factory(*flags))
+        v = cli.get("/version").json()
+        if want is None:
+            want = v["allocator"] != "asan"
+        assert v["hugePages"] is want, v
+        eid = uid("Vehicle")
+        assert cli.post(API + "/entities", entity(eid, "Vehicle", speed=prop(1))).status_code == 201
+        for i in range(50):     # a new block each time, the old one freed
+            assert cli.patch(API + "/entities/%s/attrs" % eid, {"speed": prop(i), "note": prop("x" * i * 40)}).status_code == 204
+        got = cli.entity(eid)
+        assert got["speed"]["value"] == 49 and got["note"]["value"] == "x" * 49 * 40
+        assert cli.put(API + "/entities/%s" % eid, {"type": "Vehicle", "speed": prop(7)}).status_code == 204
+        assert cli.entity(eid)["speed"]["value"] == 7
+        assert cli.delete(API + "/entities/%s" % eid).status_code == 204
+        assert cli.get(API + "/entities/%s" % eid).status_code == 404
+
+
 def test_statistics_endpoint_counts_requests(cli):
     r = cli.get("/statistics")
     assert r.status_code == 200

@@ -1,4 +1,4 @@
-/* Unit tests of core/: arena, sbuf, interning, time, problems, flags. */
+/* Unit tests of core/: arena, sbuf, interning, time, problems, flags, the block pool. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -353,6 +354,117 @@ static void flag_bounds(void **state)
     assert_true(load1("--port", "1026"));
 }
 
+/* The block pool (blockpool.c): a block of n bytes comes back aligned to
+ * 64, writable for n bytes, from a class of at most 12.5 % slack; a freed
+ * block is the next one of its class; blocks over 16 KiB are malloc'd and
+ * freed as such; slabs that empty go back to the system (but the last one
+ * of a class) and serve another class; threads allocating and freeing at
+ * once lose nothing. */
+static void block_pool(void **state)
+{
+    (void)state;
+    if (!blockpool_available())
+        skip();                          /* no address space for it here: everything is malloc'd */
+    blockpool_stats_t s0, s1;
+    blockpool_stats(&s0);
+    static const size_t sizes[] = {1, 63, 64, 65, 500, 512, 513, 700, 1024, 1025, 4096, 9000, 16384};
+    void *p[CR_ARRAY_LEN(sizes)];
+    for (size_t i = 0; i < CR_ARRAY_LEN(sizes); i++) {
+        p[i] = blockpool_alloc(sizes[i]);
+        assert_int_equal((uintptr_t)p[i] % 64, 0);
+        memset(p[i], (int)i + 1, sizes[i]);
+    }
+    for (size_t i = 0; i < CR_ARRAY_LEN(sizes); i++)            /* no block overlaps another */
+        for (size_t k = 0; k < sizes[i]; k++)
+            assert_int_equal(((unsigned char *)p[i])[k], i + 1);
+    blockpool_stats(&s1);
+    size_t asked = 0;
+    for (size_t i = 0; i < CR_ARRAY_LEN(sizes); i++)
+        asked += sizes[i];
+    assert_true(s1.in_use - s0.in_use >= asked && s1.in_use - s0.in_use <= asked + asked / 8 + 64 * CR_ARRAY_LEN(sizes));
+    assert_true(s1.writable >= s1.slabs && s1.slabs >= s1.in_use);
+    blockpool_free(p[7], 700);
+    void *again = blockpool_alloc(690);                          /* the same class: the freed block */
+    assert_ptr_equal(again, p[7]);
+    blockpool_free(again, 690);
+    for (size_t i = 0; i < CR_ARRAY_LEN(sizes); i++)
+        if (i != 7)
+            blockpool_free(p[i], sizes[i]);
+    blockpool_stats(&s1);
+    assert_int_equal(s1.in_use, s0.in_use);
+    void *big = blockpool_alloc(16385);                          /* malloc'd, and freed by free() */
+    memset(big, 7, 16385);
+    blockpool_free(big, 16385);
+    blockpool_free(NULL, 10);
+    void *m = cr_xmalloc(100);                                   /* a malloc'd block is told apart */
+    blockpool_free(m, 100);
+
+    /* 5 slabs of 3000-byte blocks (3072: 21 a slab), all freed: 4 go back */
+    enum { N = 105 };
+    void *b[N];
+    blockpool_stats(&s0);
+    for (int i = 0; i < N; i++)
+        memset(b[i] = blockpool_alloc(3000), 0x5a, 3000);
+    blockpool_stats(&s1);
+    assert_int_equal(s1.slabs - s0.slabs, 5 * (64 << 10));
+    for (int i = 0; i < N; i++)
+        blockpool_free(b[i], 3000);
+    blockpool_stats(&s1);
+    assert_int_equal(s1.in_use, s0.in_use);
+    assert_int_equal(s1.slabs - s0.slabs, 64 << 10);             /* the class keeps one */
+    assert_int_equal(s1.released - s0.released, 4 * (64 << 10));
+    void *o = blockpool_alloc(10000);                            /* another class takes a slab back */
+    blockpool_stats(&s1);
+    assert_int_equal(s1.released - s0.released, 3 * (64 << 10));
+    for (int i = 0; i < 10000; i++)
+        assert_int_equal(((unsigned char *)o)[i], 0);            /* given back: zero pages again */
+    blockpool_free(o, 10000);
+}
+
+#define POOL_THREADS 4
+#define POOL_ROUNDS  20000
+
+static void *pool_worker(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void    *held[64] = {0};
+    size_t   len[64]  = {0};
+    for (int r = 0; r < POOL_ROUNDS; r++) {
+        unsigned k = (unsigned)rand_r(&seed) % 64;
+        if (held[k]) {
+            for (size_t b = 0; b < len[k]; b++)
+                if (((unsigned char *)held[k])[b] != (unsigned char)(k + (uintptr_t)arg))
+                    return (void *)1;
+            blockpool_free(held[k], len[k]);
+            held[k] = NULL;
+        } else {
+            len[k]  = 1 + (size_t)rand_r(&seed) % 3000;
+            held[k] = blockpool_alloc(len[k]);
+            memset(held[k], (int)(k + (uintptr_t)arg), len[k]);
+        }
+    }
+    for (unsigned k = 0; k < 64; k++)
+        blockpool_free(held[k], len[k]);
+    return NULL;
+}
+
+static void block_pool_threads(void **state)
+{
+    (void)state;
+    blockpool_stats_t s0, s1;
+    pthread_t         t[POOL_THREADS];
+    blockpool_stats(&s0);
+    for (uintptr_t i = 0; i < POOL_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, pool_worker, (void *)(i + 1)), 0);
+    for (int i = 0; i < POOL_THREADS; i++) {
+        void *bad;
+        pthread_join(t[i], &bad);
+        assert_null(bad);                                        /* no block was written by two owners */
+    }
+    blockpool_stats(&s1);
+    assert_int_equal(s1.in_use, s0.in_use);                      /* every block came back */
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--print-hash")) {        /* for hash_keyed */
@@ -364,7 +476,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(arena_basics), cmocka_unit_test(arena_cleanups), cmocka_unit_test(sbuf_ops),
         cmocka_unit_test(interning),    cmocka_unit_test(times),          cmocka_unit_test(problems),
         cmocka_unit_test(flags),        cmocka_unit_test(flag_bounds),    cmocka_unit_test(pool_defaults),
-        cmocka_unit_test(alloc_overflow), cmocka_unit_test(hash_keyed),
+        cmocka_unit_test(alloc_overflow), cmocka_unit_test(hash_keyed),   cmocka_unit_test(block_pool),
+        cmocka_unit_test(block_pool_threads),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
