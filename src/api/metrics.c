@@ -371,6 +371,14 @@ static void process(sbuf_t *sb)
     GAUGE(sb, "coraine_process_resident_bytes", "resident memory of the process", pages_res * (uint64_t)page);
     GAUGE(sb, "coraine_process_virtual_bytes", "virtual memory of the process", pages_total * (uint64_t)page);
     GAUGE(sb, "coraine_interned_names", "interned names (they live as long as the process)", intern_count());
+    blockpool_stats_t bp;
+    blockpool_stats(&bp);
+    GAUGE(sb, "coraine_block_pool_bytes", "frozen entities in the block pool (--hugePages): their size classes' bytes",
+          (uint64_t)bp.in_use);
+    GAUGE(sb, "coraine_block_pool_slab_bytes", "the block pool's slabs that hold them (one empty slab per class at most)",
+          (uint64_t)bp.slabs);
+    GAUGE(sb, "coraine_block_pool_released_bytes", "emptied slabs the block pool gave back to the system, not reused yet",
+          (uint64_t)bp.released);
 }
 
 void api_metrics(request_t *r)
