@@ -200,7 +200,7 @@ void *blockpool_alloc(size_t n)
     return p ? p : cr_xmalloc(n);   /* the reservation is full, or the system refused to commit more */
 }
 
-void blockpool_free(void *p, size_t n)
+void blockpool_free(void *p)
 {
     if (!p)
         return;
@@ -208,8 +208,7 @@ void blockpool_free(void *p, size_t n)
         free(p);
         return;
     }
-    CR_UNUSED(n);                   /* the slab knows its class */
-    uint32_t k = (uint32_t)(((char *)p - g_base) / BP_SLAB);
+    uint32_t k = (uint32_t)(((char *)p - g_base) / BP_SLAB);   /* its slab knows the class */
 
     pthread_mutex_lock(&g_lock);
     slab_t  *s = &g_slabs[k];

@@ -50,8 +50,8 @@ _Noreturn void cr_oom(const char *what, size_t n);
 
 /* The store's long-lived blocks (frozen entities) on transparent huge pages
  * (blockpool.c): blockpool_alloc never returns NULL (a block it cannot carve
- * is malloc'd); blockpool_free takes the n it was allocated with, and frees
- * a malloc'd block too. blockpool_available: the pool's address space is
+ * is malloc'd); blockpool_free frees a malloc'd block too (told apart by
+ * its address). blockpool_available: the pool's address space is
  * reserved (false: every block is malloc'd). */
 typedef struct blockpool_stats {
     size_t reserved;        /* address space (bytes) */
@@ -61,7 +61,7 @@ typedef struct blockpool_stats {
     size_t released;        /* bytes of emptied slabs given back to the system, not yet reused */
 } blockpool_stats_t;
 void *blockpool_alloc(size_t n);
-void  blockpool_free(void *p, size_t n);
+void  blockpool_free(void *p);
 bool  blockpool_available(void);
 void  blockpool_stats(blockpool_stats_t *st);
 

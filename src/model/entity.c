@@ -463,6 +463,6 @@ void entity_unref(cr_entity_t *e)
 {
     if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         render_cache_release(e->render_cache);
-        blockpool_free(e, e->bytes);
+        blockpool_free(e);
     }
 }

@@ -383,21 +383,21 @@ static void block_pool(void **state)
         asked += sizes[i];
     assert_true(s1.in_use - s0.in_use >= asked && s1.in_use - s0.in_use <= asked + asked / 8 + 64 * CR_ARRAY_LEN(sizes));
     assert_true(s1.writable >= s1.slabs && s1.slabs >= s1.in_use);
-    blockpool_free(p[7], 700);
+    blockpool_free(p[7]);
     void *again = blockpool_alloc(690);                          /* the same class: the freed block */
     assert_ptr_equal(again, p[7]);
-    blockpool_free(again, 690);
+    blockpool_free(again);
     for (size_t i = 0; i < CR_ARRAY_LEN(sizes); i++)
         if (i != 7)
-            blockpool_free(p[i], sizes[i]);
+            blockpool_free(p[i]);
     blockpool_stats(&s1);
     assert_int_equal(s1.in_use, s0.in_use);
     void *big = blockpool_alloc(16385);                          /* malloc'd, and freed by free() */
     memset(big, 7, 16385);
-    blockpool_free(big, 16385);
-    blockpool_free(NULL, 10);
+    blockpool_free(big);
+    blockpool_free(NULL);
     void *m = cr_xmalloc(100);                                   /* a malloc'd block is told apart */
-    blockpool_free(m, 100);
+    blockpool_free(m);
 
     /* 5 slabs of 3000-byte blocks (3072: 21 a slab), all freed: 4 go back */
     enum { N = 105 };
@@ -408,7 +408,7 @@ static void block_pool(void **state)
     blockpool_stats(&s1);
     assert_int_equal(s1.slabs - s0.slabs, 5 * (64 << 10));
     for (int i = 0; i < N; i++)
-        blockpool_free(b[i], 3000);
+        blockpool_free(b[i]);
     blockpool_stats(&s1);
     assert_int_equal(s1.in_use, s0.in_use);
     assert_int_equal(s1.slabs - s0.slabs, 64 << 10);             /* the class keeps one */
@@ -418,7 +418,7 @@ static void block_pool(void **state)
     assert_int_equal(s1.released - s0.released, 3 * (64 << 10));
     for (int i = 0; i < 10000; i++)
         assert_int_equal(((unsigned char *)o)[i], 0);            /* given back: zero pages again */
-    blockpool_free(o, 10000);
+    blockpool_free(o);
 }
 
 #define POOL_THREADS 4
@@ -435,7 +435,7 @@ static void *pool_worker(void *arg)
             for (size_t b = 0; b < len[k]; b++)
                 if (((unsigned char *)held[k])[b] != (unsigned char)(k + (uintptr_t)arg))
                     return (void *)1;
-            blockpool_free(held[k], len[k]);
+            blockpool_free(held[k]);
             held[k] = NULL;
         } else {
             len[k]  = 1 + (size_t)rand_r(&seed) % 3000;
@@ -444,7 +444,7 @@ static void *pool_worker(void *arg)
         }
     }
     for (unsigned k = 0; k < 64; k++)
-        blockpool_free(held[k], len[k]);
+        blockpool_free(held[k]);
     return NULL;
 }
 
