@@ -1360,6 +1360,127 @@ static void test_geo_index(void **state)
     arena_free(a);
 }
 
+/* A within-query over [x, y] .. [x + w, y + w] (and sometimes a type selection). */
+static entity_filter_t *box_filter(arena_t *a, double x, double y, double w)
+{
+    entity_filter_t *f = arena_calloc(a, sizeof(*f));
+
+    f->geo = mk_geoq(a, rnd() % 2 ? "within" : "intersects", "Polygon",
+                     arena_printf(a, "[[[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f],[%.6f,%.6f]]]",
+                                  x, y, x + w, y, x + w, y + w, x, y + w, x, y), NULL);
+    return f;
+}
+
+/* One of the grid's churn: a new entity i, then (from i >= 1000, while the
+ * level is being chosen) a move of a random earlier one and, every 7th, a
+ * delete; gen gives the geometries. */
+static void geo_churn(cdb_t *db, arena_t *a, int i, const char *(*gen)(arena_t *))
+{
+    store_change_t ch;
+    problem_t      p = { 0 };
+    bool           created;
+
+    assert_true(cdb_create(db, NULL, mk_geo(a, arena_printf(a, "urn:ngsi-ld:R:%05d", i), i % 3 ? T_A : T_B,
+                                            gen(a), NULL, i), &ch, &p));
+    drop_change(&ch);
+    if (i >= 1000) {
+        int k = (int)(rnd() % (uint64_t)i);
+
+        if (cdb_upsert(db, NULL, mk_geo(a, arena_printf(a, "urn:ngsi-ld:R:%05d", k), k % 3 ? T_A : T_B,
+                                        rnd() % 10 ? gen(a) : NULL, NULL, -k),
+                       true, &created, a, &ch, &p))
+            drop_change(&ch);
+        if (i % 7 == 0 && cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:R:%05d", (int)(rnd() % (uint64_t)i)),
+                                     NULL, &ch, &p))
+            drop_change(&ch);
+    }
+    arena_reset(a);
+}
+
+static double dense_x, dense_y;
+
+static const char *dense_point(arena_t *a)
+{
+    return point_text(a, dense_x + rndf(0.0, 0.01), dense_y + rndf(0.0, 0.01));
+}
+
+/* geoidx.c: a level change is a rebuild spread over the writes that follow
+ * (GEO_MIGRATE slots each), not an O(entities) pass under the tenant lock.
+ * Queries stay exact before, during and after each one, through creates,
+ * moves and deletes of entities already in the new grid and not yet, and a
+ * compaction that drops a rebuild under way; the levels end where the
+ * occupancy asks: coarser for entities spread over 2 x 2 degrees, finer for
+ * entities packed into 0.01 x 0.01 degrees. */
+static void test_geo_rebuild_incremental(void **state)
+{
+    arena_t    *a  = arena_new(1 << 16);
+    arena_t    *qa = arena_new(1 << 16);
+    problem_t   p  = { 0 };
+    cdb_shape_t sh;
+
+    (void)state;
+    for (int dense = 0; dense < 2; dense++) {
+        cdb_t *db = cdb_open(false, &p);
+        int    changes = 0, level = 7, n = 3000, checked_under_way = 0;
+
+        assert_non_null(db);
+        dense_x = 11.0, dense_y = 46.0;
+        for (int i = 0; i < n; i++) {
+            geo_churn(db, a, i, dense ? dense_point : rnd_geometry);
+            if (i >= 1000 && i % 40 == 0) {
+                assert_true(cdb_tenant_shape(db, NULL, &sh));
+                checked_under_way += sh.geo_next_level != 0;
+                if (dense)
+                    geo_check(db, qa, box_filter(qa, 11.0 + rndf(0.0, 0.008), 46.0 + rndf(0.0, 0.008),
+                                                 rndf(0.0005, 0.004)));
+                else
+                    geo_check_many(db, qa, 2);
+                arena_reset(qa);
+            }
+            assert_true(cdb_tenant_shape(db, NULL, &sh));
+            if (sh.geo_level != level)
+                changes++, level = sh.geo_level;
+        }
+        if (dense)
+            assert_true(level > 8);                 /* one step per rebuild: several of them */
+        else
+            assert_true(level < 5);
+        assert_true(changes >= 2);
+        assert_true(checked_under_way > 0);         /* queries ran while a rebuild was under way */
+
+        /* Deletes of most (compactions, maybe under a rebuild), checked as they go. */
+        {
+            size_t compactions = sh.compactions;
+            store_change_t ch;
+
+            for (int i = 0; i < n; i++) {
+                if (i % 5 == 0)
+                    continue;
+                if (cdb_delete(db, NULL, arena_printf(a, "urn:ngsi-ld:R:%05d", i), NULL, &ch, &p))
+                    drop_change(&ch);
+                arena_reset(a);
+                if (i % 97 == 0) {
+                    geo_check(db, qa, dense ? box_filter(qa, 11.0, 46.0, 0.005) : rnd_geo_filter(qa));
+                    arena_reset(qa);
+                }
+            }
+            assert_true(cdb_tenant_shape(db, NULL, &sh));
+            assert_true(sh.compactions > compactions);
+        }
+        for (int i = n; i < n + 1500; i++)              /* and new ones after it */
+            geo_churn(db, a, i, dense ? dense_point : rnd_geometry);
+        for (int k = 0; k < 20; k++) {
+            geo_check(db, qa, dense ? box_filter(qa, 11.0 + rndf(0.0, 0.008), 46.0 + rndf(0.0, 0.008),
+                                                 rndf(0.0005, 0.004))
+                                    : rnd_geo_filter(qa));
+            arena_reset(qa);
+        }
+        cdb_close(db);
+    }
+    arena_free(qa);
+    arena_free(a);
+}
+
 /* One polygon covering many cells, points around and inside it, an entity
  * with two location instances (datasetIds), and entities stacked on one spot
  * (the level must not run to the finest). */
@@ -2445,6 +2566,7 @@ int main(void)
         cmocka_unit_test(test_readers_writers),
         cmocka_unit_test(test_geo_index),
         cmocka_unit_test(test_geo_shapes),
+        cmocka_unit_test(test_geo_rebuild_incremental),
         cmocka_unit_test(test_geo_bench),
         cmocka_unit_test(test_change_order),
         cmocka_unit_test(test_change_attrs),

@@ -1367,6 +1367,7 @@ bool cdb_tenant_shape(cdb_t *db, const char *tenant, cdb_shape_t *out)
     out->geo_grids   = t->geo.n;
     out->geo_scans   = atomic_load_explicit(&t->geo_scans, memory_order_relaxed);
     out->geo_level   = t->geo.n ? t->geo.g[0].level : 0;
+    out->geo_next_level = t->geo.n && t->geo.g[0].next ? t->geo.g[0].next->level : 0;
     out->geo_large   = t->geo.n ? t->geo.g[0].large.n : 0;
     out->index_bytes = (size_t)t->cap_slots * sizeof(cdb_slot_t) + cdb_idmap_bytes(&t->ids) +
                        cdb_typeidx_bytes(&t->types, &entries) + out->geo_bytes +

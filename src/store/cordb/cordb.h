@@ -165,7 +165,13 @@ typedef struct cdb_geogrid {
     uint32_t     cap, n_cells;  /* buckets (power of two), cells in use */
     size_t       n_entries;     /* sum of the cells' n */
     size_t       checked_at;    /* n_entries when the level was last chosen */
+    size_t       refused_at;    /* n_entries when a finer level last did not help; 0: never */
     cdb_gcell_t  large;         /* key unused */
+    /* A rebuild at the next level under way (geoidx.c): slots below next_pos
+     * are in it and kept up to date by every write; NULL: none. */
+    struct cdb_geogrid *next;
+    uint32_t     next_pos;
+    int          next_dir;      /* -1: coarser, 1: finer */
 } cdb_geogrid_t;
 
 #define CDB_GEO_MEMO 8
@@ -189,11 +195,13 @@ void cdb_geoidx_free(cdb_geoidx_t *gi);
  * GeoProperty names, cells and list room for the entries old has not. */
 bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entity_t *e);
 /* Replaces old's entries for slot by e's (either may be NULL: insert, remove).
- * Never allocates when the room was reserved (a remove never needs any). */
+ * Never allocates in the grids queries read when the room was reserved (a
+ * remove never needs any); a rebuild under way gets the change too. */
 void cdb_geoidx_update(cdb_geoidx_t *gi, uint32_t slot, const cr_entity_t *old,
                        const cr_entity_t *e);
 /* Re-chooses the level of grids whose size changed by 2x since the last
- * choice (a rebuild from the slots). */
+ * choice: a rebuild from the slots, a few slots per call (GEO_MIGRATE), so
+ * that no write pays an O(entities) pass under the tenant lock. */
 void cdb_geoidx_maybe_regrid(cdb_geoidx_t *gi, const cdb_slot_t *slots, uint32_t n_slots);
 /* Compaction: every entry v becomes map[v] (an increasing map). */
 void cdb_geoidx_renumber(cdb_geoidx_t *gi, const uint32_t *map);
@@ -462,6 +470,7 @@ typedef struct cdb_shape {
     size_t slots, live, types, type_entries, compactions, releases;
     size_t geo_scans, geo_grids, geo_entries, geo_large, geo_bytes;   /* geo_large: of the first grid */
     int    geo_level;           /* of the first grid */
+    int    geo_next_level;      /* of its rebuild under way (0: none) */
     size_t index_bytes;         /* slot array + id map + type index + geo index */
     size_t order_indexes, order_bytes;   /* ordered indexes (with their dirty log) */
     size_t entity_bytes;        /* sum of the frozen blocks */

@@ -21,10 +21,19 @@
  * level coarser (memory: each cell costs a bucket and a small array), above
  * GEO_OCC_HIGH one level finer, kept only when that cuts the candidates a
  * one-cell query reads by a quarter (it does not for entities stacked on one
- * spot). A rebuild is O(entries) and happens at most once per doubling or
- * halving, so it is O(1) amortized per write; it builds the new grid before
- * dropping the old one (out of memory aborts, core.h; a grid beyond the
- * table's size limit is not built and the old one stays).
+ * spot; after such a refusal the next finer try waits until the grid has
+ * grown GEO_RETRY_FINER times). A rebuild reads every slot, so it is
+ * incremental, as the id map's growth is (idmap.c): the new grid (`next`) is
+ * filled GEO_MIGRATE slots per write, each write also applies its change to
+ * `next` when its slot is already there, and queries read the old grid,
+ * which stays whole, until the last slot is in; then the new one takes its
+ * place (or is dropped, when finer did not help) and, while the occupancy is
+ * still out of range in the same direction, the next level starts. Done at
+ * once, a rebuild held the tenant's write lock for a pass over every entity
+ * (test/perf/create_stall.py: the longest create). A compaction (slot numbers change) drops a rebuild
+ * under way; the next write starts it again. Out of memory aborts (core.h);
+ * a new grid that would pass the table's size limit is dropped and the old
+ * one stays.
  *
  * Every write reserves room first (cdb_geoidx_reserve), then applies the
  * difference between the old and the new version (cdb_geoidx_update): cells
@@ -46,6 +55,8 @@
 #define GEO_LEVEL_MAX    16
 #define GEO_LEVEL_START  7          /* 2^-7 = 0.0078 degrees, about 870 m */
 #define GEO_ADAPT_MIN    1024
+#define GEO_MIGRATE      8          /* slots moved to a rebuild per write */
+#define GEO_RETRY_FINER  4          /* growth before a refused finer level is tried again */
 #define GEO_OCC_LOW      8
 #define GEO_OCC_HIGH     32         /* a step changes points' occupancy by <= 4x */
 #define GEO_MAX_RECTS    8          /* instances per entity and name; more: large */
@@ -244,6 +255,16 @@ static void grid_free(cdb_geogrid_t *g)
     g->large.v = NULL;
 }
 
+/* Drops the rebuild under way, if any. */
+static void next_drop(cdb_geogrid_t *g)
+{
+    if (!g->next)
+        return;
+    grid_free(g->next);
+    free(g->next);
+    g->next = NULL;
+}
+
 /* Where one entity's instances of g->prop go in g: up to GEO_MAX_RECTS cell
  * rectangles, and/or the large list. */
 typedef struct geo_place {
@@ -413,8 +434,10 @@ void cdb_geoidx_init(cdb_geoidx_t *gi)
 
 void cdb_geoidx_free(cdb_geoidx_t *gi)
 {
-    for (uint32_t i = 0; i < gi->n; i++)
+    for (uint32_t i = 0; i < gi->n; i++) {
+        next_drop(&gi->g[i]);
         grid_free(&gi->g[i]);
+    }
     free(gi->g);
     cdb_geoidx_init(gi);
 }
@@ -478,6 +501,28 @@ bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entit
     return true;
 }
 
+/* A write's change, for a slot already moved to the rebuild under way: its
+ * room is taken here (the queries do not read this grid; one that would pass
+ * the table's limit is dropped). */
+static void next_update(cdb_geogrid_t *g, uint32_t slot, const cr_entity_t *old,
+                        const cr_entity_t *e, cdb_geoidx_t *gi, memo_mode_t mode)
+{
+    cdb_geogrid_t *ng = g->next;
+    geo_place_t    from, to;
+
+    grid_place(ng, old, &from, gi, mode);  /* the bboxes the reserve recorded, if any */
+    grid_place(ng, e, &to, gi, mode);
+    if (place_empty(&from) && place_empty(&to))
+        return;
+    if (!grid_reserve(ng, &from, &to)) {
+        next_drop(g);
+        g->checked_at = g->n_entries;
+        return;
+    }
+    grid_add(ng, slot, &from, &to);
+    grid_remove(ng, slot, &from, &to);
+}
+
 void cdb_geoidx_update(cdb_geoidx_t *gi, uint32_t slot, const cr_entity_t *old,
                        const cr_entity_t *e)
 {
@@ -491,11 +536,13 @@ void cdb_geoidx_update(cdb_geoidx_t *gi, uint32_t slot, const cr_entity_t *old,
             continue;
         grid_place(g, old, &from, gi, mode);
         grid_place(g, e, &to, gi, mode);
-        if (place_empty(&from) && place_empty(&to))
-            continue;
-        /* Adds first: a remove may delete cells (shifting buckets). */
-        grid_add(g, slot, &from, &to);
-        grid_remove(g, slot, &from, &to);
+        if (!place_empty(&from) || !place_empty(&to)) {
+            /* Adds first: a remove may delete cells (shifting buckets). */
+            grid_add(g, slot, &from, &to);
+            grid_remove(g, slot, &from, &to);
+        }
+        if (g->next && slot < g->next_pos)
+            next_update(g, slot, old, e, gi, mode);
     }
     gi->memo_old = gi->memo_e = NULL;
     gi->memo_n   = 0;
@@ -506,6 +553,7 @@ void cdb_geoidx_renumber(cdb_geoidx_t *gi, const uint32_t *map)
     for (uint32_t i = 0; i < gi->n; i++) {
         cdb_geogrid_t *g = &gi->g[i];
 
+        next_drop(g);               /* its slots are the old numbers: started again */
         for (uint32_t b = 0; b < g->cap; b++)
             if (g->cells[b].key != CDB_GEO_FREE)
                 for (uint32_t k = 0; k < g->cells[b].n; k++)
@@ -517,64 +565,87 @@ void cdb_geoidx_renumber(cdb_geoidx_t *gi, const uint32_t *map)
 
 /* ------------------------------------------------------------ the level */
 
-/* A grid for g->prop at `level`, built from the slots; false beyond the
- * table's size limit. */
-static bool grid_build(cdb_geogrid_t *out, const cdb_geogrid_t *g, int level,
-                       const cdb_slot_t *slots, uint32_t n_slots)
-{
-    geo_place_t none = { .n = 0 }, to;
-
-    grid_init(out, g->prop, level);
-    if (!table_grow(out, g->n_cells))
-        goto fail;
-    for (uint32_t s = 0; s < n_slots; s++) {
-        if (!slots[s].cur)
-            continue;
-        grid_place(out, slots[s].cur, &to, NULL, MEMO_OFF);
-        if (place_empty(&to))
-            continue;
-        if (!grid_reserve(out, &none, &to))
-            goto fail;
-        grid_add(out, s, &none, &to);
-    }
-    out->checked_at = out->n_entries;
-    return true;
-fail:
-    grid_free(out);
-    return false;
-}
-
 /* Candidates a one-cell query reads: the mean occupancy plus the large list. */
 static double grid_cost(const cdb_geogrid_t *g)
 {
     return (g->n_cells ? (double)g->n_entries / g->n_cells : 0.0) + g->large.n;
 }
 
-static void grid_adapt(cdb_geogrid_t *g, const cdb_slot_t *slots, uint32_t n_slots)
+/* The level change g's occupancy asks for, in direction dir (0: either):
+ * -1 coarser, 1 finer, 0 none. */
+static int wanted_step(const cdb_geogrid_t *g, int dir)
 {
-    cdb_geogrid_t ng;
-    int           dir = 0;          /* one direction per pass: no ping-pong */
+    double occ = g->n_cells ? (double)g->n_entries / g->n_cells : 0.0;
 
-    for (int step = 0; step < GEO_LEVEL_MAX - GEO_LEVEL_MIN; step++) {
-        double occ = g->n_cells ? (double)g->n_entries / g->n_cells : 0.0;
-        int    level;
+    if (occ < GEO_OCC_LOW && g->level > GEO_LEVEL_MIN && dir <= 0)
+        return -1;
+    if (occ > GEO_OCC_HIGH && g->level < GEO_LEVEL_MAX && dir >= 0 &&
+        (!g->refused_at || g->n_entries >= GEO_RETRY_FINER * g->refused_at))
+        return 1;
+    return 0;
+}
 
-        if (occ < GEO_OCC_LOW && g->level > GEO_LEVEL_MIN && dir <= 0)
-            level = g->level - 1, dir = -1;
-        else if (occ > GEO_OCC_HIGH && g->level < GEO_LEVEL_MAX && dir >= 0)
-            level = g->level + 1, dir = 1;
-        else
-            break;
-        if (!grid_build(&ng, g, level, slots, n_slots))
-            break;
-        if (level > g->level && grid_cost(&ng) > 0.75 * grid_cost(g)) {
-            grid_free(&ng);         /* finer does not help (stacked entities) */
-            break;
-        }
-        grid_free(g);
-        *g = ng;
+/* Starts the rebuild of g one level coarser or finer (dir), empty. */
+static void next_start(cdb_geogrid_t *g, int dir)
+{
+    cdb_geogrid_t *ng = cr_xmalloc(sizeof(*ng));
+
+    grid_init(ng, g->prop, g->level + dir);
+    if (!table_grow(ng, g->n_cells)) {
+        free(ng);
+        g->checked_at = g->n_entries;
+        return;
     }
-    g->checked_at = g->n_entries;
+    g->next     = ng;
+    g->next_pos = 0;
+    g->next_dir = dir;
+}
+
+/* The rebuild has every slot: it replaces g, or is dropped when finer did not
+ * help; then the next level in the same direction starts, if still asked for. */
+static void next_finish(cdb_geogrid_t *g)
+{
+    cdb_geogrid_t *ng = g->next;
+    int            dir = g->next_dir;
+
+    if (dir > 0 && grid_cost(ng) > 0.75 * grid_cost(g)) {
+        next_drop(g);               /* finer does not help (stacked entities) */
+        g->refused_at = g->checked_at = g->n_entries;
+        return;
+    }
+    g->next = NULL;
+    grid_free(g);
+    *g = *ng;                       /* refused_at 0: a level that helped */
+    free(ng);
+    if (wanted_step(g, dir) == dir)
+        next_start(g, dir);
+    else
+        g->checked_at = g->n_entries;
+}
+
+/* Moves up to GEO_MIGRATE more slots into the rebuild under way. */
+static void next_step(cdb_geogrid_t *g, const cdb_slot_t *slots, uint32_t n_slots)
+{
+    cdb_geogrid_t *ng   = g->next;
+    geo_place_t    none = { .n = 0 }, to;
+
+    for (uint32_t k = 0; k < GEO_MIGRATE && g->next_pos < n_slots; k++) {
+        uint32_t s = g->next_pos++;
+
+        if (!slots[s].cur)
+            continue;
+        grid_place(ng, slots[s].cur, &to, NULL, MEMO_OFF);
+        if (place_empty(&to))
+            continue;
+        if (!grid_reserve(ng, &none, &to)) {
+            next_drop(g);           /* beyond the table's limit: the old grid stays */
+            g->checked_at = g->n_entries;
+            return;
+        }
+        grid_add(ng, s, &none, &to);
+    }
+    if (g->next_pos >= n_slots)
+        next_finish(g);
 }
 
 void cdb_geoidx_maybe_regrid(cdb_geoidx_t *gi, const cdb_slot_t *slots, uint32_t n_slots)
@@ -582,14 +653,37 @@ void cdb_geoidx_maybe_regrid(cdb_geoidx_t *gi, const cdb_slot_t *slots, uint32_t
     for (uint32_t i = 0; i < gi->n; i++) {
         cdb_geogrid_t *g = &gi->g[i];
         size_t         n = g->n_entries, at = g->checked_at;
+        int            dir;
 
-        if (n < GEO_ADAPT_MIN && at < GEO_ADAPT_MIN)
-            continue;
-        if (n >= 2 * at || 2 * n <= at)
-            grid_adapt(g, slots, n_slots);
+        if (!g->next) {
+            if (n < GEO_ADAPT_MIN && at < GEO_ADAPT_MIN)
+                continue;
+            if (n < 2 * at && 2 * n > at)
+                continue;
+            dir = wanted_step(g, 0);
+            if (!dir) {
+                g->checked_at = n;
+                continue;
+            }
+            next_start(g, dir);
+            if (!g->next)
+                continue;
+        }
+        next_step(g, slots, n_slots);
     }
 }
 
+static size_t grid_bytes(const cdb_geogrid_t *g)
+{
+    size_t bytes = (size_t)g->cap * sizeof(cdb_gcell_t) + (size_t)g->large.cap * sizeof(uint32_t);
+
+    for (uint32_t b = 0; b < g->cap; b++)
+        if (g->cells[b].key != CDB_GEO_FREE)
+            bytes += (size_t)g->cells[b].cap * sizeof(uint32_t);
+    return bytes;
+}
+
+/* Entries: of the grids queries read (a rebuild under way adds bytes only). */
 size_t cdb_geoidx_bytes(const cdb_geoidx_t *gi, size_t *entries)
 {
     size_t bytes = (size_t)gi->cap * sizeof(cdb_geogrid_t), n = 0;
@@ -597,10 +691,7 @@ size_t cdb_geoidx_bytes(const cdb_geoidx_t *gi, size_t *entries)
     for (uint32_t i = 0; i < gi->n; i++) {
         const cdb_geogrid_t *g = &gi->g[i];
 
-        bytes += (size_t)g->cap * sizeof(cdb_gcell_t) + (size_t)g->large.cap * sizeof(uint32_t);
-        for (uint32_t b = 0; b < g->cap; b++)
-            if (g->cells[b].key != CDB_GEO_FREE)
-                bytes += (size_t)g->cells[b].cap * sizeof(uint32_t);
+        bytes += grid_bytes(g) + (g->next ? sizeof(*g->next) + grid_bytes(g->next) : 0);
         n += g->n_entries + g->large.n;
     }
     if (entries)
