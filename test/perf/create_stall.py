@@ -32,7 +32,9 @@ import re
 import statistics
 import subprocess
 import sys
+import shutil
 import tempfile
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -93,7 +95,6 @@ def one(binary, script, duration, conns):
 
 
 def count(base):
-    import urllib.request
     r = urllib.request.urlopen(base + "/ngsi-ld/v1/entities?type=Meter&count=true&limit=0", timeout=60)
     return int(r.headers.get("NGSILD-Results-Count", 0))
 
@@ -120,18 +121,23 @@ def main():
         if s not in scripts:
             sys.exit("create_stall: unknown shape %r (stacked, spread)" % s)
     combos = [(b, s) for s in shapes for b in bins]
+
+    def name(b):
+        rel = os.path.relpath(os.path.abspath(b), ROOT)
+        return os.path.abspath(b) if rel.startswith("..") else rel
     rows = []
     for run in range(1, a.runs + 1):
         for b, s in (combos if run % 2 else list(reversed(combos))):
             r = one(b, scripts[s], a.duration, a.conns)
             ver = subprocess.run([b, "--version"], capture_output=True, text=True).stdout.strip()
-            rows.append(dict({"binary": os.path.relpath(os.path.abspath(b), ROOT), "version": ver,
+            rows.append(dict({"binary": name(b), "version": ver,
                               "shape": s, "run": run}, **r))
             print("create_stall %s %s run %d: %s" % (s, b, run, r), file=sys.stderr)
+    shutil.rmtree(tmp, ignore_errors=True)
     tuneRun.write_csv(a.csv, rows, "test/perf/create_stall.py", durationSeconds=a.duration, conns=a.conns)
     table = []
     for b, s in combos:
-        rs = [r for r in rows if r["binary"] == os.path.relpath(os.path.abspath(b), ROOT) and r["shape"] == s]
+        rs = [r for r in rows if r["binary"] == name(b) and r["shape"] == s]
         table.append({"binary": rs[0]["binary"], "version": rs[0]["version"], "shape": s,
                       "median requests/s": round(statistics.median(r["rps"] for r in rs)),
                       "median p99 µs": round(statistics.median(r["p99Us"] for r in rs if r["p99Us"] != "")),

@@ -15,6 +15,7 @@ in --in (test/perf/results/, committed, by default):
   mongo_cpu.csv, mongo_callgrind.csv, mongo_trips.csv  mongo_bench.py: mongoc beside corDB per request
   memory.csv                 perf_run.py --memory: bytes per entity
   patch_p99.csv              patch_p99.py: PATCH latency under full scans
+  create_stall.csv           create_stall.py: the longest create of a stream into one growing tenant
   notify_*.csv               notify_bench.py (writes, fanout, knee), notify_write_cost.py
   disk_*.csv                 disk_bench.py (ingest, recovery, snapshot_p99, empty)
   history_*.csv              history_bench.py (ingest, reads, memory, snapshot), history_pg_ingest.py (pg*)
@@ -650,6 +651,13 @@ PERF_SECTIONS = {
         "Issue 10: no scan may hold the tenant lock for its whole length. 100,000 Vehicles; PATCHes "
         "(`wrk -t1 -c4`) alone, then while clients keep asking a q over an unindexed attribute with no type (every "
         "entity read), alternated; p99 against the same build's p99 alone."),
+    "create_stall": table_section(
+        "create_stall", "The longest create of a stream into one growing tenant (create_stall.py)",
+        "python3 test/perf/create_stall.py --bin build/release/coraine --bin BASE/build/release/coraine",
+        "wrk -c50 of POST /ngsi-ld/v1/entities into a fresh broker in RAM for the run's length, every new entity "
+        "with a GeoProperty: stacked at one point (make tune's ingest creates) or spread over 2 x 2 degrees. An "
+        "index growth step that is O(entities) under the tenant's write lock holds every request of the tenant "
+        "for its length: the maximum latency is the longest such stall. The builds alternate, one row per run."),
     "notify_writes": table_section(
         "notify_writes", "Writes with and without a subscription (notify_bench.py)",
         "python3 test/perf/notify_bench.py --phases writes",
