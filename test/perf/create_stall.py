@@ -13,8 +13,8 @@ broker, and reads wrk's latency distribution: its maximum is the longest stall.
   stacked  the creates of test/perf/tune/workload.ingest.json's mix (make tune's
            wrk script: every new entity at the same point, where a finer grid
            never helps and a rebuild is tried and dropped)
-  spread   each new entity at a random point of a 2 x 2 degree box (the grid
-           level changes as the count grows)
+  spread   each new entity (create.lua's Vehicle) at a random point of a
+           2 x 2 degree box (the grid level changes as the count grows)
 
 --bin is repeatable (e.g. a build of the commit before, in a temporary
 directory); the binaries and shapes alternate over --runs. One row per run
@@ -45,26 +45,6 @@ import tuneRun  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-SPREAD_LUA = r"""
--- create_stall.py's spread shape: a new entity per request at a random point of [10, 12] x [45, 47]
-local thread_id, counter, prefix = 0, 0, ""
-function setup(thread)
-  thread:set("tid", thread_id)
-  thread_id = thread_id + 1
-end
-function init(args)
-  math.randomseed(os.time() * 1000 + tid)
-  prefix = "s" .. os.time() .. "-" .. tid .. "-" .. math.random(1, 1000000000) .. "-"
-end
-request = function()
-  counter = counter + 1
-  local body = string.format('{"id":"urn:ngsi-ld:Meter:%s%d","type":"Meter",' ..
-    '"power":{"type":"Property","value":1500},' ..
-    '"location":{"type":"GeoProperty","value":{"type":"Point","coordinates":[%.6f,%.6f]}}}',
-    prefix, counter, 10 + 2 * math.random(), 45 + 2 * math.random())
-  return wrk.format("POST", "/ngsi-ld/v1/entities", {["Content-Type"] = "application/json"}, body)
-end
-"""
 
 
 def us(v, unit):
@@ -72,13 +52,14 @@ def us(v, unit):
 
 
 def one(binary, script, duration, conns):
+    script, args = script
     port = perf_run.free_port()
     p = perf_run.start_broker(port, binary=binary)
     base = "http://127.0.0.1:%d" % port
     try:
         perf_run.wait_up(base + "/version")
         cmd = perf_run.PIN_LOAD + ["wrk", "-t2", "-c%d" % conns, "-d%ds" % duration, "--latency",
-                                   "--timeout", "10s", "-s", script, base]
+                                   "--timeout", "10s", "-s", script, base] + (["--"] + args if args else [])
         out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=duration + 60).stdout
         lat = re.search(r"Latency\s+([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)", out)
         row = {"rps": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))),
@@ -95,7 +76,7 @@ def one(binary, script, duration, conns):
 
 
 def count(base):
-    r = urllib.request.urlopen(base + "/ngsi-ld/v1/entities?type=Meter&count=true&limit=0", timeout=60)
+    r = urllib.request.urlopen(base + "/ngsi-ld/v1/entities?type=Meter,Vehicle&count=true&limit=0", timeout=60)
     return int(r.headers.get("NGSILD-Results-Count", 0))
 
 
@@ -113,9 +94,8 @@ def main():
     w = tuneGen.check(tuneGen.load_file(os.path.join(HERE, "tune", "workload.ingest.json")))
     w["load"]["mix"] = {"create": 1.0}
     tuneGen.gen(w, tmp)
-    scripts = {"stacked": os.path.join(tmp, "mix.lua"), "spread": os.path.join(tmp, "spread.lua")}
-    with open(scripts["spread"], "w") as f:
-        f.write(SPREAD_LUA)
+    scripts = {"stacked": (os.path.join(tmp, "mix.lua"), []),
+               "spread": (os.path.join(HERE, "create.lua"), ["0", "spread"])}
     shapes = [s for s in a.shapes.split(",") if s]
     for s in shapes:
         if s not in scripts:

@@ -653,7 +653,8 @@ PERF_SECTIONS = {
         "entity read), alternated; p99 against the same build's p99 alone."),
     "create_stall": table_section(
         "create_stall", "The longest create of a stream into one growing tenant (create_stall.py)",
-        "python3 test/perf/create_stall.py --bin build/release/coraine --bin BASE/build/release/coraine",
+        "python3 test/perf/create_stall.py --bin build/release/coraine --bin BASE/build/release/coraine "
+        "--duration 20",
         "wrk -c50 of POST /ngsi-ld/v1/entities into a fresh broker in RAM for the run's length, every new entity "
         "with a GeoProperty: stacked at one point (make tune's ingest creates) or spread over 2 x 2 degrees. An "
         "index growth step that is O(entities) under the tenant's write lock holds every request of the tenant "
