@@ -51,8 +51,8 @@ def us(v, unit):
     return float(v) * {"us": 1, "ms": 1000, "s": 1000000}[unit]
 
 
-def one(binary, script, duration, conns):
-    script, args = script
+def one(binary, shape, duration, conns):
+    script, args = shape                    # the wrk script and its arguments
     port = perf_run.free_port()
     p = perf_run.start_broker(port, binary=binary)
     base = "http://127.0.0.1:%d" % port

@@ -265,6 +265,14 @@ static void next_drop(cdb_geogrid_t *g)
     g->next = NULL;
 }
 
+/* The rebuild would pass the cell table's limit: dropped, the old grid stays
+ * (exact, only less well sized) until the next doubling or halving. */
+static void next_give_up(cdb_geogrid_t *g)
+{
+    next_drop(g);
+    g->checked_at = g->n_entries;
+}
+
 /* Where one entity's instances of g->prop go in g: up to GEO_MAX_RECTS cell
  * rectangles, and/or the large list. */
 typedef struct geo_place {
@@ -502,8 +510,7 @@ bool cdb_geoidx_reserve(cdb_geoidx_t *gi, const cr_entity_t *old, const cr_entit
 }
 
 /* A write's change, for a slot already moved to the rebuild under way: its
- * room is taken here (the queries do not read this grid; one that would pass
- * the table's limit is dropped). */
+ * room is taken here (the queries do not read this grid). */
 static void next_update(cdb_geogrid_t *g, uint32_t slot, const cr_entity_t *old,
                         const cr_entity_t *e, cdb_geoidx_t *gi, memo_mode_t mode)
 {
@@ -515,8 +522,7 @@ static void next_update(cdb_geogrid_t *g, uint32_t slot, const cr_entity_t *old,
     if (place_empty(&from) && place_empty(&to))
         return;
     if (!grid_reserve(ng, &from, &to)) {
-        next_drop(g);
-        g->checked_at = g->n_entries;
+        next_give_up(g);
         return;
     }
     grid_add(ng, slot, &from, &to);
@@ -638,8 +644,7 @@ static void next_step(cdb_geogrid_t *g, const cdb_slot_t *slots, uint32_t n_slot
         if (place_empty(&to))
             continue;
         if (!grid_reserve(ng, &none, &to)) {
-            next_drop(g);           /* beyond the table's limit: the old grid stays */
-            g->checked_at = g->n_entries;
+            next_give_up(g);
             return;
         }
         grid_add(ng, s, &none, &to);
