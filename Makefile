@@ -249,15 +249,22 @@ tune-smoke:
 	python3 test/perf/tune/tuneResult.py --validate build/tune-smoke-result.json
 
 # What make tune is worth on WORKLOAD (doc/tuning.md): make pgo's build kept as
-# build/pgo-general, make tune's in build/pgo, then tuneCompare.py's three ways.
+# build/pgo-general, make tune's in build/pgo, then tuneCompare.py's three ways
+# (TUNE_COMPARE_RUNS runs each, alternated) and, for a workload on corDB in RAM,
+# both builds' instructions per request of its create and PATCH (ingest_callgrind.py:
+# the profiles compared without the machine's noise; other stores say why they are left out).
 TUNE_NAME = $(basename $(notdir $(WORKLOAD)))
+TUNE_COMPARE_RUNS ?= 5
 tune-compare:
 	@test -n "$(WORKLOAD)" || { echo "tune-compare: WORKLOAD=file.json is required"; exit 2; }
 	$(MAKE) pgo
 	install -D -m 0755 build/pgo/coraine build/pgo-general/coraine
 	$(MAKE) tune WORKLOAD=$(WORKLOAD) TUNE_RESULT=test/perf/results/tune_$(TUNE_NAME)-result.json
 	python3 test/perf/tune/tuneCompare.py $(WORKLOAD) --general build/pgo-general/coraine \
-	    --tuned build/pgo/coraine --result test/perf/results/tune_$(TUNE_NAME)-result.json
+	    --tuned build/pgo/coraine --result test/perf/results/tune_$(TUNE_NAME)-result.json --runs $(TUNE_COMPARE_RUNS)
+	python3 test/perf/tune/ingest_callgrind.py --workload $(WORKLOAD) --bin build/pgo-general/coraine \
+	    --bin build/pgo/coraine --csv test/perf/results/callgrind_$(TUNE_NAME).csv || \
+	    echo "tune-compare: no instruction counts for $(TUNE_NAME) (above: why)"
 
 # the same profile without -flto (build/pgo-nolto): what LTO adds, for pgo-bench
 pgo-nolto:

@@ -173,6 +173,51 @@ def test_a_combination_with_failures_never_wins():
     assert tuneResult.validate(res) == []
 
 
+def tune_runs(rows):
+    """tuneRun-like lines: rows of (lock, allocator, rps)."""
+    return [{"dbLockPrefer": lock, "allocator": alloc, "rps": float(rps), "p99us": 10, "failedRequests": 0,
+             "notificationsDue": 0, "notificationsDelivered": 0, "notificationsLost": 0} for lock, alloc, rps in rows]
+
+
+def test_the_default_stays_unless_beaten_beyond_the_spread():
+    """A faster median whose runs overlap the default's is noise on a shared machine: the default stays."""
+    res = tuneResult.result(tune_runs([("reads", "glibc", 80000), ("reads", "glibc", 90000),
+                                       ("reads", "jemalloc", 85000), ("reads", "jemalloc", 99000),
+                                       ("writes", "glibc", 70000), ("writes", "glibc", 75000)]), [])
+    assert (res["best"]["dbLockPrefer"], res["best"]["allocator"]) == ("reads", "glibc")
+    assert res["best"]["vsDefault"] == "+0.0 %"
+    assert res["table"][0]["allocator"] == "jemalloc" and res["table"][0]["beatsDefault"] is False
+    assert tuneResult.validate(res) == []
+
+
+def test_a_combination_beyond_the_spread_wins():
+    res = tuneResult.result(tune_runs([("reads", "glibc", 80000), ("reads", "glibc", 84000),
+                                       ("writes", "glibc", 86000), ("writes", "glibc", 88000),
+                                       ("reads", "jemalloc", 83000), ("reads", "jemalloc", 99000)]), [])
+    assert (res["best"]["dbLockPrefer"], res["best"]["allocator"]) == ("writes", "glibc")   # jemalloc overlaps
+    assert res["best"]["vsDefault"] == "+6.1 %"
+    assert tuneResult.validate(res) == []
+
+
+def test_one_run_each_the_fastest_wins():
+    """TUNE_REPEATS=1 (a smoke run): no spread to weigh against."""
+    res = tuneResult.result(tune_runs([("reads", "glibc", 80000), ("writes", "tcmalloc_minimal", 80001)]), [])
+    assert (res["best"]["dbLockPrefer"], res["best"]["allocator"]) == ("writes", "tcmalloc_minimal")
+
+
+def test_the_summary_says_why_a_faster_median_was_not_chosen(tmp_path):
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(r) + "\n" for r in tune_runs(
+        [("reads", "glibc", 80000), ("reads", "glibc", 90000), ("writes", "glibc", 86000), ("writes", "glibc", 95000)])))
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, os.path.join(TUNE, "tuneResult.py"), str(runs), "--out", str(out)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert "not beyond the spread" in lines[-2] and lines[-2].startswith("tune: writes with glibc")
+    assert lines[-1].startswith("tune: best --dbLockPrefer reads glibc malloc - 85000 requests/s, +0.0 %")
+
+
 # ---- docker/coraine-start ------------------------------------------------------------
 
 def start(tmp_path, tune_env, **env):

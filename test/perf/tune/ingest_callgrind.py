@@ -13,7 +13,7 @@ the other load of a shared machine does not change. --keep DIR keeps the dumps
 for callgrind_annotate --inclusive=yes.
 
   python3 test/perf/tune/ingest_callgrind.py [--workload test/perf/tune/workload.ingest.json]
-                                             [--bin A --bin B] [-n 2000] [-r 300] [--keep DIR]
+                                             [--bin A --bin B] [-n 2000] [-r 300] [--keep DIR] [--csv F]
 """
 import argparse
 import http.client
@@ -100,13 +100,20 @@ def main():
     ap.add_argument("-r", type=int, default=300)
     ap.add_argument("--shapes", default="create,patch")
     ap.add_argument("--keep", help="keep the callgrind dumps in this directory (for callgrind_annotate)")
+    ap.add_argument("--csv", help="also write build,shape,instructionsPerRequest rows here (report.py: "
+                                  "test/perf/results/callgrind_<workload>.csv)")
     a = ap.parse_args()
     w = tuneGen.check(tuneGen.load_file(a.workload))
     st = w["store"]
     if st["database"] != "corDB" or st["persistent"] or st["history"] != "none":
         sys.exit("ingest_callgrind: the workload's store must be corDB in RAM without history")
     names = a.shapes.split(",")
-    table(a.bin or [perf_run.BIN], names, a.keep, lambda b, d: measure(b, w, a.n, a.r, names, d))
+    res = table(a.bin or [perf_run.BIN], names, a.keep, lambda b, d: measure(b, w, a.n, a.r, names, d))
+    if a.csv:
+        import tuneRun
+        tuneRun.write_csv(a.csv, [{"build": os.path.basename(os.path.dirname(os.path.abspath(b))), "shape": s,
+                                   "instructionsPerRequest": round(m[s])} for b, m in res for s in names],
+                          "test/perf/tune/ingest_callgrind.py", workload=os.path.basename(a.workload))
 
 
 if __name__ == "__main__":
