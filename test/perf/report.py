@@ -45,6 +45,10 @@ import io
 import json
 import os
 import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune"))
+from tuneResult import beyond_spread  # noqa: E402  make tune's rule, one place
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -81,14 +85,9 @@ def spread(xs):
 
 
 def compare_runs(xs, base):
-    """How runs xs compare with runs base beyond the measured spread: 'faster' when every run of xs is
-    faster than every run of base, 'slower' when every one is slower, else 'within' (the ranges overlap:
-    no difference the runs can tell apart; make tune's own rule, tuneResult.py)."""
-    if min(xs) > max(base):
-        return "faster"
-    if max(xs) < min(base):
-        return "slower"
-    return "within"
+    """How runs xs compare with runs base beyond the measured spread (tuneResult.beyond_spread, make
+    tune's own rule): 'faster', 'slower', or 'within' when the ranges overlap."""
+    return "faster" if beyond_spread(xs, base) else "slower" if beyond_spread(base, xs) else "within"
 
 
 # ---- plots ------------------------------------------------------------------------------

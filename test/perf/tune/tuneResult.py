@@ -14,10 +14,10 @@ run that could not be made never wins, however fast.
 The out-of-the-box settings stay the choice unless another combination is
 faster beyond the measured spread: every one of its runs faster than every
 run of the default (their ranges do not overlap; beatsDefault in the table).
-Of those, the highest median wins. Why: the runs of one combination spread by
-5 - 20 % on a shared machine, so the highest of six medians is, as often as
-not, a lucky run; a choice made on it is then slower than the default when
-measured again (doc/tuning.md's three ways showed it). With one run each
+Of those, the highest median wins. Why: on a shared machine the runs of one
+combination spread widely (the spread column of doc/tuning.md's tables), so
+the highest of six medians is often a lucky run, and a choice made on it
+measures slower than the default when measured again. With one run each
 (TUNE_REPEATS=1) there is no spread, and the fastest wins.
 """
 import json
@@ -81,6 +81,11 @@ def beyond_spread(runs, ref_runs):
     return bool(runs) and bool(ref_runs) and min(runs) > max(ref_runs)
 
 
+def eligible(t):
+    """A combination that may win: no failed request, no lost notification, a rate measured."""
+    return t["failedRequests"] == 0 and t.get("notificationsLost", 0) == 0 and t["rps"] > 0
+
+
 def choose(ok, default):
     """The winner among the combinations without failures: the default unless beaten beyond the spread."""
     if default is None or default not in ok:
@@ -95,7 +100,7 @@ def result(runs, missing):
     for t in table:
         t["vsDefault"] = pct(t["rps"], default["rps"]) if default else "n/a"
         t["beatsDefault"] = default is not None and t is not default and beyond_spread(t["runs"], default["runs"])
-    ok = [t for t in table if t["failedRequests"] == 0 and t["notificationsLost"] == 0 and t["rps"] > 0]
+    ok = [t for t in table if eligible(t)]
     b = choose(ok, default)
     table.sort(key=lambda t: -t["rps"])
     out = {"best": None, "table": [{k: v for k, v in t.items() if k != "preload"} for t in table]}
@@ -174,8 +179,7 @@ def main(argv):
             f.write("# make tune: what won (tune-result.json); docker/coraine-start applies it\n")
             f.write("TUNE_DBLOCKPREFER=%s\nTUNE_ALLOCATOR=%s\n" % (res["best"]["dbLockPrefer"] or "reads",
                                                                   res["best"]["allocator"]))
-    faster = [t for t in res["table"] if t["rps"] > (res["best"] or {}).get("rps", 0) and t["failedRequests"] == 0
-              and t.get("notificationsLost", 0) == 0]
+    faster = [t for t in res["table"] if eligible(t) and t["rps"] > (res["best"] or {}).get("rps", 0)]
     if res["best"] and faster:
         print("tune: %s with %s: faster median (%d requests/s) but not beyond the spread of the runs, so not chosen"
               % (faster[0]["dbLockPrefer"] or "(no store lock)", faster[0]["allocator"], faster[0]["rps"]))
