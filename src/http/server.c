@@ -133,7 +133,8 @@ struct http_server {
     struct MHD_Daemon  *d;
     router_t           *router;
     const http_route_t *routes;
-    bool                quiesced;   /* the listening socket is closed (http_drain) */
+    bool                quiesced;   /* no longer listening (http_drain) */
+    MHD_socket          quiesced_fd;   /* its socket, shut down; closed after MHD_stop_daemon */
 };
 
 /* An idle connection keeps at most this much arena for its next request. */
@@ -1784,6 +1785,7 @@ static void mhd_panic(void *cls, const char *file, unsigned int line, const char
 http_server_t *http_start(const http_route_t *routes, size_t n_routes, problem_t *p)
 {
     http_server_t *srv = cr_xcalloc(1, sizeof *srv);
+    srv->quiesced_fd = MHD_INVALID_SOCKET;
     srv->router = router_new(routes, n_routes);
     if (!srv->router) { free(srv); problem_set(p, PB_INTERNAL_ERROR, "bad route table"); return NULL; }
     srv->routes = routes;
@@ -1894,14 +1896,23 @@ static int in_flight(void)
     return n;
 }
 
+/* Stops accepting. libmicrohttpd's threads may still hold the listening
+ * socket for a while (MHD_quiesce_daemon's contract): closing it here would
+ * race with them and could hand its number to another file. shutdown() makes
+ * the kernel stop listening now, so a new connection is refused at once, and
+ * the descriptor itself is closed after MHD_stop_daemon. */
+static void quiesce(http_server_t *srv)
+{
+    if (srv->quiesced) return;
+    srv->quiesced_fd = MHD_quiesce_daemon(srv->d);
+    if (srv->quiesced_fd != MHD_INVALID_SOCKET) shutdown(srv->quiesced_fd, SHUT_RDWR);
+    srv->quiesced = true;
+}
+
 int http_drain(http_server_t *srv, int64_t deadline_ns)
 {
     if (!srv) return 0;
-    if (!srv->quiesced) {
-        MHD_socket ls = MHD_quiesce_daemon(srv->d);
-        if (ls != MHD_INVALID_SOCKET) close(ls);
-        srv->quiesced = true;
-    }
+    quiesce(srv);
     int n;
     while ((n = in_flight()) > 0 && cr_mono_ns() < deadline_ns)
         nanosleep(&(struct timespec){0, 5000000L}, NULL);
@@ -1914,16 +1925,13 @@ void http_stop(http_server_t *srv)
     /* libmicrohttpd cannot stop with suspended connections: new ones are
      * refused, and deferred requests get their answer first (the work they
      * wait for is bounded by its owner, e.g. --contextTimeout). */
-    if (!srv->quiesced) {
-        MHD_socket ls = MHD_quiesce_daemon(srv->d);
-        if (ls != MHD_INVALID_SOCKET) close(ls);
-        srv->quiesced = true;
-    }
+    quiesce(srv);
     for (int i = 0; atomic_load(&g_deferred) > 0; i++) {
         if (i == 6000) { LOG_E("http: %d deferred requests still unanswered after 60 s; stopping anyway", atomic_load(&g_deferred)); break; }
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
     MHD_stop_daemon(srv->d);
+    if (srv->quiesced_fd != MHD_INVALID_SOCKET) close(srv->quiesced_fd);
     offload_stop();
     if (g_tls) tls_unload();      /* every connection has closed: the last set is freed */
     guard_stop();
