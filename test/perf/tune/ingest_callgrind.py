@@ -26,6 +26,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import perf_run  # noqa: E402
 import tuneGen  # noqa: E402
+import tuneRun  # noqa: E402
 from callgrind_requests import per_request, table  # noqa: E402
 
 JSON = {"Content-Type": "application/json"}
@@ -110,7 +111,6 @@ def main():
     names = a.shapes.split(",")
     res = table(a.bin or [perf_run.BIN], names, a.keep, lambda b, d: measure(b, w, a.n, a.r, names, d))
     if a.csv:
-        import tuneRun
         tuneRun.write_csv(a.csv, [{"build": os.path.basename(os.path.dirname(os.path.abspath(b))), "shape": s,
                                    "instructionsPerRequest": round(m[s])} for b, m in res for s in names],
                           "test/perf/tune/ingest_callgrind.py", workload=os.path.basename(a.workload))
