@@ -159,6 +159,7 @@ int main(int argc, char **argv)
         history_close(history);
         return 1;
     }
+    fwd_sub_ready();           /* cor:// and HTTP up: sources may be asked for orphans */
 
     LOG_I("coraine listening on %s:%d (store %s %s%s, %d HTTP threads)", cr_config.bind_address, cr_config.port,
           cr_config.database, !strcasecmp(cr_config.database, "corDB") ? (cr_config.db_dir ? "on disk in " : "in RAM") : "at ",

@@ -89,12 +89,14 @@ static part_t         *g_parts;
 static part_t         *g_by_key[1024];   /* the parts by endpoint key: a notification finds its part at once */
 static event_t        *g_ev_head, *g_ev_tail;
 static bool            g_stop, g_started;
+static bool            g_ready;          /* fwd_sub_ready: cor:// and HTTP are up, sources may be swept */
 static pthread_t       g_thread;
 static uint64_t        g_me;             /* the stable hash of this broker's alias */
 static seen_t         *g_seen;
 static int64_t         g_sweep_at;       /* µs: the next sweep of every source for orphans (sweep_due) */
-static bool            g_sweep_new;      /* a registration changed: sources not swept yet are swept */
+static bool            g_sweep_new;      /* a registration or subscription changed: sources not swept yet are */
 static int64_t         g_fresh_at;       /* µs: not before then (one such sweep a second) */
+static int64_t         g_retry_d;        /* µs: the wait before a source that did not answer is asked again */
 static uint64_t       *g_swept;          /* the sources swept in this run (source_hash) */
 static size_t          g_n_swept, g_cap_swept;
 
@@ -117,6 +119,7 @@ static void event_add(const char *tenant, const char *id)
     if (g_ev_tail) g_ev_tail->next = e;
     else g_ev_head = e;
     g_ev_tail = e;
+    g_sweep_new = true;                  /* the sources not asked yet are asked (sweep_due) */
     pthread_cond_signal(&g_cv);
     pthread_mutex_unlock(&g_mu);
 }
@@ -129,9 +132,6 @@ static void on_sub(const char *tenant, const char *id)
 static void on_reg(const char *tenant)
 {
     event_add(tenant, NULL);
-    pthread_mutex_lock(&g_mu);
-    g_sweep_new = true;
-    pthread_mutex_unlock(&g_mu);
 }
 
 /* ------------------------------------------------------------ ids and chains */
@@ -720,8 +720,13 @@ static int64_t send_due(void)
  * tenant that has subscriptions here, is asked for its subscriptions after
  * the restored state is reconciled, on a source not asked yet, then every
  * --dsubLease (600 s without one); each orphan becomes a part to delete
- * (retried as any delete). A source that does not answer is asked again at
- * the next sweep. */
+ * (retried as any delete). No source is asked before fwd_sub_ready (the
+ * cor:// client and the HTTP server up). A source that does not answer is
+ * asked again as one not asked yet, after 1 s, then 2, 4 ... up to 60 s
+ * (one that answers 4xx, at the next sweep). A subscription or a
+ * registration that changes has the sources not asked yet asked (at most
+ * once a second): a tenant's first subscription after a restart has its
+ * sources asked. */
 typedef struct sweep {
     reg_t   *r;
     size_t   offset;
@@ -782,11 +787,20 @@ static bool swept(uint64_t h)
     return false;
 }
 
+static void unswept(uint64_t h)
+{
+    for (size_t i = 0; i < g_n_swept; i++)
+        if (g_swept[i] == h) {
+            g_swept[i] = g_swept[--g_n_swept];
+            return;
+        }
+}
+
 static void sweep_due(void)
 {
     int64_t now = cr_now_us();
     pthread_mutex_lock(&g_mu);
-    bool all = now >= g_sweep_at, fresh = g_sweep_new && now >= g_fresh_at;
+    bool all = g_ready && now >= g_sweep_at, fresh = g_ready && g_sweep_new && now >= g_fresh_at;
     if (all || fresh) g_sweep_new = false;
     pthread_mutex_unlock(&g_mu);
     if (!all && !fresh) return;
@@ -820,6 +834,7 @@ static void sweep_due(void)
             w[nw++] = (sweep_t){rs[k], 0, true};
         }
     }
+    bool     failed = false;
     call_t  *calls = arena_alloc(a, (nw ? nw : 1) * sizeof *calls);
     sweep_t **of = arena_alloc(a, (nw ? nw : 1) * sizeof *of);
     for (int page = 0; page < SWEEP_PAGES; page++) {
@@ -847,7 +862,10 @@ static void sweep_due(void)
             bool answered = !calls[i].skipped && !calls[i].refused && calls[i].rc == CURLE_OK;
             of[i]->more = answered && sweep_page(a, of[i], &calls[i]);
             uint64_t h = source_hash(of[i]->r);
-            if (answered && calls[i].status == 200 && !swept(h)) {
+            if (!answered || calls[i].status >= 500) {
+                unswept(h);              /* asked again as a source not asked yet, after a while */
+                failed = true;
+            } else if (!swept(h)) {       /* answered (a 4xx too: asking again soon would not help) */
                 if (g_n_swept == g_cap_swept) {
                     g_cap_swept = g_cap_swept ? 2 * g_cap_swept : 16;
                     g_swept = cr_xrealloc(g_swept, g_cap_swept * sizeof *g_swept);
@@ -861,6 +879,13 @@ static void sweep_due(void)
     }
     for (size_t j = 0; j < nw; j++) reg_unref(w[j].r);
     arena_free(a);
+    pthread_mutex_lock(&g_mu);
+    if (failed) {
+        g_retry_d = g_retry_d ? (2 * g_retry_d < BACKOFF_MAX ? 2 * g_retry_d : BACKOFF_MAX) : BACKOFF_MIN;
+        g_sweep_new = true;
+        g_fresh_at = now + g_retry_d;
+    } else g_retry_d = 0;
+    pthread_mutex_unlock(&g_mu);
 }
 
 static void *thread_main(void *arg)
@@ -906,8 +931,8 @@ static void *thread_main(void *arg)
         sweep_due();
         int64_t next = send_due();
         pthread_mutex_lock(&g_mu);
-        if (next > g_sweep_at) next = g_sweep_at;
-        if (g_sweep_new && next > g_fresh_at) next = g_fresh_at;
+        if (g_ready && next > g_sweep_at) next = g_sweep_at;
+        if (g_ready && g_sweep_new && next > g_fresh_at) next = g_fresh_at;
         if (g_stop || g_ev_head) continue;
         now = cr_now_us();
         if (next > now) {
@@ -1101,11 +1126,20 @@ bool fwd_sub_start(problem_t *p)
     const char *al = fwd_alias();
     g_me = alias_hash(al, strlen(al));
     g_stop = false;
-    g_sweep_at = g_fresh_at = 0;         /* once the restored state is reconciled */
+    g_sweep_at = g_fresh_at = g_retry_d = 0;   /* once ready and the restored state is reconciled */
+    g_ready = false;
     if (pthread_create(&g_thread, NULL, thread_main, NULL) != 0)
         return problem_set(p, PB_INTERNAL_ERROR, "cannot start the distributed subscription thread");
     g_started = true;
     return true;
+}
+
+void fwd_sub_ready(void)
+{
+    pthread_mutex_lock(&g_mu);
+    g_ready = true;
+    pthread_cond_signal(&g_cv);
+    pthread_mutex_unlock(&g_mu);
 }
 
 void fwd_sub_stop(void)

@@ -42,7 +42,8 @@
  * a loop multiply nothing, across restarts too.
  *
  * Who calls what: main.c fwd_sub_init() before the subscriptions are
- * restored, fwd_sub_start() after fwd_start(), fwd_sub_stop() before
+ * restored, fwd_sub_start() after fwd_start(), fwd_sub_ready() once the
+ * cor:// client and the HTTP server are up, fwd_sub_stop() before
  * notify_stop(); api/subscriptions.c fwd_sub_admit() on a creation and
  * fwd_sub_receive() for POST /dsub/{key}.
  */
@@ -60,6 +61,9 @@
 /* Sets the watchers (events queue until fwd_sub_start). */
 void fwd_sub_init(void);
 bool fwd_sub_start(problem_t *p);
+/* cor:// and HTTP are up: sources may be asked for orphans (none is before:
+ * a cor:// source asked earlier would not answer). */
+void fwd_sub_ready(void);
 /* Stops the thread; the remote subscriptions stay (a restart finds them). */
 void fwd_sub_stop(void);
 

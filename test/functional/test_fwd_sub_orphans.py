@@ -24,7 +24,7 @@ from ngsi import entity, free_port, prop, uid
 from receiver import Receiver
 from test_distributed_subscription import changes, planted_at, remote, settle, subscribe, wait_remote
 
-PORTS = {n: free_port() for n in ("s1", "s2", "s3", "s4", "s5", "s6", "dup")}
+PORTS = {n: free_port() for n in ("s1", "s2", "s3", "s4", "s5", "s6", "s7", "dup")}
 
 
 def broker(broker_factory, alias, cor=None, *flags):
@@ -228,6 +228,24 @@ def test_5_8_5_4_hub_restarted_after_a_delete_that_never_arrived(broker_factory,
         time.sleep(0.2)
     wait_remote(hub, kept)
     assert planted_at(src)[0]["id"] == remote(hub, kept)[0]["subscriptionId"]
+
+
+def test_5_8_5_4_hub_restarted_while_its_source_is_down_sweeps_when_it_is_back(broker_factory, rcv, tmp_path):
+    # the first sweep finds the source down: it is asked again (1 s, 2 s, 4 s ...), not at the next
+    # --dsubLease (600 s here), and the orphan goes as soon as the source is back
+    src, eid = planted_source(broker_factory, tmp_path, "s7")
+    hub = broker(broker_factory, "hub-down", None, "--dbDir", str(tmp_path / "hub"))
+    _, sid = plant(hub, src, eid, rcv, "s7")
+    src.broker.stop()
+    assert hub.delete("/subscriptions/" + sid).status_code == 204
+    time.sleep(0.5)
+    hub.broker.stop()                    # the hub forgets the pending delete
+    hub.broker.start()                   # its first sweep finds the source down
+    hub.ensure_tenant()
+    subscribe(hub, rcv, uid("Vehicle"))  # a subscription here: the tenant's sources are swept
+    time.sleep(3)
+    src.broker.start()
+    wait_gone(src, timeout=30)
 
 
 # ---------------------------------------------------------------- one copy per source
