@@ -96,7 +96,7 @@ static seen_t         *g_seen;
 static int64_t         g_sweep_at;       /* µs: the next sweep of every source for orphans (sweep_due) */
 static bool            g_sweep_new;      /* a registration or subscription changed: sources not swept yet are */
 static int64_t         g_fresh_at;       /* µs: not before then (one such sweep a second) */
-static int64_t         g_retry_d;        /* µs: the wait before a source that did not answer is asked again */
+static unsigned        g_sweep_fails;    /* sweeps in a row that a source did not answer (backoff_delay) */
 static uint64_t       *g_swept;          /* the sources swept in this run (source_hash) */
 static size_t          g_n_swept, g_cap_swept;
 
@@ -504,12 +504,17 @@ static part_t *sibling(const part_t *x, bool planted)
     return NULL;
 }
 
+/* µs to wait after the n-th failure in a row (n >= 1): 1 s doubling to 60 s. */
+static int64_t backoff_delay(unsigned n)
+{
+    int64_t d = BACKOFF_MIN;
+    for (unsigned i = 1; i < n && d < BACKOFF_MAX; i++) d *= 2;
+    return d < BACKOFF_MAX ? d : BACKOFF_MAX;
+}
+
 static void backoff(part_t *x, int64_t now, const char *state, const char *why)
 {
-    x->attempts++;
-    int64_t d = BACKOFF_MIN;
-    for (unsigned i = 1; i < x->attempts && d < BACKOFF_MAX; i++) d *= 2;
-    x->next_at = now + (d < BACKOFF_MAX ? d : BACKOFF_MAX);
+    x->next_at = now + backoff_delay(++x->attempts);
     snprintf(x->state, sizeof x->state, "%s", state);
     snprintf(x->why, sizeof x->why, "%s", why);
 }
@@ -881,10 +886,9 @@ static void sweep_due(void)
     arena_free(a);
     pthread_mutex_lock(&g_mu);
     if (failed) {
-        g_retry_d = g_retry_d ? (2 * g_retry_d < BACKOFF_MAX ? 2 * g_retry_d : BACKOFF_MAX) : BACKOFF_MIN;
         g_sweep_new = true;
-        g_fresh_at = now + g_retry_d;
-    } else g_retry_d = 0;
+        g_fresh_at = now + backoff_delay(++g_sweep_fails);
+    } else g_sweep_fails = 0;
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -1126,7 +1130,8 @@ bool fwd_sub_start(problem_t *p)
     const char *al = fwd_alias();
     g_me = alias_hash(al, strlen(al));
     g_stop = false;
-    g_sweep_at = g_fresh_at = g_retry_d = 0;   /* once ready and the restored state is reconciled */
+    g_sweep_at = g_fresh_at = 0;         /* once ready and the restored state is reconciled */
+    g_sweep_fails = 0;
     g_ready = false;
     if (pthread_create(&g_thread, NULL, thread_main, NULL) != 0)
         return problem_set(p, PB_INTERNAL_ERROR, "cannot start the distributed subscription thread");
